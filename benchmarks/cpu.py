@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""CPU benchmark: tracearray against NumPy, numexpr and numba loops on the 13 public workloads.
+
+    python benchmarks/cpu.py [--size cpu|check] [--repeat N] [--only a,b] [--json out.json]
+                             [--numba-python PATH] [--threads N]
+
+For each workload, in one process and on the same inputs: NumPy (the workload's own source),
+numexpr (where expressible), numba prange loops (when numba is importable here, or in the
+interpreter given by --numba-python / $TRACEARRAY_NUMBA_PYTHON), and ``tracearray.compile(fn)``.
+
+Method, and why:
+  * Every result is checked against a float64 NumPy reference (relative 2-norm error, a
+    per-workload tolerance) and its dtypes against NumPy's; a miss prints FAIL loudly, and a
+    fast wrong answer never counts as a speedup.
+  * tracearray's first call (trace + compile + run) is timed on its own as "cold"; the other
+    frameworks' first calls (numba's JIT, numexpr's parse) are recorded in the JSON.
+  * After warm-up, the frameworks take turns, the order rotated every round, for --repeat
+    rounds; in its turn a framework makes one untimed call and one timed call (see
+    interleaved_times); each reports the median.  The 2-core machine is shared and noisy:
+    interleaving spreads the noise over all frameworks, so the ratios in one run are what to
+    compare, not absolute times across runs.
+  * OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, set on some machines for old OpenBLAS builds, slow
+    NumPy's current OpenBLAS (forcing the core type made the 1024^3 matmul 1.4-10x slower
+    here).  When present they are removed for this process only (by re-executing it), unless
+    --keep-openblas-env; the OpenBLAS kernel actually used is recorded.
+
+Verdicts printed at the end (the targets of the CPU issue): geomean speedup over NumPy >= 3x,
+no workload slower than NumPy, and no workload slower than 1.2x the numba loops.
+Exit status 1 if any result is wrong or any framework raised (or, with --strict, if a verdict
+fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` and `tracearray` importable
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import baselines as B  # noqa: E402
+from benchmarks import workloads as W  # noqa: E402
+
+FRAMEWORKS = ("numpy", "numexpr", "numba", "tracearray")
+TARGET_GEOMEAN_VS_NUMPY = 3.0
+TARGET_MIN_VS_NUMPY = 1.0
+TARGET_MAX_SLOWDOWN_VS_NUMBA = 1.2
+OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+REMOVED_MARK = "TRACEARRAY_BENCH_REMOVED_OPENBLAS_ENV"
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "NUMEXPR_MAX_THREADS", "NUMBA_NUM_THREADS")
+
+
+# ======================================================================================
+# Command line and process environment
+# ======================================================================================
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="cpu", choices=W.SIZES)
+    ap.add_argument("--repeat", type=int, default=7, help="timed rounds per workload (median)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds after the first call")
+    ap.add_argument("--only", default=None, help="comma-separated workload names")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", dest="json_out", default=None, help="write the results here")
+    ap.add_argument("--numba-python", default=None,
+                    help=f"interpreter with numba for the numba baselines (default: "
+                         f"${B.NUMBA_PYTHON_ENV}, else numba in this process if importable)")
+    ap.add_argument("--no-numba", action="store_true", help="skip the numba baselines")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="thread count for OpenMP/OpenBLAS/numexpr/numba (default: theirs)")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="do not remove OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for the benchmark")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target verdict fails")
+    args = ap.parse_args(argv)
+    args.names = args.only.split(",") if args.only else W.names()
+    for name in args.names:
+        W.get(name)  # fail early on a typo
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    return args
+
+
+def benchmark_env(args: argparse.Namespace) -> Optional[Dict[str, str]]:
+    """The environment this benchmark must run under, or None if the current one is it.
+
+    Both settings are read by native libraries when they load, so they can only be changed
+    by starting the process again (see reexec_if_needed)."""
+    env = dict(os.environ)
+    if not args.keep_openblas_env:
+        removed = {k: env.pop(k) for k in OPENBLAS_VARS if k in env}
+        if removed:
+            env[REMOVED_MARK] = json.dumps(removed)
+    if args.threads:
+        for var in THREAD_VARS:
+            env[var] = str(args.threads)
+    return None if env == dict(os.environ) else env
+
+
+def reexec_if_needed(args: argparse.Namespace, argv: List[str]) -> None:
+    env = benchmark_env(args)
+    if env is not None:
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
+
+
+# ======================================================================================
+# Machine description
+# ======================================================================================
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def openblas_info() -> dict:
+    """Which OpenBLAS NumPy loaded, the kernel (core) it picked and its thread count."""
+    np.ones(2) @ np.ones(2)  # make sure BLAS is loaded
+    info: dict = {}
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+    except OSError:
+        paths = []
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "")):
+            fn = getattr(lib, f"{prefix}get_corename{suffix}", None)
+            if fn is None:
+                continue
+            fn.restype = ctypes.c_char_p
+            info.update(library=os.path.basename(path), core=fn().decode())
+            cfg = getattr(lib, f"{prefix}get_config{suffix}", None)
+            if cfg is not None:
+                cfg.restype = ctypes.c_char_p
+                info["config"] = cfg().decode()
+            threads = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            if threads is not None:
+                info["threads"] = int(threads())
+            break
+    for var in OPENBLAS_VARS:
+        info[var] = os.environ.get(var)
+    if REMOVED_MARK in os.environ:
+        info["removed_for_this_benchmark"] = json.loads(os.environ[REMOVED_MARK])
+    return info
+
+
+def git_revision() -> Optional[str]:
+    try:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
+                               capture_output=True, text=True, timeout=10)
+        if rev.returncode != 0:
+            return None
+        return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info(args: argparse.Namespace, numba_desc: dict) -> dict:
+    info = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        cpu_model=cpu_model(), cpu_count=os.cpu_count(),
+        usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        platform=platform.platform(), python=platform.python_version(),
+        numpy=np.__version__, git=git_revision(),
+        threads=dict(requested=args.threads, openblas=None, numexpr=None,
+                     numba=numba_desc.get("numba_threads")),
+        numba=numba_desc,
+    )
+    for mod in ("llvmlite", "numexpr", "tracearray"):
+        try:
+            info[mod] = getattr(__import__(mod), "__version__", "unknown")
+        except Exception as e:
+            info[mod] = f"unavailable: {type(e).__name__}: {e}"
+    try:  # recorded if and when tracearray exposes its thread count
+        import tracearray
+        info["threads"]["tracearray"] = tracearray.get_num_threads()
+    except Exception:
+        info["threads"]["tracearray"] = None
+    if B.numexpr_available():
+        import numexpr
+        info["threads"]["numexpr"] = numexpr.get_num_threads()
+    info["openblas"] = openblas_info()
+    info["threads"]["openblas"] = info["openblas"].get("threads")
+    return info
+
+
+# ======================================================================================
+# Cells: one framework on one workload
+# ======================================================================================
+
+class LocalCell:
+    """A framework's implementation called in this process.
+
+    ``make`` builds the callable (for tracearray: ``tracearray.compile``); its cost is part of
+    the cold start.  start() makes the first call and a second one, and checks both: a
+    compiler may take a different path on the first call (e.g. evaluate while tracing)."""
+
+    def __init__(self, make: Callable[[], Callable], args: list, ref: tuple):
+        self.make, self.args, self.ref = make, args, ref
+        self.fn: Optional[Callable] = None
+
+    def start(self) -> dict:
+        t0 = time.perf_counter()
+        self.fn = self.make()
+        t1 = time.perf_counter()
+        first = self.fn(*self.args)
+        t2 = time.perf_counter()
+        second = self.fn(*self.args)
+        err = max(W.max_rel_err(first, self.ref), W.max_rel_err(second, self.ref))
+        dtypes = sorted({str(o.dtype) for o in W.as_outputs(second)})
+        return dict(build_s=t1 - t0, first_call_s=t2 - t1, cold_s=t2 - t0, rel_err=err, dtypes=dtypes)
+
+    def time_once(self) -> float:
+        args, fn = self.args, self.fn
+        t0 = time.perf_counter()
+        fn(*args)
+        return time.perf_counter() - t0
+
+
+class RemoteNumbaCell:
+    """The numba loop of one workload, run by the numba worker in another interpreter."""
+
+    def __init__(self, remote: "B.RemoteNumba", name: str, size: str, seed: int, digest: str):
+        self.remote, self.name, self.size, self.seed, self.digest = remote, name, size, seed, digest
+
+    def start(self) -> dict:
+        t0 = time.perf_counter()
+        r = self.remote.load(self.name, self.size, self.seed)
+        if r["digest"] != self.digest:
+            raise RuntimeError(f"the numba worker generated different inputs ({r['digest']} != "
+                               f"{self.digest}): its NumPy differs from this one")
+        return dict(first_call_s=r["first_call_s"], cold_s=r["first_call_s"],
+                    setup_s=time.perf_counter() - t0, rel_err=r["rel_err"], dtypes=r["dtypes"])
+
+    def time_once(self) -> float:
+        return self.remote.time_once()
+
+
+def compile_with_tracearray(fn: Callable) -> Callable:
+    import tracearray
+    return tracearray.compile(fn)
+
+
+class NumbaSource:
+    """Where the numba baselines come from: this process, a worker interpreter, or nowhere."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.remote: Optional[B.RemoteNumba] = None
+        self.local = False
+        self.desc: dict = {}
+        python = args.numba_python or os.environ.get(B.NUMBA_PYTHON_ENV)
+        if args.no_numba:
+            self.desc = dict(mode="off", reason="--no-numba")
+        elif python:
+            try:
+                self.remote = B.RemoteNumba(python)
+                self.desc = dict(self.remote.info, mode="subprocess", interpreter=python)
+            except Exception as e:
+                self.desc = dict(mode="unavailable", interpreter=python, reason=f"{type(e).__name__}: {e}")
+        elif B.numba_available():
+            self.local = True
+            self.desc = dict(B.numba_versions(), mode="in-process", interpreter=sys.executable)
+        else:
+            self.desc = dict(mode="unavailable", reason=(
+                f"numba is not importable here; pass --numba-python PATH or set {B.NUMBA_PYTHON_ENV}"))
+
+    @property
+    def available(self) -> bool:
+        return self.local or self.remote is not None
+
+    def cell(self, w: W.Workload, args: list, ref: tuple, size: str, seed: int, digest: str):
+        if self.remote is not None:
+            return RemoteNumbaCell(self.remote, w.name, size, seed, digest)
+        return LocalCell(lambda: B.numba_kernels()[w.name], args, ref)
+
+    def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
+
+
+def make_cells(w: W.Workload, inputs: dict, ref: tuple, size: str, seed: int,
+               numba: NumbaSource) -> Dict[str, object]:
+    """The cells to run for one workload, in FRAMEWORKS order (missing baselines left out)."""
+    args = [inputs[a.name] for a in w.args]
+    cells: Dict[str, object] = {"numpy": LocalCell(lambda: w.fn, args, ref)}
+    if w.name in B.NUMEXPR and B.numexpr_available():
+        cells["numexpr"] = LocalCell(lambda: B.NUMEXPR[w.name], args, ref)
+    if numba.available:
+        cells["numba"] = numba.cell(w, args, ref, size, seed, W.input_digest(inputs))
+    cells["tracearray"] = LocalCell(lambda: compile_with_tracearray(w.fn), args, ref)
+    return cells
+
+
+# ======================================================================================
+# Timing one workload
+# ======================================================================================
+
+def start_cells(w: W.Workload, cells: Dict[str, object], numpy_dtypes: List[str]) -> Dict[str, dict]:
+    """First calls and accuracy checks; a cell that raises is reported and not timed."""
+    records = {}
+    for fw, cell in cells.items():
+        rec = dict(workload=w.name, framework=fw, tol=w.tol)
+        if fw == "numexpr" and w.name in B.NUMEXPR_HYBRID:
+            rec["note"] = B.NUMEXPR_HYBRID[w.name]
+        try:
+            rec.update(cell.start())
+            problems = []
+            if not rec["rel_err"] <= w.tol:
+                problems.append(f"relative error {rec['rel_err']:.2e} > tol {w.tol:.0e}")
+            if rec["dtypes"] != numpy_dtypes:
+                problems.append(f"output dtypes {rec['dtypes']}, NumPy gives {numpy_dtypes}")
+            rec["ok"] = not problems
+            if problems:
+                rec["failure"] = "; ".join(problems)
+        except Exception as e:
+            rec.update(ok=False, error=f"{type(e).__name__}: {e}"[:500],
+                       traceback=traceback.format_exc(limit=-4))
+        records[fw] = rec
+    return records
+
+
+def interleaved_times(cells: Dict[str, object], order: List[str], repeat: int,
+                      warmup: int) -> Dict[str, List[float]]:
+    """Seconds per call: each round visits every framework once, the order rotated per round.
+
+    A visit is one untimed call, then one timed call.  Timing the very first call after
+    another framework ran would charge the switch to it (its worker threads asleep, its
+    arrays out of cache), which penalises multithreaded runtimes most; interleaving the
+    visits still spreads the machine's slow drifts and bursts over all frameworks alike."""
+    for _ in range(warmup):
+        for fw in order:
+            cells[fw].time_once()
+    samples: Dict[str, List[float]] = {fw: [] for fw in order}
+    for r in range(repeat):
+        k = r % len(order)
+        for fw in order[k:] + order[:k]:
+            cells[fw].time_once()
+            samples[fw].append(cells[fw].time_once())
+    return samples
+
+
+def bench_workload(w: W.Workload, args: argparse.Namespace, numba: NumbaSource) -> Dict[str, dict]:
+    inputs = W.make_inputs(w.name, args.size, args.seed)
+    ref = W.reference(w, inputs)
+    numpy_dtypes = sorted({str(o.dtype) for o in W.as_outputs(W.run(w, inputs))})
+    cells = make_cells(w, inputs, ref, args.size, args.seed, numba)
+    records = start_cells(w, cells, numpy_dtypes)
+    timeable = [fw for fw in cells if "error" not in records[fw]]
+    samples = interleaved_times(cells, timeable, args.repeat, args.warmup)
+    for fw, ts in samples.items():
+        ms = [t * 1e3 for t in ts]
+        records[fw].update(ms=statistics.median(ms), min_ms=min(ms), max_ms=max(ms), reps=len(ms),
+                           GBps=w.bytes(args.size) / statistics.median(ms) / 1e6)
+    return records
+
+
+# ======================================================================================
+# Summary: table, geomeans, verdicts
+# ======================================================================================
+
+def geomean(xs: List[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def good_ms(rec: Optional[dict]) -> Optional[float]:
+    """The median time of a correct result, else None (a wrong answer is never a speedup)."""
+    return rec["ms"] if rec and rec.get("ok") and "ms" in rec else None
+
+
+def speedups(results: Dict[str, Dict[str, dict]], fw: str, base: str) -> Dict[str, float]:
+    """base time / fw time per workload where both are correct."""
+    out = {}
+    for name, recs in results.items():
+        a, b = good_ms(recs.get(fw)), good_ms(recs.get(base))
+        if a and b:
+            out[name] = b / a
+    return out
+
+
+def fmt_ms(rec: Optional[dict]) -> str:
+    if rec is None:
+        return "—"
+    if "error" in rec:
+        return "error"
+    ms = rec["ms"]
+    s = f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
+    return s if rec["ok"] else s + " FAIL"
+
+
+def markdown_table(results: Dict[str, Dict[str, dict]], size: str) -> str:
+    vs_np = speedups(results, "tracearray", "numpy")
+    vs_nb = speedups(results, "tracearray", "numba")
+    lines = [f"ms per call (median), `{size}` size; speedup = other's time / tracearray's time",
+             "",
+             "| workload | numpy | numexpr | numba | tracearray | tracearray cold (s) "
+             "| speedup vs numpy | speedup vs numba |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, recs in results.items():
+        ta = recs.get("tracearray") or {}
+        cold = f"{ta['cold_s']:.2f}" if "cold_s" in ta else "—"
+        sp_np, sp_nb = fmt_x(vs_np.get(name, math.nan)), fmt_x(vs_nb.get(name, math.nan))
+        cols = " | ".join(fmt_ms(recs.get(fw)) for fw in FRAMEWORKS)
+        lines.append(f"| {name} | {cols} | {cold} | {sp_np} | {sp_nb} |")
+    gm = {fw: geomean(list(speedups(results, fw, "numpy").values())) for fw in FRAMEWORKS[1:]}
+    gm_cells = " | ".join(fmt_x(gm[fw]) for fw in FRAMEWORKS[1:])
+    lines.append(f"| **geomean speedup vs numpy** | 1× | {gm_cells} | | {fmt_x(gm['tracearray'])} "
+                 f"| {fmt_x(geomean(list(vs_nb.values())))} |")
+    return "\n".join(lines)
+
+
+def fmt_x(ratio: float) -> str:
+    return "—" if math.isnan(ratio) else f"{ratio:.2f}×"
+
+
+def verdicts(results: Dict[str, Dict[str, dict]], numba_available: bool) -> List[dict]:
+    """The three targets of the CPU issue, each with PASS/FAIL and the workloads that miss."""
+    names = list(results)
+    vs_np = speedups(results, "tracearray", "numpy")
+    vs_nb = speedups(results, "tracearray", "numba")
+    broken = [n for n in names if n not in vs_np]   # tracearray wrong, raised, or not run
+    scope = "" if len(names) == len(W.WORKLOADS) else f" (on {len(names)} of {len(W.WORKLOADS)} workloads)"
+    out = []
+    not_run = [f"no correct tracearray result for {', '.join(broken)}"] if broken else []
+
+    gm = geomean(list(vs_np.values()))
+    parts = [f"geomean {gm:.2f}× over {len(vs_np)} workloads"] if vs_np else []
+    out.append(dict(target=f"geomean speedup vs NumPy >= {TARGET_GEOMEAN_VS_NUMPY:g}×{scope}",
+                    passed=not broken and gm >= TARGET_GEOMEAN_VS_NUMPY,
+                    value=None if math.isnan(gm) else gm, detail="; ".join(parts + not_run)))
+
+    slow = [f"{n} {s:.2f}×" for n, s in vs_np.items() if s < TARGET_MIN_VS_NUMPY]
+    parts = ["slower: " + ", ".join(slow) if slow else f"none of {len(vs_np)} slower"] if vs_np else []
+    out.append(dict(target=f"no workload slower than NumPy{scope}", passed=not broken and not slow,
+                    value=min(vs_np.values()) if vs_np else None,
+                    detail="; ".join(parts + not_run)))
+
+    target = f"every workload within {TARGET_MAX_SLOWDOWN_VS_NUMBA:g}× of the numba loops{scope}"
+    if not numba_available:
+        out.append(dict(target=target, passed=None, value=None,
+                        detail="NOT MEASURED: numba unavailable (see --numba-python)"))
+    else:
+        floor = 1.0 / TARGET_MAX_SLOWDOWN_VS_NUMBA
+        slow = [f"{n} {1 / s:.2f}× numba's time" for n, s in vs_nb.items() if s < floor]
+        missing = [n for n in names if n not in vs_nb]
+        parts = ["too slow: " + ", ".join(slow) if slow else f"all {len(vs_nb)} within"] if vs_nb else []
+        if missing:
+            parts.append(f"no correct tracearray and numba pair for {', '.join(missing)}")
+        out.append(dict(target=target, passed=not slow and not missing, detail="; ".join(parts),
+                        value=min(vs_nb.values()) if vs_nb else None))
+    return out
+
+
+def failures(results: Dict[str, Dict[str, dict]]) -> List[str]:
+    lines = []
+    for name, recs in results.items():
+        for fw, rec in recs.items():
+            if "error" in rec:
+                lines.append(f"{fw} / {name}: raised {rec['error']}")
+            elif not rec["ok"]:
+                lines.append(f"{fw} / {name}: {rec['failure']}")
+    return lines
+
+
+# ======================================================================================
+# Main
+# ======================================================================================
+
+def progress_line(name: str, recs: Dict[str, dict]) -> str:
+    parts = []
+    for fw in FRAMEWORKS:
+        if fw in recs:
+            rec = recs[fw]
+            parts.append(f"{fw} {'error' if 'error' in rec else fmt_ms(rec) + ' ms'}")
+    return f"{name:14s} " + " | ".join(parts)
+
+
+def run_suite(args: argparse.Namespace, numba: NumbaSource) -> Dict[str, Dict[str, dict]]:
+    results = {}
+    for name in args.names:
+        recs = bench_workload(W.get(name), args, numba)
+        results[name] = recs
+        print(progress_line(name, recs), flush=True)
+        for fw, rec in recs.items():
+            if not rec["ok"]:
+                why = rec.get("error") or rec.get("failure")
+                print(f"    !!! FAIL {fw} / {name}: {why}", flush=True)
+    return results
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    reexec_if_needed(args, argv)
+
+    numba = NumbaSource(args)
+    try:
+        info = machine_info(args, numba.desc)
+        print(f"# {info['cpu_model']}, {info['usable_cores']} cores; threads {info['threads']}; "
+              f"numpy {info['numpy']}, llvmlite {info['llvmlite']}, numexpr {info['numexpr']}, "
+              f"numba: {numba.desc.get('mode')} {numba.desc.get('numba', numba.desc.get('reason', ''))}; "
+              f"OpenBLAS core {info['openblas'].get('core')}", flush=True)
+        if numba.desc.get("interpreter") and not numba.available:
+            print(f"!!! numba baselines unavailable: {numba.desc['reason']}", flush=True)
+        results = run_suite(args, numba)
+    finally:
+        numba.close()
+
+    table = markdown_table(results, args.size)
+    checks = verdicts(results, numba.available)
+    fails = failures(results)
+    print()
+    print(table)
+    print()
+    for v in checks:
+        mark = {True: "PASS", False: "FAIL", None: "----"}[v["passed"]]
+        print(f"[{mark}] {v['target']}: {v['detail']}")
+    if fails:
+        print()
+        print(f"!!! {len(fails)} FAILED RESULT(S) !!!")
+        for line in fails:
+            print(f"!!! FAIL {line}")
+
+    if args.json_out:
+        doc = dict(suite="tracearray CPU benchmark", size=args.size, repeat=args.repeat,
+                   warmup=args.warmup, seed=args.seed, machine=info,
+                   workloads={n: dict(shapes=W.get(n).shapes(args.size), bytes=W.get(n).bytes(args.size),
+                                      flops=W.get(n).flops(args.size), tol=W.get(n).tol)
+                              for n in results},
+                   results=[rec for recs in results.values() for rec in recs.values()],
+                   verdicts=checks, failures=fails, markdown=table)
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.json_out, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+        print(f"\nwrote {args.json_out}")
+
+    if fails or (args.strict and not all(v["passed"] for v in checks)):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,967 @@
+"""Differential tests generated from the op table: tracing each op (and each NumPy-level
+composite) gives the shape and dtype NumPy gives, and the graph evaluator's values equal
+NumPy's.
+
+Every check goes through ``check``: run ``fn`` with NumPy, trace it with ``trace_function``,
+evaluate the graph node by node (asserting that each node's NumPy reference produces exactly
+the node's shape and dtype, so a wrong rule cannot hide behind the evaluator's final cast),
+and compare. If NumPy raises, tracing must raise the same kind of error.
+
+Comparison: integers and bools bit-exact; floats with ``assert_array_equal`` (NaN positions
+equal) plus equal signs of zeros. The evaluator computes each node with NumPy itself, so
+floats are exact too, except in the places listed in ``DIVERGENCES`` below, where the graph
+deliberately computes differently from NumPy's implementation.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import strategies as S
+from tracearray.trace import trace_function
+from tracearray.trace.evaluate import evaluate_graph
+from tracearray.trace.ops import ALL_DTYPES, OPS, Kind, OpSpec
+from tracearray.trace.pytree import flatten, unflatten
+
+# NumPy's overflow / invalid / divide-by-zero warnings are expected on these inputs.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+# Deliberate divergences from NumPy's *implementation* (not its semantics): where the graph
+# computes a value in a different order than NumPy does, floats are compared with a relative
+# tolerance instead of exactly. Keep this the single list (the docs' divergence table mirrors
+# it).
+DIVERGENCES = {
+    # np.linalg.norm(x) with axis=None and ord None/'fro'/2 computes sqrt(dot(x.ravel(), x.ravel()))
+    # (BLAS, blocked summation order); the graph computes sqrt(sum(x * x)) (pairwise summation).
+    "norm_dot": 1e-5,
+}
+
+UFUNC_OPS = sorted(n for n, s in OPS.items() if s.kind is Kind.ELEMENTWISE and s.ufunc is not None)
+UNARY_UFUNCS = [n for n in UFUNC_OPS if OPS[n].arity == 1]
+BINARY_UFUNCS = [n for n in UFUNC_OPS if OPS[n].arity == 2]
+ARRAY_TYPES = (np.ndarray, np.generic)
+
+
+# ============================================================================================
+# The comparator
+# ============================================================================================
+
+def numpy_call(fn: Callable, args: tuple) -> Any:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def trace(fn: Callable, *args: Any):
+    return trace_function(fn, args, {}, frozenset(), frozenset())
+
+
+def graph_inputs(args: tuple) -> list[np.ndarray]:
+    leaves, _ = flatten(list(args), lambda v: isinstance(v, ARRAY_TYPES))
+    return [np.asarray(v) for v in leaves]
+
+
+def evaluate_checked(graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """``evaluate_graph``, plus a node-by-node check that the op table's NumPy reference gives
+    exactly each node's declared shape and dtype."""
+    values: dict = {}
+    for node, value in zip(graph.inputs, inputs):
+        assert (node.shape, node.dtype) == (value.shape, value.dtype), node
+        values[node] = value
+    with np.errstate(all="ignore"):
+        for node in graph.nodes():
+            if node in values:
+                continue
+            spec = OPS[node.op]
+            attrs = dict(node.attrs)
+            if spec.kind is Kind.SOURCE:
+                out = np.asarray(spec.numpy_ref(**attrs))
+            else:
+                out = np.asarray(spec.numpy_ref(*[values[a] for a in node.args], **attrs))
+            assert (out.shape, out.dtype) == (node.shape, node.dtype), (
+                f"{node.op}{dict(node.attrs) if node.op != 'constant' else ''} on "
+                f"{[a for a in node.args]}: NumPy gives {out.dtype}{list(out.shape)}, the "
+                f"graph says {node.dtype}{list(node.shape)}")
+            values[node] = out
+    result = evaluate_graph(graph, inputs)
+    for mine, theirs in zip((values[o] for o in graph.outputs), result):
+        assert_same(mine, theirs)
+    return result
+
+
+def assert_same(expected: Any, got: Any, rtol: float = 0.0, what: str = "") -> None:
+    e, g = np.asarray(expected), np.asarray(got)
+    assert g.shape == e.shape, f"{what}shape {g.shape} != NumPy's {e.shape}"
+    assert g.dtype == e.dtype, f"{what}dtype {g.dtype} != NumPy's {e.dtype}"
+    if e.dtype.kind != "f":
+        assert np.array_equal(g, e), f"{what}values differ:\n{g!r}\nNumPy:\n{e!r}"
+        return
+    if rtol:
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=0, equal_nan=True, err_msg=what)
+        return
+    np.testing.assert_array_equal(g, e, err_msg=what)
+    finite_or_inf = ~np.isnan(e)
+    np.testing.assert_array_equal(np.signbit(g[finite_or_inf]), np.signbit(e[finite_or_inf]),
+                                  err_msg=f"{what}signs of zeros differ")
+
+
+def _error_class(exc: BaseException) -> type[BaseException]:
+    for cls in (OverflowError, np.exceptions.AxisError, IndexError, ValueError, TypeError):
+        if isinstance(exc, cls):
+            return cls
+    return type(exc)
+
+
+def check(fn: Callable, *args: Any, rtol: float = 0.0) -> Any:
+    """Trace ``fn(*args)`` and compare with NumPy. Returns the graph (None if NumPy raised)."""
+    try:
+        expected = numpy_call(fn, args)
+    except Exception as exc:  # NumPy rejects the call: tracing (or evaluating) must too
+        with pytest.raises(_error_class(exc)):
+            graph = trace(fn, *args)
+            evaluate_checked(graph, graph_inputs(args))
+        return None
+    graph = trace(fn, *args)
+    got = unflatten(graph.out_tree, evaluate_checked(graph, graph_inputs(args)))
+    exp_leaves, exp_tree = flatten(expected, lambda v: isinstance(v, ARRAY_TYPES))
+    got_leaves, got_tree = flatten(got, lambda v: isinstance(v, ARRAY_TYPES))
+    assert exp_tree == got_tree, f"result structure {got_tree} != NumPy's {exp_tree}"
+    for i, (e, g) in enumerate(zip(exp_leaves, got_leaves)):
+        assert_same(e, g, rtol, what=f"output {i}: ")
+    for node, e in zip(graph.outputs, exp_leaves):
+        assert (node.shape, node.dtype) == (np.shape(e), np.asarray(e).dtype)
+    return graph
+
+
+def ops_in(graph) -> set[str]:
+    return {n.op for n in graph.nodes()}
+
+
+# ============================================================================================
+# Meta-tests: the table is complete, every op is tested here, every op has a lowering.
+# ============================================================================================
+
+# Ops with a dedicated test below (the ufunc ops are covered generically). A new op that is
+# in neither list fails test_every_op_is_tested.
+EXPLICITLY_TESTED = {
+    "input": "test_sources", "constant": "test_sources", "size": "test_mean_var_std",
+    "where": "test_where", "cast": "test_cast_every_pair",
+    "sum": "test_reductions", "prod": "test_reductions", "max": "test_reductions",
+    "min": "test_reductions", "any": "test_reductions", "all": "test_reductions",
+    "argmax": "test_arg_reductions", "argmin": "test_arg_reductions",
+    "reshape": "test_reshape", "transpose": "test_transpose", "slice": "test_basic_indexing",
+    "broadcast_to": "test_broadcast_to", "squeeze": "test_squeeze",
+    "expand_dims": "test_expand_dims", "cumsum": "test_scans", "cumprod": "test_scans",
+    "matmul": "test_matmul", "concatenate": "test_concatenate",
+}
+
+
+def test_every_op_is_tested() -> None:
+    untested = set(OPS) - set(UFUNC_OPS) - set(EXPLICITLY_TESTED)
+    assert not untested, f"ops without a differential test in {__name__}: {sorted(untested)}"
+    for test in set(EXPLICITLY_TESTED.values()):
+        assert test in globals(), test
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_table_entry_is_complete(name: str) -> None:
+    spec = OPS[name]
+    assert isinstance(spec, OpSpec) and spec.name == name
+    assert isinstance(spec.kind, Kind)
+    assert callable(spec.numpy_ref)
+    assert callable(spec.shape_rule)
+    assert callable(spec.dtype_rule)
+    assert spec.domain is not None and len(spec.domain.dtypes) >= 1, "empty dtype domain"
+    assert set(spec.domain.dtypes) <= set(ALL_DTYPES)
+    assert spec.domain.values in S.VALUE_CLASSES
+    assert isinstance(spec.arity, int) and isinstance(spec.cost, int) and spec.cost >= 0
+    if spec.ufunc is not None:
+        assert spec.kind is Kind.ELEMENTWISE and spec.numpy_ref is spec.ufunc
+        assert spec.arity == spec.ufunc.nin
+    if spec.kind is Kind.SOURCE:
+        assert spec.arity == 0
+
+
+def test_every_elementwise_op_has_a_scalar_lowering() -> None:
+    from tracearray.codegen import scalar  # imported here: only this test needs codegen
+
+    elementwise = {n for n, s in OPS.items() if s.kind is Kind.ELEMENTWISE}
+    missing = elementwise - set(scalar.OPS)
+    assert not missing, f"elementwise ops without a lowering in codegen.scalar: {sorted(missing)}"
+
+
+def test_every_reduction_has_a_lowering() -> None:
+    # lowering_tables() -> {kind: set of op names}; kinds as ops.Kind or their string values.
+    from tracearray.codegen import lowering_tables
+
+    tables = lowering_tables()
+    for kind in Kind:
+        if kind is Kind.SOURCE:
+            continue
+        table = tables.get(kind, tables.get(kind.value))
+        if table is None and kind is not Kind.REDUCE:
+            continue  # other kinds are checked once their lowering table exists
+        missing = {n for n, s in OPS.items() if s.kind is kind} - set(table or ())
+        assert not missing, f"{kind.value} ops without a lowering: {sorted(missing)}"
+
+
+# ============================================================================================
+# Elementwise ufuncs
+# ============================================================================================
+
+def _ufunc_fn(name: str) -> Callable:
+    ufunc = OPS[name].ufunc
+    return lambda *xs: ufunc(*xs)
+
+
+@pytest.mark.parametrize("name", UFUNC_OPS)
+def test_ufunc_every_dtype(name: str) -> None:
+    """Every dtype of the op's domain, on the domain's special values (NaN, inf, -0.0,
+    extremes), each pair of values once for binary ops, with broadcasting."""
+    spec = OPS[name]
+    fn = _ufunc_fn(name)
+    for dt in spec.domain.dtypes:
+        vals = S.special_values(dt, spec.domain.values)
+        if spec.arity == 1:
+            graph = check(fn, vals)
+            assert graph is not None and name in ops_in(graph)
+            check(fn, vals.reshape(1, -1)[:, ::-1])
+        else:
+            a, b = S.cross_values(vals, vals)
+            graph = check(fn, a, b)
+            assert graph is not None and name in ops_in(graph), (dt, ops_in(graph))
+            check(fn, vals[:, None], vals[None, :])        # broadcasting
+            check(fn, vals, vals[:1].reshape(()))          # 0-d operand
+
+
+@pytest.mark.parametrize("name", UFUNC_OPS)
+@given(data=st.data())
+def test_ufunc_random(name: str, data: st.DataObject) -> None:
+    spec = OPS[name]
+    dt = data.draw(S.dtypes_for(name), label="dtype")
+    shapes = data.draw(S.broadcast_shapes(spec.arity), label="shapes")
+    xs = [data.draw(S.arrays(dt, s, spec.domain.values), label=f"x{i}")
+          for i, s in enumerate(shapes)]
+    check(_ufunc_fn(name), *xs)
+
+
+@pytest.mark.parametrize("name", BINARY_UFUNCS)
+@given(data=st.data())
+def test_ufunc_mixed_dtypes(name: str, data: st.DataObject) -> None:
+    """Two different dtypes: NumPy 2 promotion (or NumPy's TypeError when no loop fits)."""
+    spec = OPS[name]
+    dts = data.draw(st.tuples(S.any_dtype(), S.any_dtype()), label="dtypes")
+    shapes = data.draw(S.broadcast_shapes(2, max_dims=2), label="shapes")
+    xs = [data.draw(S.arrays(dt, s, spec.domain.values)) for dt, s in zip(dts, shapes)]
+    check(_ufunc_fn(name), *xs)
+
+
+@pytest.mark.parametrize("name", BINARY_UFUNCS)
+@given(data=st.data())
+def test_ufunc_weak_python_scalar(name: str, data: st.DataObject) -> None:
+    """A Python scalar operand is weak (NEP 50): it takes the array's dtype, raising
+    OverflowError when it does not fit an integer dtype, as NumPy does."""
+    spec = OPS[name]
+    ufunc = spec.ufunc
+    dt = data.draw(S.dtypes_for(name), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes(max_dims=2), spec.domain.values), label="x")
+    scalar = data.draw(S.python_scalars(), label="scalar")
+    if data.draw(st.booleans(), label="scalar first"):
+        check(lambda a: ufunc(scalar, a), x)
+    else:
+        check(lambda a: ufunc(a, scalar), x)
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "equal"])
+def test_ufunc_numpy_scalar_operand_is_strong(name: str) -> None:
+    ufunc = OPS[name].ufunc
+    x = np.array([1.5, -2.0, np.nan], np.float32)
+    for s in (np.float64(2.0), np.float16(3.0), np.int64(3), np.uint8(3), np.bool_(True)):
+        check(lambda a: ufunc(a, s), x)
+        check(lambda a: ufunc(s, a), x)
+    check(lambda a, b: ufunc(a, b), x, np.float64(2.5))   # a NumPy scalar argument
+
+
+def test_weak_scalars_nep50() -> None:
+    f32 = np.array([1.5, -2.0, 3.25], np.float32)
+    u8 = np.array([1, 2, 250], np.uint8)
+    i32 = np.array([7, -7, 3], np.int32)
+    graph = check(lambda x: x * 2.0, f32)
+    assert graph.outputs[0].dtype == np.float32          # float32 array * Python float
+    with pytest.raises(OverflowError):
+        trace(lambda x: x + 300, u8)                     # 300 does not fit uint8
+    assert check(lambda x: x + 255, u8).outputs[0].dtype == np.uint8   # wraps like NumPy
+    assert check(lambda x: x / 2, i32).outputs[0].dtype == np.float64  # int / int
+    assert check(lambda x: x // 2, i32).outputs[0].dtype == np.int32
+    assert check(lambda x: x + True, u8).outputs[0].dtype == np.uint8
+    assert check(lambda x: x + 1.5, u8).outputs[0].dtype == np.float64  # int array + float
+    assert check(lambda x: x.astype(np.float16) + 1e10, u8).outputs[0].dtype == np.float16
+    check(lambda x: x * np.float64(2.0), f32)            # NumPy scalars are strong
+    check(lambda x: np.float64(2.0) * x, f32)
+
+
+def test_integer_division_signs() -> None:
+    a = np.array([7, -7, 7, -7, 0, 1, -1, np.iinfo(np.int32).min], np.int32)
+    b = np.array([2, 2, -2, -2, 3, 0, 0, -1], np.int32)
+    check(lambda x, y: (x // y, x % y, np.fmod(x, y) if False else x - y), a, b)
+    check(lambda x, y: divmod(x, y), a, b)
+    check(lambda x: (x // -3, x % -3, -3 // x, -3 % x, 7 % x), a)
+    f = np.array([7.5, -7.5, 0.0, -0.0, np.inf, np.nan], np.float64)
+    check(lambda x: (x // 2, x % 2, x // -2.0, x % -2.0, 1.0 % x, 2 // x), f)
+
+
+def test_bool_arithmetic() -> None:
+    b = np.array([True, False, True, False])
+    c = np.array([True, True, False, False])
+    check(lambda x, y: (x + y, x * y, x & y, x | y, x ^ y, ~x, x == y, x < y), b, c)
+    check(lambda x, y: (x - 1, x + 1, x * 2.5, x / y, x // 1, -x.astype(np.int8)), b, c)
+    check(lambda x, y: x - y, b, c)        # NumPy: TypeError (no boolean subtract)
+    check(lambda x: -x, b)                 # NumPy: TypeError (no boolean negative)
+    check(lambda x: (x.sum(), x.mean(), x.prod(), np.cumsum(x), x.max(), x.argmax()), b)
+
+
+# ============================================================================================
+# Python operators, reflected and in-place forms
+# ============================================================================================
+
+BINARY_OPERATORS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
+    "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+}
+INPLACE_OPERATORS = {
+    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
+    "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "&": operator.iand,
+    "|": operator.ior, "^": operator.ixor, "<<": operator.ilshift, ">>": operator.irshift,
+}
+UNARY_OPERATORS = {"-": operator.neg, "+": operator.pos, "abs": abs, "~": operator.invert}
+
+
+@pytest.mark.parametrize("sym", sorted(BINARY_OPERATORS))
+@given(data=st.data())
+def test_binary_operator(sym: str, data: st.DataObject) -> None:
+    op = BINARY_OPERATORS[sym]
+    dts = data.draw(st.tuples(S.any_dtype(), S.any_dtype()), label="dtypes")
+    values = "small" if sym in ("**", "<<", ">>") else "any"
+    shapes = data.draw(S.broadcast_shapes(2, max_dims=3), label="shapes")
+    x, y = (data.draw(S.arrays(dt, s, values)) for dt, s in zip(dts, shapes))
+    form = data.draw(st.sampled_from(["tracers", "scalar right", "scalar left",
+                                      "ndarray left", "ndarray right"]), label="form")
+    scalar = data.draw(S.python_scalars() if values == "any" else
+                       st.sampled_from([0, 1, 2, 3, -1, 0.5, 2.0, True]), label="scalar")
+    if form == "tracers":
+        check(op, x, y)
+    elif form == "scalar right":
+        check(lambda a: op(a, scalar), x)
+    elif form == "scalar left":
+        check(lambda a: op(scalar, a), x)                 # reflected: __radd__ etc.
+    elif form == "ndarray left":
+        check(lambda b: op(x, b), y)                      # ndarray.__add__(tracer)
+    else:
+        check(lambda a: op(a, y), x)
+
+
+@pytest.mark.parametrize("sym", sorted(INPLACE_OPERATORS))
+@given(data=st.data())
+def test_inplace_operator_on_local(sym: str, data: st.DataObject) -> None:
+    """``y op= v`` on a value computed inside the function: NumPy's same_kind casting back to
+    y's dtype (TypeError when it would not be same_kind, OverflowError for big weak ints)."""
+    iop = INPLACE_OPERATORS[sym]
+    dts = data.draw(st.tuples(S.any_dtype(), S.any_dtype()), label="dtypes")
+    values = "small" if sym in ("**", "<<", ">>") else "any"
+    shapes = data.draw(S.broadcast_shapes(2, max_dims=2), label="shapes")
+    x, y = (data.draw(S.arrays(dt, s, values)) for dt, s in zip(dts, shapes))
+    use_scalar = data.draw(st.booleans(), label="scalar operand")
+    scalar = data.draw(st.sampled_from([1, 2, -1, 300, 0.5, 2.0, True]), label="scalar")
+
+    def fn(a: Any, b: Any) -> Any:
+        local = np.positive(a) if a.dtype != np.bool_ else np.logical_not(a)  # a fresh value
+        local = iop(local, scalar if use_scalar else b)
+        return local
+
+    check(fn, x, y)
+
+
+@pytest.mark.parametrize("sym", sorted(UNARY_OPERATORS))
+def test_unary_operator(sym: str) -> None:
+    op = UNARY_OPERATORS[sym]
+    for dt in ALL_DTYPES:
+        check(op, S.special_values(dt).reshape(-1, 1))
+
+
+def test_inplace_matmul_and_divmod() -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(9, dtype=np.float32).reshape(3, 3)
+
+    def fn(x: Any, y: Any) -> Any:
+        z = x * 1
+        z @= y
+        return z, divmod(x, 2), divmod(7, x + 1)
+
+    check(fn, a, b)
+
+
+# ============================================================================================
+# Power fast paths
+# ============================================================================================
+
+POW_FORMS: dict[str, Callable] = {
+    "x**2": lambda x: x ** 2, "x**0.5": lambda x: x ** 0.5, "x**-1": lambda x: x ** -1,
+    "x**2.0": lambda x: x ** 2.0, "x**-1.0": lambda x: x ** -1.0, "x**1": lambda x: x ** 1,
+    "x**0": lambda x: x ** 0, "x**3": lambda x: x ** 3, "x**1.5": lambda x: x ** 1.5,
+    "x**f64(0.5)": lambda x: x ** np.float64(0.5), "x**f16(0.5)": lambda x: x ** np.float16(0.5),
+    "x**f32(2)": lambda x: x ** np.float32(2), "np.power(x,0.5)": lambda x: np.power(x, 0.5),
+    "np.power(x,2)": lambda x: np.power(x, 2), "2**x": lambda x: 2 ** x,
+    "0.5**x": lambda x: 0.5 ** x, "x**=0.5": lambda x: _ipow(x, 0.5),
+}
+
+
+def _ipow(x: Any, e: Any) -> Any:
+    y = x * 1
+    y **= e
+    return y
+
+
+@pytest.mark.parametrize("form", sorted(POW_FORMS))
+def test_power_forms(form: str) -> None:
+    """NumPy's ``ndarray.__pow__`` computes ``x ** 2``, ``x ** -1`` (exact Python ints) and
+    ``x ** 0.5`` (exact Python float) of float arrays with square / reciprocal / sqrt, and its
+    float32/float64 power loop does the same for a scalar exponent; sqrt and pow differ at
+    -inf and -0.0. The trace must reproduce each form."""
+    fn = POW_FORMS[form]
+    for dt in ALL_DTYPES:
+        values = "small" if dt.kind in "iub" else "any"
+        x = S.special_values(dt, values)
+        if dt.kind in "iu" and "2**x" not in form and "0.5**x" not in form:
+            x = x[x >= 0] if "-1" not in form else x
+        check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_power_fast_paths_use_cheap_ops(dtype: str) -> None:
+    x = np.array([4.0, -np.inf, -0.0], dtype)
+    assert "square" in ops_in(check(lambda a: a ** 2, x))
+    assert "sqrt" in ops_in(check(lambda a: a ** 0.5, x))
+    assert "reciprocal" in ops_in(check(lambda a: a ** -1, x))
+
+
+# ============================================================================================
+# where and cast
+# ============================================================================================
+
+@given(data=st.data())
+def test_where(data: st.DataObject) -> None:
+    shapes = data.draw(S.broadcast_shapes(3), label="shapes")
+    cdt, xdt, ydt = data.draw(st.tuples(S.any_dtype(), S.any_dtype(), S.any_dtype()))
+    c = data.draw(S.arrays(cdt, shapes[0]), label="cond")
+    x = data.draw(S.arrays(xdt, shapes[1]), label="x")
+    y = data.draw(S.arrays(ydt, shapes[2]), label="y")
+    scalar = data.draw(S.python_scalars(), label="scalar")
+    form = data.draw(st.sampled_from(["arrays", "scalar x", "scalar y", "two scalars"]))
+    if form == "arrays":
+        graph = check(lambda a, b, d: np.where(a, b, d), c, x, y)
+        assert graph is None or "where" in ops_in(graph)
+    elif form == "scalar x":
+        check(lambda a, d: np.where(a, scalar, d), c, y)
+    elif form == "scalar y":
+        check(lambda a, b: np.where(a, b, scalar), c, x)
+    else:
+        check(lambda a: np.where(a, scalar, 0.5), c)
+
+
+def test_where_weak_scalars() -> None:
+    u8 = np.array([1, 200, 0], np.uint8)
+    f32 = np.array([1.5, np.nan, -2.0], np.float32)
+    assert check(lambda x: np.where(x > 1, x, 0.5), f32).outputs[0].dtype == np.float32
+    assert check(lambda x: np.where(x > 1, x, 7), u8).outputs[0].dtype == np.uint8
+    assert check(lambda x: np.where(x > 1, 1, 2), u8).outputs[0].dtype == np.int64
+    assert check(lambda x: np.where(x > 1, x, 1.5), u8).outputs[0].dtype == np.float64
+    # NumPy's where casts an out-of-range Python int unsafely (300 -> 44) instead of raising.
+    check(lambda x: np.where(x > 1, x, 300), u8)
+    check(lambda x: np.where(x > 1, -1, x), u8)
+    check(lambda x: np.where(x, x, 0), f32)                # non-bool condition (NaN is True)
+
+
+@pytest.mark.parametrize("src", [str(d) for d in ALL_DTYPES])
+def test_cast_every_pair(src: str) -> None:
+    x = S.special_values(np.dtype(src))
+    for dst in ALL_DTYPES:
+        graph = check(lambda a: a.astype(dst), x)
+        if np.dtype(src) != dst:
+            assert "cast" in ops_in(graph)
+        check(lambda a: np.astype(a, dst), x)
+    check(lambda a: a.astype(np.float32, copy=False), x)
+
+
+@given(data=st.data())
+def test_cast_random(data: st.DataObject) -> None:
+    src, dst = data.draw(st.tuples(S.any_dtype(), S.any_dtype()), label="dtypes")
+    x = data.draw(S.arrays(src, S.shapes()), label="x")
+    check(lambda a: (a.astype(dst), a.astype(dst).astype(src)), x)
+
+
+# ============================================================================================
+# Reductions
+# ============================================================================================
+
+REDUCTION_NAMES = ["sum", "prod", "max", "min", "any", "all"]
+
+
+def _reduction_call(name: str, form: str, axis: Any, keepdims: bool, dtype: Any) -> Callable:
+    kw: dict[str, Any] = {"axis": axis, "keepdims": keepdims}
+    if dtype is not None:
+        kw["dtype"] = dtype
+    if form == "method":
+        return lambda a: getattr(a, name)(**kw)
+    return lambda a: getattr(np, name)(a, **kw)
+
+
+@pytest.mark.parametrize("name", REDUCTION_NAMES)
+@given(data=st.data())
+def test_reductions(name: str, data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes()), label="x")
+    axis = data.draw(S.axis_args(x.ndim), label="axis")
+    keep = data.draw(S.keepdims(), label="keepdims")
+    dtype = data.draw(st.none() | S.any_dtype(), label="dtype=") if name in ("sum", "prod") \
+        else None
+    form = data.draw(st.sampled_from(["method", "function"]), label="form")
+    graph = check(_reduction_call(name, form, axis, keep, dtype), x)
+    if graph is not None and x.ndim:
+        assert ops_in(graph) & {name, "sum", "prod", "max", "min", "any", "all"}
+
+
+@pytest.mark.parametrize("name", REDUCTION_NAMES)
+def test_reductions_every_dtype(name: str) -> None:
+    for dt in ALL_DTYPES:
+        x = S.special_values(dt)
+        x2 = np.resize(x, (3, x.size))
+        for axis in (None, 0, 1, -1, (0, 1)):
+            for keep in (False, True):
+                check(_reduction_call(name, "method", axis, keep, None), x2)
+        if name in ("sum", "prod"):
+            for acc in ALL_DTYPES:
+                check(_reduction_call(name, "function", 1, False, acc), x2)
+    # Empty reductions: sum/prod/any/all have identities, max/min raise like NumPy.
+    empty = np.zeros((0, 3), np.float32)
+    check(_reduction_call(name, "method", 0, False, None), empty)
+    check(_reduction_call(name, "method", 1, True, None), empty)
+    check(_reduction_call(name, "method", None, False, None), empty)
+
+
+def test_reduction_dtypes() -> None:
+    i32 = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert check(lambda x: x.sum(), i32).outputs[0].dtype == np.int64          # int32 -> int64
+    assert check(lambda x: x.astype(np.uint8).sum(), i32).outputs[0].dtype == np.uint64
+    assert check(lambda x: x.mean(), i32.astype(np.float32)).outputs[0].dtype == np.float32
+    assert check(lambda x: x.astype(bool).sum(), i32).outputs[0].dtype == np.int64
+    assert check(lambda x: x.max(axis=0), i32).outputs[0].dtype == np.int32
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@given(data=st.data())
+def test_arg_reductions(name: str, data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes(min_side=0)), label="x")
+    axis = data.draw(S.axis_args(x.ndim, allow_tuple=False), label="axis")
+    keep = data.draw(S.keepdims(), label="keepdims")
+    if data.draw(st.booleans(), label="method"):
+        check(lambda a: getattr(a, name)(axis=axis, keepdims=keep), x)
+    else:
+        check(lambda a: getattr(np, name)(a, axis, keepdims=keep), x)
+
+
+def test_arg_reductions_nan_and_ties() -> None:
+    x = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 2.0, -np.inf, -np.inf],
+                  [np.inf, np.inf, 0.0, -0.0]], np.float32)
+    for dt in ALL_DTYPES:
+        xd = x.astype(dt) if dt.kind == "f" else np.nan_to_num(x).astype(dt)
+        check(lambda a: (a.argmax(), a.argmin(), a.argmax(axis=1), a.argmin(axis=0),
+                         np.argmax(a, axis=None, keepdims=True), a.argmin(axis=-1, keepdims=True),
+                         a.max(axis=1), a.min(axis=0)), xd)
+    check(lambda a: a.argmax(axis=0), np.zeros((0, 2)))     # NumPy: ValueError
+
+
+UFUNC_REDUCE = ["add", "multiply", "maximum", "minimum", "logical_and", "logical_or"]
+
+
+@pytest.mark.parametrize("name", UFUNC_REDUCE)
+@given(data=st.data())
+def test_ufunc_reduce_method(name: str, data: st.DataObject) -> None:
+    ufunc = getattr(np, name)
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes()), label="x")
+    kw: dict[str, Any] = {}
+    if data.draw(st.booleans(), label="pass axis"):
+        kw["axis"] = data.draw(S.axis_args(x.ndim), label="axis")
+    if data.draw(st.booleans(), label="pass keepdims"):
+        kw["keepdims"] = data.draw(st.booleans())
+    if name in ("add", "multiply") and data.draw(st.booleans(), label="pass dtype"):
+        kw["dtype"] = data.draw(S.any_dtype())
+    check(lambda a: ufunc.reduce(a, **kw), x)
+
+
+@pytest.mark.parametrize("name", UFUNC_REDUCE)
+def test_ufunc_reduce_every_dtype(name: str) -> None:
+    ufunc = getattr(np, name)
+    for dt in ALL_DTYPES:
+        x = np.resize(S.special_values(dt), (2, 5))
+        check(lambda a: (ufunc.reduce(a), ufunc.reduce(a, axis=1), ufunc.reduce(a, axis=None),
+                         ufunc.reduce(a, axis=(0, 1), keepdims=True)), x)
+        check(lambda a: ufunc.reduce(a), x[0, 0])          # 0-d: NumPy returns the element
+
+
+# ============================================================================================
+# Movement
+# ============================================================================================
+
+@given(data=st.data())
+def test_reshape(data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes()), label="x")
+    target = data.draw(S.reshape_target(x.shape), label="target")
+    form = data.draw(st.sampled_from(["method", "method *args", "function", "ravel"]))
+    if form == "method":
+        graph = check(lambda a: a.reshape(target), x)
+    elif form == "method *args":
+        graph = check(lambda a: a.reshape(*target), x)
+    elif form == "function":
+        graph = check(lambda a: np.reshape(a, target), x)
+    else:
+        graph = check(lambda a: (a.ravel(), np.ravel(a), a.flatten()), x)
+    assert graph is not None
+
+
+def test_reshape_errors_like_numpy() -> None:
+    x = np.zeros((2, 3), np.float32)
+    for target in [(4,), (-1, 4), (-1, -1), (0, -1), (5, -1), (2, 3, 1), (6,), (-1,)]:
+        check(lambda a: a.reshape(target), x)
+    check(lambda a: a.reshape(0, -1), np.zeros((0, 3)))
+
+
+@given(data=st.data())
+def test_transpose(data: st.DataObject) -> None:
+    x = data.draw(S.arrays(data.draw(S.any_dtype()), S.shapes()), label="x")
+    perm = tuple(data.draw(st.permutations(range(x.ndim)), label="perm"))
+    neg = tuple(p - x.ndim for p in perm)
+    graph = check(lambda a: (a.transpose(perm), a.T, np.transpose(a), np.transpose(a, neg),
+                             a.transpose(*perm) if perm else a.transpose()), x)
+    if x.ndim >= 2:
+        assert "transpose" in ops_in(graph)
+
+
+@given(data=st.data())
+def test_basic_indexing(data: st.DataObject) -> None:
+    x = data.draw(S.arrays(data.draw(S.any_dtype()), S.shapes(max_dims=3)), label="x")
+    key = data.draw(S.basic_index(x.shape), label="key")
+    check(lambda a: a[key], x)
+
+
+def test_basic_indexing_forms() -> None:
+    x = np.arange(60, dtype=np.int16).reshape(3, 4, 5)
+    keys = [0, -1, (1, 2), (slice(None), 1), (Ellipsis, 0), (None, 0), (0, None, Ellipsis, None),
+            slice(None, None, -1), (slice(None), slice(None, None, -2)), (slice(3, 0, -1),),
+            (slice(-1, -10, -1),), (slice(10, None, -3), Ellipsis), (1, slice(1, 3), -2),
+            (Ellipsis,), (), (slice(0, 0),), (np.int64(2),), (slice(None), 5), (3,),
+            (0, 0, 0, 0), (Ellipsis, Ellipsis), (slice(None, None, 0),), (slice(-100, 100),)]
+    for key in keys:
+        check(lambda a: a[key], x)
+    check(lambda a: a[1:2, ::-1].sum(axis=0), x)
+
+
+@given(data=st.data())
+def test_broadcast_to(data: st.DataObject) -> None:
+    src, target = data.draw(S.broadcast_to_pair(), label="shapes")
+    x = data.draw(S.arrays(data.draw(S.any_dtype()), src), label="x")
+    graph = check(lambda a: np.broadcast_to(a, target), x)
+    if src != target:
+        assert "broadcast_to" in ops_in(graph)
+
+
+def test_broadcast_to_errors() -> None:
+    x = np.zeros((3, 1), np.float32)
+    for target in [(3,), (2, 3), (3, 4), 5, (0, 3, 0), (1, 3, 7)]:
+        check(lambda a: np.broadcast_to(a, target), x)
+
+
+@given(data=st.data())
+def test_squeeze(data: st.DataObject) -> None:
+    shape = data.draw(S.shapes(max_side=2), label="shape")
+    x = data.draw(S.arrays(data.draw(S.any_dtype()), shape), label="x")
+    ones = [i for i, s in enumerate(shape) if s == 1]
+    some = tuple(data.draw(st.lists(st.sampled_from(ones), unique=True))) if ones else ()
+    any_axis = data.draw(S.axis_args(x.ndim), label="axis")
+    check(lambda a: (a.squeeze(), np.squeeze(a), np.squeeze(a, axis=some)), x)
+    check(lambda a: np.squeeze(a, axis=any_axis), x)     # NumPy errors on non-1 axes
+
+
+@given(data=st.data())
+def test_expand_dims(data: st.DataObject) -> None:
+    x = data.draw(S.arrays(data.draw(S.any_dtype()), S.shapes(max_dims=3)), label="x")
+    n_new = data.draw(st.integers(1, 2))
+    out_ndim = x.ndim + n_new
+    axes = tuple(data.draw(st.lists(st.integers(-out_ndim, out_ndim - 1), min_size=n_new,
+                                    max_size=n_new), label="axes"))
+    check(lambda a: np.expand_dims(a, axes), x)           # duplicates: NumPy's ValueError
+    check(lambda a: np.expand_dims(a, axes[0]), x)
+    check(lambda a: (a[None], a[..., None], a[:, None] if a.ndim else a[None, None]), x)
+
+
+# ============================================================================================
+# Scans, contractions, concatenation
+# ============================================================================================
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@given(data=st.data())
+def test_scans(name: str, data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes(max_dims=3)), label="x")
+    axis = data.draw(S.axis_args(x.ndim, allow_tuple=False), label="axis")
+    dtype = data.draw(st.none() | S.any_dtype(), label="dtype=")
+    form = data.draw(st.sampled_from(["method", "function", "accumulate"]), label="form")
+    if form == "method":
+        graph = check(lambda a: getattr(a, name)(axis=axis, dtype=dtype), x)
+    elif form == "function":
+        graph = check(lambda a: getattr(np, name)(a, axis=axis, dtype=dtype), x)
+    else:
+        ufunc = np.add if name == "cumsum" else np.multiply
+        ax = 0 if axis is None else axis
+        graph = check(lambda a: ufunc.accumulate(a, axis=ax, dtype=dtype), x)
+    if graph is not None:
+        assert name in ops_in(graph)
+
+
+def test_scans_every_dtype() -> None:
+    for dt in ALL_DTYPES:
+        x = np.resize(S.special_values(dt, "small"), (2, 6))
+        check(lambda a: (np.cumsum(a), np.cumprod(a, axis=1), a.cumsum(axis=0),
+                         np.cumsum(a, dtype=np.float32), np.cumprod(a, dtype=np.int8),
+                         np.add.accumulate(a), np.multiply.accumulate(a, axis=1)), x)
+
+
+@given(data=st.data())
+def test_matmul(data: st.DataObject) -> None:
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(
+        signature=np.matmul.signature, max_dims=4, min_side=0, max_side=4), label="shapes")
+    adt, bdt = data.draw(st.tuples(S.dtypes_for("matmul"), S.dtypes_for("matmul")))
+    values = data.draw(st.sampled_from(["small", "any"]), label="values")
+    a = data.draw(S.arrays(adt, shapes.input_shapes[0], values), label="a")
+    b = data.draw(S.arrays(bdt, shapes.input_shapes[1], values), label="b")
+    form = data.draw(st.sampled_from(["@", "np.matmul", "np.dot", "method dot"]), label="form")
+    if form == "@":
+        graph = check(lambda x, y: x @ y, a, b)
+    elif form == "np.matmul":
+        graph = check(lambda x, y: np.matmul(x, y), a, b)
+    elif a.ndim > 2 or b.ndim > 2:
+        return  # np.dot of N-d arrays is not matmul (tracearray refuses it, see semantics tests)
+    elif form == "np.dot":
+        graph = check(lambda x, y: np.dot(x, y), a, b)
+    else:
+        graph = check(lambda x, y: x.dot(y), a, b)
+    assert graph is not None and "matmul" in ops_in(graph)
+
+
+def test_matmul_shapes_and_dtypes() -> None:
+    r = np.arange(24, dtype=np.float32)
+    cases = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3,)),
+             ((3,), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((0,), (0,)), ((2, 0), (0, 3)),
+             ((2, 3), (4, 2)), ((3,), (4,))]
+    for sa, sb in cases:
+        a = r[:int(np.prod(sa))].reshape(sa)
+        b = r[:int(np.prod(sb))].reshape(sb)
+        for adt, bdt in [(np.float32, np.float32), (np.int8, np.int8), (np.int32, np.float32),
+                         (np.uint8, np.int8), (np.float16, np.float64), (bool, bool)]:
+            check(lambda x, y: x @ y, a.astype(adt), b.astype(bdt))
+    check(lambda x: np.dot(x, 2.5), r[:4])          # dot with a scalar is multiply
+    check(lambda x: x @ 2, r[:4])                   # NumPy: ValueError (0-d operand)
+
+
+@given(data=st.data())
+def test_concatenate(data: st.DataObject) -> None:
+    base = list(data.draw(S.shapes(min_dims=1, max_dims=3), label="base"))
+    axis = data.draw(st.integers(-len(base), len(base) - 1) | st.none(), label="axis")
+    n = data.draw(st.integers(1, 3), label="n")
+    xs = []
+    for i in range(n):
+        shape = list(base)
+        if axis is not None:
+            shape[axis] = data.draw(st.integers(0, 3))
+        xs.append(data.draw(S.arrays(data.draw(S.any_dtype()), tuple(shape)), label=f"x{i}"))
+    dtype = data.draw(st.none() | S.any_dtype(), label="dtype=")
+    graph = check(lambda *a: np.concatenate(a, axis=axis, dtype=dtype), *xs)
+    check(lambda *a: np.concatenate(list(a), axis), *xs)
+    if graph is not None and n > 1:
+        assert "concatenate" in ops_in(graph)
+
+
+def test_concatenate_and_stack_forms() -> None:
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+    check(lambda x, y: (np.concatenate([x, y]), np.concatenate([x, y], 1),
+                        np.concatenate([x, y], axis=None), np.concatenate((x, x), -1),
+                        np.stack([x, y]), np.stack([x, y], axis=1), np.stack([x, y], -1),
+                        np.stack((x,)), np.stack([x, y], axis=2, dtype=np.float64)), a, b)
+    check(lambda x, y: np.concatenate([x, y.T]), a, b)           # shape mismatch
+    check(lambda x, y: np.stack([x, y.T]), a, b)                 # shape mismatch
+    check(lambda x: np.concatenate([x, x], axis=2), a)           # AxisError
+    check(lambda x: np.concatenate([x[0, 0], x[0, 0]]), a)       # 0-d
+    check(lambda x: np.concatenate([x, np.ones((1, 3), np.uint8)]), a)
+
+
+# ============================================================================================
+# Sources
+# ============================================================================================
+
+GLOBAL_CONST = np.array([1.5, 2.5, -1.0], np.float32)
+
+
+def test_sources() -> None:
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    graph = check(lambda a: a, x)
+    assert [n.op for n in graph.nodes()] == ["input"]
+    graph = check(lambda a: a + GLOBAL_CONST, x)
+    assert "constant" in ops_in(graph)
+    check(lambda a: (a + np.zeros(3), a * np.ones((2, 3), np.int8), a + np.arange(3),
+                     np.full(3, 7, np.int16) - a, a + np.eye(3)[1], np.zeros_like(a),
+                     np.ones_like(a, dtype=np.int32), np.full_like(a, 2.5), np.empty_like(a) * 0,
+                     np.zeros_like(a, shape=(2, 2))), x)
+    graph = check(lambda: (np.zeros(3), np.arange(4, dtype=np.uint8), np.float32(2.5)))
+    assert graph.inputs == () and {n.op for n in graph.nodes()} == {"constant"}
+    check(lambda a: (np.float64(2) * a, a + np.int8(3), a + np.array(2.5, np.float16)), x)
+
+
+# ============================================================================================
+# Composites (expanded into primitives in trace/numpy_api.py)
+# ============================================================================================
+
+@given(data=st.data())
+def test_mean_var_std(data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes()), label="x")
+    axis = data.draw(S.axis_args(x.ndim), label="axis")
+    keep = data.draw(S.keepdims(), label="keepdims")
+    dtype = data.draw(st.sampled_from([None, None, np.float32, np.float64, np.float16]),
+                      label="dtype=")
+    ddof = data.draw(st.sampled_from([0, 1, 2, 0.5]), label="ddof")
+    name = data.draw(st.sampled_from(["mean", "var", "std"]), label="fn")
+    kw: dict[str, Any] = {"axis": axis, "keepdims": keep, "dtype": dtype}
+    if name != "mean":
+        kw["ddof"] = ddof
+    if data.draw(st.booleans(), label="method"):
+        graph = check(lambda a: getattr(a, name)(**kw), x)
+    else:
+        graph = check(lambda a: getattr(np, name)(a, **kw), x)
+    if graph is not None and x.size:
+        assert "size" in ops_in(graph)   # element counts are run-time scalars, never immediates
+
+
+def test_mean_var_std_every_dtype() -> None:
+    for dt in ALL_DTYPES:
+        x = np.resize(S.special_values(dt, "small"), (3, 4))
+        check(lambda a: (a.mean(), a.mean(axis=0), np.mean(a, axis=1, keepdims=True),
+                         a.var(), a.var(axis=1, ddof=1), np.std(a, axis=0), a.std(ddof=2),
+                         a.mean(dtype=np.float64), np.var(a, dtype=np.float32),
+                         np.std(a, axis=(0, 1), keepdims=True), np.var(a, correction=1)), x)
+    check(lambda a: (a.mean(axis=0), a.var(axis=1)), np.zeros((0, 3), np.float32))
+
+
+NORM_ORDS = [None, 1, 2, 3, 0.5, -1, -2, 0, np.inf, -np.inf]
+
+
+@given(data=st.data())
+def test_norm_vector(data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    x = data.draw(S.arrays(dt, S.shapes(min_dims=1, max_dims=3), "small"), label="x")
+    ord_ = data.draw(st.sampled_from(NORM_ORDS), label="ord")
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
+    keep = data.draw(S.keepdims(), label="keepdims")
+    check(lambda a: np.linalg.norm(a, ord_, axis=axis, keepdims=keep), x)
+
+
+def test_norm_forms() -> None:
+    v = np.array([3.0, -4.0, 0.0, 1.5], np.float32)
+    m = np.arange(12, dtype=np.float64).reshape(3, 4) - 5
+    for dt in (np.float16, np.float32, np.float64, np.int32, np.uint8, bool):
+        for ord_ in NORM_ORDS:
+            check(lambda a: np.linalg.norm(a, ord_, axis=0), v.astype(dt))
+        check(lambda a: np.linalg.norm(a, "fro", axis=(0, 1)), m.astype(dt))
+        check(lambda a: np.linalg.norm(a, axis=(1, 0), keepdims=True), m.astype(dt))
+        # axis=None: NumPy uses dot(x, x); the graph sums x*x (see DIVERGENCES).
+        check(lambda a: (np.linalg.norm(a), np.linalg.norm(a, "fro"),
+                         np.linalg.norm(a, keepdims=True)), m.astype(dt),
+              rtol=DIVERGENCES["norm_dot"])
+        check(lambda a: np.linalg.norm(a, 2), v.astype(dt), rtol=DIVERGENCES["norm_dot"])
+        check(lambda a: np.linalg.norm(a, np.inf), v.astype(dt))
+
+
+@given(data=st.data())
+def test_clip(data: st.DataObject) -> None:
+    dt = data.draw(S.any_dtype(), label="dtype")
+    shapes = data.draw(S.broadcast_shapes(3), label="shapes")
+    x = data.draw(S.arrays(dt, shapes[0]), label="x")
+    bound = st.one_of(st.none(), S.python_scalars(),
+                      st.builds(lambda s, d: d.type(s), st.integers(-3, 3), S.any_dtype()))
+    lo, hi = data.draw(bound, label="lo"), data.draw(bound, label="hi")
+    form = data.draw(st.sampled_from(["function", "method", "keywords", "array bounds"]))
+    if form == "function":
+        check(lambda a: np.clip(a, lo, hi), x)
+    elif form == "method":
+        check(lambda a: a.clip(lo, hi), x)
+    elif form == "keywords":
+        check(lambda a: np.clip(a, min=lo, max=hi), x)
+    else:
+        bdt = data.draw(S.any_dtype(), label="bound dtype")
+        lo_a = data.draw(S.arrays(bdt, shapes[1]), label="lo array")
+        hi_a = data.draw(S.arrays(bdt, shapes[2]), label="hi array")
+        check(lambda a, l, h: np.clip(a, l, h), x, lo_a, hi_a)
+
+
+def test_clip_integer_bounds_out_of_range() -> None:
+    u8 = np.array([0, 1, 200, 255], np.uint8)
+    i8 = np.array([-128, -1, 0, 127], np.int8)
+    for x in (u8, i8):
+        for lo, hi in [(0, 300), (-1, 3), (-1000, 1000), (1000, 2000), (-1, -2), (2, 1),
+                       (1.5, 2), (None, 5), (5, None), (None, None), (np.int64(-1), 3)]:
+            check(lambda a: np.clip(a, lo, hi), x)
+            check(lambda a: a.clip(lo, hi), x)
+
+
+def test_movement_composites() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    check(lambda a: (np.swapaxes(a, 0, 2), a.swapaxes(-1, 1), np.swapaxes(a, 1, 1),
+                     np.moveaxis(a, 0, -1), np.moveaxis(a, [0, 1], [-1, -2]),
+                     np.moveaxis(a, -1, 0), a.mT, np.flip(a), np.flip(a, 1),
+                     np.flip(a, (0, 2)), np.flip(a, axis=-1)), x)
+    check(lambda a: np.swapaxes(a, 0, 3), x)                # AxisError like NumPy
+    check(lambda a: np.moveaxis(a, [0, 1], [0]), x)         # ValueError like NumPy
+    check(lambda a: np.moveaxis(a, [0, 0], [1, 2]), x)      # repeated source axis
+
+
+@given(data=st.data())
+def test_stack(data: st.DataObject) -> None:
+    shape = data.draw(S.shapes(max_dims=3), label="shape")
+    n = data.draw(st.integers(1, 3))
+    xs = [data.draw(S.arrays(data.draw(S.any_dtype()), shape)) for _ in range(n)]
+    axis = data.draw(st.integers(-len(shape) - 1, len(shape)), label="axis")
+    check(lambda *a: np.stack(a, axis=axis), *xs)
+
+
+def test_round() -> None:
+    for dt in ALL_DTYPES:
+        x = S.special_values(dt)
+        check(lambda a: (np.round(a), a.round(), np.around(a)), x)
+
+
+def test_shape_queries() -> None:
+    x = np.zeros((2, 0, 3), np.float16)
+    check(lambda a: (a.shape, a.ndim, a.size, a.dtype, a.itemsize, a.nbytes, np.shape(a),
+                     np.ndim(a), np.size(a), np.size(a, 2), len(a), a.T.shape), x)

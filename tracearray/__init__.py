@@ -1,0 +1,14 @@
+"""tracearray: compile plain NumPy functions into fused native kernels.
+
+    @tracearray.compile
+    def f(x, y):
+        return np.exp(x) * y + 1.0
+"""
+from .api import CompiledFunction, Lowered, compile
+from .trace.errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
+                           TraceShapeError, UnsupportedOperationError)
+
+__version__ = "0.1.0"
+
+__all__ = ["compile", "CompiledFunction", "Lowered", "TracearrayError", "ConcretizationError",
+           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]

@@ -1,0 +1,185 @@
+"""``tracearray.compile``: the user-facing entry, caches, ``lower()`` and ``explain()``.
+
+Call path: argument signature -> trace (cached per shapes/dtypes/static values) -> plan ->
+tiles -> executable (cached per signature including strides; kernels themselves are cached
+by their IR text, so a new size compiles nothing new) -> run.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .fuse import plan_graph
+from .fuse.plan import Plan
+from .tile import TileSpec, tile_plan
+from .trace import format_graph, is_array_leaf, pytree, trace_function
+from .trace.errors import InputError, TracearrayError
+from .trace.graph import Graph
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class Stats:
+    """Counters of a compiled function (observable caches)."""
+    traces: int = 0
+    executables: int = 0
+    calls: int = 0
+
+
+@dataclass
+class Lowered:
+    """The artifacts of every stage for one argument signature."""
+    graph: Graph
+    plan: Plan
+    tiles: list[TileSpec]
+    executable: Any
+
+    def as_text(self, stage: str = "graph") -> str:
+        """``"graph"``, ``"plan"``, ``"llvm"`` (unoptimised), ``"llvm-opt"`` or ``"asm"``."""
+        from .explain import format_plan
+        if stage == "graph":
+            return format_graph(self.graph)
+        if stage == "plan":
+            return format_plan(self.plan, self.tiles)
+        kernels = [k for k in self.executable.kernels if k is not None]
+        if stage == "llvm":
+            return "\n".join(k.ir for k in kernels)
+        if stage == "llvm-opt":
+            return "\n".join(self.executable.jit.optimized_ir(k.ir) for k in kernels)
+        if stage == "asm":
+            return "\n".join(self.executable.jit.asm(k.ir) for k in kernels)
+        raise ValueError(f"unknown stage {stage!r}: expected graph, plan, llvm, llvm-opt or asm")
+
+
+class CompiledFunction:
+    """A NumPy function compiled by tracearray. Call it like the original."""
+
+    def __init__(self, fn: Callable, device: str = "auto", static_argnums: Any = (),
+                 static_argnames: Any = (), fallback: str | None = None):
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        if fallback not in (None, "numpy"):
+            raise ValueError(f"fallback must be None or 'numpy', got {fallback!r}")
+        self.fn = fn
+        self.device = device
+        self.static_argnums = frozenset((static_argnums,) if isinstance(static_argnums, int)
+                                        else static_argnums)
+        self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
+                                         else static_argnames)
+        self.fallback = fallback
+        self.stats = Stats()
+        self._traces: dict[Any, tuple[Graph, Plan, list[TileSpec]]] = {}
+        self._executables: dict[Any, Any] = {}
+        functools.update_wrapper(self, fn)
+
+    # --------------------------------------------------------------- signatures
+    def _flatten_args(self, args: tuple, kwargs: dict) -> tuple[list[np.ndarray], Any]:
+        """Array leaves in graph-input order, and the cache key of everything else."""
+        leaves: list[np.ndarray] = []
+        statics: list[Any] = []
+
+        def visit(value: Any, static: bool) -> None:
+            if static:
+                statics.append(_hashable(value))
+                return
+            flat, tree = pytree.flatten(value, is_array_leaf)
+            statics.append(_hashable(tree))
+            leaves.extend(_as_input_array(v) for v in flat)
+
+        for i, a in enumerate(args):
+            visit(a, i in self.static_argnums)
+        for k in sorted(kwargs):
+            statics.append(k)
+            visit(kwargs[k], k in self.static_argnames)
+        return leaves, tuple(statics)
+
+    def _resolve_device(self) -> str:
+        if self.device == "cuda":
+            raise TracearrayError(
+                "device='cuda': the GPU backend is not available in this version of tracearray; "
+                "use device='cpu' (or 'auto')")
+        return "cpu"
+
+    # --------------------------------------------------------------- stages
+    def _lower(self, args: tuple, kwargs: dict) -> tuple[Lowered, list[np.ndarray]]:
+        leaves, statics = self._flatten_args(args, kwargs)
+        tkey = (statics, tuple((a.shape, a.dtype.str) for a in leaves))
+        traced = self._traces.get(tkey)
+        if traced is None:
+            graph = trace_function(self.fn, args, kwargs, self.static_argnums,
+                                   self.static_argnames)
+            plan = plan_graph(graph)
+            traced = (graph, plan, tile_plan(plan))
+            self._traces[tkey] = traced
+            self.stats.traces += 1
+        ekey = (tkey, tuple(a.strides for a in leaves), self._resolve_device())
+        exe = self._executables.get(ekey)
+        if exe is None:
+            from .cpu.runtime import Executable
+            exe = Executable(traced[1], traced[2], leaves, name=_kernel_prefix(self.fn))
+            self._executables[ekey] = exe
+            self.stats.executables += 1
+        return Lowered(traced[0], traced[1], traced[2], exe), leaves
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        return self._lower(args, kwargs)[0]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            lowered, leaves = self._lower(args, kwargs)
+        except TracearrayError:
+            if self.fallback != "numpy":
+                raise
+            warnings.warn(f"tracearray could not compile {self.__name__}; running it with "
+                          f"NumPy (fallback='numpy')", RuntimeWarning, stacklevel=2)
+            return self.fn(*args, **kwargs)
+        self.stats.calls += 1
+        outs = lowered.executable.run(leaves)
+        outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
+        return pytree.unflatten(lowered.graph.out_tree, outs)
+
+    def explain(self, *args: Any, **kwargs: Any) -> "Any":
+        from .explain import explain_plan
+        lowered = self.lower(*args, **kwargs)
+        return explain_plan(lowered.plan, lowered.tiles)
+
+
+def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums: Any = (),
+            static_argnames: Any = (), fallback: str | None = None) -> Any:
+    """Compile a NumPy function: ``@tracearray.compile`` or ``@tracearray.compile(...)``."""
+    def wrap(f: Callable) -> CompiledFunction:
+        return CompiledFunction(f, device=device, static_argnums=static_argnums,
+                                static_argnames=static_argnames, fallback=fallback)
+    return wrap if fn is None else wrap(fn)
+
+
+def _as_input_array(value: Any) -> np.ndarray:
+    """A NumPy array the kernels can address: native byte order, strides in whole elements."""
+    arr = np.asarray(value)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if any(s % arr.itemsize for s in arr.strides) or not arr.flags.aligned:
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        raise InputError(f"static argument {value!r} of type {type(value).__name__} is not "
+                         f"hashable; static arguments are part of the cache key") from None
+    if isinstance(value, float) and value != value:
+        return ("nan",)
+    return (type(value), value)
+
+
+def _kernel_prefix(fn: Callable) -> str:
+    name = getattr(fn, "__name__", "fn")
+    return "".join(c if c.isalnum() else "_" for c in name)[:40] + "_k"
+

@@ -1,0 +1,167 @@
+"""Host math library: libm calls, vectorised through glibc's libmvec when possible.
+
+``CpuMath`` implements ``tracearray.codegen.scalar.MathLib`` by calling the C
+library (``expf``, ``exp``, ``atan2f``, ...).  The calls are declared
+``nounwind readnone`` (we never read errno) so LLVM may hoist, CSE and
+vectorise them.
+
+Vector math (why and how)
+-------------------------
+LLVM turns a vectorised ``expf`` into eight scalar calls unless it knows a
+vector variant.  glibc's libmvec provides them (``_ZGVdN8v_expf`` = AVX2, 8
+lanes) and LLVM's loop vectoriser uses them when
+
+1. the scalar declaration carries the string attribute
+   ``"vector-function-abi-variant"="_ZGV_LLVM_N8v_expf(_ZGVdN8v_expf),..."``, and
+2. the vector function is declared in the module and listed in
+   ``@llvm.compiler.used`` (otherwise O3 deletes the unused declaration before
+   the vectoriser runs).
+
+llvmlite.ir cannot print string attributes or build ``llvm.compiler.used``
+incrementally, so this is a text rewrite of the finished module,
+``apply_vector_abi``, which ``tracearray.cpu.jit`` applies to every module it
+compiles.  The rewrite only touches ``declare`` lines of the libm symbols
+below (whatever built them), replacing their attributes; it is a no-op when
+the module has no such calls, when libmvec is unavailable (non-glibc, or not
+x86-64), or when the module already defines ``@llvm.compiler.used``.
+Variants are offered only for ISAs the host supports (b = SSE, c = AVX,
+d = AVX2, e = AVX-512) and only if the symbol resolves in the process after
+``libmvec.so.1`` has been loaded.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+from llvmlite import ir
+
+# NumPy name -> (float32 symbol, float64 symbol); all are C99 libm functions.
+_LIBM: dict[str, tuple[str, str]] = {
+    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "expm1": ("expm1f", "expm1"),
+    "log": ("logf", "log"), "log2": ("log2f", "log2"), "log10": ("log10f", "log10"),
+    "log1p": ("log1pf", "log1p"),
+    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "tan": ("tanf", "tan"),
+    "arcsin": ("asinf", "asin"), "arccos": ("acosf", "acos"), "arctan": ("atanf", "atan"),
+    "arctan2": ("atan2f", "atan2"),
+    "sinh": ("sinhf", "sinh"), "cosh": ("coshf", "cosh"), "tanh": ("tanhf", "tanh"),
+    "arcsinh": ("asinhf", "asinh"), "arccosh": ("acoshf", "acosh"), "arctanh": ("atanhf", "atanh"),
+    "power": ("powf", "pow"), "cbrt": ("cbrtf", "cbrt"), "hypot": ("hypotf", "hypot"),
+    "fmod": ("fmodf", "fmod"),
+}
+_BINARY = frozenset({"arctan2", "power", "hypot", "fmod"})
+
+# libmvec ISA letter -> (host feature needed, lanes for float, lanes for double).
+_ISAS = (("b", "sse4.1", 4, 2), ("c", "avx", 8, 4), ("d", "avx2", 8, 4), ("e", "avx512f", 16, 8))
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+class CpuMath:
+    """MathLib for the host CPU (see module docstring for the vector path)."""
+
+    def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        dt = np.dtype(dtype)
+        if name not in _LIBM or dt not in (_F32, _F64):
+            raise TypeError(f"tracearray: CpuMath has no {name} for {dt}")
+        nargs = 2 if name in _BINARY else 1
+        if len(args) != nargs:
+            raise TypeError(f"tracearray: {name} takes {nargs} arguments, got {len(args)}")
+        symbol = _LIBM[name][dt == _F64]
+        ty = ir.FloatType() if dt == _F32 else ir.DoubleType()
+        fnty = ir.FunctionType(ty, [ty] * nargs)
+        fn = b.module.globals.get(symbol)
+        if fn is None:
+            fn = ir.Function(b.module, fnty, symbol)
+            fn.attributes.add("nounwind")
+            fn.attributes.add("readnone")
+        elif not isinstance(fn, ir.Function) or fn.ftype != fnty:
+            raise TypeError(f"tracearray: the module defines {symbol!r}, which clashes with the libm function")
+        return b.call(fn, args)
+
+
+# --------------------------------------------------------------------------
+# libmvec discovery
+# --------------------------------------------------------------------------
+
+_mvec_lock = threading.Lock()
+_mvec_loaded: bool | None = None
+
+
+def _load_libmvec() -> bool:
+    global _mvec_loaded
+    with _mvec_lock:
+        if _mvec_loaded is None:
+            import llvmlite.binding as llvm
+            try:
+                llvm.load_library_permanently("libmvec.so.1")
+                _mvec_loaded = True
+            except RuntimeError:  # not glibc, or glibc without libmvec
+                _mvec_loaded = False
+        return _mvec_loaded
+
+
+def host_vector_variants(features: str, triple: str) -> dict[str, list[tuple[int, str]]]:
+    """Scalar libm symbol -> [(lanes, libmvec symbol)] usable on this host.
+
+    ``features`` is LLVM's host feature string (``+avx2,-avx512f,...``).  When
+    two ISAs give the same lane count the newer one wins (AVX2 over AVX).
+    """
+    if not triple.startswith("x86_64") or "linux" not in triple or not _load_libmvec():
+        return {}
+    import llvmlite.binding as llvm
+    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    result: dict[str, list[tuple[int, str]]] = {}
+    for name, symbols in _LIBM.items():
+        params = "vv" if name in _BINARY else "v"
+        for symbol, is_double in ((symbols[0], False), (symbols[1], True)):
+            by_lanes: dict[int, str] = {}
+            for isa, feature, lanes_f, lanes_d in _ISAS:
+                lanes = lanes_d if is_double else lanes_f
+                vector = f"_ZGV{isa}N{lanes}{params}_{symbol}"
+                if feature in enabled and llvm.address_of_symbol(vector):
+                    by_lanes[lanes] = vector
+            if by_lanes:
+                result[symbol] = sorted(by_lanes.items())
+    return result
+
+
+# --------------------------------------------------------------------------
+# Module rewrite
+# --------------------------------------------------------------------------
+
+_DECLARE = re.compile(
+    r'^declare\s+(?P<ret>float|double)\s+@"?(?P<name>[A-Za-z0-9_]+)"?\((?P<params>[^)]*)\)[^\n]*$',
+    re.MULTILINE,
+)
+
+
+def apply_vector_abi(module_text: str, variants: dict[str, list[tuple[int, str]]]) -> str:
+    """Attach libmvec variants to the module's libm declarations (see module doc)."""
+    if not variants or "@llvm.compiler.used" in module_text:
+        return module_text
+    used: list[str] = []
+    extra: list[str] = []
+
+    def rewrite(m: re.Match) -> str:
+        name, ret = m.group("name"), m.group("ret")
+        if name not in variants:
+            return m.group(0)
+        nargs = 1 if not m.group("params").strip() else m.group("params").count(",") + 1
+        params = "v" * nargs
+        mappings = []
+        for lanes, vector in variants[name]:
+            vty = f"<{lanes} x {ret}>"
+            mappings.append(f"_ZGV_LLVM_N{lanes}{params}_{name}({vector})")
+            extra.append(f'declare {vty} @"{vector}"({", ".join([vty] * nargs)}) nounwind memory(none)')
+            used.append(f'ptr @"{vector}"')
+        return (f'declare {ret} @"{name}"({m.group("params")}) nounwind willreturn memory(none) '
+                f'"vector-function-abi-variant"="{",".join(mappings)}"')
+
+    text = _DECLARE.sub(rewrite, module_text)
+    if not used:
+        return module_text
+    extra.append(f'@llvm.compiler.used = appending global [{len(used)} x ptr] [{", ".join(used)}], '
+                 f'section "llvm.metadata"')
+    return text + "\n" + "\n".join(extra) + "\n"

@@ -1,0 +1,159 @@
+"""Persistent thread pool for running JIT kernels over chunks of an array.
+
+Kernels are called through ``ctypes.CFUNCTYPE`` objects, which release the
+GIL for the duration of the foreign call, so plain Python threads give real
+parallelism.  The pool is created on first parallel use (daemon threads, so
+it never blocks interpreter exit) and recreated after ``fork``.  The calling
+thread always works on its own job too: a job never waits for a busy worker,
+which also makes nested ``parallel_for`` calls safe.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Callable, Sequence
+
+ENV_THREADS = "TRACEARRAY_NUM_THREADS"
+
+
+def num_threads() -> int:
+    """Threads to use: $TRACEARRAY_NUM_THREADS, else the CPUs this process may run on."""
+    raw = os.environ.get(ENV_THREADS)
+    if raw is not None and raw.strip() != "":
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}") from None
+        if n < 1:
+            raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def chunk_ranges(n: int, min_chunk: int, threads: int) -> list[tuple[int, int]]:
+    """Split range(n) into about 4 chunks per thread of at least min_chunk elements.
+
+    More chunks than threads balance uneven progress (another process on the
+    core, a slow tail); sizes are rounded up to a multiple of 64 elements so
+    chunk boundaries fall on cache lines for all dtypes.  Deterministic for a
+    given (n, min_chunk, threads).
+    """
+    if n <= 0:
+        return []
+    if threads <= 1:
+        return [(0, n)]
+    size = max(min_chunk, 1, -(-n // (4 * threads)))
+    size = -(-size // 64) * 64
+    return [(begin, min(begin + size, n)) for begin in range(0, n, size)]
+
+
+class _Job:
+    """One parallel_for call: chunks handed out one at a time to whoever asks."""
+
+    def __init__(self, fn: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
+        self.fn = fn
+        self.chunks = chunks
+        self.next = 0
+        self.running = 0
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def _take(self) -> tuple[int, int] | None:
+        with self.lock:
+            if self.error is not None or self.next >= len(self.chunks):
+                return None
+            chunk = self.chunks[self.next]
+            self.next += 1
+            self.running += 1
+            return chunk
+
+    def _finish(self, error: BaseException | None) -> None:
+        with self.lock:
+            self.running -= 1
+            if error is not None and self.error is None:
+                self.error = error
+            exhausted = self.error is not None or self.next >= len(self.chunks)
+            if exhausted and self.running == 0:
+                self.done.set()
+
+    def work(self) -> None:
+        """Run chunks until none are left (or one has failed)."""
+        while (chunk := self._take()) is not None:
+            try:
+                self.fn(*chunk)
+            except BaseException as e:  # re-raised in the calling thread
+                self._finish(e)
+            else:
+                self._finish(None)
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.workers: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def ensure_workers(self, count: int) -> None:
+        with self.lock:
+            while len(self.workers) < count:
+                t = threading.Thread(target=self._run, name=f"tracearray-worker-{len(self.workers)}", daemon=True)
+                t.start()
+                self.workers.append(t)
+
+    def _run(self) -> None:
+        while True:
+            self.queue.get().work()
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> _Pool:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _Pool()
+        return _pool
+
+
+def _reset_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()  # the worker threads did not survive the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
+    """Call ``fn_ptr_call(begin, end)`` for every chunk, in parallel.
+
+    ``fn_ptr_call`` is typically a ctypes CFUNCTYPE kernel with its other
+    arguments bound (e.g. ``functools.partial``).  Returns when every chunk has
+    run; the first exception raised by a chunk is re-raised here (chunks not
+    yet started are then skipped).
+    """
+    if not chunks:
+        return
+    threads = num_threads()
+    if threads <= 1 or len(chunks) == 1:
+        for begin, end in chunks:
+            fn_ptr_call(begin, end)
+        return
+    helpers = min(threads, len(chunks)) - 1
+    pool = _get_pool()
+    pool.ensure_workers(helpers)
+    job = _Job(fn_ptr_call, list(chunks))
+    for _ in range(helpers):
+        pool.queue.put(job)
+    job.work()
+    job.done.wait()
+    if job.error is not None:
+        raise job.error

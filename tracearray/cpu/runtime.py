@@ -1,0 +1,243 @@
+"""The CPU executable: compiled kernels, their arguments, and the call path.
+
+An ``Executable`` is built once per argument signature (shapes, dtypes, strides): it lowers
+and JIT-compiles each kernel variant (cached by its IR text, so a new size reuses the same
+machine code), and precomputes every kernel's parameter array (extents, strides and offsets
+in elements, scalar constants). A call then only allocates the stored values, fills the
+pointer arrays and runs the kernels over chunks of their parallel range on the thread pool.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..codegen.kernel import accumulator_dtype, entry_names, lower_kernel
+from ..fuse.index import Index
+from ..fuse.plan import Kernel, Plan
+from ..tile import MIN_TASK_WORK, TileSpec, Variant, full_reduction_slots
+from ..tile.layout import param_layout
+from ..trace.graph import Node
+from ..trace.ops import OPS, constant_value
+from . import pool
+from .jit import get_jit
+from .mathlib import CpuMath
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_int64)
+_COMBINE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+def apply_chain(array: np.ndarray, chain: Sequence[Node]) -> np.ndarray:
+    """The view ``chain`` (bottom-up) of ``array``, computed by NumPy's own view functions."""
+    for node in chain:
+        array = OPS[node.op].numpy_ref(array, **dict(node.attrs))
+    return array
+
+
+def element_strides(a: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def element_offset(view: np.ndarray, base: np.ndarray) -> int:
+    if view.size == 0 or base.size == 0:
+        return 0
+    return (view.ctypes.data - base.ctypes.data) // base.itemsize
+
+
+def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
+                  rank: int) -> tuple[int, list[int]]:
+    """Base offset and per-loop-variable strides of ``view[index]``, in elements."""
+    base = view_offset + sum(s * a.const for s, a in zip(view_strides, index))
+    strides = [sum(s * a.coef(d) for s, a in zip(view_strides, index)) for d in range(rank)]
+    return base, strides
+
+
+def pack_scalar(node: Node) -> int:
+    raw = np.zeros(8, dtype=np.uint8)
+    value = constant_value(node)
+    raw[:node.dtype.itemsize] = np.frombuffer(value.tobytes(), dtype=np.uint8)
+    return int(raw.view(np.int64)[0])
+
+
+@dataclass
+class CompiledKernel:
+    spec: TileSpec
+    variant: Variant
+    name: str
+    ir: str
+    params: np.ndarray                                  # int64 parameter array
+    load_views: list[tuple[Node, tuple[Node, ...], bool]]   # buffer, chain, needs a copy per call
+    store_views: list[tuple[Node, int, int, int]]           # dest, axis, offset, length
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    entry: Any = None
+    combine: Any = None
+    partial_dtypes: list[np.dtype] = field(default_factory=list)
+
+
+class Executable:
+    """Everything needed to run one plan on arrays of one signature."""
+
+    def __init__(self, plan: Plan, specs: list[TileSpec], inputs: Sequence[np.ndarray],
+                 name: str = "k"):
+        self.plan = plan
+        self.graph = plan.graph
+        self.specs = specs
+        self.jit = get_jit()
+        self.math = CpuMath()
+        self.threads = pool.num_threads()
+        buffers = self._template_buffers(inputs)
+        self.kernels: list[CompiledKernel | None] = []
+        for i, spec in enumerate(specs):
+            if spec.strategy == "matmul":
+                self.kernels.append(None)
+                continue
+            self.kernels.append(self._prepare(spec, buffers, f"{name}{i}"))
+
+    # ----------------------------------------------------------------- build
+    def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
+        """Buffers with the strides calls will have (inputs as given; others C-contiguous)."""
+        buffers: dict[Node, np.ndarray] = dict(zip(self.graph.inputs, inputs))
+        for node in self.plan.stored:
+            if node not in buffers:
+                buffers[node] = self._constant_or_empty(node)
+        return buffers
+
+    def _constant_or_empty(self, node: Node) -> np.ndarray:
+        if node.op == "constant":
+            return constant_value(node)
+        return np.empty(node.shape, dtype=node.dtype)
+
+    def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str) -> CompiledKernel:
+        kernel = spec.kernel
+        rank = len(kernel.space)
+        layout = param_layout(kernel)
+        params = np.zeros(max(layout.size, 1), dtype=np.int64)
+        params[:rank] = kernel.space
+        vdim = spec.vector_dim
+        load_views, unit_loads = [], []
+        for acc, (base_slot, stride_slots) in zip(kernel.body.accesses, layout.load_slots):
+            buf = buffers[acc.buffer]
+            view = apply_chain(buf, acc.chain)
+            copied = view.size > 0 and not np.may_share_memory(view, buf)
+            origin = view if copied else buf
+            base, strides = affine_params(element_strides(view), element_offset(view, origin),
+                                          acc.index, rank)
+            self._fill(params, base_slot, stride_slots, base, strides)
+            unit_loads.append(vdim is not None and stride_slots[vdim] is not None
+                              and strides[vdim] == 1)
+            load_views.append((acc.buffer, acc.chain, copied))
+        store_views, unit_stores = [], []
+        for st, (base_slot, stride_slots) in zip(kernel.stores, layout.store_slots):
+            dest = buffers[st.dest]
+            length = st.node.shape[st.axis] if st.dest is not st.node else 0
+            view = dest if st.dest is st.node else _slab(dest, st.axis, st.offset, length)
+            base, strides = affine_params(element_strides(view), element_offset(view, dest),
+                                          st.index, rank)
+            self._fill(params, base_slot, stride_slots, base, strides)
+            unit_stores.append(vdim is not None and stride_slots[vdim] is not None
+                               and strides[vdim] == 1)
+            store_views.append((st.dest, st.axis, st.offset, length))
+        for slot, node in zip(layout.scalar_slots, kernel.body.params):
+            params[slot] = pack_scalar(node)
+        variant = Variant(tuple(unit_loads), tuple(unit_stores))
+        ir_text = lower_kernel(spec, variant, self.math, name)
+        ck = CompiledKernel(spec, variant, name, ir_text, params, load_views, store_views)
+        addresses = self.jit.compile(ir_text, entry_names(spec, name))
+        ck.entry = _ENTRY(addresses[name])
+        if spec.strategy == "full":
+            ck.combine = _COMBINE(addresses[f"{name}_combine"])
+            for red in kernel.reductions:
+                in_dt = red.args[0].dtype if red.op in ("argmax", "argmin", "max", "min") \
+                    else red.dtype
+                ck.partial_dtypes.append(accumulator_dtype(red.op, in_dt))
+                if red.op in ("argmax", "argmin"):
+                    ck.partial_dtypes.append(np.dtype(np.int64))
+        ck.chunks = self._chunks(spec)
+        return ck
+
+    @staticmethod
+    def _fill(params: np.ndarray, base_slot: int, stride_slots: Sequence[int | None], base: int,
+              strides: Sequence[int]) -> None:
+        params[base_slot] = base
+        for slot, s in zip(stride_slots, strides):
+            if slot is not None:
+                params[slot] = s
+
+    def _chunks(self, spec: TileSpec) -> list[tuple[int, int]]:
+        space = spec.kernel.space
+        n_par = int(np.prod([space[d] for d in spec.par_dims], dtype=np.int64))
+        inner = int(np.prod([space[d] for d in spec.inner_dims], dtype=np.int64))
+        if spec.strategy == "full":
+            slots = full_reduction_slots(n_par, inner)
+            edges = [n_par * s // slots for s in range(slots + 1)]
+            return list(zip(edges[:-1], edges[1:]))
+        if inner == 0:
+            return []
+        min_chunk = max(1, -(-MIN_TASK_WORK // max(inner, 1)))
+        return pool.chunk_ranges(n_par, min_chunk, self.threads)
+
+    # ----------------------------------------------------------------- run
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        buffers: dict[Node, np.ndarray] = dict(zip(self.graph.inputs, inputs))
+        for node in self.plan.stored:
+            if node not in buffers:
+                buffers[node] = self._constant_or_empty(node)
+        keep_alive: list[Any] = []
+        for spec, ck in zip(self.specs, self.kernels):
+            if ck is None:
+                self._matmul(spec.kernel, buffers)
+                continue
+            self._launch(ck, buffers, keep_alive)
+        return [buffers[o] if o in buffers else constant_value(o) for o in self.graph.outputs]
+
+    def _matmul(self, kernel: Kernel, buffers: dict[Node, np.ndarray]) -> None:
+        node = kernel.matmul
+        a, b = (_view_of(x, buffers) for x in node.args)
+        np.matmul(a, b, out=buffers[node])
+
+    def _launch(self, ck: CompiledKernel, buffers: dict[Node, np.ndarray],
+                keep_alive: list[Any]) -> None:
+        ptrs: list[int] = []
+        for buf_node, chain, copied in ck.load_views:
+            arr = buffers[buf_node]
+            if copied:
+                arr = apply_chain(arr, chain)
+                keep_alive.append(arr)
+            ptrs.append(arr.ctypes.data)
+        for dest, axis, offset, _length in ck.store_views:
+            arr = buffers[dest]
+            ptrs.append(arr.ctypes.data)
+        partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
+        keep_alive.extend(partials)
+        ptrs.extend(p.ctypes.data for p in partials)
+        bufs = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+        params = ck.params.ctypes.data
+        if ck.spec.strategy == "full":
+            slots = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
+            entry = ck.entry
+            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots[b]),
+                              [c for c in ck.chunks if c[1] > c[0]] or [])
+            for s, (b, e) in enumerate(ck.chunks):
+                if e == b:   # an empty slot still holds the identity
+                    entry(bufs, params, b, e, s)
+            ck.combine(bufs, params, len(ck.chunks))
+            return
+        entry = ck.entry
+        pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), ck.chunks)
+
+
+def _slab(dest: np.ndarray, axis: int, offset: int, length: int) -> np.ndarray:
+    key = [slice(None)] * dest.ndim
+    key[axis] = slice(offset, offset + length)
+    return dest[tuple(key)]
+
+
+def _view_of(node: Node, buffers: dict[Node, np.ndarray]) -> np.ndarray:
+    chain = []
+    while node not in buffers:
+        chain.append(node)
+        node = node.args[0]
+    return apply_chain(buffers[node], list(reversed(chain)))

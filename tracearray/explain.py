@@ -1,0 +1,112 @@
+"""``explain()`` and ``as_text("plan")``: what each kernel computes, reads and writes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fuse.plan import Kernel, Plan
+from .tile import TileSpec
+from .trace.graph import Node, type_str
+from .trace.ops import OPS, Kind
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    index: int
+    strategy: str
+    space: tuple[int, ...]
+    ops: tuple[str, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    bytes_read: int
+    bytes_written: int
+    temporaries_avoided: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    kernels: tuple[KernelReport, ...]
+    rejected: tuple[str, ...]
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(k.bytes_read for k in self.kernels)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(k.bytes_written for k in self.kernels)
+
+    @property
+    def temporaries_avoided(self) -> int:
+        return sum(k.temporaries_avoided for k in self.kernels)
+
+    def __str__(self) -> str:
+        head = f"{'#':>2}  {'kind':6} {'space':18} {'read':>10} {'written':>10} {'temps avoided':>13}  ops"
+        lines = [head, "-" * len(head)]
+        for k in self.kernels:
+            ops = ", ".join(k.ops)
+            lines.append(f"{k.index:>2}  {k.strategy:6} {str(list(k.space)):18} "
+                         f"{_bytes(k.bytes_read):>10} {_bytes(k.bytes_written):>10} "
+                         f"{k.temporaries_avoided:>13}  {ops}")
+            if k.note:
+                lines.append(f"    {k.note}")
+        lines.append(f"total: {len(self.kernels)} kernel(s), {_bytes(self.bytes_read)} read, "
+                     f"{_bytes(self.bytes_written)} written, "
+                     f"{self.temporaries_avoided} temporaries avoided")
+        for r in self.rejected:
+            lines.append(f"not fused: {r}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _nbytes(node: Node) -> int:
+    return node.size * node.dtype.itemsize
+
+
+def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
+    if kernel.kind == "matmul":
+        node = kernel.matmul
+        reads = tuple(type_str(a) for a in node.args)
+        return KernelReport(index, "matmul", kernel.space, ("matmul",), reads,
+                            (type_str(node),), sum(_nbytes(a) for a in node.args), _nbytes(node),
+                            0, "external: NumPy's matmul (BLAS); its epilogue fuses into the next kernel")
+    ops = sorted({n.op for n in kernel.nodes if OPS[n.op].kind is not Kind.MOVEMENT})
+    read_nodes = {a.top for a in kernel.body.accesses}
+    stored = {s.node for s in kernel.stores}
+    temps = sum(1 for n in kernel.nodes
+                if n not in stored and OPS[n.op].kind in (Kind.ELEMENTWISE, Kind.REDUCE))
+    return KernelReport(
+        index, spec.strategy, kernel.space, tuple(ops),
+        tuple(type_str(n) for n in read_nodes), tuple(type_str(s.node) for s in kernel.stores),
+        sum(_nbytes(n) for n in read_nodes), sum(_nbytes(s.node) for s in kernel.stores), temps)
+
+
+def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
+    return Explanation(tuple(report(i, k, s) for i, (k, s) in enumerate(zip(plan.kernels, specs))),
+                       tuple(plan.rejected))
+
+
+def format_plan(plan: Plan, specs: list[TileSpec]) -> str:
+    lines = []
+    for i, (k, spec) in enumerate(zip(plan.kernels, specs)):
+        lines.append(f"kernel {i}: {spec.strategy} over {list(k.space)}"
+                     + (f", reducing axes {list(k.reduce_axes)}" if k.reduce_axes else "")
+                     + f"; parallel dims {list(spec.par_dims)}, inner dims {list(spec.inner_dims)}")
+        for r in k.reductions:
+            lines.append(f"  reduce  {r.op} -> {type_str(r)}")
+        for s in k.stores:
+            dest = "" if s.dest is s.node else f" into {type_str(s.dest)}[axis {s.axis} @ {s.offset}]"
+            lines.append(f"  store   {s.node.op} {type_str(s.node)}{dest}")
+        for a in k.body.accesses:
+            view = "".join(f".{c.op}" for c in a.chain)
+            lines.append(f"  load    {a.buffer.op} {type_str(a.buffer)}{view} at {list(a.index)}")
+    return "\n".join(lines)

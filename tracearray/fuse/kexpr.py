@@ -1,0 +1,185 @@
+"""The body of a kernel: scalar expressions over the kernel's loop indices.
+
+``Walker`` turns graph nodes into ``KExpr`` DAGs for one kernel. Elementwise ops become
+``KOp``s; view ops vanish into index arithmetic; values stored by other kernels (and inputs,
+and array constants) become ``KLoad``s through an ``Access`` (a buffer, the chain of view ops
+applied to it, and an affine index); scalar constants and sizes become ``KParam``s (run-time
+kernel arguments, so kernels do not depend on their values); reductions computed by the same
+kernel become ``KRed``s, legal only at the row the kernel is working on.
+
+The planner runs the walker to test whether a node may join a kernel (``NotFusable`` says
+why not); the tiler keeps the final DAGs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from ..trace.graph import Node
+from ..trace.ops import OPS, Kind
+from .index import ZERO, Aff, Index, NotAffine, broadcast_index, producer_index
+
+
+class NotFusable(Exception):
+    """``node`` cannot be computed inside the kernel; ``store`` names a node whose storing
+    (materialisation) would make it fusable, when there is one."""
+
+    def __init__(self, reason: str, store: Node | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.store = store
+
+
+@dataclass(frozen=True)
+class Access:
+    """A load from a stored array: ``buffer`` seen through the view ops ``chain`` (bottom-up;
+    the last one's shape is what ``index`` indexes) at an affine ``index``."""
+    buffer: Node
+    chain: tuple[Node, ...]
+    index: Index
+
+    @property
+    def top(self) -> Node:
+        return self.chain[-1] if self.chain else self.buffer
+
+
+@dataclass(frozen=True, eq=False)
+class KLoad:
+    access: int           # position in KernelBody.accesses
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class KParam:
+    param: int            # position in KernelBody.params
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class KOp:
+    op: str
+    args: tuple["KExpr", ...]
+    in_dtypes: tuple[np.dtype, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class KRed:
+    reduction: int        # position in the kernel's reductions (its phase)
+    dtype: np.dtype
+
+
+KExpr = Union[KLoad, KParam, KOp, KRed]
+
+
+@dataclass
+class KernelBody:
+    """Expressions of one kernel plus what they read."""
+    accesses: list[Access] = field(default_factory=list)
+    params: list[Node] = field(default_factory=list)     # scalar constant / size nodes
+    _access_ids: dict[Access, int] = field(default_factory=dict)
+    _param_ids: dict[Node, int] = field(default_factory=dict)
+
+    def access(self, acc: Access) -> int:
+        if acc not in self._access_ids:
+            self._access_ids[acc] = len(self.accesses)
+            self.accesses.append(acc)
+        return self._access_ids[acc]
+
+    def param(self, node: Node) -> int:
+        if node not in self._param_ids:
+            self._param_ids[node] = len(self.params)
+            self.params.append(node)
+        return self._param_ids[node]
+
+
+def is_scalar_source(node: Node) -> bool:
+    return node.op in ("constant", "size") and node.ndim == 0
+
+
+class Walker:
+    """Builds the expressions of one kernel.
+
+    ``stored``: nodes available in memory (inputs, array constants, outputs of kernels that run
+    before this one). ``inline_roots``: map outputs computed by this kernel, with the index at
+    which the kernel computes them; reading them elsewhere would need another kernel.
+    ``reductions``: reductions computed by this kernel, with the index of the current row.
+    """
+
+    def __init__(self, body: KernelBody, stored: set[Node], inline_roots: dict[Node, Index],
+                 reductions: dict[Node, tuple[int, Index]], reductions_readable: bool = True):
+        self.body = body
+        self.stored = stored
+        self.inline_roots = inline_roots
+        self.reductions = reductions
+        self.reductions_readable = reductions_readable
+        self.memo: dict[tuple[Node, Index], KExpr] = {}
+
+    def expr(self, node: Node, idx: Index) -> KExpr:
+        key = (node, idx)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._expr(node, idx)
+        return hit
+
+    def _expr(self, node: Node, idx: Index) -> KExpr:
+        if node in self.reductions:
+            phase, row = self.reductions[node]
+            if not self.reductions_readable:
+                raise NotFusable(f"{node.op} over all elements is not known until every "
+                                 f"thread has finished: it cannot be used in the same kernel")
+            if idx != row:
+                raise NotFusable(f"{node.op} result is read at another row {idx} than the one "
+                                 f"being reduced {row}")
+            return KRed(phase, node.dtype)
+        if node in self.inline_roots and idx != self.inline_roots[node]:
+            raise NotFusable(f"{node.op} output is read at a shifted index", store=None)
+        if is_scalar_source(node):
+            return KParam(self.body.param(node), node.dtype)
+        if node in self.stored and node not in self.inline_roots:
+            return self._load(node, (), idx)
+        kind = OPS[node.op].kind
+        if kind is Kind.MOVEMENT:
+            chain = self._chain_to_buffer(node)
+            if chain is not None:
+                return self._load(chain[0], chain[1:], idx)
+            try:
+                src_idx = producer_index(node, idx)
+            except NotAffine as e:
+                raise NotFusable(str(e), store=node.args[0]) from None
+            return self.expr(node.args[0], src_idx)
+        if kind is Kind.ELEMENTWISE:
+            args = tuple(self.expr(a, broadcast_index(idx, node.shape, a.shape))
+                         for a in node.args)
+            return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
+        # reductions, scans, contractions, concatenations of other kernels are stored values
+        raise NotFusable(f"{node.op} is computed by another kernel", store=node)
+
+    def _chain_to_buffer(self, node: Node) -> tuple[Node, ...] | None:
+        """(buffer, view1, ..., node) when ``node`` is a chain of views of a stored array."""
+        chain = [node]
+        cur = node.args[0]
+        while cur not in self.stored or cur in self.inline_roots:
+            if OPS[cur.op].kind is not Kind.MOVEMENT or cur in self.reductions:
+                return None
+            chain.append(cur)
+            cur = cur.args[0]
+        chain.append(cur)
+        return tuple(reversed(chain))
+
+    def _load(self, buffer: Node, chain: tuple[Node, ...], idx: Index) -> KLoad:
+        top = chain[-1] if chain else buffer
+        return KLoad(self.body.access(Access(buffer, chain, idx)), top.dtype)
+
+
+def row_index(space: tuple[int, ...], reduce_axes: tuple[int, ...]) -> Index:
+    """The index of a keepdims reduction result at the row being reduced."""
+    return tuple(ZERO if d in reduce_axes or n == 1 else Aff.var(d)
+                 for d, n in enumerate(space))
+
+
+def space_index(space: tuple[int, ...]) -> Index:
+    """Loop variable d for each space dimension (0 for size-1 dimensions)."""
+    return tuple(ZERO if n == 1 else Aff.var(d) for d, n in enumerate(space))

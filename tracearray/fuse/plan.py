@@ -1,0 +1,323 @@
+"""The fusion planner: partition a graph into kernels.
+
+1. ``choose_stores``: the nodes that must be in memory — graph outputs, reductions, scans,
+   matmuls, concatenations, multi-use transcendental values (recomputing them per use costs
+   more than a store on the CPU), and operands that a view or an external call needs stored.
+2. ``group``: in topological order, each stored node joins the most recent compatible kernel
+   whose iteration space it shares and whose expressions it can read (the ``Walker`` decides),
+   or starts a new kernel. Map roots join map kernels of the same shape, or reduction kernels
+   as a full-space phase (softmax's ``e / s``) or a row epilogue (logsumexp's ``log(s) + m``);
+   reductions join reduction kernels over the same space and axes (layernorm's mean then var).
+3. ``finish``: walk every kernel once more to get its expressions and accesses, and keep in
+   memory only what another kernel or the caller reads.
+
+Everything depends on shapes only through equality of spaces, so the plan of a program is the
+same at every size (except where a dimension of size 1 changes broadcasting).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..trace.graph import Graph, Node
+from ..trace.ops import OPS, TRANSCENDENTAL, Kind
+from .index import Index
+from .kexpr import (Access, KernelBody, KExpr, NotFusable, Walker, is_scalar_source, row_index,
+                    space_index)
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where a kernel writes ``node``: its own buffer, or (concatenation) a slab of ``dest``
+    starting at ``offset`` along ``axis``."""
+    node: Node
+    index: Index
+    dest: Node
+    axis: int = 0
+    offset: int = 0
+
+
+@dataclass(eq=False)
+class Kernel:
+    kind: str                                    # "map" | "reduce" | "scan" | "matmul"
+    space: tuple[int, ...]
+    reduce_axes: tuple[int, ...] = ()
+    reductions: list[Node] = field(default_factory=list)   # phases of a reduce kernel; the scan
+    roots: list[Store] = field(default_factory=list)       # map outputs (full-space or row)
+    body: KernelBody = field(default_factory=KernelBody)
+    red_exprs: list[KExpr] = field(default_factory=list)   # input of each reduction / scan
+    root_exprs: list[KExpr] = field(default_factory=list)  # value of each root
+    stores: list[Store] = field(default_factory=list)      # what is written to memory
+    nodes: set[Node] = field(default_factory=set)          # graph nodes computed here
+    matmul: Node | None = None
+
+    @property
+    def full_rows(self) -> bool:
+        """Whether threads own whole rows (non-empty kept space)."""
+        return len(self.reduce_axes) < len(self.space)
+
+    def outputs(self) -> list[Node]:
+        return [s.node for s in self.stores]
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    kernels: list[Kernel]
+    stored: set[Node]                 # every node held in memory (inputs included)
+    rejected: list[str] = field(default_factory=list)   # why-not-fused notes for explain()
+
+
+def plan_graph(graph: Graph) -> Plan:
+    """Entry point of the fuse stage."""
+    stores = choose_stores(graph)
+    for _ in range(10 * len(stores) + 10):
+        try:
+            kernels, notes = group(graph, stores)
+            return finish(graph, kernels, stores, notes)
+        except NotFusable as e:
+            if e.store is None or e.store in stores:
+                raise AssertionError(f"planner could not place a node: {e}") from None
+            stores.add(e.store)
+    raise AssertionError("planner did not converge")
+
+
+def choose_stores(graph: Graph) -> set[Node]:
+    users = graph.users()
+    stores: set[Node] = set()
+    for node in graph.nodes():
+        kind = OPS[node.op].kind
+        if kind is Kind.SOURCE:
+            if not is_scalar_source(node):
+                stores.add(node)
+        elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT):
+            stores.add(node)
+        elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and _has_transcendental(node, stores):
+            stores.add(node)
+    stores.update(o for o in graph.outputs if not is_scalar_source(o))
+    for node in graph.nodes():
+        if node.op == "matmul":
+            for a in node.args:   # an external call needs real arrays (views of buffers are fine)
+                if not _is_view_of(a, stores):
+                    stores.add(a)
+    return stores
+
+
+def _has_transcendental(node: Node, stores: set[Node]) -> bool:
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op in TRANSCENDENTAL:
+            return True
+        stack.extend(a for a in n.args if a not in stores)
+    return False
+
+
+def _is_view_of(node: Node, stores: set[Node]) -> bool:
+    while node not in stores:
+        if OPS[node.op].kind is not Kind.MOVEMENT:
+            return False
+        node = node.args[0]
+    return True
+
+
+def group(graph: Graph, stores: set[Node]) -> tuple[list[Kernel], list[str]]:
+    kernels: list[Kernel] = []
+    produced_by: dict[Node, int] = {}
+    notes: list[str] = []
+    for node in graph.nodes():
+        if node not in stores or OPS[node.op].kind is Kind.SOURCE:
+            continue
+        kind = OPS[node.op].kind
+        if kind is Kind.REDUCE:
+            k = _place_reduction(node, kernels, produced_by, stores, notes)
+        elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT):
+            k = _place_root(node, kernels, produced_by, stores, notes)
+        elif kind is Kind.SCAN:
+            k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
+                                            reductions=[node]))
+        elif kind is Kind.CONTRACT:
+            k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node))
+        else:  # CONCAT: one copy kernel per operand, each writing a slab of the result
+            k = _place_concat(node, kernels, produced_by, stores)
+        produced_by[node] = k
+    return kernels, notes
+
+
+def _new_kernel(kernels: list[Kernel], kernel: Kernel) -> int:
+    kernels.append(kernel)
+    return len(kernels) - 1
+
+
+def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int,
+         extra_root: Store | None = None, extra_red: Node | None = None) -> None:
+    """Raise NotFusable unless the kernel, extended by a root or a reduction, can be built
+    from what is stored before it runs."""
+    earlier = {n for n in stores if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
+    roots = kernel.roots + ([extra_root] if extra_root else [])
+    reds = kernel.reductions + ([extra_red] if extra_red else [])
+    _walk_kernel(kernel, roots, reds, earlier, KernelBody())
+
+
+def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: set[Node],
+                 body: KernelBody) -> tuple[list[KExpr], list[KExpr]]:
+    row = row_index(kernel.space, kernel.reduce_axes)
+    walker = Walker(body, stored, {r.node: r.index for r in roots if r.dest is r.node},
+                    {r: (i, row) for i, r in enumerate(reds)},
+                    reductions_readable=kernel.full_rows)
+    red_exprs = []
+    for i, r in enumerate(reds):
+        # A reduction's input may use only the reductions of earlier phases, and only when
+        # threads own whole rows (a full reduction is complete only after all threads).
+        walker.reductions = {x: (j, row) for j, x in enumerate(reds[:i])}
+        walker.memo.clear()
+        red_exprs.append(walker.expr(r.args[0], space_index(kernel.space)))
+    # Roots run after every reduction of their row (for full reductions: after the combine).
+    walker.reductions = {x: (j, row) for j, x in enumerate(reds)}
+    walker.reductions_readable = True
+    walker.memo.clear()
+    root_exprs = [walker.expr(r.node, r.index) for r in roots]
+    return red_exprs, root_exprs
+
+
+def _root_index(kernel: Kernel, node: Node) -> Index | None:
+    """The index at which ``kernel`` would compute ``node``: over its whole space, or, for a
+    reduction kernel, at the current row (keepdims shape or the kept dims only)."""
+    if node.shape == kernel.space and (kernel.kind == "map" or kernel.full_rows):
+        return space_index(kernel.space)
+    if kernel.kind != "reduce":
+        return None
+    row = row_index(kernel.space, kernel.reduce_axes)
+    keep = tuple(1 if d in kernel.reduce_axes else n for d, n in enumerate(kernel.space))
+    if node.shape == keep:
+        return row
+    kept = tuple(n for d, n in enumerate(kernel.space) if d not in kernel.reduce_axes)
+    if node.shape == kept:
+        return tuple(i for d, i in enumerate(row) if d not in kernel.reduce_axes)
+    return None
+
+
+def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
+                stores: set[Node], notes: list[str]) -> int:
+    for k in range(len(kernels) - 1, -1, -1):
+        kernel = kernels[k]
+        if kernel.kind not in ("map", "reduce"):
+            continue
+        idx = _root_index(kernel, node)
+        if idx is None:
+            continue
+        store = Store(node, idx, node)
+        try:
+            _try(kernel, stores, produced_by, k, extra_root=store)
+        except NotFusable as e:
+            if e.store is not None and e.store not in stores:
+                raise
+            notes.append(f"{node.op}{list(node.shape)} not fused into kernel {k}: {e.reason}")
+            continue
+        kernel.roots.append(store)
+        return k
+    kernel = Kernel("map", node.shape, roots=[Store(node, space_index(node.shape), node)])
+    _try(kernel, stores, produced_by, len(kernels))
+    return _new_kernel(kernels, kernel)
+
+
+def _place_reduction(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
+                     stores: set[Node], notes: list[str]) -> int:
+    space, axes = node.args[0].shape, node.attr("axes")
+    for k in range(len(kernels) - 1, -1, -1):
+        kernel = kernels[k]
+        if kernel.kind != "reduce" or kernel.space != space or kernel.reduce_axes != axes:
+            continue
+        try:
+            _try(kernel, stores, produced_by, k, extra_red=node)
+        except NotFusable as e:
+            if e.store is not None and e.store not in stores:
+                raise
+            notes.append(f"{node.op}{list(node.shape)} not fused into kernel {k}: {e.reason}")
+            continue
+        kernel.reductions.append(node)
+        return k
+    kernel = Kernel("reduce", space, axes, reductions=[node])
+    _try(kernel, stores, produced_by, len(kernels))
+    return _new_kernel(kernels, kernel)
+
+
+def _place_concat(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
+                  stores: set[Node]) -> int:
+    axis = node.attr("axis")
+    offset = 0
+    for part in node.args:
+        store = Store(part, space_index(part.shape), node, axis, offset)
+        kernel = Kernel("map", part.shape, roots=[store])
+        _try(kernel, stores, produced_by, len(kernels))
+        _new_kernel(kernels, kernel)
+        offset += part.shape[axis]
+    return len(kernels) - 1
+
+
+def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[str]) -> Plan:
+    """Final expressions of each kernel; keep in memory only what is read elsewhere."""
+    produced_by = {}
+    for k, kernel in enumerate(kernels):
+        for n in kernel.reductions + [r.node for r in kernel.roots if r.dest is r.node]:
+            produced_by[n] = k
+        if kernel.matmul is not None:
+            produced_by[kernel.matmul] = k
+        for r in kernel.roots:
+            if r.dest is not r.node:
+                produced_by[r.dest] = k
+    needed: set[Node] = {o for o in graph.outputs if not is_scalar_source(o)}
+    for k, kernel in enumerate(kernels):
+        if kernel.kind == "matmul":
+            for a in kernel.matmul.args:
+                needed.add(_view_base(a, stores))
+            continue
+        earlier = {n for n in stores
+                   if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
+        kernel.body = KernelBody()
+        kernel.red_exprs, kernel.root_exprs = _walk_kernel(
+            kernel, kernel.roots, kernel.reductions, earlier, kernel.body)
+        needed.update(acc.buffer for acc in kernel.body.accesses)
+    for kernel in kernels:
+        if kernel.kind == "matmul":
+            kernel.stores = [Store(kernel.matmul, (), kernel.matmul)]
+            continue
+        kernel.stores = [r for r in kernel.roots if r.dest is not r.node or r.node in needed]
+        row = row_index(kernel.space, kernel.reduce_axes)
+        kernel.stores += [Store(r, row, r) for r in kernel.reductions
+                          if r in needed and kernel.kind == "reduce"]
+        if kernel.kind == "scan":
+            kernel.stores = [Store(kernel.reductions[0], space_index(kernel.space),
+                                   kernel.reductions[0])]
+        kernel.nodes = _computed_nodes(kernel, stores)
+    stored = {n for n in stores if n in needed or OPS[n.op].kind is Kind.SOURCE}
+    return Plan(graph, kernels, stored, notes)
+
+
+def _view_base(node: Node, stores: set[Node]) -> Node:
+    while node not in stores:
+        node = node.args[0]
+    return node
+
+
+def _computed_nodes(kernel: Kernel, stores: set[Node]) -> set[Node]:
+    """Graph nodes evaluated inside the kernel (for explain)."""
+    out: set[Node] = set()
+    stack = [r.node for r in kernel.roots] + list(kernel.reductions)
+    own = set(stack)
+    while stack:
+        n = stack.pop()
+        if n in out or (n in stores and n not in own) or OPS[n.op].kind is Kind.SOURCE:
+            continue
+        out.add(n)
+        stack.extend(n.args)
+    return out
+
+
+def is_reduction(node: Node) -> bool:
+    return OPS[node.op].kind is Kind.REDUCE
+
+
+__all__ = ["Plan", "Kernel", "Store", "Access", "plan_graph"]

@@ -1,0 +1,80 @@
+"""Stage 3: tiling. For each kernel of the plan, how its iteration space is walked.
+
+Entry function: ``tile_plan(plan) -> list[TileSpec]``.
+
+A ``TileSpec`` says which space dimensions form the *parallel range* (flattened; threads take
+chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each iteration
+(the innermost one is the contiguous, vectorised loop), and the reduction strategy:
+
+- ``map``: parallel over all dimensions but the innermost, which is the inner loop (a 1-D map
+  is a single parallel, vectorised loop).
+- ``row``: reductions that keep some dimensions: parallel over the kept dimensions, each
+  iteration sweeps the reduced ones once per phase (reduce, reduce, ..., full-space map), so a
+  row is read from cache, not memory, after the first phase.
+- ``full``: reductions over everything: parallel over the first reduced dimension in a fixed
+  number of slots (partial results combined in slot order: deterministic for any thread count).
+- ``scan``: parallel over the kept dimensions, sequential along the scan axis.
+- ``matmul``: an external BLAS call, no loops of ours.
+
+Which accesses have unit stride on the innermost loop is decided at launch from the actual
+strides (``Variant``); sizes and strides are always run-time kernel arguments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..fuse.plan import Kernel, Plan
+
+# Work (elements) a CPU task should have at least, and slots of a full reduction.
+MIN_TASK_WORK = 1 << 14
+FULL_REDUCTION_SLOT_WORK = 1 << 15
+MAX_FULL_REDUCTION_SLOTS = 64
+
+
+@dataclass(frozen=True)
+class TileSpec:
+    kernel: Kernel
+    strategy: str                 # "map" | "row" | "full" | "scan" | "matmul"
+    par_dims: tuple[int, ...]     # flattened into the parallel range, outer to inner
+    inner_dims: tuple[int, ...]   # looped inside each parallel iteration, outer to inner
+
+    @property
+    def vector_dim(self) -> int | None:
+        """The innermost loop's space dimension (unit stride there lets it vectorise)."""
+        if self.inner_dims:
+            return self.inner_dims[-1]
+        return self.par_dims[-1] if self.par_dims else None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Launch-time specialisation: which accesses and stores have stride 1 along the innermost
+    loop (the codegen then uses a constant stride, so the loop vectorises)."""
+    unit_loads: tuple[bool, ...]
+    unit_stores: tuple[bool, ...]
+
+
+def tile_kernel(kernel: Kernel) -> TileSpec:
+    dims = tuple(range(len(kernel.space)))
+    if kernel.kind == "matmul":
+        return TileSpec(kernel, "matmul", (), ())
+    if kernel.kind == "map":
+        return TileSpec(kernel, "map", dims[:-1] if len(dims) > 1 else dims,
+                        dims[-1:] if len(dims) > 1 else ())
+    kept = tuple(d for d in dims if d not in kernel.reduce_axes)
+    if kernel.kind == "scan":
+        return TileSpec(kernel, "scan", kept, kernel.reduce_axes)
+    if kept:
+        return TileSpec(kernel, "row", kept, kernel.reduce_axes)
+    return TileSpec(kernel, "full", kernel.reduce_axes[:1], kernel.reduce_axes[1:])
+
+
+def tile_plan(plan: Plan) -> list[TileSpec]:
+    """Entry point of the tile stage."""
+    return [tile_kernel(k) for k in plan.kernels]
+
+
+def full_reduction_slots(n_outer: int, inner_work: int) -> int:
+    """Number of partial results of a full reduction: a function of the sizes only."""
+    work = max(1, n_outer * max(1, inner_work))
+    return max(1, min(MAX_FULL_REDUCTION_SLOTS, n_outer, -(-work // FULL_REDUCTION_SLOT_WORK)))

@@ -1,0 +1,141 @@
+"""Node builders: the one place where graph nodes are created, checked against the op table.
+
+Values handled here are graph ``Node``s, Python scalars (NumPy 2 / NEP 50 *weak* scalars) and
+concrete NumPy arrays or scalars (frozen into ``constant`` nodes).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
+from .graph import Node
+from .ops import ALL_DTYPES, OPS, infer
+
+SUPPORTED_DTYPES = frozenset(ALL_DTYPES)
+PyScalar = (bool, int, float)
+
+
+def check_dtype(dtype: Any, what: str) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TraceDTypeError(with_location(f"{what}: {e}")) from None
+    if dt.newbyteorder("=") not in SUPPORTED_DTYPES:
+        raise TraceDTypeError(with_location(
+            f"{what}: dtype {dt} is not supported by tracearray "
+            f"(supported: bool, int8-int64, uint8-uint64, float16, float32, float64)"))
+    return dt.newbyteorder("=")
+
+
+def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
+    """Create (or find) the node ``op(args)`` with shape and dtype from the op table."""
+    try:
+        shape, dtype = infer(op, args, attrs)
+    except ValueError as e:
+        shapes = ", ".join(str(a.shape) for a in args)
+        raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
+    return Node.make(op, args, attrs, shape, dtype)
+
+
+def constant(value: Any, dtype: Any = None) -> Node:
+    """A constant node holding a copy of ``value`` (frozen at trace time)."""
+    arr = np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
+    dt = check_dtype(arr.dtype, "constant")
+    arr = np.array(arr, dtype=dt, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    return Node.make("constant", (), {"value": arr.tobytes(), "shape": arr.shape, "dtype": dt.str},
+                     arr.shape, dt)
+
+
+def size_scalar(value: float | int, dtype: Any) -> Node:
+    """A size-derived scalar (an element count): a run-time kernel argument, not an immediate."""
+    arr = np.asarray(value, dtype=dtype)
+    return Node.make("size", (), {"value": arr.tobytes(), "shape": (), "dtype": arr.dtype.str},
+                     (), arr.dtype)
+
+
+def cast(node: Node, dtype: Any) -> Node:
+    dt = check_dtype(dtype, "astype")
+    if node.dtype == dt:
+        return node
+    if node.op == "constant":   # fold: casting a constant is a constant
+        return constant(np.frombuffer(node.attr("value"), node.dtype).reshape(node.shape)
+                        .astype(dt))
+    return make("cast", [node], dtype=dt.str)
+
+
+def as_node(value: Any) -> Node:
+    """A node for a traced value or a concrete array / scalar (NumPy's default dtype)."""
+    if isinstance(value, Node):
+        return value
+    if isinstance(value, (np.ndarray, np.generic) + PyScalar):
+        return constant(value)
+    raise UnsupportedOperationError(with_location(
+        f"cannot use a value of type {type(value).__name__} in a traced computation"))
+
+
+def dtype_key(value: Any) -> Any:
+    """What NumPy's dtype resolution sees for a value: Python int/float are weak (NEP 50)."""
+    if isinstance(value, Node):
+        return value.dtype
+    # Before the Python-scalar checks: np.float64 subclasses float (and np.bool_ is not bool),
+    # but NumPy scalars are strongly typed; returning ``type(np.float64(2))`` made
+    # ``np.float64(2) * x`` fail in ufunc.resolve_dtypes.
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    if isinstance(value, bool):
+        return np.dtype(bool)
+    if isinstance(value, (int, float)):
+        return type(value)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    if isinstance(value, complex):
+        raise TraceDTypeError(with_location("complex numbers are not supported by tracearray"))
+    raise UnsupportedOperationError(with_location(
+        f"cannot use a value of type {type(value).__name__} in a traced computation"))
+
+
+def result_type(*values: Any) -> np.dtype:
+    """np.result_type with NumPy 2's weak Python scalars (passed as values, not types)."""
+    keys = [v if isinstance(v, (bool, int, float)) else dtype_key(v) for v in values]
+    return np.result_type(*keys)
+
+
+def to_dtype(value: Any, dtype: np.dtype) -> Node:
+    """``value`` as a node of ``dtype``: casts nodes, converts scalars exactly as NumPy does
+    (a Python int out of range of an integer dtype raises OverflowError, as in NumPy 2)."""
+    if isinstance(value, Node):
+        return cast(value, dtype)
+    try:
+        return constant(np.asarray(value, dtype=dtype))
+    except OverflowError as e:
+        raise OverflowError(with_location(str(e))) from None
+
+
+def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
+    """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes, NumPy's errors."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        if isinstance(a, Node):
+            raise UnsupportedOperationError(with_location(f"{what}: axis must be a Python int"))
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(with_location(
+                f"{what}: axis {a} is out of bounds for array of dimension {ndim}"))
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(with_location(f"{what}: duplicate value in 'axis'"))
+    return tuple(sorted(out))
+
+
+def unsupported(what: str, why: str = "") -> UnsupportedOperationError:
+    msg = f"{what} is not supported by tracearray" + (f": {why}" if why else "")
+    return UnsupportedOperationError(with_location(msg))
+
+
+def spec_of(op: str):
+    return OPS[op]

@@ -1,0 +1,162 @@
+"""The graph IR: frozen, hash-consed nodes with a shape and a dtype on every node.
+
+Building the same node twice returns the same object (``Node.make`` interns by structure), so
+common-subexpression elimination is free and identity comparison is structural comparison.
+Nodes hold concrete shapes: tracing is repeated per argument signature (cheap), while kernels
+are keyed by their generated code, in which every size is a run-time argument.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+Shape = tuple[int, ...]
+
+
+class Node:
+    """One operation in the graph. Immutable and interned: use ``Node.make``."""
+
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "__weakref__")
+
+    op: str
+    args: tuple["Node", ...]
+    attrs: tuple[tuple[str, Any], ...]
+    shape: Shape
+    dtype: np.dtype
+
+    _interned: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:  # pragma: no cover - construction goes through make()
+        raise TypeError("use Node.make(...)")
+
+    @classmethod
+    def make(cls, op: str, args: Iterable["Node"], attrs: dict | tuple, shape: Iterable[int],
+             dtype: np.dtype | type | str) -> "Node":
+        args = tuple(args)
+        attrs = tuple(sorted(attrs.items())) if isinstance(attrs, dict) else tuple(attrs)
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        # Arguments are interned, so their identity is their structure.
+        key = (op, tuple(id(a) for a in args), attrs, shape, dtype.str)
+        with cls._lock:
+            node = cls._interned.get(key)
+            if node is not None and node.args == args:
+                return node
+            node = object.__new__(cls)
+            for name, value in (("op", op), ("args", args), ("attrs", attrs), ("shape", shape),
+                                ("dtype", dtype), ("_key", key)):
+                object.__setattr__(node, name, value)
+            cls._interned[key] = node
+            return node
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("graph nodes are immutable")
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"<{self.op} {type_str(self)}>"
+
+
+def type_str(node: Node) -> str:
+    """``f32[3,4]``-style type of a node."""
+    return f"{dtype_abbrev(node.dtype)}[{','.join(map(str, node.shape))}]"
+
+
+_ABBREV = {"bool": "bool", "float16": "f16", "float32": "f32", "float64": "f64"}
+
+
+def dtype_abbrev(dtype: np.dtype) -> str:
+    name = np.dtype(dtype).name
+    if name in _ABBREV:
+        return _ABBREV[name]
+    return name.replace("uint", "u").replace("int", "i")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A traced function: its input nodes (positional, one per dynamic array argument), its
+    output nodes, and how to rebuild the function's return structure from them."""
+
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    out_tree: Any  # see trace.pytree
+    input_names: tuple[str, ...] = ()
+
+    def nodes(self) -> list[Node]:
+        """All nodes reachable from the outputs, in topological order (operands first)."""
+        return toposort(self.outputs)
+
+    def users(self) -> dict[Node, list[Node]]:
+        users: dict[Node, list[Node]] = {n: [] for n in self.nodes()}
+        for n in users:
+            for a in n.args:
+                users[a].append(n)
+        return users
+
+
+def toposort(roots: Iterable[Node]) -> list[Node]:
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(list(roots))]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for a in reversed(node.args):
+            if id(a) not in seen:
+                stack.append((a, False))
+    return order
+
+
+def walk(roots: Iterable[Node]) -> Iterator[Node]:
+    yield from toposort(roots)
+
+
+def format_graph(graph: Graph) -> str:
+    """Readable listing: one line per node, ``%3 = add(%1, %2) : f32[4,5]``."""
+    names: dict[Node, str] = {}
+    lines = []
+    for i, node in enumerate(graph.nodes()):
+        names[node] = f"%{i}"
+        args = ", ".join(names[a] for a in node.args)
+        attrs = ", ".join(f"{k}={_fmt_attr(k, v)}" for k, v in node.attrs)
+        inner = ", ".join(x for x in (args, attrs) if x)
+        lines.append(f"{names[node]} = {node.op}({inner}) : {type_str(node)}")
+    outs = ", ".join(names[o] for o in graph.outputs)
+    lines.append(f"return {outs}")
+    return "\n".join(lines)
+
+
+def _fmt_attr(key: str, value: Any) -> str:
+    if key == "value" and isinstance(value, bytes):
+        return "<data>"
+    return repr(value)

@@ -1,0 +1,490 @@
+"""NumPy's functions expressed as graph primitives, with NumPy 2's dtype and shape semantics.
+
+Each function takes nodes, Python scalars or concrete arrays and returns a node. The tracer
+(``tracer.py``) maps operators, ufuncs, ``__array_function__`` calls and methods onto these.
+Where NumPy computes in a particular dtype (``mean`` of float32 divides in float64, ``var``
+of ints works in float64, float16 ``mean`` sums in float32), the expansion follows
+``numpy/_core/_methods.py`` step by step so that results round the same way.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
+                    result_type, size_scalar, to_dtype, unsupported)
+from .errors import TraceShapeError, with_location
+from .graph import Node
+from .ops import OPS, Kind, numel
+
+# ufunc object -> op name (np.divide is np.true_divide, np.abs is np.absolute, ...)
+UFUNC_OPS: dict[np.ufunc, str] = {
+    spec.ufunc: name for name, spec in OPS.items() if spec.ufunc is not None}
+
+# ufunc.reduce methods we support, as graph reductions.
+UFUNC_REDUCTIONS = {np.add: "sum", np.multiply: "prod", np.maximum: "max",
+                    np.minimum: "min", np.logical_and: "all", np.logical_or: "any"}
+
+
+# ------------------------------------------------------------------------------------------
+# Elementwise
+# ------------------------------------------------------------------------------------------
+
+def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None) -> Node:
+    """``ufunc(*operands)`` with NumPy's loop selection (weak Python scalars, NEP 50)."""
+    op = UFUNC_OPS.get(ufunc)
+    if op is None:
+        raise unsupported(f"ufunc np.{ufunc.__name__}")
+    keys = tuple(dtype_key(x) for x in operands)
+    out_sig = (None,) * ufunc.nout if dtype is None else (check_dtype(dtype, ufunc.__name__),)
+    try:
+        loop = ufunc.resolve_dtypes(keys + out_sig)
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        names = ", ".join(str(k if isinstance(k, np.dtype) else k.__name__) for k in keys)
+        raise TypeError(with_location(f"np.{ufunc.__name__}({names}): {e}")) from None
+    args = [to_dtype(x, dt) for x, dt in zip(operands, loop[:ufunc.nin])]
+    node = make(op, args)
+    if node.dtype != loop[-1]:   # an explicit dtype= can ask for a different output cast
+        node = cast(node, loop[-1])
+    return node
+
+
+def _where_operand(v: Any, dt: np.dtype) -> Node:
+    """np.where converts a Python int with ``np.asarray`` (int64, or uint64 from 2**63) and
+    casts it unsafely to the result dtype: ``np.where(c, u8, 300)`` is uint8 with 300 wrapped
+    to 44, not NEP 50's OverflowError. Mirror that instead of raising."""
+    if type(v) is int and dt.kind in "iu":
+        return constant(np.asarray(v).astype(dt))
+    return to_dtype(v, dt)
+
+
+def where(cond: Any, x: Any, y: Any) -> Node:
+    c = cast(as_node(cond), bool)
+    dt = result_type(x, y)
+    return make("where", [c, _where_operand(x, dt), _where_operand(y, dt)])
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None) -> Node:
+    """np.clip: maximum then minimum, in the dtype NumPy's clip resolves to."""
+    a_dtype = as_node(a).dtype
+    if a_dtype.kind in "iu":
+        # As numpy/_core/_methods.py::_clip: a Python int bound beyond the integer dtype's
+        # range is dropped (NumPy returns the array unchanged on that side instead of
+        # raising NEP 50's OverflowError for e.g. np.clip(u8, -1, 300)).
+        info = np.iinfo(a_dtype)
+        if type(a_min) is int and a_min <= info.min:
+            a_min = None
+        if type(a_max) is int and a_max >= info.max:
+            a_max = None
+    if a_min is None and a_max is None:
+        # NumPy 2 returns np.positive(a) when no bound is left (or none was given).
+        return apply_ufunc(np.positive, a)
+    dt = result_type(*[v for v in (a, a_min, a_max) if v is not None])
+    out = to_dtype(a, dt)
+    if a_min is not None:
+        out = make("maximum", [out, to_dtype(a_min, dt)])
+    if a_max is not None:
+        out = make("minimum", [out, to_dtype(a_max, dt)])
+    return out
+
+
+def astype(x: Node, dtype: Any) -> Node:
+    return cast(x, check_dtype(dtype, "astype"))
+
+
+def power(x: Any, y: Any) -> Node:
+    """``x ** y`` / ``np.power``. NumPy's float power loop replaces a scalar exponent of 2, 0.5
+    and -1 by square, sqrt and reciprocal (``np.float64(-inf) ** 0.5`` is nan, not pow's inf);
+    we do the same when the exponent is a Python or NumPy scalar."""
+    if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
+        loop = np.power.resolve_dtypes((dtype_key(x), dtype_key(y), None))
+        fast = {2.0: np.square, 0.5: np.sqrt, -1.0: np.reciprocal}.get(float(y))
+        if loop[0].kind == "f" and fast is not None:
+            return apply_ufunc(fast, to_dtype(x, loop[0]))
+    return apply_ufunc(np.power, x, y)
+
+
+# ------------------------------------------------------------------------------------------
+# Reductions
+# ------------------------------------------------------------------------------------------
+
+def _result_dtype_of(fn: Any, dtype: Any, node: Node, **kw: Any) -> np.dtype:
+    """The dtype NumPy's reduction returns, asked of NumPy on a one-element array."""
+    probe = np.ones((1,), dtype=node.dtype)
+    return np.asarray(fn(probe, dtype=dtype, **kw) if dtype is not None else fn(probe, **kw)).dtype
+
+
+def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
+    """sum, prod, max, min, any, all over ``axis`` (None, int or tuple)."""
+    x = as_node(x)
+    axes = normalize_axes(axis, x.ndim, kind)
+    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
+        ufunc = "maximum" if kind == "max" else "minimum"
+        raise ValueError(with_location(
+            f"zero-size array to reduction operation {ufunc} which has no identity"))
+    if kind in ("sum", "prod"):
+        fn = np.sum if kind == "sum" else np.prod
+        out_dt = _result_dtype_of(fn, dtype, x)
+        src = x if out_dt == x.dtype else cast(x, out_dt)
+        node = make(kind, [src], axes=axes, dtype=out_dt.str)
+    elif kind in ("any", "all"):
+        node = make(kind, [cast(x, bool)], axes=axes)
+    else:
+        if dtype is not None:
+            raise unsupported(f"{kind}(dtype=...)")
+        node = make(kind, [x], axes=axes)
+    return node if keepdims else squeeze(node, axes)
+
+
+def arg_reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    """argmax / argmin: first index of the extreme value (the first NaN, if any)."""
+    x = as_node(x)
+    if axis is None:
+        flat = reshape(x, (-1,))
+        out = arg_reduce(kind, flat, 0, keepdims=False)
+        return reshape(out, (1,) * x.ndim) if keepdims else out
+    (ax,) = normalize_axes(axis, x.ndim, kind)
+    if x.shape[ax] == 0:
+        raise ValueError(with_location(f"attempt to get {kind} of an empty sequence"))
+    node = make(kind, [x], axes=(ax,))
+    return node if keepdims else squeeze(node, (ax,))
+
+
+def _count(x: Node, axes: tuple[int, ...]) -> int:
+    return numel(tuple(x.shape[a] for a in axes))
+
+
+def _divide_by_count(total: Node, count: float) -> Node:
+    """``true_divide(total, intp(count), out=total, casting='unsafe')``: NumPy divides by an
+    intp count, which selects the float64 loop, then casts back into the sum's dtype."""
+    q = make("true_divide", [cast(total, np.float64), size_scalar(count, np.float64)])
+    return cast(q, total.dtype)
+
+
+def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Node:
+    x = as_node(x)
+    axes = normalize_axes(axis, x.ndim, "mean")
+    acc = dtype
+    if acc is None:
+        if x.dtype.kind in "biu":
+            acc = np.float64
+        elif x.dtype == np.float16:
+            acc = np.float32
+    total = reduce("sum", x, axes, keepdims=keepdims, dtype=acc)
+    out = _divide_by_count(total, _count(x, axes))
+    if dtype is None and x.dtype == np.float16:
+        out = cast(out, np.float16)
+    return out
+
+
+def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
+        keepdims: bool = False) -> Node:
+    x = as_node(x)
+    axes = normalize_axes(axis, x.ndim, "var")
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.float64
+    n = _count(x, axes)
+    arrmean = _divide_by_count(reduce("sum", x, axes, keepdims=True, dtype=dtype), n)
+    dev = apply_ufunc(np.subtract, x, arrmean)
+    sq = apply_ufunc(np.square, dev)
+    total = reduce("sum", sq, axes, keepdims=keepdims, dtype=dtype)
+    return _divide_by_count(total, max(n - ddof, 0))
+
+
+def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
+        keepdims: bool = False) -> Node:
+    return apply_ufunc(np.sqrt, var(x, axis, dtype, ddof, keepdims))
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
+    """np.linalg.norm: vector norms along an axis, and the Frobenius norm of 2 axes."""
+    x = as_node(x)
+    if x.dtype.kind not in "f":
+        x = cast(x, np.float64)
+    if axis is None:
+        if ord not in (None, "fro", "f") and x.ndim != 1:
+            raise unsupported(f"np.linalg.norm(ord={ord!r}) over all axes")
+        axes = tuple(range(x.ndim))
+        if ord in ("fro", "f"):
+            ord = None
+    else:
+        axes = normalize_axes(axis, x.ndim, "norm")
+    if len(axes) == 2 and ord not in (None, "fro"):
+        raise unsupported(f"matrix norm ord={ord!r}", "only vector norms and 'fro'")
+    if len(axes) > 2 or (len(axes) == 2 and axis is not None and ord not in (None, "fro")):
+        raise ValueError(with_location("Improper number of dimensions to norm."))
+    if ord is None or ord == 2 or ord == "fro":
+        return apply_ufunc(np.sqrt, reduce("sum", apply_ufunc(np.multiply, x, x), axes, keepdims))
+    absx = apply_ufunc(np.absolute, x)
+    if ord == np.inf:
+        return reduce("max", absx, axes, keepdims)
+    if ord == -np.inf:
+        return reduce("min", absx, axes, keepdims)
+    if ord == 0:
+        nz = cast(apply_ufunc(np.not_equal, x, 0), x.dtype)
+        return reduce("sum", nz, axes, keepdims)
+    if ord == 1:
+        return reduce("sum", absx, axes, keepdims)
+    if isinstance(ord, str):
+        raise ValueError(with_location(f"Invalid norm order '{ord}' for vectors"))
+    p = apply_ufunc(np.power, absx, float(ord))
+    total = reduce("sum", p, axes, keepdims)
+    return apply_ufunc(np.power, total, apply_ufunc(np.reciprocal, constant(float(ord), x.dtype)))
+
+
+# ------------------------------------------------------------------------------------------
+# Movement
+# ------------------------------------------------------------------------------------------
+
+def reshape(x: Any, shape: Any, order: str = "C") -> Node:
+    x = as_node(x)
+    if order != "C":
+        raise unsupported(f"reshape(order={order!r})", "only C order")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    if shape.count(-1) > 1:
+        raise ValueError(with_location("can only specify one unknown dimension"))
+    if -1 in shape:
+        known = numel(tuple(s for s in shape if s != -1))
+        if known == 0 or x.size % known:
+            raise ValueError(with_location(
+                f"cannot reshape array of size {x.size} into shape {tuple(shape)}"))
+        shape[shape.index(-1)] = x.size // known
+    shape_t = tuple(shape)
+    if numel(shape_t) != x.size or any(s < 0 for s in shape_t):
+        raise ValueError(with_location(
+            f"cannot reshape array of size {x.size} into shape {shape_t}"))
+    if shape_t == x.shape:
+        return x
+    return make("reshape", [x], shape=shape_t)
+
+
+def transpose(x: Any, axes: Any = None) -> Node:
+    x = as_node(x)
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = axes[0]
+        if len(axes) != x.ndim:
+            raise ValueError(with_location("axes don't match array"))
+        perm = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise ValueError(with_location("axes don't match array (repeated axis)"))
+    if perm == tuple(range(x.ndim)):
+        return x
+    return make("transpose", [x], perm=perm)
+
+
+def swapaxes(x: Any, a: int, b: int) -> Node:
+    x = as_node(x)
+    (a,), (b,) = normalize_axes(a, x.ndim, "swapaxes"), normalize_axes(b, x.ndim, "swapaxes")
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def moveaxis(x: Any, source: Any, destination: Any) -> Node:
+    x = as_node(x)
+    src = [normalize_axes(s, x.ndim, "moveaxis")[0] for s in np.atleast_1d(source)]
+    dst = [normalize_axes(d, x.ndim, "moveaxis")[0] for d in np.atleast_1d(destination)]
+    if len(src) != len(dst):
+        raise ValueError(with_location(
+            "`source` and `destination` arguments must have the same number of elements"))
+    order = [n for n in range(x.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def squeeze(x: Any, axis: Any = None) -> Node:
+    x = as_node(x)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    else:
+        axes = normalize_axes(axis, x.ndim, "squeeze")
+        if any(x.shape[a] != 1 for a in axes):
+            raise ValueError(with_location(
+                "cannot select an axis to squeeze out which has size not equal to one"))
+    return make("squeeze", [x], axes=axes) if axes else x
+
+
+def expand_dims(x: Any, axis: Any) -> Node:
+    x = as_node(x)
+    axes = normalize_axes(axis, x.ndim + len(axis if isinstance(axis, (tuple, list)) else (0,)),
+                          "expand_dims")
+    return make("expand_dims", [x], axes=axes)
+
+
+def broadcast_to(x: Any, shape: Any) -> Node:
+    x = as_node(x)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    try:
+        if np.broadcast_shapes(x.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise ValueError(with_location(
+            f"operands could not be broadcast together with remapped shapes "
+            f"[original->remapped]: {x.shape} and requested shape {shape}")) from None
+    return x if shape == x.shape else make("broadcast_to", [x], shape=shape)
+
+
+def ravel(x: Any, order: str = "C") -> Node:
+    return reshape(x, (-1,), order)
+
+
+def flip(x: Any, axis: Any = None) -> Node:
+    x = as_node(x)
+    axes = normalize_axes(axis, x.ndim, "flip")
+    key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))
+    return getitem(x, key)
+
+
+def getitem(x: Node, key: Any) -> Node:
+    """Basic indexing: integers, slices (any step), None and Ellipsis."""
+    key = key if isinstance(key, tuple) else (key,)
+    for k in key:
+        if isinstance(k, Node) or isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
+            raise unsupported("advanced (array or boolean) indexing",
+                              "only integers, slices, None and ... are supported")
+        if not (k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))):
+            raise IndexError(with_location(
+                "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                "integer or boolean arrays are valid indices"))
+    n_ell = sum(k is Ellipsis for k in key)
+    if n_ell > 1:
+        raise IndexError(with_location("an index can only have a single ellipsis ('...')"))
+    n_real = sum(k is not None and k is not Ellipsis for k in key)
+    if n_real > x.ndim:
+        raise IndexError(with_location(
+            f"too many indices for array: array is {x.ndim}-dimensional, "
+            f"but {n_real} were indexed"))
+    if n_ell == 0:
+        key = key + (Ellipsis,)
+    i = key.index(Ellipsis)
+    key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1:]
+
+    slices, drop, new_axes = [], [], []
+    dim = 0
+    out_pos = 0
+    for k in key:
+        if k is None:
+            new_axes.append(out_pos)
+            out_pos += 1
+            continue
+        size = x.shape[dim]
+        if isinstance(k, slice):
+            slices.append(k.indices(size))
+            out_pos += 1
+        else:
+            idx = operator.index(k)
+            if not -size <= idx < size:
+                raise IndexError(with_location(
+                    f"index {idx} is out of bounds for axis {dim} with size {size}"))
+            idx %= size
+            slices.append((idx, idx + 1, 1))
+            drop.append(dim)
+        dim += 1
+    out = x
+    if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
+        out = make("slice", [out], slices=tuple(slices))
+    if drop:
+        out = make("squeeze", [out], axes=tuple(drop))
+    if new_axes:
+        out = make("expand_dims", [out], axes=tuple(new_axes))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Scans, matmul, joins
+# ------------------------------------------------------------------------------------------
+
+def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None) -> Node:
+    x = as_node(x)
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    (ax,) = normalize_axes(axis, x.ndim, kind)
+    fn = np.cumsum if kind == "cumsum" else np.cumprod
+    out_dt = np.asarray(fn(np.ones((1,), x.dtype), dtype=dtype)).dtype
+    return make(kind, [cast(x, out_dt)], axis=ax, dtype=out_dt.str)
+
+
+def matmul(a: Any, b: Any) -> Node:
+    a, b = as_node(a), as_node(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(with_location(
+            "matmul: Input operand does not have enough dimensions"))
+    loop = np.matmul.resolve_dtypes((a.dtype, b.dtype, None))
+    a2, b2 = cast(a, loop[0]), cast(b, loop[1])
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ValueError(with_location(
+            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+            f"signature (n?,k),(k,m?)->(n?,m?) (size {kb} is different from {ka})"))
+    return make("matmul", [a2, b2])
+
+
+def dot(a: Any, b: Any) -> Node:
+    a, b = as_node(a), as_node(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return apply_ufunc(np.multiply, a, b)
+    if a.ndim > 2 or b.ndim > 2:
+        raise unsupported("np.dot of arrays with more than 2 dimensions", "use np.matmul")
+    return matmul(a, b)
+
+
+def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None) -> Node:
+    nodes = [as_node(a) for a in arrays]
+    if not nodes:
+        raise ValueError(with_location("need at least one array to concatenate"))
+    if axis is None:
+        nodes = [reshape(n, (-1,)) for n in nodes]
+        axis = 0
+    nd = nodes[0].ndim
+    if nd == 0:
+        raise ValueError(with_location("zero-dimensional arrays cannot be concatenated"))
+    (ax,) = normalize_axes(axis, nd, "concatenate")
+    for i, n in enumerate(nodes):
+        if n.ndim != nd:
+            raise ValueError(with_location(
+                "all the input array dimensions except for the concatenation axis must match "
+                f"exactly, but along dimension 0, the array at index 0 has {nd} dimension(s) "
+                f"and the array at index {i} has {n.ndim} dimension(s)"))
+        for d in range(nd):
+            if d != ax and n.shape[d] != nodes[0].shape[d]:
+                raise ValueError(with_location(
+                    "all the input array dimensions except for the concatenation axis must "
+                    f"match exactly, but along dimension {d}, the array at index 0 has size "
+                    f"{nodes[0].shape[d]} and the array at index {i} has size {n.shape[d]}"))
+    dt = check_dtype(dtype, "concatenate") if dtype is not None else np.result_type(
+        *[n.dtype for n in nodes])
+    nodes = [cast(n, dt) for n in nodes]
+    if len(nodes) == 1:
+        return nodes[0]
+    return make("concatenate", nodes, axis=ax)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Node:
+    nodes = [as_node(a) for a in arrays]
+    if not nodes:
+        raise ValueError(with_location("need at least one array to stack"))
+    if len({n.shape for n in nodes}) != 1:
+        raise ValueError(with_location("all input arrays must have the same shape"))
+    (ax,) = normalize_axes(axis, nodes[0].ndim + 1, "stack")
+    return concatenate([make("expand_dims", [n], axes=(ax,)) for n in nodes], ax, dtype)
+
+
+def full_like(x: Node, fill: Any, dtype: Any = None, shape: Any = None) -> Node:
+    dt = check_dtype(dtype if dtype is not None else x.dtype, "full_like")
+    shp = x.shape if shape is None else tuple(np.atleast_1d(shape))
+    return broadcast_to(constant(np.asarray(fill).astype(dt)), shp)
+
+
+def is_elementwise(op: str) -> bool:
+    return OPS[op].kind is Kind.ELEMENTWISE
+

@@ -1,0 +1,42 @@
+"""The graph verifier: every node names a table op and carries the shape and dtype the op's
+rules give for its operands. Run on every traced graph (cheap: one pass)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Graph, type_str
+from .ops import OPS, Kind, infer
+
+
+class GraphVerificationError(AssertionError):
+    pass
+
+
+def verify(graph: Graph) -> None:
+    for i, node in enumerate(graph.nodes()):
+        where = f"node {i} ({node.op} {type_str(node)})"
+        spec = OPS.get(node.op)
+        if spec is None:
+            raise GraphVerificationError(f"{where}: unknown op")
+        if spec.arity >= 0 and len(node.args) != spec.arity:
+            raise GraphVerificationError(
+                f"{where}: expects {spec.arity} operands, has {len(node.args)}")
+        attrs = dict(node.attrs)
+        if spec.kind is Kind.REDUCE:
+            axes = attrs.get("axes")
+            if axes != tuple(sorted(set(axes))) or any(not 0 <= a < node.ndim for a in axes):
+                raise GraphVerificationError(f"{where}: bad axes {axes}")
+        if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
+            loop = spec.ufunc.resolve_dtypes(tuple(a.dtype for a in node.args) + (None,))
+            if tuple(loop[:-1]) != tuple(a.dtype for a in node.args):
+                raise GraphVerificationError(
+                    f"{where}: operands {[str(a.dtype) for a in node.args]} are not the "
+                    f"ufunc loop's input dtypes {[str(d) for d in loop[:-1]]}")
+        shape, dtype = infer(node.op, node.args, attrs)
+        if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
+            raise GraphVerificationError(
+                f"{where}: rules give {np.dtype(dtype)}{list(shape)}")
+    for j, node in enumerate(graph.inputs):
+        if node.op != "input" or node.attr("index") != j:
+            raise GraphVerificationError(f"input {j}: {node!r} is not input #{j}")
+
