@@ -180,9 +180,34 @@ def git_revision() -> Optional[str]:
         return None
 
 
+def load_average() -> Optional[List[float]]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def busy_fraction(seconds: float = 0.5) -> Optional[float]:
+    """Share of all cores busy with other work right now (sampled from /proc/stat while this
+    process sleeps), or None where /proc/stat is missing."""
+    def sample():
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        return sum(ticks), idle
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(1.0 - (idle1 - idle0) / max(1, total1 - total0), 3)
+
+
 def machine_info(args: argparse.Namespace, numba_desc: dict) -> dict:
     info = dict(
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        load_average_at_start=load_average(), busy_fraction_at_start=busy_fraction(),
         cpu_model=cpu_model(), cpu_count=os.cpu_count(),
         usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         platform=platform.platform(), python=platform.python_version(),
@@ -499,6 +524,16 @@ def progress_line(name: str, recs: Dict[str, dict]) -> str:
     return f"{name:14s} " + " | ".join(parts)
 
 
+def warn_if_busy(info: dict) -> None:
+    """Say so when other work is running: it slows multithreaded code (numba, tracearray) far
+    more than single-threaded NumPy, since a parallel loop waits for its slowest thread."""
+    busy = info.get("busy_fraction_at_start")
+    if busy is not None and busy > 0.2:
+        print(f"!!! machine busy: {busy:.0%} of the cores were in use by other work when the "
+              f"benchmark started; multithreaded frameworks' ratios to NumPy will be pessimistic",
+              flush=True)
+
+
 def run_suite(args: argparse.Namespace, numba: NumbaSource) -> Dict[str, Dict[str, dict]]:
     results = {}
     for name in args.names:
@@ -524,12 +559,14 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"numpy {info['numpy']}, llvmlite {info['llvmlite']}, numexpr {info['numexpr']}, "
               f"numba: {numba.desc.get('mode')} {numba.desc.get('numba', numba.desc.get('reason', ''))}; "
               f"OpenBLAS core {info['openblas'].get('core')}", flush=True)
+        warn_if_busy(info)
         if numba.desc.get("interpreter") and not numba.available:
             print(f"!!! numba baselines unavailable: {numba.desc['reason']}", flush=True)
         results = run_suite(args, numba)
     finally:
         numba.close()
 
+    info["load_average_at_end"] = load_average()
     table = markdown_table(results, args.size)
     checks = verdicts(results, numba.available)
     fails = failures(results)

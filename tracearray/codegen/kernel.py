@@ -1,29 +1,35 @@
-"""Lowering of one tiled kernel to an LLVM module (target independent).
+"""Lowering of one kernel, in one loop geometry, to an LLVM module (target independent).
 
 The module holds an internal ``body`` function taking one ``noalias`` pointer per buffer,
-the parameter array and a range ``[begin, end)`` of the kernel's parallel iteration range
-(plus, for full reductions, the slot its partial result goes to), and an entry point with a
-uniform signature that loads the pointers and calls it:
+the parameter array and a range ``[begin, end)`` of the geometry's parallel range (plus, for
+full reductions, the slot its partial result goes to), and entry points with a uniform
+signature that load the pointers and call it:
 
     void @<name>(i8** bufs, i64* params, i64 begin, i64 end, i64 slot)
     void @<name>_combine(i8** bufs, i64* params, i64 nslots)      ; full reductions only
 
-The CPU runtime calls the entry on chunks of the range from a thread pool; a GPU driver
-would wrap ``body`` with block/thread indexing. Loop counters and accumulators live in
-allocas that LLVM's mem2reg turns into registers.
+The CPU runtime calls the entry on chunks of the range from a thread pool; a GPU driver wraps
+``body`` with block/thread indexing. Loop counters and accumulators live in allocas that
+LLVM's mem2reg turns into registers.
+
+Strategies (see tile/geometry.py): ``map`` and ``map2d`` evaluate the stored roots at every
+point; ``row`` sweeps a row once per reduction phase, then once for the full-space outputs,
+then writes the row outputs; ``col`` does the same for a tile of columns at once with an
+array of accumulators; ``full`` accumulates one slot's partial results, which ``combine``
+merges in slot order; ``scan`` runs a sequential accumulator along its axis.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 from llvmlite import ir
 
 from ..fuse.kexpr import KExpr, KLoad, KOp, KParam, KRed
 from ..fuse.plan import Store
-from ..tile import TileSpec, Variant
-from ..tile.layout import ParamLayout, n_partial_buffers, param_layout
+from ..tile.geometry import Geometry
+from ..tile.layout import ParamLayout, param_layout
 from . import scalar
 from .scalar import MathLib
 
@@ -31,6 +37,7 @@ I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 _INDEX = np.dtype(np.int64)
+ARG_REDUCTIONS = ("argmax", "argmin")
 
 
 def accumulator_dtype(op: str, dtype: np.dtype) -> np.dtype:
@@ -38,56 +45,70 @@ def accumulator_dtype(op: str, dtype: np.dtype) -> np.dtype:
     return _F32 if op in ("sum", "prod") and dtype == _F16 else dtype
 
 
+def reduction_input_dtype(red) -> np.dtype:
+    """The dtype a reduction combines: its operand's for max/min/arg*, else its result's."""
+    return red.args[0].dtype if red.op in ARG_REDUCTIONS + ("max", "min") else red.dtype
+
+
+def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
+    """Dtypes of the partial-result buffers of a full reduction."""
+    out = []
+    for red in geometry.kernel.reductions:
+        out.append(accumulator_dtype(red.op, reduction_input_dtype(red)))
+        if red.op in ARG_REDUCTIONS:
+            out.append(_INDEX)
+    return out
+
+
 class KernelLowering:
-    def __init__(self, spec: TileSpec, variant: Variant, math: MathLib, name: str):
-        self.spec, self.variant, self.math, self.name = spec, variant, math, name
-        self.kernel = spec.kernel
-        self.layout: ParamLayout = param_layout(self.kernel)
+    def __init__(self, geometry: Geometry, math: MathLib, name: str):
+        self.geo, self.math, self.name = geometry, math, name
+        self.kernel = geometry.kernel
+        self.layout: ParamLayout = param_layout(geometry)
         self.module = ir.Module(name=name)
         self.loop_vars: dict[int, ir.Value] = {}
+        self.red_value: Callable[[int], ir.Value] = self._red_register
         self.red_values: dict[int, ir.Value] = {}
 
     # ------------------------------------------------------------------ module structure
     def buffer_dtypes(self) -> list[np.dtype]:
         k = self.kernel
-        dts = [a.top.dtype for a in k.body.accesses]
-        dts += [s.dest.dtype for s in k.stores]
-        if self.spec.strategy == "full":
-            for r in k.reductions:
-                dts.append(accumulator_dtype(r.op, self._input_dtype(r)))
-                if r.op in ("argmax", "argmin"):
-                    dts.append(_INDEX)
+        dts = [a.top.dtype for a in k.body.accesses] + [s.dest.dtype for s in k.stores]
+        if self.geo.strategy == "full":
+            dts += partial_dtypes(self.geo)
         return dts
-
-    def _input_dtype(self, red) -> np.dtype:
-        return red.args[0].dtype if red.op in ("argmax", "argmin", "max", "min") else red.dtype
 
     def lower(self) -> str:
         dts = self.buffer_dtypes()
         ptr_types = [scalar.memory_type(dt).as_pointer() for dt in dts]
-        body_ty = ir.FunctionType(ir.VoidType(), ptr_types + [I64.as_pointer(), I64, I64, I64])
-        body = ir.Function(self.module, body_ty, name=f"{self.name}_body")
-        body.linkage = "internal"
-        body.attributes.add("alwaysinline")
-        for a in body.args[:len(dts)]:
-            a.add_attribute("noalias")
-        self._emit_body(body, dts)
-        self._emit_entry(f"{self.name}", body, ptr_types, with_range=True)
-        if self.spec.strategy == "full":
-            comb_ty = ir.FunctionType(ir.VoidType(), ptr_types + [I64.as_pointer(), I64])
-            comb = ir.Function(self.module, comb_ty, name=f"{self.name}_combine_body")
-            comb.linkage = "internal"
-            comb.attributes.add("alwaysinline")
+        body = self._internal_function(f"{self.name}_body", ptr_types, [I64, I64, I64])
+        self._begin_function(body, len(dts))
+        begin, end, slot = body.args[len(dts) + 1:]
+        {"map": self._map_body, "map2d": self._map2d_body, "row": self._row_body,
+         "col": self._col_body, "scan": self._scan_body,
+         "full": lambda b, e: self._full_body(b, e, slot)}[self.geo.strategy](begin, end)
+        self._end_function()
+        self._emit_entry(self.name, body, ptr_types, [I64, I64, I64])
+        if self.geo.strategy == "full":
+            comb = self._internal_function(f"{self.name}_combine_body", ptr_types, [I64])
             self._emit_combine(comb, dts)
-            self._emit_entry(f"{self.name}_combine", comb, ptr_types, with_range=False)
+            self._emit_entry(f"{self.name}_combine", comb, ptr_types, [I64])
         return str(self.module)
 
+    def _internal_function(self, name: str, ptr_types: list[ir.Type], extra: list[ir.Type]
+                           ) -> ir.Function:
+        fn = ir.Function(self.module, ir.FunctionType(
+            ir.VoidType(), ptr_types + [I64.as_pointer()] + extra), name=name)
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        for a in fn.args[:len(ptr_types)]:
+            a.add_attribute("noalias")   # outputs are fresh buffers; inputs are only read
+        return fn
+
     def _emit_entry(self, name: str, body: ir.Function, ptr_types: list[ir.Type],
-                    with_range: bool) -> None:
-        extra = [I64, I64, I64] if with_range else [I64]
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(),
-                                                      [I8P.as_pointer(), I64.as_pointer()] + extra),
-                         name=name)
+                    extra: list[ir.Type]) -> None:
+        fn = ir.Function(self.module, ir.FunctionType(
+            ir.VoidType(), [I8P.as_pointer(), I64.as_pointer()] + extra), name=name)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         bufs, params = fn.args[0], fn.args[1]
         ptrs = [b.bitcast(b.load(b.gep(bufs, [ir.Constant(I64, i)])), t)
@@ -101,19 +122,23 @@ class KernelLowering:
         self.ptrs = fn.args[:n_ptrs]
         entry = fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
-        start = fn.append_basic_block("start")
-        self.b = ir.IRBuilder(start)
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
         params = fn.args[n_ptrs]
-        self.slots = [self.alloca_builder.load(self.alloca_builder.gep(params, [ir.Constant(I64, i)]))
+        ab = self.alloca_builder
+        self.slots = [ab.load(ab.gep(params, [ir.Constant(I64, i)]))
                       for i in range(self.layout.size)]
-        self._entry_block = entry
 
     def _end_function(self) -> None:
         self.b.ret_void()
         self.alloca_builder.branch(self.fn.blocks[1])
 
-    def alloca(self, ty: ir.Type) -> ir.Value:
-        return self.alloca_builder.alloca(ty)
+    def alloca(self, ty: ir.Type, count: int | None = None) -> ir.Value:
+        if count is None:
+            return self.alloca_builder.alloca(ty)
+        return self.alloca_builder.alloca(ty, size=ir.Constant(I64, count))
+
+    def const(self, v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
 
     def extent(self, d: int) -> ir.Value:
         return self.slots[self.layout.extent_slot(d)]
@@ -133,59 +158,72 @@ class KernelLowering:
         b.cbranch(b.icmp_signed("<", i, stop), body, done)
         b.position_at_end(body)
         yield i
-        b.store(b.add(i, ir.Constant(I64, 1)), counter)
+        b.store(b.add(i, self.const(1)), counter)
         b.branch(head)
         b.position_at_end(done)
 
     @contextmanager
     def nest(self, dims: tuple[int, ...]) -> Iterator[None]:
-        """Nested loops over full extents of ``dims`` (outer to inner), setting loop_vars."""
+        """Nested loops over the full extents of ``dims`` (outer to inner)."""
         if not dims:
             yield
             return
-        with self.loop(ir.Constant(I64, 0), self.extent(dims[0])) as i:
+        with self.loop(self.const(0), self.extent(dims[0])) as i:
             self.loop_vars[dims[0]] = i
             with self.nest(dims[1:]):
                 yield
 
-    def set_par_index(self, p: ir.Value) -> None:
-        """Decompose the flattened parallel index into the parallel dimensions."""
-        dims = self.spec.par_dims
-        for k, d in enumerate(reversed(dims)):
-            if k == len(dims) - 1:
-                self.loop_vars[d] = p
+    def split(self, p: ir.Value, extents: list[ir.Value]) -> list[ir.Value]:
+        """Row-major decomposition of a flattened index (the outermost part needs no urem)."""
+        out: list[ir.Value] = []
+        for k, ext in enumerate(reversed(extents)):
+            if k == len(extents) - 1:
+                out.append(p)
             else:
-                ext = self.extent(d)
-                self.loop_vars[d] = self.b.urem(p, ext)
+                out.append(self.b.urem(p, ext))
                 p = self.b.udiv(p, ext)
+        return list(reversed(out))
+
+    def set_par_index(self, p: ir.Value, extra: list[ir.Value] = ()) -> list[ir.Value]:
+        """Decompose the flattened parallel index into the parallel loop dims, followed by the
+        extra (tile-count) extents; returns the indices for the extras."""
+        dims = self.geo.par_dims
+        parts = self.split(p, [self.extent(d) for d in dims] + list(extra))
+        for d, v in zip(dims, parts):
+            self.loop_vars[d] = v
+        return parts[len(dims):]
+
+    def ceil_div(self, a: ir.Value, n: int) -> ir.Value:
+        return self.b.udiv(self.b.add(a, self.const(n - 1)), self.const(n))
+
+    def smin(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
 
     def _address(self, ptr: ir.Value, slots: tuple[int, tuple[int | None, ...]], unit: bool
                  ) -> ir.Value:
         base, strides = slots
         off = self.slots[base]
-        vdim = self.spec.vector_dim
+        vdim = self.geo.vector_dim
         for d, s in enumerate(strides):
             if s is None:
                 continue
             i = self.loop_vars[d]
-            term = i if (unit and d == vdim) else self.b.mul(i, self.slots[s])
-            off = self.b.add(off, term)
+            off = self.b.add(off, i if (unit and d == vdim) else self.b.mul(i, self.slots[s]))
         return self.b.gep(ptr, [off])
 
     # ------------------------------------------------------------------ expressions
     def ev(self, e: KExpr, memo: dict[int, ir.Value]) -> ir.Value:
-        key = id(e)
-        v = memo.get(key)
+        v = memo.get(id(e))
         if v is not None:
             return v
         if isinstance(e, KLoad):
             ptr = self._address(self.ptrs[e.access], self.layout.load_slots[e.access],
-                                self.variant.unit_loads[e.access])
+                                self.geo.unit_loads[e.access])
             v = scalar.load_value(self.b, ptr, e.dtype)
         elif isinstance(e, KParam):
             v = self._param_value(self.slots[self.layout.scalar_slots[e.param]], e.dtype)
         elif isinstance(e, KRed):
-            v = self.red_values[e.reduction]
+            v = self.red_value(e.reduction)
         elif isinstance(e, KOp):
             args = [self.ev(a, memo) for a in e.args]
             if e.op == "cast":
@@ -194,8 +232,11 @@ class KernelLowering:
                 v = scalar.lower_op(self.b, e.op, args, list(e.in_dtypes), e.dtype, self.math)
         else:  # pragma: no cover
             raise TypeError(e)
-        memo[key] = v
+        memo[id(e)] = v
         return v
+
+    def _red_register(self, j: int) -> ir.Value:
+        return self.red_values[j]
 
     def _param_value(self, slot: ir.Value, dtype: np.dtype) -> ir.Value:
         ty = scalar.llvm_type(dtype)
@@ -204,34 +245,59 @@ class KernelLowering:
         return raw if isinstance(ty, ir.IntType) else self.b.bitcast(raw, ty)
 
     def store(self, k: int, st: Store, value: ir.Value) -> None:
-        ptr_index = len(self.kernel.body.accesses) + k
-        ptr = self._address(self.ptrs[ptr_index], self.layout.store_slots[k],
-                            self.variant.unit_stores[k])
-        dt = st.dest.dtype
-        if st.node.dtype != dt:  # pragma: no cover - concatenation casts its operands first
-            value = scalar.cast(self.b, value, st.node.dtype, dt)
-        scalar.store_value(self.b, value, ptr, dt)
+        ptr = self._address(self.ptrs[len(self.kernel.body.accesses) + k],
+                            self.layout.store_slots[k], self.geo.unit_stores[k])
+        scalar.store_value(self.b, value, ptr, st.dest.dtype)
+
+    def _root_exprs(self) -> dict:
+        return {r.node: e for r, e in zip(self.kernel.roots, self.kernel.root_exprs)}
+
+    def _split_stores(self) -> tuple[list, list]:
+        """Stores over the whole space (they use a reduced dim) and per-row stores."""
+        exprs = self._root_exprs()
+        full, rows = [], []
+        for k, st in enumerate(self.kernel.stores):
+            uses_red = any(u and r for u, r in zip(self.geo.store_uses[k], self.geo.reduced))
+            (full if st.node in exprs and uses_red else rows).append((k, st))
+        return full, rows
+
+    def _store_roots(self, stores: list, memo: dict) -> None:
+        exprs = self._root_exprs()
+        k = self.kernel
+        for i, st in stores:
+            if st.node in exprs:
+                value = self.ev(exprs[st.node], memo)
+            else:
+                value = self.red_value(k.reductions.index(st.node))
+            self.store(i, st, value)
 
     # ------------------------------------------------------------------ reductions
-    def _acc_init(self, red) -> tuple[ir.Value, ir.Value | None]:
-        op, in_dt = red.op, self._input_dtype(red)
-        acc_dt = accumulator_dtype(op, in_dt)
-        acc = self.alloca(scalar.llvm_type(acc_dt))
-        idx = None
-        if op in ("argmax", "argmin"):
+    def _position(self, red) -> ir.Value:
+        """Index along an arg-reduction's axis (0 when that axis has extent 1)."""
+        g = self.geo.loop_dim_of(red.attr("axes")[0])
+        return self.loop_vars[g] if g is not None else self.const(0)
+
+    def _init_acc(self, red, acc: ir.Value, idx: ir.Value | None) -> None:
+        op, in_dt = red.op, reduction_input_dtype(red)
+        if op in ARG_REDUCTIONS:
             self.b.store(_arg_identity(op, in_dt), acc)
-            idx = self.alloca(I64)
-            self.b.store(ir.Constant(I64, 0), idx)
+            self.b.store(self.const(0), idx)
         else:
-            self.b.store(scalar.reduce_identity(op, acc_dt), acc)
+            self.b.store(scalar.reduce_identity(op, accumulator_dtype(op, in_dt)), acc)
+
+    def _new_acc(self, red) -> tuple[ir.Value, ir.Value | None]:
+        in_dt = reduction_input_dtype(red)
+        acc = self.alloca(scalar.llvm_type(accumulator_dtype(red.op, in_dt)))
+        idx = self.alloca(I64) if red.op in ARG_REDUCTIONS else None
+        self._init_acc(red, acc, idx)
         return acc, idx
 
     def _accumulate(self, red, acc: ir.Value, idx: ir.Value | None, x: ir.Value,
-                    position: ir.Value | None) -> None:
-        b, op, in_dt = self.b, red.op, self._input_dtype(red)
+                    position: ir.Value | None, reassociate: bool = True) -> None:
+        b, op, in_dt = self.b, red.op, reduction_input_dtype(red)
         acc_dt = accumulator_dtype(op, in_dt)
         cur = b.load(acc)
-        if op in ("argmax", "argmin"):
+        if op in ARG_REDUCTIONS:
             take = _arg_better(b, op, x, cur, in_dt)
             b.store(b.select(take, x, cur), acc)
             b.store(b.select(take, position, b.load(idx)), idx)
@@ -240,7 +306,12 @@ class KernelLowering:
             x = scalar.cast(b, x, in_dt, acc_dt)
         if op in ("sum", "prod") and acc_dt.kind == "f":
             new = b.fadd(cur, x) if op == "sum" else b.fmul(cur, x)
-            new.flags.append("reassoc")   # lets the loop vectoriser keep several partial sums
+            if reassociate:
+                new.flags.append("reassoc")   # lets the vectoriser keep several partial sums
+        elif op in ("max", "min") and acc_dt.kind == "f":
+            # llvm.maximum/minimum propagate NaN as NumPy does and vectorise as reductions
+            # (a compare-and-select chain does not).
+            new = _call_intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", cur, x)
         else:
             new = scalar.reduce_combine(b, op, cur, x, acc_dt)
         b.store(new, acc)
@@ -249,84 +320,112 @@ class KernelLowering:
         if idx is not None:
             return self.b.load(idx)
         v = self.b.load(acc)
-        acc_dt = accumulator_dtype(red.op, self._input_dtype(red))
+        acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
         return scalar.cast(self.b, v, acc_dt, red.dtype) if acc_dt != red.dtype else v
 
     # ------------------------------------------------------------------ strategies
-    def _emit_body(self, fn: ir.Function, dts: list[np.dtype]) -> None:
-        self._begin_function(fn, len(dts))
-        begin, end, slot = fn.args[len(dts) + 1:]
-        strategy = self.spec.strategy
-        if strategy == "map":
-            self._map_body(begin, end)
-        elif strategy == "row":
-            self._row_body(begin, end)
-        elif strategy == "scan":
-            self._scan_body(begin, end)
-        elif strategy == "full":
-            self._full_body(begin, end, slot)
-        else:  # pragma: no cover
-            raise AssertionError(strategy)
-        self._end_function()
-
-    def _is_full_store(self, st: Store) -> bool:
-        return any(st.index and a.coef(d) for a in st.index for d in self.kernel.reduce_axes)
-
-    def _stored_values(self, exprs: dict, stores: list[tuple[int, Store]], memo: dict) -> None:
-        for k, st in stores:
-            self.store(k, st, self.ev(exprs[st.node], memo))
-
-    def _root_exprs(self) -> dict:
-        k = self.kernel
-        return {r.node: e for r, e in zip(k.roots, k.root_exprs)}
-
     def _map_body(self, begin: ir.Value, end: ir.Value) -> None:
-        exprs = self._root_exprs()
         stores = list(enumerate(self.kernel.stores))
         with self.loop(begin, end) as p:
             self.set_par_index(p)
-            with self.nest(self.spec.inner_dims):
-                self._stored_values(exprs, stores, {})
+            with self.nest(self.geo.inner_dims):
+                self._store_roots(stores, {})
 
-    def _reduce_phases(self, memo_factory=dict) -> None:
+    def _map2d_body(self, begin: ir.Value, end: ir.Value) -> None:
+        """Square tiles over the last two loop dims, so transposed operands stay in cache."""
+        t, (d0, d1) = self.geo.tile, self.geo.inner_dims
+        stores = list(enumerate(self.kernel.stores))
+        e0, e1 = self.extent(d0), self.extent(d1)
+        with self.loop(begin, end) as p:
+            ti, tj = self.set_par_index(p, [self.ceil_div(e0, t), self.ceil_div(e1, t)])
+            i0, j0 = self.b.mul(ti, self.const(t)), self.b.mul(tj, self.const(t))
+            i1 = self.smin(self.b.add(i0, self.const(t)), e0)
+            j1 = self.smin(self.b.add(j0, self.const(t)), e1)
+            with self.loop(i0, i1) as i:
+                self.loop_vars[d0] = i
+                with self.loop(j0, j1) as j:
+                    self.loop_vars[d1] = j
+                    self._store_roots(stores, {})
+
+    def _reduce_phases(self) -> None:
         """Each reduction sweeps the inner dims once; its value feeds later phases."""
         k = self.kernel
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
-            acc, idx = self._acc_init(red)
-            with self.nest(self.spec.inner_dims):
-                x = self.ev(e, memo_factory())
-                pos = self.loop_vars[red.attr("axes")[0]] if idx is not None else None
-                self._accumulate(red, acc, idx, x, pos)
+            acc, idx = self._new_acc(red)
+            with self.nest(self.geo.inner_dims):
+                pos = self._position(red) if idx is not None else None
+                self._accumulate(red, acc, idx, self.ev(e, {}), pos)
             self.red_values[j] = self._finalize(red, acc, idx)
 
     def _row_body(self, begin: ir.Value, end: ir.Value) -> None:
-        k = self.kernel
-        exprs = self._root_exprs()
-        full = [(i, s) for i, s in enumerate(k.stores) if s.node in exprs and self._is_full_store(s)]
-        rows = [(i, s) for i, s in enumerate(k.stores) if (i, s) not in full]
+        full, rows = self._split_stores()
         with self.loop(begin, end) as p:
             self.set_par_index(p)
             self._reduce_phases()
             if full:
-                with self.nest(self.spec.inner_dims):
-                    self._stored_values(exprs, full, {})
-            memo: dict = {}
-            for i, st in rows:
-                if st.node in k.reductions:
-                    self.store(i, st, self.red_values[k.reductions.index(st.node)])
-                else:
-                    self.store(i, st, self.ev(exprs[st.node], memo))
+                with self.nest(self.geo.inner_dims):
+                    self._store_roots(full, {})
+            self._store_roots(rows, {})
+
+    def _col_body(self, begin: ir.Value, end: ir.Value) -> None:
+        """Reductions whose innermost dim is kept: a tile of columns, one accumulator each,
+        updated for every row of the reduced dims (contiguous and vectorised along the tile)."""
+        k, t, last = self.kernel, self.geo.tile, self.geo.rank - 1
+        full, rows = self._split_stores()
+        accs = []
+        for red in k.reductions:
+            in_dt = reduction_input_dtype(red)
+            acc = self.alloca(scalar.llvm_type(accumulator_dtype(red.op, in_dt)), t)
+            idx = self.alloca(I64, t) if red.op in ARG_REDUCTIONS else None
+            accs.append((acc, idx))
+        ext = self.extent(last)
+        with self.loop(begin, end) as p:
+            (tile,) = self.set_par_index(p, [self.ceil_div(ext, t)])
+            q0 = self.b.mul(tile, self.const(t))
+            q1 = self.smin(self.b.add(q0, self.const(t)), ext)
+
+            @contextmanager
+            def columns() -> Iterator[tuple[ir.Value, ir.Value]]:
+                with self.loop(q0, q1) as q:
+                    self.loop_vars[last] = q
+                    yield q, self.b.sub(q, q0)
+
+            def slot(acc: ir.Value | None, off: ir.Value) -> ir.Value | None:
+                return None if acc is None else self.b.gep(acc, [off])
+
+            def red_at_column(j: int) -> ir.Value:
+                off = self.b.sub(self.loop_vars[last], q0)
+                acc, idx = accs[j]
+                return self._finalize(k.reductions[j], slot(acc, off), slot(idx, off))
+
+            self.red_value = red_at_column
+            for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+                acc, idx = accs[j]
+                with columns() as (_q, off):
+                    self._init_acc(red, slot(acc, off), slot(idx, off))
+                with self.nest(self.geo.inner_dims):
+                    with columns() as (_q, off):
+                        pos = self._position(red) if idx is not None else None
+                        self._accumulate(red, slot(acc, off), slot(idx, off), self.ev(e, {}),
+                                         pos, reassociate=False)
+            if full:
+                with self.nest(self.geo.inner_dims):
+                    with columns():
+                        self._store_roots(full, {})
+            with columns():
+                self._store_roots(rows, {})
+            self.red_value = self._red_register
 
     def _scan_body(self, begin: ir.Value, end: ir.Value) -> None:
         k = self.kernel
         red, e = k.reductions[0], k.red_exprs[0]
         op = "add" if red.op == "cumsum" else "multiply"
         dt = red.dtype
+        acc = self.alloca(scalar.llvm_type(dt))
         with self.loop(begin, end) as p:
             self.set_par_index(p)
-            acc = self.alloca(scalar.llvm_type(dt))
             self.b.store(scalar.constant(0 if op == "add" else 1, dt), acc)
-            with self.nest(self.spec.inner_dims):
+            with self.nest(self.geo.inner_dims):
                 x = self.ev(e, {})
                 # Exact per-step arithmetic in the output dtype, as NumPy's accumulate does.
                 v = scalar.lower_op(self.b, op, [self.b.load(acc), x], [dt, dt], dt, self.math)
@@ -334,10 +433,10 @@ class KernelLowering:
                 self.store(0, k.stores[0], v)
 
     def _partial_ptrs(self) -> list[tuple[ir.Value, ir.Value | None]]:
-        base = len(self.kernel.body.accesses) + len(self.kernel.stores)
-        out, i = [], base
+        i = len(self.kernel.body.accesses) + len(self.kernel.stores)
+        out = []
         for red in self.kernel.reductions:
-            if red.op in ("argmax", "argmin"):
+            if red.op in ARG_REDUCTIONS:
                 out.append((self.ptrs[i], self.ptrs[i + 1]))
                 i += 2
             else:
@@ -347,50 +446,52 @@ class KernelLowering:
 
     def _full_body(self, begin: ir.Value, end: ir.Value, slot: ir.Value) -> None:
         k = self.kernel
-        accs = [self._acc_init(r) for r in k.reductions]
-        (outer,) = self.spec.par_dims
+        accs = [self._new_acc(r) for r in k.reductions]
+        par = self.geo.par_dims
         with self.loop(begin, end) as p:
-            self.loop_vars[outer] = p
-            with self.nest(self.spec.inner_dims):
+            if par:
+                self.loop_vars[par[0]] = p
+            with self.nest(self.geo.inner_dims):
                 memo: dict = {}
                 for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
-                    pos = self.loop_vars[red.attr("axes")[0]] if idx is not None else None
+                    pos = self._position(red) if idx is not None else None
                     self._accumulate(red, acc, idx, self.ev(e, memo), pos)
-        for red, (acc, idx), (pv, pi) in zip(k.reductions, accs, self._partial_ptrs()):
+        for (acc, idx), (pv, pi) in zip(accs, self._partial_ptrs()):
             self.b.store(self.b.load(acc), self.b.gep(pv, [slot]))
             if idx is not None:
                 self.b.store(self.b.load(idx), self.b.gep(pi, [slot]))
 
     def _emit_combine(self, fn: ir.Function, dts: list[np.dtype]) -> None:
-        """Combine the partial results in slot order, then compute the row outputs."""
+        """Combine the partial results in slot order, then compute the outputs."""
         self._begin_function(fn, len(dts))
         nslots = fn.args[len(dts) + 1]
         k = self.kernel
-        self.loop_vars = {d: ir.Constant(I64, 0) for d in range(len(k.space))}
+        self.loop_vars = {d: self.const(0) for d in range(self.geo.rank)}
         for j, (red, (pv, pi)) in enumerate(zip(k.reductions, self._partial_ptrs())):
-            acc, idx = self._acc_init(red)
-            with self.loop(ir.Constant(I64, 0), nslots) as s:
+            acc, idx = self._new_acc(red)
+            acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+            with self.loop(self.const(0), nslots) as s:
                 x = self.b.load(self.b.gep(pv, [s]))
                 if idx is not None:
                     self._accumulate(red, acc, idx, x, self.b.load(self.b.gep(pi, [s])))
+                elif red.op in ("sum", "prod"):
+                    self.b.store(scalar.lower_op(
+                        self.b, "add" if red.op == "sum" else "multiply", [self.b.load(acc), x],
+                        [acc_dt, acc_dt], acc_dt, self.math), acc)
                 else:
-                    acc_dt = accumulator_dtype(red.op, self._input_dtype(red))
-                    cur = self.b.load(acc)
-                    if red.op in ("sum", "prod"):
-                        new = scalar.lower_op(self.b, "add" if red.op == "sum" else "multiply",
-                                              [cur, x], [acc_dt, acc_dt], acc_dt, self.math)
-                    else:
-                        new = scalar.reduce_combine(self.b, red.op, cur, x, acc_dt)
-                    self.b.store(new, acc)
+                    self._accumulate(red, acc, idx, x, None)
             self.red_values[j] = self._finalize(red, acc, idx)
-        exprs = self._root_exprs()
-        memo: dict = {}
-        for i, st in enumerate(k.stores):
-            if st.node in k.reductions:
-                self.store(i, st, self.red_values[k.reductions.index(st.node)])
-            else:
-                self.store(i, st, self.ev(exprs[st.node], memo))
+        self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+def _call_intrinsic(b: ir.IRBuilder, base: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """``base.<f16|f32|f64>(x, y)`` for a binary floating-point intrinsic."""
+    suffix = {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(x.type)]
+    name = f"{base}.{suffix}"
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(x.type, [x.type] * 2), name)
+    return b.call(fn, [x, y])
 
 
 def _arg_identity(op: str, dt: np.dtype) -> ir.Constant:
@@ -406,25 +507,18 @@ def _arg_identity(op: str, dt: np.dtype) -> ir.Constant:
 def _arg_better(b: ir.IRBuilder, op: str, x: ir.Value, cur: ir.Value, dt: np.dtype) -> ir.Value:
     """Whether ``x`` replaces ``cur``: strictly better, or the first NaN (NumPy's rule)."""
     if dt.kind == "f":
-        if dt == _F16:
-            x32, cur32 = b.fpext(x, ir.FloatType()), b.fpext(cur, ir.FloatType())
-        else:
-            x32, cur32 = x, cur
-        better = b.fcmp_ordered(">" if op == "argmax" else "<", x32, cur32)
-        x_nan = b.fcmp_unordered("uno", x32, x32)
-        cur_nan = b.fcmp_unordered("uno", cur32, cur32)
+        better = b.fcmp_ordered(">" if op == "argmax" else "<", x, cur)
+        x_nan = b.fcmp_unordered("uno", x, x)
+        cur_nan = b.fcmp_unordered("uno", cur, cur)
         return b.and_(b.not_(cur_nan), b.or_(better, x_nan))
     cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
     return cmp(">" if op == "argmax" else "<", x, cur)
 
 
-def lower_kernel(spec: TileSpec, variant: Variant, math: MathLib, name: str) -> str:
-    """Entry point of the codegen stage: LLVM IR text of one kernel variant."""
-    return KernelLowering(spec, variant, math, name).lower()
+def lower_kernel(geometry: Geometry, math: MathLib, name: str) -> str:
+    """Entry point of the codegen stage: LLVM IR text of one kernel in one geometry."""
+    return KernelLowering(geometry, math, name).lower()
 
 
-def entry_names(spec: TileSpec, name: str) -> list[str]:
-    return [name, f"{name}_combine"] if spec.strategy == "full" else [name]
-
-
-__all__ = ["lower_kernel", "entry_names", "accumulator_dtype", "n_partial_buffers"]
+def entry_names(geometry: Geometry, name: str) -> list[str]:
+    return [name, f"{name}_combine"] if geometry.strategy == "full" else [name]

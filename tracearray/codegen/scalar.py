@@ -8,7 +8,7 @@ Results equal NumPy 2 array loops bit for bit wherever NumPy is deterministic
 disagree on them).
 
 Only portable IR is emitted (integer/float arithmetic, fcmp/icmp/select and
-the intrinsics fabs, floor, ceil, trunc, rint, sqrt, copysign, fptosi.sat),
+the intrinsics fabs, floor, ceil, trunc, rint, sqrt, copysign),
 so the same code lowers on the host and on NVPTX.  Everything that would be a
 libm call goes through the ``MathLib`` protocol instead; in particular no
 ``frem`` is emitted (it becomes an ``fmod`` libcall that NVPTX cannot
@@ -41,14 +41,16 @@ DIVERGENCES: tuple[str, ...] = (
     "of integer 0, which NumPy computes as the cast of 1.0/0): NumPy's result is "
     "platform dependent and it warns.  We reproduce NumPy on x86-64 on every "
     "target (the 'integer indefinite' value INT_MIN of int32/int64, truncated "
-    "for narrower types; uint64 via the compiler's 2**63 split), built from "
-    "llvm.fptosi.sat plus selects, so no poison is ever produced.  On AArch64 "
+    "for narrower types; uint64 via the compiler's 2**63 split); out-of-range "
+    "lanes are selected away before fptosi, so no poison is ever produced.  On AArch64 "
     "NumPy saturates instead.  float -> uint32 only matches NumPy on x86-64 "
     "for values in (-2**31, 2**32); beyond that NumPy is position dependent.",
     "fmax/fmin on float32/float64 with (+0.0, -0.0) operands or two NaNs: NumPy's "
     "SIMD body returns the second zero and the first NaN while its scalar tail "
     "(last len % vector-width elements) returns the first zero and the second "
-    "NaN.  We always give the SIMD-body result.",
+    "NaN.  We always give the SIMD-body result.  Ties of maximum/minimum/fmax/"
+    "fmin (+0.0 vs -0.0) follow NumPy's x86 loops (second operand for "
+    "float32/float64, first for float16); other platforms' NumPy may differ.",
     "NaN payloads and NaN sign bits are not promised to match (NumPy itself "
     "differs between its SIMD body and scalar tail); NaN-ness always matches.",
     "transcendental functions (exp, log, sin, power, ...) come from the "
@@ -57,7 +59,8 @@ DIVERGENCES: tuple[str, ...] = (
     "few ulp, not bit for bit.",
 )
 
-__doc__ += "".join(f"\n- {d}" for d in DIVERGENCES) + "\n"
+if __doc__:  # None under python -OO
+    __doc__ += "".join(f"\n- {d}" for d in DIVERGENCES) + "\n"
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
@@ -85,7 +88,7 @@ class MathLib(Protocol):
 
 def _kind(dt: np.dtype) -> str:
     """'b' bool, 'i' signed, 'u' unsigned, 'f' float; anything else is rejected."""
-    if dt.kind in "biuf" and not (dt.kind == "f" and dt.itemsize > 8):
+    if dt.kind in "biuf" and dt.isnative and not (dt.kind == "f" and dt.itemsize > 8):
         return dt.kind
     raise TypeError(f"tracearray: unsupported dtype {dt}")
 
@@ -128,7 +131,8 @@ def store_value(b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, dtype, align: i
 def _float_bits(value, dt: np.dtype) -> int:
     arr = np.asarray(value)
     if arr.dtype != dt:
-        arr = arr.astype(dt)
+        with np.errstate(all="ignore"):  # 1e300 -> float32 is inf, as NumPy casts it
+            arr = arr.astype(dt)
     return int(arr.reshape(()).view(f"u{dt.itemsize}"))
 
 
@@ -703,12 +707,17 @@ def _float_to_float(b: ir.IRBuilder, v: ir.Value, src: np.dtype, dst: np.dtype) 
 
 
 def _x86_fptosi(b: ir.IRBuilder, v: ir.Value, src: np.dtype, bits: int) -> ir.Value:
-    """cvttss2si/cvttsd2si: truncate, NaN and out-of-range give INT_MIN."""
+    """cvttss2si/cvttsd2si: truncate; NaN and out-of-range give INT_MIN.
+
+    Out-of-range lanes are replaced by 0.0 before the conversion, so the
+    fptosi is never poison; unlike llvm.fptosi.sat this vectorises to a plain
+    packed conversion plus a blend.
+    """
     ity = ir.IntType(bits)
-    fn = _declare(b.module, f"llvm.fptosi.sat.i{bits}.{_suffix(v.type)}", ity, [v.type])
-    sat = b.call(fn, [v])
-    in_range = b.fcmp_ordered("<", v, constant(2.0 ** (bits - 1), src))
-    return b.select(in_range, sat, ir.Constant(ity, -(1 << (bits - 1))))
+    limit = constant(2.0 ** (bits - 1), src)
+    in_range = b.and_(b.fcmp_ordered("<", v, limit), b.fcmp_ordered(">=", v, constant(-(2.0 ** (bits - 1)), src)))
+    safe = b.select(in_range, v, constant(0, src))
+    return b.select(in_range, b.fptosi(safe, ity), ir.Constant(ity, -(1 << (bits - 1))))
 
 
 def _float_to_int(b: ir.IRBuilder, v: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:

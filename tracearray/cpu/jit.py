@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,22 @@ def _excerpt(text: str, message: str, context: int = 3) -> str:
     return "\n".join(f"{'>' if i == line else ' '}{i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
 
 
+class _Engine:
+    """An MCJIT engine plus the LLVM context its module lives in.
+
+    Disposing the context first would free the module under the engine;
+    ``__del__`` closes the engine before the context reference is dropped.
+    """
+
+    def __init__(self, engine, context) -> None:
+        self.engine = engine
+        self.context = context
+
+    def __del__(self) -> None:
+        if not sys.is_finalizing():  # at exit the process takes everything down anyway
+            self.engine.close()
+
+
 def _env_vector_math() -> bool:
     return os.environ.get("TRACEARRAY_VECTOR_MATH", "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -95,7 +112,7 @@ class CpuJit:
         self.vector_variants = mathlib.host_vector_variants(self.features, self.triple) if use_vector else {}
         self._context = llvm.create_context()
         self._lock = threading.RLock()
-        self._engines: dict[str, object] = {}
+        self._engines: dict[str, _Engine] = {}
         self._key_salt = f"\0{self.cpu_name}\0{self.features}\0{llvmlite.__version__}\0{sorted(self.vector_variants.items())}"
 
     @property
@@ -139,12 +156,12 @@ class CpuJit:
             if engine is None:
                 llvm = _llvm()
                 mod = self._optimized_module(module_text)
-                engine = llvm.create_mcjit_compiler(mod, self._target_machine())
-                engine.finalize_object()
+                engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), self._context)
+                engine.engine.finalize_object()
                 self._engines[key] = engine
             addresses = {}
             for name in names:
-                addr = engine.get_function_address(name)
+                addr = engine.engine.get_function_address(name)
                 if not addr:
                     raise JitError(f"function {name!r} is not defined by the compiled module")
                 addresses[name] = addr

@@ -14,10 +14,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..codegen.kernel import accumulator_dtype, entry_names, lower_kernel
+from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
 from ..fuse.index import Index
 from ..fuse.plan import Kernel, Plan
-from ..tile import MIN_TASK_WORK, TileSpec, Variant, full_reduction_slots
+from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
+                    parallel_extent, work_per_iteration)
 from ..tile.layout import param_layout
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
@@ -65,7 +66,7 @@ def pack_scalar(node: Node) -> int:
 @dataclass
 class CompiledKernel:
     spec: TileSpec
-    variant: Variant
+    geometry: Geometry
     name: str
     ir: str
     params: np.ndarray                                  # int64 parameter array
@@ -113,71 +114,57 @@ class Executable:
     def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str) -> CompiledKernel:
         kernel = spec.kernel
         rank = len(kernel.space)
-        layout = param_layout(kernel)
-        params = np.zeros(max(layout.size, 1), dtype=np.int64)
-        params[:rank] = kernel.space
-        vdim = spec.vector_dim
-        load_views, unit_loads = [], []
-        for acc, (base_slot, stride_slots) in zip(kernel.body.accesses, layout.load_slots):
+        # Per access and store: base offset and stride per space dim, in elements.
+        load_views, loads = [], []
+        for acc in kernel.body.accesses:
             buf = buffers[acc.buffer]
             view = apply_chain(buf, acc.chain)
             copied = view.size > 0 and not np.may_share_memory(view, buf)
             origin = view if copied else buf
-            base, strides = affine_params(element_strides(view), element_offset(view, origin),
-                                          acc.index, rank)
-            self._fill(params, base_slot, stride_slots, base, strides)
-            unit_loads.append(vdim is not None and stride_slots[vdim] is not None
-                              and strides[vdim] == 1)
+            loads.append(affine_params(element_strides(view), element_offset(view, origin),
+                                       acc.index, rank))
             load_views.append((acc.buffer, acc.chain, copied))
-        store_views, unit_stores = [], []
-        for st, (base_slot, stride_slots) in zip(kernel.stores, layout.store_slots):
+        store_views, stores = [], []
+        for st in kernel.stores:
             dest = buffers[st.dest]
             length = st.node.shape[st.axis] if st.dest is not st.node else 0
             view = dest if st.dest is st.node else _slab(dest, st.axis, st.offset, length)
-            base, strides = affine_params(element_strides(view), element_offset(view, dest),
-                                          st.index, rank)
-            self._fill(params, base_slot, stride_slots, base, strides)
-            unit_stores.append(vdim is not None and stride_slots[vdim] is not None
-                               and strides[vdim] == 1)
+            stores.append(affine_params(element_strides(view), element_offset(view, dest),
+                                        st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
+        geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
+        layout = param_layout(geo)
+        params = np.zeros(max(layout.size, 1), dtype=np.int64)
+        extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
+        params[:geo.rank] = extents
+        for (base, strides), (base_slot, stride_slots) in zip(loads + stores,
+                                                                layout.load_slots + layout.store_slots):
+            params[base_slot] = base
+            for g, slot in enumerate(stride_slots):
+                if slot is not None:
+                    params[slot] = strides[geo.groups[g][-1]]
         for slot, node in zip(layout.scalar_slots, kernel.body.params):
             params[slot] = pack_scalar(node)
-        variant = Variant(tuple(unit_loads), tuple(unit_stores))
-        ir_text = lower_kernel(spec, variant, self.math, name)
-        ck = CompiledKernel(spec, variant, name, ir_text, params, load_views, store_views)
-        addresses = self.jit.compile(ir_text, entry_names(spec, name))
+        ir_text = lower_kernel(geo, self.math, name)
+        ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views)
+        addresses = self.jit.compile(ir_text, entry_names(geo, name))
         ck.entry = _ENTRY(addresses[name])
-        if spec.strategy == "full":
+        if geo.strategy == "full":
             ck.combine = _COMBINE(addresses[f"{name}_combine"])
-            for red in kernel.reductions:
-                in_dt = red.args[0].dtype if red.op in ("argmax", "argmin", "max", "min") \
-                    else red.dtype
-                ck.partial_dtypes.append(accumulator_dtype(red.op, in_dt))
-                if red.op in ("argmax", "argmin"):
-                    ck.partial_dtypes.append(np.dtype(np.int64))
-        ck.chunks = self._chunks(spec)
+            ck.partial_dtypes = partial_dtypes(geo)
+        ck.chunks = self._chunks(geo, extents)
         return ck
 
-    @staticmethod
-    def _fill(params: np.ndarray, base_slot: int, stride_slots: Sequence[int | None], base: int,
-              strides: Sequence[int]) -> None:
-        params[base_slot] = base
-        for slot, s in zip(stride_slots, strides):
-            if slot is not None:
-                params[slot] = s
-
-    def _chunks(self, spec: TileSpec) -> list[tuple[int, int]]:
-        space = spec.kernel.space
-        n_par = int(np.prod([space[d] for d in spec.par_dims], dtype=np.int64))
-        inner = int(np.prod([space[d] for d in spec.inner_dims], dtype=np.int64))
-        if spec.strategy == "full":
+    def _chunks(self, geo: Geometry, extents: list[int]) -> list[tuple[int, int]]:
+        n_par = parallel_extent(geo, extents)
+        inner = work_per_iteration(geo, extents)
+        if geo.strategy == "full":
             slots = full_reduction_slots(n_par, inner)
             edges = [n_par * s // slots for s in range(slots + 1)]
             return list(zip(edges[:-1], edges[1:]))
-        if inner == 0:
+        if inner == 0 or n_par == 0:
             return []
-        min_chunk = max(1, -(-MIN_TASK_WORK // max(inner, 1)))
-        return pool.chunk_ranges(n_par, min_chunk, self.threads)
+        return split_range(n_par, inner, self.threads)
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -215,7 +202,7 @@ class Executable:
         ptrs.extend(p.ctypes.data for p in partials)
         bufs = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
         params = ck.params.ctypes.data
-        if ck.spec.strategy == "full":
+        if ck.geometry.strategy == "full":
             slots = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
             entry = ck.entry
             pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots[b]),
@@ -227,6 +214,15 @@ class Executable:
             return
         entry = ck.entry
         pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), ck.chunks)
+
+
+def split_range(n: int, work_per_item: int, threads: int) -> list[tuple[int, int]]:
+    """Chunks of range(n) for the pool: about 4 per thread (balancing a busy core), each with
+    at least MIN_TASK_WORK elements of work, independent of anything but n and threads."""
+    if threads <= 1 or n * work_per_item <= MIN_TASK_WORK:
+        return [(0, n)]
+    size = max(-(-MIN_TASK_WORK // work_per_item), -(-n // (4 * threads)), 1)
+    return [(b, min(b + size, n)) for b in range(0, n, size)]
 
 
 def _slab(dest: np.ndarray, axis: int, offset: int, length: int) -> np.ndarray:

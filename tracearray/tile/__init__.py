@@ -16,14 +16,16 @@ chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each 
 - ``scan``: parallel over the kept dimensions, sequential along the scan axis.
 - ``matmul``: an external BLAS call, no loops of ours.
 
-Which accesses have unit stride on the innermost loop is decided at launch from the actual
-strides (``Variant``); sizes and strides are always run-time kernel arguments.
+At launch, ``make_geometry`` (geometry.py) refines a TileSpec for the strides it meets:
+merged dimensions, transposed-map and column-reduction tilings, and which accesses have unit
+stride on the innermost loop. Sizes and strides are always run-time kernel arguments.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..fuse.plan import Kernel, Plan
+from .geometry import Geometry, make_geometry
 
 # Work (elements) a CPU task should have at least, and slots of a full reduction.
 MIN_TASK_WORK = 1 << 14
@@ -38,20 +40,6 @@ class TileSpec:
     par_dims: tuple[int, ...]     # flattened into the parallel range, outer to inner
     inner_dims: tuple[int, ...]   # looped inside each parallel iteration, outer to inner
 
-    @property
-    def vector_dim(self) -> int | None:
-        """The innermost loop's space dimension (unit stride there lets it vectorise)."""
-        if self.inner_dims:
-            return self.inner_dims[-1]
-        return self.par_dims[-1] if self.par_dims else None
-
-
-@dataclass(frozen=True)
-class Variant:
-    """Launch-time specialisation: which accesses and stores have stride 1 along the innermost
-    loop (the codegen then uses a constant stride, so the loop vectorises)."""
-    unit_loads: tuple[bool, ...]
-    unit_stores: tuple[bool, ...]
 
 
 def tile_kernel(kernel: Kernel) -> TileSpec:
@@ -78,3 +66,31 @@ def full_reduction_slots(n_outer: int, inner_work: int) -> int:
     """Number of partial results of a full reduction: a function of the sizes only."""
     work = max(1, n_outer * max(1, inner_work))
     return max(1, min(MAX_FULL_REDUCTION_SLOTS, n_outer, -(-work // FULL_REDUCTION_SLOT_WORK)))
+
+
+def parallel_extent(geometry: Geometry, extents: list[int]) -> int:
+    """Length of the parallel range of a geometry for the given loop-dimension extents."""
+    n = 1
+    for d in geometry.par_dims:
+        n *= extents[d]
+    if geometry.strategy == "col":
+        n *= -(-extents[-1] // geometry.tile)
+    elif geometry.strategy == "map2d":
+        n *= -(-extents[-2] // geometry.tile) * -(-extents[-1] // geometry.tile)
+    return n
+
+
+def work_per_iteration(geometry: Geometry, extents: list[int]) -> int:
+    """Elements touched by one iteration of the parallel range (for chunk sizing)."""
+    n = 1
+    for d in geometry.inner_dims:
+        n *= extents[d]
+    if geometry.strategy == "col":
+        n *= min(geometry.tile, extents[-1]) if extents else 1
+    elif geometry.strategy == "map2d":
+        n = geometry.tile * geometry.tile
+    return n
+
+
+__all__ = ["TileSpec", "Geometry", "make_geometry", "tile_plan", "tile_kernel",
+           "parallel_extent", "work_per_iteration", "full_reduction_slots"]

@@ -4,23 +4,15 @@ A kernel receives an array of buffer pointers and an array of 64-bit parameters:
 
 - pointers: one per load access, then one per store, then (full reductions) one per partial
   result array (two for argmax/argmin: values and indices);
-- parameters: the extent of every space dimension; for every access and store its base offset
-  and, per space dimension, its stride (in elements); then the scalar parameters (constants and
-  sizes, bit patterns in the low bytes of their slot).
-
-A stride is omitted (structurally zero) when the access's index does not use that loop
-variable; ``stride_slot`` returns None then.
+- parameters: the extent of every loop dimension; for every access and store its base offset
+  and, per loop dimension it uses, its stride (in elements); then the scalar parameters
+  (constants and sizes, as bit patterns in the low bytes of their slot).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..fuse.index import Index
-from ..fuse.plan import Kernel
-
-
-def uses(index: Index, dim: int) -> bool:
-    return any(a.coef(dim) for a in index)
+from .geometry import Geometry
 
 
 @dataclass(frozen=True)
@@ -35,29 +27,26 @@ class ParamLayout:
         return dim
 
 
-def param_layout(kernel: Kernel) -> ParamLayout:
-    rank = len(kernel.space)
+def param_layout(geometry: Geometry) -> ParamLayout:
+    rank = geometry.rank
     slot = rank
 
-    def slots_for(index: Index) -> tuple[int, tuple[int | None, ...]]:
+    def slots_for(uses: tuple[bool, ...]) -> tuple[int, tuple[int | None, ...]]:
         nonlocal slot
         base = slot
         slot += 1
-        strides = []
-        for d in range(rank):
-            if uses(index, d):
-                strides.append(slot)
-                slot += 1
-            else:
-                strides.append(None)
+        strides: list[int | None] = []
+        for used in uses:
+            strides.append(slot if used else None)
+            slot += int(used)
         return base, tuple(strides)
 
-    loads = tuple(slots_for(a.index) for a in kernel.body.accesses)
-    stores = tuple(slots_for(s.index) for s in kernel.stores)
-    scalars = tuple(range(slot, slot + len(kernel.body.params)))
-    slot += len(kernel.body.params)
-    return ParamLayout(rank, loads, stores, scalars, slot)
+    loads = tuple(slots_for(u) for u in geometry.load_uses)
+    stores = tuple(slots_for(u) for u in geometry.store_uses)
+    n_scalars = len(geometry.kernel.body.params)
+    scalars = tuple(range(slot, slot + n_scalars))
+    return ParamLayout(rank, loads, stores, scalars, slot + n_scalars)
 
 
-def n_partial_buffers(kernel: Kernel) -> int:
-    return sum(2 if r.op in ("argmax", "argmin") else 1 for r in kernel.reductions)
+def n_partial_buffers(geometry: Geometry) -> int:
+    return sum(2 if r.op in ("argmax", "argmin") else 1 for r in geometry.kernel.reductions)

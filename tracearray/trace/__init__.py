@@ -62,7 +62,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
                          arr.shape, dtype)
         inputs.append(node)
         input_names.append(name)
-        return Tracer(node)
+        return Tracer(node, alias=name)   # the caller's array: no in-place updates
 
     input_names: list[str] = []
 

@@ -44,6 +44,9 @@ def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None) -> Node:
     except (TypeError, np.exceptions.DTypePromotionError) as e:
         names = ", ".join(str(k if isinstance(k, np.dtype) else k.__name__) for k in keys)
         raise TypeError(with_location(f"np.{ufunc.__name__}({names}): {e}")) from None
+    folded = _compare_out_of_range_int(ufunc, operands, loop)
+    if folded is not None:
+        return folded
     args = [to_dtype(x, dt) for x, dt in zip(operands, loop[:ufunc.nin])]
     node = make(op, args)
     if node.dtype != loop[-1]:   # an explicit dtype= can ask for a different output cast
@@ -58,6 +61,34 @@ def _where_operand(v: Any, dt: np.dtype) -> Node:
     if type(v) is int and dt.kind in "iu":
         return constant(np.asarray(v).astype(dt))
     return to_dtype(v, dt)
+
+
+_COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
+                np.less_equal: operator.le, np.greater: operator.gt,
+                np.greater_equal: operator.ge}
+
+
+def _compare_out_of_range_int(ufunc: np.ufunc, operands: Sequence[Any],
+                              loop: Sequence[np.dtype]) -> Node | None:
+    """NumPy 2 compares an integer array with a Python int outside the array's dtype exactly
+    (``int8_array < 128`` is all True, ``uint8_array == -1`` all False) instead of raising
+    NEP 50's OverflowError as the arithmetic ufuncs do. The answer is the same for every
+    element, so the comparison folds to a broadcast constant."""
+    if ufunc not in _COMPARISONS:
+        return None
+    for i, v in enumerate(operands):
+        dt = loop[i]
+        if type(v) is not int or dt.kind not in "iu":
+            continue
+        info = np.iinfo(dt)
+        if info.min <= v <= info.max:
+            continue
+        # 0 lies in every integer dtype's range, so it stands for every element.
+        compare = _COMPARISONS[ufunc]
+        value = compare(0, v) if i == 1 else compare(v, 0)
+        other = as_node(operands[1 - i])
+        return broadcast_to(constant(np.bool_(value)), other.shape)
+    return None
 
 
 def where(cond: Any, x: Any, y: Any) -> Node:

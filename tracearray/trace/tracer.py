@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import numpy_api as api
-from .build import unsupported
+from .build import check_dtype, unsupported
 from .errors import ConcretizationError, UnsupportedOperationError, with_location
 from .graph import Node, type_str
 
@@ -53,24 +53,34 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
     NumPy's same_kind rule. Updating an argument in place is refused: NumPy would modify the
     caller's array, and a compiled function never writes to its inputs."""
     def method(self: "Tracer", other: Any) -> Any:
-        if self.node.op == "input":
-            name = self.node.attr("name") or "an argument"
+        # Checked on the tracer, not on ``node.op == "input"``: hash-consing makes
+        # ``x.copy()`` the same node as ``x`` (and updating a copy is fine), while a view such
+        # as ``x[0]`` or ``x.T`` is a different node whose update would still write to the
+        # caller's array in NumPy.
+        if self._alias is not None:
             raise UnsupportedOperationError(with_location(
-                f"in-place update of argument {name!r} would modify the caller's array, which a "
-                f"compiled function cannot do; write `x = x {_SYMBOLS.get(ufunc, '?')} ...` "
-                f"instead"))
+                f"in-place update of argument {self._alias!r} (or a view of it) would modify "
+                f"the caller's array, which a compiled function cannot do; write "
+                f"`x = x {_SYMBOLS.get(ufunc, '?')} ...` (or update a copy) instead"))
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
             result = self.__pow__(other)
         else:
             result = _binary(ufunc)(self, other)
-        if result is NotImplemented or result.node.dtype == self.node.dtype:
+        if result is NotImplemented:
             return result
         if not np.can_cast(result.node.dtype, self.node.dtype, casting="same_kind"):
             raise TypeError(with_location(
                 f"Cannot cast ufunc '{ufunc.__name__}' output from {result.node.dtype!r} to "
                 f"{self.node.dtype!r} with casting rule 'same_kind'"))
+        if result.node.shape != self.node.shape:
+            # NumPy writes the result into x, so it cannot grow x by broadcasting.
+            raise ValueError(with_location(
+                f"non-broadcastable output operand with shape {self.node.shape} doesn't match "
+                f"the broadcast shape {result.node.shape}"))
+        if result.node.dtype == self.node.dtype:
+            return result
         return Tracer(api.astype(result.node, self.node.dtype))
     return method
 
@@ -84,11 +94,18 @@ _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
-    __slots__ = ("node",)
+    __slots__ = ("node", "_alias")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, alias: str | None = None):
         self.node = node
+        # Name of the argument whose memory this value may share in NumPy (the argument
+        # itself or a view of it), else None: in-place updates of such values are refused.
+        self._alias = alias
+
+    def _view(self, node: Node) -> "Tracer":
+        """A NumPy view of this value: shares its memory (and so its alias)."""
+        return Tracer(node, self._alias)
 
     # --- properties -----------------------------------------------------------------
     shape = property(lambda self: self.node.shape)
@@ -97,8 +114,8 @@ class Tracer:
     size = property(lambda self: self.node.size)
     itemsize = property(lambda self: self.node.dtype.itemsize)
     nbytes = property(lambda self: self.node.size * self.node.dtype.itemsize)
-    T = property(lambda self: Tracer(api.transpose(self.node)))
-    mT = property(lambda self: Tracer(api.swapaxes(self.node, -1, -2)))
+    T = property(lambda self: self._view(api.transpose(self.node)))
+    mT = property(lambda self: self._view(api.swapaxes(self.node, -1, -2)))
 
     def __repr__(self) -> str:
         return f"Tracer({type_str(self.node)})"
@@ -201,7 +218,7 @@ class Tracer:
         return other // self, other % self
 
     def __getitem__(self, key: Any) -> "Tracer":
-        return Tracer(api.getitem(self.node, unwrap(key)))
+        return self._view(api.getitem(self.node, unwrap(key)))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise unsupported("item assignment (x[...] = v)",
@@ -255,15 +272,20 @@ class Tracer:
             name = getattr(func, "__module__", "numpy").replace("numpy._core.", "numpy.")
             raise unsupported(f"{name.split('.')[0]}.{func.__name__}" if name.startswith("numpy")
                               else f"{name}.{func.__name__}")
-        return wrap(impl(*unwrap(list(args)), **{k: unwrap(v) for k, v in kwargs.items()}))
+        result = wrap(impl(*unwrap(list(args)), **{k: unwrap(v) for k, v in kwargs.items()}))
+        if func in _VIEW_FUNCTIONS and args and isinstance(args[0], Tracer):
+            result = args[0]._view(result.node)
+        return result
 
     # --- methods --------------------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> "Tracer":
+        if not copy and check_dtype(dtype, "astype") == self.node.dtype:
+            return self   # NumPy returns the array itself
         return Tracer(api.astype(self.node, dtype))
 
     def copy(self, order: str = "C") -> "Tracer":
-        return self
+        return Tracer(self.node)   # same node (values are immutable), but no longer an alias
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
         return _reduction_method("sum", self, axis, dtype, out, keepdims, kw)
@@ -318,19 +340,19 @@ class Tracer:
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return Tracer(api.reshape(self.node, shape, order))
+        return self._view(api.reshape(self.node, shape, order))
 
     def transpose(self, *axes: Any) -> "Tracer":
-        return Tracer(api.transpose(self.node, axes or None))
+        return self._view(api.transpose(self.node, axes or None))
 
     def swapaxes(self, a: int, b: int) -> "Tracer":
-        return Tracer(api.swapaxes(self.node, a, b))
+        return self._view(api.swapaxes(self.node, a, b))
 
     def squeeze(self, axis: Any = None) -> "Tracer":
-        return Tracer(api.squeeze(self.node, axis))
+        return self._view(api.squeeze(self.node, axis))
 
     def ravel(self, order: str = "C") -> "Tracer":
-        return Tracer(api.ravel(self.node, order))
+        return self._view(api.ravel(self.node, order))  # a view when NumPy can: assume so
 
     def flatten(self, order: str = "C") -> "Tracer":
         return Tracer(api.ravel(self.node, order))
@@ -340,6 +362,11 @@ class Tracer:
 
     def round(self, decimals: int = 0, out: Any = None) -> "Tracer":
         return Tracer(_round(self.node, decimals, out))
+
+
+# NumPy functions whose result is (or may be) a view of their first argument.
+_VIEW_FUNCTIONS = frozenset({np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims,
+                             np.squeeze, np.broadcast_to, np.ravel, np.flip})
 
 
 def _no_out(name: str, out: Any, kw: dict) -> None:
