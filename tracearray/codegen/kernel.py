@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 import numpy as np
 from llvmlite import ir
 
-from ..fuse.kexpr import KExpr, KLoad, KOp, KParam, KRed
+from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, param_layout
@@ -199,8 +199,10 @@ class KernelLowering:
     def smin(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.b.select(self.b.icmp_signed("<", a, b), a, b)
 
-    def _address(self, ptr: ir.Value, slots: tuple[int, tuple[int | None, ...]], unit: bool
-                 ) -> ir.Value:
+    def _address(self, ptr: ir.Value, slots: tuple[int, tuple[int | None, ...]],
+                 vstride: int | None) -> ir.Value:
+        """``ptr + base + sum(i_d * stride_d)``; the vector dim's stride is a constant when the
+        geometry built it in (so that loop vectorises)."""
         base, strides = slots
         off = self.slots[base]
         vdim = self.geo.vector_dim
@@ -208,7 +210,11 @@ class KernelLowering:
             if s is None:
                 continue
             i = self.loop_vars[d]
-            off = self.b.add(off, i if (unit and d == vdim) else self.b.mul(i, self.slots[s]))
+            if d == vdim and vstride is not None:
+                term = i if vstride == 1 else self.b.mul(i, self.const(vstride))
+            else:
+                term = self.b.mul(i, self.slots[s])
+            off = self.b.add(off, term)
         return self.b.gep(ptr, [off])
 
     # ------------------------------------------------------------------ expressions
@@ -218,12 +224,14 @@ class KernelLowering:
             return v
         if isinstance(e, KLoad):
             ptr = self._address(self.ptrs[e.access], self.layout.load_slots[e.access],
-                                self.geo.unit_loads[e.access])
+                                self.geo.load_vstrides[e.access])
             v = scalar.load_value(self.b, ptr, e.dtype)
         elif isinstance(e, KParam):
             v = self._param_value(self.slots[self.layout.scalar_slots[e.param]], e.dtype)
         elif isinstance(e, KRed):
             v = self.red_value(e.reduction)
+        elif isinstance(e, KNested):
+            v = self._nested(e, memo)
         elif isinstance(e, KOp):
             args = [self.ev(a, memo) for a in e.args]
             if e.op == "cast":
@@ -234,6 +242,46 @@ class KernelLowering:
             raise TypeError(e)
         memo[id(e)] = v
         return v
+
+    def _nested(self, e: KNested, memo: dict[int, ir.Value]) -> ir.Value:
+        """A small reduction evaluated in place: loops over its own variables. Values of the
+        enclosing scope may be reused inside; values computed inside stay there."""
+        acc_dt = accumulator_dtype(e.op, e.in_dtype)
+        acc = self.alloca(scalar.llvm_type(acc_dt))
+        self.b.store(scalar.reduce_identity(e.op, acc_dt), acc)
+        dims = [self.geo.nested_loop_dim(v) for v in e.vars]
+
+        def sweep(k: int) -> None:
+            if k == len(dims):
+                x = self.ev(e.expr, dict(memo))
+                if acc_dt != e.in_dtype:
+                    x = scalar.cast(self.b, x, e.in_dtype, acc_dt)
+                self.b.store(self._combine(e.op, self.b.load(acc), x, acc_dt), acc)
+                return
+            const = self.geo.nested_extents[dims[k] - self.geo.rank]
+            stop = self.const(const) if const is not None else self.extent(dims[k])
+            with self.loop(self.const(0), stop) as i:
+                self.loop_vars[dims[k]] = i
+                sweep(k + 1)
+
+        sweep(0)
+        v = self.b.load(acc)
+        return scalar.cast(self.b, v, acc_dt, e.dtype) if acc_dt != e.dtype else v
+
+    def _combine(self, op: str, cur: ir.Value, x: ir.Value, acc_dt: np.dtype,
+                 reassociate: bool = True) -> ir.Value:
+        """One accumulation step of sum/prod/max/min/any/all in the accumulator dtype."""
+        b = self.b
+        if op in ("sum", "prod") and acc_dt.kind == "f":
+            new = b.fadd(cur, x) if op == "sum" else b.fmul(cur, x)
+            if reassociate:
+                new.flags.append("reassoc")   # lets the vectoriser keep several partial sums
+            return new
+        if op in ("max", "min") and acc_dt.kind == "f":
+            # llvm.maximum/minimum propagate NaN as NumPy does and vectorise as reductions
+            # (a compare-and-select chain does not).
+            return _call_intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", cur, x)
+        return scalar.reduce_combine(b, op, cur, x, acc_dt)
 
     def _red_register(self, j: int) -> ir.Value:
         return self.red_values[j]
@@ -246,7 +294,7 @@ class KernelLowering:
 
     def store(self, k: int, st: Store, value: ir.Value) -> None:
         ptr = self._address(self.ptrs[len(self.kernel.body.accesses) + k],
-                            self.layout.store_slots[k], self.geo.unit_stores[k])
+                            self.layout.store_slots[k], self.geo.store_vstrides[k])
         scalar.store_value(self.b, value, ptr, st.dest.dtype)
 
     def _root_exprs(self) -> dict:
@@ -304,17 +352,7 @@ class KernelLowering:
             return
         if acc_dt != in_dt:
             x = scalar.cast(b, x, in_dt, acc_dt)
-        if op in ("sum", "prod") and acc_dt.kind == "f":
-            new = b.fadd(cur, x) if op == "sum" else b.fmul(cur, x)
-            if reassociate:
-                new.flags.append("reassoc")   # lets the vectoriser keep several partial sums
-        elif op in ("max", "min") and acc_dt.kind == "f":
-            # llvm.maximum/minimum propagate NaN as NumPy does and vectorise as reductions
-            # (a compare-and-select chain does not).
-            new = _call_intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", cur, x)
-        else:
-            new = scalar.reduce_combine(b, op, cur, x, acc_dt)
-        b.store(new, acc)
+        b.store(self._combine(op, cur, x, acc_dt, reassociate), acc)
 
     def _finalize(self, red, acc: ir.Value, idx: ir.Value | None) -> ir.Value:
         if idx is not None:

@@ -113,7 +113,7 @@ class Executable:
 
     def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str) -> CompiledKernel:
         kernel = spec.kernel
-        rank = len(kernel.space)
+        rank = len(kernel.space) + len(kernel.body.nested_extents)
         # Per access and store: base offset and stride per space dim, in elements.
         load_views, loads = [], []
         for acc in kernel.body.accesses:
@@ -136,13 +136,14 @@ class Executable:
         layout = param_layout(geo)
         params = np.zeros(max(layout.size, 1), dtype=np.int64)
         extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
-        params[:geo.rank] = extents
+        params[:rank] = extents + list(kernel.body.nested_extents)
         for (base, strides), (base_slot, stride_slots) in zip(loads + stores,
                                                                 layout.load_slots + layout.store_slots):
             params[base_slot] = base
             for g, slot in enumerate(stride_slots):
                 if slot is not None:
-                    params[slot] = strides[geo.groups[g][-1]]
+                    var = geo.groups[g][-1] if g < geo.rank else len(kernel.space) + g - geo.rank
+                    params[slot] = strides[var]
         for slot, node in zip(layout.scalar_slots, kernel.body.params):
             params[slot] = pack_scalar(node)
         ir_text = lower_kernel(geo, self.math, name)

@@ -71,7 +71,18 @@ class KRed:
     dtype: np.dtype
 
 
-KExpr = Union[KLoad, KParam, KOp, KRed]
+@dataclass(frozen=True, eq=False)
+class KNested:
+    """A small reduction computed inline where it is used: ``op`` of ``expr`` over the extra
+    loop variables ``vars`` (numbered after the kernel's space dimensions)."""
+    op: str
+    expr: "KExpr"
+    vars: tuple[int, ...]
+    in_dtype: np.dtype
+    dtype: np.dtype
+
+
+KExpr = Union[KLoad, KParam, KOp, KRed, KNested]
 
 
 @dataclass
@@ -79,6 +90,8 @@ class KernelBody:
     """Expressions of one kernel plus what they read."""
     accesses: list[Access] = field(default_factory=list)
     params: list[Node] = field(default_factory=list)     # scalar constant / size nodes
+    space_rank: int = 0
+    nested_extents: list[int] = field(default_factory=list)   # extent of each extra loop var
     _access_ids: dict[Access, int] = field(default_factory=dict)
     _param_ids: dict[Node, int] = field(default_factory=dict)
 
@@ -93,6 +106,10 @@ class KernelBody:
             self._param_ids[node] = len(self.params)
             self.params.append(node)
         return self._param_ids[node]
+
+    def new_var(self, extent: int) -> int:
+        self.nested_extents.append(extent)
+        return self.space_rank + len(self.nested_extents) - 1
 
 
 def is_scalar_source(node: Node) -> bool:
@@ -110,7 +127,7 @@ class Walker:
 
     def __init__(self, body: KernelBody, stored: set[Node], inline_roots: dict[Node, Index],
                  reductions: dict[Node, tuple[int, Index]], reductions_readable: bool = True):
-        self.body = body
+        self.body = body  # (body.space_rank must be set: nested reductions number vars after it)
         self.stored = stored
         self.inline_roots = inline_roots
         self.reductions = reductions
@@ -154,8 +171,21 @@ class Walker:
             args = tuple(self.expr(a, broadcast_index(idx, node.shape, a.shape))
                          for a in node.args)
             return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
+        if kind is Kind.REDUCE and node not in self.stored:
+            return self._nested(node, idx)
         # reductions, scans, contractions, concatenations of other kernels are stored values
         raise NotFusable(f"{node.op} is computed by another kernel", store=node)
+
+    def _nested(self, node: Node, idx: Index) -> KNested:
+        """An unstored (small) reduction, recomputed where it is read: fresh loop variables
+        replace its reduced axes in the index of its operand."""
+        axes = node.attr("axes")
+        src = node.args[0]
+        src_idx = tuple(Aff.var(self.body.new_var(src.shape[d])) if d in axes else i
+                        for d, i in enumerate(idx))
+        inner = self.expr(src, src_idx)
+        new_vars = tuple(a.terms[0][0] for d, a in enumerate(src_idx) if d in axes)
+        return KNested(node.op, inner, new_vars, src.dtype, node.dtype)
 
     def _chain_to_buffer(self, node: Node) -> tuple[Node, ...] | None:
         """(buffer, view1, ..., node) when ``node`` is a chain of views of a stored array."""

@@ -89,6 +89,8 @@ def choose_stores(graph: Graph) -> set[Node]:
         if kind is Kind.SOURCE:
             if not is_scalar_source(node):
                 stores.add(node)
+        elif kind is Kind.REDUCE and _inline_reduction(node, users, graph):
+            pass   # recomputed where it is used (a nested loop), never stored
         elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT):
             stores.add(node)
         elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and _has_transcendental(node, stores):
@@ -100,6 +102,27 @@ def choose_stores(graph: Graph) -> set[Node]:
                 if not _is_view_of(a, stores):
                     stores.add(a)
     return stores
+
+
+# A reduction over at most this many elements per result, read by one consumer that reduces
+# further, is computed inside that consumer (pairwise distances: min_j sum_d (x_id - y_jd)^2).
+NESTED_REDUCTION_MAX = 16
+
+
+def _inline_reduction(node: Node, users: dict[Node, list[Node]], graph: Graph) -> bool:
+    if node.op in ("argmax", "argmin") or node in graph.outputs:
+        return False
+    extent = 1
+    for a in node.attr("axes"):
+        extent *= node.args[0].shape[a]
+    if extent > NESTED_REDUCTION_MAX or len(users[node]) != 1:
+        return False
+    # Follow single-use elementwise/view consumers: the chain must end in a reduction.
+    user = users[node][0]
+    while OPS[user.op].kind in (Kind.ELEMENTWISE, Kind.MOVEMENT) and len(users[user]) == 1 \
+            and user not in graph.outputs:
+        user = users[user][0]
+    return OPS[user.op].kind is Kind.REDUCE and user.op not in ("argmax", "argmin")
 
 
 def _has_transcendental(node: Node, stores: set[Node]) -> bool:
@@ -164,6 +187,7 @@ def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int
 def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: set[Node],
                  body: KernelBody) -> tuple[list[KExpr], list[KExpr]]:
     row = row_index(kernel.space, kernel.reduce_axes)
+    body.space_rank = len(kernel.space)
     walker = Walker(body, stored, {r.node: r.index for r in roots if r.dest is r.node},
                     {r: (i, row) for i, r in enumerate(reds)},
                     reductions_readable=kernel.full_rows)

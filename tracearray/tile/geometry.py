@@ -12,8 +12,8 @@ with the actual strides known, ``make_geometry``
    per phase), ``col`` (kept dimension innermost: a tile of accumulators, one per column,
    updated row after row — contiguous, vectorised), ``full`` (everything reduced: fixed slots
    of partial results) or ``scan``;
-3. records which accesses have unit stride along the innermost loop (constant stride in the
-   code, so the loop vectorises).
+3. records the small strides along the innermost loop (built into the code as constants, so
+   the loop vectorises: contiguous, broadcast or interleaved accesses).
 
 Loop dimensions are numbered outer to inner; each is a group of original space dimensions.
 Extents and strides stay run-time kernel arguments: a new size with the same structure reuses
@@ -26,6 +26,8 @@ from typing import Sequence
 
 from ..fuse.plan import Kernel
 
+CONST_STRIDE_MAX = 8   # strides along the vector dim up to this are built into the code
+NESTED_UNROLL_MAX = 8  # nested reductions this small get their extent built in (fully unrolled)
 MAP2D_TILE = 64        # square tile edge for transposed maps (64 x 64 x 4 B = 16 KiB per array)
 COL_TILE = 1024       # columns per accumulator tile of a column reduction (4 KiB of f32)
 
@@ -40,13 +42,22 @@ class Geometry:
     inner_dims: tuple[int, ...]            # loop dims looped inside each parallel iteration
     load_uses: tuple[tuple[bool, ...], ...]   # per access: which loop dims it strides over
     store_uses: tuple[tuple[bool, ...], ...]
-    unit_loads: tuple[bool, ...]           # stride 1 along the vector dim
-    unit_stores: tuple[bool, ...]
+    # Stride along the vector dim when it is small (built into the code, so the loop
+    # vectorises: 1 contiguous, 0 broadcast, 2..8 interleaved), else None (run-time argument).
+    load_vstrides: tuple[int | None, ...]
+    store_vstrides: tuple[int | None, ...]
     tile: int = 0                          # map2d tile edge / col accumulator tile
+    # Loop dims rank, rank+1, ... are the variables of nested reductions (KNested), in order;
+    # their extent is built into the code when small (None: a run-time argument).
+    nested_extents: tuple[int | None, ...] = ()
 
     @property
     def rank(self) -> int:
+        """Number of loop dims of the iteration space (nested-reduction dims come after)."""
         return len(self.groups)
+
+    def nested_loop_dim(self, var: int) -> int:
+        return self.rank + var - len(self.kernel.space)
 
     @property
     def vector_dim(self) -> int | None:
@@ -65,7 +76,8 @@ class Geometry:
 
     def key(self) -> tuple:
         return (self.strategy, self.groups, self.reduced, self.par_dims, self.inner_dims,
-                self.load_uses, self.store_uses, self.unit_loads, self.unit_stores, self.tile)
+                self.load_uses, self.store_uses, self.load_vstrides, self.store_vstrides, self.tile,
+                self.nested_extents)
 
 
 def _mergeable(d: int, e: int, extents: Sequence[int], strides: Sequence[Sequence[int]]) -> bool:
@@ -119,22 +131,26 @@ def make_geometry(kernel: Kernel, strategy: str, load_strides: Sequence[Sequence
     else:
         strategy, par, inner = "row", kept, red
 
+    n_space = len(space)
+
     def uses(index_uses: Sequence[bool]) -> tuple[bool, ...]:
-        return tuple(any(index_uses[d] for d in g) for g in groups_t)
+        return tuple(any(index_uses[d] for d in g) for g in groups_t) + tuple(index_uses[n_space:])
 
     vdim = _vector_dim(strategy, rank, par, inner)
 
-    def unit(strides: Sequence[int]) -> bool:
-        return vdim is not None and strides[groups_t[vdim][-1]] == 1
+    def vstride(strides: Sequence[int], used: Sequence[bool]) -> int | None:
+        if vdim is None or not used[vdim]:
+            return None
+        st = strides[groups_t[vdim][-1]]
+        return st if abs(st) <= CONST_STRIDE_MAX else None
 
     load_uses = tuple(uses(u) for u in _index_uses(kernel, "load"))
     store_uses = tuple(uses(u) for u in _index_uses(kernel, "store"))
-    unit_loads = tuple(u[vdim] and unit(s) if vdim is not None else False
-                       for s, u in zip(load_strides, load_uses))
-    unit_stores = tuple(u[vdim] and unit(s) if vdim is not None else False
-                        for s, u in zip(store_strides, store_uses))
+    load_vstrides = tuple(vstride(s, u) for s, u in zip(load_strides, load_uses))
+    store_vstrides = tuple(vstride(s, u) for s, u in zip(store_strides, store_uses))
+    nested = tuple(e if e <= NESTED_UNROLL_MAX else None for e in kernel.body.nested_extents)
     return Geometry(kernel, strategy, groups_t, reduced, tuple(par), tuple(inner), load_uses,
-                    store_uses, unit_loads, unit_stores, tile)
+                    store_uses, load_vstrides, store_vstrides, tile, nested)
 
 
 def _vector_dim(strategy: str, rank: int, par: Sequence[int], inner: Sequence[int]) -> int | None:
@@ -148,7 +164,7 @@ def _vector_dim(strategy: str, rank: int, par: Sequence[int], inner: Sequence[in
 def _index_uses(kernel: Kernel, which: str) -> list[tuple[bool, ...]]:
     indices = ([a.index for a in kernel.body.accesses] if which == "load"
                else [s.index for s in kernel.stores])
-    n = len(kernel.space)
+    n = len(kernel.space) + len(kernel.body.nested_extents)
     return [tuple(any(a.coef(d) for a in idx) for d in range(n)) for idx in indices]
 
 

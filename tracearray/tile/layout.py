@@ -28,7 +28,7 @@ class ParamLayout:
 
 
 def param_layout(geometry: Geometry) -> ParamLayout:
-    rank = geometry.rank
+    rank = geometry.rank + len(geometry.nested_extents)
     slot = rank
 
     def slots_for(uses: tuple[bool, ...]) -> tuple[int, tuple[int | None, ...]]:

@@ -125,15 +125,39 @@ def astype(x: Node, dtype: Any) -> Node:
     return cast(x, check_dtype(dtype, "astype"))
 
 
-def power(x: Any, y: Any) -> Node:
-    """``x ** y`` / ``np.power``. NumPy's float power loop replaces a scalar exponent of 2, 0.5
-    and -1 by square, sqrt and reciprocal (``np.float64(-inf) ** 0.5`` is nan, not pow's inf);
-    we do the same when the exponent is a Python or NumPy scalar."""
+def power(x: Any, y: Any, operator: bool = False) -> Node:
+    """``np.power(x, y)``, or ``x ** y`` when ``operator`` is set.
+
+    Two NumPy fast paths change results (sqrt(-inf) is nan and sqrt(-0.0) is -0.0, where
+    pow gives inf and +0.0; square(bool) is int8 where power(bool, 2) is int64):
+
+    - ``ndarray.__pow__`` / ``__ipow__`` (``fast_scalar_power`` in numpy/_core/src/multiarray/
+      number.c) compute ``x ** 2`` with np.square for any dtype, and for float arrays
+      ``x ** -1`` with np.reciprocal and ``x ** 0.5`` with np.sqrt -- only for an exact
+      Python int 2 / -1 or float 0.5;
+    - np.power's float32 and float64 loops compute a scalar exponent of 0.5 with sqrt (the
+      float16 loop does not). A scalar exponent of 2 or -1 in any float loop is computed with
+      square / reciprocal, which round exactly as pow does.
+    """
+    x_dtype = as_node(x).dtype
+    if operator and type(y) is int and y == 2:
+        return apply_ufunc(np.square, x)
+    if operator and x_dtype.kind == "f":
+        if type(y) is int and y == -1:
+            return apply_ufunc(np.reciprocal, x)
+        if type(y) is float and y == 0.5:
+            return apply_ufunc(np.sqrt, x)
     if isinstance(y, (int, float, np.integer, np.floating)) and not isinstance(y, bool):
         loop = np.power.resolve_dtypes((dtype_key(x), dtype_key(y), None))
-        fast = {2.0: np.square, 0.5: np.sqrt, -1.0: np.reciprocal}.get(float(y))
+        fast = {2.0: np.square, -1.0: np.reciprocal}.get(float(y))
+        if float(y) == 0.5 and loop[0] in (np.dtype(np.float32), np.dtype(np.float64)):
+            fast = np.sqrt
         if loop[0].kind == "f" and fast is not None:
             return apply_ufunc(fast, to_dtype(x, loop[0]))
+        if loop[1].kind == "i" and y < 0 and as_node(x).size > 0:
+            # NumPy's integer power loop raises on a negative exponent; with a trace-time
+            # constant exponent we can say so while tracing.
+            raise ValueError(with_location("Integers to negative integer powers are not allowed."))
     return apply_ufunc(np.power, x, y)
 
 
@@ -147,9 +171,18 @@ def _result_dtype_of(fn: Any, dtype: Any, node: Node, **kw: Any) -> np.dtype:
     return np.asarray(fn(probe, dtype=dtype, **kw) if dtype is not None else fn(probe, **kw)).dtype
 
 
+def _zero_d_int_axis(x: Node, axis: Any) -> bool:
+    """NumPy accepts a plain int axis of 0 or -1 on a 0-d array in ufunc reductions,
+    argmax/argmin, cumsum/cumprod and squeeze (``PyArray_ConvertMultiAxis`` /
+    ``PyArray_CheckAxis`` treat the 0-d array as having one axis), but not a tuple."""
+    return x.ndim == 0 and isinstance(axis, (int, np.integer)) and int(axis) in (0, -1)
+
+
 def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
     """sum, prod, max, min, any, all over ``axis`` (None, int or tuple)."""
     x = as_node(x)
+    if _zero_d_int_axis(x, axis):
+        axis = ()   # np.sum(0-d, axis=0) reduces nothing
     axes = normalize_axes(axis, x.ndim, kind)
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
         ufunc = "maximum" if kind == "max" else "minimum"
@@ -172,7 +205,7 @@ def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: A
 def arg_reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     """argmax / argmin: first index of the extreme value (the first NaN, if any)."""
     x = as_node(x)
-    if axis is None:
+    if axis is None or _zero_d_int_axis(x, axis):
         flat = reshape(x, (-1,))
         out = arg_reduce(kind, flat, 0, keepdims=False)
         return reshape(out, (1,) * x.ndim) if keepdims else out
@@ -333,6 +366,8 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Node:
 
 def squeeze(x: Any, axis: Any = None) -> Node:
     x = as_node(x)
+    if _zero_d_int_axis(x, axis):
+        return x
     if axis is None:
         axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
     else:
@@ -438,6 +473,8 @@ def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None) -> Node:
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
+    elif x.ndim == 0:
+        x = reshape(x, (1,))   # NumPy scans a 0-d array as a 1-d one (result shape (1,))
     (ax,) = normalize_axes(axis, x.ndim, kind)
     fn = np.cumsum if kind == "cumsum" else np.cumprod
     out_dt = np.asarray(fn(np.ones((1,), x.dtype), dtype=dtype)).dtype

@@ -198,7 +198,7 @@ class Tracer:
     def __pow__(self, other: Any, mod: Any = None) -> Any:
         if mod is not None:
             raise unsupported("pow() with a modulus")
-        return Tracer(api.power(self.node, unwrap(other)))
+        return Tracer(api.power(self.node, unwrap(other), operator=True))
 
     __ipow__, __imatmul__ = _inplace(np.power), _inplace(np.matmul)
 
@@ -259,6 +259,8 @@ class Tracer:
                 return Tracer(api.reduce(kind, args[0], axis, keepdims))
             return Tracer(api.reduce(kind, args[0], axis, keepdims, dtype))
         if method == "accumulate" and ufunc in (np.add, np.multiply):
+            if np.ndim(inputs[0]) == 0:
+                raise TypeError(with_location("cannot accumulate on a scalar"))
             axis = kwargs.pop("axis", 0)
             dtype = kwargs.pop("dtype", None)
             kind = "cumsum" if ufunc is np.add else "cumprod"

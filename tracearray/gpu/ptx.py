@@ -1,0 +1,386 @@
+"""LLVM IR -> PTX through llvmlite's NVPTX target; libdevice; ptxas / nvJitLink.
+
+Everything here needs only llvmlite (plus libdevice for kernels that call math functions):
+PTX can be produced on a machine without a GPU or a driver.
+
+Pipeline of ``compile_ptx`` (one lock; LLVM work in a context private to this module):
+
+1. parse the module, set the NVPTX triple and data layout, ``verify()``;
+2. ``check_lowerable``: every function the module declares must be an NVPTX intrinsic, a
+   libdevice function or an LLVM intrinsic known to lower on NVPTX (``LOWERABLE``). The NVPTX
+   backend *aborts the process* on an op it cannot select (``llvm.exp.f32``, ``llvm.sin.f32``
+   without ``afn``, an unresolved ``expf``), so anything else raises ``GpuCodegenError`` here;
+3. libdevice is linked only when the module calls ``__nv_*``; its functions are internalised
+   and GlobalDCE drops the ~570 unused ones before O3 (about 60 ms instead of 1.2 s);
+4. O3 (NVVMReflect runs inside; ``nvvm-reflect-ftz`` is 0: no flush-to-zero, as NumPy);
+5. ``emit_assembly``.
+
+PTX is cached in memory and on disk (``$TRACEARRAY_CACHE_DIR`` or ``~/.cache/tracearray``,
+``ptx/<sha256>.ptx``, written atomically; an entry that does not look like PTX is discarded),
+keyed by the IR text, the target, and the llvmlite, LLVM and libdevice identities.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..trace.errors import TracearrayError
+
+TRIPLE = "nvptx64-nvidia-cuda"
+
+# The lowest PTX ISA version LLVM accepts for each architecture (its own default), and the
+# highest version each CUDA driver's JIT accepts (driver version // 10 -> PTX ISA x10).
+ARCH_MIN_PTX = {70: 60, 72: 61, 75: 63, 80: 70, 86: 71, 87: 74, 89: 78, 90: 78, 100: 86,
+                101: 86, 120: 87}
+DRIVER_MAX_PTX = {(11, 0): 70, (11, 1): 71, (11, 2): 72, (11, 3): 73, (11, 4): 74, (11, 5): 75,
+                  (11, 6): 76, (11, 7): 77, (11, 8): 78, (12, 0): 80, (12, 1): 81, (12, 2): 82,
+                  (12, 3): 83, (12, 4): 84, (12, 5): 85, (12, 6): 85, (12, 8): 87, (12, 9): 88,
+                  (13, 0): 90}
+LLVM_MAX_PTX = 90          # LLVM 22 ignores +ptx91 and later
+PREFERRED_PTX = 80         # TOOLCHAIN.md: PTX 8.0 for sm_90 (loads on R525+ drivers)
+
+
+class GpuCodegenError(TracearrayError):
+    """The GPU code generator refused or failed to build a kernel."""
+
+
+class LibdeviceNotFoundError(GpuCodegenError):
+    pass
+
+
+class PtxasError(GpuCodegenError):
+    pass
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    """What PTX is generated for: ``sm_XY`` and the PTX ISA version (x10, e.g. 80 = 8.0)."""
+    cc: int = 90
+    ptx_version: int = PREFERRED_PTX
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc}"
+
+    @property
+    def features(self) -> str:
+        return f"+ptx{self.ptx_version}"
+
+    def __str__(self) -> str:
+        return f"{self.arch}/ptx{self.ptx_version}"
+
+
+DEFAULT_TARGET = GpuTarget()
+
+
+def target_for(major: int, minor: int, driver_version: int | None = None) -> GpuTarget:
+    """The target for a device of compute capability ``major.minor``: the highest
+    architecture LLVM knows that is not newer than the device (PTX is forward compatible),
+    and the preferred PTX version capped to what the driver's JIT accepts."""
+    cc = major * 10 + minor
+    known = [a for a in sorted(ARCH_MIN_PTX) if a <= cc]
+    if not known:
+        raise GpuCodegenError(f"compute capability {major}.{minor} is older than sm_70, the "
+                              f"oldest architecture tracearray generates code for")
+    arch = known[-1]
+    want = max(ARCH_MIN_PTX[arch], min(PREFERRED_PTX, LLVM_MAX_PTX))
+    if driver_version is not None:
+        dmaj, dmin = driver_version // 1000, (driver_version % 1000) // 10
+        caps = [v for (ma, mi), v in DRIVER_MAX_PTX.items() if (ma, mi) <= (dmaj, dmin)]
+        cap = max(caps) if caps else 60
+        if (dmaj, dmin) > max(DRIVER_MAX_PTX):
+            cap = LLVM_MAX_PTX
+        want = min(want, cap)
+        if want < ARCH_MIN_PTX[arch]:
+            raise GpuCodegenError(
+                f"the CUDA driver ({dmaj}.{dmin}) is too old for sm_{arch}: it accepts PTX "
+                f"{cap / 10:.1f}, the architecture needs {ARCH_MIN_PTX[arch] / 10:.1f}; "
+                f"update the NVIDIA driver")
+    return GpuTarget(arch, want)
+
+
+# ------------------------------------------------------------------------------------------
+# What the NVPTX backend lowers (checked in a child process by tests/test_gpu_ptx.py)
+# ------------------------------------------------------------------------------------------
+
+# LLVM intrinsics we may hand to NVPTX, by base name (type suffixes stripped). Everything
+# transcendental goes to libdevice instead.
+LOWERABLE = frozenset({
+    "fabs", "floor", "ceil", "trunc", "rint", "nearbyint", "round", "roundeven", "sqrt",
+    "copysign", "maximum", "minimum", "maxnum", "minnum", "maximumnum", "minimumnum", "fma",
+    "fmuladd", "fptosi.sat", "fptoui.sat", "smax", "smin", "umax", "umin", "abs", "ctpop",
+    "ctlz", "cttz", "bswap", "lifetime.start", "lifetime.end", "assume", "expect",
+})
+_TYPE_SUFFIX = re.compile(r"(\.(f16|f32|f64|bf16|i\d+|p\d+|p\d+i8|v\d+[a-z]\d+))+$")
+
+
+def check_lowerable(mod) -> None:
+    """Raise GpuCodegenError for any declared function NVPTX might not lower."""
+    bad = []
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            continue
+        name = fn.name
+        if name.startswith("llvm.nvvm.") or name.startswith("__nv_"):
+            continue
+        if name.startswith("llvm."):
+            base = _TYPE_SUFFIX.sub("", name[5:])
+            if base in LOWERABLE:
+                continue
+        bad.append(name)
+    if bad:
+        raise GpuCodegenError(
+            f"the kernel calls {', '.join(sorted(bad))}, which the NVPTX backend cannot lower "
+            f"(LLVM would abort the process); math functions must go through libdevice "
+            f"(tracearray.gpu.mathlib.GpuMath)")
+
+
+# ------------------------------------------------------------------------------------------
+# libdevice
+# ------------------------------------------------------------------------------------------
+
+_LIBDEVICE = "libdevice.10.bc"
+INSTALL_HINT = ("install it with `pip install nvidia-nvvm` (or `pip install 'tracearray[cuda]'`), "
+                "or point CUDA_HOME at a CUDA toolkit")
+
+
+def libdevice_candidates() -> list[tuple[str, Path]]:
+    """Where libdevice may be, in search order: (how it was found, path)."""
+    out: list[tuple[str, Path]] = []
+    env = os.environ.get("TRACEARRAY_LIBDEVICE")
+    if env:
+        out.append(("TRACEARRAY_LIBDEVICE", Path(env)))
+    try:  # cuda-pathfinder: site-packages wheels, conda, CUDA_HOME/CUDA_PATH
+        from cuda.pathfinder import find_bitcode_lib
+        out.append(("cuda-pathfinder", Path(find_bitcode_lib("device"))))
+    except Exception:
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            out.append((var, Path(os.environ[var]) / "nvvm" / "libdevice" / _LIBDEVICE))
+    for sp in sys.path:  # the nvidia-nvvm (CUDA 13) and nvidia-cuda-nvcc-cu12 wheels
+        for rel in ("nvidia/cu13/nvvm/libdevice", "nvidia/cuda_nvcc/nvvm/libdevice"):
+            out.append(("site-packages", Path(sp) / rel / _LIBDEVICE))
+    for tool in ("ptxas", "nvcc"):
+        found = shutil.which(tool)
+        if found:
+            root = Path(os.path.realpath(found)).parent.parent
+            out.append((f"{tool} on PATH", root / "nvvm" / "libdevice" / _LIBDEVICE))
+    out.append(("/usr/local/cuda", Path("/usr/local/cuda/nvvm/libdevice") / _LIBDEVICE))
+    return out
+
+
+_libdevice_path: Path | None = None
+
+
+def find_libdevice() -> Path:
+    """The path of ``libdevice.10.bc``; a clear error naming the install command if none."""
+    global _libdevice_path
+    if _libdevice_path is None:
+        for _how, path in libdevice_candidates():
+            if path.is_file():
+                _libdevice_path = path
+                break
+        else:
+            raise LibdeviceNotFoundError(
+                f"this kernel calls math functions, which on the GPU come from NVIDIA's "
+                f"libdevice ({_LIBDEVICE}), and it was not found; {INSTALL_HINT}")
+    return _libdevice_path
+
+
+# ------------------------------------------------------------------------------------------
+# Compilation
+# ------------------------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_llvm_state: dict = {}
+_memory_cache: dict[str, str] = {}
+_MODULE_FLAGS = '!llvm.module.flags = !{!9000}\n!9000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+
+
+def _llvm():
+    """llvmlite.binding with the NVPTX target initialised, and our private context."""
+    if not _llvm_state:
+        import llvmlite.binding as llvm
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _llvm_state["llvm"] = llvm
+        _llvm_state["context"] = llvm.create_context()
+        _llvm_state["machines"] = {}
+    return _llvm_state["llvm"]
+
+
+def _machine(target: GpuTarget):
+    llvm = _llvm()
+    tms = _llvm_state["machines"]
+    if target not in tms:
+        tms[target] = llvm.Target.from_triple(TRIPLE).create_target_machine(
+            cpu=target.arch, features=target.features, opt=3)
+    return tms[target]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TRACEARRAY_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tracearray")
+    return Path(root) / "ptx"
+
+
+def _key(ir_text: str, target: GpuTarget) -> str:
+    import llvmlite
+    from .. import __version__
+    uses_math = "@__nv_" in ir_text
+    lib = ""
+    if uses_math:
+        p = find_libdevice()
+        st = p.stat()
+        lib = f"{p}:{st.st_size}:{st.st_mtime_ns}"
+    salt = f"\0{target}\0{llvmlite.__version__}\0{__version__}\0{lib}"
+    return hashlib.sha256((ir_text + salt).encode()).hexdigest()
+
+
+def _disk_get(key: str) -> str | None:
+    if os.environ.get("TRACEARRAY_DISK_CACHE", "1") == "0":
+        return None
+    path = cache_dir() / f"{key}.ptx"
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if ".version" in text and ".target" in text and text.rstrip().endswith("}"):
+        return text
+    try:  # corrupt entry: discard, rebuild
+        path.unlink()
+    except OSError:
+        pass
+    return None
+
+
+def _disk_put(key: str, ptx: str) -> None:
+    if os.environ.get("TRACEARRAY_DISK_CACHE", "1") == "0":
+        return
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(ptx)
+        os.replace(tmp, d / f"{key}.ptx")
+    except OSError:
+        pass
+
+
+def _optimized_module(ir_text: str, target: GpuTarget):
+    """Steps 1-4 of the pipeline (caller holds the lock)."""
+    llvm = _llvm()
+    ctx = _llvm_state["context"]
+    tm = _machine(target)
+    text = ir_text if "!llvm.module.flags" in ir_text else ir_text + "\n" + _MODULE_FLAGS
+    try:
+        mod = llvm.parse_assembly(text, context=ctx)
+    except RuntimeError as e:
+        raise GpuCodegenError(f"LLVM could not parse the kernel: {e}") from None
+    mod.triple = TRIPLE
+    mod.data_layout = str(tm.target_data)
+    try:
+        mod.verify()
+    except RuntimeError as e:
+        raise GpuCodegenError(f"LLVM rejected the kernel: {e}") from None
+    check_lowerable(mod)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    if any(f.name.startswith("__nv_") and f.is_declaration for f in mod.functions):
+        lib = llvm.parse_bitcode(find_libdevice().read_bytes(), context=ctx)
+        lib.triple, lib.data_layout = mod.triple, mod.data_layout
+        mod.link_in(lib)
+        for f in mod.functions:
+            if f.name.startswith("__nv_") and not f.is_declaration:
+                f.linkage = llvm.Linkage.internal
+        dce = llvm.create_new_module_pass_manager()
+        dce.add_global_dead_code_eliminate_pass()
+        dce.run(mod, pb)
+        missing = [f.name for f in mod.functions
+                   if f.is_declaration and f.name.startswith("__nv_")]
+        if missing:
+            raise GpuCodegenError(f"libdevice has no {', '.join(missing)}")
+    pb.getModulePassManager().run(mod, pb)
+    return mod, tm
+
+
+def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
+    """PTX for an LLVM module (cached in memory and on disk)."""
+    key = _key(ir_text, target)
+    with _lock:
+        ptx = _memory_cache.get(key)
+        if ptx is None:
+            ptx = _disk_get(key)
+            if ptx is None:
+                mod, tm = _optimized_module(ir_text, target)
+                ptx = tm.emit_assembly(mod)
+                _disk_put(key, ptx)
+            _memory_cache[key] = ptx
+        return ptx
+
+
+def optimized_ir(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
+    with _lock:
+        return str(_optimized_module(ir_text, target)[0])
+
+
+# ------------------------------------------------------------------------------------------
+# PTX -> cubin (optional: the driver JIT-compiles PTX too)
+# ------------------------------------------------------------------------------------------
+
+def ptxas_path() -> str | None:
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            p = Path(os.environ[var]) / "bin" / "ptxas"
+            if p.is_file():
+                return str(p)
+    return None
+
+
+def ptxas(ptx: str, arch: str = "sm_90", verbose: bool = False) -> tuple[bytes, str]:
+    """Assemble with ptxas: (cubin, ptxas's messages). Raises PtxasError."""
+    exe = ptxas_path()
+    if exe is None:
+        raise PtxasError("ptxas was not found (PATH, CUDA_HOME)")
+    with tempfile.TemporaryDirectory(prefix="tracearray-ptxas-") as d:
+        src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        cmd = [exe, f"-arch={arch}", "-O3", str(src), "-o", str(out)] + (["-v"] if verbose else [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise PtxasError(f"ptxas -arch={arch} failed:\n{r.stderr.strip()}")
+        return out.read_bytes(), r.stderr
+
+
+def nvjitlink_cubin(ptx: str, arch: str) -> bytes | None:
+    """cubin via nvJitLink (the nvidia-nvjitlink wheel), or None when it is unavailable."""
+    try:
+        from cuda.bindings import nvjitlink
+    except Exception:
+        return None
+    try:
+        h = nvjitlink.create(2, [f"-arch={arch}", "-O3"])
+        try:
+            data = ptx.encode()
+            nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+            nvjitlink.complete(h)
+            buf = bytearray(nvjitlink.get_linked_cubin_size(h))
+            nvjitlink.get_linked_cubin(h, buf)
+            return bytes(buf)
+        finally:
+            nvjitlink.destroy(h)
+    except Exception:
+        return None
