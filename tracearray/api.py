@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import config
 from .fuse import plan_graph
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
@@ -110,6 +111,7 @@ class CompiledFunction:
         leaves, statics = self._flatten_args(args, kwargs)
         tkey = (statics, tuple((a.shape, a.dtype.str) for a in leaves))
         traced = self._traces.get(tkey)
+        name = _kernel_prefix(self.fn)
         if traced is None:
             graph = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames)
@@ -117,14 +119,30 @@ class CompiledFunction:
             traced = (graph, plan, tile_plan(plan))
             self._traces[tkey] = traced
             self.stats.traces += 1
+            self._report(name, Lowered(graph, plan, traced[2], None))
         ekey = (tkey, tuple(a.strides for a in leaves), self._resolve_device())
         exe = self._executables.get(ekey)
         if exe is None:
             from .cpu.runtime import Executable
-            exe = Executable(traced[1], traced[2], leaves, name=_kernel_prefix(self.fn))
+            exe = Executable(traced[1], traced[2], leaves, name=name)
             self._executables[ekey] = exe
             self.stats.executables += 1
+            config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
+                          f"{[a.shape for a in leaves]}")
+            for k in exe.kernels:
+                if k is not None:
+                    config.log(6, f"{k.name} ({k.geometry.strategy}):\n{k.ir}")
+                    config.dump(k.name, "ll", k.ir)
+        else:
+            config.log(1, f"{self.__name__}: cache hit")
         return Lowered(traced[0], traced[1], traced[2], exe), leaves
+
+    def _report(self, name: str, lowered: "Lowered") -> None:
+        config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
+        config.log(4, f"graph of {self.__name__}:\n{lowered.as_text('graph')}")
+        config.log(3, f"plan of {self.__name__}:\n{lowered.as_text('plan')}")
+        config.dump(name, "graph", lowered.as_text("graph"))
+        config.dump(name, "plan", lowered.as_text("plan"))
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self._lower(args, kwargs)[0]

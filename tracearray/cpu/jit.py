@@ -83,8 +83,11 @@ class _Engine:
         self.engine = engine
         self.context = context
 
-    def __del__(self) -> None:
-        if not sys.is_finalizing():  # at exit the process takes everything down anyway
+    # ``sys.is_finalizing`` is bound here: at interpreter exit module globals (``sys``) may
+    # already be None when the last engines are collected, which printed an ignored
+    # AttributeError per engine.
+    def __del__(self, _is_finalizing=sys.is_finalizing) -> None:
+        if not _is_finalizing():  # at exit the process takes everything down anyway
             self.engine.close()
 
 
@@ -113,6 +116,9 @@ class CpuJit:
         self._context = llvm.create_context()
         self._lock = threading.RLock()
         self._engines: dict[str, _Engine] = {}
+        # Modules compiled to machine code so far (cache misses of ``compile``): tests assert
+        # that calling with new sizes compiles nothing new.
+        self.modules_compiled = 0
         self._key_salt = f"\0{self.cpu_name}\0{self.features}\0{llvmlite.__version__}\0{sorted(self.vector_variants.items())}"
 
     @property
@@ -159,6 +165,7 @@ class CpuJit:
                 engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), self._context)
                 engine.engine.finalize_object()
                 self._engines[key] = engine
+                self.modules_compiled += 1
             addresses = {}
             for name in names:
                 addr = engine.engine.get_function_address(name)

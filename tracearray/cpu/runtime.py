@@ -136,7 +136,9 @@ class Executable:
         layout = param_layout(geo)
         params = np.zeros(max(layout.size, 1), dtype=np.int64)
         extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
-        params[:rank] = extents + list(kernel.body.nested_extents)
+        # Extents of the *loop* dims (size-1 space dims are dropped and contiguous ones merged,
+        # so there may be fewer than space dims), then the nested-reduction extents.
+        params[:layout.rank] = extents + list(kernel.body.nested_extents)
         for (base, strides), (base_slot, stride_slots) in zip(loads + stores,
                                                                 layout.load_slots + layout.store_slots):
             params[base_slot] = base
@@ -179,7 +181,10 @@ class Executable:
                 self._matmul(spec.kernel, buffers)
                 continue
             self._launch(ck, buffers, keep_alive)
-        return [buffers[o] if o in buffers else constant_value(o) for o in self.graph.outputs]
+        # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
+        return [np.array(buffers[o]) if o.op == "constant" else
+                buffers[o] if o in buffers else np.array(constant_value(o))
+                for o in self.graph.outputs]
 
     def _matmul(self, kernel: Kernel, buffers: dict[Node, np.ndarray]) -> None:
         node = kernel.matmul

@@ -148,7 +148,7 @@ def format_graph(graph: Graph) -> str:
     for i, node in enumerate(graph.nodes()):
         names[node] = f"%{i}"
         args = ", ".join(names[a] for a in node.args)
-        attrs = ", ".join(f"{k}={_fmt_attr(k, v)}" for k, v in node.attrs)
+        attrs = ", ".join(f"{k}={_fmt_attr(node, k, v)}" for k, v in node.attrs)
         inner = ", ".join(x for x in (args, attrs) if x)
         lines.append(f"{names[node]} = {node.op}({inner}) : {type_str(node)}")
     outs = ", ".join(names[o] for o in graph.outputs)
@@ -156,7 +156,9 @@ def format_graph(graph: Graph) -> str:
     return "\n".join(lines)
 
 
-def _fmt_attr(key: str, value: Any) -> str:
+def _fmt_attr(node: Node, key: str, value: Any) -> str:
     if key == "value" and isinstance(value, bytes):
+        if node.ndim == 0:   # scalar constants and sizes: show the number
+            return repr(np.frombuffer(value, dtype=node.dtype)[0].item())
         return "<data>"
     return repr(value)
