@@ -32,7 +32,6 @@ request on stdout, so the parent can interleave its calls with the other framewo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -381,7 +381,7 @@ def interleaved_times(cells: Dict[str, object], order: List[str], repeat: int,
         for fw in order:
             cells[fw].time_once()
     samples: Dict[str, List[float]] = {fw: [] for fw in order}
-    for r in range(repeat):
+    for r in range(repeat if order else 0):
         k = r % len(order)
         for fw in order[k:] + order[:k]:
             cells[fw].time_once()

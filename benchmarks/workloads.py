@@ -381,7 +381,7 @@ def max_rel_err(result, ref: Tuple[np.ndarray, ...]) -> float:
     outs = as_outputs(result)
     if len(outs) != len(ref):
         return math.inf
-    return max(rel_err(o, r) for o, r in zip(outs, ref))
+    return max(rel_err(o, r) for o, r in zip(outs, ref, strict=True))
 
 
 def markdown_table(size: str = "cpu") -> str:

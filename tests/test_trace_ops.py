@@ -41,6 +41,11 @@ DIVERGENCES = {
     # np.linalg.norm(x) with axis=None and ord None/'fro'/2 computes sqrt(dot(x.ravel(), x.ravel()))
     # (BLAS, blocked summation order); the graph computes sqrt(sum(x * x)) (pairwise summation).
     "norm_dot": 1e-5,
+    # A reduction's 0-d result is a NumPy *scalar* in NumPy, and scalar arithmetic on it uses
+    # the C library (np.float64(x) ** y is libm pow); the graph cannot tell a scalar from a 0-d
+    # array and evaluates the power node with the ufunc loop, which can differ by an ulp.
+    # Seen in np.linalg.norm(vector, ord=p) for p not in {0, 1, 2, inf, -inf}.
+    "scalar_pow": 1e-6,
 }
 
 UFUNC_OPS = sorted(n for n, s in OPS.items() if s.kind is Kind.ELEMENTWISE and s.ufunc is not None)
@@ -641,7 +646,7 @@ def test_reshape(data: st.DataObject) -> None:
         graph = check(lambda a: np.reshape(a, target), x)
     else:
         graph = check(lambda a: (a.ravel(), np.ravel(a), a.flatten()), x)
-    assert graph is not None
+    assert graph is not None or (form == "method *args" and not target)  # x.reshape(): TypeError
 
 
 def test_reshape_errors_like_numpy() -> None:
@@ -774,7 +779,7 @@ def test_matmul(data: st.DataObject) -> None:
 
 
 def test_matmul_shapes_and_dtypes() -> None:
-    r = np.arange(24, dtype=np.float32)
+    r = np.arange(60, dtype=np.float32) % 7 - 3
     cases = [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3,)),
              ((3,), (5, 3, 4)), ((5, 1, 2, 3), (4, 3, 2)), ((0,), (0,)), ((2, 0), (0, 3)),
              ((2, 3), (4, 2)), ((3,), (4,))]
@@ -835,7 +840,8 @@ def test_sources() -> None:
     assert "constant" in ops_in(graph)
     check(lambda a: (a + np.zeros(3), a * np.ones((2, 3), np.int8), a + np.arange(3),
                      np.full(3, 7, np.int16) - a, a + np.eye(3)[1], np.zeros_like(a),
-                     np.ones_like(a, dtype=np.int32), np.full_like(a, 2.5), np.empty_like(a) * 0,
+                     np.ones_like(a, dtype=np.int32), np.full_like(a, 2.5),
+                     np.empty_like(a).shape, np.empty_like(a, np.int8).dtype,
                      np.zeros_like(a, shape=(2, 2))), x)
     graph = check(lambda: (np.zeros(3), np.arange(4, dtype=np.uint8), np.float32(2.5)))
     assert graph.inputs == () and {n.op for n in graph.nodes()} == {"constant"}
@@ -887,7 +893,8 @@ def test_norm_vector(data: st.DataObject) -> None:
     ord_ = data.draw(st.sampled_from(NORM_ORDS), label="ord")
     axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
     keep = data.draw(S.keepdims(), label="keepdims")
-    check(lambda a: np.linalg.norm(a, ord_, axis=axis, keepdims=keep), x)
+    rtol = DIVERGENCES["scalar_pow"] if ord_ in (3, 0.5, -1, -2) and x.ndim == 1 else 0.0
+    check(lambda a: np.linalg.norm(a, ord_, axis=axis, keepdims=keep), x, rtol=rtol)
 
 
 def test_norm_forms() -> None:
@@ -895,7 +902,8 @@ def test_norm_forms() -> None:
     m = np.arange(12, dtype=np.float64).reshape(3, 4) - 5
     for dt in (np.float16, np.float32, np.float64, np.int32, np.uint8, bool):
         for ord_ in NORM_ORDS:
-            check(lambda a: np.linalg.norm(a, ord_, axis=0), v.astype(dt))
+            check(lambda a: np.linalg.norm(a, ord_, axis=0), v.astype(dt),
+                  rtol=DIVERGENCES["scalar_pow"] if ord_ in (3, 0.5, -1, -2) else 0.0)
         check(lambda a: np.linalg.norm(a, "fro", axis=(0, 1)), m.astype(dt))
         check(lambda a: np.linalg.norm(a, axis=(1, 0), keepdims=True), m.astype(dt))
         # axis=None: NumPy uses dot(x, x); the graph sums x*x (see DIVERGENCES).

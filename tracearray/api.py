@@ -15,6 +15,7 @@ import numpy as np
 
 from . import config
 from .fuse import plan_graph
+from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
 from .trace import format_graph, is_array_leaf, pytree, trace_function
@@ -54,7 +55,13 @@ class Lowered:
             return "\n".join(self.executable.jit.optimized_ir(k.ir) for k in kernels)
         if stage == "asm":
             return "\n".join(self.executable.jit.asm(k.ir) for k in kernels)
-        raise ValueError(f"unknown stage {stage!r}: expected graph, plan, llvm, llvm-opt or asm")
+        if stage == "ptx":   # GPU hook (tracearray/gpu)
+            if not hasattr(self.executable, "ptx"):
+                raise ValueError("PTX exists for device='cuda' only; this signature was "
+                                 "compiled for the CPU")
+            return self.executable.ptx()
+        raise ValueError(f"unknown stage {stage!r}: expected graph, plan, llvm, llvm-opt, asm "
+                         f"or ptx")
 
 
 class CompiledFunction:
@@ -100,14 +107,18 @@ class CompiledFunction:
         return leaves, tuple(statics)
 
     def _resolve_device(self) -> str:
+        # GPU hook: "cuda" always builds GPU code (running it needs a GPU; PTX does not);
+        # "auto" uses the GPU when cuda-bindings, a driver and a device are present.
         if self.device == "cuda":
-            raise TracearrayError(
-                "device='cuda': the GPU backend is not available in this version of tracearray; "
-                "use device='cpu' (or 'auto')")
+            return "cuda"
+        if self.device == "auto":
+            from .gpu import driver
+            return "cuda" if driver.is_available() else "cpu"
         return "cpu"
 
     # --------------------------------------------------------------- stages
     def _lower(self, args: tuple, kwargs: dict) -> tuple[Lowered, list[np.ndarray]]:
+        args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
         leaves, statics = self._flatten_args(args, kwargs)
         tkey = (statics, tuple((a.shape, a.dtype.str) for a in leaves))
         traced = self._traces.get(tkey)
@@ -120,10 +131,17 @@ class CompiledFunction:
             self._traces[tkey] = traced
             self.stats.traces += 1
             self._report(name, Lowered(graph, plan, traced[2], None))
-        ekey = (tkey, tuple(a.strides for a in leaves), self._resolve_device())
+        device = self._resolve_device()
+        if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
+            leaves = [_gpu_array.to_host(a) for a in leaves]
+        ekey = (tkey, tuple(a.strides for a in leaves), device,
+                tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
         if exe is None:
-            from .cpu.runtime import Executable
+            if device == "cuda":   # GPU hook
+                from .gpu.runtime import GpuExecutable as Executable
+            else:
+                from .cpu.runtime import Executable
             exe = Executable(traced[1], traced[2], leaves, name=name)
             self._executables[ekey] = exe
             self.stats.executables += 1
@@ -178,6 +196,8 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
 
 def _as_input_array(value: Any) -> np.ndarray:
     """A NumPy array the kernels can address: native byte order, strides in whole elements."""
+    if isinstance(value, _gpu_array.Array):   # GPU hook: device arrays stay on the device
+        return value
     arr = np.asarray(value)
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))

@@ -494,8 +494,11 @@ class KernelLowering:
                 for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
                     pos = self._position(red) if idx is not None else None
                     self._accumulate(red, acc, idx, self.ev(e, memo), pos)
-        for (acc, idx), (pv, pi) in zip(accs, self._partial_ptrs()):
-            self.b.store(self.b.load(acc), self.b.gep(pv, [slot]))
+        for red, (acc, idx), (pv, pi) in zip(k.reductions, accs, self._partial_ptrs()):
+            # store_value/load_value: a bool partial (max/min/any/all/argmax of bools) is an
+            # i1 register but a byte in memory; a plain store of the i1 was rejected.
+            acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+            scalar.store_value(self.b, self.b.load(acc), self.b.gep(pv, [slot]), acc_dt)
             if idx is not None:
                 self.b.store(self.b.load(idx), self.b.gep(pi, [slot]))
 
@@ -509,7 +512,7 @@ class KernelLowering:
             acc, idx = self._new_acc(red)
             acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
             with self.loop(self.const(0), nslots) as s:
-                x = self.b.load(self.b.gep(pv, [s]))
+                x = scalar.load_value(self.b, self.b.gep(pv, [s]), acc_dt)
                 if idx is not None:
                     self._accumulate(red, acc, idx, x, self.b.load(self.b.gep(pi, [s])))
                 elif red.op in ("sum", "prod"):

@@ -165,9 +165,10 @@ class Executable:
             slots = full_reduction_slots(n_par, inner)
             edges = [n_par * s // slots for s in range(slots + 1)]
             return list(zip(edges[:-1], edges[1:]))
-        if inner == 0 or n_par == 0:
+        if n_par == 0:
             return []
-        return split_range(n_par, inner, self.threads)
+        # inner == 0 (reducing an empty axis) still runs: every row gets the identity.
+        return split_range(n_par, max(inner, 1), self.threads)
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -182,9 +183,10 @@ class Executable:
                 continue
             self._launch(ck, buffers, keep_alive)
         # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
-        return [np.array(buffers[o]) if o.op == "constant" else
-                buffers[o] if o in buffers else np.array(constant_value(o))
-                for o in self.graph.outputs]
+        # Scalar constants (``f(True)`` returning ``np.max(True)``) are kernel parameters, never
+        # buffers: read them from the node (indexing ``buffers`` raised KeyError).
+        return [np.array(constant_value(o)) if o.op == "constant" or o not in buffers else
+                buffers[o] for o in self.graph.outputs]
 
     def _matmul(self, kernel: Kernel, buffers: dict[Node, np.ndarray]) -> None:
         node = kernel.matmul

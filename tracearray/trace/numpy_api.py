@@ -263,26 +263,36 @@ def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
-    """np.linalg.norm: vector norms along an axis, and the Frobenius norm of 2 axes."""
+    """np.linalg.norm: vector norms along an axis, and the Frobenius norm of 2 axes, following
+    numpy/linalg/_linalg.py::norm case by case."""
     x = as_node(x)
     if x.dtype.kind not in "f":
         x = cast(x, np.float64)
     if axis is None:
-        if ord not in (None, "fro", "f") and x.ndim != 1:
-            raise unsupported(f"np.linalg.norm(ord={ord!r}) over all axes")
+        if ord is None or (ord in ("fro", "f") and x.ndim == 2) or (ord == 2 and x.ndim == 1):
+            # NumPy: sqrt(dot(x.ravel(), x.ravel())) -- summed in another order (DIVERGENCES).
+            return apply_ufunc(np.sqrt, reduce("sum", apply_ufunc(np.multiply, x, x),
+                                               tuple(range(x.ndim)), keepdims))
         axes = tuple(range(x.ndim))
-        if ord in ("fro", "f"):
-            ord = None
     else:
         axes = normalize_axes(axis, x.ndim, "norm")
-    if len(axes) == 2 and ord not in (None, "fro"):
-        raise unsupported(f"matrix norm ord={ord!r}", "only vector norms and 'fro'")
-    if len(axes) > 2 or (len(axes) == 2 and axis is not None and ord not in (None, "fro")):
+    if len(axes) == 2:
+        if ord in (None, "fro", "f"):
+            return apply_ufunc(np.sqrt, reduce("sum", apply_ufunc(np.multiply, x, x), axes,
+                                               keepdims))
+        if ord in (1, -1, 2, -2, np.inf, -np.inf, "nuc"):
+            raise unsupported(f"matrix norm ord={ord!r}", "only vector norms and 'fro'")
+        raise ValueError(with_location("Invalid norm order for matrices."))
+    if len(axes) != 1:
         raise ValueError(with_location("Improper number of dimensions to norm."))
-    if ord is None or ord == 2 or ord == "fro":
+    if isinstance(ord, str):
+        raise ValueError(with_location(f"Invalid norm order '{ord}' for vectors"))
+    if ord is None or ord == 2:
         return apply_ufunc(np.sqrt, reduce("sum", apply_ufunc(np.multiply, x, x), axes, keepdims))
     absx = apply_ufunc(np.absolute, x)
     if ord == np.inf:
+        if _count(x, axes) == 0:   # NumPy: abs(x).max(axis, initial=0)
+            return full_like(reduce("sum", absx, axes, keepdims), 0)
         return reduce("max", absx, axes, keepdims)
     if ord == -np.inf:
         return reduce("min", absx, axes, keepdims)
@@ -291,8 +301,6 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> N
         return reduce("sum", nz, axes, keepdims)
     if ord == 1:
         return reduce("sum", absx, axes, keepdims)
-    if isinstance(ord, str):
-        raise ValueError(with_location(f"Invalid norm order '{ord}' for vectors"))
     p = apply_ufunc(np.power, absx, float(ord))
     total = reduce("sum", p, axes, keepdims)
     return apply_ufunc(np.power, total, apply_ufunc(np.reciprocal, constant(float(ord), x.dtype)))
@@ -506,7 +514,8 @@ def dot(a: Any, b: Any) -> Node:
     return matmul(a, b)
 
 
-def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None) -> Node:
+def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None,
+                casting: str = "same_kind") -> Node:
     nodes = [as_node(a) for a in arrays]
     if not nodes:
         raise ValueError(with_location("need at least one array to concatenate"))
@@ -531,20 +540,27 @@ def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None) -> Node
                     f"{nodes[0].shape[d]} and the array at index {i} has size {n.shape[d]}"))
     dt = check_dtype(dtype, "concatenate") if dtype is not None else np.result_type(
         *[n.dtype for n in nodes])
+    for n in nodes:   # NumPy checks the cast of each input into the result
+        if not np.can_cast(n.dtype, dt, casting=casting):
+            raise TypeError(with_location(
+                f"Cannot cast array data from {n.dtype!r} to {dt!r} according to the rule "
+                f"{casting!r}"))
     nodes = [cast(n, dt) for n in nodes]
     if len(nodes) == 1:
         return nodes[0]
     return make("concatenate", nodes, axis=ax)
 
 
-def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Node:
+def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None,
+          casting: str = "same_kind") -> Node:
     nodes = [as_node(a) for a in arrays]
     if not nodes:
         raise ValueError(with_location("need at least one array to stack"))
     if len({n.shape for n in nodes}) != 1:
         raise ValueError(with_location("all input arrays must have the same shape"))
     (ax,) = normalize_axes(axis, nodes[0].ndim + 1, "stack")
-    return concatenate([make("expand_dims", [n], axes=(ax,)) for n in nodes], ax, dtype)
+    return concatenate([make("expand_dims", [n], axes=(ax,)) for n in nodes], ax, dtype,
+                       casting)
 
 
 def full_like(x: Node, fill: Any, dtype: Any = None, shape: Any = None) -> Node:

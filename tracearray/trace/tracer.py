@@ -340,6 +340,8 @@ class Tracer:
         return Tracer(api.clip(self.node, unwrap(min), unwrap(max)))
 
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
+        if not shape:
+            raise TypeError(with_location("reshape() takes exactly 1 argument (0 given)"))
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return self._view(api.reshape(self.node, shape, order))
@@ -400,7 +402,8 @@ def _round(x: Node, decimals: int, out: Any) -> Node:
         raise unsupported("round(out=...)")
     if decimals != 0:
         raise unsupported("np.round(decimals != 0)", "only decimals=0 (round half to even)")
-    return api.apply_ufunc(np.rint, x) if x.dtype.kind == "f" else x
+    # NumPy rounds bool with np.rint too (giving float16); integers are returned as they are.
+    return api.apply_ufunc(np.rint, x) if x.dtype.kind in "fb" else x
 
 
 # ------------------------------------------------------------------------------------------
@@ -524,9 +527,9 @@ HANDLED_FUNCTIONS: dict[Callable, Callable[..., Any]] = {
         lambda array, shape, subok=False: api.broadcast_to(array, shape),
     np.ravel: api.ravel, np.flip: api.flip,
     np.concatenate: lambda arrays, axis=0, out=None, dtype=None, casting="same_kind":
-        api.concatenate(arrays, axis, dtype),
+        api.concatenate(arrays, axis, dtype, casting),
     np.stack: lambda arrays, axis=0, out=None, *, dtype=None, casting="same_kind":
-        api.stack(arrays, axis, dtype),
+        api.stack(arrays, axis, dtype, casting),
     np.cumsum: _cumulative("cumsum"), np.cumprod: _cumulative("cumprod"),
     np.dot: lambda a, b, out=None: api.dot(a, b), np.matmul: api.matmul,
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0),

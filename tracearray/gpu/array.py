@@ -1,0 +1,377 @@
+"""``tracearray.Array``: an array in GPU memory, and zero-copy exchange with other libraries.
+
+An ``Array`` is a pointer, a shape, a NumPy dtype and byte strides, plus the object that owns
+the memory (a cached ``memory.Block``, or a foreign array it views). It exports
+``__cuda_array_interface__`` (version 3, with our stream) and ``__dlpack__`` /
+``__dlpack_device__``, so CuPy, PyTorch, JAX and Numba take it without a copy; ``as_array``
+turns their arrays into ``Array`` views the same way. Host data is produced only by
+``.numpy()`` / ``np.asarray()``, which wait for the stream.
+
+Nothing here initialises CUDA until a device array is created or read.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+KDL_CUDA = 2
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
+
+
+class Array:
+    """A strided array in device memory (see the module docstring)."""
+
+    __array_priority__ = 100
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: Any,
+                 strides: tuple[int, ...] | None = None, owner: Any = None, stream: int = 0):
+        self.ptr = int(ptr)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.strides = tuple(int(s) for s in strides) if strides is not None else \
+            _c_strides(self.shape, self.dtype.itemsize)
+        self._owner = owner
+        self._stream = stream   # a foreign producer's stream (0: ours or none)
+
+    # -------------------------------------------------------------- construction
+    @classmethod
+    def empty(cls, shape: tuple[int, ...], dtype: Any) -> "Array":
+        from .driver import get_device
+        dev = get_device()
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        block = dev.allocator.allocate(nbytes)
+        return cls(block.ptr, shape, dt, None, block)
+
+    @classmethod
+    def from_numpy(cls, a: Any) -> "Array":
+        """Copy a host array to the device (C-contiguous)."""
+        from .driver import get_device
+        host = np.ascontiguousarray(a)
+        if not host.dtype.isnative:
+            host = host.astype(host.dtype.newbyteorder("="))
+        out = cls.empty(host.shape, host.dtype)
+        get_device().htod(out.ptr, host.ctypes.data, host.nbytes)
+        return out
+
+    # -------------------------------------------------------------- properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        return self.size <= 1 or all(
+            s == c for s, c, n in zip(self.strides, _c_strides(self.shape, self.itemsize),
+                                      self.shape) if n != 1)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"tracearray.Array(shape={self.shape}, dtype={self.dtype})"
+
+    # -------------------------------------------------------------- to the host
+    def numpy(self) -> np.ndarray:
+        """A host copy (waits for every queued kernel)."""
+        from .driver import get_device
+        dev = get_device()
+        if self._stream:
+            dev.wait_for_stream(self._stream)
+        out = np.empty(self.shape, self.dtype)
+        if self.size == 0:
+            return out
+        if self.is_c_contiguous:
+            dev.dtoh(out.ctypes.data, self.ptr, self.nbytes)
+            return out
+        lo, hi = _extent(self.shape, self.strides, self.itemsize)
+        raw = np.empty(hi - lo, np.uint8)
+        dev.dtoh(raw.ctypes.data, self.ptr + lo, hi - lo)
+        out[...] = np.ndarray(self.shape, self.dtype, raw, offset=-lo, strides=self.strides)
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a.astype(dtype, copy=False) if dtype is not None else a
+
+    def copy(self) -> "Array":
+        """A C-contiguous device copy."""
+        if not self.is_c_contiguous:
+            return Array.from_numpy(self.numpy())
+        from .driver import get_device
+        out = Array.empty(self.shape, self.dtype)
+        get_device().dtod(out.ptr, self.ptr, self.nbytes)
+        return out
+
+    # -------------------------------------------------------------- export
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from .driver import get_device
+        stream = get_device().stream_handle
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr if self.size else 0, False),
+            "version": 3,
+            "strides": None if self.is_c_contiguous else self.strides,
+            "stream": stream if stream not in (0, 1, 2) else None,
+        }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .driver import get_device
+        return (KDL_CUDA, get_device().ordinal)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        from .driver import get_device
+        dev = get_device()
+        if copy:
+            return self.copy().__dlpack__(stream=stream)
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("tracearray.Array can only be exported to its own CUDA device")
+        if stream is None or stream in (1, 2):
+            dev.synchronize()         # the consumer works on a default stream
+        elif stream != -1:
+            dev.make_stream_wait(int(stream))
+        return _dlpack_capsule(self, dev.ordinal)
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _extent(shape, strides, itemsize) -> tuple[int, int]:
+    """Byte range [lo, hi) touched by a strided view, relative to its first element."""
+    lo = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0 and n > 0)
+    hi = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0 and n > 0) + itemsize
+    return lo, hi
+
+
+# ------------------------------------------------------------------------------------------
+# Import: foreign device arrays as Array views (no copy)
+# ------------------------------------------------------------------------------------------
+
+def is_device_array(x: Any) -> bool:
+    """A device array tracearray passes through without a copy."""
+    if isinstance(x, Array):
+        return True
+    if isinstance(x, (np.ndarray, np.generic)):
+        return False
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is not None and hasattr(x, "__dlpack__"):
+        try:
+            return dev()[0] == KDL_CUDA
+        except Exception:   # noqa: BLE001
+            return False
+    return False
+
+
+def as_array(x: Any) -> Array:
+    """An Array viewing a CuPy / PyTorch / JAX / Numba device array (no copy)."""
+    if isinstance(x, Array):
+        return x
+    cai = None
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError:
+        pass
+    except Exception:   # noqa: BLE001 - e.g. torch tensors that need grad: try DLPack
+        cai = None
+    if cai is not None:
+        return _from_cai(x, cai)
+    return _from_dlpack(x)
+
+
+def _from_cai(x: Any, cai: dict) -> Array:
+    shape = tuple(cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    if cai.get("mask") is not None:
+        raise TypeError("masked __cuda_array_interface__ arrays are not supported")
+    ptr = cai["data"][0] or 0
+    strides = cai.get("strides")
+    stream = cai.get("stream") or 0
+    if stream == 1 or stream == 2:   # legacy / per-thread default stream: wait for it
+        stream = 0
+        from .driver import get_device
+        get_device().call("cuCtxSynchronize")
+    return Array(ptr, shape, dtype, tuple(strides) if strides is not None else None, owner=x,
+                 stream=int(stream))
+
+
+# DLPack structures (the unversioned ABI, which every consumer and producer supports).
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", _DELETER)]
+
+
+_api = ctypes.pythonapi
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", _api))
+_capsule_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", _api))
+_capsule_get_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+_capsule_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+_capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", _api))
+
+_exported: dict[int, tuple] = {}   # DLManagedTensor address -> what must stay alive
+
+
+def _exported_deleter(addr: int) -> None:
+    _exported.pop(addr, None)
+
+
+_deleter = _DELETER(_exported_deleter)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule: int) -> None:
+    # Unconsumed capsule (still named "dltensor"): we own the tensor, delete it.
+    if _capsule_is_valid_raw(capsule, b"dltensor"):
+        addr = _capsule_get_raw(capsule, b"dltensor")
+        if addr:
+            _exported_deleter(addr)
+
+
+def _dlpack_capsule(arr: Array, device_id: int) -> Any:
+    nd = arr.ndim
+    shape = (ctypes.c_int64 * max(nd, 1))(*arr.shape)
+    strides = (ctypes.c_int64 * max(nd, 1))(*(s // arr.itemsize for s in arr.strides))
+    mt = _DLManagedTensor()
+    t = mt.dl_tensor
+    t.data = arr.ptr or None
+    t.device = _DLDevice(KDL_CUDA, device_id)
+    t.ndim = nd
+    t.dtype = _DLDataType(_DL_CODES[arr.dtype.kind], 8 * arr.itemsize, 1)
+    t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
+    t.byte_offset = 0
+    mt.manager_ctx = None
+    mt.deleter = _deleter
+    addr = ctypes.addressof(mt)
+    _exported[addr] = (arr, mt, shape, strides)
+    return _capsule_new(addr, b"dltensor", ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+
+class _ImportedDLPack:
+    """Owns a consumed DLManagedTensor: calls its deleter when the last view goes away."""
+
+    def __init__(self, addr: int, source: Any):
+        self.addr, self.source = addr, source
+
+    def __del__(self) -> None:
+        mt = _DLManagedTensor.from_address(self.addr)
+        if mt.deleter:
+            mt.deleter(self.addr)
+
+
+def _from_dlpack(x: Any) -> Array:
+    from .driver import get_device
+    dev = get_device()
+    try:
+        capsule = x.__dlpack__(stream=dev.stream_handle)
+    except TypeError:
+        capsule = x.__dlpack__()
+    addr = _capsule_get(capsule, b"dltensor")
+    if not addr:
+        raise TypeError(f"{type(x).__name__}.__dlpack__ returned no DLPack tensor")
+    _capsule_set_name(capsule, b"used_dltensor")
+    mt = _DLManagedTensor.from_address(addr)
+    t = mt.dl_tensor
+    if t.device.device_type != KDL_CUDA:
+        raise TypeError(f"{type(x).__name__} is not in CUDA memory (DLPack device "
+                        f"{t.device.device_type})")
+    kind = _DL_KINDS.get(t.dtype.code)
+    if kind is None or t.dtype.lanes != 1:
+        raise TypeError(f"unsupported DLPack dtype code {t.dtype.code} bits {t.dtype.bits}")
+    dtype = np.dtype(bool) if kind == "b" else np.dtype(f"{kind}{t.dtype.bits // 8}")
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    strides = None
+    if t.strides:
+        strides = tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim))
+    owner = _ImportedDLPack(addr, x)
+    return Array((t.data or 0) + t.byte_offset, shape, dtype, strides, owner=owner)
+
+
+def to_device(a: Any) -> Array:
+    """A device copy of a host array (or the same Array / a view of a device array)."""
+    if is_device_array(a):
+        return as_array(a)
+    return Array.from_numpy(a)
+
+
+__all__ = ["Array", "as_array", "is_device_array", "to_device"]
+
+
+# ------------------------------------------------------------------------------------------
+# Arguments of a compiled function
+# ------------------------------------------------------------------------------------------
+
+_PLAIN = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(None))
+
+
+def _adopt(v: Any) -> Any:
+    if isinstance(v, _PLAIN) or isinstance(v, Array):
+        return v
+    if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+        new = [_adopt(c) for c in v]
+        return v if all(a is b for a, b in zip(new, v)) else type(v)(new)
+    if isinstance(v, dict):
+        new = {k: _adopt(c) for k, c in v.items()}
+        return v if all(new[k] is v[k] for k in v) else new
+    return as_array(v) if is_device_array(v) else v
+
+
+def adopt_device_arrays(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments with every foreign device array (CuPy, PyTorch, JAX, Numba) replaced by
+    an ``Array`` view of the same memory (the containers are rebuilt only where needed)."""
+    new_args = _adopt(args)
+    new_kwargs = _adopt(kwargs) if kwargs else kwargs
+    return new_args, new_kwargs
+
+
+def to_host(a: Any) -> Any:
+    """NumPy data for the CPU backend (a copy of a device array)."""
+    return a.numpy() if isinstance(a, Array) else a

@@ -1,0 +1,720 @@
+"""GPU drivers around the target-independent kernel body (``codegen.kernel.KernelLowering``).
+
+The expressions, addresses, accumulators and stores are the CPU's (inherited); only the
+parallel driver differs. Every kernel is a ``ptx_kernel`` entry taking one ``addrspace(1)
+noalias`` pointer per buffer, then the kernel's 64-bit parameters by value (the layout of
+``tile.layout``), then any extra 64-bit arguments; it stores the parameters in a local array
+and calls the internal body, which LLVM inlines (SROA turns the array back into registers).
+
+GPU strategies (``gpu_strategy``), all with 64-bit indices and grid-stride loops, so any grid
+size is correct:
+
+- ``map`` (geometries map and map2d): one element of the flattened space per thread;
+- ``block_row`` (geometry row, long rows): a block per row (grid-stride over rows); threads
+  stride along the row; each phase's partial results are combined by warp shuffles, then
+  across warps through shared memory, in a fixed tree: every thread of the block gets the
+  same value, which later phases and the full-space outputs read;
+- ``thread_row`` (geometry col, and row with short rows): a thread per output element, which
+  runs the CPU's phases over its row serially (column reductions: adjacent threads read
+  adjacent columns, so loads coalesce);
+- ``full``: two stages, no atomics. Stage 1: every block reduces a grid-stride share and
+  writes one partial per block; stage 2 (``<name>_combine``, one block) combines the partials
+  in a fixed tree and writes the outputs. For a given size and grid the result does not
+  depend on thread timing;
+- ``scan``: a thread per row, sequential along the scan axis;
+- matmul: ``MatmulLowering``, 64x64 output tiles staged through shared memory, 4x4 per thread,
+  with the consumer map kernel's expressions (bias, activation, ...) applied to the
+  accumulators before the store.
+
+Nothing here reads sizes except through ``Launch`` choices made by the runtime.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..codegen import scalar
+from ..codegen.kernel import (ARG_REDUCTIONS, KernelLowering, accumulator_dtype,
+                              reduction_input_dtype)
+from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
+from ..fuse.plan import Kernel
+from ..tile.geometry import Geometry
+from .mathlib import GpuMath
+
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+WARP = 32
+MAX_WARPS = 32
+THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
+
+
+def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
+    """The GPU driver for a geometry (``inner_size``: elements per row, when known)."""
+    s = geo.strategy
+    if s in ("map", "map2d"):
+        return "map"
+    if s == "col":
+        return "thread_row"
+    if s == "row":
+        return "thread_row" if inner_size is not None and inner_size <= THREAD_ROW_MAX \
+            else "block_row"
+    return s   # full, scan
+
+
+def entry_names(strategy: str, name: str) -> list[str]:
+    return [name, f"{name}_combine"] if strategy == "full" else [name]
+
+
+class _Nvvm:
+    """NVVM intrinsics on an IRBuilder: special registers, barrier, shuffles."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+
+    def _fn(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, list(args)), name)
+        return fn
+
+    def sreg(self, b: ir.IRBuilder, name: str) -> ir.Value:
+        """tid.x, ntid.x, ctaid.x, nctaid.x (and .y/.z) as i64."""
+        v = b.call(self._fn(f"llvm.nvvm.read.ptx.sreg.{name}", I32, []), [])
+        return b.zext(v, I64)
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        b.call(self._fn("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32]),
+               [ir.Constant(I32, 0)])
+
+    def shfl(self, b: ir.IRBuilder, mode: str, v: ir.Value, lane: ir.Value | int) -> ir.Value:
+        """``shfl.sync.<mode>.b32`` over the full warp (mode: down, idx, bfly)."""
+        c = 0 if mode == "up" else 31   # clamp: the whole warp is one segment
+        lane = ir.Constant(I32, lane) if isinstance(lane, int) else lane
+        fn = self._fn(f"llvm.nvvm.shfl.sync.{mode}.i32", I32, [I32, I32, I32, I32])
+        return b.call(fn, [ir.Constant(I32, -1), v, lane, ir.Constant(I32, c)])
+
+
+def _to_words(b: ir.IRBuilder, v: ir.Value) -> list[ir.Value]:
+    """A scalar as one or two i32 words (for shuffles and shared memory)."""
+    t = v.type
+    if isinstance(t, ir.HalfType):
+        return [b.zext(b.bitcast(v, ir.IntType(16)), I32)]
+    if isinstance(t, ir.FloatType):
+        return [b.bitcast(v, I32)]
+    if isinstance(t, ir.DoubleType):
+        v, t = b.bitcast(v, I64), I64
+    if t.width < 32:
+        return [b.zext(v, I32)]
+    if t.width == 32:
+        return [v]
+    return [b.trunc(v, I32), b.trunc(b.lshr(v, ir.Constant(I64, 32)), I32)]
+
+
+def _from_words(b: ir.IRBuilder, words: list[ir.Value], t: ir.Type) -> ir.Value:
+    if isinstance(t, ir.HalfType):
+        return b.bitcast(b.trunc(words[0], ir.IntType(16)), t)
+    if isinstance(t, ir.FloatType):
+        return b.bitcast(words[0], t)
+    if isinstance(t, ir.DoubleType) or t.width == 64:
+        lo, hi = b.zext(words[0], I64), b.zext(words[1], I64)
+        v = b.or_(lo, b.shl(hi, ir.Constant(I64, 32)))
+        return b.bitcast(v, t) if isinstance(t, ir.DoubleType) else v
+    return words[0] if t.width == 32 else b.trunc(words[0], t)
+
+
+class GpuLoweringMixin:
+    """Block/thread indexing and block reductions for a ``KernelLowering``."""
+
+    module: ir.Module
+    b: ir.IRBuilder
+
+    def _gpu_init(self) -> None:
+        self.nv = _Nvvm(self.module)
+        self._smem_vars: dict[str, ir.GlobalVariable] = {}
+
+    def sreg(self, name: str) -> ir.Value:
+        return self.nv.sreg(self.b, name)
+
+    def thread_ids(self) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """(tid, ntid, ctaid, nctaid) along x, as i64."""
+        return (self.sreg("tid.x"), self.sreg("ntid.x"), self.sreg("ctaid.x"),
+                self.sreg("nctaid.x"))
+
+    def global_ids(self) -> tuple[ir.Value, ir.Value]:
+        """(global thread index, total threads of the grid)."""
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        return self.b.add(self.b.mul(ctaid, ntid), tid), self.b.mul(nctaid, ntid)
+
+    @contextmanager
+    def stride_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value
+                    ) -> Iterator[ir.Value]:
+        """``for i in range(start, stop, step)``."""
+        b = self.b
+        counter = self.alloca(I64)
+        b.store(start, counter)
+        head = self.fn.append_basic_block("gs.head")
+        body = self.fn.append_basic_block("gs.body")
+        done = self.fn.append_basic_block("gs.end")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.load(counter)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.position_at_end(body)
+        yield i
+        b.store(b.add(i, step), counter)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def product(self, dims: Sequence[int]) -> ir.Value:
+        n: ir.Value = self.const(1)
+        for d in dims:
+            n = self.b.mul(n, self.extent(d))
+        return n
+
+    def set_dims(self, p: ir.Value, dims: Sequence[int]) -> None:
+        """Decompose a flattened index over ``dims`` (row-major) into loop variables."""
+        if not dims:
+            return
+        for d, v in zip(dims, self.split(p, [self.extent(d) for d in dims])):
+            self.loop_vars[d] = v
+
+    def smem(self, name: str, ty: ir.Type, n: int) -> ir.Value:
+        """Pointer to element 0 of a shared-memory array ``[n x ty]``."""
+        gv = self._smem_vars.get(name)
+        if gv is None:
+            aty = ir.ArrayType(ty, n)
+            gv = ir.GlobalVariable(self.module, aty, f"{self.name}_{name}", addrspace=3)
+            gv.linkage = "internal"
+            gv.initializer = ir.Constant(aty, ir.Undefined)
+            gv.align = 16
+            self._smem_vars[name] = gv
+        return self.b.gep(gv, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+    # -------------------------------------------------------------- reductions
+    def identity(self, red) -> tuple[ir.Value, ir.Value | None]:
+        acc, idx = self._new_acc(red)
+        return self.b.load(acc), (self.b.load(idx) if idx is not None else None)
+
+    def combine_partials(self, red, a: ir.Value, ai: ir.Value | None, x: ir.Value,
+                         xi: ir.Value | None) -> tuple[ir.Value, ir.Value | None]:
+        """Two partial results of ``red`` (in the accumulator dtype) into one. Arg-reductions
+        break ties by the lower index and take the NaN of lower index (NumPy's first)."""
+        b, op = self.b, red.op
+        in_dt = reduction_input_dtype(red)
+        if op in ARG_REDUCTIONS:
+            earlier = b.icmp_signed("<", xi, ai)
+            if in_dt.kind == "f":
+                a_nan, x_nan = b.fcmp_unordered("uno", a, a), b.fcmp_unordered("uno", x, x)
+                better = b.fcmp_ordered(">" if op == "argmax" else "<", x, a)
+                tie = b.fcmp_ordered("==", x, a)
+                both_nan = b.and_(a_nan, x_nan)
+                take = b.or_(b.and_(x_nan, b.not_(a_nan)), b.and_(both_nan, earlier))
+                ordered = b.and_(b.not_(a_nan), b.not_(x_nan))
+                take = b.or_(take, b.and_(ordered, b.or_(better, b.and_(tie, earlier))))
+            else:
+                cmp = b.icmp_signed if in_dt.kind == "i" else b.icmp_unsigned
+                better = cmp(">" if op == "argmax" else "<", x, a)
+                take = b.or_(better, b.and_(b.icmp_unsigned("==", x, a), earlier))
+            return b.select(take, x, a), b.select(take, xi, ai)
+        acc_dt = accumulator_dtype(op, in_dt)
+        return self._combine(op, a, x, acc_dt, reassociate=False), None
+
+    def warp_reduce(self, red, v: ir.Value, vi: ir.Value | None
+                    ) -> tuple[ir.Value, ir.Value | None]:
+        """Down-sweep tree over the warp: lane 0 ends with the warp's result."""
+        b = self.b
+        for off in (16, 8, 4, 2, 1):
+            ov = _from_words(b, [self.nv.shfl(b, "down", w, off) for w in _to_words(b, v)],
+                             v.type)
+            oi = None
+            if vi is not None:
+                oi = _from_words(b, [self.nv.shfl(b, "down", w, off) for w in _to_words(b, vi)],
+                                 I64)
+            v, vi = self.combine_partials(red, v, vi, ov, oi)
+        return v, vi
+
+    def broadcast_lane0(self, v: ir.Value) -> ir.Value:
+        b = self.b
+        return _from_words(b, [self.nv.shfl(b, "idx", w, 0) for w in _to_words(b, v)], v.type)
+
+    def block_reduce(self, j: int, red, v: ir.Value, vi: ir.Value | None, tid: ir.Value,
+                     ntid: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """Reduce over the block in a fixed tree; every thread returns the block's result.
+        Every thread of the block must call this (it has barriers)."""
+        b = self.b
+        lane = b.trunc(b.and_(tid, self.const(WARP - 1)), I32)
+        warp = b.lshr(tid, self.const(5))
+        nwarps = b.trunc(b.lshr(ntid, self.const(5)), I32)
+        v, vi = self.warp_reduce(red, v, vi)
+        words = _to_words(b, v)
+        bufs = [self.smem(f"red{j}_w{k}", I32, MAX_WARPS) for k in range(len(words))]
+        ibufs = []
+        iwords = _to_words(b, vi) if vi is not None else []
+        ibufs = [self.smem(f"red{j}_i{k}", I32, MAX_WARPS) for k in range(len(iwords))]
+        with b.if_then(b.icmp_unsigned("==", lane, ir.Constant(I32, 0))):
+            for buf, w in zip(bufs + ibufs, words + iwords):
+                b.store(w, b.gep(buf, [warp]))
+        self.nv.barrier(b)
+        ident, ident_i = self.identity(red)
+        present = b.icmp_unsigned("<", lane, nwarps)
+        lane64 = b.zext(lane, I64)
+        w = _from_words(b, [b.load(b.gep(buf, [lane64])) for buf in bufs], v.type)
+        w = b.select(present, w, ident)
+        wi = None
+        if vi is not None:
+            wi = _from_words(b, [b.load(b.gep(buf, [lane64])) for buf in ibufs], I64)
+            wi = b.select(present, wi, ident_i)
+        w, wi = self.warp_reduce(red, w, wi)
+        w = self.broadcast_lane0(w)
+        if wi is not None:
+            wi = self.broadcast_lane0(wi)
+        self.nv.barrier(b)   # the shared slots may be rewritten by the next reduction
+        return w, wi
+
+    # -------------------------------------------------------------- entry
+    def emit_kernel(self, name: str, body: ir.Function, ptr_types: list[ir.Type],
+                    n_params: int, n_extra: int) -> ir.Function:
+        """``ptx_kernel`` entry: pointers, parameters by value, extras; calls ``body``."""
+        fnty = ir.FunctionType(ir.VoidType(), ptr_types + [I64] * (n_params + n_extra))
+        fn = ir.Function(self.module, fnty, name=name)
+        fn.calling_convention = "ptx_kernel"
+        for a in fn.args[:len(ptr_types)]:
+            a.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arr = b.alloca(ir.ArrayType(I64, max(n_params, 1)))
+        np_ = len(ptr_types)
+        for i in range(n_params):
+            b.store(fn.args[np_ + i], b.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+        params = b.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
+        b.call(body, list(fn.args[:np_]) + [params] + list(fn.args[np_ + n_params:]))
+        b.ret_void()
+        return fn
+
+
+class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
+    """A fused kernel (map / reduce / scan) for NVPTX."""
+
+    def __init__(self, geometry: Geometry, name: str, strategy: str | None = None):
+        super().__init__(geometry, GpuMath(), name)
+        self.strategy = strategy or gpu_strategy(geometry)
+        self._gpu_init()
+
+    def lower(self) -> str:
+        dts = self.buffer_dtypes()
+        ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
+        body = self._internal_function(f"{self.name}_body", ptr_types, [])
+        self._begin_function(body, len(dts))
+        {"map": self._map, "block_row": self._block_row, "thread_row": self._thread_row,
+         "full": self._full_stage1, "scan": self._scan}[self.strategy]()
+        self._end_function()
+        self.emit_kernel(self.name, body, ptr_types, self.layout.size, 0)
+        if self.strategy == "full":
+            comb = self._internal_function(f"{self.name}_combine_body", ptr_types, [I64])
+            self._begin_function(comb, len(dts))
+            self._full_stage2(comb.args[len(dts) + 1])
+            self._end_function()
+            self.emit_kernel(f"{self.name}_combine", comb, ptr_types, self.layout.size, 1)
+        return str(self.module)
+
+    # -------------------------------------------------------------- strategies
+    def _map(self) -> None:
+        dims = tuple(range(self.geo.rank))
+        gid, gstride = self.global_ids()
+        stores = list(enumerate(self.kernel.stores))
+        with self.stride_loop(gid, self.product(dims), gstride) as p:
+            self.set_dims(p, dims)
+            self._store_roots(stores, {})
+
+    def _block_row(self) -> None:
+        k, geo = self.kernel, self.geo
+        full, rows = self._split_stores()
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        ninner = self.product(geo.inner_dims)
+        with self.stride_loop(ctaid, self.product(geo.par_dims), nctaid) as row:
+            self.set_dims(row, geo.par_dims)
+            for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+                acc, idx = self._new_acc(red)
+                with self.stride_loop(tid, ninner, ntid) as r:
+                    self.set_dims(r, geo.inner_dims)
+                    pos = self._position(red) if idx is not None else None
+                    self._accumulate(red, acc, idx, self.ev(e, {}), pos, reassociate=False)
+                v, vi = self.block_reduce(j, red, self.b.load(acc),
+                                          self.b.load(idx) if idx is not None else None,
+                                          tid, ntid)
+                self.b.store(v, acc)
+                if idx is not None:
+                    self.b.store(vi, idx)
+                self.red_values[j] = self._finalize(red, acc, idx)
+            if full:
+                with self.stride_loop(tid, ninner, ntid) as r:
+                    self.set_dims(r, geo.inner_dims)
+                    self._store_roots(full, {})
+            if rows:
+                with self.b.if_then(self.b.icmp_unsigned("==", tid, self.const(0))):
+                    self._store_roots(rows, {})
+
+    def _thread_row(self) -> None:
+        geo = self.geo
+        kept = tuple(d for d in range(geo.rank) if not geo.reduced[d])
+        full, rows = self._split_stores()
+        gid, gstride = self.global_ids()
+        with self.stride_loop(gid, self.product(kept), gstride) as p:
+            self.set_dims(p, kept)
+            self._reduce_phases()
+            if full:
+                with self.nest(geo.inner_dims):
+                    self._store_roots(full, {})
+            self._store_roots(rows, {})
+
+    def _scan(self) -> None:
+        k, geo = self.kernel, self.geo
+        red, e = k.reductions[0], k.red_exprs[0]
+        op = "add" if red.op == "cumsum" else "multiply"
+        dt = red.dtype
+        acc = self.alloca(scalar.llvm_type(dt))
+        gid, gstride = self.global_ids()
+        with self.stride_loop(gid, self.product(geo.par_dims), gstride) as p:
+            self.set_dims(p, geo.par_dims)
+            self.b.store(scalar.constant(0 if op == "add" else 1, dt), acc)
+            with self.nest(geo.inner_dims):
+                x = self.ev(e, {})
+                v = scalar.lower_op(self.b, op, [self.b.load(acc), x], [dt, dt], dt, self.math)
+                self.b.store(v, acc)
+                self.store(0, k.stores[0], v)
+
+    def _full_stage1(self) -> None:
+        k = self.kernel
+        dims = tuple(range(self.geo.rank))
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        gid = self.b.add(self.b.mul(ctaid, ntid), tid)
+        accs = [self._new_acc(r) for r in k.reductions]
+        with self.stride_loop(gid, self.product(dims), self.b.mul(nctaid, ntid)) as p:
+            self.set_dims(p, dims)
+            memo: dict = {}
+            for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
+                pos = self._position(red) if idx is not None else None
+                self._accumulate(red, acc, idx, self.ev(e, memo), pos, reassociate=False)
+        is_first = self.b.icmp_unsigned("==", tid, self.const(0))
+        for j, (red, (acc, idx), (pv, pi)) in enumerate(zip(k.reductions, accs,
+                                                             self._partial_ptrs())):
+            v, vi = self.block_reduce(j, red, self.b.load(acc),
+                                      self.b.load(idx) if idx is not None else None, tid, ntid)
+            acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+            with self.b.if_then(is_first):   # bool partials are bytes in memory
+                scalar.store_value(self.b, v, self.b.gep(pv, [ctaid]), acc_dt)
+                if vi is not None:
+                    self.b.store(vi, self.b.gep(pi, [ctaid]))
+
+    def _full_stage2(self, nslots: ir.Value) -> None:
+        k = self.kernel
+        tid, ntid, _ctaid, _n = self.thread_ids()
+        self.loop_vars = {d: self.const(0) for d in range(self.geo.rank)}
+        for j, (red, (pv, pi)) in enumerate(zip(k.reductions, self._partial_ptrs())):
+            acc, idx = self._new_acc(red)
+            acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+            with self.stride_loop(tid, nslots, ntid) as s:
+                x = scalar.load_value(self.b, self.b.gep(pv, [s]), acc_dt)
+                xi = self.b.load(self.b.gep(pi, [s])) if pi is not None else None
+                a = self.b.load(acc)
+                ai = self.b.load(idx) if idx is not None else None
+                v, vi = self.combine_partials(red, a, ai, x, xi)
+                self.b.store(v, acc)
+                if idx is not None:
+                    self.b.store(vi, idx)
+            v, vi = self.block_reduce(j, red, self.b.load(acc),
+                                      self.b.load(idx) if idx is not None else None, tid, ntid)
+            self.b.store(v, acc)
+            if idx is not None:
+                self.b.store(vi, idx)
+            self.red_values[j] = self._finalize(red, acc, idx)
+        with self.b.if_then(self.b.icmp_unsigned("==", tid, self.const(0))):
+            self._store_roots(list(enumerate(k.stores)), {})
+
+
+# ==========================================================================================
+# Matmul: shared-memory tiled, with the consumer's elementwise epilogue fused
+# ==========================================================================================
+
+BM = BN = 64        # output tile
+BK = 16             # reduction step staged in shared memory
+TM = TN = 4         # outputs per thread (16 x 16 threads)
+MATMUL_THREADS = (BM // TM) * (BN // TN)
+A_LD = BM + 1       # padded rows of the A tile against bank conflicts
+
+
+def matmul_acc_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if dtype == np.dtype(np.float16) else np.dtype(dtype)
+
+
+def mm_param_names(n_batch: int) -> list[str]:
+    names = ["M", "N", "K", "A_off", "A_sm", "A_sk", "B_off", "B_sk", "B_sn", "C_off", "C_sm",
+             "C_sn"]
+    for d in range(n_batch):
+        names += [f"b{d}_ext", f"b{d}_A", f"b{d}_B", f"b{d}_C"]
+    return names
+
+
+class MatmulLowering(GpuLoweringMixin, KernelLowering):
+    """``C = A @ B`` over 64x64 tiles; with ``epilogue`` (the geometry of the map kernel that
+    consumes C with an identity index), the map's roots are computed from the accumulators
+    and stored instead of (or besides, when ``store_c``) C.
+
+    Buffers: A, B, [C], then the epilogue's loads and stores. Parameters: the epilogue's
+    layout, then ``mm_param_names(n_batch)``."""
+
+    def __init__(self, node, name: str, epilogue: Geometry | None, store_c: bool,
+                 out_dims: tuple[int | None, int | None]):
+        if epilogue is not None:
+            super().__init__(epilogue, GpuMath(), name)
+        else:
+            self.math, self.name, self.geo, self.kernel = GpuMath(), name, None, None
+            self.module = ir.Module(name=name)
+            self.loop_vars, self.red_values = {}, {}
+        self._gpu_init()
+        self.node = node
+        self.dtype = np.dtype(node.dtype)
+        self.acc_dt = matmul_acc_dtype(self.dtype)
+        self.store_c = store_c or epilogue is None
+        self.out_dims = out_dims   # output dims holding M and N (None for a 1-D operand)
+        self.n_batch = len(node.shape) - sum(d is not None for d in out_dims)
+        self.n_epi = self.layout.size if epilogue is not None else 0
+
+    def buffer_dtypes(self) -> list[np.dtype]:
+        dts = [self.dtype, self.dtype] + ([self.dtype] if self.store_c else [])
+        if self.geo is not None:
+            dts += [a.top.dtype for a in self.kernel.body.accesses]
+            dts += [s.dest.dtype for s in self.kernel.stores]
+        return dts
+
+    def lower(self) -> str:
+        dts = self.buffer_dtypes()
+        ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
+        n_mm = len(mm_param_names(self.n_batch))
+        fn = ir.Function(self.module, ir.FunctionType(
+            ir.VoidType(), ptr_types + [I64.as_pointer()]), name=f"{self.name}_body")
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        for a in fn.args[:len(dts)]:
+            a.add_attribute("noalias")
+        self._begin_matmul(fn, len(dts), n_mm)
+        self._emit_tiles()
+        self._end_function()
+        self.emit_kernel(self.name, fn, ptr_types, self.n_epi + n_mm, 0)
+        return str(self.module)
+
+    def _begin_matmul(self, fn: ir.Function, n_ptrs: int, n_mm: int) -> None:
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
+        ab = self.alloca_builder
+        params = fn.args[n_ptrs]
+        allp = [ab.load(ab.gep(params, [ir.Constant(I64, i)])) for i in range(self.n_epi + n_mm)]
+        self.slots = allp[:self.n_epi]
+        self.mm = dict(zip(mm_param_names(self.n_batch), allp[self.n_epi:]))
+        self.a_ptr, self.b_ptr = fn.args[0], fn.args[1]
+        self.c_ptr = fn.args[2] if self.store_c else None
+        self.ptrs = fn.args[2 + int(self.store_c):n_ptrs]   # the epilogue's buffers
+
+    def _load_elem(self, ptr: ir.Value, off: ir.Value, ok: ir.Value) -> ir.Value:
+        """Operand element at ``off`` converted to the accumulator dtype, or 0 when not ok."""
+        b = self.b
+        safe = b.select(ok, off, self.const(0))
+        v = scalar.load_value(b, b.gep(ptr, [safe]), self.dtype)
+        if self.acc_dt != self.dtype:
+            v = scalar.cast(b, v, self.dtype, self.acc_dt)
+        return b.select(ok, v, scalar.constant(0, self.acc_dt))
+
+    def _fma(self, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        if self.acc_dt.kind == "f":
+            p = b.fmul(x, y)
+            p.flags.append("contract")
+            s = b.fadd(acc, p)
+            s.flags.append("contract")
+            return s
+        return b.add(acc, b.mul(x, y))
+
+    def _emit_tiles(self) -> None:
+        b, mm, c = self.b, self.mm, self.const
+        acc_ty = scalar.llvm_type(self.acc_dt)
+        tid, _ntid, ctaid, nctaid = self.thread_ids()
+        tx, ty = b.urem(tid, c(BN // TN)), b.udiv(tid, c(BN // TN))
+        M, N, K = mm["M"], mm["N"], mm["K"]
+        mt, nt = self.ceil_div(M, BM), self.ceil_div(N, BN)
+        nbatch: ir.Value = c(1)
+        for d in range(self.n_batch):
+            nbatch = b.mul(nbatch, mm[f"b{d}_ext"])
+        ntiles = b.mul(nbatch, b.mul(mt, nt))
+        a_s = self.smem("As", acc_ty, BK * A_LD)
+        b_s = self.smem("Bs", acc_ty, BK * BN)
+        accs = [[self.alloca(acc_ty) for _ in range(TN)] for _ in range(TM)]
+        with self.stride_loop(ctaid, ntiles, nctaid) as t:
+            jt = b.urem(t, nt)
+            rest = b.udiv(t, nt)
+            it = b.urem(rest, mt)
+            bt = b.udiv(rest, mt)
+            m0, n0 = b.mul(it, c(BM)), b.mul(jt, c(BN))
+            # batch offsets of A, B, C
+            offs = {"A": mm["A_off"], "B": mm["B_off"], "C": mm["C_off"]}
+            bidx: list[ir.Value] = []
+            rem = bt
+            for d in reversed(range(self.n_batch)):
+                ext = mm[f"b{d}_ext"]
+                i = b.urem(rem, ext) if d else rem
+                rem = b.udiv(rem, ext)
+                bidx.insert(0, i)
+                for x in "ABC":
+                    offs[x] = b.add(offs[x], b.mul(i, mm[f"b{d}_{x}"]))
+            for row in accs:
+                for a in row:
+                    b.store(scalar.constant(0, self.acc_dt), a)
+            with self.stride_loop(c(0), K, c(BK)) as k0:
+                for e in range(BM * BK // MATMUL_THREADS):     # A tile: BM x BK
+                    q = b.add(tid, c(e * MATMUL_THREADS))
+                    kk, mi = b.urem(q, c(BK)), b.udiv(q, c(BK))
+                    gm, gk = b.add(m0, mi), b.add(k0, kk)
+                    ok = b.and_(b.icmp_signed("<", gm, M), b.icmp_signed("<", gk, K))
+                    off = b.add(offs["A"], b.add(b.mul(gm, mm["A_sm"]), b.mul(gk, mm["A_sk"])))
+                    b.store(self._load_elem(self.a_ptr, off, ok),
+                            b.gep(a_s, [b.add(b.mul(kk, c(A_LD)), mi)]))
+                for e in range(BK * BN // MATMUL_THREADS):     # B tile: BK x BN
+                    q = b.add(tid, c(e * MATMUL_THREADS))
+                    ni, kk = b.urem(q, c(BN)), b.udiv(q, c(BN))
+                    gk, gn = b.add(k0, kk), b.add(n0, ni)
+                    ok = b.and_(b.icmp_signed("<", gk, K), b.icmp_signed("<", gn, N))
+                    off = b.add(offs["B"], b.add(b.mul(gk, mm["B_sk"]), b.mul(gn, mm["B_sn"])))
+                    b.store(self._load_elem(self.b_ptr, off, ok),
+                            b.gep(b_s, [b.add(b.mul(kk, c(BN)), ni)]))
+                self.nv.barrier(b)
+                with self.loop(c(0), c(BK)) as kk:
+                    av = [b.load(b.gep(a_s, [b.add(b.mul(kk, c(A_LD)),
+                                                   b.add(b.mul(ty, c(TM)), c(i)))]))
+                          for i in range(TM)]
+                    bv = [b.load(b.gep(b_s, [b.add(b.mul(kk, c(BN)),
+                                                   b.add(b.mul(tx, c(TN)), c(j)))]))
+                          for j in range(TN)]
+                    for i in range(TM):
+                        for j in range(TN):
+                            b.store(self._fma(b.load(accs[i][j]), av[i], bv[j]), accs[i][j])
+                self.nv.barrier(b)
+            for i in range(TM):
+                for j in range(TN):
+                    gm = b.add(m0, b.add(b.mul(ty, c(TM)), c(i)))
+                    gn = b.add(n0, b.add(b.mul(tx, c(TN)), c(j)))
+                    ok = b.and_(b.icmp_signed("<", gm, M), b.icmp_signed("<", gn, N))
+                    with b.if_then(ok):
+                        v = b.load(accs[i][j])
+                        if self.acc_dt != self.dtype:
+                            v = scalar.cast(b, v, self.acc_dt, self.dtype)
+                        self._output(v, bidx, gm, gn, offs["C"])
+
+    def _output(self, v: ir.Value, bidx: list[ir.Value], gm: ir.Value, gn: ir.Value,
+                c_off: ir.Value) -> None:
+        b, mm = self.b, self.mm
+        if self.store_c:
+            off = b.add(c_off, b.add(b.mul(gm, mm["C_sm"]), b.mul(gn, mm["C_sn"])))
+            scalar.store_value(b, v, b.gep(self.c_ptr, [off]), self.dtype)
+        if self.geo is None:
+            return
+        # Space index of this output element, then the epilogue's (merged) loop variables.
+        idx: dict[int, ir.Value] = {}
+        exts: dict[int, ir.Value] = {}
+        for d in range(self.n_batch):
+            idx[d], exts[d] = bidx[d], mm[f"b{d}_ext"]
+        m_dim, n_dim = self.out_dims
+        if m_dim is not None:
+            idx[m_dim], exts[m_dim] = gm, mm["M"]
+        if n_dim is not None:
+            idx[n_dim], exts[n_dim] = gn, mm["N"]
+        for g, dims in enumerate(self.geo.groups):
+            lin: ir.Value = self.const(0)
+            for d in dims:
+                lin = b.add(b.mul(lin, exts[d]), idx[d])
+            self.loop_vars[g] = lin
+        memo = {id(e): v for e in self._c_loads()}
+        self._store_roots(list(enumerate(self.kernel.stores)), memo)
+
+    def _c_loads(self) -> list[KLoad]:
+        """The epilogue's loads of C (identity index): they read the accumulator instead."""
+        if not hasattr(self, "_c_load_list"):
+            out, seen = [], set()
+            stack: list[KExpr] = list(self.kernel.root_exprs)
+            while stack:
+                e = stack.pop()
+                if id(e) in seen:
+                    continue
+                seen.add(id(e))
+                if isinstance(e, KLoad) and self.kernel.body.accesses[e.access].buffer is self.node:
+                    out.append(e)
+                elif isinstance(e, KOp):
+                    stack.extend(e.args)
+                elif isinstance(e, KNested):
+                    stack.append(e.expr)
+            self._c_load_list = out
+        return self._c_load_list
+
+
+def epilogue_reads_identity(kernel: Kernel, node) -> bool:
+    """Whether a map kernel reads ``node`` only elementwise at its own index (so a matmul
+    producing ``node`` can compute the kernel's roots from its accumulators)."""
+    from ..fuse.kexpr import space_index
+    if kernel.kind != "map" or kernel.space != node.shape or kernel.body.nested_extents:
+        return False
+    ident = space_index(kernel.space)
+    accs = [a for a in kernel.body.accesses if a.buffer is node]
+    return bool(accs) and all(a.chain == () and a.index == ident for a in accs)
+
+
+# ==========================================================================================
+# Gather: a strided view into a C-contiguous buffer (a reshape that cannot be a view)
+# ==========================================================================================
+
+COPY_MAX_RANK = 8
+
+
+def copy_kernel_ir(itemsize: int, name: str) -> str:
+    """``dst[i] = src[off + sum(idx_d(i) * stride_d)]`` for i < n, with ``idx`` the row-major
+    decomposition of i over ``COPY_MAX_RANK`` extents (leading ones padded with 1).
+    Arguments: dst, src, n, off, extents..., strides... (elements, i64)."""
+    module = ir.Module(name=name)
+    ty = ir.IntType(8 * itemsize)
+    ptr = ty.as_pointer(1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * (
+        2 + 2 * COPY_MAX_RANK)), name=name)
+    fn.calling_convention = "ptx_kernel"
+    dst, src, n, off = fn.args[:4]
+    dst.add_attribute("noalias")
+    src.add_attribute("noalias")
+    exts = fn.args[4:4 + COPY_MAX_RANK]
+    strides = fn.args[4 + COPY_MAX_RANK:]
+    entry, head, body, done = (fn.append_basic_block(x) for x in ("entry", "head", "body", "done"))
+    b = ir.IRBuilder(entry)
+    nv = _Nvvm(module)
+    tid, ntid, ctaid, nctaid = (nv.sreg(b, r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    start, step = b.add(b.mul(ctaid, ntid), tid), b.mul(nctaid, ntid)
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(start, entry)
+    b.cbranch(b.icmp_signed("<", i, n), body, done)
+    b.position_at_end(body)
+    rem, src_off = i, off
+    for d in reversed(range(COPY_MAX_RANK)):
+        idx = b.urem(rem, exts[d]) if d else rem
+        rem = b.udiv(rem, exts[d]) if d else rem
+        src_off = b.add(src_off, b.mul(idx, strides[d]))
+    b.store(b.load(b.gep(src, [src_off])), b.gep(dst, [i]))
+    nxt = b.add(i, step)
+    i.add_incoming(nxt, body)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    return str(module)
+
+
+__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
+           "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]

@@ -1,0 +1,298 @@
+"""The CUDA driver through ``cuda.bindings.driver``, imported and initialised lazily.
+
+Importing tracearray never touches CUDA. ``is_available()`` answers whether a GPU can be used
+(cuda-bindings importable, ``cuInit`` succeeds, at least one device) and never raises;
+``get_device()`` initialises the process-wide ``Device`` on first use (primary context of
+device 0, one non-blocking stream) or raises ``GpuUnavailableError`` saying why.
+
+Every driver call goes through ``Device.call``, which turns a failing ``CUresult`` into a
+``CudaError`` naming the call, the error and what to do about the common ones.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..trace.errors import TracearrayError
+from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
+
+INSTALL_HINT = "pip install 'tracearray[cuda]' (or: pip install cuda-python)"
+
+
+class GpuUnavailableError(TracearrayError, RuntimeError):
+    """No usable GPU: cuda-bindings missing, no driver, or no device."""
+
+
+class CudaError(TracearrayError, RuntimeError):
+    """A CUDA driver call failed."""
+
+    def __init__(self, message: str, code: Any = None, name: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.name = name
+
+
+_HINTS = {
+    "CUDA_ERROR_OUT_OF_MEMORY": "the GPU is out of memory",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the driver is older than the PTX version; "
+                                          "update the NVIDIA driver",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "too many registers or threads for this kernel",
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory out of bounds (a tracearray bug: "
+                                  "please report it with the function that triggered it); the "
+                                  "CUDA context is unusable until the process restarts",
+}
+
+
+def _import_driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        try:
+            from cuda import cuda as driver   # cuda-python < 12.6 layout
+        except ImportError:
+            raise GpuUnavailableError(
+                f"tracearray's GPU backend needs NVIDIA's cuda-python bindings, which are not "
+                f"installed; {INSTALL_HINT}") from None
+    return driver
+
+
+@dataclass
+class Function:
+    handle: Any
+    name: str
+    max_threads: int
+
+
+class Device:
+    """Device 0: primary context, one stream, modules, launches, memory copies."""
+
+    def __init__(self, ordinal: int = 0):
+        self.cu = cu = _import_driver()
+        self._lock = threading.RLock()
+        try:
+            self.call("cuInit", 0)
+        except CudaError as e:
+            raise GpuUnavailableError(f"the CUDA driver could not be initialised: {e}") from None
+        except Exception as e:   # no libcuda.so: cuda.pathfinder raises, not a CUresult
+            raise GpuUnavailableError(f"no CUDA driver on this machine ({e})") from None
+        count = self.call("cuDeviceGetCount")
+        if count <= ordinal:
+            raise GpuUnavailableError(f"no CUDA device {ordinal} (the driver sees {count})")
+        self.ordinal = ordinal
+        self.dev = self.call("cuDeviceGet", ordinal)
+        attr = cu.CUdevice_attribute
+        self.cc = (self.attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                   self.attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.sm_count = self.attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.max_threads = self.attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        name = self.call("cuDeviceGetName", 256, self.dev)
+        self.name = name.split(b"\0")[0].decode(errors="replace") if isinstance(name, bytes) \
+            else str(name)
+        self.driver_version = self.call("cuDriverGetVersion")
+        self.target: GpuTarget = target_for(*self.cc, driver_version=self.driver_version)
+        self.ctx = self.call("cuDevicePrimaryCtxRetain", self.dev)
+        self.call("cuCtxSetCurrent", self.ctx)
+        self.stream = self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self.stream_handle = int(self.stream)
+        self._modules: dict[str, dict[str, Function]] = {}
+        self.module_loads = 0   # observable: how many modules were loaded
+        from .memory import CachingAllocator
+        self.allocator = CachingAllocator(self)
+
+    def __repr__(self) -> str:
+        return f"<tracearray Device {self.ordinal}: {self.name}, sm_{self.cc[0]}{self.cc[1]}>"
+
+    # -------------------------------------------------------------- errors
+    def call(self, fname: str, *args: Any) -> Any:
+        """``cu.<fname>(*args)``; raise CudaError unless it returns CUDA_SUCCESS."""
+        cu = self.cu
+        ret = getattr(cu, fname)(*args)
+        err, out = (ret[0], ret[1:]) if isinstance(ret, tuple) else (ret, ())
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise self.error(fname, err)
+        if not out:
+            return None
+        return out[0] if len(out) == 1 else out
+
+    def error(self, fname: str, err: Any) -> CudaError:
+        cu = self.cu
+        try:
+            name = cu.cuGetErrorName(err)[1].decode()
+            text = cu.cuGetErrorString(err)[1].decode()
+        except Exception:   # noqa: BLE001 - the error itself is what matters
+            name, text = str(err), ""
+        hint = _HINTS.get(name)
+        msg = f"{fname} failed: {name} ({text})" + (f"; {hint}" if hint else "")
+        return CudaError(msg, err, name)
+
+    def attribute(self, attr: Any) -> int:
+        return int(self.call("cuDeviceGetAttribute", attr, self.dev))
+
+    def make_current(self) -> None:
+        self.call("cuCtxSetCurrent", self.ctx)
+
+    # -------------------------------------------------------------- memory
+    def mem_alloc(self, nbytes: int) -> int:
+        return int(self.call("cuMemAlloc", nbytes))
+
+    def mem_free(self, ptr: int) -> None:
+        self.call("cuMemFree", self.cu.CUdeviceptr(ptr))
+
+    def htod(self, dst: int, src_addr: int, nbytes: int) -> None:
+        """Host -> device on the stream (pageable host memory: staged before returning)."""
+        if nbytes:
+            self.call("cuMemcpyHtoDAsync", self.cu.CUdeviceptr(dst), src_addr, nbytes, self.stream)
+
+    def dtoh(self, dst_addr: int, src: int, nbytes: int) -> None:
+        """Device -> host, after everything queued on the stream; waits."""
+        if nbytes:
+            self.call("cuMemcpyDtoHAsync", dst_addr, self.cu.CUdeviceptr(src), nbytes, self.stream)
+        self.synchronize()
+
+    def dtod(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.call("cuMemcpyDtoDAsync", self.cu.CUdeviceptr(dst), self.cu.CUdeviceptr(src),
+                      nbytes, self.stream)
+
+    def synchronize(self) -> None:
+        self.call("cuStreamSynchronize", self.stream)
+
+    def wait_for_stream(self, other: int) -> None:
+        """Make our stream wait for work queued so far on a foreign stream (handle)."""
+        if other in (0, None) or other == self.stream_handle:
+            return
+        cu = self.cu
+        ev = self.call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        try:
+            self.call("cuEventRecord", ev, cu.CUstream(other))
+            self.call("cuStreamWaitEvent", self.stream, ev, 0)
+        finally:
+            self.call("cuEventDestroy", ev)
+
+    def make_stream_wait(self, other: int) -> None:
+        """Make a foreign stream wait for the work queued so far on ours."""
+        cu = self.cu
+        ev = self.call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        try:
+            self.call("cuEventRecord", ev, self.stream)
+            self.call("cuStreamWaitEvent", cu.CUstream(other), ev, 0)
+        finally:
+            self.call("cuEventDestroy", ev)
+
+    # -------------------------------------------------------------- code
+    def load(self, ptx: str, names: list[str]) -> dict[str, Function]:
+        """Load a PTX module (cached by its text): as a cubin made by nvJitLink or ptxas when
+        one of them is there, else through the driver's JIT, whose error log is reported."""
+        with self._lock:
+            mod = self._modules.get(ptx)
+            if mod is None:
+                handle = self._load_image(ptx)
+                mod = {}
+                for n in names:
+                    fn = self.call("cuModuleGetFunction", handle, n.encode())
+                    mt = self.call("cuFuncGetAttribute", self.cu.CUfunction_attribute
+                                   .CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn)
+                    mod[n] = Function(fn, n, int(mt))
+                self._modules[ptx] = mod
+                self.module_loads += 1
+            return mod
+
+    def _load_image(self, ptx: str) -> Any:
+        arch = f"sm_{self.cc[0]}{self.cc[1]}"
+        mode = os.environ.get("TRACEARRAY_GPU_LOAD", "auto")   # auto | ptx | cubin
+        if mode != "ptx":
+            cubin = nvjitlink_cubin(ptx, arch)
+            if cubin is None and ptxas_path() is not None:
+                try:
+                    cubin = ptxas(ptx, arch)[0]
+                except Exception:   # noqa: BLE001 - fall back to the driver's JIT
+                    cubin = None
+            if cubin is not None:
+                try:
+                    return self.call("cuModuleLoadData", cubin)
+                except CudaError:
+                    if mode == "cubin":
+                        raise
+        return self._load_ptx(ptx)
+
+    def _load_ptx(self, ptx: str) -> Any:
+        cu = self.cu
+        image = ptx.encode() + b"\0"
+        log_size = 1 << 14
+        log = bytearray(log_size)
+        opts = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER,
+                cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        try:
+            ret = cu.cuModuleLoadDataEx(image, len(opts), opts, [log, log_size])
+        except TypeError:   # bindings without the option-list form
+            return self.call("cuModuleLoadData", image)
+        err = ret[0]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            e = self.error("cuModuleLoadDataEx", err)
+            text = bytes(log).split(b"\0")[0].decode(errors="replace").strip()
+            raise CudaError(f"{e}\nPTX JIT log:\n{text}" if text else str(e), err, e.name)
+        return ret[1]
+
+    def launch(self, fn: Function, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
+        """Launch asynchronously on the stream; ``args_addr``: address of a ``void*[]``."""
+        self.call("cuLaunchKernel", fn.handle, grid, 1, 1, block, 1, 1, smem, self.stream,
+                  args_addr, 0)
+
+
+# ------------------------------------------------------------------------------------------
+# Process-wide device
+# ------------------------------------------------------------------------------------------
+
+_device: Device | None = None
+_device_error: Exception | None = None
+_init_lock = threading.Lock()
+
+
+def get_device() -> Device:
+    """The initialised device (first call initialises CUDA); GpuUnavailableError if none."""
+    global _device, _device_error
+    with _init_lock:
+        if _device is None and _device_error is None:
+            try:
+                _device = Device(0)
+            except GpuUnavailableError as e:
+                _device_error = e
+            except Exception as e:   # noqa: BLE001 - report any initialisation failure
+                _device_error = GpuUnavailableError(f"the GPU could not be initialised: {e}")
+        if _device is None:
+            raise _device_error   # type: ignore[misc]
+        return _device
+
+
+def is_available() -> bool:
+    """Whether a CUDA GPU can be used (never raises)."""
+    if os.environ.get("TRACEARRAY_DISABLE_GPU", "0") not in ("", "0"):
+        return False
+    try:
+        get_device()
+        return True
+    except Exception:   # noqa: BLE001
+        return False
+
+
+def current_target() -> GpuTarget:
+    """The device's target when a GPU is there, else the default (sm_90, PTX 8.0)."""
+    if _device is not None:
+        return _device.target
+    return get_device().target if is_available() else DEFAULT_TARGET
+
+
+def sm_count() -> int:
+    """Multiprocessors of the device (132, an H200's, when there is none: launch shapes of
+    kernels compiled without a GPU do not matter)."""
+    return _device.sm_count if _device is not None else 132
+
+
+def set_device_for_testing(device: Any) -> Any:
+    """Install a device object (tests: a fake without a GPU); returns the previous one."""
+    global _device, _device_error
+    prev = _device
+    _device, _device_error = device, None
+    return prev

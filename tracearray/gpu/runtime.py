@@ -1,0 +1,515 @@
+"""The GPU executable: PTX for every kernel of a plan, their arguments, and the call path.
+
+A ``GpuExecutable`` mirrors the CPU ``Executable`` (``kernels``, ``run(inputs)``). It is built
+once per argument signature (shapes, dtypes, strides, and which inputs live on the device):
+
+- it needs only llvmlite: every kernel is lowered (``codegen.py``) and turned into PTX
+  (``ptx.py``) for the device's target, or sm_90 when there is no GPU, so
+  ``lower(...).as_text("ptx")`` works anywhere;
+- every kernel's parameters (extents, element strides and offsets, scalar constants) and its
+  launch shape are computed here, from the sizes;
+- a matmul whose result is read elementwise by the next map kernel (and by no kernel before
+  that one) absorbs it as an epilogue: one kernel, the product never stored unless it is
+  also needed elsewhere.
+
+A call (``run``) initialises CUDA on first use, loads the modules, copies NumPy inputs to the
+device (device arrays are used in place), takes intermediate and output buffers from the
+caching allocator, queues every kernel on the stream and returns ``Array``s (device inputs)
+or NumPy arrays (host inputs: the only synchronisation, when results are copied back).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..fuse.index import Index
+from ..fuse.kexpr import space_index
+from ..fuse.plan import Kernel, Plan
+from ..tile import TileSpec, make_geometry
+from ..tile.geometry import Geometry
+from ..trace.graph import Node
+from ..trace.ops import OPS, constant_value
+from . import ptx as ptxmod
+from .array import Array, is_device_array
+from .codegen import (MATMUL_THREADS, GpuKernelLowering, MatmulLowering, copy_kernel_ir,
+                      entry_names, epilogue_reads_identity, gpu_strategy, COPY_MAX_RANK)
+from .driver import current_target, get_device, sm_count
+
+MAP_BLOCK = 256
+ROW_BLOCK_MAX = 256
+THREAD_BLOCK = 128
+FULL_BLOCK = 256
+FULL_WORK_PER_THREAD = 16
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(int(n), 1)
+    return tuple(reversed(out))
+
+
+def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
+                  rank: int) -> tuple[int, list[int]]:
+    """Base offset and per-loop-variable strides of ``view[index]``, in elements."""
+    base = view_offset + sum(s * a.const for s, a in zip(view_strides, index))
+    strides = [sum(s * a.coef(d) for s, a in zip(view_strides, index)) for d in range(rank)]
+    return base, strides
+
+
+def pack_scalar(node: Node) -> int:
+    raw = np.zeros(8, dtype=np.uint8)
+    value = constant_value(node)
+    raw[:node.dtype.itemsize] = np.frombuffer(value.tobytes(), dtype=np.uint8)
+    return int(raw.view(np.int64)[0])
+
+
+# ------------------------------------------------------------------------------------------
+# Views of device buffers, worked out on stand-in NumPy arrays (no data is touched)
+# ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CopyStep:
+    """Gather a strided view into a fresh C-contiguous buffer (a reshape that is not a view)."""
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]   # elements
+    offset: int
+    itemsize: int
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    copies: tuple[CopyStep, ...]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+def _stand_in(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    base = np.zeros(1, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(base, tuple(shape),
+                                           tuple(s * dtype.itemsize for s in strides))
+
+
+def _offset(view: np.ndarray, base: np.ndarray) -> int:
+    if view.size == 0:
+        return 0
+    return (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) \
+        // view.itemsize
+
+
+def plan_view(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype,
+              chain: Sequence[Node]) -> ViewPlan:
+    """The view ``chain`` of a buffer of this shape and element strides: its strides and
+    offset, and the gathers needed first where a reshape cannot be a view."""
+    dtype = np.dtype(dtype)
+    arr = base = _stand_in(shape, strides, dtype)
+    copies = []
+    for node in chain:
+        attrs = dict(node.attrs)
+        if node.op == "reshape":
+            try:
+                arr = arr.reshape(attrs["shape"], copy=False)
+            except ValueError:
+                copies.append(CopyStep(arr.shape, tuple(s // dtype.itemsize for s in arr.strides),
+                                       _offset(arr, base), dtype.itemsize))
+                arr = base = _stand_in(arr.shape, _c_strides(arr.shape), dtype)
+                arr = arr.reshape(attrs["shape"], copy=False)
+        else:
+            arr = OPS[node.op].numpy_ref(arr, **attrs)
+    return ViewPlan(tuple(copies), arr.shape, tuple(s // dtype.itemsize for s in arr.strides),
+                    _offset(arr, base))
+
+
+# ------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------
+
+@dataclass
+class Launch:
+    entry: str
+    grid: int
+    block: int
+    extra: tuple[int, ...] = ()
+
+
+@dataclass
+class GpuKernel:
+    """One compiled kernel and how to call it. Pointer sources, in order: ("buf", node,
+    copies) for buffers (copies: gathers before the launch), ("partial", i), ("null",)."""
+    name: str
+    strategy: str
+    ir: str
+    ptx: str
+    names: list[str]
+    ptr_sources: list[tuple]
+    params: np.ndarray
+    launches: list[Launch]
+    partial_dtypes: list[np.dtype] = field(default_factory=list)
+    nslots: int = 0
+    spec: Any = None
+    geometry: Any = None
+    functions: dict = field(default_factory=dict)
+    _partials: list = field(default_factory=list)
+
+
+class _MatmulGeometry:
+    """Stands in for a Geometry where a matmul has no epilogue (for logs and explain)."""
+    strategy = "matmul"
+
+
+_MATMUL_GEOMETRY = _MatmulGeometry()
+
+
+class _PtxTools:
+    """What ``Lowered.as_text`` asks of an executable's ``jit``."""
+
+    def __init__(self, target: ptxmod.GpuTarget):
+        self.target = target
+
+    def optimized_ir(self, ir_text: str) -> str:
+        return ptxmod.optimized_ir(ir_text, self.target)
+
+    def asm(self, ir_text: str) -> str:
+        return ptxmod.compile_ptx(ir_text, self.target)
+
+
+class GpuExecutable:
+    """Everything needed to run one plan on the GPU for arrays of one signature."""
+
+    def __init__(self, plan: Plan, specs: list[TileSpec], inputs: Sequence[Any],
+                 name: str = "k"):
+        self.plan, self.graph, self.specs = plan, plan.graph, specs
+        self.target = current_target()
+        self.jit = _PtxTools(self.target)
+        self.sms = sm_count()
+        self.name = name
+        self.layouts: dict[Node, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        for node, x in zip(self.graph.inputs, inputs):
+            if is_device_array(x):
+                self.layouts[node] = (tuple(x.shape), tuple(s // x.dtype.itemsize
+                                                            for s in x.strides))
+            else:
+                self.layouts[node] = (node.shape, _c_strides(node.shape))
+        for node in plan.stored:
+            self.layouts.setdefault(node, (node.shape, _c_strides(node.shape)))
+        self._absorbed, self._fused = self._matmul_epilogues()
+        self.not_stored: set[Node] = {mm for i, (j, mm, store_c) in self._fused.items()
+                                      if not store_c}
+        self.kernels: list[GpuKernel] = []   # in run order
+        for i, spec in enumerate(specs):
+            if i in self._absorbed:
+                continue   # runs with its epilogue, at the epilogue's position
+            if i in self._fused:
+                gk = self._prepare_matmul(specs[self._fused[i][0]], i)
+            elif spec.strategy == "matmul":
+                gk = self._prepare_matmul(spec, None)
+            else:
+                gk = self._prepare(spec, f"{name}{i}")
+            self.kernels.append(gk)
+        self._copy_kernels: dict[int, GpuKernel] = {}
+        self._constants: dict[Node, Array] = {}
+        self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
+                         and n not in self.not_stored]
+
+    # ----------------------------------------------------------------- matmul fusion
+    def _matmul_epilogues(self) -> tuple[set[int], dict[int, tuple[int, Node, bool]]]:
+        """Map kernels absorbed by matmuls: (absorbed indices, {epilogue index: (matmul
+        index, matmul node, whether C must still be stored)})."""
+        absorbed: set[int] = set()
+        fused: dict[int, tuple[int, Node, bool]] = {}
+        specs = self.specs
+        for i, spec in enumerate(specs):
+            if spec.strategy != "matmul":
+                continue
+            mm = spec.kernel.matmul
+            readers = []
+            for j, s in enumerate(specs):
+                if j == i:
+                    continue
+                if s.strategy == "matmul":
+                    if any(self._view_chain(a)[0] is mm for a in s.kernel.matmul.args):
+                        readers.append(j)
+                elif any(a.buffer is mm for a in s.kernel.body.accesses):
+                    readers.append(j)
+            if not readers:
+                continue
+            j = min(readers)
+            if j <= i or specs[j].strategy == "matmul" or j in fused or \
+                    not epilogue_reads_identity(specs[j].kernel, mm):
+                continue
+            store_c = len(readers) > 1 or mm in self.graph.outputs
+            absorbed.add(i)
+            fused[j] = (i, mm, store_c)
+        return absorbed, fused
+
+    # ----------------------------------------------------------------- build
+    def _access_views(self, kernel: Kernel) -> tuple[list, list]:
+        """(pointer sources, per-access (base, strides)) of a kernel's loads."""
+        rank = len(kernel.space) + len(kernel.body.nested_extents)
+        sources, loads = [], []
+        for acc in kernel.body.accesses:
+            shape, strides = self.layouts[acc.buffer]
+            vp = plan_view(shape, strides, acc.buffer.dtype, acc.chain)
+            loads.append(affine_params(vp.strides, vp.offset, acc.index, rank))
+            sources.append(("buf", acc.buffer, vp.copies))
+        return sources, loads
+
+    def _store_views(self, kernel: Kernel) -> list:
+        rank = len(kernel.space) + len(kernel.body.nested_extents)
+        out = []
+        for st in kernel.stores:
+            strides = _c_strides(st.dest.shape)
+            offset = st.offset * strides[st.axis] if st.dest is not st.node else 0
+            out.append(affine_params(strides, offset, st.index, rank))
+        return out
+
+    def _geometry(self, spec: TileSpec) -> tuple[Geometry, np.ndarray, list, list[int]]:
+        kernel = spec.kernel
+        sources, loads = self._access_views(kernel)
+        stores = self._store_views(kernel)
+        geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
+        from ..tile.layout import param_layout
+        layout = param_layout(geo)
+        params = np.zeros(max(layout.size, 1), dtype=np.int64)
+        rank = geo.rank + len(kernel.body.nested_extents)
+        extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
+        params[:rank] = extents + list(kernel.body.nested_extents)
+        for (base, strides), (base_slot, stride_slots) in zip(
+                loads + stores, layout.load_slots + layout.store_slots):
+            params[base_slot] = base
+            for g, slot in enumerate(stride_slots):
+                if slot is not None:
+                    var = geo.groups[g][-1] if g < geo.rank else len(kernel.space) + g - geo.rank
+                    params[slot] = strides[var]
+        for slot, node in zip(layout.scalar_slots, kernel.body.params):
+            params[slot] = pack_scalar(node)
+        sources += [("buf", st.dest, ()) for st in kernel.stores]
+        return geo, params[:layout.size], sources, extents
+
+    def _prepare(self, spec: TileSpec, name: str) -> GpuKernel | None:
+        geo, params, sources, ext = self._geometry(spec)
+        prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
+        inner = prod(geo.inner_dims)
+        strategy = gpu_strategy(geo, inner)
+        ir_text = GpuKernelLowering(geo, name, strategy).lower()
+        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        names = entry_names(strategy, name)
+        launches: list[Launch] = []
+        gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
+                       spec=spec, geometry=geo)
+        if strategy == "map":
+            n = prod(range(geo.rank))
+            if n:
+                launches.append(Launch(name, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK))
+        elif strategy in ("thread_row", "scan"):
+            kept = [d for d in range(geo.rank) if not geo.reduced[d]] if strategy == "thread_row" \
+                else list(geo.par_dims)
+            n = prod(kept)
+            if n:
+                launches.append(Launch(name, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
+                                       THREAD_BLOCK))
+        elif strategy == "block_row":
+            nrows = prod(geo.par_dims)
+            block = min(ROW_BLOCK_MAX, max(32, 1 << max(inner - 1, 0).bit_length()))
+            if nrows:
+                launches.append(Launch(name, min(nrows, 16 * self.sms), block))
+        elif strategy == "full":
+            from ..codegen.kernel import partial_dtypes
+            n = prod(range(geo.rank))
+            slots = max(1, min(_cdiv(n, FULL_BLOCK * FULL_WORK_PER_THREAD), 4 * self.sms))
+            gk.partial_dtypes = partial_dtypes(geo)
+            gk.nslots = slots
+            gk.ptr_sources += [("partial", i) for i in range(len(gk.partial_dtypes))]
+            launches.append(Launch(name, slots, FULL_BLOCK))
+            launches.append(Launch(f"{name}_combine", 1, FULL_BLOCK, (slots,)))
+        else:  # pragma: no cover
+            raise AssertionError(strategy)
+        return gk
+
+    def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
+        """A matmul kernel, with the map kernel ``epi_j`` as its epilogue when given."""
+        mm = spec.kernel.matmul
+        name = f"{self.name}{self.specs.index(spec) if epi_j is None else epi_j}"
+        store_c = True if epi_j is None else self._fused[epi_j][2]
+        a_node, b_node = mm.args
+        views = []
+        sources: list[tuple] = []
+        for arg in (a_node, b_node):
+            base, chain = self._view_chain(arg)
+            shape, strides = self.layouts[base]
+            vp = plan_view(shape, strides, base.dtype, chain)
+            views.append(vp)
+            sources.append(("buf", base, vp.copies))
+        (a_shape, a_str, a_off), (b_shape, b_str, b_off) = \
+            [(v.shape, v.strides, v.offset) for v in views]
+        a2, a2s = (a_shape, a_str) if len(a_shape) >= 2 else ((1,) + a_shape, (0,) + a_str)
+        b2, b2s = (b_shape, b_str) if len(b_shape) >= 2 else (b_shape + (1,), b_str + (0,))
+        m_dim = None
+        n_dim = None
+        out = mm.shape
+        nb = len(out) - (len(a_shape) >= 2) - (len(b_shape) >= 2)
+        if len(a_shape) >= 2:
+            m_dim = nb
+        if len(b_shape) >= 2:
+            n_dim = nb + (m_dim is not None)
+        c_str = _c_strides(out)
+        M, K, N = a2[-2], a2[-1], b2[-1]
+        mmp = [M, N, K, a_off, a2s[-2], a2s[-1], b_off, b2s[-2], b2s[-1], 0,
+               c_str[m_dim] if m_dim is not None else 0, c_str[n_dim] if n_dim is not None else 0]
+
+        def batch_stride(shape2, strides2, d):
+            lead = nb - (len(shape2) - 2)
+            k = d - lead
+            if k < 0 or shape2[k] == 1:
+                return 0
+            return strides2[k]
+
+        for d in range(nb):
+            mmp += [out[d], batch_stride(a2, a2s, d), batch_stride(b2, b2s, d), c_str[d]]
+        epi_geo = None
+        epi_params = np.zeros(0, dtype=np.int64)
+        if store_c:
+            sources.append(("buf", mm, ()))
+        if epi_j is not None:
+            epi_geo, epi_params, epi_sources, _ext = self._geometry(self.specs[epi_j])
+            # the epilogue's loads of C read the accumulators: no pointer needed
+            epi_sources = [("null",) if s[0] == "buf" and s[1] is mm else s for s in epi_sources]
+            sources += epi_sources
+        lowering = MatmulLowering(mm, name, epi_geo, store_c, (m_dim, n_dim))
+        ir_text = lowering.lower()
+        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        params = np.concatenate([epi_params, np.asarray(mmp, dtype=np.int64)])
+        nbatch = int(np.prod(out[:nb], dtype=np.int64))
+        ntiles = nbatch * _cdiv(M, 64) * _cdiv(N, 64)
+        launches = [Launch(name, min(ntiles, 1 << 20), MATMUL_THREADS)] if ntiles else []
+        return GpuKernel(name, "matmul", ir_text, ptx, [name], sources, params, launches,
+                         spec=spec, geometry=epi_geo or _MATMUL_GEOMETRY)
+
+    def _view_chain(self, node: Node) -> tuple[Node, tuple[Node, ...]]:
+        """(stored base, view chain bottom-up) of a matmul operand."""
+        chain = []
+        while node not in self.plan.stored:
+            chain.append(node)
+            node = node.args[0]
+        return node, tuple(reversed(chain))
+
+    # ----------------------------------------------------------------- text
+    def ptx(self) -> str:
+        return "\n".join(k.ptx for k in self.kernels)
+
+    # ----------------------------------------------------------------- run
+    def run(self, inputs: Sequence[Any]) -> list[Any]:
+        dev = get_device()
+        device_mode = any(is_device_array(x) for x in inputs)
+        ptrs: dict[Node, int] = {}
+        keep: list[Any] = []
+        for node, x in zip(self.graph.inputs, inputs):
+            if is_device_array(x):
+                arr = x if isinstance(x, Array) else None
+                if arr is None:
+                    from .array import as_array
+                    arr = as_array(x)
+                if arr._stream:
+                    dev.wait_for_stream(arr._stream)
+            else:
+                arr = Array.from_numpy(x)
+            keep.append(arr)
+            ptrs[node] = arr.ptr
+        for node in self.plan.stored:
+            if node.op == "constant":
+                if node not in self._constants:
+                    self._constants[node] = Array.from_numpy(constant_value(node))
+                ptrs[node] = self._constants[node].ptr
+        arrays: dict[Node, Array] = {}
+        for node in self.produced:
+            arrays[node] = Array.empty(node.shape, node.dtype)
+            ptrs[node] = arrays[node].ptr
+        for gk in self.kernels:
+            self._launch(dev, gk, ptrs, keep)
+        outs: list[Any] = []
+        for o in self.graph.outputs:
+            if o in arrays:
+                outs.append(arrays[o])
+            elif o in self.graph.inputs:
+                outs.append(inputs[self.graph.inputs.index(o)])
+            else:
+                value = constant_value(o)
+                outs.append(Array.from_numpy(value) if device_mode else value)
+        if not device_mode:
+            outs = [o.numpy() if isinstance(o, Array) else o for o in outs]
+        return outs
+
+    def _launch(self, dev: Any, gk: GpuKernel, ptrs: dict[Node, int], keep: list[Any]) -> None:
+        if not gk.launches:
+            return
+        if not gk.functions:
+            gk.functions = dev.load(gk.ptx, gk.names)
+        if gk.nslots and not gk._partials:
+            gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
+        pointers: list[int] = []
+        for src in gk.ptr_sources:
+            if src[0] == "buf":
+                p = ptrs[src[1]]
+                for step in src[2]:
+                    p = self._gather(dev, p, step, keep)
+                pointers.append(p)
+            elif src[0] == "partial":
+                pointers.append(gk._partials[src[1]].ptr)
+            else:
+                pointers.append(0)
+        for ln in gk.launches:
+            fn = gk.functions[ln.entry]
+            block = min(ln.block, fn.max_threads)
+            block -= block % 32
+            if gk.strategy == "matmul" and block != MATMUL_THREADS:
+                raise RuntimeError(f"kernel {ln.entry} cannot run {MATMUL_THREADS} threads per "
+                                   f"block on this GPU (limit {fn.max_threads})")
+            vals = _pack(pointers, gk.params, ln.extra)
+            addrs = vals.ctypes.data + 8 * np.arange(len(vals), dtype=np.uint64)
+            dev.launch(fn, ln.grid, max(block, 32), addrs.ctypes.data)
+            keep.append((vals, addrs))
+
+    def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
+        n = int(np.prod(step.shape, dtype=np.int64))
+        out = Array.empty(step.shape, np.dtype(f"u{step.itemsize}"))
+        keep.append(out)
+        if n == 0:
+            return out.ptr
+        gk = self._copy_kernels.get(step.itemsize)
+        if gk is None:
+            ir_text = copy_kernel_ir(step.itemsize, f"{self.name}_gather{step.itemsize}")
+            ptx = ptxmod.compile_ptx(ir_text, self.target)
+            name = f"{self.name}_gather{step.itemsize}"
+            gk = GpuKernel(name, "gather", ir_text, ptx, [name], [], np.zeros(0, np.int64), [])
+            self._copy_kernels[step.itemsize] = gk
+        if not gk.functions:
+            gk.functions = dev.load(gk.ptx, gk.names)
+        rank = len(step.shape)
+        if rank > COPY_MAX_RANK:
+            raise NotImplementedError(f"gather of a {rank}-d view (max {COPY_MAX_RANK})")
+        pad = COPY_MAX_RANK - rank
+        ext = [1] * pad + list(step.shape)
+        strd = [0] * pad + list(step.strides)
+        vals = _pack([out.ptr, src], np.asarray([n, step.offset] + ext + strd, np.int64), ())
+        addrs = vals.ctypes.data + 8 * np.arange(len(vals), dtype=np.uint64)
+        fn = gk.functions[gk.names[0]]
+        dev.launch(fn, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK, addrs.ctypes.data)
+        keep.append((vals, addrs))
+        return out.ptr
+
+
+def _pack(pointers: Sequence[int], params: np.ndarray, extra: Sequence[int]) -> np.ndarray:
+    vals = np.empty(len(pointers) + len(params) + len(extra), dtype=np.uint64)
+    vals[:len(pointers)] = np.asarray(pointers, dtype=np.uint64)
+    vals[len(pointers):len(pointers) + len(params)] = params.view(np.uint64)
+    if extra:
+        vals[len(pointers) + len(params):] = np.asarray(extra, dtype=np.uint64)
+    return vals
