@@ -630,6 +630,7 @@ _EMITTERS: dict[str, Emitter] = {
     "equal": _compare("=="),
     "not_equal": _compare("!="),
     "where": _where,
+    "cast": lambda c: cast(c.b, c.args[0], c.dt, c.out),
 }
 for _name in MATH_FUNCTIONS - {"power", "fmod"}:
     _EMITTERS[_name] = _math(_name)
@@ -653,12 +654,19 @@ def _numpy_loop(op: str, in_dtypes: tuple[np.dtype, ...]) -> tuple[np.dtype, ...
         return None
 
 
+def _has_loop(op: str, in_dtypes: tuple[np.dtype, ...], out: np.dtype) -> bool:
+    if op == "cast":  # astype exists between every pair of supported dtypes
+        return len(in_dtypes) == 1
+    return _numpy_loop(op, in_dtypes) == in_dtypes + (out,)
+
+
 def lower_op(b: ir.IRBuilder, op: str, args: list[ir.Value], in_dtypes: list[np.dtype],
              out_dtype: np.dtype, math: MathLib) -> ir.Value:
     """Emit one elementwise op on scalars already in the loop's input dtypes.
 
     ``in_dtypes``/``out_dtype`` must be exactly the loop NumPy resolves for
     them (``np.<op>.resolve_dtypes``); anything else raises TypeError.
+    ``"cast"`` (one operand, any out_dtype) is ``cast`` under the op interface.
     """
     dts = tuple(np.dtype(d) for d in in_dtypes)
     out = np.dtype(out_dtype)
@@ -667,7 +675,7 @@ def lower_op(b: ir.IRBuilder, op: str, args: list[ir.Value], in_dtypes: list[np.
         raise TypeError(f"tracearray: unknown elementwise op {desc}")
     for d in dts + (out,):
         _kind(d)
-    if _numpy_loop(op, dts) != dts + (out,):
+    if not _has_loop(op, dts, out):
         raise TypeError(f"tracearray: NumPy has no loop {desc}")
     if len(args) != len(dts):
         raise TypeError(f"tracearray: {desc} takes {len(dts)} operands, got {len(args)}")
