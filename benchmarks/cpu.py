@@ -63,7 +63,7 @@ TARGET_MAX_SLOWDOWN_VS_NUMBA = 1.2
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 REMOVED_MARK = "TRACEARRAY_BENCH_REMOVED_OPENBLAS_ENV"
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-               "NUMEXPR_MAX_THREADS", "NUMBA_NUM_THREADS")
+               "NUMEXPR_MAX_THREADS", "NUMBA_NUM_THREADS", "TRACEARRAY_NUM_THREADS")
 
 
 # ======================================================================================
@@ -84,7 +84,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                          f"${B.NUMBA_PYTHON_ENV}, else numba in this process if importable)")
     ap.add_argument("--no-numba", action="store_true", help="skip the numba baselines")
     ap.add_argument("--threads", type=int, default=None,
-                    help="thread count for OpenMP/OpenBLAS/numexpr/numba (default: theirs)")
+                    help="thread count for OpenMP/OpenBLAS/numexpr/numba/tracearray "
+                         "(default: each library's own, all cores here)")
     ap.add_argument("--keep-openblas-env", action="store_true",
                     help="do not remove OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for the benchmark")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target verdict fails")
@@ -221,9 +222,9 @@ def machine_info(args: argparse.Namespace, numba_desc: dict) -> dict:
             info[mod] = getattr(__import__(mod), "__version__", "unknown")
         except Exception as e:
             info[mod] = f"unavailable: {type(e).__name__}: {e}"
-    try:  # recorded if and when tracearray exposes its thread count
-        import tracearray
-        info["threads"]["tracearray"] = tracearray.get_num_threads()
+    try:
+        from tracearray.cpu import pool
+        info["threads"]["tracearray"] = pool.num_threads()
     except Exception:
         info["threads"]["tracearray"] = None
     if B.numexpr_available():
