@@ -7,13 +7,11 @@ of this module; keep it free of test-only imports.)
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tracearray.trace.ops import ALL_DTYPES, OPS, Domain
+from tracearray.trace.ops import ALL_DTYPES, OPS
 
 Shape = tuple[int, ...]
 
@@ -194,10 +192,6 @@ def arrays(dtype: np.dtype, shape: Shape | st.SearchStrategy[Shape],
     return hnp.arrays(dtype, shape, elements=elements(dtype, values))
 
 
-def domain_arrays(domain: Domain, dtype: np.dtype, shape: Shape) -> st.SearchStrategy[np.ndarray]:
-    return arrays(dtype, shape, domain.values)
-
-
 def special_values(dtype: np.dtype, values: str = "any") -> np.ndarray:
     """A fixed 1-d array of the interesting values of ``dtype`` inside value class ``values``:
     extremes, zeros of both signs, NaN, infinities, subnormals, small integers. Used where a
@@ -230,7 +224,7 @@ def cross_values(*columns: np.ndarray) -> list[np.ndarray]:
     return [g.ravel() for g in grids]
 
 
-def python_scalars(dtype: np.dtype | None = None) -> st.SearchStrategy:
+def python_scalars() -> st.SearchStrategy:
     """Python bool/int/float scalars (weak under NEP 50), including values out of range of
     small integer dtypes (300, -1, 2**63) and non-finite floats."""
     return st.one_of(
@@ -243,7 +237,3 @@ def python_scalars(dtype: np.dtype | None = None) -> st.SearchStrategy:
         st.floats(-1e6, 1e6, allow_nan=False),
     )
 
-
-def shape_groups(shape_list: Sequence[Shape]) -> str:
-    """A compact label for a group of shapes (for failure messages)."""
-    return " ".join("x".join(map(str, s)) or "()" for s in shape_list)

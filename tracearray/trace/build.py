@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
 from .graph import Node
-from .ops import ALL_DTYPES, OPS, infer
+from .ops import ALL_DTYPES, OPS, Kind, infer
 
 SUPPORTED_DTYPES = frozenset(ALL_DTYPES)
 PyScalar = (bool, int, float)
@@ -29,11 +29,22 @@ def check_dtype(dtype: Any, what: str) -> np.dtype:
     return dt.newbyteorder("=")
 
 
+def shape_str(shape: Sequence[int]) -> str:
+    """A shape as NumPy's error messages print it: ``(2,3)``, ``(4,)``, ``()``."""
+    inner = ",".join(str(int(s)) for s in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
 def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
     """Create (or find) the node ``op(args)`` with shape and dtype from the op table."""
     try:
         shape, dtype = infer(op, args, attrs)
     except ValueError as e:
+        if OPS[op].kind is Kind.ELEMENTWISE:
+            # NumPy's own words for a ufunc whose operands do not broadcast.
+            shapes = " ".join(shape_str(a.shape) for a in args)
+            raise TraceShapeError(with_location(
+                f"operands could not be broadcast together with shapes {shapes}")) from None
         shapes = ", ".join(str(a.shape) for a in args)
         raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
     return Node.make(op, args, attrs, shape, dtype)

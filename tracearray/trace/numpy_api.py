@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
-                    result_type, size_scalar, to_dtype, unsupported)
+                    result_type, shape_str, size_scalar, to_dtype, unsupported)
 from .errors import TraceShapeError, with_location
 from .graph import Node
 from .ops import OPS, Kind, numel
@@ -38,9 +38,13 @@ def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None) -> Node:
     if op is None:
         raise unsupported(f"ufunc np.{ufunc.__name__}")
     keys = tuple(dtype_key(x) for x in operands)
-    out_sig = (None,) * ufunc.nout if dtype is None else (check_dtype(dtype, ufunc.__name__),)
+    # dtype= is NumPy's signature=(None, ..., dtype): it selects the loop (inputs are cast to
+    # it under same_kind). Passing it as the output operand's dtype instead would keep the
+    # inputs' loop (resolve_dtypes((i8, i8, f4)) is (i8, i8, i8)).
+    sig = {} if dtype is None else {
+        "signature": (None,) * ufunc.nin + (check_dtype(dtype, ufunc.__name__),)}
     try:
-        loop = ufunc.resolve_dtypes(keys + out_sig)
+        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, **sig)
     except (TypeError, np.exceptions.DTypePromotionError) as e:
         names = ", ".join(str(k if isinstance(k, np.dtype) else k.__name__) for k in keys)
         raise TypeError(with_location(f"np.{ufunc.__name__}({names}): {e}")) from None
@@ -48,10 +52,7 @@ def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None) -> Node:
     if folded is not None:
         return folded
     args = [to_dtype(x, dt) for x, dt in zip(operands, loop[:ufunc.nin])]
-    node = make(op, args)
-    if node.dtype != loop[-1]:   # an explicit dtype= can ask for a different output cast
-        node = cast(node, loop[-1])
-    return node
+    return make(op, args)
 
 
 def _where_operand(v: Any, dt: np.dtype) -> Node:
@@ -156,7 +157,9 @@ def power(x: Any, y: Any, operator: bool = False) -> Node:
             return apply_ufunc(fast, to_dtype(x, loop[0]))
         if loop[1].kind == "i" and y < 0 and as_node(x).size > 0:
             # NumPy's integer power loop raises on a negative exponent; with a trace-time
-            # constant exponent we can say so while tracing.
+            # constant exponent we can say so while tracing (after NEP 50's OverflowError for
+            # a Python int that does not fit, which NumPy raises first).
+            to_dtype(y, loop[1])
             raise ValueError(with_location("Integers to negative integer powers are not allowed."))
     return apply_ufunc(np.power, x, y)
 
@@ -205,6 +208,9 @@ def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: A
 def arg_reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     """argmax / argmin: first index of the extreme value (the first NaN, if any)."""
     x = as_node(x)
+    if isinstance(axis, (tuple, list)):   # argmax takes one axis
+        raise TypeError(with_location(
+            f"'{type(axis).__name__}' object cannot be interpreted as an integer"))
     if axis is None or _zero_d_int_axis(x, axis):
         flat = reshape(x, (-1,))
         out = arg_reduce(kind, flat, 0, keepdims=False)
@@ -259,7 +265,18 @@ def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
 
 def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
         keepdims: bool = False) -> Node:
-    return apply_ufunc(np.sqrt, var(x, axis, dtype, ddof, keepdims))
+    v = var(x, axis, dtype, ddof, keepdims)
+    out = apply_ufunc(np.sqrt, v)
+    if out.dtype != v.dtype:
+        # An integer or bool dtype=: NumPy's _std computes um.sqrt(ret, out=ret) for an array
+        # result (same_kind casting refuses the float result) and ret.dtype.type(sqrt(ret))
+        # for a scalar one.
+        if v.ndim > 0:
+            raise TypeError(with_location(
+                f"Cannot cast ufunc 'sqrt' output from {out.dtype!r} to {v.dtype!r} with "
+                f"casting rule 'same_kind'"))
+        out = cast(out, v.dtype)
+    return out
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
@@ -323,12 +340,12 @@ def reshape(x: Any, shape: Any, order: str = "C") -> Node:
         known = numel(tuple(s for s in shape if s != -1))
         if known == 0 or x.size % known:
             raise ValueError(with_location(
-                f"cannot reshape array of size {x.size} into shape {tuple(shape)}"))
+                f"cannot reshape array of size {x.size} into shape {shape_str(shape)}"))
         shape[shape.index(-1)] = x.size // known
     shape_t = tuple(shape)
     if numel(shape_t) != x.size or any(s < 0 for s in shape_t):
         raise ValueError(with_location(
-            f"cannot reshape array of size {x.size} into shape {shape_t}"))
+            f"cannot reshape array of size {x.size} into shape {shape_str(shape_t)}"))
     if shape_t == x.shape:
         return x
     return make("reshape", [x], shape=shape_t)
@@ -343,9 +360,10 @@ def transpose(x: Any, axes: Any = None) -> Node:
             axes = axes[0]
         if len(axes) != x.ndim:
             raise ValueError(with_location("axes don't match array"))
-        perm = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes)
+        # Each axis checked like NumPy (5 % 2 must be an AxisError, not axis 1).
+        perm = tuple(normalize_axes(int(a), x.ndim, "transpose")[0] for a in axes)
         if sorted(perm) != list(range(x.ndim)):
-            raise ValueError(with_location("axes don't match array (repeated axis)"))
+            raise ValueError(with_location("repeated axis in transpose"))
     if perm == tuple(range(x.ndim)):
         return x
     return make("transpose", [x], perm=perm)
@@ -402,7 +420,8 @@ def broadcast_to(x: Any, shape: Any) -> Node:
     except ValueError:
         raise ValueError(with_location(
             f"operands could not be broadcast together with remapped shapes "
-            f"[original->remapped]: {x.shape} and requested shape {shape}")) from None
+            f"[original->remapped]: {shape_str(x.shape)}  and requested shape "
+            f"{shape_str(shape)}")) from None
     return x if shape == x.shape else make("broadcast_to", [x], shape=shape)
 
 

@@ -299,8 +299,12 @@ def _transpose_ref(x: np.ndarray, *, perm: tuple[int, ...]) -> np.ndarray:
 
 
 def _slice_ref(x: np.ndarray, *, slices: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    # stop == -1 with a negative step means "through index 0" (Python's None).
-    return x[tuple(slice(a, None if (c < 0 and b < 0) else b, c) for a, b, c in slices)]
+    # (start, stop, step) are range() bounds from slice.indices(n). With a negative step,
+    # stop == -1 means "through index 0" (Python's None), and start == -1 only occurs for an
+    # empty range (slice(-2, None, -1) of a length-1 axis): Python would read that -1 as the
+    # last element, so such an axis is sliced empty explicitly.
+    return x[tuple(slice(0, 0) if (c < 0 and a < 0) else
+                   slice(a, None if (c < 0 and b < 0) else b, c) for a, b, c in slices)]
 
 
 def _broadcast_ref(x: np.ndarray, *, shape: Shape) -> np.ndarray:

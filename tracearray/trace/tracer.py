@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import numpy_api as api
-from .build import check_dtype, unsupported
+from .build import check_dtype, shape_str, unsupported
 from .errors import ConcretizationError, UnsupportedOperationError, with_location
 from .graph import Node, type_str
 
@@ -62,13 +62,19 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
                 f"in-place update of argument {self._alias!r} (or a view of it) would modify "
                 f"the caller's array, which a compiled function cannot do; write "
                 f"`x = x {_SYMBOLS.get(ufunc, '?')} ...` (or update a copy) instead"))
+        # A 0-d value that is not an argument is, in NumPy, almost always a NumPy *scalar*
+        # (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values). Scalars are immutable:
+        # ``s += 0.5`` rebinds s to ``s + 0.5`` (promoting, broadcasting, and without
+        # ndarray.__pow__'s fast paths), with none of the array rules below. (A 0-d *array*
+        # local such as ``x0d.copy()`` would follow them; tracing cannot tell the two apart.)
+        scalar = self.node.ndim == 0
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
-            result = self.__pow__(other)
+            result = Tracer(api.power(self.node, unwrap(other), operator=not scalar))
         else:
             result = _binary(ufunc)(self, other)
-        if result is NotImplemented:
+        if result is NotImplemented or scalar:
             return result
         if not np.can_cast(result.node.dtype, self.node.dtype, casting="same_kind"):
             raise TypeError(with_location(
@@ -77,8 +83,8 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
         if result.node.shape != self.node.shape:
             # NumPy writes the result into x, so it cannot grow x by broadcasting.
             raise ValueError(with_location(
-                f"non-broadcastable output operand with shape {self.node.shape} doesn't match "
-                f"the broadcast shape {result.node.shape}"))
+                f"non-broadcastable output operand with shape {shape_str(self.node.shape)} "
+                f"doesn't match the broadcast shape {shape_str(result.node.shape)}"))
         if result.node.dtype == self.node.dtype:
             return result
         return Tracer(api.astype(result.node, self.node.dtype))
@@ -218,7 +224,11 @@ class Tracer:
         return other // self, other % self
 
     def __getitem__(self, key: Any) -> "Tracer":
-        return self._view(api.getitem(self.node, unwrap(key)))
+        node = api.getitem(self.node, unwrap(key))
+        keys = key if isinstance(key, tuple) else (key,)
+        if node.ndim == 0 and not any(k is Ellipsis for k in keys):
+            return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
+        return self._view(node)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise unsupported("item assignment (x[...] = v)",
@@ -282,7 +292,12 @@ class Tracer:
     # --- methods --------------------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> "Tracer":
-        if not copy and check_dtype(dtype, "astype") == self.node.dtype:
+        dt = check_dtype(dtype, "astype")
+        if not np.can_cast(self.node.dtype, dt, casting=casting):
+            raise TypeError(with_location(
+                f"Cannot cast array data from {self.node.dtype!r} to {dt!r} according to the "
+                f"rule {casting!r}"))
+        if not copy and dt == self.node.dtype:
             return self   # NumPy returns the array itself
         return Tracer(api.astype(self.node, dtype))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph, type_str
+from .graph import Graph, Node, type_str
 from .ops import OPS, Kind, infer
 
 
@@ -15,28 +15,61 @@ class GraphVerificationError(AssertionError):
 def verify(graph: Graph) -> None:
     for i, node in enumerate(graph.nodes()):
         where = f"node {i} ({node.op} {type_str(node)})"
-        spec = OPS.get(node.op)
-        if spec is None:
-            raise GraphVerificationError(f"{where}: unknown op")
-        if spec.arity >= 0 and len(node.args) != spec.arity:
-            raise GraphVerificationError(
-                f"{where}: expects {spec.arity} operands, has {len(node.args)}")
-        attrs = dict(node.attrs)
-        if spec.kind is Kind.REDUCE:
-            axes = attrs.get("axes")
-            if axes != tuple(sorted(set(axes))) or any(not 0 <= a < node.ndim for a in axes):
-                raise GraphVerificationError(f"{where}: bad axes {axes}")
-        if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
-            loop = spec.ufunc.resolve_dtypes(tuple(a.dtype for a in node.args) + (None,))
-            if tuple(loop[:-1]) != tuple(a.dtype for a in node.args):
-                raise GraphVerificationError(
-                    f"{where}: operands {[str(a.dtype) for a in node.args]} are not the "
-                    f"ufunc loop's input dtypes {[str(d) for d in loop[:-1]]}")
-        shape, dtype = infer(node.op, node.args, attrs)
-        if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
-            raise GraphVerificationError(
-                f"{where}: rules give {np.dtype(dtype)}{list(shape)}")
+        try:
+            _verify_node(node, where)
+        except GraphVerificationError:
+            raise
+        except Exception as e:  # a rule that cannot even run on this node: reject, don't crash
+            raise GraphVerificationError(f"{where}: {type(e).__name__}: {e}") from None
     for j, node in enumerate(graph.inputs):
         if node.op != "input" or node.attr("index") != j:
             raise GraphVerificationError(f"input {j}: {node!r} is not input #{j}")
 
+
+def _verify_node(node: Node, where: str) -> None:
+    spec = OPS.get(node.op)
+    if spec is None:
+        raise GraphVerificationError(f"{where}: unknown op")
+    if spec.arity >= 0 and len(node.args) != spec.arity:
+        raise GraphVerificationError(
+            f"{where}: expects {spec.arity} operands, has {len(node.args)}")
+    attrs = dict(node.attrs)
+    if spec.kind is Kind.REDUCE:
+        axes = attrs.get("axes")
+        if axes != tuple(sorted(set(axes))) or any(not 0 <= a < node.ndim for a in axes):
+            raise GraphVerificationError(f"{where}: bad axes {axes}")
+    if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
+        loop = spec.ufunc.resolve_dtypes(tuple(a.dtype for a in node.args) + (None,))
+        if tuple(loop[:-1]) != tuple(a.dtype for a in node.args):
+            raise GraphVerificationError(
+                f"{where}: operands {[str(a.dtype) for a in node.args]} are not the "
+                f"ufunc loop's input dtypes {[str(d) for d in loop[:-1]]}")
+    # The tracer casts operands before these ops, so lowerings never convert: check it.
+    operand_dtypes = _OPERAND_DTYPES.get(node.op)
+    if operand_dtypes is not None:
+        want = operand_dtypes(node)
+        if tuple(a.dtype for a in node.args) != want:
+            raise GraphVerificationError(
+                f"{where}: operands {[str(a.dtype) for a in node.args]}, expected "
+                f"{[str(d) for d in want]}")
+    shape, dtype = infer(node.op, node.args, attrs)
+    if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
+        raise GraphVerificationError(
+            f"{where}: rules give {np.dtype(dtype)}{list(shape)}")
+
+
+_BOOL = np.dtype(bool)
+
+# op -> the operand dtypes the tracer guarantees (from the node's own dtype).
+_OPERAND_DTYPES = {
+    "where": lambda n: (_BOOL, n.dtype, n.dtype),
+    "sum": lambda n: (n.dtype,),
+    "prod": lambda n: (n.dtype,),
+    "any": lambda n: (_BOOL,),
+    "all": lambda n: (_BOOL,),
+    "cumsum": lambda n: (n.dtype,),
+    "cumprod": lambda n: (n.dtype,),
+    "concatenate": lambda n: (n.dtype,) * len(n.args),
+    "matmul": lambda n: tuple(np.matmul.resolve_dtypes(
+        tuple(a.dtype for a in n.args) + (None,))[:2]),
+}

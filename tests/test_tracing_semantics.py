@@ -1,0 +1,680 @@
+"""Tracing pitfalls as executable tests: what tracing does with Python control flow, globals,
+loops, in-place updates and unsupported NumPy, and how its errors point at the user's line.
+
+Every error test checks three things: the exception class (a builtin subclass, so ordinary
+``except TypeError`` / ``except ValueError`` code keeps working), NumPy's own wording where
+NumPy has one, and ``<this file>:<line>`` of the offending statement (found by a marker
+comment on that line, so the tests survive edits above them).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from tracearray.trace import (ConcretizationError, Graph, Node, TraceShapeError,
+                              UnsupportedOperationError, format_graph, trace_function, verify)
+from tracearray.trace.evaluate import evaluate_graph
+from tracearray.trace.ops import OPS
+from tracearray.trace.pytree import unflatten
+from tracearray.trace.verify import GraphVerificationError
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+THIS_FILE = os.path.basename(__file__)
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+def trace(fn: Callable, *args: Any, static_argnums: tuple[int, ...] = (), **kwargs: Any) -> Graph:
+    return trace_function(fn, args, kwargs, frozenset(static_argnums), frozenset())
+
+
+def run(graph: Graph, *arrays: np.ndarray) -> Any:
+    return unflatten(graph.out_tree, evaluate_graph(graph, list(arrays)))
+
+
+def marker_line(fn: Callable, marker: str) -> int:
+    """Line number (in this file) of the line of ``fn``'s source that contains ``marker``."""
+    lines, first = inspect.getsourcelines(fn)
+    hits = [first + i for i, line in enumerate(lines) if marker in line]
+    assert len(hits) == 1, (marker, hits)
+    return hits[0]
+
+
+def assert_points_at(exc: BaseException, fn: Callable, marker: str) -> None:
+    msg = str(exc)
+    where = f"{THIS_FILE}:{marker_line(fn, marker)}"
+    assert where in msg, f"{where!r} not in error message:\n{msg}"
+
+
+def numpy_message(fn: Callable, *args: Any) -> str:
+    """NumPy's error message for the same call."""
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    return str(info.value).strip()
+
+
+# ============================================================================================
+# Concretization: Python control flow on traced values
+# ============================================================================================
+
+def _if_on_tracer(x: Any) -> Any:
+    if x.sum() > 0:  # <- if
+        return x
+    return -x
+
+
+def _while_on_tracer(x: Any) -> Any:
+    while x.max() > 1:  # <- while
+        x = x / 2
+    return x
+
+
+def _int_of_tracer(x: Any) -> Any:
+    n = int(x[0, 0])  # <- int
+    return x * n
+
+
+def _float_of_tracer(x: Any) -> Any:
+    return x * float(x.sum())  # <- float
+
+
+def _asarray_of_tracer(x: Any) -> Any:
+    return np.asarray(x)  # <- asarray
+
+
+def _array_of_tracer(x: Any) -> Any:
+    return np.array(x) + 1  # <- array
+
+
+def _item_of_tracer(x: Any) -> Any:
+    return x.sum().item()  # <- item
+
+
+def _index_with_tracer(x: Any) -> Any:
+    return list(range(5))[x.sum().astype(np.int64)]  # <- index
+
+
+def _and_of_tracers(x: Any) -> Any:
+    return (x > 0) and (x < 5)  # <- and
+
+
+CONCRETIZATIONS = [
+    (_if_on_tracer, "<- if", "bool()"),
+    (_while_on_tracer, "<- while", "bool()"),
+    (_int_of_tracer, "<- int", "int()"),
+    (_float_of_tracer, "<- float", "float()"),
+    (_asarray_of_tracer, "<- asarray", "np.asarray"),
+    (_array_of_tracer, "<- array", "np.asarray"),
+    (_item_of_tracer, "<- item", ".item()"),
+    (_index_with_tracer, "<- index", "index"),
+    (_and_of_tracers, "<- and", "bool()"),
+]
+
+
+@pytest.mark.parametrize("fn,marker,what", CONCRETIZATIONS,
+                         ids=[c[1].strip("<- ") for c in CONCRETIZATIONS])
+def test_concretization_raises_with_users_line_and_hint(fn: Callable, marker: str,
+                                                         what: str) -> None:
+    with pytest.raises(ConcretizationError) as info:
+        trace(fn, X)
+    assert isinstance(info.value, TypeError)           # a TypeError subclass, like JAX's
+    msg = str(info.value)
+    assert what in msg, msg                            # names the operation
+    assert "np.where" in msg and "static_argnums" in msg, msg   # the hint
+    assert_points_at(info.value, fn, marker)
+
+
+def test_static_python_scalars_allow_control_flow() -> None:
+    def fn(x: Any, n: int, flag: bool = True) -> Any:
+        if flag and n > 2:       # Python values: ordinary control flow
+            return x * n
+        return x
+
+    graph = trace(fn, X, 3)
+    assert len(graph.inputs) == 1                      # the int is baked in, not an input
+    np.testing.assert_array_equal(run(graph, X), X * 3)
+    assert len(trace(fn, X, 3, flag=False).outputs[0].args) == 0   # returns the input itself
+
+
+def test_static_argnums_array_becomes_constant() -> None:
+    def fn(x: Any, table: Any) -> Any:
+        return x + table
+
+    table = np.array([1.0, 2.0, 3.0], np.float32)
+    graph = trace(fn, X, table, static_argnums=(1,))
+    assert len(graph.inputs) == 1 and "constant" in {n.op for n in graph.nodes()}
+    np.testing.assert_array_equal(run(graph, X), X + table)
+
+
+def test_shape_is_static_and_usable_in_python() -> None:
+    def fn(x: Any) -> Any:
+        rows, cols = x.shape
+        if x.ndim == 2 and x.size > 4 and x.dtype == np.float32:
+            return x.reshape(cols, rows) * len(x)
+        return x
+
+    graph = trace(fn, X)
+    np.testing.assert_array_equal(run(graph, X), X.reshape(3, 2) * 2)
+
+
+# ============================================================================================
+# Constants, loops, iteration, printing
+# ============================================================================================
+
+GLOBAL_TABLE = np.array([10.0, 20.0, 30.0], np.float32)
+
+
+def _uses_global(x: Any) -> Any:
+    return x + GLOBAL_TABLE
+
+
+def test_constants_are_frozen_at_trace_time() -> None:
+    graph = trace(_uses_global, X)
+    const = next(n for n in graph.nodes() if n.op == "constant")
+    saved = GLOBAL_TABLE.copy()
+    try:
+        GLOBAL_TABLE[:] = -1.0                         # mutate after tracing
+        np.testing.assert_array_equal(run(graph, X), X + saved)
+        assert np.frombuffer(const.attr("value"), np.float32).tolist() == saved.tolist()
+        retraced = trace(_uses_global, X)              # a new trace sees the new value
+        np.testing.assert_array_equal(run(retraced, X), X - 1.0)
+        assert retraced.outputs[0] is not graph.outputs[0]
+    finally:
+        GLOBAL_TABLE[:] = saved
+
+
+def test_array_creation_without_traced_arguments_is_constant() -> None:
+    def fn(x: Any) -> Any:
+        return x + np.zeros(3), np.ones((2, 3), np.int8), np.arange(3) * 2
+
+    graph = trace(fn, X)
+    outs = run(graph, X)
+    assert [n.op for n in graph.outputs[1:]] == ["constant", "constant"]
+    np.testing.assert_array_equal(outs[2], np.arange(3) * 2)
+    assert outs[1].dtype == np.int8
+
+
+def test_python_loops_unroll() -> None:
+    def fn(x: Any) -> Any:
+        acc = x
+        for _ in range(3):
+            acc = acc + x
+        return acc
+
+    graph = trace(fn, X)
+    assert sum(n.op == "add" for n in graph.nodes()) == 3
+    np.testing.assert_array_equal(run(graph, X), X * 4)
+
+
+def test_len_and_iteration_over_first_axis() -> None:
+    def fn(x: Any) -> Any:
+        total = 0.0
+        for row in x:                                  # unrolls over the static first axis
+            total = total + row * len(x)
+        return total
+
+    graph = trace(fn, X)
+    assert sum(n.op == "slice" for n in graph.nodes()) == len(X)
+    np.testing.assert_array_equal(run(graph, X), fn(X))
+    with pytest.raises(TypeError):
+        trace(lambda x: len(x.sum()), X)               # len() of a 0-d array, as in NumPy
+    with pytest.raises(TypeError):
+        trace(lambda x: [r for r in x.sum()], X)
+
+
+def test_print_at_trace_time_shows_the_tracer(capsys: pytest.CaptureFixture) -> None:
+    def fn(x: Any) -> Any:
+        print(x)
+        return x + 1
+
+    trace(fn, X)
+    assert "f32[2,3]" in capsys.readouterr().out       # printed once, while tracing
+
+
+def test_return_structure_is_rebuilt() -> None:
+    def fn(x: Any) -> Any:
+        return {"sum": x.sum(), "rows": [x[0], x[1]], "shape": x.shape, "pair": (x, 2)}
+
+    graph = trace(fn, X)
+    out = run(graph, X)
+    assert out["shape"] == (2, 3) and out["pair"][1] == 2
+    np.testing.assert_array_equal(out["rows"][1], X[1])
+    np.testing.assert_array_equal(out["pair"][0], X)
+    assert out["sum"] == X.sum()
+
+
+def test_pytree_arguments_become_inputs_in_order() -> None:
+    def fn(params: dict, xs: list) -> Any:
+        return params["w"] * xs[0] + params["b"] - xs[1]
+
+    w, b = np.float32(2.0), np.ones(3, np.float32)
+    xs = [np.arange(3, dtype=np.float32), np.full(3, 0.5, np.float32)]
+    graph = trace(fn, {"w": w, "b": b}, xs)
+    assert len(graph.inputs) == 4
+    np.testing.assert_array_equal(run(graph, np.asarray(w), b, *xs), fn({"w": w, "b": b}, xs))
+
+
+def test_format_graph_lists_every_node() -> None:
+    graph = trace(lambda x: (x * 2.0).sum(axis=1), X)
+    text = format_graph(graph)
+    assert "input" in text and "multiply" in text and "sum" in text and "f32[2,3]" in text
+    assert text.splitlines()[-1].startswith("return ")
+    assert len(text.splitlines()) == len(graph.nodes()) + 1
+
+
+# ============================================================================================
+# Unsupported NumPy
+# ============================================================================================
+
+def _sort(x: Any) -> Any:
+    return np.sort(x, axis=1)  # <- sort
+
+
+def _logaddexp(x: Any) -> Any:
+    return np.logaddexp(x, x)  # <- logaddexp
+
+
+def _add_outer(x: Any) -> Any:
+    return np.add.outer(x, x)  # <- outer
+
+
+def _ufunc_out(x: Any) -> Any:
+    return np.exp(x, out=np.empty((2, 3), np.float32))  # <- out
+
+
+def _ufunc_where(x: Any) -> Any:
+    return np.add(x, 1, where=x > 2)  # <- where
+
+
+def _complex(x: Any) -> Any:
+    return x * 1j  # <- complex
+
+
+def _unsupported_dtype(x: Any) -> Any:
+    return x.astype(np.complex64)  # <- dtype
+
+
+def _nonzero_where(x: Any) -> Any:
+    return np.where(x > 2)  # <- one-arg where
+
+
+def _unsupported_reduce_kw(x: Any) -> Any:
+    return x.sum(initial=5.0)  # <- initial
+
+
+UNSUPPORTED = [
+    (_sort, "<- sort", "sort"),
+    (_logaddexp, "<- logaddexp", "logaddexp"),
+    (_add_outer, "<- outer", "add.outer"),
+    (_ufunc_out, "<- out", "out="),
+    (_ufunc_where, "<- where", "where="),
+    (_complex, "<- complex", "complex"),
+    (_unsupported_dtype, "<- dtype", "complex64"),
+    (_nonzero_where, "<- one-arg where", "np.where"),
+    (_unsupported_reduce_kw, "<- initial", "initial"),
+]
+
+
+@pytest.mark.parametrize("fn,marker,name", UNSUPPORTED, ids=[u[2] for u in UNSUPPORTED])
+def test_unsupported_operations_name_the_function_and_line(fn: Callable, marker: str,
+                                                           name: str) -> None:
+    with pytest.raises(TypeError) as info:             # UnsupportedOperationError / dtype error
+        trace(fn, X)
+    assert name in str(info.value), str(info.value)
+    assert "not supported" in str(info.value), str(info.value)
+    assert_points_at(info.value, fn, marker)
+
+
+def test_unsupported_error_is_a_tracearray_error() -> None:
+    with pytest.raises(UnsupportedOperationError):
+        trace(_sort, X)
+
+
+# ============================================================================================
+# Shape errors: NumPy's message plus the user's line
+# ============================================================================================
+
+def _bad_broadcast(x: Any) -> Any:
+    return x + np.ones(4, np.float32)  # <- broadcast
+
+
+def _bad_where_broadcast(x: Any) -> Any:
+    return np.where(x[0] > 1, x[:, :2], 0.0)  # <- where broadcast
+
+
+def _bad_reshape(x: Any) -> Any:
+    return x.reshape(4, 2)  # <- reshape
+
+
+def _axis_out_of_range(x: Any) -> Any:
+    return x.sum(axis=2)  # <- axis
+
+
+def _negative_axis_out_of_range(x: Any) -> Any:
+    return np.mean(x, axis=-3)  # <- negative axis
+
+
+def _bad_matmul(x: Any) -> Any:
+    return x @ np.ones(2, np.float32)  # <- matmul
+
+
+def _bad_concatenate(x: Any) -> Any:
+    return np.concatenate([x, x.T], axis=1)  # <- concatenate
+
+
+def _bad_broadcast_to(x: Any) -> Any:
+    return np.broadcast_to(x, (3, 3))  # <- broadcast_to
+
+
+def _index_out_of_range(x: Any) -> Any:
+    return x[5]  # <- index
+
+
+def _too_many_indices(x: Any) -> Any:
+    return x[0, 0, 0]  # <- too many
+
+
+def _bad_squeeze(x: Any) -> Any:
+    return np.squeeze(x, axis=0)  # <- squeeze
+
+
+def _repeated_transpose_axis(x: Any) -> Any:
+    return x.transpose(0, 0)  # <- transpose
+
+
+def _empty_max(x: Any) -> Any:
+    return x[:, :0].max(axis=1)  # <- empty max
+
+
+SHAPE_ERRORS = [
+    (_bad_broadcast, "<- broadcast", ValueError),
+    (_bad_where_broadcast, "<- where broadcast", ValueError),
+    (_bad_reshape, "<- reshape", ValueError),
+    (_axis_out_of_range, "<- axis", np.exceptions.AxisError),
+    (_negative_axis_out_of_range, "<- negative axis", np.exceptions.AxisError),
+    (_bad_matmul, "<- matmul", ValueError),
+    (_bad_concatenate, "<- concatenate", ValueError),
+    (_bad_broadcast_to, "<- broadcast_to", ValueError),
+    (_index_out_of_range, "<- index", IndexError),
+    (_too_many_indices, "<- too many", IndexError),
+    (_bad_squeeze, "<- squeeze", ValueError),
+    (_repeated_transpose_axis, "<- transpose", ValueError),
+    (_empty_max, "<- empty max", ValueError),
+]
+
+
+@pytest.mark.parametrize("fn,marker,cls", SHAPE_ERRORS,
+                         ids=[s[1].strip("<- ") for s in SHAPE_ERRORS])
+def test_shape_errors_read_like_numpy_plus_line(fn: Callable, marker: str, cls: type) -> None:
+    expected = numpy_message(fn, X)
+    with pytest.raises(cls) as info:
+        trace(fn, X)
+    assert expected in str(info.value), f"NumPy says {expected!r}; tracearray:\n{info.value}"
+    assert_points_at(info.value, fn, marker)
+
+
+def test_broadcast_error_is_a_trace_shape_error() -> None:
+    with pytest.raises(TraceShapeError):
+        trace(_bad_broadcast, X)
+
+
+def test_error_location_skips_numpy_frames() -> None:
+    def fn(x: Any) -> Any:
+        return np.linalg.norm(x, ord=1)  # <- norm
+
+    with pytest.raises(TypeError) as info:             # matrix 1-norm: unsupported
+        trace(fn, X)
+    assert_points_at(info.value, fn, "<- norm")
+    assert "_linalg.py" not in str(info.value)
+
+
+def test_weak_scalar_overflow_points_at_line() -> None:
+    def fn(x: Any) -> Any:
+        return x.astype(np.uint8) + 300  # <- overflow
+
+    with pytest.raises(OverflowError) as info:
+        trace(fn, X)
+    assert numpy_message(fn, X) in str(info.value)
+    assert_points_at(info.value, fn, "<- overflow")
+
+
+# ============================================================================================
+# Indexing, item assignment, in-place updates
+# ============================================================================================
+
+ADVANCED_KEYS = {
+    "int array": lambda x: x[np.array([0, 1])],
+    "list": lambda x: x[[0, 1]],
+    "bool mask": lambda x: x[x > 2],
+    "traced index": lambda x: x[x.argmax()],
+    "bool scalar": lambda x: x[True],
+    "mixed": lambda x: x[0, np.array([1, 2])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVANCED_KEYS))
+def test_advanced_indexing_raises_a_clear_error(name: str) -> None:
+    with pytest.raises(UnsupportedOperationError) as info:
+        trace(ADVANCED_KEYS[name], X)
+    msg = str(info.value)
+    assert "advanced" in msg and "indexing" in msg and THIS_FILE in msg, msg
+
+
+def test_invalid_index_type_is_an_index_error() -> None:
+    with pytest.raises(IndexError) as info:
+        trace(lambda x: x[1.5], X)
+    assert numpy_message(lambda x: x[1.5], X) in str(info.value)
+
+
+def _setitem(x: Any) -> Any:
+    y = x * 2
+    y[0] = 1.0  # <- setitem
+    return y
+
+
+def test_setitem_raises_a_clear_error() -> None:
+    with pytest.raises(UnsupportedOperationError) as info:
+        trace(_setitem, X)
+    assert "item assignment" in str(info.value) and "np.where" in str(info.value)
+    assert_points_at(info.value, _setitem, "<- setitem")
+
+
+def _iadd_argument(x: Any) -> Any:
+    x += 1  # <- iadd
+    return x
+
+
+def _iadd_view_of_argument(x: Any) -> Any:
+    row = x[0]
+    row *= 2  # <- view
+    return row
+
+
+def _iadd_transposed_argument(x: Any) -> Any:
+    t = x.T
+    t -= 1  # <- transposed
+    return t
+
+
+def _item_iadd_argument(x: Any) -> Any:
+    x[0] += 1  # <- item iadd
+    return x
+
+
+@pytest.mark.parametrize("fn,marker", [(_iadd_argument, "<- iadd"),
+                                       (_iadd_view_of_argument, "<- view"),
+                                       (_iadd_transposed_argument, "<- transposed"),
+                                       (_item_iadd_argument, "<- item iadd")])
+def test_inplace_update_of_an_argument_raises(fn: Callable, marker: str) -> None:
+    """NumPy would write into the caller's array (also through a view); a compiled function
+    never writes to its inputs."""
+    with pytest.raises(UnsupportedOperationError) as info:
+        trace(fn, X.copy())
+    assert "in-place" in str(info.value) and "'x'" in str(info.value)
+    assert_points_at(info.value, fn, marker)
+
+
+def test_inplace_update_of_a_local_works() -> None:
+    def fn(x: Any) -> Any:
+        y = x * 2
+        y += 1
+        y **= 2
+        z = x.copy()        # a copy is not the caller's array
+        z -= 3
+        w = np.ones_like(x, dtype=np.int32)
+        w *= 2.0 if False else 2
+        return y, z, w
+
+    graph = trace(fn, X)
+    for got, want in zip(run(graph, X), fn(X.copy())):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+
+
+def _ndarray_iadd_tracer(x: Any) -> Any:
+    buf = np.zeros((2, 3), np.float32)
+    buf += x  # <- ndarray iadd
+    return buf
+
+
+def test_updating_a_numpy_array_with_a_traced_value_raises() -> None:
+    """``buf += x`` would write a traced value into a concrete array (NumPy's out=)."""
+    with pytest.raises(UnsupportedOperationError) as info:
+        trace(_ndarray_iadd_tracer, X)
+    assert "out=" in str(info.value)
+    assert_points_at(info.value, _ndarray_iadd_tracer, "<- ndarray iadd")
+
+
+def test_inplace_on_scalar_results_rebinds_like_numpy() -> None:
+    """Reductions and integer indexing give NumPy *scalars*, which are immutable: ``s += v``
+    is ``s = s + v`` (promoting and broadcasting), even when s came from an argument."""
+    def fn(x: Any) -> Any:
+        s = x.sum()
+        s += 1.5            # int64 scalar + float -> float64
+        t = x[0]
+        t *= x              # scalar *= array -> array
+        u = x.max()
+        u **= 2
+        return s, t, u
+
+    xi = np.array([3, -4], np.int32)
+    graph = trace(fn, xi)
+    for got, want in zip(run(graph, xi), fn(xi.copy())):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype and got.shape == np.shape(want)
+
+
+def test_inplace_same_kind_casting_like_numpy() -> None:
+    def fn(x: Any) -> Any:
+        y = x.astype(np.int32)
+        y += 1.5            # float64 result into int32: NumPy's UFuncTypeError (a TypeError)
+        return y
+
+    with pytest.raises(TypeError) as info:
+        trace(fn, X)
+    assert "same_kind" in str(info.value)
+
+    def widening(x: Any) -> Any:
+        y = x.astype(np.float16)
+        y += x              # float32 result cast back into float16 (same kind): fine
+        return y
+
+    graph = trace(widening, X)
+    assert graph.outputs[0].dtype == np.float16
+    np.testing.assert_array_equal(run(graph, X), widening(X))
+
+
+def test_inplace_cannot_broadcast_the_target() -> None:
+    def fn(x: Any) -> Any:
+        y = x[0] * 1
+        y += x              # (3,) += (2, 3): NumPy's "non-broadcastable output operand"
+        return y
+
+    expected = numpy_message(fn, X)
+    with pytest.raises(ValueError) as info:
+        trace(fn, X)
+    assert expected in str(info.value)
+
+
+# ============================================================================================
+# The IR: hash-consing and the verifier
+# ============================================================================================
+
+def _model(x: Any, y: Any) -> Any:
+    return np.tanh(x @ y.T).sum(axis=0) + x.mean()
+
+
+def test_tracing_twice_gives_identical_nodes() -> None:
+    y = np.ones((4, 3), np.float32)
+    g1 = trace(_model, X, y)
+    g2 = trace(_model, X, y)
+    assert g1.outputs[0] is g2.outputs[0]
+    assert all(a is b for a, b in zip(g1.nodes(), g2.nodes()))
+    g3 = trace(_model, X, y.astype(np.float64))
+    assert g3.outputs[0] is not g1.outputs[0]          # a different signature: new nodes
+
+
+def test_same_expression_is_one_node() -> None:
+    def fn(x: Any, y: Any) -> Any:
+        return x + y, x + y, (x + y) * (x + y)
+
+    graph = trace(fn, X, X)
+    a, b, c = graph.outputs
+    assert a is b and c.args[0] is c.args[1] is a
+    assert sum(n.op == "add" for n in graph.nodes()) == 1
+
+
+def test_nodes_are_frozen() -> None:
+    node = trace(lambda x: x + 1, X).outputs[0]
+    with pytest.raises(AttributeError):
+        node.op = "subtract"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Node()                                         # construction goes through make()
+    assert hash(node) == hash(node) and node == node
+
+
+def test_every_node_has_shape_and_dtype() -> None:
+    graph = trace(_model, X, np.ones((4, 3), np.float32))
+    for node in graph.nodes():
+        assert isinstance(node.shape, tuple) and all(isinstance(s, int) for s in node.shape)
+        assert isinstance(node.dtype, np.dtype) and node.op in OPS
+
+
+def test_verifier_rejects_hand_built_bad_nodes() -> None:
+    x = Node.make("input", (), {"index": 0, "name": "x", "shape": (2, 3), "dtype": "<f4"},
+                  (2, 3), np.float32)
+    y = Node.make("input", (), {"index": 1, "name": "y", "shape": (3,), "dtype": "<f4"},
+                  (3,), np.float32)
+    good = Node.make("add", (x, y), {}, (2, 3), np.float32)
+    verify(Graph((x, y), (good,), ("leaf",)))
+
+    bad = {
+        "wrong shape": Node.make("add", (x, y), {}, (3, 2), np.float32),
+        "wrong dtype": Node.make("add", (x, y), {}, (2, 3), np.float64),
+        "unknown op": Node.make("frobnicate", (x,), {}, (2, 3), np.float32),
+        "wrong arity": Node.make("add", (x,), {}, (2, 3), np.float32),
+        "operand not the loop dtype": Node.make(
+            "add", (x, Node.make("cast", (y,), {"dtype": "<f8"}, (3,), np.float64)), {},
+            (2, 3), np.float64),
+        "bad reduce axes": Node.make("sum", (x,), {"axes": (1, 0), "dtype": "<f4"}, (1, 1),
+                                     np.float32),
+        "missing attribute": Node.make("sum", (x,), {"dtype": "<f4"}, (1, 1), np.float32),
+        "no loop for the operands": Node.make("invert", (x,), {}, (2, 3), np.float32),
+        "where condition not bool": Node.make("where", (x, x, x), {}, (2, 3), np.float32),
+        "sum operand not cast": Node.make(
+            "sum", (x,), {"axes": (0,), "dtype": "<f8"}, (1, 3), np.float64),
+        "matmul operands not cast": Node.make(
+            "matmul", (x, Node.make("cast", (x,), {"dtype": "<f2"}, (2, 3), np.float16)), {},
+            (2, 2), np.float32),
+    }
+    for what, node in bad.items():
+        with pytest.raises(GraphVerificationError):
+            verify(Graph((x, y), (node,), ("leaf",)))
+        assert what  # (named for the failure message)
+    with pytest.raises(GraphVerificationError):
+        verify(Graph((y, x), (good,), ("leaf",)))       # inputs out of order
