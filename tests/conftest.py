@@ -12,6 +12,7 @@ Hypothesis profiles
 from __future__ import annotations
 
 import os
+import tempfile
 
 from hypothesis import HealthCheck, settings
 
@@ -31,6 +32,10 @@ settings.register_profile(
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# Compiled kernels go to a disk cache (tracearray/cpu/diskcache.py); tests use a fresh one per
+# session, so they never read or fill the user's ~/.cache and always exercise compilation.
+os.environ.setdefault("TRACEARRAY_CACHE_DIR", tempfile.mkdtemp(prefix="tracearray-test-cache-"))
+
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                                  else "dev"))
 

@@ -6,11 +6,16 @@
   signature into that folder.
 - ``TRACEARRAY_NUM_THREADS=N`` sets the CPU thread count (read by ``cpu/pool.py``).
 - ``TRACEARRAY_VECTOR_MATH=0`` turns off libmvec vector math (read by ``cpu/jit.py``).
+- ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
+  ``off`` turns it off (see ``cache_dir``).
+- ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
 """
 from __future__ import annotations
 
 import os
 import sys
+
+_OFF = ("", "0", "off", "false", "no", "none")
 
 
 def debug_level() -> int:
@@ -42,3 +47,61 @@ def dump(name: str, stage: str, text: str) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)   # atomic: a reader never sees half a file
+
+
+def vector_math() -> bool:
+    """``TRACEARRAY_VECTOR_MATH``: libmvec vector variants for libm calls (default on)."""
+    raw = os.environ.get("TRACEARRAY_VECTOR_MATH", "1").strip().lower()
+    return raw not in ("0", "false", "no", "off")
+
+
+def default_cache_dir() -> str:
+    """The per-user cache folder for tracearray, following each platform's convention."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+        return os.path.join(base, "tracearray", "Cache")
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Caches/tracearray")
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                        "tracearray")
+
+
+def cache_dir() -> str | None:
+    """Folder of the disk cache of compiled kernels, or None when it is off.
+
+    ``TRACEARRAY_CACHE_DIR`` unset: the user cache folder (``$XDG_CACHE_HOME/tracearray``,
+    else ``~/.cache/tracearray``; ``~/Library/Caches/tracearray`` on macOS,
+    ``%LOCALAPPDATA%\\tracearray\\Cache`` on Windows). Set to a path: that folder (``~`` is
+    expanded; created on first write). Set to ``""``, ``0``, ``off`` (or ``false``, ``no``,
+    ``none``; any case): no disk cache at all - nothing is read or written, kernels are still
+    cached in memory. An empty value means "off" rather than "default" so that
+    ``TRACEARRAY_CACHE_DIR= python ...`` is a one-word way to run without the disk cache.
+    Each backend keeps its own subfolder (``cpu/`` for host objects).
+    """
+    raw = os.environ.get("TRACEARRAY_CACHE_DIR")
+    if raw is None:
+        return default_cache_dir()
+    raw = raw.strip()
+    if raw.lower() in _OFF:
+        return None
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+def cache_max_bytes() -> int | None:
+    """``TRACEARRAY_CACHE_MAX_MB``: size bound of each backend's disk cache, None for no bound.
+
+    Default 256 MB (a CPU kernel object is 2-50 KB). Beyond the bound the least recently used
+    entries are deleted after a write. ``unlimited`` (or ``none``, ``inf``) removes the bound;
+    to turn the cache off use ``TRACEARRAY_CACHE_DIR=off``.
+    """
+    raw = os.environ.get("TRACEARRAY_CACHE_MAX_MB", "256").strip().lower()
+    if raw in ("unlimited", "none", "inf"):
+        return None
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not mb > 0:
+        raise ValueError(f"TRACEARRAY_CACHE_MAX_MB must be a positive number of megabytes or "
+                         f"'unlimited', got {raw!r} (TRACEARRAY_CACHE_DIR=off turns the cache off)")
+    return int(mb * 1024 * 1024)

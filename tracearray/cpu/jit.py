@@ -15,8 +15,25 @@ through the same pipeline, shared by ``compile``, ``asm`` and
    off);
 4. MCJIT, one engine per module, kept alive for the life of the process.
 
-Compiled modules are cached in memory keyed by sha256 of the text, the host
-CPU, its features and the llvmlite version.  All LLVM work happens under one
+Caches (ARCHITECTURE.md decision 7)
+-----------------------------------
+``compile`` looks a module up by ``object_key``: sha256 over every input that
+changes the machine code - the module text after step 1, host triple, data
+layout, CPU name and features, vector-math variants, ``CODEGEN_OPTIONS``, the
+llvmlite, LLVM and tracearray versions, and a digest of this file (editable
+installs keep one version while the pipeline below changes).  Then:
+
+- in memory: the engine built for that key earlier in this process;
+- on disk (``tracearray.cpu.diskcache``, folder ``config.cache_dir()/cpu``):
+  the relocatable object MCJIT produced for that key in an earlier process.
+  It is loaded into an engine built on an empty module (``add_object_file``),
+  so neither parsing, optimisation nor code generation runs again; external
+  symbols (libm, libmvec) resolve at load time as for a fresh compile;
+- otherwise steps 2-4, with MCJIT's object-cache hook capturing the object it
+  emits, which is then written to disk.
+
+``CpuJit.stats`` counts memory hits, disk hits and compiles.  Disk failures
+never fail a compile (see ``diskcache``).  All LLVM work happens under one
 lock, so every method may be called from any thread.
 """
 
@@ -27,9 +44,13 @@ import os
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
 
+from .. import config
 from . import mathlib
+from .diskcache import ObjectCache
 
 if TYPE_CHECKING:  # pragma: no cover
     import llvmlite.binding as llvm_binding
@@ -91,18 +112,91 @@ class _Engine:
             self.engine.close()
 
 
-def _env_vector_math() -> bool:
-    return os.environ.get("TRACEARRAY_VECTOR_MATH", "1").strip().lower() not in ("0", "false", "no", "off")
+# Every option given to LLVM below; part of the cache key, so the key cannot miss one.
+CODEGEN_OPTIONS: Mapping[str, object] = {
+    "opt": 3,                       # target machine (instruction selection, scheduling)
+    "reloc": "default",
+    "codemodel": "jitdefault",
+    "speed_level": 3,               # new pass manager pipeline: O3
+    "loop_vectorization": True,
+    "slp_vectorization": True,      # the tuning-option default leaves SLP off
+}
+
+# The inputs of ``object_key``, in hashing order.
+KEY_COMPONENTS = ("module", "triple", "data_layout", "cpu", "features", "vector_variants",
+                  "codegen_options", "llvmlite", "llvm", "tracearray", "pipeline")
+
+
+def object_key(components: Mapping[str, str]) -> str:
+    """sha256 (hex) over exactly the ``KEY_COMPONENTS``, each a string.
+
+    Each value is length-prefixed, so no two different component tuples hash the same text.
+    """
+    if set(components) != set(KEY_COMPONENTS):
+        missing = sorted(set(KEY_COMPONENTS) - set(components))
+        extra = sorted(set(components) - set(KEY_COMPONENTS))
+        raise ValueError(f"object_key: missing {missing}, unexpected {extra}")
+    h = hashlib.sha256()
+    for name in KEY_COMPONENTS:
+        value = components[name]
+        if not isinstance(value, str):
+            raise TypeError(f"object_key: {name} must be a str, got {type(value).__name__}")
+        data = value.encode()
+        h.update(f"{name}:{len(data)}:".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def _pipeline_digest() -> str:
+    """sha256 of this file: the optimisation pipeline is code, and a dev install keeps its version."""
+    try:
+        with open(__file__, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:  # pragma: no cover - e.g. run from a zip without sources
+        return "unavailable"
+
+
+def _tracearray_version() -> str:
+    version = getattr(sys.modules.get("tracearray"), "__version__", None)
+    if version:
+        return str(version)
+    from importlib import metadata
+    try:  # pragma: no cover - tracearray/__init__ defines __version__
+        return metadata.version("tracearray")
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+@dataclass
+class JitStats:
+    """What ``CpuJit.compile`` did with each module it was given."""
+
+    memory_hits: int = 0     # engine already built in this process
+    disk_hits: int = 0       # object loaded from the disk cache (no LLVM optimisation or codegen)
+    compiles: int = 0        # parsed, optimised and compiled
+    disk_writes: int = 0     # objects written to the disk cache
+    disk_discarded: int = 0  # corrupt or mismatched disk entries deleted (then recompiled)
+
+    @property
+    def built(self) -> int:
+        """Engines built in this process: disk hits plus compiles."""
+        return self.disk_hits + self.compiles
+
+
+_FROM_ENV = object()   # CpuJit(cache_dir=...) default: config.cache_dir() at each memory miss
 
 
 class CpuJit:
     """Optimising JIT for the host CPU.
 
     ``vector_math`` enables libmvec vector variants (default: on unless
-    ``TRACEARRAY_VECTOR_MATH=0``).
+    ``TRACEARRAY_VECTOR_MATH=0``).  ``cache_dir`` is the disk cache's root folder (objects
+    go to its ``cpu/`` subfolder), ``None`` for no disk cache; by default
+    ``config.cache_dir()`` is read at each memory miss, so ``TRACEARRAY_CACHE_DIR`` set
+    after start-up applies to kernels compiled afterwards.
     """
 
-    def __init__(self, vector_math: bool | None = None) -> None:
+    def __init__(self, vector_math: bool | None = None, cache_dir: str | None | object = _FROM_ENV) -> None:
         llvm = _llvm()
         import llvmlite
         self.triple: str = llvm.get_process_triple()
@@ -111,15 +205,36 @@ class CpuJit:
         self._target = llvm.Target.from_triple(self.triple)
         self._tm = self._target_machine()
         self.data_layout: str = str(self._tm.target_data)
-        use_vector = _env_vector_math() if vector_math is None else vector_math
+        use_vector = config.vector_math() if vector_math is None else vector_math
         self.vector_variants = mathlib.host_vector_variants(self.features, self.triple) if use_vector else {}
         self._context = llvm.create_context()
         self._lock = threading.RLock()
         self._engines: dict[str, _Engine] = {}
-        # Modules compiled to machine code so far (cache misses of ``compile``): tests assert
-        # that calling with new sizes compiles nothing new.
-        self.modules_compiled = 0
-        self._key_salt = f"\0{self.cpu_name}\0{self.features}\0{llvmlite.__version__}\0{sorted(self.vector_variants.items())}"
+        self._cache_dir = cache_dir
+        self._disk_caches: dict[str, ObjectCache] = {}
+        self.stats = JitStats()
+        # Everything in the key but the module text; fixed for the life of the JIT.
+        self._key_base: dict[str, str] = {
+            "triple": self.triple,
+            "data_layout": self.data_layout,
+            "cpu": self.cpu_name,
+            "features": self.features,
+            "vector_variants": repr(sorted(self.vector_variants.items())),
+            "codegen_options": repr(sorted(CODEGEN_OPTIONS.items())),
+            "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+            "tracearray": _tracearray_version(),
+            "pipeline": _pipeline_digest(),
+        }
+
+    @property
+    def modules_compiled(self) -> int:
+        """Engines built in this process (memory misses: compiles plus disk hits).
+
+        Tests assert that calling with new sizes builds nothing new; a disk hit still counts,
+        so those assertions keep their meaning whatever the disk cache holds.
+        """
+        return self.stats.built
 
     @property
     def has_vector_math(self) -> bool:
@@ -128,15 +243,24 @@ class CpuJit:
     def _target_machine(self):
         # A fresh one per engine: MCJIT takes ownership of its target machine.
         return self._target.create_target_machine(
-            cpu=self.cpu_name, features=self.features, opt=3, jit=True, codemodel="jitdefault")
+            cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
+            reloc=CODEGEN_OPTIONS["reloc"], codemodel=CODEGEN_OPTIONS["codemodel"], jit=True)
+
+    def key_components(self, module_text: str) -> dict[str, str]:
+        """The ``object_key`` inputs for a module (its text after the vector-ABI rewrite)."""
+        return {"module": mathlib.apply_vector_abi(module_text, self.vector_variants), **self._key_base}
 
     def cache_key(self, module_text: str) -> str:
-        return hashlib.sha256((module_text + self._key_salt).encode()).hexdigest()
+        """Key of the module in the memory and disk caches."""
+        return object_key(self.key_components(module_text))
 
     def _optimized_module(self, module_text: str):
         """Steps 1-3 of the pipeline; the caller holds the lock."""
+        return self._parse_and_optimize(mathlib.apply_vector_abi(module_text, self.vector_variants))
+
+    def _parse_and_optimize(self, text: str):
+        """Steps 2-3 on text already through step 1."""
         llvm = _llvm()
-        text = mathlib.apply_vector_abi(module_text, self.vector_variants)
         try:
             mod = llvm.parse_assembly(text, context=self._context)
         except RuntimeError as e:
@@ -147,32 +271,106 @@ class CpuJit:
             mod.verify()
         except RuntimeError as e:
             raise JitError(f"LLVM rejected the module: {e}\n{_excerpt(text, str(e))}") from None
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
+        pto = llvm.create_pipeline_tuning_options(speed_level=CODEGEN_OPTIONS["speed_level"])
+        pto.loop_vectorization = CODEGEN_OPTIONS["loop_vectorization"]
+        pto.slp_vectorization = CODEGEN_OPTIONS["slp_vectorization"]
         pb = llvm.create_pass_builder(self._tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return mod
 
     def compile(self, module_text: str, names: list[str]) -> dict[str, int]:
-        """JIT the module (or reuse the cached one); addresses of ``names``."""
-        key = self.cache_key(module_text)
+        """JIT the module (or reuse a cached one); addresses of ``names``."""
         with self._lock:
+            components = self.key_components(module_text)
+            key = object_key(components)
             engine = self._engines.get(key)
-            if engine is None:
-                llvm = _llvm()
-                mod = self._optimized_module(module_text)
-                engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), self._context)
-                engine.engine.finalize_object()
+            if engine is not None:
+                self.stats.memory_hits += 1
+            else:
+                cache = self._disk_cache()
+                engine = self._load(cache, key, names) if cache is not None else None
+                if engine is None:
+                    engine = self._compile(components["module"], key, cache)
                 self._engines[key] = engine
-                self.modules_compiled += 1
-            addresses = {}
-            for name in names:
-                addr = engine.engine.get_function_address(name)
-                if not addr:
-                    raise JitError(f"function {name!r} is not defined by the compiled module")
-                addresses[name] = addr
+            addresses = self._addresses(engine, names)
+            if addresses is None:
+                missing = [n for n in names if not engine.engine.get_function_address(n)]
+                raise JitError(f"function {missing[0]!r} is not defined by the compiled module")
             return addresses
+
+    @staticmethod
+    def _addresses(engine: _Engine, names: list[str]) -> dict[str, int] | None:
+        addresses = {}
+        for name in names:
+            addr = engine.engine.get_function_address(name)
+            if not addr:
+                return None
+            addresses[name] = addr
+        return addresses
+
+    def _disk_cache(self) -> ObjectCache | None:
+        root = config.cache_dir() if self._cache_dir is _FROM_ENV else self._cache_dir
+        if not root:
+            return None
+        folder = os.path.join(str(root), "cpu")
+        cache = self._disk_caches.get(folder)
+        if cache is None:
+            cache = self._disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes())
+        return cache
+
+    def _load(self, cache: ObjectCache, key: str, names: list[str]) -> _Engine | None:
+        """An engine running the object cached on disk for ``key``, or None."""
+        discarded = cache.counts.discarded
+        payload = cache.load(key)
+        if payload is None:
+            if cache.counts.discarded != discarded:     # corrupt: deleted by the cache
+                self._note_discard(key, cache.last_error)
+            return None
+        llvm = _llvm()
+        start = time.perf_counter()
+        try:
+            empty = llvm.parse_assembly("", context=self._context)
+            empty.triple = self.triple
+            empty.data_layout = self.data_layout
+            engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()), self._context)
+            engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+            engine.engine.finalize_object()
+        except RuntimeError as e:   # LLVM refused the object (cannot happen for our own writes)
+            cache.discard(key, f"LLVM could not load the cached object: {e}")
+            self._note_discard(key, cache.last_error)
+            return None
+        if self._addresses(engine, names) is None:   # a key collision or a foreign file
+            cache.discard(key, f"cached object lacks one of {names}")
+            self._note_discard(key, cache.last_error)
+            return None
+        self.stats.disk_hits += 1
+        config.log(1, f"cpu jit: loaded {key[:12]} from {cache.folder} "
+                      f"({len(payload)} bytes, {1e3 * (time.perf_counter() - start):.1f} ms)")
+        return engine
+
+    def _note_discard(self, key: str, reason: str | None) -> None:
+        """A bad disk entry was deleted; the caller recompiles."""
+        self.stats.disk_discarded += 1
+        config.log(1, f"cpu jit: discarded disk entry {key[:12]}: {reason}; recompiling")
+
+    def _compile(self, text: str, key: str, cache: ObjectCache | None) -> _Engine:
+        """Steps 2-4 on rewritten text; the object goes to ``cache`` when there is one."""
+        llvm = _llvm()
+        start = time.perf_counter()
+        mod = self._parse_and_optimize(text)
+        engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), self._context)
+        objects: list[bytes] = []
+        if cache is not None:
+            # MCJIT hands every object it emits to this hook before linking it in memory.
+            engine.engine.set_object_cache(lambda _module, buf: objects.append(bytes(buf)))
+        engine.engine.finalize_object()
+        self.stats.compiles += 1
+        written = len(objects) == 1 and cache is not None and cache.store(key, objects[0])
+        objects.clear()     # the hook's closure lives as long as the engine
+        self.stats.disk_writes += written
+        config.log(1, f"cpu jit: compiled {key[:12]} in {1e3 * (time.perf_counter() - start):.1f} ms"
+                      + (f", wrote {cache.folder}" if written else ""))
+        return engine
 
     def asm(self, module_text: str) -> str:
         """Host assembly of the optimised module."""
