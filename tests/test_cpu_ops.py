@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import strategies as S
 import tracearray
-from numpy_compare import assert_matches, assert_tree_matches
+from numpy_compare import LAYOUTS, assert_matches, assert_tree_matches, relayout
 from tracearray.codegen import scalar
 from tracearray.trace.ops import ALL_DTYPES, FLOAT_DTYPES, OPS, Kind
 
@@ -73,27 +73,6 @@ def run_both(f: Any, fn: Callable, *args: Any) -> tuple[Any, Any]:
         warnings.simplefilter("ignore")
         got = f(*args)
     return got, want
-
-
-LAYOUTS = ("C", "F", "reversed", "strided", "permuted")
-
-
-def relayout(a: np.ndarray, layout: str, seed: int = 0) -> np.ndarray:
-    """The same values in another memory layout (a view with other strides)."""
-    a = np.asarray(a)
-    if a.ndim == 0 or layout == "C":
-        return np.ascontiguousarray(a)
-    if layout == "F":
-        return np.asfortranarray(a)
-    if layout == "reversed":   # negative strides on every axis
-        return np.flip(np.flip(a).copy())
-    if layout == "strided":    # every other element of a larger buffer, at an offset
-        big = np.zeros(tuple(2 * s + 1 for s in a.shape), dtype=a.dtype)
-        view = big[tuple(slice(1, None, 2) for _ in a.shape)]
-        view[...] = a
-        return view
-    perm = np.random.default_rng(seed).permutation(a.ndim)   # "permuted": transposed storage
-    return np.ascontiguousarray(a.transpose(perm)).transpose(np.argsort(perm))
 
 
 def layouts() -> st.SearchStrategy[str]:
@@ -145,9 +124,16 @@ def random_values(dtype: np.dtype, shape: tuple[int, ...], values: str, seed: in
             lo, hi = max(lo, -4.0), min(hi, 4.0)
         out = _moderate(dtype, rng, n, lo, hi)
         if values == "any" and not moderate:   # a spread of magnitudes, not just [-8, 8]
-            out = (out * np.exp2(rng.integers(-20, 20, n))).astype(dtype)
+            with np.errstate(over="ignore"):   # float16 overflows to inf: a special value
+                out = (out * np.exp2(rng.integers(-20, 20, n))).astype(dtype)
     if specials and n:
         sp = S.special_values(dtype, values)
+        if moderate and dtype.kind == "f":
+            # NaN, +-inf and +-0 only: extremes and subnormals make a sum or product overflow
+            # or underflow in some orders and not others (divergences float-sum- and
+            # float-prod-reassociation: "not compared").
+            with np.errstate(invalid="ignore"):
+                sp = sp[~np.isfinite(sp) | (sp == 0) | ((np.abs(sp) >= 1e-3) & (np.abs(sp) <= 8))]
         pos = rng.integers(0, n, specials)
         out[pos] = sp[rng.integers(0, len(sp), specials)]
     return out.reshape(shape)
@@ -249,18 +235,34 @@ def check_elementwise(name: str, args: list[np.ndarray]) -> None:
     assert_matches(got, want, family(name, np.asarray(want).dtype), inputs=args)
 
 
+def _batched_program(name: str, n_dtypes: int) -> Callable:
+    """``uf`` applied to each of ``n_dtypes`` groups of operands: one multi-output kernel."""
+    uf, k = getattr(np, name), OPS[name].arity
+    return lambda *xs: tuple(uf(*xs[k * i:k * i + k]) for i in range(n_dtypes))
+
+
 @pytest.mark.parametrize("name", UFUNC_OPS)
 def test_ufunc_special_values(name: str) -> None:
-    """Every dtype of the op's domain, every combination of its special values (a 1-d array
-    of 9..324 elements: vector bodies and scalar tails), contiguous and reversed."""
+    """Every dtype of the op's domain, every combination of its special values (1-d arrays
+    of equal length, 9..324 distinct combinations tiled to a common length: vector bodies and
+    scalar tails), contiguous and reversed. All dtypes run in one program (one multi-output
+    kernel); each output is compared with NumPy's."""
     spec = OPS[name]
+    groups = []
     for dt in spec.domain.dtypes:
         vals = S.special_values(dt, spec.domain.values)
         cols = S.cross_values(*([vals] * spec.arity))
         keep = avoid_divergences(name, cols)
-        cols = [c[keep] for c in cols]
-        check_elementwise(name, cols)
-        check_elementwise(name, [relayout(c, "reversed") for c in cols])
+        groups.append([c[keep] for c in cols])
+    length = max(len(g[0]) for g in groups) + 3
+    groups = [[np.resize(c, length) for c in g] for g in groups]
+    f = compiled(("ufuncs", name), lambda: _batched_program(name, len(groups)))
+    uf = getattr(np, name)
+    for layout in ("C", "reversed"):
+        args = [relayout(c, layout) for g in groups for c in g]
+        got, want = run_both(f, _batched_program(name, len(groups)), *args)
+        for g, w, cols in zip(got, want, groups):
+            assert_matches(g, w, family(name, w.dtype), inputs=(uf, cols))
 
 
 @pytest.mark.parametrize("name", UFUNC_OPS)
@@ -277,15 +279,8 @@ def test_ufunc_random(name: str, data: st.DataObject) -> None:
             for i, s in enumerate(shps)]
     full = np.broadcast_arrays(*args)
     keep = avoid_divergences(name, [np.ascontiguousarray(a) for a in full])
-    if not keep.all():   # replace divergent elements by a harmless value of the domain
-        safe = S.special_values(dt, spec.domain.values)
-        safe = safe[avoid_divergences(name, [safe] * spec.arity) &
-                    (~np.isnan(safe) if dt.kind == "f" else True)][-1]
-        args = [np.where(keep if a.shape == keep.shape else False, a, safe)
-                if a.shape == keep.shape else a for a in args]
-        full = np.broadcast_arrays(*args)
-        if not avoid_divergences(name, [np.ascontiguousarray(a) for a in full]).all():
-            args = [np.full(a.shape, safe, dt) for a in args]
+    if not keep.all():   # divergent elements (see avoid_divergences) become 1 (in every domain)
+        args = [np.where(keep, a, np.ones((), dt)) for a in full]
     check_elementwise(name, args)
 
 
@@ -333,18 +328,24 @@ def test_ufunc_weak_python_scalar(name: str, data: st.DataObject) -> None:
     uf = getattr(np, name)
     fn = (lambda a, c: uf(c, a)) if left else (lambda a, c: uf(a, c))
     f = compiled(("weak", name, left), lambda: fn, static_argnums=1)
+    # The operands as NumPy's loop sees them, to steer clear of the divergent inputs. (A weak
+    # int out of the array's range makes NumPy raise OverflowError, and run_both checks that
+    # we raise too: the wrapped constant below is then never compared.)
     try:
         loop = uf.resolve_dtypes((dt, type(s), None) if not left else (type(s), dt, None))
-        cx = np.asarray(x).astype(loop[1 if left else 0])
-        cs = np.full(cx.shape, s).astype(loop[0 if left else 1]) \
-            if not (isinstance(s, int) and not isinstance(s, bool) and cx.dtype.kind in "iu"
-                    and not np.can_cast(np.min_scalar_type(s), cx.dtype)) else None
-    except Exception:   # noqa: BLE001 - NumPy raises (e.g. 300 for uint8): we must too
-        cs = None
-    if cs is not None:
-        cols = [cs, cx] if left else [cx, cs]
-        if not avoid_divergences(name, cols).all():
-            return   # a divergent constant (e.g. x ** -1 on ints): nothing left to compare
+    except Exception:   # noqa: BLE001 - no loop: run_both checks that we raise too
+        loop = None
+    if loop is not None:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cx = np.asarray(x).astype(loop[1 if left else 0])
+            cs = np.full(cx.shape, s).astype(loop[0 if left else 1])
+        keep = avoid_divergences(name, [cs, cx] if left else [cx, cs])
+        if not keep.all():
+            if left:   # the array is the exponent / second operand: replace its bad elements
+                x = np.where(keep, x, np.ones_like(x))
+            else:      # the constant itself diverges (x ** -1 on ints, fmax(x, -0.0)): use 1
+                s = 1 if isinstance(s, int) else 1.0
     got, want = run_both(f, fn, x, s)
     if want is not None:
         assert_matches(got, want, family(name, np.asarray(want).dtype), inputs=(x, s))
@@ -358,50 +359,76 @@ def _pair_values(dt: np.dtype) -> np.ndarray:
     return S.special_values(dt, "any")
 
 
+def _per_dtype(fn: Callable[..., Any]) -> Callable:
+    """``fn(first, other)`` for each ``other`` operand: a tuple (one multi-output kernel)."""
+    return lambda first, *others: tuple(fn(first, o) for o in others)
+
+
 @pytest.mark.parametrize("x_dt", [str(d) for d in ALL_DTYPES])
 def test_where_every_dtype_pair(x_dt: str) -> None:
-    f = compiled("where", lambda: lambda c, x, y: np.where(c, x, y))
-    for y_dt in ALL_DTYPES:
-        xv, yv = _pair_values(np.dtype(x_dt)), _pair_values(y_dt)
-        n = max(len(xv), len(yv)) * 3 + 1   # past a vector width, with a tail
-        x, y = np.resize(xv, n), np.resize(yv[::-1], n)
-        c = (np.arange(n) % 3) == 1
-        got, want = run_both(f, np.where, c, x, y)
-        assert_matches(got, want)
-        # a where-chain with a broadcast condition and a column of the other operand
-        got, want = run_both(f, np.where, c[:, None][:5], x[:7][None, :],
-                             relayout(np.resize(y, (5, 7)), "F"))
-        assert_matches(got, want)
+    """np.where(c, x, y) for y of every dtype (NumPy's promotion), and a broadcast form: a
+    column condition, a row of x and a Fortran-ordered y."""
+    n = 18 * 3 + 1   # past a vector width, with a tail
+    x = np.resize(_pair_values(np.dtype(x_dt)), n)
+    ys = [np.resize(_pair_values(d)[::-1], n) for d in ALL_DTYPES]
+    c = (np.arange(n) % 3) == 1
+
+    def flat(c_x: tuple, *ys_: np.ndarray) -> tuple:
+        return tuple(np.where(c_x[0], c_x[1], y) for y in ys_)
+
+    def bcast(c_x: tuple, *ys_: np.ndarray) -> tuple:
+        return tuple(np.where(c_x[0][:, None][:5], c_x[1][:7][None, :], y) for y in ys_)
+
+    for prog, y_args in ((flat, ys), (bcast, [relayout(np.resize(y, (5, 7)), "F") for y in ys])):
+        f = compiled(("where", prog.__name__), lambda: prog)
+        got, want = run_both(f, prog, (c, x), *y_args)
+        assert_tree_matches(got, want)
 
 
 @pytest.mark.parametrize("x_dt", [str(d) for d in ALL_DTYPES])
 def test_clip_every_dtype_pair(x_dt: str) -> None:
     """np.clip(x, lo, hi) with array bounds of every dtype (NumPy's promotion; a NaN bound
     propagates; lo > hi gives hi)."""
-    f = compiled("clip", lambda: lambda x, lo, hi: np.clip(x, lo, hi))
-    x_dt = np.dtype(x_dt)
-    x = np.resize(_pair_values(x_dt), 61)
+    x = np.resize(_pair_values(np.dtype(x_dt)), 61)
+    bounds = []
     for b_dt in ALL_DTYPES:
-        bv = _pair_values(b_dt)
-        lo = np.resize(np.sort(bv), 61)
-        hi = np.resize(np.sort(bv)[::-1], 61)
-        got, want = run_both(f, np.clip, x, lo, hi)
-        if want is not None:
-            assert_matches(got, want)
+        bv = np.sort(_pair_values(b_dt))
+        bounds.append((np.resize(bv, 61), np.resize(bv[::-1], 61)))
+    prog = _per_dtype(lambda a, lo_hi: np.clip(a, lo_hi[0], lo_hi[1]))
+    f = compiled("clip", lambda: prog)
+    got, want = run_both(f, prog, x, *bounds)
+    if want is not None:
+        assert_tree_matches(got, want)
+    else:   # NumPy raised for some pair: find it, pair by pair (each must raise too)
+        single = lambda a, lo, hi: np.clip(a, lo, hi)   # noqa: E731
+        g = compiled("clip1", lambda: single)
+        for lo, hi in bounds:
+            got, want = run_both(g, single, x, lo, hi)
+            if want is not None:
+                assert_matches(got, want)
 
 
 @pytest.mark.parametrize("src", [str(d) for d in ALL_DTYPES])
 def test_astype_every_dtype_pair(src: str) -> None:
-    f = compiled("astype", lambda: lambda x, dt: x.astype(dt), static_argnums=1)
+    """x.astype(d) for every d, contiguous and reversed: one program per source dtype whose
+    second argument has the values a float -> int cast may take (DIVERGENCE 'float -> integer
+    casts of NaN, inf or out-of-range values': NaN, inf and out-of-range values avoided)."""
     src_dt = np.dtype(src)
     vals = np.resize(S.special_values(src_dt, "any"), 41)
+    per_dst = []
     for dst in ALL_DTYPES:
         x = vals
         if src_dt.kind == "f" and dst.kind in INT_KINDS:
-            x = x[float_to_int_ok(x, dst)]   # DIVERGENCE 'float -> integer casts of NaN ...'
-        for layout in ("C", "reversed"):
-            got, want = run_both(f, lambda a, d: a.astype(d), relayout(x, layout), dst)
-            assert_matches(got, want, inputs=(x, dst))
+            x = np.resize(x[float_to_int_ok(x, dst)], len(vals))
+        per_dst.append(x)
+
+    def prog(*xs: np.ndarray) -> tuple:
+        return tuple(x.astype(d) for x, d in zip(xs, ALL_DTYPES))
+    f = compiled("astype", lambda: prog)
+    for layout in ("C", "reversed"):
+        got, want = run_both(f, prog, *[relayout(x, layout) for x in per_dst])
+        for g, w, x in zip(got, want, per_dst):
+            assert_matches(g, w, inputs=x)
 
 
 # ============================================================================================
@@ -457,13 +484,18 @@ def check_reduction(name: str, x: np.ndarray, axis: Any, keepdims: bool, ddof: i
     fn = reduction_program(name, axis, keepdims, ddof, dtype, ord)
     f = compiled(("reduce", name, axis, keepdims, ddof, str(dtype), ord), lambda: fn)
     got, want = run_both(f, fn, x)
-    if want is None:
-        return
+    if want is not None:
+        compare_reduction(name, x, axis, keepdims, got, want, ddof, ord)
+
+
+def compare_reduction(name: str, x: np.ndarray, axis: Any, keepdims: bool, got: Any, want: Any,
+                      ddof: int = 0, ord: Any = None) -> None:
     wd = np.asarray(want).dtype
     if wd.kind != "f" or name in EXACT_REDUCTIONS or (name == "norm" and ord in (
             np.inf, -np.inf, 0)) or x.size == 0 or x.dtype.kind in "biu" and name != "norm" \
             and name not in ("var", "std", "mean"):
-        assert_matches(got, want, "exact", inputs=x)
+        # max/min over +0.0 and -0.0 may return either zero (divergence max-min-signed-zero)
+        assert_matches(got, want, "exact", inputs=x, zero_sign=name not in ("max", "min"))
         return
     scale, n = reduction_tolerance(name, x, axis, keepdims, ddof, want, ord)
     if name == "std":
@@ -474,7 +506,7 @@ def check_reduction(name: str, x: np.ndarray, axis: Any, keepdims: bool, ddof: i
         with np.errstate(all="ignore"):
             tol = np.minimum(np.sqrt(tvar), np.where(w64 > 0, tvar / w64, np.inf))
         scale, n = tol / (2.0 * eps), 1
-    assert_matches(got, want, "reduction", scale=scale, n=n, inputs=x)
+    assert_matches(got, want, "reduction", scale=scale, n=n, inputs=(name, x))
 
 
 @st.composite
@@ -519,23 +551,48 @@ def test_reductions(name: str, data: st.DataObject) -> None:
     check_reduction(name, x, axis, keepdims, ddof, dtype, ord)
 
 
-@pytest.mark.parametrize("name", REDUCTIONS)
-def test_reductions_every_dtype(name: str) -> None:
-    """Every input dtype on a fixed (5, 37) array holding the dtype's special values, over
-    axis None, 0 and -1 (and a Fortran-ordered copy)."""
-    for dt in ALL_DTYPES:
-        if name == "norm" and dt == BOOL:
-            continue   # np.linalg.norm of bool arrays raises in NumPy: tested below
-        vals = S.special_values(dt, "any")
-        if name not in EXACT_REDUCTIONS and dt.kind == "f":
-            vals = vals[np.isfinite(vals) & (np.abs(vals) < 1e4)]   # overflow is order-dependent
-            vals = np.concatenate([vals, [np.nan] if name in ("sum", "max") else []]).astype(dt)
-        x = np.resize(vals, (5, 37))
-        if name == "prod" and dt.kind == "f":
-            x = np.where(np.abs(x) > 2, np.sign(x), x).astype(dt)
-        for axis in (None, 0, -1):
-            check_reduction(name, x, axis, False)
-        check_reduction(name, relayout(x, "F"), -1, True)
+def _all_reductions(names: tuple[str, ...], axis: Any, keepdims: bool) -> Callable:
+    """Every reduction of ``names`` in one program (they share a kernel): the exact ones of
+    ``xs`` (special values), prod of ``xp`` (near 1), the others of ``xm`` (moderate)."""
+    progs = {n: reduction_program(n, axis, keepdims) for n in names}
+
+    def prog(xs: np.ndarray, xm: np.ndarray, xp: np.ndarray) -> dict:
+        return {n: p(xs if n in EXACT_REDUCTIONS else xp if n == "prod" else xm)
+                for n, p in progs.items()}
+    return prog
+
+
+def _every_dtype_inputs(dt: np.dtype, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    vals = S.special_values(dt, "any")
+    xs = np.resize(vals, shape)
+    if dt.kind == "f":   # overflow is order-dependent: finite moderate values, and one NaN
+        mod = vals[np.isfinite(vals) & (np.abs(vals) < 1e4)]
+        xm = np.resize(mod, shape)
+        xm.flat[7] = np.nan
+        xp = np.where(np.abs(xm) > 2, np.sign(xm), xm).astype(dt)
+    else:
+        xm = xp = xs
+    return xs, xm, xp
+
+
+@pytest.mark.parametrize("dt", [str(d) for d in ALL_DTYPES])
+def test_reductions_every_dtype(dt: str) -> None:
+    """Every reduction of every input dtype on a fixed (5, 37) array holding the dtype's
+    special values: over axis None (full), 0 (columns) and -1 with keepdims on a
+    Fortran-ordered copy (rows read with a stride). (np.linalg.norm of bools raises in
+    NumPy: see test_norm_of_bool_raises_like_numpy.)"""
+    dt = np.dtype(dt)
+    names = tuple(n for n in REDUCTIONS if not (n == "norm" and dt == BOOL))
+    xs, xm, xp = _every_dtype_inputs(dt, (5, 37))
+    for axis, keepdims, layout in ((None, False, "C"), (0, False, "C"), (-1, True, "F")):
+        prog = _all_reductions(names, axis, keepdims)
+        f = compiled(("all-reductions", names, axis, keepdims), lambda: prog)
+        args = [relayout(a, layout) for a in (xs, xm, xp)]
+        got, want = run_both(f, prog, *args)
+        assert got.keys() == want.keys()
+        for n in names:
+            x = xs if n in EXACT_REDUCTIONS else xp if n == "prod" else xm
+            compare_reduction(n, x, axis, keepdims, got[n], want[n])
 
 
 def test_norm_of_bool_raises_like_numpy() -> None:
@@ -547,15 +604,39 @@ def test_norm_of_bool_raises_like_numpy() -> None:
         assert_matches(got, want, "reduction", scale=np.abs(want), n=12)
 
 
-@pytest.mark.parametrize("name", ["sum", "prod", "any", "all", "mean", "var", "max", "argmax"])
-def test_reductions_of_empty_arrays(name: str) -> None:
-    """Empty reductions give the identity (sum 0, prod 1, any False, all True), NaN (mean,
-    var), or raise ValueError like NumPy (max, argmax)."""
-    for shp, axis in (((0,), None), ((0, 3), 0), ((3, 0), 1), ((3, 0), None), ((2, 0, 3), (0, 1))):
-        if name == "argmax" and isinstance(axis, tuple):
-            continue
-        for dt in (np.dtype(np.float32), np.dtype(np.int16), BOOL):
-            check_reduction(name, np.zeros(shp, dt), axis, False)
+@pytest.mark.parametrize("shape_axis", [((0,), None), ((0, 3), 0), ((3, 0), 1), ((3, 0), None),
+                                        ((2, 0, 3), (0, 1)), ((1025, 0), -1)], ids=str)
+def test_reductions_of_empty_arrays(shape_axis: tuple) -> None:
+    """Empty reductions give the identity (sum +0.0, prod 1, any False, all True) or NaN
+    (mean, var, std), or raise ValueError like NumPy (max, min, argmax, argmin)."""
+    shp, axis = shape_axis
+    names = ("sum", "prod", "any", "all", "mean", "var", "std")
+    prog = _all_reductions(names, axis, False)
+    f = compiled(("all-reductions", names, axis, False), lambda: prog)
+    for dt in (np.dtype(np.float32), np.dtype(np.int16), BOOL):
+        x = np.zeros(shp, dt)
+        got, want = run_both(f, prog, x, x, x)
+        for n in names:
+            compare_reduction(n, x, axis, False, got[n], want[n])
+        for n in ("max", "min") + (("argmax", "argmin") if not isinstance(axis, tuple) else ()):
+            check_reduction(n, x, axis, False)   # both raise (at trace time for us)
+
+
+def want_0d_array_as_scalar(want: Any) -> Any:
+    """Documented divergence ``zero-d-results-are-scalars`` (docs/divergences.md): NumPy returns
+    a 0-d *array* for a view of a 0-d array (``x[...]``, ``x.reshape(())``, ``x.T``), np.where
+    and astype of 0-d arrays, and a 0-d input returned unchanged; a compiled function returns
+    every 0-d result as a NumPy scalar. Values, dtype and shape are still compared."""
+    if isinstance(want, np.ndarray) and want.ndim == 0:
+        return want[()]
+    return want
+
+
+def test_zero_d_results_are_scalars_even_for_views() -> None:
+    """The divergence above, pinned down (should it ever be fixed, this test must change)."""
+    f = compiled(("move", "index", "(Ellipsis,)"), lambda: lambda x: x[...])
+    got = f(np.array(3.0))
+    assert isinstance(got, np.float64) and got == 3.0
 
 
 # ============================================================================================
@@ -617,13 +698,14 @@ def test_movement(kind: str, data: st.DataObject) -> None:
     f = compiled(("move", kind, repr(desc)), lambda: view)
     got, want = run_both(f, view, x)
     if want is not None:
-        assert_matches(got, want, inputs=x)
-        assert isinstance(got, np.ndarray) and not np.shares_memory(got, x)
+        assert_matches(got, want_0d_array_as_scalar(want), inputs=x)
+
+    is_bool = dt == BOOL
 
     def consumer(v: Any) -> Any:
         w = view(v)
-        return w * 3 + 1 if dt != BOOL else ~w
-    g = compiled(("move+", kind, repr(desc)), lambda: consumer)
+        return ~w if is_bool else w * 3 + 1
+    g = compiled(("move+", kind, repr(desc), is_bool), lambda: consumer)
     got, want = run_both(g, consumer, x)
     if want is not None:
         assert_matches(got, want, inputs=x)
@@ -645,7 +727,7 @@ def test_reshape_of_computed_and_noncontiguous_values(data: st.DataObject) -> No
         return a, b, c, (v + 1).reshape(-1).sum()
     f = compiled(("reshape-merge", target), lambda: prog)
     got, want = run_both(f, prog, x)
-    assert_tree_matches(got[:3], want[:3])
+    assert_tree_matches(got[:3], tuple(want_0d_array_as_scalar(w) for w in want[:3]))
     scale = np.sum(np.abs(x.astype(np.float64) + 1))
     assert_matches(got[3], want[3], "reduction", scale=scale, n=x.size + 1)
 
@@ -744,3 +826,17 @@ def test_matmul(shapes_ab: tuple, dts: tuple[str, str]) -> None:
             if pname == "relu":
                 scale = scale + 1
             assert_matches(got, want, "reduction", scale=scale, n=sa[-1] + 1)
+
+
+# ============================================================================================
+# Regressions (shrunk programs of bugs found by these tests)
+# ============================================================================================
+
+def test_regression_reshape_of_computed_empty_array() -> None:
+    """fuse/index: the reshape index map grouped dimensions by element count and ran off the
+    end for 0-sized dims (IndexError while planning ``(x * 2 - 1).reshape(0, 5)``)."""
+    prog = lambda v: ((v * 2 - 1).reshape(0, 5), (v + 1).reshape(-1).sum())   # noqa: E731
+    f = compiled("regression-empty-reshape", lambda: prog)
+    for shape in ((2, 0), (0, 0), (3, 0, 2)):
+        x = np.zeros(shape, np.float32)
+        assert_tree_matches(f(x), prog(x))

@@ -212,8 +212,21 @@ def _hashable(value: Any) -> Any:
     except TypeError:
         raise InputError(f"static argument {value!r} of type {type(value).__name__} is not "
                          f"hashable; static arguments are part of the cache key") from None
-    if isinstance(value, float) and value != value:
-        return ("nan",)
+    return _static_key(value)
+
+
+def _static_key(value: Any) -> Any:
+    """Cache key of a static value (or of a pytree definition holding Python scalars): its
+    type and value, recursively, floats by their bits. Plain equality aliased values that
+    trace differently: ``1 == 1.0 == True`` (``int8 + 1`` is int8, ``int8 + 1.0`` float64 under
+    NEP 50) and ``0.0 == -0.0`` (``x * -0.0`` flips signs), so a cached trace of one was
+    reused for the other; and ``nan != nan`` never hit."""
+    if isinstance(value, tuple):
+        return (type(value), tuple(_static_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return (type(value), frozenset(_static_key(v) for v in value))
+    if isinstance(value, (float, complex, np.floating, np.complexfloating)):
+        return (type(value), np.asarray(value).tobytes())
     return (type(value), value)
 
 

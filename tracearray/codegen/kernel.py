@@ -45,6 +45,16 @@ def accumulator_dtype(op: str, dtype: np.dtype) -> np.dtype:
     return _F32 if op in ("sum", "prod") and dtype == _F16 else dtype
 
 
+def reduction_identity(op: str, acc_dt: np.dtype) -> ir.Constant:
+    """Start value of a reduction's accumulator. NumPy 2's ``add.reduce`` starts from the
+    identity +0.0, not from the first element: ``np.sum([-0.0])`` and an empty sum are +0.0
+    (``scalar.reduce_identity`` gives -0.0 for a sequential accumulate-like chain; with it
+    sums of -0.0s and empty sums came out -0.0, and ``1 / s`` -inf)."""
+    if op == "sum" and acc_dt.kind == "f":
+        return scalar.constant(0.0, acc_dt)
+    return scalar.reduce_identity(op, acc_dt)
+
+
 def reduction_input_dtype(red) -> np.dtype:
     """The dtype a reduction combines: its operand's for max/min/arg*, else its result's."""
     return red.args[0].dtype if red.op in ARG_REDUCTIONS + ("max", "min") else red.dtype
@@ -248,7 +258,7 @@ class KernelLowering:
         enclosing scope may be reused inside; values computed inside stay there."""
         acc_dt = accumulator_dtype(e.op, e.in_dtype)
         acc = self.alloca(scalar.llvm_type(acc_dt))
-        self.b.store(scalar.reduce_identity(e.op, acc_dt), acc)
+        self.b.store(reduction_identity(e.op, acc_dt), acc)
         dims = [self.geo.nested_loop_dim(v) for v in e.vars]
 
         def sweep(k: int) -> None:
@@ -331,7 +341,7 @@ class KernelLowering:
             self.b.store(_arg_identity(op, in_dt), acc)
             self.b.store(self.const(0), idx)
         else:
-            self.b.store(scalar.reduce_identity(op, accumulator_dtype(op, in_dt)), acc)
+            self.b.store(reduction_identity(op, accumulator_dtype(op, in_dt)), acc)
 
     def _new_acc(self, red) -> tuple[ir.Value, ir.Value | None]:
         in_dt = reduction_input_dtype(red)
@@ -462,7 +472,10 @@ class KernelLowering:
         acc = self.alloca(scalar.llvm_type(dt))
         with self.loop(begin, end) as p:
             self.set_par_index(p)
-            self.b.store(scalar.constant(0 if op == "add" else 1, dt), acc)
+            # NumPy's accumulate starts from the first element: a float cumsum starts at -0.0
+            # (-0.0 + x is x for every x), so that cumsum([-0.0]) is -0.0 (+0.0 gave +0.0).
+            start = -0.0 if op == "add" and dt.kind == "f" else 0 if op == "add" else 1
+            self.b.store(scalar.constant(start, dt), acc)
             with self.nest(self.geo.inner_dims):
                 x = self.ev(e, {})
                 # Exact per-step arithmetic in the output dtype, as NumPy's accumulate does.

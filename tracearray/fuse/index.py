@@ -98,6 +98,11 @@ def _reshape_index(node: Node, idx: Index) -> Index:
     row-major linearisation of the group), a group that merges several source dimensions
     into one needs div/mod and is refused. Size-1 dimensions always read index 0."""
     src_shape, dst_shape = node.args[0].shape, node.shape
+    if 0 in src_shape:
+        # No elements: the grouping by element counts below cannot match 0-sized dims (it
+        # ran off the end: IndexError). Refused, so the planner stores the (empty) operand
+        # and the reshape becomes a view of that buffer.
+        raise NotAffine(node)
     src = [d for d, s in enumerate(src_shape) if s != 1]
     dst = [d for d, s in enumerate(dst_shape) if s != 1]
     out = [ZERO] * len(src_shape)
