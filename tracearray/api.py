@@ -7,6 +7,7 @@ by their IR text, so a new size compiles nothing new) -> run.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -83,6 +84,7 @@ class CompiledFunction:
         self.stats = Stats()
         self._traces: dict[Any, tuple[Graph, Plan, list[TileSpec]]] = {}
         self._executables: dict[Any, Any] = {}
+        self._build_lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
     # --------------------------------------------------------------- signatures
@@ -121,8 +123,13 @@ class CompiledFunction:
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
         leaves, statics = self._flatten_args(args, kwargs)
         tkey = (statics, tuple((a.shape, a.dtype.str) for a in leaves))
-        traced = self._traces.get(tkey)
         name = _kernel_prefix(self.fn)
+        with self._build_lock:   # concurrent first calls build one trace and one executable
+            return self._lower_locked(args, kwargs, leaves, tkey, name)
+
+    def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any, name: str
+                      ) -> tuple[Lowered, list[np.ndarray]]:
+        traced = self._traces.get(tkey)
         if traced is None:
             graph = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames)
