@@ -5,10 +5,11 @@
         return np.exp(x) * y + 1.0
 """
 from .api import CompiledFunction, Lowered, compile
+from .gpu import Array
 from .trace.errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                            TraceShapeError, UnsupportedOperationError)
 
 __version__ = "0.1.0"
 
-__all__ = ["compile", "CompiledFunction", "Lowered", "TracearrayError", "ConcretizationError",
+__all__ = ["compile", "CompiledFunction", "Lowered", "Array", "TracearrayError", "ConcretizationError",
            "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]

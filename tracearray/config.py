@@ -6,6 +6,8 @@
   signature into that folder.
 - ``TRACEARRAY_NUM_THREADS=N`` sets the CPU thread count (read by ``cpu/pool.py``).
 - ``TRACEARRAY_VECTOR_MATH=0`` turns off libmvec vector math (read by ``cpu/jit.py``).
+- ``TRACEARRAY_CACHE_DIR`` / ``TRACEARRAY_CACHE_MAX_MB``: the disk cache of compiled kernels.
+- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend.
 - ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
   ``off`` turns it off (see ``cache_dir``).
 - ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
@@ -105,3 +107,22 @@ def cache_max_bytes() -> int | None:
         raise ValueError(f"TRACEARRAY_CACHE_MAX_MB must be a positive number of megabytes or "
                          f"'unlimited', got {raw!r} (TRACEARRAY_CACHE_DIR=off turns the cache off)")
     return int(mb * 1024 * 1024)
+
+
+def libdevice_path() -> str | None:
+    """``TRACEARRAY_LIBDEVICE``: an explicit path to NVIDIA's ``libdevice.10.bc``."""
+    return os.environ.get("TRACEARRAY_LIBDEVICE") or None
+
+
+def gpu_load_mode() -> str:
+    """``TRACEARRAY_GPU_LOAD``: how GPU modules are loaded: ``auto`` (cubin through nvJitLink
+    or ptxas when present, else the driver's PTX JIT), ``ptx`` or ``cubin``."""
+    mode = os.environ.get("TRACEARRAY_GPU_LOAD", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "ptx", "cubin"):
+        raise ValueError(f"TRACEARRAY_GPU_LOAD must be auto, ptx or cubin, got {mode!r}")
+    return mode
+
+
+def gpu_disabled() -> bool:
+    """``TRACEARRAY_DISABLE_GPU=1``: behave as if no GPU were present (device="auto" -> CPU)."""
+    return os.environ.get("TRACEARRAY_DISABLE_GPU", "0").strip() not in ("", "0")

@@ -465,23 +465,27 @@ class KernelLowering:
             self.red_value = self._red_register
 
     def _scan_body(self, begin: ir.Value, end: ir.Value) -> None:
+        acc = self.alloca(scalar.llvm_type(self.kernel.reductions[0].dtype))
+        with self.loop(begin, end) as p:
+            self.set_par_index(p)
+            self._scan_row(acc)
+
+    def _scan_row(self, acc: ir.Value) -> None:
+        """One row of a scan (the parallel indices are set). Shared with the GPU driver."""
         k = self.kernel
         red, e = k.reductions[0], k.red_exprs[0]
         op = "add" if red.op == "cumsum" else "multiply"
         dt = red.dtype
-        acc = self.alloca(scalar.llvm_type(dt))
-        with self.loop(begin, end) as p:
-            self.set_par_index(p)
-            # NumPy's accumulate starts from the first element: a float cumsum starts at -0.0
-            # (-0.0 + x is x for every x), so that cumsum([-0.0]) is -0.0 (+0.0 gave +0.0).
-            start = -0.0 if op == "add" and dt.kind == "f" else 0 if op == "add" else 1
-            self.b.store(scalar.constant(start, dt), acc)
-            with self.nest(self.geo.inner_dims):
-                x = self.ev(e, {})
-                # Exact per-step arithmetic in the output dtype, as NumPy's accumulate does.
-                v = scalar.lower_op(self.b, op, [self.b.load(acc), x], [dt, dt], dt, self.math)
-                self.b.store(v, acc)
-                self.store(0, k.stores[0], v)
+        # NumPy's accumulate starts from the first element: a float cumsum starts at -0.0
+        # (-0.0 + x is x for every x), so that cumsum([-0.0]) is -0.0 (+0.0 gave +0.0).
+        start = -0.0 if op == "add" and dt.kind == "f" else 0 if op == "add" else 1
+        self.b.store(scalar.constant(start, dt), acc)
+        with self.nest(self.geo.inner_dims):
+            x = self.ev(e, {})
+            # Exact per-step arithmetic in the output dtype, as NumPy's accumulate does.
+            v = scalar.lower_op(self.b, op, [self.b.load(acc), x], [dt, dt], dt, self.math)
+            self.b.store(v, acc)
+            self.store(0, k.stores[0], v)
 
     def _partial_ptrs(self) -> list[tuple[ir.Value, ir.Value | None]]:
         i = len(self.kernel.body.accesses) + len(self.kernel.stores)

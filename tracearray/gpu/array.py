@@ -212,13 +212,22 @@ def _from_cai(x: Any, cai: dict) -> Array:
         raise TypeError("masked __cuda_array_interface__ arrays are not supported")
     ptr = cai["data"][0] or 0
     strides = cai.get("strides")
+    _check_alignment(type(x).__name__, ptr, dtype, strides)
+    # The producer's stream (1, 2: the legacy / per-thread default streams): our stream
+    # waits for it before a kernel reads the array (an event, no host synchronisation).
     stream = cai.get("stream") or 0
-    if stream == 1 or stream == 2:   # legacy / per-thread default stream: wait for it
-        stream = 0
-        from .driver import get_device
-        get_device().call("cuCtxSynchronize")
     return Array(ptr, shape, dtype, tuple(strides) if strides is not None else None, owner=x,
                  stream=int(stream))
+
+
+def _check_alignment(what: str, ptr: int, dtype: np.dtype, strides: Any) -> None:
+    """Kernels load whole elements: addresses and strides must be multiples of the size."""
+    size = dtype.itemsize
+    if ptr % size or (strides is not None and any(s % size for s in strides)):
+        from ..trace.errors import InputError
+        raise InputError(f"a {what} device array whose address or strides are not multiples "
+                         f"of its element size ({size} bytes) cannot be read by tracearray's "
+                         f"kernels; pass a contiguous copy")
 
 
 # DLPack structures (the unversioned ABI, which every consumer and producer supports).
@@ -331,6 +340,7 @@ def _from_dlpack(x: Any) -> Array:
     strides = None
     if t.strides:
         strides = tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim))
+    _check_alignment(type(x).__name__, (t.data or 0) + t.byte_offset, dtype, strides)
     owner = _ImportedDLPack(addr, x)
     return Array((t.data or 0) + t.byte_offset, shape, dtype, strides, owner=owner)
 

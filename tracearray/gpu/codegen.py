@@ -48,6 +48,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 WARP = 32
 MAX_WARPS = 32
+MAX_BLOCK = 256      # threads per block of block reductions (the runtime launches no more)
 THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
 
 
@@ -95,6 +96,16 @@ class _Nvvm:
         lane = ir.Constant(I32, lane) if isinstance(lane, int) else lane
         fn = self._fn(f"llvm.nvvm.shfl.sync.{mode}.i32", I32, [I32, I32, I32, I32])
         return b.call(fn, [ir.Constant(I32, -1), v, lane, ir.Constant(I32, c)])
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.DoubleType):
+        return 64
+    if isinstance(t, ir.FloatType):
+        return 32
+    if isinstance(t, ir.HalfType):
+        return 16
+    return t.width
 
 
 def _to_words(b: ir.IRBuilder, v: ir.Value) -> list[ir.Value]:
@@ -243,7 +254,11 @@ class GpuLoweringMixin:
     def block_reduce(self, j: int, red, v: ir.Value, vi: ir.Value | None, tid: ir.Value,
                      ntid: ir.Value) -> tuple[ir.Value, ir.Value | None]:
         """Reduce over the block in a fixed tree; every thread returns the block's result.
-        Every thread of the block must call this (it has barriers)."""
+        Every thread of the block must call this (it has barriers). Values of up to 32 bits
+        go through warp shuffles, then one shared slot per warp; 64-bit values through a
+        shared-memory tree (``block_reduce_tree``)."""
+        if _bits(v.type) > 32:
+            return self.block_reduce_tree(j, red, v, vi, tid, ntid)
         b = self.b
         lane = b.trunc(b.and_(tid, self.const(WARP - 1)), I32)
         warp = b.lshr(tid, self.const(5))
@@ -271,6 +286,50 @@ class GpuLoweringMixin:
         w = self.broadcast_lane0(w)
         if wi is not None:
             wi = self.broadcast_lane0(wi)
+        self.nv.barrier(b)   # the shared slots may be rewritten by the next reduction
+        return w, wi
+
+    def block_reduce_tree(self, j: int, red, v: ir.Value, vi: ir.Value | None, tid: ir.Value,
+                          ntid: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """Pairwise tree over one shared slot per thread (``ntid`` a power of two, at most
+        ``MAX_BLOCK``): slot t
+        takes slot t + s for s = ntid/2, ntid/4, ..., 1; every thread then reads slot 0."""
+        b = self.b
+        # One buffer for every reduction of the kernel (they run one after another and each
+        # ends with a barrier); doubles use it through a bitcast pointer.
+        buf = self.smem("tree", I64, MAX_BLOCK)
+        if not isinstance(v.type, ir.IntType):
+            buf = b.bitcast(buf, v.type.as_pointer(3))
+        ibuf = self.smem("tree_i", I64, MAX_BLOCK) if vi is not None else None
+        b.store(v, b.gep(buf, [tid]))
+        if ibuf is not None:
+            b.store(vi, b.gep(ibuf, [tid]))
+        self.nv.barrier(b)
+        step = self.alloca(I64)
+        b.store(b.lshr(ntid, self.const(1)), step)
+        head = self.fn.append_basic_block("tree.head")
+        body = self.fn.append_basic_block("tree.body")
+        done = self.fn.append_basic_block("tree.end")
+        b.branch(head)
+        b.position_at_end(head)
+        s = b.load(step)
+        b.cbranch(b.icmp_unsigned(">", s, self.const(0)), body, done)
+        b.position_at_end(body)
+        with b.if_then(b.icmp_unsigned("<", tid, s)):
+            other = b.add(tid, s)
+            a, x = b.load(b.gep(buf, [tid])), b.load(b.gep(buf, [other]))
+            ai = b.load(b.gep(ibuf, [tid])) if ibuf is not None else None
+            xi = b.load(b.gep(ibuf, [other])) if ibuf is not None else None
+            r, ri = self.combine_partials(red, a, ai, x, xi)
+            b.store(r, b.gep(buf, [tid]))
+            if ibuf is not None:
+                b.store(ri, b.gep(ibuf, [tid]))
+        self.nv.barrier(b)
+        b.store(b.lshr(s, self.const(1)), step)
+        b.branch(head)
+        b.position_at_end(done)
+        w = b.load(b.gep(buf, [self.const(0)]))
+        wi = b.load(b.gep(ibuf, [self.const(0)])) if ibuf is not None else None
         self.nv.barrier(b)   # the shared slots may be rewritten by the next reduction
         return w, wi
 
@@ -370,20 +429,12 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
             self._store_roots(rows, {})
 
     def _scan(self) -> None:
-        k, geo = self.kernel, self.geo
-        red, e = k.reductions[0], k.red_exprs[0]
-        op = "add" if red.op == "cumsum" else "multiply"
-        dt = red.dtype
-        acc = self.alloca(scalar.llvm_type(dt))
+        geo = self.geo
+        acc = self.alloca(scalar.llvm_type(self.kernel.reductions[0].dtype))
         gid, gstride = self.global_ids()
         with self.stride_loop(gid, self.product(geo.par_dims), gstride) as p:
             self.set_dims(p, geo.par_dims)
-            self.b.store(scalar.constant(0 if op == "add" else 1, dt), acc)
-            with self.nest(geo.inner_dims):
-                x = self.ev(e, {})
-                v = scalar.lower_op(self.b, op, [self.b.load(acc), x], [dt, dt], dt, self.math)
-                self.b.store(v, acc)
-                self.store(0, k.stores[0], v)
+            self._scan_row(acc)    # the CPU's row: same start value and per-step rounding
 
     def _full_stage1(self) -> None:
         k = self.kernel

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .. import config
 from ..trace.errors import TracearrayError
 from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
 
@@ -94,6 +95,7 @@ class Device:
         self.target: GpuTarget = target_for(*self.cc, driver_version=self.driver_version)
         self.ctx = self.call("cuDevicePrimaryCtxRetain", self.dev)
         self.call("cuCtxSetCurrent", self.ctx)
+        self._threads = {threading.get_ident()}
         self.stream = self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self.stream_handle = int(self.stream)
         self._modules: dict[str, dict[str, Function]] = {}
@@ -131,7 +133,11 @@ class Device:
         return int(self.call("cuDeviceGetAttribute", attr, self.dev))
 
     def make_current(self) -> None:
-        self.call("cuCtxSetCurrent", self.ctx)
+        """Make our context current in the calling thread (once per thread)."""
+        ident = threading.get_ident()
+        if ident not in self._threads:
+            self.call("cuCtxSetCurrent", self.ctx)
+            self._threads.add(ident)
 
     # -------------------------------------------------------------- memory
     def mem_alloc(self, nbytes: int) -> int:
@@ -182,9 +188,10 @@ class Device:
             self.call("cuEventDestroy", ev)
 
     # -------------------------------------------------------------- code
-    def load(self, ptx: str, names: list[str]) -> dict[str, Function]:
+    def load(self, ptx: str, names: list[str], ir: str | None = None) -> dict[str, Function]:
         """Load a PTX module (cached by its text): as a cubin made by nvJitLink or ptxas when
-        one of them is there, else through the driver's JIT, whose error log is reported."""
+        one of them is there, else through the driver's JIT, whose error log is reported.
+        (``ir``, the LLVM IR the PTX came from, is for emulated devices in tests.)"""
         with self._lock:
             mod = self._modules.get(ptx)
             if mod is None:
@@ -201,7 +208,7 @@ class Device:
 
     def _load_image(self, ptx: str) -> Any:
         arch = f"sm_{self.cc[0]}{self.cc[1]}"
-        mode = os.environ.get("TRACEARRAY_GPU_LOAD", "auto")   # auto | ptx | cubin
+        mode = config.gpu_load_mode()   # auto | ptx | cubin
         if mode != "ptx":
             cubin = nvjitlink_cubin(ptx, arch)
             if cubin is None and ptxas_path() is not None:
@@ -268,7 +275,7 @@ def get_device() -> Device:
 
 def is_available() -> bool:
     """Whether a CUDA GPU can be used (never raises)."""
-    if os.environ.get("TRACEARRAY_DISABLE_GPU", "0") not in ("", "0"):
+    if config.gpu_disabled():
         return False
     try:
         get_device()

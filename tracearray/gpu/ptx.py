@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import config
 from ..trace.errors import TracearrayError
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -155,7 +156,7 @@ INSTALL_HINT = ("install it with `pip install nvidia-nvvm` (or `pip install 'tra
 def libdevice_candidates() -> list[tuple[str, Path]]:
     """Where libdevice may be, in search order: (how it was found, path)."""
     out: list[tuple[str, Path]] = []
-    env = os.environ.get("TRACEARRAY_LIBDEVICE")
+    env = config.libdevice_path()
     if env:
         out.append(("TRACEARRAY_LIBDEVICE", Path(env)))
     try:  # cuda-pathfinder: site-packages wheels, conda, CUDA_HOME/CUDA_PATH
@@ -227,29 +228,36 @@ def _machine(target: GpuTarget):
     return tms[target]
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("TRACEARRAY_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tracearray")
-    return Path(root) / "ptx"
+def cache_dir() -> Path | None:
+    """PTX cache folder (``<config.cache_dir()>/ptx``), None when the disk cache is off."""
+    root = config.cache_dir()
+    return None if root is None else Path(root) / "ptx"
 
 
 def _key(ir_text: str, target: GpuTarget) -> str:
     import llvmlite
     from .. import __version__
-    uses_math = "@__nv_" in ir_text
-    lib = ""
-    if uses_math:
-        p = find_libdevice()
-        st = p.stat()
-        lib = f"{p}:{st.st_size}:{st.st_mtime_ns}"
+    lib = _libdevice_digest() if "@__nv_" in ir_text or '@"__nv_' in ir_text else ""
     salt = f"\0{target}\0{llvmlite.__version__}\0{__version__}\0{lib}"
     return hashlib.sha256((ir_text + salt).encode()).hexdigest()
 
 
+_libdevice_hash: str | None = None
+
+
+def _libdevice_digest() -> str:
+    """Content hash of libdevice (the same file found elsewhere reuses cached PTX)."""
+    global _libdevice_hash
+    if _libdevice_hash is None:
+        _libdevice_hash = hashlib.sha256(find_libdevice().read_bytes()).hexdigest()
+    return _libdevice_hash
+
+
 def _disk_get(key: str) -> str | None:
-    if os.environ.get("TRACEARRAY_DISK_CACHE", "1") == "0":
+    folder = cache_dir()
+    if folder is None:
         return None
-    path = cache_dir() / f"{key}.ptx"
+    path = folder / f"{key}.ptx"
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
@@ -264,9 +272,9 @@ def _disk_get(key: str) -> str | None:
 
 
 def _disk_put(key: str, ptx: str) -> None:
-    if os.environ.get("TRACEARRAY_DISK_CACHE", "1") == "0":
-        return
     d = cache_dir()
+    if d is None:
+        return
     try:
         d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")

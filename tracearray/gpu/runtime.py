@@ -19,6 +19,7 @@ or NumPy arrays (host inputs: the only synchronisation, when results are copied 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -33,14 +34,14 @@ from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
 from . import ptx as ptxmod
 from .array import Array, is_device_array
-from .codegen import (MATMUL_THREADS, GpuKernelLowering, MatmulLowering, copy_kernel_ir,
+from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering, MatmulLowering, copy_kernel_ir,
                       entry_names, epilogue_reads_identity, gpu_strategy, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
 
 MAP_BLOCK = 256
-ROW_BLOCK_MAX = 256
+ROW_BLOCK_MAX = MAX_BLOCK
 THREAD_BLOCK = 128
-FULL_BLOCK = 256
+FULL_BLOCK = MAX_BLOCK
 FULL_WORK_PER_THREAD = 16
 
 
@@ -276,6 +277,11 @@ class GpuExecutable:
         sources, loads = self._access_views(kernel)
         stores = self._store_views(kernel)
         geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
+        # Only unit and zero strides are worth building into GPU code (coalesced / broadcast
+        # loads); other small strides stay run-time arguments, so fewer variants compile.
+        geo = dataclasses.replace(
+            geo, load_vstrides=tuple(v if v in (0, 1) else None for v in geo.load_vstrides),
+            store_vstrides=tuple(v if v in (0, 1) else None for v in geo.store_vstrides))
         from ..tile.layout import param_layout
         layout = param_layout(geo)
         params = np.zeros(max(layout.size, 1), dtype=np.int64)
@@ -408,6 +414,7 @@ class GpuExecutable:
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[Any]) -> list[Any]:
         dev = get_device()
+        dev.make_current()
         device_mode = any(is_device_array(x) for x in inputs)
         ptrs: dict[Node, int] = {}
         keep: list[Any] = []
@@ -451,7 +458,7 @@ class GpuExecutable:
         if not gk.launches:
             return
         if not gk.functions:
-            gk.functions = dev.load(gk.ptx, gk.names)
+            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
         if gk.nslots and not gk._partials:
             gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
         pointers: list[int] = []
@@ -468,7 +475,7 @@ class GpuExecutable:
         for ln in gk.launches:
             fn = gk.functions[ln.entry]
             block = min(ln.block, fn.max_threads)
-            block -= block % 32
+            block = 1 << (block.bit_length() - 1)   # a power of two (block reductions' tree)
             if gk.strategy == "matmul" and block != MATMUL_THREADS:
                 raise RuntimeError(f"kernel {ln.entry} cannot run {MATMUL_THREADS} threads per "
                                    f"block on this GPU (limit {fn.max_threads})")
@@ -491,7 +498,7 @@ class GpuExecutable:
             gk = GpuKernel(name, "gather", ir_text, ptx, [name], [], np.zeros(0, np.int64), [])
             self._copy_kernels[step.itemsize] = gk
         if not gk.functions:
-            gk.functions = dev.load(gk.ptx, gk.names)
+            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
         rank = len(step.shape)
         if rank > COPY_MAX_RANK:
             raise NotImplementedError(f"gather of a {rank}-d view (max {COPY_MAX_RANK})")

@@ -10,36 +10,40 @@ TreeDef = tuple
 
 def flatten(x: Any, is_leaf: Callable[[Any], bool]) -> tuple[list[Any], TreeDef]:
     leaves: list[Any] = []
+    return leaves, _define(x, is_leaf, leaves)
 
-    def go(v: Any) -> TreeDef:
-        if is_leaf(v):
-            leaves.append(v)
-            return ("leaf",)
-        if isinstance(v, tuple) and not hasattr(v, "_fields"):
-            return ("tuple", tuple(go(c) for c in v))
-        if isinstance(v, list):
-            return ("list", tuple(go(c) for c in v))
-        if isinstance(v, dict):
-            keys = tuple(v)
-            return ("dict", keys, tuple(go(v[k]) for k in keys))
-        return ("const", v)
 
-    return leaves, go(x)
+def _define(v: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> TreeDef:
+    # Module-level recursion (no self-referencing closure, hence no reference cycle holding
+    # the leaves alive until the garbage collector runs).
+    if is_leaf(v):
+        leaves.append(v)
+        return ("leaf",)
+    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+        return ("tuple", tuple(_define(c, is_leaf, leaves) for c in v))
+    if isinstance(v, list):
+        return ("list", tuple(_define(c, is_leaf, leaves) for c in v))
+    if isinstance(v, dict):
+        keys = tuple(v)
+        return ("dict", keys, tuple(_define(v[k], is_leaf, leaves) for k in keys))
+    return ("const", v)
 
 
 def unflatten(tree: TreeDef, leaves: list[Any]) -> Any:
-    it = iter(leaves)
+    return _build(tree, iter(leaves))
 
-    def go(t: TreeDef) -> Any:
-        kind = t[0]
-        if kind == "leaf":
-            return next(it)
-        if kind == "tuple":
-            return tuple(go(c) for c in t[1])
-        if kind == "list":
-            return [go(c) for c in t[1]]
-        if kind == "dict":
-            return {k: go(c) for k, c in zip(t[1], t[2])}
-        return t[1]
 
-    return go(tree)
+def _build(t: TreeDef, it: Any) -> Any:
+    # A module-level function, not a closure over the iterator: a recursive closure is a
+    # reference cycle that would keep the returned arrays (device memory too) alive until
+    # the garbage collector runs.
+    kind = t[0]
+    if kind == "leaf":
+        return next(it)
+    if kind == "tuple":
+        return tuple(_build(c, it) for c in t[1])
+    if kind == "list":
+        return [_build(c, it) for c in t[1]]
+    if kind == "dict":
+        return {k: _build(c, it) for k, c in zip(t[1], t[2])}
+    return t[1]

@@ -1,0 +1,255 @@
+"""A SIMT emulator for tracearray's GPU kernels, so their logic is tested without a GPU.
+
+``EmulatedDevice`` implements the interface of ``tracearray.gpu.driver.Device`` with host
+memory (poisoned with 0xCD bytes, so unwritten outputs show up). A "module load" takes the
+kernel's LLVM IR (the same IR that became PTX), rewrites it for the host — address spaces
+dropped, ``ptx_kernel`` removed, libdevice ``__nv_expf`` -> libm ``expf``, and the NVVM
+intrinsics (special registers, ``barrier``, ``shfl.sync``) turned into calls to Python — and
+JIT-compiles it with llvmlite. A launch runs every block of the grid in turn, each with one
+OS thread per GPU thread: barriers are ``threading.Barrier``s (with a timeout, so a barrier
+some threads skip fails the test instead of hanging), shuffles exchange values through a
+per-warp slot array between two warp barriers.
+
+Kernels without barriers (grid-stride loops: map, thread-per-row, scan, gather) run as one
+thread of one block, which covers their whole range. Block reductions run with two warps per
+block (so both the shuffle tree and the cross-warp shared-memory stage are exercised), and
+at most four blocks, except the first stage of a full reduction, whose grid is the number of
+partial results.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+from typing import Any
+
+import numpy as np
+
+from tracearray.gpu.memory import CachingAllocator
+from tracearray.gpu.ptx import DEFAULT_TARGET
+
+_tls = threading.local()
+
+
+class _BlockState:
+    def __init__(self, ntid: int):
+        self.barrier = threading.Barrier(ntid, timeout=60)
+        nwarps = ntid // 32
+        self.warp_barriers = [threading.Barrier(32, timeout=60) for _ in range(nwarps)]
+        self.slots = [[0] * 32 for _ in range(nwarps)]
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)
+def _emu_sreg(which: int) -> int:
+    return (_tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid)[which]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int32)
+def _emu_barrier(_id: int) -> None:
+    try:
+        _tls.block.barrier.wait()
+    except threading.BrokenBarrierError as e:   # a callback cannot raise: report it later
+        _tls.errors.append(e)
+
+
+def _shfl(mode: str, value: int, arg: int) -> int:
+    blk, tid = _tls.block, _tls.tid
+    w, lane = tid // 32, tid % 32
+    blk.slots[w][lane] = value
+    try:
+        blk.warp_barriers[w].wait()
+        if mode == "down":
+            src = lane + arg if lane + arg <= 31 else lane
+        else:  # idx
+            src = arg & 31
+        out = blk.slots[w][src]
+        blk.warp_barriers[w].wait()
+    except threading.BrokenBarrierError as e:
+        _tls.errors.append(e)
+        return 0
+    return out
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                  ctypes.c_int32)
+def _emu_shfl_down(_mask: int, value: int, off: int, _c: int) -> int:
+    return _shfl("down", value, off)
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
+                  ctypes.c_int32)
+def _emu_shfl_idx(_mask: int, value: int, lane: int, _c: int) -> int:
+    return _shfl("idx", value, lane)
+
+
+_SREG = {"tid.x": 0, "ntid.x": 1, "ctaid.x": 2, "nctaid.x": 3}
+_llvm_lock = threading.Lock()
+_llvm_state: dict = {}
+
+
+def _llvm():
+    if not _llvm_state:
+        import llvmlite.binding as llvm
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        for name, cb in (("emu_sreg", _emu_sreg), ("emu_barrier", _emu_barrier),
+                         ("emu_shfl_down", _emu_shfl_down), ("emu_shfl_idx", _emu_shfl_idx)):
+            llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
+        _llvm_state["llvm"] = llvm
+        _llvm_state["engines"] = []
+    return _llvm_state["llvm"]
+
+
+def host_ir(ir_text: str) -> str:
+    """The GPU kernel's IR rewritten to run on the host under the emulator."""
+    t = ir_text
+    t = re.sub(r"^declare [^\n]*@\"?llvm\.nvvm\.[^\n]*$", "", t, flags=re.M)
+    for reg, k in _SREG.items():
+        t = t.replace(f'@"llvm.nvvm.read.ptx.sreg.{reg}"()', f'@"emu_sreg"(i32 {k})')
+    t = t.replace('@"llvm.nvvm.barrier.cta.sync.aligned.all"', '@"emu_barrier"')
+    t = t.replace('@"llvm.nvvm.shfl.sync.down.i32"', '@"emu_shfl_down"')
+    t = t.replace('@"llvm.nvvm.shfl.sync.idx.i32"', '@"emu_shfl_idx"')
+    t = t.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
+    t = t.replace("define ptx_kernel ", "define ")
+    t = re.sub(r'@"__nv_(\w+)"', r'@"\1"', t)
+    t += ('\ndeclare i32 @"emu_sreg"(i32)\ndeclare void @"emu_barrier"(i32)\n'
+          'declare i32 @"emu_shfl_down"(i32, i32, i32, i32)\n'
+          'declare i32 @"emu_shfl_idx"(i32, i32, i32, i32)\n')
+    return t
+
+
+class EmuFunction:
+    def __init__(self, name: str, address: int, nargs: int, barriers: bool, matmul: bool,
+                 stage1: bool):
+        self.name, self.nargs = name, nargs
+        self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_uint64] * nargs))(address)
+        self.barriers, self.matmul, self.stage1 = barriers, matmul, stage1
+        self.max_threads = 1024
+
+
+class EmulatedDevice:
+    """Stands in for ``tracearray.gpu.driver.Device`` (see the module docstring)."""
+
+    name = "emulated GPU"
+    ordinal = 0
+    stream_handle = 0xE0
+    sm_count = 4
+    cc = (9, 0)
+    target = DEFAULT_TARGET
+
+    def __init__(self) -> None:
+        self._mem: dict[int, np.ndarray] = {}
+        self.allocator = CachingAllocator(self)
+        self.module_loads = 0
+        self.launches: list[tuple[str, int, int]] = []
+        self._modules: dict[str, dict[str, EmuFunction]] = {}
+
+    # memory
+    def mem_alloc(self, nbytes: int) -> int:
+        buf = np.full(nbytes, 0xCD, dtype=np.uint8)
+        ptr = buf.ctypes.data
+        self._mem[ptr] = buf
+        return ptr
+
+    def mem_free(self, ptr: int) -> None:
+        del self._mem[ptr]
+
+    def htod(self, dst: int, src_addr: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src_addr, nbytes)
+
+    def dtoh(self, dst_addr: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst_addr, src, nbytes)
+
+    def dtod(self, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_for_stream(self, other: int) -> None:
+        pass
+
+    def make_stream_wait(self, other: int) -> None:
+        pass
+
+    def call(self, fname: str, *args: Any) -> None:
+        return None
+
+    def make_current(self) -> None:
+        pass
+
+    # code
+    def load(self, ptx: str, names: list[str], ir: str | None = None) -> dict[str, EmuFunction]:
+        assert ir is not None, "the emulator runs the LLVM IR of a kernel"
+        mod = self._modules.get(ir)
+        if mod is not None:
+            return mod
+        with _llvm_lock:
+            llvm = _llvm()
+            text = host_ir(ir)
+            m = llvm.parse_assembly(text)
+            m.verify()
+            tm = llvm.Target.from_default_triple().create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=1, jit=True)   # host features: f16 conversions without libcalls
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1))
+            pb.getModulePassManager().run(m, pb)
+            nargs = {n: len(list(m.get_function(n).arguments)) for n in names}
+            ee = llvm.create_mcjit_compiler(m, tm)
+            ee.finalize_object()
+            _llvm_state["engines"].append(ee)
+            barriers = "emu_barrier" in text
+            matmul = "_As" in text
+            stage1 = any(n.endswith("_combine") for n in names)
+            mod = {n: EmuFunction(n, ee.get_function_address(n), nargs[n], barriers, matmul,
+                                  stage1 and not n.endswith("_combine")) for n in names}
+        self._modules[ir] = mod
+        self.module_loads += 1
+        return mod
+
+    def launch(self, fn: EmuFunction, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
+        addrs = np.frombuffer((ctypes.c_uint64 * fn.nargs).from_address(args_addr), np.uint64)
+        args = [int(np.frombuffer((ctypes.c_uint64 * 1).from_address(int(a)), np.uint64)[0])
+                for a in addrs]
+        assert block % 32 == 0 and block > 0, block
+        self.launches.append((fn.name, grid, block))
+        if not fn.barriers:
+            self._run_block(fn, args, 0, 1, 1)
+            return
+        if not fn.matmul:
+            block = 64
+        if not fn.stage1:
+            grid = min(grid, 4)
+        for ctaid in range(grid):
+            self._run_block(fn, args, ctaid, grid, block)
+
+    def _run_block(self, fn: EmuFunction, args: list[int], ctaid: int, nctaid: int,
+                   ntid: int) -> None:
+        state = _BlockState(max(ntid, 32)) if fn.barriers else None
+        errors: list[BaseException] = []
+
+        def thread(tid: int) -> None:
+            _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, ntid, ctaid, nctaid
+            _tls.block = state
+            _tls.errors = []
+            try:
+                fn.cfunc(*args)
+                if _tls.errors:
+                    raise _tls.errors[0]
+            except BaseException as e:   # noqa: BLE001
+                errors.append(e)
+                if state is not None:
+                    state.barrier.abort()
+                    for wb in state.warp_barriers:
+                        wb.abort()
+
+        if ntid == 1:
+            thread(0)
+        else:
+            threads = [threading.Thread(target=thread, args=(t,)) for t in range(ntid)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if errors:
+            raise errors[0]

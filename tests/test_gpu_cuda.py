@@ -1,0 +1,248 @@
+"""GPU execution tests (``-m gpu``): skipped unless cuda-bindings, a driver and a GPU are here.
+
+- the CPU differential suite (``test_cpu_ops.py``), every test re-run with ``device="cuda"``:
+  the same programs, inputs and tolerance table (``numpy_compare``);
+- the 13 benchmark workloads against their float64 references;
+- interop without copies: CuPy and PyTorch arrays in, ``tracearray.Array`` out, taken back by
+  CuPy / PyTorch (``__cuda_array_interface__`` and DLPack) at the same address;
+- asynchrony (device arrays in: no synchronisation until host data is asked for), the caching
+  allocator (no cuMemAlloc per call), out-of-memory as MemoryError, deterministic full
+  reductions, readable driver errors;
+- arrays of more than 2^31 elements (64-bit indexing) on both sides of 2^31.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpu_differential as gd
+import tracearray
+from tracearray.gpu import Array, driver
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+HAVE_GPU = driver.is_available()
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and "
+                                                      "cuda-bindings (pip install "
+                                                      "'tracearray[cuda]')"),
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+def gpu(fn, **kw):
+    return tracearray.compile(fn, device="cuda", **kw)
+
+
+@pytest.fixture
+def dev():
+    return driver.get_device()
+
+
+def test_device_description(dev) -> None:
+    print(f"\n{dev!r}: {dev.sm_count} SMs, driver {dev.driver_version}, target {dev.target}")
+    assert dev.cc >= (7, 0)
+
+
+def test_workloads_match_float64_reference() -> None:
+    from benchmarks import workloads as W
+    for name in W.names():
+        w = W.get(name)
+        inputs = W.make_inputs(name, "check", seed=0)
+        args = [inputs[a.name] for a in w.args]
+        f = gpu(w.fn)
+        for _ in range(2):
+            out = f(*args)
+            err = W.max_rel_err(out, W.reference(w, inputs))
+            assert err <= w.tol, f"{name}: {err} > {w.tol}"
+
+
+# ------------------------------------------------------------------------------------------
+# Interop
+# ------------------------------------------------------------------------------------------
+
+def test_cupy_in_and_out_without_copies(dev) -> None:
+    cp = pytest.importorskip("cupy")
+    x = cp.random.standard_normal((300, 257), dtype=cp.float32)
+    f = gpu(lambda a: (np.exp(a - a.max(-1, keepdims=True)), a.sum(0)))
+    e, s = f(x)
+    assert isinstance(e, Array) and isinstance(s, Array)
+    ce = cp.asarray(e)                                  # CuPy takes it: same memory
+    assert ce.data.ptr == e.ptr
+    want = cp.exp(x - x.max(-1, keepdims=True))
+    assert float(cp.abs(ce - want).max()) < 1e-5
+    np.testing.assert_allclose(cp.asnumpy(cp.asarray(s)), cp.asnumpy(x).sum(0), rtol=1e-4,
+                               atol=1e-4)
+    assert tracearray.gpu.as_array(x).ptr == x.data.ptr  # ... and we take CuPy's: same memory
+    cd = cp.from_dlpack(e)
+    assert cd.data.ptr == e.ptr
+    xt = x.T                                             # a strided CuPy view
+    np.testing.assert_allclose(gpu(lambda a: a * 2)(xt).numpy(), cp.asnumpy(xt) * 2)
+
+
+def test_torch_in_and_out_without_copies(dev) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    t = torch.randn(128, 1000, device="cuda")
+    f = gpu(lambda a, b: np.maximum(a @ b + 1.0, 0.0))
+    w = torch.randn(1000, 64, device="cuda")
+    y = f(t, w)
+    assert isinstance(y, Array)
+    ty = torch.as_tensor(y, device="cuda")              # __cuda_array_interface__
+    assert ty.data_ptr() == y.ptr
+    td = torch.from_dlpack(y)                           # DLPack
+    assert td.data_ptr() == y.ptr
+    want = torch.relu(t @ w + 1.0)
+    assert float((ty - want).abs().max()) < 1e-3 * float(want.abs().max())
+    assert tracearray.gpu.as_array(t).ptr == t.data_ptr()
+    tt = t.t()                                          # strided torch view
+    np.testing.assert_allclose(gpu(lambda a: a + 1)(tt).numpy(), tt.cpu().numpy() + 1)
+    h = torch.arange(10, device="cuda", dtype=torch.float64)
+    np.testing.assert_array_equal(gpu(lambda a: a * 3)(h).numpy(), np.arange(10) * 3.0)
+
+
+def test_jax_in(dev) -> None:
+    import os
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # leave memory to us
+    jax = pytest.importorskip("jax")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if not gpus:
+        pytest.skip("jax has no GPU")
+    import jax.numpy as jnp
+    x = jax.device_put(jnp.arange(1000, dtype=jnp.float32), gpus[0])
+    out = gpu(lambda a: a * 2 + 1)(x)
+    np.testing.assert_array_equal(out.numpy(), np.arange(1000, dtype=np.float32) * 2 + 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Runtime behaviour
+# ------------------------------------------------------------------------------------------
+
+def test_device_inputs_do_not_synchronise(dev, monkeypatch) -> None:
+    x = Array.from_numpy(np.random.default_rng(0).standard_normal((1000, 1000)).astype(np.float32))
+    f = gpu(lambda a: np.tanh(a) @ a + a.sum(0))
+    f(x).numpy()   # compile and load first
+    calls = []
+    real = dev.synchronize
+    monkeypatch.setattr(dev, "synchronize", lambda: (calls.append(1), real())[1])
+    y = f(x)
+    assert calls == [] and isinstance(y, Array)
+    host = y.numpy()
+    assert calls and host.shape == (1000, 1000)
+
+
+def test_caching_allocator_no_driver_allocation_per_call(dev) -> None:
+    x = Array.from_numpy(np.ones((512, 512), np.float32))
+    f = gpu(lambda a: (a * 2, a.sum(1), a.sum()))
+    f(x)
+    gc.collect()
+    before = dev.allocator.driver_allocs
+    for _ in range(20):
+        r = f(x)
+        del r
+        gc.collect()
+    assert dev.allocator.driver_allocs == before
+
+
+def test_out_of_memory_is_a_memory_error(dev) -> None:
+    with pytest.raises(MemoryError, match="CUDA out of memory"):
+        Array.empty((1 << 48,), np.uint8)   # 256 TiB
+
+
+def test_driver_errors_are_readable(dev) -> None:
+    with pytest.raises(driver.CudaError, match="cuMemFree failed: CUDA_ERROR_"):
+        dev.mem_free(12345)
+
+
+def test_full_reduction_is_deterministic(dev) -> None:
+    x = Array.from_numpy(np.random.default_rng(1).standard_normal(10_000_019).astype(np.float32))
+    f = gpu(lambda a: (a.sum(), (a * a).mean()))
+    first = [o.numpy() for o in f(x)]
+    for _ in range(5):
+        again = [o.numpy() for o in f(x)]
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    ref = np.asarray(x).astype(np.float64)
+    assert abs(float(first[0]) - ref.sum()) <= 1e-6 * np.abs(ref).sum()
+
+
+def test_more_than_2_31_elements(dev) -> None:
+    """64-bit indexing: elementwise, full and arg reductions, a row reduction with a row of
+    more than 2^31 elements, on both sides of 2^31 (8 GiB in, 2 + 8 GiB out)."""
+    cp = pytest.importorskip("cupy")
+    n = (1 << 31) + 4099
+    x = cp.zeros(n, dtype=cp.uint8)
+    marks = {0: 1, (1 << 31) - 1: 2, 1 << 31: 3, (1 << 31) + 77: 9, n - 1: 4}
+    for i, v in marks.items():
+        x[i] = v
+    f = gpu(lambda a: (a * 2 + 1, a.astype(np.int64).sum(), a.argmax(), a.reshape(1, -1).max(1)))
+    y, s, am, rm = f(x)
+    cy = cp.asarray(y)
+    for i, v in marks.items():
+        assert int(cy[i]) == 2 * v + 1, i
+    assert int(cy[12345]) == 1 and int(cy[n - 2]) == 1
+    assert int(s.numpy()) == sum(marks.values())
+    assert int(am.numpy()) == (1 << 31) + 77
+    assert int(rm.numpy()[0]) == 9
+    del y, cy, x
+    gc.collect()
+    xf = cp.ones(n, dtype=cp.float32)
+    xf[n - 1] = 5.0
+    yf = cp.asarray(gpu(lambda a: a * 3.0 - 1.0)(xf))
+    assert float(yf[0]) == 2.0 and float(yf[(1 << 31) + 1]) == 2.0 and float(yf[n - 1]) == 14.0
+
+
+def test_bandwidth_report(dev) -> None:
+    """Not a pass/fail speed test: prints achieved bandwidth of three kernels."""
+    rng = np.random.default_rng(0)
+    cases = {
+        "ew a*b+c*exp(-d) 2^26": (lambda a, b, c, d: a * b + c * np.exp(-d),
+                                  [rng.standard_normal(1 << 26, np.float32) for _ in range(4)], 5),
+        "softmax 2^15x4096": (lambda x: np.exp(x - x.max(-1, keepdims=True))
+                              / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+                              [rng.standard_normal((1 << 15, 4096), np.float32)], 2),
+        "sum 2^28": (lambda x: x.sum(), [rng.standard_normal(1 << 28, np.float32)], 1),
+    }
+    for name, (fn, host, nio) in cases.items():
+        args = [Array.from_numpy(h) for h in host]
+        f = gpu(fn)
+        f(*args)
+        dev.synchronize()
+        t0 = time.perf_counter()
+        reps = 10
+        for _ in range(reps):
+            out = f(*args)
+        dev.synchronize()
+        dt = (time.perf_counter() - t0) / reps
+        nbytes = host[0].nbytes * nio
+        line = f"{name}: {dt * 1e3:.3f} ms, {nbytes / dt / 1e12:.2f} TB/s"
+        print("\n" + line)
+        report = os.environ.get("TRACEARRAY_TEST_REPORT")
+        if report:
+            with open(report, "a") as fh:
+                fh.write(line + "\n")
+        del out
+
+
+# ------------------------------------------------------------------------------------------
+# The CPU differential suite, on the GPU (collected last: the checks above run first)
+# ------------------------------------------------------------------------------------------
+
+_MODS = gd.collect(globals(), prefix="cuda_")
+
+
+@pytest.fixture(autouse=True)
+def _cpu_tests_on_the_gpu(request, monkeypatch):
+    if request.node.name.startswith("test_cuda_") and _MODS:
+        gd.patch_compiled(monkeypatch, _MODS, gpu)
+    yield

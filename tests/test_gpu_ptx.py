@@ -1,0 +1,174 @@
+"""GPU code generation without a GPU: PTX from llvmlite, assembled by ptxas.
+
+- ``lower(...).as_text("ptx")`` works with no driver (sm_90 by default);
+- every LLVM intrinsic the GPU code generator may emit (``ptx.LOWERABLE``) lowers on NVPTX,
+  checked in a child process (the NVPTX backend aborts the process on an op it cannot lower),
+  and anything else is refused before LLVM sees it;
+- every op of the op table, in every dtype of its domain, lowers to PTX that ptxas accepts;
+- (``test_gpu_ptx_differential.py``) every kernel the CPU differential tests build also builds
+  for the GPU, and its PTX assembles.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.gpu import ptx as P
+from tracearray.trace.ops import ALL_DTYPES, OPS, Kind
+
+needs_ptxas = pytest.mark.skipif(P.ptxas_path() is None,
+                                 reason="ptxas (CUDA toolkit) is not installed: PTX is generated "
+                                        "but cannot be assembled here")
+_ASSEMBLED: set[str] = set()
+
+
+def assemble(ptx: str) -> None:
+    key = hashlib.sha256(ptx.encode()).hexdigest()
+    if key not in _ASSEMBLED:
+        P.ptxas(ptx, "sm_90")
+        _ASSEMBLED.add(key)
+
+
+def test_ptx_without_a_gpu() -> None:
+    f = tracearray.compile(lambda x, y: np.exp(x) * y + 1.0, device="cuda")
+    x = np.ones((4, 5), np.float32)
+    text = f.lower(x, x).as_text("ptx")
+    assert ".target sm_90" in text and ".entry" in text and ".version 8.0" in text
+    assert "call" not in text.split(".entry")[1] or "__nv_" not in text   # libdevice inlined
+    assert f.stats.calls == 0
+
+
+def test_ptx_stage_needs_cuda() -> None:
+    f = tracearray.compile(lambda x: x + 1, device="cpu")
+    with pytest.raises(ValueError, match="PTX"):
+        f.lower(np.ones(3)).as_text("ptx")
+
+
+def test_target_is_capped_by_the_driver() -> None:
+    assert P.target_for(9, 0) == P.GpuTarget(90, 80)
+    assert P.target_for(9, 0, driver_version=12000) == P.GpuTarget(90, 80)
+    assert P.target_for(8, 6, driver_version=11080).ptx_version == 78
+    assert P.target_for(12, 1).cc == 120
+    with pytest.raises(P.GpuCodegenError, match="too old"):
+        P.target_for(9, 0, driver_version=11040)
+
+
+def test_unlowerable_calls_are_refused_before_llvm() -> None:
+    ir = textwrap.dedent("""
+        declare float @llvm.exp.f32(float)
+        define void @k(ptr %p) {
+          %x = load float, ptr %p
+          %y = call float @llvm.exp.f32(float %x)
+          store float %y, ptr %p
+          ret void
+        }""")
+    with pytest.raises(P.GpuCodegenError, match="llvm.exp.f32"):
+        P.compile_ptx(ir)
+
+
+def test_libdevice_is_found_or_the_error_names_the_install() -> None:
+    try:
+        path = P.find_libdevice()
+    except P.LibdeviceNotFoundError as e:
+        assert "pip install nvidia-nvvm" in str(e)
+    else:
+        assert path.name == "libdevice.10.bc"
+
+
+_PROBE = textwrap.dedent("""
+    import sys
+    from tracearray.gpu.ptx import compile_ptx
+    for spec in sys.argv[1:]:
+        name, ty, nargs = spec.split(":")
+        args = ", ".join([f"{ty} %x"] * int(nargs))
+        ir = (f"declare {ty} @{name}({', '.join([ty] * int(nargs))})\\n"
+              f"define void @k(ptr addrspace(1) %p) {{\\n  %x = load {ty}, ptr addrspace(1) %p\\n"
+              f"  %y = call {ty} @{name}({args})\\n  store {ty} %y, ptr addrspace(1) %p\\n"
+              f"  ret void\\n}}\\n")
+        print(f"## {name}", flush=True)
+        print(compile_ptx(ir), flush=True)
+""")
+_FLOAT_INTRINSICS = {"fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "rint": 1, "nearbyint": 1,
+                     "round": 1, "roundeven": 1, "sqrt": 1, "copysign": 2, "maximum": 2,
+                     "minimum": 2, "maxnum": 2, "minnum": 2, "maximumnum": 2, "minimumnum": 2,
+                     "fma": 3, "fmuladd": 3}
+
+
+@needs_ptxas
+def test_whitelisted_float_intrinsics_lower() -> None:
+    """All in one child process: an abort there fails this test (naming the intrinsic being
+    lowered), not the whole run."""
+    specs = [f"llvm.{b}.{s}:{ty}:{n}" for b, n in _FLOAT_INTRINSICS.items()
+             for s, ty in (("f16", "half"), ("f32", "float"), ("f64", "double"))]
+    assert set(_FLOAT_INTRINSICS) <= P.LOWERABLE
+    r = subprocess.run([sys.executable, "-c", _PROBE, *specs], capture_output=True, text=True)
+    chunks = r.stdout.split("## ")[1:]
+    last = chunks[-1].splitlines()[0] if chunks else "(none)"
+    assert r.returncode == 0, f"NVPTX failed while lowering {last}: {r.stderr[-800:]}"
+    assert len(chunks) == len(specs)
+    for chunk in chunks:
+        assemble(chunk.split("\n", 1)[1])
+
+
+# ------------------------------------------------------------------------------------------
+# Every op of the table
+# ------------------------------------------------------------------------------------------
+
+def _op_programs():
+    """(id, function, args) for every op and dtype of its domain."""
+    rng = np.random.default_rng(0)
+    out = []
+    for name, spec in sorted(OPS.items()):
+        if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
+            uf = spec.ufunc
+            for dt in spec.domain.dtypes:
+                args = tuple(np.ones((3, 4), dt) for _ in range(spec.arity))
+                out.append((f"{name}-{dt}", (lambda u: lambda *xs: u(*xs))(uf), args))
+    for dt in ALL_DTYPES:
+        x = np.ones((3, 40), dt)
+        out.append((f"where-{dt}", lambda c, a: np.where(c, a, a[::-1]), (x > 0, x)))
+        out.append((f"cast-{dt}", lambda a: tuple(a.astype(d) for d in ALL_DTYPES), (x,)))
+        reds = [getattr(np, r) for r in ("sum", "prod", "max", "min", "any", "all", "argmax",
+                                         "argmin")]
+        for axis in (1, 0, None):
+            out.append((f"reductions-{axis}-{dt}",
+                        (lambda ax: lambda a: tuple(f(a, axis=ax) for f in reds))(axis), (x,)))
+        if dt != np.dtype(bool):
+            out.append((f"cumsum-{dt}", lambda a: np.cumsum(a, 1), (x,)))
+            out.append((f"cumprod-{dt}", lambda a: np.cumprod(a, 0), (x,)))
+            m = rng.integers(0, 3, (5, 7)).astype(dt)
+            out.append((f"matmul-{dt}", lambda a, b: a @ b, (m, m.T)))
+            out.append((f"matmul-relu-{dt}", lambda a, b: np.maximum(a @ b, a[:, :1]), (m, m.T)))
+    x = np.ones((4, 6, 5), np.float32)
+    out += [("mean-var", lambda a: (a.mean(), a.var(axis=1)), (x,)),
+            ("movement", lambda a: a.transpose(2, 0, 1)[1:, ::2].reshape(4, -1)[None] + 1, (x,)),
+            ("broadcast", lambda a: np.broadcast_to(a[:, :1], (4, 6, 5)).squeeze() * 2, (x,)),
+            ("reshape-gather", lambda a: a.transpose(1, 0, 2).reshape(6, 20) * 2, (x,)),
+            ("concatenate", lambda a: np.concatenate([a, a * 2], axis=1), (x,)),
+            ("bmm", lambda a, b: a @ b, (x, x.transpose(0, 2, 1)))]
+    return out
+
+
+@needs_ptxas
+def test_every_op_lowers_to_ptx_that_ptxas_accepts() -> None:
+    seen_ops: set[str] = set()
+    failures = []
+    for name, fn, args in _op_programs():
+        f = tracearray.compile(fn, device="cuda")
+        try:
+            lowered = f.lower(*args)
+            for k in lowered.executable.kernels:
+                assemble(k.ptx)
+        except Exception as e:   # noqa: BLE001 - collect all failures
+            failures.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        seen_ops |= {n.op for n in lowered.graph.nodes()}
+    assert not failures, "\n".join(failures)
+    missing = set(OPS) - seen_ops
+    assert not missing, f"ops never lowered here: {sorted(missing)}"
