@@ -12,8 +12,9 @@ with the actual strides known, ``make_geometry``
    per phase), ``col`` (kept dimension innermost: a tile of accumulators, one per column,
    updated row after row — contiguous, vectorised), ``full`` (everything reduced: fixed slots
    of partial results) or ``scan``;
-3. records the small strides along the innermost loop (built into the code as constants, so
-   the loop vectorises: contiguous, broadcast or interleaved accesses).
+3. records the strides along the innermost loop that are built into the code as constants, so
+   the loop vectorises: contiguous (1), broadcast (0), and interleaved by the built-in extent of
+   a nested reduction.
 
 Loop dimensions are numbered outer to inner; each is a group of original space dimensions.
 Extents and strides stay run-time kernel arguments: a new size with the same structure reuses
@@ -21,12 +22,12 @@ the same code.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..fuse.plan import Kernel
 
-CONST_STRIDE_MAX = 8   # strides along the vector dim up to this are built into the code
 NESTED_UNROLL_MAX = 8  # nested reductions this small get their extent built in (fully unrolled)
 MAP2D_TILE = 64        # square tile edge for transposed maps (64 x 64 x 4 B = 16 KiB per array)
 COL_TILE = 1024       # columns per accumulator tile of a column reduction (4 KiB of f32)
@@ -42,8 +43,8 @@ class Geometry:
     inner_dims: tuple[int, ...]            # loop dims looped inside each parallel iteration
     load_uses: tuple[tuple[bool, ...], ...]   # per access: which loop dims it strides over
     store_uses: tuple[tuple[bool, ...], ...]
-    # Stride along the vector dim when it is small (built into the code, so the loop
-    # vectorises: 1 contiguous, 0 broadcast, 2..8 interleaved), else None (run-time argument).
+    # Stride along the vector dim when it is built into the code (so the loop vectorises:
+    # 1 contiguous, 0 broadcast, a nested extent interleaved), else None (run-time argument).
     load_vstrides: tuple[int | None, ...]
     store_vstrides: tuple[int | None, ...]
     tile: int = 0                          # map2d tile edge / col accumulator tile
@@ -138,17 +139,24 @@ def make_geometry(kernel: Kernel, strategy: str, load_strides: Sequence[Sequence
 
     vdim = _vector_dim(strategy, rank, par, inner)
 
+    nested = tuple(e if e <= NESTED_UNROLL_MAX else None for e in kernel.body.nested_extents)
+    # Strides built into the code along the vector dim: 0 (broadcast), 1 (contiguous), and the
+    # built-in extents of nested reductions (the interleaved rows they read, as in pairwise
+    # distances), so no stride adds a variant that the sizes did not already imply.
+    built_in = {0, 1} | {e for e in nested if e is not None}
+    if nested and all(e is not None for e in nested):
+        built_in.add(math.prod(nested))
+
     def vstride(strides: Sequence[int], used: Sequence[bool]) -> int | None:
         if vdim is None or not used[vdim]:
             return None
         st = strides[groups_t[vdim][-1]]
-        return st if abs(st) <= CONST_STRIDE_MAX else None
+        return st if st in built_in else None
 
     load_uses = tuple(uses(u) for u in _index_uses(kernel, "load"))
     store_uses = tuple(uses(u) for u in _index_uses(kernel, "store"))
     load_vstrides = tuple(vstride(s, u) for s, u in zip(load_strides, load_uses))
     store_vstrides = tuple(vstride(s, u) for s, u in zip(store_strides, store_uses))
-    nested = tuple(e if e <= NESTED_UNROLL_MAX else None for e in kernel.body.nested_extents)
     return Geometry(kernel, strategy, groups_t, reduced, tuple(par), tuple(inner), load_uses,
                     store_uses, load_vstrides, store_vstrides, tile, nested)
 
