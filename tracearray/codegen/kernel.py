@@ -154,8 +154,10 @@ class KernelLowering:
         return self.slots[self.layout.extent_slot(d)]
 
     @contextmanager
-    def loop(self, start: ir.Value, stop: ir.Value) -> Iterator[ir.Value]:
-        """``for i in range(start, stop)`` with the body emitted inside the with-block."""
+    def loop(self, start: ir.Value, stop: ir.Value, step: ir.Value | None = None
+             ) -> Iterator[ir.Value]:
+        """``for i in range(start, stop, step)`` (step > 0, default 1) with the body emitted
+        inside the with-block."""
         b = self.b
         counter = self.alloca(I64)
         b.store(start, counter)
@@ -168,7 +170,7 @@ class KernelLowering:
         b.cbranch(b.icmp_signed("<", i, stop), body, done)
         b.position_at_end(body)
         yield i
-        b.store(b.add(i, self.const(1)), counter)
+        b.store(b.add(i, self.const(1) if step is None else step), counter)
         b.branch(head)
         b.position_at_end(done)
 

@@ -15,11 +15,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
-from ..fuse.index import Index
 from ..fuse.plan import Kernel, Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
-from ..tile.layout import param_layout
+from ..tile.layout import affine_params, pack_scalar, param_layout
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
 from . import pool
@@ -46,21 +45,6 @@ def element_offset(view: np.ndarray, base: np.ndarray) -> int:
     if view.size == 0 or base.size == 0:
         return 0
     return (view.ctypes.data - base.ctypes.data) // base.itemsize
-
-
-def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
-                  rank: int) -> tuple[int, list[int]]:
-    """Base offset and per-loop-variable strides of ``view[index]``, in elements."""
-    base = view_offset + sum(s * a.const for s, a in zip(view_strides, index))
-    strides = [sum(s * a.coef(d) for s, a in zip(view_strides, index)) for d in range(rank)]
-    return base, strides
-
-
-def pack_scalar(node: Node) -> int:
-    raw = np.zeros(8, dtype=np.uint8)
-    value = constant_value(node)
-    raw[:node.dtype.itemsize] = np.frombuffer(value.tobytes(), dtype=np.uint8)
-    return int(raw.view(np.int64)[0])
 
 
 @dataclass

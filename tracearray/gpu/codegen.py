@@ -30,8 +30,7 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -158,26 +157,6 @@ class GpuLoweringMixin:
         """(global thread index, total threads of the grid)."""
         tid, ntid, ctaid, nctaid = self.thread_ids()
         return self.b.add(self.b.mul(ctaid, ntid), tid), self.b.mul(nctaid, ntid)
-
-    @contextmanager
-    def stride_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value
-                    ) -> Iterator[ir.Value]:
-        """``for i in range(start, stop, step)``."""
-        b = self.b
-        counter = self.alloca(I64)
-        b.store(start, counter)
-        head = self.fn.append_basic_block("gs.head")
-        body = self.fn.append_basic_block("gs.body")
-        done = self.fn.append_basic_block("gs.end")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.load(counter)
-        b.cbranch(b.icmp_signed("<", i, stop), body, done)
-        b.position_at_end(body)
-        yield i
-        b.store(b.add(i, step), counter)
-        b.branch(head)
-        b.position_at_end(done)
 
     def product(self, dims: Sequence[int]) -> ir.Value:
         n: ir.Value = self.const(1)
@@ -383,7 +362,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         dims = tuple(range(self.geo.rank))
         gid, gstride = self.global_ids()
         stores = list(enumerate(self.kernel.stores))
-        with self.stride_loop(gid, self.product(dims), gstride) as p:
+        with self.loop(gid, self.product(dims), gstride) as p:
             self.set_dims(p, dims)
             self._store_roots(stores, {})
 
@@ -392,11 +371,11 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         full, rows = self._split_stores()
         tid, ntid, ctaid, nctaid = self.thread_ids()
         ninner = self.product(geo.inner_dims)
-        with self.stride_loop(ctaid, self.product(geo.par_dims), nctaid) as row:
+        with self.loop(ctaid, self.product(geo.par_dims), nctaid) as row:
             self.set_dims(row, geo.par_dims)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
-                with self.stride_loop(tid, ninner, ntid) as r:
+                with self.loop(tid, ninner, ntid) as r:
                     self.set_dims(r, geo.inner_dims)
                     pos = self._position(red) if idx is not None else None
                     self._accumulate(red, acc, idx, self.ev(e, {}), pos, reassociate=False)
@@ -408,7 +387,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
                     self.b.store(vi, idx)
                 self.red_values[j] = self._finalize(red, acc, idx)
             if full:
-                with self.stride_loop(tid, ninner, ntid) as r:
+                with self.loop(tid, ninner, ntid) as r:
                     self.set_dims(r, geo.inner_dims)
                     self._store_roots(full, {})
             if rows:
@@ -420,7 +399,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         kept = tuple(d for d in range(geo.rank) if not geo.reduced[d])
         full, rows = self._split_stores()
         gid, gstride = self.global_ids()
-        with self.stride_loop(gid, self.product(kept), gstride) as p:
+        with self.loop(gid, self.product(kept), gstride) as p:
             self.set_dims(p, kept)
             self._reduce_phases()
             if full:
@@ -432,7 +411,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         geo = self.geo
         acc = self.alloca(scalar.llvm_type(self.kernel.reductions[0].dtype))
         gid, gstride = self.global_ids()
-        with self.stride_loop(gid, self.product(geo.par_dims), gstride) as p:
+        with self.loop(gid, self.product(geo.par_dims), gstride) as p:
             self.set_dims(p, geo.par_dims)
             self._scan_row(acc)    # the CPU's row: same start value and per-step rounding
 
@@ -442,7 +421,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         tid, ntid, ctaid, nctaid = self.thread_ids()
         gid = self.b.add(self.b.mul(ctaid, ntid), tid)
         accs = [self._new_acc(r) for r in k.reductions]
-        with self.stride_loop(gid, self.product(dims), self.b.mul(nctaid, ntid)) as p:
+        with self.loop(gid, self.product(dims), self.b.mul(nctaid, ntid)) as p:
             self.set_dims(p, dims)
             memo: dict = {}
             for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
@@ -466,7 +445,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         for j, (red, (pv, pi)) in enumerate(zip(k.reductions, self._partial_ptrs())):
             acc, idx = self._new_acc(red)
             acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
-            with self.stride_loop(tid, nslots, ntid) as s:
+            with self.loop(tid, nslots, ntid) as s:
                 x = scalar.load_value(self.b, self.b.gep(pv, [s]), acc_dt)
                 xi = self.b.load(self.b.gep(pi, [s])) if pi is not None else None
                 a = self.b.load(acc)
@@ -603,7 +582,7 @@ class MatmulLowering(GpuLoweringMixin, KernelLowering):
         a_s = self.smem("As", acc_ty, BK * A_LD)
         b_s = self.smem("Bs", acc_ty, BK * BN)
         accs = [[self.alloca(acc_ty) for _ in range(TN)] for _ in range(TM)]
-        with self.stride_loop(ctaid, ntiles, nctaid) as t:
+        with self.loop(ctaid, ntiles, nctaid) as t:
             jt = b.urem(t, nt)
             rest = b.udiv(t, nt)
             it = b.urem(rest, mt)
@@ -623,7 +602,7 @@ class MatmulLowering(GpuLoweringMixin, KernelLowering):
             for row in accs:
                 for a in row:
                     b.store(scalar.constant(0, self.acc_dt), a)
-            with self.stride_loop(c(0), K, c(BK)) as k0:
+            with self.loop(c(0), K, c(BK)) as k0:
                 for e in range(BM * BK // MATMUL_THREADS):     # A tile: BM x BK
                     q = b.add(tid, c(e * MATMUL_THREADS))
                     kk, mi = b.urem(q, c(BK)), b.udiv(q, c(BK))

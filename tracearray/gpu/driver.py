@@ -10,7 +10,6 @@ Every driver call goes through ``Device.call``, which turns a failing ``CUresult
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any

@@ -25,11 +25,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..fuse.index import Index
-from ..fuse.kexpr import space_index
 from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
+from ..tile.layout import affine_params, pack_scalar
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
 from . import ptx as ptxmod
@@ -55,21 +54,6 @@ def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
         out.append(acc)
         acc *= max(int(n), 1)
     return tuple(reversed(out))
-
-
-def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
-                  rank: int) -> tuple[int, list[int]]:
-    """Base offset and per-loop-variable strides of ``view[index]``, in elements."""
-    base = view_offset + sum(s * a.const for s, a in zip(view_strides, index))
-    strides = [sum(s * a.coef(d) for s, a in zip(view_strides, index)) for d in range(rank)]
-    return base, strides
-
-
-def pack_scalar(node: Node) -> int:
-    raw = np.zeros(8, dtype=np.uint8)
-    value = constant_value(node)
-    raw[:node.dtype.itemsize] = np.frombuffer(value.tobytes(), dtype=np.uint8)
-    return int(raw.view(np.int64)[0])
 
 
 # ------------------------------------------------------------------------------------------

@@ -11,7 +11,13 @@ A kernel receives an array of buffer pointers and an array of 64-bit parameters:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
+import numpy as np
+
+from ..fuse.index import Index
+from ..trace.graph import Node
+from ..trace.ops import constant_value
 from .geometry import Geometry
 
 
@@ -50,3 +56,19 @@ def param_layout(geometry: Geometry) -> ParamLayout:
 
 def n_partial_buffers(geometry: Geometry) -> int:
     return sum(2 if r.op in ("argmax", "argmin") else 1 for r in geometry.kernel.reductions)
+
+
+def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
+                  rank: int) -> tuple[int, list[int]]:
+    """Base offset and per-loop-variable strides (elements) of ``view[index]``, where ``view``
+    has ``view_strides`` and starts ``view_offset`` elements after its buffer's pointer."""
+    base = view_offset + sum(s * a.const for s, a in zip(view_strides, index))
+    strides = [sum(s * a.coef(d) for s, a in zip(view_strides, index)) for d in range(rank)]
+    return base, strides
+
+
+def pack_scalar(node: Node) -> int:
+    """The 64-bit parameter slot holding a scalar constant: its bytes in the low end."""
+    raw = np.zeros(8, dtype=np.uint8)
+    raw[:node.dtype.itemsize] = np.frombuffer(constant_value(node).tobytes(), dtype=np.uint8)
+    return int(raw.view(np.int64)[0])

@@ -15,7 +15,7 @@ import numpy as np
 
 from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
-from .errors import TraceShapeError, with_location
+from .errors import with_location
 from .graph import Node
 from .ops import OPS, Kind, numel
 
