@@ -331,8 +331,10 @@ def test_ufunc_weak_python_scalar(name: str, data: st.DataObject) -> None:
     # The operands as NumPy's loop sees them, to steer clear of the divergent inputs. (A weak
     # int out of the array's range makes NumPy raise OverflowError, and run_both checks that
     # we raise too: the wrapped constant below is then never compared.)
+    # (resolve_dtypes takes Python int/float as weak types; a Python bool is NumPy's bool)
+    s_key = np.dtype(bool) if isinstance(s, bool) else type(s)
     try:
-        loop = uf.resolve_dtypes((dt, type(s), None) if not left else (type(s), dt, None))
+        loop = uf.resolve_dtypes((dt, s_key, None) if not left else (s_key, dt, None))
     except Exception:   # noqa: BLE001 - no loop: run_both checks that we raise too
         loop = None
     if loop is not None:
