@@ -126,9 +126,12 @@ class Walker:
     """
 
     def __init__(self, body: KernelBody, stored: set[Node], inline_roots: dict[Node, Index],
-                 reductions: dict[Node, tuple[int, Index]], reductions_readable: bool = True):
+                 reductions: dict[Node, tuple[int, Index]], reductions_readable: bool = True,
+                 planned: set[Node] | frozenset = frozenset()):
         self.body = body  # (body.space_rank must be set: nested reductions number vars after it)
         self.stored = stored
+        # Every node the plan keeps in memory, including outputs of *later* kernels.
+        self.planned = planned
         self.inline_roots = inline_roots
         self.reductions = reductions
         self.reductions_readable = reductions_readable
@@ -172,6 +175,12 @@ class Walker:
                          for a in node.args)
             return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
         if kind is Kind.REDUCE and node not in self.stored:
+            if node in self.planned:
+                # Found by the fuzzer (tests/test_fuzz_regressions.py): a reduction stored by
+                # a *later* kernel was recomputed here as a nested loop -- impossible for
+                # argmax/argmin (no nested lowering: TypeError) and O(n) per element for the
+                # others. It must be read from memory: this node goes after that kernel.
+                raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
             return self._nested(node, idx)
         # reductions, scans, contractions, concatenations of other kernels are stored values
         raise NotFusable(f"{node.op} is computed by another kernel", store=node)

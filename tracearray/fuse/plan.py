@@ -181,16 +181,17 @@ def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int
     earlier = {n for n in stores if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
     roots = kernel.roots + ([extra_root] if extra_root else [])
     reds = kernel.reductions + ([extra_red] if extra_red else [])
-    _walk_kernel(kernel, roots, reds, earlier, KernelBody())
+    _walk_kernel(kernel, roots, reds, earlier, KernelBody(), stores)
 
 
 def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: set[Node],
-                 body: KernelBody) -> tuple[list[KExpr], list[KExpr]]:
+                 body: KernelBody, planned: set[Node] | frozenset = frozenset()
+                 ) -> tuple[list[KExpr], list[KExpr]]:
     row = row_index(kernel.space, kernel.reduce_axes)
     body.space_rank = len(kernel.space)
     walker = Walker(body, stored, {r.node: r.index for r in roots if r.dest is r.node},
                     {r: (i, row) for i, r in enumerate(reds)},
-                    reductions_readable=kernel.full_rows)
+                    reductions_readable=kernel.full_rows, planned=planned)
     red_exprs = []
     for i, r in enumerate(reds):
         # A reduction's input may use only the reductions of earlier phases, and only when
@@ -302,7 +303,7 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
                    if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
         kernel.body = KernelBody()
         kernel.red_exprs, kernel.root_exprs = _walk_kernel(
-            kernel, kernel.roots, kernel.reductions, earlier, kernel.body)
+            kernel, kernel.roots, kernel.reductions, earlier, kernel.body, stores)
         needed.update(acc.buffer for acc in kernel.body.accesses)
     for kernel in kernels:
         if kernel.kind == "matmul":

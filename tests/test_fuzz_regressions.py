@@ -1,0 +1,111 @@
+"""Regression tests: the shrunk programs of every bug the random-program fuzzer found.
+
+Each test is the (shrunk) reproducer the soak or the fuzz tests wrote, checked with
+``assert_matches_numpy`` on the CPU. The docstring says which run found it, what was wrong and
+where it was fixed. Keep them small and keep them forever.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracearray.testing import assert_matches_numpy
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def test_argmin_read_by_an_earlier_kernel() -> None:
+    """soak seed 't2', program 79 (compile_error: TypeError "unknown reduction 'argmin' for
+    int64"). The map kernel of the first output also computed ``v2 % v1``; the argmin it reads
+    is stored by a *later* kernel, so the planner's walker treated it as unstored and inlined
+    it as a nested reduction, which argmin does not have. Fixed in fuse/kexpr.py (Walker:
+    a reduction the plan stores is never nested; NotFusable places the reader after it)."""
+    def program(x0):
+        v0 = x0[..., None]
+        v1 = x0[..., :-4:-1, None]
+        v2 = np.argmin(x0)
+        v3 = v2 % v1
+        return v0, v3
+
+    assert_matches_numpy(program, np.array([[0], [0], [0]], dtype=np.int64), device="cpu")
+    assert_matches_numpy(program, np.array([[5], [-2], [7]], dtype=np.int64), device="cpu")
+
+
+def test_stored_sum_read_by_an_earlier_kernel_is_not_recomputed() -> None:
+    """The same planner bug with a sum: values were right but the sum was recomputed as a
+    nested loop per element (O(n^2)); now it is read from memory like the argmin above."""
+    def program(x0):
+        v0 = x0[..., None]
+        v2 = x0.sum()
+        return v0, v2 % x0[::-1, :, None]
+
+    assert_matches_numpy(program, np.arange(7, dtype=np.int64).reshape(7, 1) - 3, device="cpu")
+
+
+def test_flatten_of_an_empty_transcendental() -> None:
+    """First fuzz batch (before the soak): ``np.arccos(np.hypot(x, x)).flatten()`` of an
+    int32[9, 1, 0] input raised IndexError in fuse/index.py (_reshape_index ran off the end
+    of the 0-sized dims). Fixed concurrently in fuse/index.py (reshape of an empty operand is
+    not affine: the operand is stored)."""
+    def program(x0):
+        v0 = np.hypot(x0, x0)
+        v1 = np.arccos(v0)
+        return v1.flatten()
+
+    assert_matches_numpy(program, np.zeros((9, 1, 0), dtype=np.int32), device="cpu")
+    assert_matches_numpy(program, np.zeros((2, 0, 3), dtype=np.float32), device="cpu")
+
+
+def test_signbit_of_nan_is_not_compared() -> None:
+    """soak seed 't3', program 2264 (mismatch): ``np.signbit(np.log10(-1))`` is True with
+    NumPy (its log10 returns -nan) and False compiled (+nan). NaN signs are not promised
+    (divergence nan-payload); the comparator now treats signbit/copysign of a NaN as
+    unverifiable. A comparator fix, not a compiler bug."""
+    def program(x0):
+        v1 = np.log10(x0)
+        return np.signbit(v1), np.copysign(1.0, v1)
+
+    cmp = assert_matches_numpy(program, np.array([0, 0, 302, -1], dtype=np.int32), device="cpu")
+    assert "nan-payload" in cmp.divergences
+
+
+def test_zero_d_where_and_astype_results() -> None:
+    """First fuzz batch (mismatch: "got a bool, NumPy returns an ndarray"): for 0-d inputs
+    np.where, astype and views return a 0-d ndarray in NumPy, while a compiled function returns
+    every 0-d result as a NumPy scalar (the graph has no scalar/0-d distinction). Declared as
+    the divergence zero-d-results-are-scalars (values and dtypes still compared)."""
+    def program(x0, x1):
+        v0 = np.where(x0 > -1, x1, x1)
+        return v0.astype(np.int8).astype(np.bool_), x1 >= v0
+
+    cmp = assert_matches_numpy(program, np.array(3, np.int16), np.array(-0.5, np.float32),
+                               device="cpu")
+    assert "zero-d-results-are-scalars" in cmp.divergences
+
+
+def test_remainder_by_a_tiny_inexact_divisor() -> None:
+    """soak seed '1', program 6316 (mismatch of both the compiled *and* NumPy's own result):
+    ``np.remainder(np.log2(v), v)`` with v = arcsin(2.2e-308) (inexact, ±4 ulp). The quotient
+    -1022 / v overflows to -inf at every corner of the inputs' intervals, which hid the jumps of
+    the remainder in between, and the comparator's interval excluded NumPy's exact 0.0. A
+    comparator fix (bounds.py: a remainder is continuous only for finite, equal quotients)."""
+    def program(x0):
+        v0 = np.arcsin(x0)
+        return np.remainder(np.log2(v0), v0)
+
+    assert_matches_numpy(program, np.array([[[2.2250738585072014e-308]]]), device="cpu")
+
+
+def test_cumprod_of_zero_then_maybe_infinite() -> None:
+    """soak seed '1', program 17674 (mismatch of both results): ``cumprod`` over [0, ..., x]
+    where x = where(sinh(284) >= inf, ...) is inf or float32's max (sinh is within 4 ulp of
+    overflow). The comparator claimed the products after the zero were exactly 0, but 0 * inf
+    is NaN (NumPy's and our result). A comparator fix (bounds.py: a zero gives a zero product
+    only when no element may be infinite)."""
+    def program(x0):
+        v0 = np.sinh(x0)
+        v1 = np.where(v0 >= np.inf, v0, x0)
+        return np.cumprod(v1)
+
+    x = np.array([0, 0, 0, 0, 284, 0, 4, 772], dtype=np.uint16).reshape(8, 1, 1, 1)
+    assert_matches_numpy(program, x, device="cpu")

@@ -1,0 +1,676 @@
+"""What a correct compiled result may be: NumPy's values with error bounds, node by node.
+
+``propagate(graph, inputs, tolerances)`` evaluates a traced graph with NumPy (each node by its
+op-table reference, as ``trace.evaluate`` does) and, beside every value, what the compiled
+kernels may legitimately return there:
+
+- ``exact``: bit for bit NumPy's value (NaN positions; the sign of zeros; NaN payloads are never
+  compared). Integer and bool results are always exact, or unverifiable;
+- an interval ``[lo, hi]`` (float results): from the tolerance table where an op is not exact
+  (transcendentals: ulps; sums, products, matrix products: summation bounds), and from
+  *propagating* earlier intervals: an elementwise op is evaluated at the corners of its inputs'
+  intervals (and at the critical points inside: zeros, extrema of sin/cos), so cancellation,
+  overflow and ill-conditioning are judged by what NumPy itself computes near the inputs;
+- ``top``: unverifiable (anything goes): a discrete result (comparison, floor, cast to int,
+  argmax) whose inputs are inexact and straddle a jump, a sum that may overflow in some order,
+  a divergence marked "unverifiable" (tracearray.testing.divergences).
+
+The evaluator never needs per-op derivative formulas: corner evaluation is exact for every op
+that is monotone in each argument between its critical points, which ops here are, with the
+exceptions handled explicitly (tan's poles, arctan2's branch cut, remainder's jumps, power of
+a non-positive base, equality tests).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..codegen.scalar import MATH_FUNCTIONS
+from ..trace.graph import Graph, Node
+from ..trace.ops import OPS, Kind
+from .divergences import is_x86_64
+
+F64 = np.dtype(np.float64)
+INF = math.inf
+
+
+class Tolerances(Protocol):
+    """The part of the tolerance table the evaluator reads (``compare.TOLERANCES``)."""
+
+    def ulps(self, family: str, dtype: np.dtype) -> int: ...
+    def slack(self, family: str, dtype: np.dtype) -> float: ...
+
+
+@dataclass
+class Bound:
+    """NumPy's value of one node and what a compiled result may be at each element."""
+    value: np.ndarray                 # NumPy's value (the node's dtype and shape)
+    exact: np.ndarray                 # bool: must equal ``value`` bit for bit
+    top: np.ndarray                   # bool: unverifiable
+    lo: np.ndarray | None = None      # float64 interval (float nodes; == value where exact)
+    hi: np.ndarray | None = None
+    why: str = "exact"                # the rule that made the last node inexact
+
+    @property
+    def is_float(self) -> bool:
+        return self.value.dtype.kind == "f"
+
+    def inexact(self) -> np.ndarray:
+        return ~self.exact & ~self.top
+
+
+# ============================================================================================
+# Float helpers: ulps, directed rounding into a dtype
+# ============================================================================================
+
+def _uint(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}")
+
+
+def ordered(x: np.ndarray) -> np.ndarray:
+    """Floats as integers that are consecutive for consecutive floats (+0.0 and -0.0 are 0)."""
+    bits = 8 * x.dtype.itemsize
+    x = np.asarray(x)
+    u = np.ascontiguousarray(x).view(_uint(x.dtype)).reshape(x.shape).astype(np.uint64)
+    mag = (u & np.uint64((1 << (bits - 1)) - 1)).astype(np.int64)
+    return np.where((u >> np.uint64(bits - 1)).astype(bool), -mag, mag)
+
+
+def _from_ordered(o: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    bits = 8 * dtype.itemsize
+    inf_o = int(ordered(np.array([np.inf], dtype))[0])
+    o = np.clip(o, -inf_o, inf_o)
+    mag = np.abs(o).astype(np.uint64)
+    u = np.where(o < 0, mag | np.uint64(1 << (bits - 1)), mag)
+    return u.astype(_uint(dtype)).view(dtype)
+
+
+def step_ulps(x: np.ndarray, dtype: np.dtype, k: int | np.ndarray) -> np.ndarray:
+    """``x`` (representable in ``dtype``) moved ``k`` ulps up (k < 0: down), saturating at
+    +-inf; NaN stays NaN. Returned as float64."""
+    xd = np.asarray(x).astype(dtype)
+    out = _from_ordered(ordered(xd) + np.asarray(k, dtype=np.int64), dtype).astype(F64)
+    return np.where(np.isnan(xd), np.nan, out)
+
+
+def round_into(x: np.ndarray, dtype: np.dtype, up: bool) -> np.ndarray:
+    """``x`` (float64) rounded to ``dtype`` towards +inf (``up``) or -inf, as float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.asarray(x, dtype=F64).astype(dtype)
+        r64 = r.astype(F64)
+    if dtype == F64:
+        return r64
+    wrong = (r64 < x) if up else (r64 > x)
+    if wrong.any():
+        r64 = np.where(wrong, step_ulps(r, dtype, 1 if up else -1), r64)
+    return r64
+
+
+def widen(lo: np.ndarray, hi: np.ndarray, dtype: np.dtype, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi] rounded outwards into ``dtype`` and widened by ``k`` ulps of ``dtype``."""
+    lo_d, hi_d = round_into(lo, dtype, up=False), round_into(hi, dtype, up=True)
+    if k:
+        lo_d, hi_d = step_ulps(lo_d, dtype, -k), step_ulps(hi_d, dtype, k)
+    return lo_d, hi_d
+
+
+def _eps(dtype: np.dtype) -> float:
+    return float(np.finfo(dtype).eps)
+
+
+def _fmax(dtype: np.dtype) -> float:
+    return float(np.finfo(dtype).max)
+
+
+# ============================================================================================
+# Construction helpers
+# ============================================================================================
+
+def exact_bound(value: Any) -> Bound:
+    v = np.array(value)
+    b = Bound(v, np.ones(v.shape, bool), np.zeros(v.shape, bool))
+    if b.is_float:
+        b.lo = v.astype(F64)
+        b.hi = b.lo.copy()
+    return b
+
+
+def _finish(value: np.ndarray, exact: np.ndarray, top: np.ndarray, lo: np.ndarray | None,
+            hi: np.ndarray | None, why: str) -> Bound:
+    """Normalise: broadcast, exact elements carry their value, NaN bounds become top."""
+    shape = value.shape
+    exact = np.array(np.broadcast_to(exact, shape))
+    top = np.array(np.broadcast_to(top, shape))
+    if value.dtype.kind != "f":
+        return Bound(value, exact & ~top, top | ~exact, None, None, why)
+    v64 = value.astype(F64)
+    lo = np.array(np.broadcast_to(lo, shape), dtype=F64)
+    hi = np.array(np.broadcast_to(hi, shape), dtype=F64)
+    bad = ~exact & (np.isnan(lo) | np.isnan(hi))
+    top |= bad
+    exact &= ~top
+    lo = np.where(exact, v64, lo)
+    hi = np.where(exact, v64, hi)
+    return Bound(value, exact, top, lo, hi, why)
+
+
+def _bcast(arrays: Sequence[np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
+    return [np.broadcast_to(a, shape) for a in arrays]
+
+
+def _any(masks: Sequence[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(shape, bool)
+    for m in masks:
+        out |= np.broadcast_to(m, shape)
+    return out
+
+
+def _rows(a: np.ndarray, axes: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` with the reduced ``axes`` moved last and flattened: shape ``out_shape + (n,)``
+    (``out_shape`` keeps the reduced axes as 1)."""
+    n = math.prod(a.shape[ax] for ax in axes)
+    moved = np.moveaxis(a, axes, tuple(range(-len(axes), 0))) if axes else a[..., None]
+    return moved.reshape(out_shape + (n,))
+
+
+# ============================================================================================
+# The evaluator
+# ============================================================================================
+
+# Ops whose float result is computed exactly as NumPy computes it (correctly rounded or exact);
+# the other float ops are "transcendental" (libm vs NumPy's SIMD code, a few ulp).
+TRANSCENDENTAL = frozenset(MATH_FUNCTIONS)
+
+_EQUALITY = frozenset({"equal", "not_equal"})
+_JUMPS = {"remainder": np.floor_divide, "fmod": lambda a, b: np.trunc(a / b)}
+
+
+class Evaluator:
+    def __init__(self, tolerances: Tolerances):
+        self.tol = tolerances
+        self.used: set[str] = set()     # divergence ids whose relaxation was applied
+
+    # --- values -----------------------------------------------------------------------------
+    @staticmethod
+    def fn(node: Node) -> Callable[..., Any]:
+        spec = OPS[node.op]
+        if spec.ufunc is not None:
+            return spec.ufunc
+        attrs = dict(node.attrs)
+        return lambda *xs: spec.numpy_ref(*xs, **attrs)
+
+    def value(self, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
+        out = self.fn(node)(*args)
+        return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+
+    # --- the walk ---------------------------------------------------------------------------
+    def run(self, graph: Graph, inputs: Sequence[np.ndarray]) -> list[Bound]:
+        bounds: dict[Node, Bound] = {}
+        for node, value in zip(graph.inputs, inputs):
+            bounds[node] = exact_bound(np.asarray(value))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for node in graph.nodes():
+                if node in bounds:
+                    continue
+                spec = OPS[node.op]
+                args = [bounds[a] for a in node.args]
+                if spec.kind is Kind.SOURCE:
+                    bounds[node] = exact_bound(self.value(node, []))
+                elif node.op == "where":
+                    bounds[node] = self.where(node, args)
+                elif spec.kind is Kind.ELEMENTWISE:
+                    bounds[node] = self.elementwise(node, args)
+                elif spec.kind is Kind.REDUCE:
+                    bounds[node] = self.reduce(node, args[0])
+                elif spec.kind is Kind.SCAN:
+                    bounds[node] = self.scan(node, args[0])
+                elif spec.kind is Kind.CONTRACT:
+                    bounds[node] = self.matmul(node, *args)
+                else:   # movement, concatenation: the same op on every field
+                    bounds[node] = self.structural(node, args)
+        return [bounds[o] for o in graph.outputs]
+
+    # --- movement and concatenation -----------------------------------------------------------
+    def structural(self, node: Node, args: list[Bound]) -> Bound:
+        f = self.fn(node)
+
+        def field(name: str) -> np.ndarray:
+            return np.array(f(*[getattr(a, name) for a in args])).reshape(node.shape)
+        value = field("value").astype(node.dtype, copy=False)
+        lo = field("lo") if args[0].is_float else None
+        hi = field("hi") if args[0].is_float else None
+        return Bound(value, field("exact"), field("top"), lo, hi,
+                     next((a.why for a in args if a.why != "exact"), "exact"))
+
+    # --- elementwise ----------------------------------------------------------------------------
+    def _candidates(self, b: Bound, dtype: np.dtype) -> list[np.ndarray]:
+        """Input values to evaluate the op at: the interval's ends (rounded inwards into the
+        operand's dtype: the compiled operand is a value of that dtype) and, where the interval
+        holds zero, +0.0 and -0.0 (critical points of abs, square, 1/x, copysign, ...)."""
+        inex = b.inexact()
+        if not b.is_float or not inex.any():
+            return [b.value]
+        lo = np.where(inex, round_into(b.lo, dtype, up=True), b.value).astype(dtype)
+        hi = np.where(inex, round_into(b.hi, dtype, up=False), b.value).astype(dtype)
+        out = [lo, hi]
+        z = inex & (b.lo <= 0) & (b.hi >= 0)
+        if z.any():
+            out += [np.where(z, dtype.type(0.0), lo), np.where(z, dtype.type(-0.0), lo)]
+        return out
+
+    def elementwise(self, node: Node, args: list[Bound]) -> Bound:
+        op, shape, dt = node.op, node.shape, node.dtype
+        in_dts = [a.dtype for a in node.args]
+        value = self.value(node, [a.value for a in args])
+        top = _any([a.top for a in args], shape)
+        inex_in = _any([a.inexact() for a in args], shape)
+        transcendental = op in TRANSCENDENTAL and dt.kind == "f"
+        why = "exact"
+        if dt.kind == "f":
+            v64 = value.astype(F64)
+            lo, hi = v64.copy(), v64.copy()
+            exact = ~inex_in.copy()
+            if transcendental:
+                exact &= np.isnan(v64)
+                why = f"{op}: transcendental (±{self.tol.ulps('transcendental', dt)} ulp)"
+                self.used.add("transcendental-ulps")
+            if op in ("fmax", "fmin") and dt in (np.dtype(np.float32), F64):
+                x, y = _bcast([args[0].value, args[1].value], shape)
+                tie = (x == 0) & (y == 0) & (np.signbit(x) != np.signbit(y)) & ~inex_in
+                if tie.any():
+                    exact &= ~tie   # [-0.0, +0.0]: the sign is not compared
+                    self.used.add("fmax-fmin-signed-zero")
+        else:
+            exact = np.ones(shape, bool)
+            lo = hi = None
+        if op == "cast" and dt.kind in "iu" and in_dts[0].kind == "f":
+            top |= self._float_to_int_unverifiable(args[0], dt, shape)
+        if op in ("signbit", "copysign"):
+            # The sign bit of a NaN is not promised (divergence nan-payload): signbit(NaN)
+            # and copysign(x, NaN) are unverifiable.
+            nan_sign = np.broadcast_to(np.isnan(args[-1].value) if args[-1].is_float
+                                       else np.zeros((), bool), shape)
+            if nan_sign.any():
+                top |= nan_sign
+                self.used.add("nan-payload")
+        if op == "reciprocal" and dt.kind in "iu" and not is_x86_64():
+            zero = np.broadcast_to(args[0].value == 0, shape)
+            if zero.any():
+                top |= zero
+                self.used.add("float-to-int-cast")
+
+        if inex_in.any():
+            cands = [self._candidates(a, d) for a, d in zip(args, in_dts)]
+            f = self.fn(node)
+            results = [np.broadcast_to(np.asarray(f(*c)).astype(dt, copy=False), shape)
+                       for c in itertools.product(*cands)]
+            sel = inex_in & ~top
+            if dt.kind == "f":
+                lo, hi, exact, new_top = self._float_corners(op, node, args, results, sel,
+                                                             lo, hi, exact, cands)
+                top |= new_top
+            else:
+                same = np.ones(shape, bool)
+                for r in results[1:]:
+                    same &= r == results[0]
+                same &= results[0] == value
+                if op in _EQUALITY:
+                    same &= ~self._overlap(args, shape)
+                if op == "cast" and in_dts[0].kind == "f" and dt.kind in "iu":
+                    same &= self._in_int_range(cands[0], dt, shape)
+                top |= sel & ~same
+            if why == "exact":
+                why = f"{op}: evaluated over its inputs' error intervals"
+        if transcendental:
+            k = self.tol.ulps("transcendental", dt)
+            lo, hi = widen(lo, hi, dt, k)
+        return _finish(value, exact, top, lo, hi, why)
+
+    def _float_corners(self, op: str, node: Node, args: list[Bound], results: list[np.ndarray],
+                       sel: np.ndarray, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
+                       cands: list[list[np.ndarray]]):
+        shape = node.shape
+        r = np.stack([x.astype(F64) for x in results])
+        nan = np.isnan(r)
+        any_nan, all_nan = nan.any(0), nan.all(0)
+        rlo = np.where(all_nan, np.nan, np.nanmin(np.where(nan, np.inf, r), axis=0))
+        rhi = np.where(all_nan, np.nan, np.nanmax(np.where(nan, -np.inf, r), axis=0))
+        new_top = sel & any_nan & ~all_nan
+        lo = np.where(sel, rlo, lo)
+        hi = np.where(sel, rhi, hi)
+        exact = np.where(sel, all_nan, exact)     # all corners NaN: certainly NaN
+        if op in ("sin", "cos", "tan"):
+            a = args[0]
+            inex = np.broadcast_to(a.inexact(), shape)
+            a_lo, a_hi = _bcast([a.lo, a.hi], shape)
+            shift = math.pi / 2 if op != "cos" else 0.0
+            with np.errstate(all="ignore"):
+                k_lo = np.floor((a_lo - shift) / math.pi * (1 + 1e-9) - 1e-9)
+                k_hi = np.floor((a_hi - shift) / math.pi * (1 + 1e-9) + 1e-9)
+            crosses = inex & ((k_lo != k_hi) | ~np.isfinite(a_hi - a_lo))
+            if op == "tan":
+                new_top |= sel & crosses        # a pole inside the interval
+            else:
+                lo = np.where(sel & crosses, -1.0, lo)
+                hi = np.where(sel & crosses, 1.0, hi)
+        elif op == "power":
+            b, e = args
+            b_lo = np.broadcast_to(np.where(b.exact, b.value.astype(F64), b.lo), shape)
+            b_inex = np.broadcast_to(b.inexact(), shape)
+            e_inex = np.broadcast_to(e.inexact(), shape)
+            new_top |= sel & ((b_inex & ~(b_lo > 0)) | (e_inex & ~(b_lo > 0)))
+        elif op == "arctan2":
+            y, x = args
+            x_lo = np.broadcast_to(np.where(x.exact, x.value.astype(F64), x.lo), shape)
+            y_lo, y_hi = _bcast([np.where(y.exact, y.value.astype(F64), y.lo),
+                                 np.where(y.exact, y.value.astype(F64), y.hi)], shape)
+            new_top |= sel & (x_lo <= 0) & (y_lo <= 0) & (y_hi >= 0)   # branch cut / origin
+        elif op in _JUMPS or op == "floor_divide":
+            jump = _JUMPS.get(op, np.floor_divide)
+            qs = [np.broadcast_to(np.asarray(jump(*c)).astype(F64), shape)
+                  for c in itertools.product(*cands)]
+            same = np.ones(shape, bool)
+            for q in qs[1:]:
+                same &= (q == qs[0]) | (np.isnan(q) & np.isnan(qs[0]))
+            if op != "floor_divide":
+                # An overflowing quotient (a / b = +-inf at every corner) hides the jumps of
+                # the remainder in between (found by the soak: seed 1, program 6316).
+                same &= np.isfinite(qs[0])
+                new_top |= sel & ~same          # the quotient jumps inside the box
+        return lo, hi, exact, new_top
+
+    @staticmethod
+    def _overlap(args: list[Bound], shape: tuple[int, ...]) -> np.ndarray:
+        """Where two float operands' intervals overlap (an equality test is then uncertain)."""
+        a, b = args
+        if not (a.is_float and b.is_float):
+            return np.zeros(shape, bool)
+        a_lo, a_hi, b_lo, b_hi = _bcast([a.lo, a.hi, b.lo, b.hi], shape)
+        inex = np.broadcast_to(a.inexact(), shape) | np.broadcast_to(b.inexact(), shape)
+        return inex & (a_lo <= b_hi) & (b_lo <= a_hi)
+
+    @staticmethod
+    def _in_int_range(cands: list[np.ndarray], dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        info = np.iinfo(dt)
+        ok = np.ones(shape, bool)
+        for c in cands:
+            c64 = np.broadcast_to(c.astype(F64), shape)
+            ok &= (c64 > float(info.min) - 1) & (c64 < float(info.max) + 1)
+        return ok
+
+    def _float_to_int_unverifiable(self, a: Bound, dt: np.dtype,
+                                   shape: tuple[int, ...]) -> np.ndarray:
+        """Exact float->int cast inputs whose result is platform dependent (divergence
+        float-to-int-cast): NaN/inf/out of range off x86-64; beyond (-2**31, 2**32) for
+        uint32 everywhere."""
+        v = np.broadcast_to(a.value.astype(F64), shape)
+        info = np.iinfo(dt)
+        if not is_x86_64():
+            bad = ~((v > float(info.min) - 1) & (v < float(info.max) + 1))
+        elif dt == np.dtype(np.uint32):
+            bad = ~((v > -2.0**31) & (v < 2.0**32))
+        else:
+            return np.zeros(shape, bool)
+        bad &= np.broadcast_to(a.exact, shape)
+        if bad.any():
+            self.used.add("float-to-int-cast")
+        return bad
+
+    def where(self, node: Node, args: list[Bound]) -> Bound:
+        shape, dt = node.shape, node.dtype
+        c, x, y = args
+        value = self.value(node, [a.value for a in args])
+        cv, ct = _bcast([c.value, c.top], shape)
+        xv, yv, xe, ye, xt, yt = _bcast([x.value, y.value, x.exact, y.exact, x.top, y.top], shape)
+        exact = np.where(cv, xe, ye)
+        top = np.where(cv, xt, yt)
+        both_exact_same = xe & ye & ((xv == yv) & (np.signbit(xv) == np.signbit(yv))
+                                     if dt.kind == "f" else (xv == yv))
+        if dt.kind == "f":
+            both_exact_same |= xe & ye & np.isnan(xv) & np.isnan(yv)
+        lo = hi = None
+        if dt.kind == "f":
+            xl, xh, yl, yh = _bcast([x.lo, x.hi, y.lo, y.hi], shape)
+            lo = np.where(cv, xl, yl)
+            hi = np.where(cv, xh, yh)
+            lo = np.where(ct, np.fmin(xl, yl), lo)
+            hi = np.where(ct, np.fmax(xh, yh), hi)
+            # a NaN on either side under an uncertain condition: unverifiable
+            top = np.where(ct, xt | yt | (~both_exact_same & (np.isnan(xv) | np.isnan(yv))),
+                           top)
+        else:
+            top = np.where(ct, xt | yt | ~both_exact_same, top)
+        exact = np.where(ct, both_exact_same, exact)
+        why = next((a.why for a in (x, y) if a.why != "exact"), "exact")
+        return _finish(value, exact, top, lo, hi, why)
+
+    # --- reductions ----------------------------------------------------------------------------
+    def reduce(self, node: Node, a: Bound) -> Bound:
+        op, shape, dt = node.op, node.shape, node.dtype
+        axes = tuple(node.attr("axes"))
+        value = self.value(node, [a.value])
+        top = _rows(a.top, axes, shape).any(-1)
+        n = _rows(a.top, axes, shape).shape[-1]
+        if op in ("argmax", "argmin"):
+            return self._arg_reduce(op, a, axes, shape, value, top)
+        if dt.kind != "f":
+            return _finish(value, ~top, top, None, None, "exact")
+        ex = _rows(a.exact, axes, shape)
+        vals = _rows(a.value.astype(F64), axes, shape)
+        lo, hi = _rows(a.lo, axes, shape), _rows(a.hi, axes, shape)
+        nan_c = (ex & np.isnan(vals)).any(-1)
+        if op in ("max", "min"):
+            return self._max_min(op, ex, vals, lo, hi, nan_c, value, top)
+        fin = np.isfinite(lo) & np.isfinite(hi)
+        inex_inf = (~ex & ~fin & ~_rows(a.top, axes, shape)).any(-1)
+        posinf = (ex & (vals == INF)).any(-1)
+        neginf = (ex & (vals == -INF)).any(-1)
+        if op == "sum":
+            return self._sum(dt, n, fin, lo, hi, nan_c, posinf, neginf, inex_inf, value, top)
+        return self._prod(dt, n, ex, fin, lo, hi, vals, nan_c, posinf | neginf, inex_inf,
+                          value, top)
+
+    def _sum(self, dt, n, fin, lo, hi, nan_c, posinf, neginf, inex_inf, value, top,
+             family: str = "sum") -> Bound:
+        mag = np.where(fin, np.maximum(np.abs(lo), np.abs(hi)), 0.0)
+        scale = mag.sum(-1) if family == "sum" else np.cumsum(mag, -1)
+        count = n if family == "sum" else np.arange(1, mag.shape[-1] + 1)
+        s_lo = np.where(fin, lo, 0.0)
+        s_hi = np.where(fin, hi, 0.0)
+        s_lo = s_lo.sum(-1) if family == "sum" else np.cumsum(s_lo, -1)
+        s_hi = s_hi.sum(-1) if family == "sum" else np.cumsum(s_hi, -1)
+        eps = _eps(dt)
+        slack = self.tol.slack("sum", dt) * count * eps * scale
+        risk = (scale * (1 + 4 * count * eps) >= _fmax(dt)) | inex_inf
+        nan_res = nan_c | (posinf & neginf)
+        inf_res = (posinf ^ neginf) & ~nan_res & ~risk
+        lo_r, hi_r = widen(s_lo - slack, s_hi + slack, dt, 1)
+        self.used.add("float-sum-reassociation")
+        if dt == np.dtype(np.float16):
+            self.used.add("float16-accumulation")
+        return _finish(value, nan_res | inf_res, top | (risk & ~nan_res), lo_r, hi_r,
+                       f"{family}: reassociated (±{self.tol.slack('sum', dt):g}·n·eps·Σ|x|)")
+
+    def _prod(self, dt, n, ex, fin, lo, hi, vals, nan_c, inf_c, inex_inf, value, top,
+              family: str = "prod") -> Bound:
+        """Products: sign and magnitude bounds while no partial product (in any order) can
+        overflow or lose precision to underflow; otherwise unverifiable."""
+        scan = family != "prod"
+        finfo = np.finfo(dt)
+        mag_hi = np.where(fin, np.maximum(np.abs(lo), np.abs(hi)), 0.0)
+        contains0 = fin & (lo <= 0) & (hi >= 0)
+        mag_lo = np.where(fin & ~contains0, np.minimum(np.abs(lo), np.abs(hi)), 1.0)
+        with np.errstate(divide="ignore"):
+            up = np.where(mag_hi > 1, np.log2(np.maximum(mag_hi, 1.0)), 0.0)
+            down = np.where(mag_lo < 1, np.log2(np.where(mag_lo > 0, mag_lo, 1.0)), 0.0)
+        acc = (lambda x: np.cumsum(x, -1)) if scan else (lambda x: x.sum(-1))
+        accb = (lambda x: np.logical_or.accumulate(x, -1)) if scan else (lambda x: x.any(-1))
+        p_up, p_down = acc(up), acc(down)
+        count = np.arange(1, vals.shape[-1] + 1) if scan else n
+        over = p_up >= math.log2(float(finfo.max)) - 1
+        under = p_down <= math.log2(float(finfo.tiny)) + 1
+        zero_c = accb(ex & (vals == 0))
+        nan_c = accb(ex & np.isnan(vals)) if scan else nan_c
+        inf_c = accb(ex & np.isinf(vals)) if scan else inf_c
+        inex_inf = accb(~ex & ~fin) if scan else inex_inf
+        nan_res = nan_c | (zero_c & inf_c)
+        risk = inex_inf | over | (under & ~zero_c) | (under & inf_c)
+        inf_res = inf_c & ~zero_c & ~nan_res & ~risk
+        # A zero times an element that may be infinite may be NaN (soak seed 1, program
+        # 17674: cumprod over [0, sinh(284) = inf-or-max])
+        zero_res = zero_c & ~inf_c & ~inex_inf & ~nan_res & ~over
+        risk &= ~zero_res
+        # interval of the product: sequential interval multiplication (exact rows: NumPy's value)
+        p_lo, p_hi = self._interval_product(lo, hi, fin, ex, value, scan)
+        m = np.maximum(np.abs(p_lo), np.abs(p_hi))
+        slack = self.tol.slack("prod", dt) * count * _eps(dt) * m
+        lo_r, hi_r = widen(np.where(zero_res, 0.0, p_lo - slack),
+                           np.where(zero_res, 0.0, p_hi + slack), dt, 1)
+        self.used.add("float-prod-reassociation")
+        if dt == np.dtype(np.float16):
+            self.used.add("float16-accumulation")
+        return _finish(value, nan_res | inf_res, top | (risk & ~nan_res), lo_r, hi_r,
+                       f"{family}: reassociated (±{self.tol.slack('prod', dt):g}·n·eps·|Π x|)")
+
+    @staticmethod
+    def _interval_product(lo, hi, fin, ex, value, scan):
+        n = lo.shape[-1]
+        lo = np.where(fin, lo, 1.0)
+        hi = np.where(fin, hi, 1.0)
+        if n > 256:   # long rows: NumPy's value where the row is exact, else unverifiable
+            all_ex = np.logical_and.accumulate(ex, -1) if scan else ex.all(-1)
+            mid = np.where(all_ex, value.astype(F64), np.nan)
+            return mid, mid
+        p_lo = np.ones(lo.shape[:-1])
+        p_hi = np.ones(lo.shape[:-1])
+        outs_lo, outs_hi = [], []
+        for j in range(n):
+            c = np.stack([p_lo * lo[..., j], p_lo * hi[..., j], p_hi * lo[..., j],
+                          p_hi * hi[..., j]])
+            c = np.where(np.isnan(c), 0.0, c)   # 0 * inf of a saturated bound
+            p_lo, p_hi = c.min(0), c.max(0)
+            if scan:
+                outs_lo.append(p_lo)
+                outs_hi.append(p_hi)
+        if scan:
+            return np.stack(outs_lo, -1) if n else lo, np.stack(outs_hi, -1) if n else hi
+        return p_lo, p_hi
+
+    def _max_min(self, op, ex, vals, lo, hi, nan_c, value, top) -> Bound:
+        f = np.max if op == "max" else np.min
+        fill = -INF if op == "max" else INF
+        lo_r = f(np.where(np.isnan(lo), fill, lo), axis=-1)
+        hi_r = f(np.where(np.isnan(hi), fill, hi), axis=-1)
+        all_exact = ex.all(-1)
+        exact = nan_c | all_exact
+        v = value.astype(F64).reshape(lo_r.shape)
+        zeros = ex & (vals == 0)
+        tie = all_exact & ~nan_c & (v == 0) & (zeros & np.signbit(vals)).any(-1) & \
+            (zeros & ~np.signbit(vals)).any(-1)
+        if tie.any():
+            exact &= ~tie               # max/min of +0.0 and -0.0: either zero
+            self.used.add("max-min-signed-zero")
+        why = f"{op}: of inexact values" if not all_exact.all() else "exact"
+        return _finish(value, exact, top, lo_r, hi_r, why)
+
+    def _arg_reduce(self, op, a, axes, shape, value, top) -> Bound:
+        if not a.is_float or a.exact.all():
+            return _finish(value, ~top, top, None, None, "exact")
+        ex = _rows(a.exact, axes, shape)
+        vals = _rows(a.value.astype(F64), axes, shape)
+        lo, hi = _rows(a.lo, axes, shape), _rows(a.hi, axes, shape)
+        nan_c = (ex & np.isnan(vals)).any(-1)
+        idx = value.astype(np.int64)[..., None]
+        n = lo.shape[-1]
+        if op == "argmax":
+            best_lo = np.take_along_axis(lo, idx, -1)[..., 0]
+            others = np.where(np.arange(n) == idx, -INF, hi).max(-1) if n else best_lo
+            certain = best_lo > others
+        else:
+            best_hi = np.take_along_axis(hi, idx, -1)[..., 0]
+            others = np.where(np.arange(n) == idx, INF, lo).min(-1) if n else best_hi
+            certain = best_hi < others
+        certain |= nan_c | ex.all(-1)
+        return _finish(value, certain & ~top, top | ~certain, None, None,
+                       f"{op}: of inexact values")
+
+    # --- scans -----------------------------------------------------------------------------------
+    def scan(self, node: Node, a: Bound) -> Bound:
+        dt, axis = node.dtype, node.attr("axis")
+        value = self.value(node, [a.value])
+        top = np.moveaxis(np.logical_or.accumulate(np.moveaxis(a.top, axis, -1), -1), -1, axis)
+        if dt.kind != "f":
+            return _finish(value, ~top, top, None, None, "exact")
+
+        def last(x: np.ndarray) -> np.ndarray:
+            return np.moveaxis(x, axis, -1)
+        ex, vals, lo, hi = last(a.exact), last(a.value.astype(F64)), last(a.lo), last(a.hi)
+        fin = np.isfinite(lo) & np.isfinite(hi)
+        acc = np.logical_or.accumulate
+        nan_c = acc(ex & np.isnan(vals), -1)
+        if node.op == "cumsum":
+            inex_inf = acc(~ex & ~fin & ~last(a.top), -1)
+            posinf, neginf = acc(ex & (vals == INF), -1), acc(ex & (vals == -INF), -1)
+            b = self._sum(dt, None, fin, lo, hi, nan_c, posinf, neginf, inex_inf,
+                          last(value), last(top), family="cumsum")
+        else:
+            b = self._prod(dt, None, ex, fin, lo, hi, vals, nan_c, None, None, last(value),
+                           last(top), family="cumprod")
+
+        def back(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else np.moveaxis(x, -1, axis)
+        return Bound(value, back(b.exact), back(b.top), back(b.lo), back(b.hi), b.why)
+
+    # --- matrix products ----------------------------------------------------------------------
+    def matmul(self, node: Node, a: Bound, b: Bound) -> Bound:
+        dt = node.dtype
+        value = self.value(node, [a.value, b.value])
+
+        def spread(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarray:
+            """Outputs whose row of A or column of B has a flagged element."""
+            fa, fb = mask_a.astype(F64), mask_b.astype(F64)
+            hit = np.matmul(fa, np.ones_like(fb)) + np.matmul(np.ones_like(fa), fb)
+            return np.asarray(hit > 0).reshape(node.shape)
+        top = spread(a.top, b.top)
+        if dt.kind != "f":
+            return _finish(value, ~top, top, None, None, "exact")
+        mid_a, rad_a, bad_a = _mid_rad(a)
+        mid_b, rad_b, bad_b = _mid_rad(b)
+        nonfinite = spread(bad_a, bad_b)
+        if nonfinite.any():
+            self.used.add("matmul-blocking")
+        center = np.matmul(mid_a, mid_b)
+        scale = np.matmul(np.abs(mid_a) + rad_a, np.abs(mid_b) + rad_b)
+        rad_in = (np.matmul(np.abs(mid_a), rad_b) + np.matmul(rad_a, np.abs(mid_b)) +
+                  np.matmul(rad_a, rad_b))
+        k = a.value.shape[-1]
+        eps = _eps(dt)
+        slack = self.tol.slack("matmul", dt) * k * eps * scale + rad_in
+        risk = scale * (1 + 4 * k * eps) >= _fmax(dt)
+        lo, hi = widen(np.asarray(center - slack).reshape(node.shape),
+                       np.asarray(center + slack).reshape(node.shape), dt, 1)
+        self.used.add("matmul-blocking")
+        top = top | nonfinite | np.asarray(risk).reshape(node.shape)
+        return _finish(value, np.zeros(node.shape, bool), top, lo, hi,
+                       f"matmul: blocked (±{self.tol.slack('matmul', dt):g}·K·eps·|A||B|)")
+
+
+def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Centre, radius and non-finite/unverifiable mask of a float bound (bad entries zeroed)."""
+    mid = np.where(b.exact, b.value.astype(F64), (b.lo + b.hi) / 2)
+    rad = np.where(b.exact, 0.0, (b.hi - b.lo) / 2)
+    bad = b.top | ~np.isfinite(mid) | ~np.isfinite(rad)
+    return np.where(bad, 0.0, mid), np.where(bad, 0.0, rad), bad
+
+
+def propagate(graph: Graph, inputs: Sequence[np.ndarray], tolerances: Tolerances
+              ) -> tuple[list[Bound], set[str]]:
+    """Bounds of ``graph.outputs`` for the given inputs, and the divergence ids applied."""
+    ev = Evaluator(tolerances)
+    return ev.run(graph, inputs), ev.used

@@ -1,0 +1,464 @@
+"""Comparing a compiled function with NumPy: the tolerance table, the comparator, the report.
+
+``assert_matches_numpy(fn, *args)`` runs ``fn`` with NumPy and compiled, and checks that the
+results have the same structure, type (ndarray or NumPy scalar), shape and dtype, NaN at the
+same positions and values that NumPy's semantics allow:
+
+- the traced graph is evaluated with NumPy node by node together with error bounds
+  (``bounds.propagate``): ops NumPy computes exactly must match bit for bit (signed zeros
+  included); inexact ops get the bound of their family in ``TOLERANCES`` below; later ops
+  propagate those bounds (so ``exp(x) - exp(y)`` near cancellation, or a comparison of two
+  nearly equal sums, is judged by what NumPy computes near the inputs, not by a fixed rtol);
+- NumPy's own result must satisfy the same bounds (the tracer agrees with NumPy);
+- the divergences of ``divergences.py`` are honoured as listed there, and every report names
+  the ones that were applied.
+
+THE TOLERANCE TABLE (one per dtype and op family; eps is the dtype's machine epsilon):
+
+========================  ==================================  =======  =======  =======
+family                    ops                                 float16  float32  float64
+========================  ==================================  =======  =======  =======
+exact                     + - * / sqrt, comparisons, min/max,   0 ulp    0 ulp    0 ulp
+                          rounding, casts, bit ops, movement,
+                          where, clip, integer/bool everything
+transcendental            exp, log, sin, power, hypot, ...      1 ulp    4 ulp    4 ulp
+                          (``codegen.scalar.MATH_FUNCTIONS``)
+sum (sum, mean, var,      |got - Σx| <= s·n·eps·Σ|x| + 1 ulp    s = 2    s = 2    s = 2
+std, cumsum)
+prod (prod, cumprod)      |got - Πx| <= s·n·eps·|Πx| + 1 ulp    s = 2    s = 2    s = 2
+matmul                    |got - AB| <= s·K·eps·(|A||B|)+1 ulp  s = 2    s = 2    s = 2
+========================  ==================================  =======  =======  =======
+
+Why these numbers: float16 ops are computed in float32 and rounded once by NumPy and by us, so
+transcendentals differ only across a float16 rounding boundary (1 ulp); float32/float64 come
+from glibc/libdevice vs NumPy's SIMD code, measured within 3 ulp. Any order of summing n terms
+is within (n-1)·eps·Σ|x| of the exact sum, so two orders (NumPy's and ours) are within twice
+that; likewise for products while no partial product over- or underflows (otherwise the
+result is order dependent and not compared), and for the K-term dot products of matmul.
+float16 reductions use float16's eps (NumPy rounds to float16 after every step of a strided
+axis; we accumulate in float32). NaN payloads are never compared.
+
+``rtol``/``atol`` given to the assertion *widen* the automatic bounds (an element also passes
+when ``|got - want| <= atol + rtol·|want|``); they never make them stricter. When a
+``reference`` function that cannot be traced is given, floats are compared with
+``FALLBACK_RTOL_ATOL`` of their dtype instead.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..trace import is_array_leaf, pytree, trace_function
+from ..trace.graph import Graph
+from . import bounds as _bounds
+from .divergences import BY_ID
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+FLOATS = (F16, F32, F64)
+
+
+@dataclass(frozen=True)
+class ToleranceTable:
+    """Per op family and dtype: ``ulps`` for elementwise families, ``slack`` (the factor s
+    of the summation bound) for reduction families."""
+    ulps_by_family: dict[str, dict[np.dtype, int]]
+    slack_by_family: dict[str, dict[np.dtype, float]]
+
+    def ulps(self, family: str, dtype: Any) -> int:
+        return self.ulps_by_family[family][np.dtype(dtype)]
+
+    def slack(self, family: str, dtype: Any) -> float:
+        return self.slack_by_family[family][np.dtype(dtype)]
+
+
+TOLERANCES = ToleranceTable(
+    ulps_by_family={
+        "exact": {F16: 0, F32: 0, F64: 0},
+        "transcendental": {F16: 1, F32: 4, F64: 4},
+    },
+    slack_by_family={
+        "sum": {F16: 2.0, F32: 2.0, F64: 2.0},
+        "prod": {F16: 2.0, F32: 2.0, F64: 2.0},
+        "matmul": {F16: 2.0, F32: 2.0, F64: 2.0},
+    },
+)
+
+# Divergence ids behind each family of the table (the report cites them).
+FAMILY_DIVERGENCES = {
+    "transcendental": ("transcendental-ulps",),
+    "sum": ("float-sum-reassociation", "float16-accumulation"),
+    "prod": ("float-prod-reassociation", "float16-accumulation"),
+    "matmul": ("matmul-blocking",),
+}
+
+# Only for a reference function that cannot be traced (no bounds): (rtol, atol) per dtype.
+FALLBACK_RTOL_ATOL = {F16: (2e-3, 1e-3), F32: (1e-5, 1e-6), F64: (1e-12, 1e-13)}
+
+MAX_REPORTED = 5   # mismatching elements listed per output
+
+
+class MismatchError(AssertionError):
+    """A compiled result differs from NumPy's; ``.comparison`` holds the details."""
+
+    def __init__(self, comparison: "Comparison"):
+        super().__init__(comparison.report())
+        self.comparison = comparison
+
+
+@dataclass
+class LeafResult:
+    path: str
+    problems: list[str] = field(default_factory=list)
+    unverifiable: int = 0
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Comparison:
+    """The outcome of one comparison; ``report()`` is the readable text."""
+    name: str
+    signature: str
+    leaves: list[LeafResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)      # not tied to one output
+    divergences: set[str] = field(default_factory=set)    # ids whose relaxation applied
+    device: str = "auto"
+    result: Any = None                                     # the compiled result
+    bounds: list | None = None                             # per result leaf (bounds.Bound)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(leaf.ok for leaf in self.leaves)
+
+    def report(self) -> str:
+        head = (f"{self.name}({self.signature}) compiled for device={self.device!r} "
+                f"{'matches' if self.ok else 'does not match'} NumPy")
+        lines = [head]
+        lines += [f"  {p}" for p in self.problems]
+        for leaf in self.leaves:
+            for p in leaf.problems:
+                lines.append(f"  {leaf.path}: {p}" if not p.startswith("  ") else p)
+        unver = sum(leaf.unverifiable for leaf in self.leaves)
+        if unver:
+            total = sum(leaf.size for leaf in self.leaves)
+            lines.append(f"  ({unver} of {total} result elements were unverifiable: their "
+                         f"value is order- or platform-dependent)")
+        if self.divergences:
+            lines.append("  divergences applied: " + ", ".join(sorted(self.divergences)) +
+                         " (docs/divergences.md)")
+        return "\n".join(lines)
+
+
+# ============================================================================================
+# Running
+# ============================================================================================
+
+def _numpy_call(fn: Callable, args: Sequence[Any]) -> Any:
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*copies)
+
+
+def describe_args(args: Sequence[Any]) -> str:
+    from .strategies import layout_of
+    parts = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            lay = layout_of(a)
+            lay_s = "" if lay is None or lay.is_c() else f" ({lay.describe()})"
+            parts.append(f"{a.dtype}{list(a.shape)}{lay_s}")
+        elif isinstance(a, np.generic):
+            parts.append(f"np.{a.dtype}({a!r})")
+        else:
+            parts.append(repr(a) if len(repr(a)) < 40 else type(a).__name__)
+    return ", ".join(parts)
+
+
+def _error_class(exc: BaseException) -> type[BaseException]:
+    for cls in (OverflowError, np.exceptions.AxisError, IndexError, ValueError, TypeError,
+                ZeroDivisionError):
+        if isinstance(exc, cls):
+            return cls
+    return type(exc)
+
+
+def _graph_has_int_power(graph: Graph) -> bool:
+    return any(n.op == "power" and n.dtype.kind in "iu" for n in graph.nodes())
+
+
+def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
+                       atol: float | None = None, device: str | None = None,
+                       reference: Callable | None = None, compiled: Any = None) -> Comparison:
+    """Compare ``tracearray.compile(fn)(*args)`` with NumPy's ``fn(*args)`` (or
+    ``reference(*args)``). Compile errors of ``fn`` propagate; value differences are returned
+    in the ``Comparison`` (see ``assert_matches_numpy``)."""
+    import tracearray
+    dev = device or "auto"
+    cf = compiled if compiled is not None else tracearray.compile(fn, device=dev)
+    name = getattr(fn, "__name__", "fn")
+    cmp = Comparison(name, describe_args(args), device=dev)
+    ref_fn = reference if reference is not None else fn
+    try:
+        want = _numpy_call(ref_fn, args)
+    except Exception as exc:   # noqa: BLE001 -- NumPy's error is the specification
+        _compare_errors(cf, args, exc, cmp)
+        return cmp
+    lowered = cf.lower(*args)
+    got = cf(*args)
+    graph = lowered.graph
+    leaves_in, _ = pytree.flatten(list(args), is_array_leaf)
+    inputs = [np.asarray(v) for v in leaves_in]
+    bound_graph: Graph | None = graph
+    if reference is not None:
+        try:
+            bound_graph = trace_function(reference, args, {}, frozenset(), frozenset())
+        except Exception:   # noqa: BLE001 -- an untraceable reference: fallback tolerances
+            bound_graph = None
+    out_bounds: list[_bounds.Bound] | None = None
+    if bound_graph is not None:
+        out_bounds, used = _bounds.propagate(bound_graph, inputs, TOLERANCES)
+        cmp.divergences |= used
+    cmp.result, cmp.bounds = got, out_bounds
+    _compare_trees(got, want, out_bounds, bound_graph, rtol, atol, cmp)
+    return cmp
+
+
+def _compare_errors(cf: Any, args: Sequence[Any], exc: BaseException, cmp: Comparison) -> None:
+    """NumPy raised: the compiled call must raise the same kind of error, except where a
+    divergence says it returns a value."""
+    try:
+        lowered = cf.lower(*args)
+        cf(*args)
+    except Exception as mine:   # noqa: BLE001
+        if not isinstance(mine, _error_class(exc)):
+            cmp.problems.append(f"NumPy raised {type(exc).__name__}: {exc}; the compiled "
+                                f"function raised {type(mine).__name__}: {mine}")
+        return
+    if (isinstance(exc, ValueError) and "negative integer powers" in str(exc)
+            and _graph_has_int_power(lowered.graph)):
+        cmp.divergences.add("int-power-negative-exponent")
+        return
+    cmp.problems.append(f"NumPy raised {type(exc).__name__}: {exc}; the compiled function "
+                        f"returned a value")
+
+
+def _compare_trees(got: Any, want: Any, out_bounds: list[_bounds.Bound] | None,
+                   graph: Graph | None, rtol: float | None, atol: float | None,
+                   cmp: Comparison) -> None:
+    def leaf(x: Any) -> bool:
+        return isinstance(x, (np.ndarray, np.generic))
+    g_leaves, g_tree = pytree.flatten(got, leaf)
+    w_leaves, w_tree = pytree.flatten(want, leaf)
+    if _tree_shape(g_tree) != _tree_shape(w_tree):
+        cmp.problems.append(f"result structure {_tree_str(g_tree)} != NumPy's {_tree_str(w_tree)}")
+        return
+    consts = _tree_consts(g_tree), _tree_consts(w_tree)
+    if not _consts_equal(*consts):
+        cmp.problems.append(f"non-array results {consts[0]} != NumPy's {consts[1]}")
+    paths = _leaf_paths(w_tree)
+    has_minmax = graph is not None and any(n.op in ("maximum", "minimum") for n in graph.nodes())
+    for i, (g, w) in enumerate(zip(g_leaves, w_leaves)):
+        res = LeafResult(paths[i], size=int(np.size(w)))
+        cmp.leaves.append(res)
+        b = out_bounds[i] if out_bounds is not None else None
+        _compare_leaf(g, w, b, rtol, atol, res, cmp, has_minmax)
+
+
+def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | None,
+                  atol: float | None, res: LeafResult, cmp: Comparison, has_minmax: bool) -> None:
+    if (isinstance(want, np.ndarray) and want.ndim == 0 and isinstance(got, np.generic)
+            and got.dtype == want.dtype):
+        cmp.divergences.add("zero-d-results-are-scalars")
+    elif isinstance(want, np.ndarray) != isinstance(got, np.ndarray):
+        kind = lambda x: "an ndarray" if isinstance(x, np.ndarray) else \
+            f"a {type(x).__name__}"   # noqa: E731
+        res.problems.append(f"got {kind(got)}, NumPy returns {kind(want)}")
+        return
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape != w.shape or g.dtype != w.dtype:
+        res.problems.append(f"got {g.dtype}{list(g.shape)}, NumPy returns {w.dtype}{list(w.shape)}")
+        return
+    if b is not None and (b.value.shape != w.shape or b.value.dtype != w.dtype):
+        res.problems.append(f"the traced graph gives {b.value.dtype}{list(b.value.shape)}, "
+                            f"NumPy returns {w.dtype}{list(w.shape)} (a tracer bug)")
+        return
+    if b is None:
+        b = _fallback_bound(w, rtol, atol)
+    bad_got = _outside(g, b)
+    # NumPy's own result against the bound of the traced graph: the same rule, except that
+    # np.clip with scalar bounds may return the other zero (divergence clip-signed-zero).
+    bad_want = _outside(w, b, ignore_zero_sign=has_minmax)
+    if has_minmax and (bad_want != _outside(w, b)).any():
+        cmp.divergences.add("clip-signed-zero")
+    if rtol is not None or atol is not None:
+        user = _close(g, w, rtol or 0.0, atol or 0.0)
+        bad_got &= ~user
+        bad_want &= ~user
+    res.unverifiable = int(b.top.sum())
+    if bad_got.any():
+        res.problems.append(_describe(g, w, b, bad_got, "compiled result"))
+    if bad_want.any():
+        res.problems.append(_describe(w, w, b, bad_want, "NumPy's own result (the traced graph "
+                                                         "disagrees with NumPy: a tracer bug)"))
+
+
+def _outside(x: np.ndarray, b: _bounds.Bound, ignore_zero_sign: bool = False) -> np.ndarray:
+    """Elements of ``x`` that the bound does not allow."""
+    v = b.value
+    if v.dtype.kind != "f":
+        return b.exact & (x != v)
+    xn, vn = np.isnan(x), np.isnan(v)
+    same = (xn & vn) | ((x == v) & (ignore_zero_sign | (np.signbit(x) == np.signbit(v))))
+    bad = b.exact & ~same
+    inexact = ~b.exact & ~b.top
+    with np.errstate(invalid="ignore"):
+        x64 = x.astype(np.float64)
+        bad |= inexact & ~((x64 >= b.lo) & (x64 <= b.hi))
+    return bad
+
+
+def _close(g: np.ndarray, w: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    if w.dtype.kind != "f":
+        return np.asarray(g == w)
+    with np.errstate(all="ignore"):
+        return np.isclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+                          equal_nan=True) | ((g == w) & ~np.isnan(w))
+
+
+def _fallback_bound(w: np.ndarray, rtol: float | None, atol: float | None) -> _bounds.Bound:
+    b = _bounds.exact_bound(w)
+    if w.dtype.kind == "f":
+        r, a = FALLBACK_RTOL_ATOL[w.dtype]
+        r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
+        w64 = w.astype(np.float64)
+        tol = a + r * np.abs(w64)
+        finite = np.isfinite(w64)
+        b.exact = ~finite
+        b.lo = np.where(finite, w64 - tol, w64)
+        b.hi = np.where(finite, w64 + tol, w64)
+        b.why = f"rtol={r:g}, atol={a:g} (untraceable reference)"
+    return b
+
+
+def _fmt(x: np.generic) -> str:
+    if isinstance(x, np.floating):
+        bits = np.asarray(x).view(f"u{x.dtype.itemsize}")
+        return f"{str(x)} ({x.dtype} 0x{int(bits):0{2 * x.dtype.itemsize}x})"
+    return repr(x.item()) if hasattr(x, "item") else repr(x)
+
+
+def _describe(x: np.ndarray, w: np.ndarray, b: _bounds.Bound, bad: np.ndarray, what: str) -> str:
+    lines = [f"{type_str_of(x)}: {int(bad.sum())} of {bad.size} elements of the {what} "
+             f"differ; first mismatches:"]
+    for idx in np.argwhere(np.atleast_1d(bad))[:MAX_REPORTED]:
+        t = tuple(int(i) for i in idx)[:x.ndim]
+        xv, wv = x[t], w[t]
+        if b.exact[t] or b.lo is None:
+            allowed = "exactly NumPy's value" + (" (sign of zero included)"
+                                                 if w.dtype.kind == "f" else "")
+        else:
+            lo, hi = (str(w.dtype.type(v)) for v in (b.lo[t], b.hi[t]))
+            allowed = f"[{lo}, {hi}] ({b.why})"
+        lines.append(f"    at {t}: got {_fmt(xv)}, NumPy {_fmt(wv)}; allowed {allowed}")
+    return "\n".join(lines)
+
+
+def type_str_of(x: np.ndarray) -> str:
+    return f"{x.dtype}{list(x.shape)}"
+
+
+# --- result trees ----------------------------------------------------------------------------
+
+def _tree_shape(t: Any) -> Any:
+    if t[0] == "leaf":
+        return ("leaf",)
+    if t[0] == "const":
+        return ("const",)
+    if t[0] == "dict":
+        return ("dict", t[1], tuple(_tree_shape(c) for c in t[2]))
+    return (t[0], tuple(_tree_shape(c) for c in t[1]))
+
+
+def _tree_consts(t: Any) -> list[Any]:
+    if t[0] == "leaf":
+        return []
+    if t[0] == "const":
+        return [t[1]]
+    children = t[2] if t[0] == "dict" else t[1]
+    return [c for ch in children for c in _tree_consts(ch)]
+
+
+def _consts_equal(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+def _tree_str(t: Any) -> str:
+    return {"leaf": "array", "const": "value"}.get(t[0], t[0])
+
+
+def _leaf_paths(t: Any, prefix: str = "result") -> list[str]:
+    if t[0] == "leaf":
+        return [prefix]
+    if t[0] == "const":
+        return []
+    if t[0] == "dict":
+        return [p for k, c in zip(t[1], t[2]) for p in _leaf_paths(c, f"{prefix}[{k!r}]")]
+    return [p for i, c in enumerate(t[1]) for p in _leaf_paths(c, f"{prefix}[{i}]")]
+
+
+# ============================================================================================
+# The assertion
+# ============================================================================================
+
+def assert_matches_numpy(fn: Callable, *args: Any, rtol: float | None = None,
+                         atol: float | None = None, device: str | None = None,
+                         reference: Callable | None = None) -> Comparison:
+    """Compile ``fn``, run it and NumPy's ``fn`` (or ``reference``) on ``args`` and raise
+    ``MismatchError`` with a readable report unless the results agree: same structure, type,
+    shape, dtype, NaN positions and values within the tolerance table (see the module
+    docstring). ``device``: "cpu", "cuda" or None (tracearray's default, "auto").
+    Compile errors (e.g. ``UnsupportedOperationError``) propagate. Returns the
+    ``Comparison`` (its ``divergences`` name the deliberate divergences that applied)."""
+    cmp = compare_with_numpy(fn, *args, rtol=rtol, atol=atol, device=device,
+                             reference=reference)
+    if not cmp.ok:
+        raise MismatchError(cmp)
+    return cmp
+
+
+def families_table_markdown() -> str:
+    """The tolerance table as markdown (docs/testing.md)."""
+    t = TOLERANCES
+    rows = [
+        ("exact", "`+ - * /`, sqrt, comparisons, maximum/minimum, rounding, casts, bit ops, "
+                  "where, clip, movement, every integer and bool op",
+         [f"{t.ulps('exact', d)} ulp" for d in FLOATS], "—"),
+        ("transcendental", "exp, log, sin, power, hypot, arctan2, ... "
+                           "(`codegen.scalar.MATH_FUNCTIONS`)",
+         [f"{t.ulps('transcendental', d)} ulp" for d in FLOATS], "`transcendental-ulps`"),
+        ("sum", "sum, mean, var, std, cumsum: \\|got − Σx\\| ≤ s·n·eps·Σ\\|x\\| + 1 ulp",
+         [f"s = {t.slack('sum', d):g}" for d in FLOATS],
+         "`float-sum-reassociation`, `float16-accumulation`"),
+        ("prod", "prod, cumprod: \\|got − Πx\\| ≤ s·n·eps·\\|Πx\\| + 1 ulp (no over/underflow)",
+         [f"s = {t.slack('prod', d):g}" for d in FLOATS], "`float-prod-reassociation`"),
+        ("matmul", "matmul, dot: \\|got − AB\\| ≤ s·K·eps·(\\|A\\|·\\|B\\|) + 1 ulp",
+         [f"s = {t.slack('matmul', d):g}" for d in FLOATS], "`matmul-blocking`"),
+    ]
+    out = ["| family | ops and bound | float16 | float32 | float64 | divergence |",
+           "|---|---|---|---|---|---|"]
+    for fam, ops, cells, div in rows:
+        out.append(f"| {fam} | {ops} | " + " | ".join(cells) + f" | {div} |")
+    assert all(d in BY_ID for ids in FAMILY_DIVERGENCES.values() for d in ids)
+    return "\n".join(out)
+
+
+__all__ = ["TOLERANCES", "ToleranceTable", "FALLBACK_RTOL_ATOL", "Comparison", "LeafResult",
+           "MismatchError", "assert_matches_numpy", "compare_with_numpy",
+           "families_table_markdown"]

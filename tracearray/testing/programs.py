@@ -1,0 +1,748 @@
+"""Random NumPy programs drawn from the op table, with matching inputs.
+
+A ``Program`` is straight-line NumPy source -- ``def program(x0, x1): v0 = ...; return v3`` --
+plus its input arrays. The source is the program: it is what runs (compiled by Python under a
+``<tracearray-program-N>`` file name registered with ``linecache``, so tracebacks and
+tracearray's errors show the line) and what a reproducer prints.
+
+Programs are DAGs of steps drawn by family (``FAMILIES``): elementwise ufuncs of the op table
+(``OPS``, unary and binary, as calls or operators, with weak Python scalars), where, clip,
+casts, reductions (sum/prod/max/min/any/all/mean/var/std, with axes, keepdims, dtype=, ddof),
+argmax/argmin, cumsum/cumprod, views (transpose/swapaxes/moveaxis, basic indexing with any
+step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip), matmul/dot
+and concatenate/stack. Every step is evaluated with NumPy while drawing (on the drawn inputs),
+and a step NumPy rejects is drawn again, so every program is valid NumPy.
+
+``generate(source, ...)`` draws from any ``strategies.Source``; ``programs(...)`` is the
+Hypothesis strategy (shrinkable), ``RandomSource(seed)`` what the soak uses.
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import re
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..trace.ops import ALL_DTYPES, OPS, Kind
+from .strategies import (SIDES, HypothesisSource, Layout, Source, draw_array, draw_broadcastable,
+                         draw_layout, draw_shape)
+
+UNARY = tuple(sorted(n for n, s in OPS.items()
+                     if s.kind is Kind.ELEMENTWISE and s.ufunc is not None and s.arity == 1))
+BINARY = tuple(sorted(n for n, s in OPS.items()
+                      if s.kind is Kind.ELEMENTWISE and s.ufunc is not None and s.arity == 2))
+UNARY_OPERATORS = {"negative": "-{}", "positive": "+{}", "absolute": "abs({})", "invert": "~{}"}
+BINARY_OPERATORS = {
+    "add": "+", "subtract": "-", "multiply": "*", "true_divide": "/", "floor_divide": "//",
+    "remainder": "%", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+    "left_shift": "<<", "right_shift": ">>", "less": "<", "less_equal": "<=", "greater": ">",
+    "greater_equal": ">=", "equal": "==", "not_equal": "!="}
+REDUCTIONS = ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std")
+DTYPE_NAMES = {dt: (f"np.{dt.name}" if dt.name != "bool" else "np.bool_") for dt in ALL_DTYPES}
+
+# Maximum elements of any value of a program (keeps NumPy and the bounds evaluator cheap).
+MAX_VALUE_SIZE = 1 << 18
+_counter = itertools.count()
+
+
+# ============================================================================================
+# The program
+# ============================================================================================
+
+@dataclass(frozen=True)
+class Step:
+    target: str
+    expr: str
+    uses: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """Straight-line NumPy source and the inputs it was drawn with."""
+    inputs: tuple[np.ndarray, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
+    name: str = "program"
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [f"x{i}" for i in range(len(self.inputs))]
+
+    def source(self) -> str:
+        lines = [f"def {self.name}({', '.join(self.input_names)}):"]
+        lines += [f"    {s.target} = {s.expr}" for s in self.steps]
+        ret = ", ".join(self.outputs) if len(self.outputs) != 1 else self.outputs[0]
+        lines.append(f"    return {ret}")
+        return "\n".join(lines) + "\n"
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The program as a Python function (compiled from ``source()``)."""
+        fn = self._cache.get("fn")
+        if fn is None:
+            fn = self._cache["fn"] = compile_source(self.source(), self.name)
+        return fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def signature(self) -> str:
+        return ", ".join(f"{n}: {a.dtype}{list(a.shape)}" for n, a in
+                         zip(self.input_names, self.inputs))
+
+    def __repr__(self) -> str:
+        return f"Program({self.signature()})\n{self.source()}"
+
+    def numpy_result(self) -> Any:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self.fn(*[a.copy() for a in self.inputs])
+
+    def replace(self, **kw: Any) -> "Program":
+        return replace(self, _cache={}, **kw)
+
+
+def compile_source(source: str, name: str) -> Callable[..., Any]:
+    """Define the function in ``source`` (NumPy as ``np``) under a ``linecache`` file name, so
+    tracebacks and tracearray's error locations show its lines."""
+    filename = f"<tracearray-program-{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"np": np, "nan": math.nan, "inf": math.inf}
+    exec(compile(source, filename, "exec"), namespace)   # noqa: S102 -- the program's source
+    fn = namespace[name]
+    fn.__tracearray_source__ = source
+    return fn
+
+
+# ============================================================================================
+# Drawing
+# ============================================================================================
+
+class _Builder:
+    """The values of a program being drawn: names, NumPy values, the steps so far."""
+
+    def __init__(self, src: Source, inputs: Sequence[np.ndarray]):
+        self.src = src
+        self.names = [f"x{i}" for i in range(len(inputs))]
+        self.values: dict[str, Any] = dict(zip(self.names, inputs))
+        self.steps: list[Step] = []
+
+    def pick(self, pred: Callable[[Any], bool] = lambda v: True) -> str | None:
+        cands = [n for n in self.names if pred(self.values[n])]
+        if not cands:
+            return None
+        if self.src.boolean(0.75):   # favour recent values: deeper chains
+            return cands[-1 - (self.src.integer(0, min(2, len(cands) - 1))
+                               if self.src.boolean(0.3) else 0)]
+        return self.src.choice(cands)
+
+    def v(self, name: str) -> Any:
+        return self.values[name]
+
+    def add(self, expr: str) -> bool:
+        target = f"v{len(self.steps)}"
+        env = dict(self.values)
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = eval(expr, {"np": np, "nan": math.nan, "inf": math.inf}, env)  # noqa: S307
+        except Exception:   # noqa: BLE001 -- NumPy rejects it: draw another step
+            return False
+        if not isinstance(out, (np.ndarray, np.generic)) or out.dtype not in ALL_DTYPES:
+            return False
+        if out.size > MAX_VALUE_SIZE:
+            return False
+        uses = tuple(n for n in self.names if re.search(rf"\b{n}\b", expr))
+        self.steps.append(Step(target, expr, uses))
+        self.names.append(target)
+        self.values[target] = out
+        return True
+
+
+def _fits(*shapes: Sequence[int]) -> bool:
+    try:
+        return math.prod(np.broadcast_shapes(*[tuple(s) for s in shapes])) <= MAX_VALUE_SIZE
+    except ValueError:
+        return False
+
+
+def _literal(src: Source, dtype: np.dtype) -> str:
+    """A weak Python scalar suited to an operand of ``dtype`` (sometimes of another kind)."""
+    kind = dtype.kind
+    if src.boolean(0.2):
+        kind = src.choice("bif")
+    if kind == "b":
+        return src.choice(("True", "False"))
+    if kind in "iu":
+        return str(src.choice((0, 1, 2, 3, -1, -2, 5, 7, 127, 255, -128, 1000)))
+    return src.choice(("0.5", "2.0", "-1.5", "0.0", "-0.0", "1e-3", "3.0", "1e30", "nan",
+                       "inf", "-inf", "0.1"))
+
+
+def _operand(b: _Builder, first: str, allow_scalar: bool = True) -> str:
+    """A second operand for ``first``: a broadcast-compatible value or a Python scalar."""
+    src = b.src
+    if allow_scalar and src.boolean(0.35):
+        return _literal(src, b.v(first).dtype)
+    shape = np.shape(b.v(first))
+    other = b.pick(lambda v: _fits(shape, np.shape(v)))
+    return other or first
+
+
+def _axis(src: Source, ndim: int, allow_none: bool = True, allow_tuple: bool = True) -> Any:
+    choices = ["none"] if allow_none else []
+    if ndim:
+        choices += ["int", "int"] + (["tuple"] if allow_tuple else [])
+    if not choices:
+        return None
+    kind = src.choice(choices)
+    if kind == "none":
+        return None
+    if kind == "int":
+        a = src.integer(0, ndim - 1)
+        return a - ndim if src.boolean(0.3) else a
+    axes = [a for a in range(ndim) if src.boolean()]
+    return tuple(axes)
+
+
+def _fmt_axis(axis: Any) -> str:
+    return repr(axis)
+
+
+# --- families ----------------------------------------------------------------------------------
+
+def f_unary(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    name = src.choice(UNARY)
+    try:
+        getattr(np, name).resolve_dtypes((b.v(x).dtype, None))
+    except (TypeError, np.exceptions.DTypePromotionError):
+        return None
+    if name in UNARY_OPERATORS and src.boolean(0.4):
+        return UNARY_OPERATORS[name].format(x)
+    if name == "rint" and src.boolean(0.3):
+        return f"np.round({x})"
+    # Half the time, bring the operand into the op's domain (OpSpec.domain.values), so that
+    # results are mostly numbers, not NaN: NaN propagation is tested, but an all-NaN result
+    # checks little else.
+    values = OPS[name].domain.values
+    if values != "any" and b.v(x).dtype.kind != "b" and src.boolean(0.5):
+        x = {"positive": f"(np.abs({x}) + 1)", "ge1": f"(np.abs({x}) + 1)",
+             "unit": f"np.clip({x}, -1, 1)", "small": f"np.clip({x}, -8, 8)"}[values]
+    return f"np.{name}({x})"
+
+
+def f_binary(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    name = src.choice(BINARY)
+    y = _operand(b, x)
+    if src.boolean(0.25):
+        x, y = y, x
+    if name in BINARY_OPERATORS and src.boolean(0.5):
+        op = BINARY_OPERATORS[name]
+        return f"{_paren(x)} {op} {_paren(y)}"
+    return f"np.{name}({x}, {y})"
+
+
+def _paren(s: str) -> str:
+    return f"({s})" if s.startswith("-") or " " in s else s
+
+
+def f_power_operator(b: _Builder) -> str | None:
+    # ndarray.__pow__ fast paths (x ** 2 is square, float x ** 0.5 is sqrt, x ** -1 is
+    # reciprocal); only on arrays of >= 1 dimension (a NumPy scalar uses C pow instead:
+    # divergence scalar-power).
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    e = b.src.choice(("2", "0.5", "-1", "3", "2.0", "-0.5", "1"))
+    return f"{x} ** {_paren(e)}"
+
+
+def f_where(b: _Builder) -> str | None:
+    src = b.src
+    c = b.pick(lambda v: v.dtype == np.dtype(bool))
+    if c is None or src.boolean(0.4):
+        base = b.pick()
+        c = f"{base} {src.choice(('>', '<', '>=', '!='))} {_literal(src, b.v(base).dtype)}"
+        shape = np.shape(b.v(base))
+    else:
+        shape = np.shape(b.v(c))
+    x = b.pick(lambda v: _fits(shape, np.shape(v)))
+    if x is None:
+        return None
+    y = _operand(b, x)
+    if src.boolean(0.5):
+        x, y = y, x
+    return f"np.where({c}, {x}, {y})"
+
+
+def f_clip(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    dt = b.v(x).dtype
+    if dt.kind == "b":
+        return None
+    lo, hi = (("-1", "3") if dt.kind in "iu" else ("-0.5", "2.5"))
+    if src.boolean(0.3):
+        lo, hi = _literal(src, dt), _literal(src, dt)
+    if src.boolean(0.2):
+        lo = _operand(b, x, allow_scalar=False)
+    if src.boolean(0.2):
+        lo = "None"
+    elif src.boolean(0.2):
+        hi = "None"
+    return f"{x}.clip({lo}, {hi})" if src.boolean(0.3) else f"np.clip({x}, {lo}, {hi})"
+
+
+def f_astype(b: _Builder) -> str | None:
+    x = b.pick()
+    dt = b.src.choice(ALL_DTYPES)
+    return f"{x}.astype({DTYPE_NAMES[dt]})"
+
+
+def f_reduce(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    nd = np.ndim(b.v(x))
+    kind = src.choice(REDUCTIONS)
+    args = [x]
+    axis = _axis(src, nd)
+    if axis is not None:
+        args.append(f"axis={_fmt_axis(axis)}")
+    if src.boolean(0.25):
+        args.append("keepdims=True")
+    if kind in ("sum", "prod", "mean") and src.boolean(0.1):
+        args.append(f"dtype={src.choice(('np.float64', 'np.int64', 'np.float32', 'np.int32'))}")
+    if kind in ("var", "std") and src.boolean(0.2):
+        args.append("ddof=1")
+    if src.boolean(0.3):
+        return f"{x}.{kind}({', '.join(args[1:])})"
+    return f"np.{kind}({', '.join(args)})"
+
+
+def f_argreduce(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick(lambda v: np.size(v) > 0)
+    if x is None:
+        return None
+    kind = src.choice(("argmax", "argmin"))
+    args = [x]
+    axis = _axis(src, np.ndim(b.v(x)), allow_tuple=False)
+    if axis is not None:
+        args.append(f"axis={axis}")
+    if src.boolean(0.2):
+        args.append("keepdims=True")
+    return f"np.{kind}({', '.join(args)})"
+
+
+def f_scan(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    kind = src.choice(("cumsum", "cumprod"))
+    axis = _axis(src, np.ndim(b.v(x)), allow_tuple=False)
+    args = [x] + ([f"axis={axis}"] if axis is not None else [])
+    if src.boolean(0.1):
+        args.append(f"dtype={src.choice(('np.float64', 'np.int64'))}")
+    return f"np.{kind}({', '.join(args)})"
+
+
+def f_transpose(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 2)
+    if x is None:
+        return None
+    nd = np.ndim(b.v(x))
+    form = src.choice(("T", "perm", "swap", "move"))
+    if form == "T":
+        return f"{x}.T"
+    if form == "perm":
+        perm = sorted(range(nd), key=lambda d: src.integer(0, 99))
+        return f"np.transpose({x}, {tuple(perm)})"
+    i, j = src.integer(-nd, nd - 1), src.integer(-nd, nd - 1)
+    return f"np.swapaxes({x}, {i}, {j})" if form == "swap" else f"np.moveaxis({x}, {i}, {j})"
+
+
+def _index_key(src: Source, shape: Sequence[int]) -> str:
+    parts: list[str] = []
+    n_real = src.integer(0, len(shape))
+    for d in range(n_real):
+        size = shape[d]
+        if size > 0 and src.boolean(0.25):
+            parts.append(str(src.integer(-size, size - 1)))
+            continue
+        start = src.choice(("", "", str(src.integer(-size - 1, size + 1))))
+        stop = src.choice(("", "", str(src.integer(-size - 1, size + 1))))
+        step = src.choice(("", "", "-1", "2", "-2", "3"))
+        parts.append(f"{start}:{stop}" + (f":{step}" if step else ""))
+    if src.boolean(0.25):
+        parts.insert(src.integer(0, len(parts)), "None")
+    if n_real < len(shape) and src.boolean(0.3):
+        parts.insert(src.integer(0, len(parts)), "...")
+    return ", ".join(parts) if parts else "..."
+
+
+def f_index(b: _Builder) -> str | None:
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    return f"{x}[{_index_key(b.src, np.shape(b.v(x)))}]"
+
+
+def f_reshape(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    shape = np.shape(b.v(x))
+    size = math.prod(shape)
+    form = src.choice(("reshape", "reshape", "ravel", "flatten"))
+    if form == "ravel":
+        return f"np.ravel({x})"
+    if form == "flatten":
+        return f"{x}.flatten()" if np.ndim(b.v(x)) else None
+    if size == 0:
+        return f"{x}.reshape({(0,) + (src.choice((1, 2)),)})"
+    factors: list[int] = []
+    rest = size
+    while rest > 1 and len(factors) < 4:
+        divisors = [d for d in range(2, rest + 1) if rest % d == 0]
+        d = src.choice(divisors[:6] + [rest])
+        factors.append(d)
+        rest //= d
+    if rest > 1:
+        factors.append(rest)
+    if src.boolean(0.3):
+        factors.insert(src.integer(0, len(factors)), 1)
+    if factors and src.boolean(0.3):
+        factors[src.integer(0, len(factors) - 1)] = -1
+    return f"{x}.reshape({tuple(factors)!r})"
+
+
+def f_broadcast(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    shape = list(np.shape(b.v(x)))
+    new = [src.choice((1, 2, 3)) if s == 1 else s for s in shape]
+    lead = [src.choice((1, 2, 3, 4)) for _ in range(src.integer(0, 2))]
+    target = tuple(lead + new)
+    if not _fits(target):
+        return None
+    return f"np.broadcast_to({x}, {target!r})"
+
+
+def f_dims(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick()
+    shape = np.shape(b.v(x))
+    ones = [d for d, s in enumerate(shape) if s == 1]
+    if ones and src.boolean(0.5):
+        return f"np.squeeze({x}, {src.choice(ones)})" if src.boolean(0.6) else f"np.squeeze({x})"
+    return f"np.expand_dims({x}, {src.integer(-len(shape) - 1, len(shape))})"
+
+
+def f_flip(b: _Builder) -> str | None:
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    axis = _axis(b.src, np.ndim(b.v(x)))
+    return f"np.flip({x})" if axis is None else f"np.flip({x}, {_fmt_axis(axis)})"
+
+
+def f_matmul(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1 and v.dtype != np.dtype(bool))
+    if x is None:
+        return None
+    xs = np.shape(b.v(x))
+    k = xs[-1]
+    y = b.pick(lambda v: np.ndim(v) >= 1 and v.dtype != np.dtype(bool) and
+               (np.shape(v)[-2] if np.ndim(v) >= 2 else np.shape(v)[0]) == k)
+    if y is None or src.boolean(0.3):
+        y = f"{x}.T" if len(xs) <= 2 else f"np.swapaxes({x}, -1, -2)"
+        ys = xs[::-1] if len(xs) <= 2 else xs[:-2] + (xs[-1], xs[-2])
+    else:
+        ys = np.shape(b.v(y))
+    out = xs[:-1] + ys[-1:] if len(ys) >= 2 else xs[:-1]
+    if math.prod(out) * max(k, 1) > MAX_VALUE_SIZE * 4:
+        return None
+    if len(xs) <= 2 and len(ys) <= 2 and src.boolean(0.3):
+        return f"np.dot({x}, {y})"
+    return f"{x} @ {y}" if src.boolean(0.5) else f"np.matmul({x}, {y})"
+
+
+def f_concat(b: _Builder) -> str | None:
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    xs = np.shape(b.v(x))
+    axis = src.integer(0, len(xs) - 1)
+    if src.boolean(0.3):
+        y = b.pick(lambda v: np.shape(v) == xs) or x
+        return f"np.stack([{x}, {y}], axis={src.integer(-len(xs) - 1, len(xs))})"
+    y = b.pick(lambda v: np.ndim(v) == len(xs) and all(
+        s == t for d, (s, t) in enumerate(zip(np.shape(v), xs)) if d != axis)) or x
+    if 2 * math.prod(xs) > MAX_VALUE_SIZE:
+        return None
+    return f"np.concatenate([{x}, {y}], axis={axis if src.boolean() else axis - len(xs)})"
+
+
+def f_normalize(b: _Builder) -> str | None:
+    # A reduction broadcast back over its rows (softmax, layernorm, normalisation): the
+    # planner fuses these into one kernel (row epilogues, full-space phases).
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1 and v.dtype != np.dtype(bool))
+    if x is None:
+        return None
+    nd = np.ndim(b.v(x))
+    axis = _axis(src, nd, allow_none=src.boolean(0.3))
+    red = src.choice(("sum", "max", "min", "mean"))
+    op = src.choice(("-", "/", "*", "+"))
+    inner = f"np.{red}({x}, axis={_fmt_axis(axis)}, keepdims=True)"
+    if src.boolean(0.3):
+        return f"np.exp({x} - {inner})"
+    return f"{x} {op} {inner}"
+
+
+def f_pairwise(b: _Builder) -> str | None:
+    # Small nested reductions (pairwise distances): min_j sum_d (a_id - b_jd)^2.
+    src = b.src
+    a = b.pick(lambda v: np.ndim(v) == 2 and v.dtype.kind in "fiu")
+    if a is None:
+        return None
+    d = np.shape(b.v(a))[1]
+    c = b.pick(lambda v: np.ndim(v) == 2 and np.shape(v)[1] == d and v.dtype.kind in "fiu") or a
+    n = np.shape(b.v(a))[0] * np.shape(b.v(c))[0] * d
+    if n > MAX_VALUE_SIZE:
+        return None
+    red = src.choice(("min", "max", "sum"))
+    return f"np.{red}(np.sum(np.square({a}[:, None, :] - {c}[None, :, :]), axis=-1), axis=1)"
+
+
+# family name -> (builder, weight)
+FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
+    "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
+    "where": (f_where, 5), "clip": (f_clip, 3), "astype": (f_astype, 6),
+    "reduce": (f_reduce, 12), "argreduce": (f_argreduce, 3), "scan": (f_scan, 3),
+    "transpose": (f_transpose, 4), "index": (f_index, 6), "reshape": (f_reshape, 4),
+    "broadcast": (f_broadcast, 3), "dims": (f_dims, 3), "flip": (f_flip, 2),
+    "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
+    "pairwise": (f_pairwise, 2),
+}
+
+
+@dataclass(frozen=True)
+class ProgramSpace:
+    """What ``generate`` draws: counts, sizes, dtypes, families."""
+    max_inputs: int = 3
+    min_steps: int = 2
+    max_steps: int = 10
+    max_dims: int = 4
+    max_size: int = 256               # elements per input array (small programs)
+    large_p: float = 0.0              # probability of a large program (threads, slots)
+    large_size: int = 1 << 16
+    dtypes: tuple[np.dtype, ...] = ALL_DTYPES
+    families: tuple[str, ...] = tuple(FAMILIES)
+    layouts: bool = True
+    sides: tuple[int, ...] = SIDES
+
+
+def _choose_family(src: Source, families: Sequence[str]) -> str:
+    total = sum(FAMILIES[f][1] for f in families)
+    r = src.integer(0, total - 1)
+    for f in families:
+        r -= FAMILIES[f][1]
+        if r < 0:
+            return f
+    return families[-1]
+
+
+def draw_inputs(src: Source, space: ProgramSpace) -> list[np.ndarray]:
+    large = space.large_p > 0 and src.boolean(space.large_p)
+    max_size = space.large_size if large else space.max_size
+    n = src.integer(1, space.max_inputs)
+    base = draw_shape(src, 0, space.max_dims, space.sides, max_size)
+    if large and math.prod(base) < max_size // 8:
+        base = (src.integer(max_size // 4, max_size),) if src.boolean() else \
+            (src.choice((129, 257, 1023, 1025)), src.integer(17, max_size // 1025 + 17))
+    shapes = draw_broadcastable(src, n, base)
+    main = src.choice(space.dtypes)
+    values = src.choice(("any", "any", "any", "finite", "small", "positive"))
+    inputs = []
+    for shp in shapes:
+        if src.boolean(0.15):
+            shp = draw_shape(src, 0, space.max_dims, space.sides, max_size)
+        dt = main if src.boolean(0.6) else src.choice(space.dtypes)
+        layout: Layout | str = "C"
+        if space.layouts and shp and src.boolean(0.4):
+            layout = draw_layout(src, shp)
+        inputs.append(draw_array(src, dt, shp, values, layout))
+    return inputs
+
+
+def generate(src: Source, space: ProgramSpace = ProgramSpace(), name: str = "program") -> Program:
+    """Draw a program and its inputs."""
+    inputs = draw_inputs(src, space)
+    b = _Builder(src, inputs)
+    n_steps = src.integer(space.min_steps, space.max_steps)
+    attempts = 0
+    while len(b.steps) < n_steps and attempts < 8 * n_steps:
+        attempts += 1
+        expr = FAMILIES[_choose_family(src, space.families)][0](b)
+        if expr is not None:
+            b.add(expr)
+    if not b.steps:   # at least one op: an elementwise step always works
+        b.add(f"np.positive({b.names[0]})" if b.v("x0").dtype != np.dtype(bool) else
+              "np.logical_not(x0)")
+    outputs = [b.steps[-1].target]
+    used = {u for s in b.steps for u in s.uses}
+    sinks = [s.target for s in b.steps[:-1] if s.target not in used]
+    if sinks and src.boolean(0.5):   # a second result: a value nothing else uses
+        outputs.append(src.choice(sinks))
+    return prune(Program(tuple(inputs), tuple(b.steps), tuple(outputs), name))
+
+
+def prune(p: Program) -> Program:
+    """Drop steps no output depends on."""
+    live = set(p.outputs)
+    keep = []
+    for s in reversed(p.steps):
+        if s.target in live:
+            keep.append(s)
+            live.update(s.uses)
+    return p.replace(steps=tuple(reversed(keep)))
+
+
+def programs(space: ProgramSpace | None = None, **kw: Any) -> st.SearchStrategy[Program]:
+    """Hypothesis strategy of random programs with matching inputs (``program.inputs``);
+    keyword arguments set fields of ``ProgramSpace``."""
+    sp = replace(space or ProgramSpace(), **kw)
+    return st.composite(lambda draw: generate(HypothesisSource(draw), sp))()
+
+
+# ============================================================================================
+# Shrinking (for the soak, whose programs are not drawn by Hypothesis)
+# ============================================================================================
+
+def _rename(expr: str, old: str, new: str) -> str:
+    return re.sub(rf"\b{old}\b", new, expr)
+
+
+def _valid(p: Program) -> bool:
+    try:
+        out = p.numpy_result()
+    except Exception:   # noqa: BLE001
+        return False
+    leaves = out if isinstance(out, tuple) else (out,)
+    return all(isinstance(v, (np.ndarray, np.generic)) for v in leaves)
+
+
+def shrink(p: Program, fails: Callable[[Program], bool], budget: int = 200) -> Program:
+    """A smaller program (fewer outputs and steps, simpler inputs) on which ``fails`` still
+    holds. Greedy; ``budget`` bounds the calls of ``fails``."""
+    calls = 0
+
+    def attempt(q: Program) -> bool:
+        nonlocal calls
+        if calls >= budget or not _valid(q):
+            return False
+        calls += 1
+        return fails(q)
+
+    changed = True
+    while changed and calls < budget:
+        changed = False
+        if len(p.outputs) > 1:
+            for o in p.outputs:
+                q = prune(p.replace(outputs=(o,)))
+                if attempt(q):
+                    p, changed = q, True
+                    break
+        for i in reversed(range(len(p.steps))):   # bypass a step by one of its operands
+            s = p.steps[i]
+            for u in s.uses:
+                rest = tuple(replace(t, expr=_rename(t.expr, s.target, u),
+                                     uses=tuple(u if n == s.target else n for n in t.uses))
+                             for t in p.steps[i + 1:])
+                q = prune(p.replace(steps=p.steps[:i] + rest,
+                                    outputs=tuple(u if o == s.target else o for o in p.outputs)))
+                if attempt(q):
+                    p, changed = q, True
+                    break
+            if changed:
+                break
+        if changed:
+            continue
+        q = _drop_unused_inputs(p)
+        if q is not p and attempt(q):
+            p, changed = q, True
+            continue
+        for q in _smaller_shapes(p):
+            if attempt(q):
+                p, changed = q, True
+                break
+        if changed:
+            continue
+        for k, x in enumerate(p.inputs):   # inputs: C order, then simpler values
+            for simpler in _simpler_arrays(x):
+                q = p.replace(inputs=p.inputs[:k] + (simpler,) + p.inputs[k + 1:])
+                if attempt(q):
+                    p, changed = q, True
+                    break
+            if changed:
+                break
+    return p
+
+
+def _drop_unused_inputs(p: Program) -> Program:
+    text = " ".join(s.expr for s in p.steps) + " " + " ".join(p.outputs)
+    used = [k for k in range(len(p.inputs)) if re.search(rf"\bx{k}\b", text)]
+    if len(used) == len(p.inputs) or not used:
+        return p
+    names = {f"x{k}": f"x{i}" for i, k in enumerate(used)}
+
+    def ren(e: str) -> str:
+        return re.sub(r"\bx\d+\b", lambda m: names.get(m.group(0), m.group(0)), e)
+    steps = tuple(replace(s, expr=ren(s.expr), uses=tuple(names.get(u, u) for u in s.uses))
+                  for s in p.steps)
+    return p.replace(inputs=tuple(p.inputs[k] for k in used), steps=steps,
+                     outputs=tuple(names.get(o, o) for o in p.outputs))
+
+
+def _smaller_shapes(p: Program) -> list[Program]:
+    """The program with every input axis of one size cut to 1 or to half (all inputs at once,
+    so that broadcasting still lines up)."""
+    sizes = sorted({n for x in p.inputs for n in x.shape if n > 1}, reverse=True)
+    out = []
+    for size in sizes:
+        for new in sorted({1, size // 2}):
+            inputs = []
+            for x in p.inputs:
+                key = tuple(slice(0, new) if n == size else slice(None) for n in x.shape)
+                inputs.append(np.ascontiguousarray(x[key]) if x.flags.c_contiguous else x[key])
+            out.append(p.replace(inputs=tuple(inputs)))
+    return out
+
+
+def _simpler_arrays(x: np.ndarray) -> list[np.ndarray]:
+    out = []
+    if not x.flags.c_contiguous:
+        out.append(np.ascontiguousarray(x))
+    flat = np.ascontiguousarray(x).reshape(-1)
+    n = flat.size
+    if n > 1:
+        zero = np.zeros((), x.dtype)
+        for lo, hi in ((0, n // 2), (n // 2, n)):
+            y = flat.copy()
+            y[lo:hi] = zero
+            if not np.array_equal(y, flat, equal_nan=True):
+                out.append(y.reshape(x.shape))
+    return out
