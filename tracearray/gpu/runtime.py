@@ -29,6 +29,7 @@ from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, pack_scalar
+from ..trace.errors import UnsupportedOperationError
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
 from . import ptx as ptxmod
@@ -484,8 +485,11 @@ class GpuExecutable:
         if not gk.functions:
             gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
         rank = len(step.shape)
-        if rank > COPY_MAX_RANK:
-            raise NotImplementedError(f"gather of a {rank}-d view (max {COPY_MAX_RANK})")
+        if rank > COPY_MAX_RANK:   # a documented limit of the GPU copy kernel
+            raise UnsupportedOperationError(
+                f"device='cuda': reshaping a non-contiguous {rank}-d view needs a copy kernel "
+                f"of at most {COPY_MAX_RANK} dims; make the array contiguous first "
+                f"(np.ascontiguousarray) or use device='cpu'")
         pad = COPY_MAX_RANK - rank
         ext = [1] * pad + list(step.shape)
         strd = [0] * pad + list(step.strides)
