@@ -18,7 +18,7 @@ from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
 from ..fuse.plan import Kernel, Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
-from ..tile.layout import affine_params, pack_scalar, param_layout
+from ..tile.layout import affine_params, fill_params
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
 from . import pool
@@ -117,21 +117,7 @@ class Executable:
                                         st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
         geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
-        layout = param_layout(geo)
-        params = np.zeros(max(layout.size, 1), dtype=np.int64)
-        extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
-        # Extents of the *loop* dims (size-1 space dims are dropped and contiguous ones merged,
-        # so there may be fewer than space dims), then the nested-reduction extents.
-        params[:layout.rank] = extents + list(kernel.body.nested_extents)
-        for (base, strides), (base_slot, stride_slots) in zip(loads + stores,
-                                                                layout.load_slots + layout.store_slots):
-            params[base_slot] = base
-            for g, slot in enumerate(stride_slots):
-                if slot is not None:
-                    var = geo.groups[g][-1] if g < geo.rank else len(kernel.space) + g - geo.rank
-                    params[slot] = strides[var]
-        for slot, node in zip(layout.scalar_slots, kernel.body.params):
-            params[slot] = pack_scalar(node)
+        params, extents = fill_params(geo, loads, stores)
         ir_text = lower_kernel(geo, self.math, name)
         ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views)
         addresses = self.jit.compile(ir_text, entry_names(geo, name))

@@ -28,7 +28,7 @@ import numpy as np
 from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
-from ..tile.layout import affine_params, pack_scalar
+from ..tile.layout import affine_params, fill_params
 from ..trace.errors import UnsupportedOperationError
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
@@ -267,23 +267,9 @@ class GpuExecutable:
         geo = dataclasses.replace(
             geo, load_vstrides=tuple(v if v in (0, 1) else None for v in geo.load_vstrides),
             store_vstrides=tuple(v if v in (0, 1) else None for v in geo.store_vstrides))
-        from ..tile.layout import param_layout
-        layout = param_layout(geo)
-        params = np.zeros(max(layout.size, 1), dtype=np.int64)
-        rank = geo.rank + len(kernel.body.nested_extents)
-        extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64)) for g in geo.groups]
-        params[:rank] = extents + list(kernel.body.nested_extents)
-        for (base, strides), (base_slot, stride_slots) in zip(
-                loads + stores, layout.load_slots + layout.store_slots):
-            params[base_slot] = base
-            for g, slot in enumerate(stride_slots):
-                if slot is not None:
-                    var = geo.groups[g][-1] if g < geo.rank else len(kernel.space) + g - geo.rank
-                    params[slot] = strides[var]
-        for slot, node in zip(layout.scalar_slots, kernel.body.params):
-            params[slot] = pack_scalar(node)
+        params, extents = fill_params(geo, loads, stores)
         sources += [("buf", st.dest, ()) for st in kernel.stores]
-        return geo, params[:layout.size], sources, extents
+        return geo, params, sources, extents
 
     def _prepare(self, spec: TileSpec, name: str) -> GpuKernel | None:
         geo, params, sources, ext = self._geometry(spec)

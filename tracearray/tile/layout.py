@@ -72,3 +72,28 @@ def pack_scalar(node: Node) -> int:
     raw = np.zeros(8, dtype=np.uint8)
     raw[:node.dtype.itemsize] = np.frombuffer(constant_value(node).tobytes(), dtype=np.uint8)
     return int(raw.view(np.int64)[0])
+
+
+def fill_params(geometry: Geometry, loads: Sequence[tuple[int, list[int]]],
+                stores: Sequence[tuple[int, list[int]]]) -> tuple[np.ndarray, list[int]]:
+    """The kernel's parameter array, from each access's and store's (base, per-variable
+    strides) in elements; also the extents of the loop dims (merged groups of space dims)."""
+    kernel = geometry.kernel
+    layout = param_layout(geometry)
+    params = np.zeros(layout.size, dtype=np.int64)   # exactly one slot per parameter
+    extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64))
+               for g in geometry.groups]
+    # Loop-dim extents (size-1 space dims dropped, contiguous ones merged), then the extents
+    # of nested reductions.
+    params[:layout.rank] = extents + list(kernel.body.nested_extents)
+    for (base, strides), (base_slot, stride_slots) in zip(
+            list(loads) + list(stores), layout.load_slots + layout.store_slots):
+        params[base_slot] = base
+        for g, slot in enumerate(stride_slots):
+            if slot is not None:
+                var = (geometry.groups[g][-1] if g < geometry.rank
+                       else len(kernel.space) + g - geometry.rank)
+                params[slot] = strides[var]
+    for slot, node in zip(layout.scalar_slots, kernel.body.params):
+        params[slot] = pack_scalar(node)
+    return params, extents
