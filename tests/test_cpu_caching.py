@@ -241,3 +241,31 @@ def test_regression_scalar_arguments_of_equal_value_but_other_type_or_sign() -> 
     for a in (-0.0, 0.0, -0.0, np.float32(-0.0), np.float32(0.0)):
         assert_matches(scale(ones, a), ones * a)
     assert scale.stats.traces == 4
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_calls_keep_no_reference_to_inputs_or_outputs(device: str) -> None:
+    """Results die with the caller's last reference, without the cyclic GC.
+
+    Regression: with device="auto" on a machine without a GPU, every call re-raised one stored
+    GpuUnavailableError, chaining the caller's frames (and the arrays in them) onto its
+    traceback; outputs piled up until a GC pass, the heap grew by one output per call and each
+    call paid fresh page faults (l2_normalize: 12 ms instead of 1 ms)."""
+    import gc
+    import weakref
+
+    f = tracearray.compile(lambda x: x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True)),
+                           device=device)
+    x = np.linspace(0.5, 1.5, 4 * 33, dtype=np.float32).reshape(4, 33)
+    f(x)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            arg = x.copy()
+            out = f(arg)
+            refs = [weakref.ref(out), weakref.ref(arg)]
+            del out, arg
+            assert [r() for r in refs] == [None, None], "a call kept its input or output alive"
+    finally:
+        gc.enable()

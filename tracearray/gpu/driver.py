@@ -10,6 +10,7 @@ Every driver call goes through ``Device.call``, which turns a failing ``CUresult
 """
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -264,17 +265,25 @@ def get_device() -> Device:
             try:
                 _device = Device(0)
             except GpuUnavailableError as e:
-                _device_error = e
+                _device_error = GpuUnavailableError(str(e))
             except Exception as e:   # noqa: BLE001 - report any initialisation failure
                 _device_error = GpuUnavailableError(f"the GPU could not be initialised: {e}")
+            # Kept without traceback or context: those would hold the first caller's frames.
         if _device is None:
-            raise _device_error   # type: ignore[misc]
+            # A fresh exception per call: re-raising the stored one would chain every caller's
+            # frames onto its __traceback__, and a module global would keep them (and the
+            # arrays in them) alive - a leak on every call of a device="auto" function.
+            raise copy.copy(_device_error)   # type: ignore[misc]
         return _device
 
 
 def is_available() -> bool:
-    """Whether a CUDA GPU can be used (never raises)."""
+    """Whether a CUDA GPU can be used (never raises; after the first call a lookup)."""
     if config.gpu_disabled():
+        return False
+    if _device is not None:
+        return True
+    if _device_error is not None:
         return False
     try:
         get_device()
