@@ -11,6 +11,8 @@
 - ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
   ``off`` turns it off (see ``cache_dir``).
 - ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
+- ``TRACEARRAY_OUTPUT_ARENA_MB=N`` bounds the recycled memory of large CPU results (default
+  512; 0 turns recycling off; see ``cpu/memory.py``).
 """
 from __future__ import annotations
 
@@ -107,6 +109,26 @@ def cache_max_bytes() -> int | None:
         raise ValueError(f"TRACEARRAY_CACHE_MAX_MB must be a positive number of megabytes or "
                          f"'unlimited', got {raw!r} (TRACEARRAY_CACHE_DIR=off turns the cache off)")
     return int(mb * 1024 * 1024)
+
+
+def output_arena_bytes() -> int:
+    """``TRACEARRAY_OUTPUT_ARENA_MB``: bytes of large CPU result blocks kept for reuse (in use
+    or idle). Default 512 MB; 0 turns recycling off (every result is a plain ``np.empty``)."""
+    raw = os.environ.get("TRACEARRAY_OUTPUT_ARENA_MB", "512")
+    cached = _ARENA_CACHE.get(raw)
+    if cached is None:
+        try:
+            mb = float(raw.strip())
+        except ValueError:
+            mb = -1.0
+        if not mb >= 0:
+            raise ValueError(f"TRACEARRAY_OUTPUT_ARENA_MB must be a number of megabytes >= 0, "
+                             f"got {raw!r}")
+        cached = _ARENA_CACHE[raw] = int(mb * 1024 * 1024)
+    return cached
+
+
+_ARENA_CACHE: dict[str, int] = {}
 
 
 def libdevice_path() -> str | None:

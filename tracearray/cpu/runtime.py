@@ -21,7 +21,7 @@ from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, mak
 from ..tile.layout import affine_params, fill_params
 from ..trace.graph import Node
 from ..trace.ops import OPS, constant_value
-from . import pool
+from . import memory, pool
 from .jit import get_jit
 from .mathlib import CpuMath
 
@@ -93,7 +93,7 @@ class Executable:
     def _constant_or_empty(self, node: Node) -> np.ndarray:
         if node.op == "constant":
             return constant_value(node)
-        return np.empty(node.shape, dtype=node.dtype)
+        return memory.empty(node.shape, node.dtype)
 
     def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str) -> CompiledKernel:
         kernel = spec.kernel

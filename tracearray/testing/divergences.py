@@ -145,6 +145,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "views-are-copies", "api", ("reshape", "transpose", "slice", "broadcast_to"),
         "A function that returns a view of its argument returns a new array (a copy) when "
         "compiled; writing to it does not modify the argument.", "not-compared"),
+    Divergence(
+        "recycled-result-memory", "api", ("*",),
+        "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "
+        "(`.base` is that block, `flags.owndata` is False), so `ndarray.resize` refuses it; "
+        "values, shape, dtype, strides and writability are NumPy's. The block is reused only "
+        "after every view of it is gone; `TRACEARRAY_OUTPUT_ARENA_MB=0` returns plain arrays.",
+        "not-compared"),
 )
 
 BY_ID: dict[str, Divergence] = {d.id: d for d in DIVERGENCES}
