@@ -16,7 +16,9 @@ Method, and why:
     frameworks' first calls (numba's JIT, numexpr's parse) are recorded in the JSON.
   * After warm-up, the frameworks take turns, the order rotated every round, for --repeat
     rounds; in its turn a framework makes one untimed call and one timed call (see
-    interleaved_times); each reports the median.  The 2-core machine is shared and noisy:
+    interleaved_times), after a pause (--settle, 0.15 s) that lets the previous framework's
+    spinning threads (numba's OpenMP, OpenBLAS) go idle; each reports the median.  The 2-core
+    machine is shared and noisy:
     interleaving spreads the noise over all frameworks, so the ratios in one run are what to
     compare, not absolute times across runs.
   * OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, set on some machines for old OpenBLAS builds, slow
@@ -76,6 +78,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--size", default="cpu", choices=W.SIZES)
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds per workload (median)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds after the first call")
+    ap.add_argument("--settle", type=float, default=0.15,
+                    help="seconds of sleep before each framework's visit, so that the previous "
+                         "framework's spinning threads are idle (see interleaved_times)")
     ap.add_argument("--only", default=None, help="comma-separated workload names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here")
@@ -371,22 +376,33 @@ def start_cells(w: W.Workload, cells: Dict[str, object], numpy_dtypes: List[str]
 
 
 def interleaved_times(cells: Dict[str, object], order: List[str], repeat: int,
-                      warmup: int) -> Dict[str, List[float]]:
+                      warmup: int, settle: float = 0.0) -> Dict[str, List[float]]:
     """Seconds per call: each round visits every framework once, the order rotated per round.
 
     A visit is one untimed call, then one timed call.  Timing the very first call after
     another framework ran would charge the switch to it (its worker threads asleep, its
     arrays out of cache), which penalises multithreaded runtimes most; interleaving the
-    visits still spreads the machine's slow drifts and bursts over all frameworks alike."""
+    visits still spreads the machine's slow drifts and bursts over all frameworks alike.
+
+    ``settle`` seconds of sleep before each visit: thread pools keep spinning after a call
+    (numba's OpenMP workers, OpenBLAS's threads: milliseconds to a tenth of a second), and on
+    a 2-core machine those spinning threads take a core from whichever framework runs next.
+    A user running one framework never meets another one's spinning threads; the pause lets
+    them go idle so that no framework is timed against another's leftovers."""
+    def visit(fw: str) -> float:
+        if settle > 0:
+            time.sleep(settle)
+        cells[fw].time_once()
+        return cells[fw].time_once()
+
     for _ in range(warmup):
         for fw in order:
-            cells[fw].time_once()
+            visit(fw)
     samples: Dict[str, List[float]] = {fw: [] for fw in order}
     for r in range(repeat if order else 0):
         k = r % len(order)
         for fw in order[k:] + order[:k]:
-            cells[fw].time_once()
-            samples[fw].append(cells[fw].time_once())
+            samples[fw].append(visit(fw))
     return samples
 
 
@@ -397,7 +413,7 @@ def bench_workload(w: W.Workload, args: argparse.Namespace, numba: NumbaSource) 
     cells = make_cells(w, inputs, ref, args.size, args.seed, numba)
     records = start_cells(w, cells, numpy_dtypes)
     timeable = [fw for fw in cells if "error" not in records[fw]]
-    samples = interleaved_times(cells, timeable, args.repeat, args.warmup)
+    samples = interleaved_times(cells, timeable, args.repeat, args.warmup, args.settle)
     for fw, ts in samples.items():
         ms = [t * 1e3 for t in ts]
         records[fw].update(ms=statistics.median(ms), min_ms=min(ms), max_ms=max(ms), reps=len(ms),
@@ -585,7 +601,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if args.json_out:
         doc = dict(suite="tracearray CPU benchmark", size=args.size, repeat=args.repeat,
-                   warmup=args.warmup, seed=args.seed, machine=info,
+                   settle_s=args.settle, warmup=args.warmup, seed=args.seed, machine=info,
                    workloads={n: dict(shapes=W.get(n).shapes(args.size), bytes=W.get(n).bytes(args.size),
                                       flops=W.get(n).flops(args.size), tol=W.get(n).tol)
                               for n in results},

@@ -137,7 +137,7 @@ def test_cpu_cli_runs_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--size", SIZE, "--only",
-         "ew_chain,moments", "--repeat", "2", "--warmup", "1", "--no-numba",
+         "ew_chain,moments", "--repeat", "2", "--warmup", "1", "--settle", "0.01", "--no-numba",
          "--keep-openblas-env", "--json", str(out)],
         capture_output=True, text=True, timeout=120)
     assert "| workload |" in proc.stdout and "geomean" in proc.stdout, proc.stderr

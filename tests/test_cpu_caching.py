@@ -269,3 +269,23 @@ def test_calls_keep_no_reference_to_inputs_or_outputs(device: str) -> None:
             assert [r() for r in refs] == [None, None], "a call kept its input or output alive"
     finally:
         gc.enable()
+
+
+def test_repeat_calls_with_other_array_kinds_of_the_same_signature() -> None:
+    """The plain-array call path (keyed by shape, dtype, strides) must not serve calls whose
+    arrays need the general path: misaligned data, ndarray subclasses."""
+    f = tracearray.compile(lambda x: x * 2 + 1, device="cpu")
+    x = np.arange(257, dtype=np.float64)
+    assert_matches(f(x), x * 2 + 1)
+    raw = np.zeros(257 * 8 + 1, dtype=np.uint8)
+    misaligned = raw[1:].view(np.float64)
+    misaligned[:] = x[::-1]
+    assert not misaligned.flags.aligned
+    assert_matches(f(misaligned), x[::-1] * 2 + 1)
+    assert_matches(f(x), x * 2 + 1)
+    m = np.ma.masked_array(x, mask=x > 100)
+    assert_matches(f(m), np.asarray(x) * 2 + 1)
+    with compiles(expected=0):
+        for _ in range(3):
+            assert_matches(f(x + 1), (x + 1) * 2 + 1)
+    assert f.stats.calls == 7

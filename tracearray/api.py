@@ -84,6 +84,9 @@ class CompiledFunction:
         self.stats = Stats()
         self._traces: dict[Any, tuple[Graph, Plan, list[TileSpec]]] = {}
         self._executables: dict[Any, Any] = {}
+        # Call fast path (see _fast_key): plain-array signature -> (executable, output tree).
+        self._fast: dict[Any, tuple[Any, Any]] = {}
+        self._fast_ok = not self.static_argnums and not self.static_argnames
         self._build_lock = threading.RLock()
         functools.update_wrapper(self, fn)
 
@@ -173,6 +176,12 @@ class CompiledFunction:
         return self._lower(args, kwargs)[0]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
+        if fast_key is not None:
+            hit = self._fast.get(fast_key)
+            if hit is not None:
+                self.stats.calls += 1
+                return _results(hit[0].run(args), hit[1])
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:
@@ -181,10 +190,27 @@ class CompiledFunction:
             warnings.warn(f"tracearray could not compile {self.__name__}; running it with "
                           f"NumPy (fallback='numpy')", RuntimeWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
+        if fast_key is not None and len(leaves) == len(args) and all(
+                a is b for a, b in zip(leaves, args)):
+            self._fast[fast_key] = (lowered.executable, lowered.graph.out_tree)
         self.stats.calls += 1
-        outs = lowered.executable.run(leaves)
-        outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
-        return pytree.unflatten(lowered.graph.out_tree, outs)
+        return _results(lowered.executable.run(leaves), lowered.graph.out_tree)
+
+    def _fast_key(self, args: tuple) -> Any:
+        """The signature of a call whose arguments are all plain, aligned NumPy arrays (the
+        common case), from which the executable follows directly; None for any other call.
+
+        The general path flattens pytrees, builds static keys and locks (~0.1 ms per call,
+        more with cold caches); this one is a tuple of shapes, dtypes and strides. An entry
+        is recorded only after the general path used the arrays unchanged, and the resolved
+        device is part of the key."""
+        key = []
+        for a in args:
+            if type(a) is not np.ndarray or not a.flags.aligned:
+                return None
+            key.append((a.shape, a.dtype, a.strides))
+        key.append(self._resolve_device())
+        return tuple(key)
 
     def explain(self, *args: Any, **kwargs: Any) -> "Any":
         from .explain import explain_plan
@@ -199,6 +225,12 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
         return CompiledFunction(f, device=device, static_argnums=static_argnums,
                                 static_argnames=static_argnames, fallback=fallback)
     return wrap if fn is None else wrap(fn)
+
+
+def _results(outs: list[Any], out_tree: Any) -> Any:
+    """The function's return structure, 0-d results as NumPy scalars (as NumPy returns them)."""
+    outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
+    return pytree.unflatten(out_tree, outs)
 
 
 def _as_input_array(value: Any) -> np.ndarray:

@@ -19,6 +19,7 @@ block now.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -116,7 +117,7 @@ if hasattr(os, "register_at_fork"):
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, from recycled memory when it is large."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= MIN_BYTES:
         out = _arena.take(tuple(shape), dtype, nbytes)
         if out is not None:

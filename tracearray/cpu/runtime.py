@@ -60,6 +60,8 @@ class CompiledKernel:
     entry: Any = None
     combine: Any = None
     partial_dtypes: list[np.dtype] = field(default_factory=list)
+    load_slots: list[tuple[int, tuple[Node, ...], bool]] = field(default_factory=list)
+    store_slots: list[int] = field(default_factory=list)
 
 
 class Executable:
@@ -80,6 +82,40 @@ class Executable:
                 self.kernels.append(None)
                 continue
             self.kernels.append(self._prepare(spec, buffers, f"{name}{i}"))
+        self._plan_call(buffers)
+
+    def _plan_call(self, buffers: dict[Node, np.ndarray]) -> None:
+        """Resolve every buffer to a slot of a per-call list once, so that a call indexes
+        lists instead of hashing graph nodes (the call path is paid on every call)."""
+        slot: dict[Node, int] = {node: i for i, node in enumerate(self.graph.inputs)}
+        self._n_inputs = len(self.graph.inputs)
+        self._constants: list[tuple[int, np.ndarray]] = []
+        self._allocs: list[tuple[int, tuple[int, ...], np.dtype]] = []
+        for node in self.plan.stored:
+            if node in slot:
+                continue
+            slot[node] = len(slot)
+            if node.op == "constant":
+                self._constants.append((slot[node], buffers[node]))
+            else:
+                self._allocs.append((slot[node], node.shape, node.dtype))
+        self._n_slots = len(slot)
+        self._steps: list[tuple[str, Any]] = []
+        for spec, ck in zip(self.specs, self.kernels):
+            if ck is None:
+                node = spec.kernel.matmul
+                operands = tuple(_chain_to_buffer(a, slot) for a in node.args)
+                self._steps.append(("matmul", (operands, slot[node])))
+            else:
+                ck.load_slots = [(slot[b], chain, copied) for b, chain, copied in ck.load_views]
+                ck.store_slots = [slot[dest] for dest, _a, _o, _l in ck.store_views]
+                self._steps.append(("kernel", ck))
+        # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
+        # Scalar constants (``f(True)`` returning ``np.max(True)``) are kernel parameters, never
+        # buffers: read them from the node.
+        self._outputs: list[tuple[bool, Any]] = [
+            (True, o) if o.op == "constant" or o not in slot else (False, slot[o])
+            for o in self.graph.outputs]
 
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
@@ -142,48 +178,42 @@ class Executable:
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        buffers: dict[Node, np.ndarray] = dict(zip(self.graph.inputs, inputs))
-        for node in self.plan.stored:
-            if node not in buffers:
-                buffers[node] = self._constant_or_empty(node)
+        slots: list[Any] = list(inputs)
+        slots.extend([None] * (self._n_slots - len(slots)))
+        for i, value in self._constants:
+            slots[i] = value
+        for i, shape, dtype in self._allocs:
+            slots[i] = memory.empty(shape, dtype)
         keep_alive: list[Any] = []
-        for spec, ck in zip(self.specs, self.kernels):
-            if ck is None:
-                self._matmul(spec.kernel, buffers)
-                continue
-            self._launch(ck, buffers, keep_alive)
-        # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
-        # Scalar constants (``f(True)`` returning ``np.max(True)``) are kernel parameters, never
-        # buffers: read them from the node (indexing ``buffers`` raised KeyError).
-        return [np.array(constant_value(o)) if o.op == "constant" or o not in buffers else
-                buffers[o] for o in self.graph.outputs]
+        for kind, step in self._steps:
+            if kind == "kernel":
+                self._launch(step, slots, keep_alive)
+            else:
+                operands, out = step
+                a, b = (apply_chain(slots[i], chain) for i, chain in operands)
+                np.matmul(a, b, out=slots[out])
+        return [np.array(constant_value(o)) if is_const else slots[o]
+                for is_const, o in self._outputs]
 
-    def _matmul(self, kernel: Kernel, buffers: dict[Node, np.ndarray]) -> None:
-        node = kernel.matmul
-        a, b = (_view_of(x, buffers) for x in node.args)
-        np.matmul(a, b, out=buffers[node])
-
-    def _launch(self, ck: CompiledKernel, buffers: dict[Node, np.ndarray],
-                keep_alive: list[Any]) -> None:
+    def _launch(self, ck: CompiledKernel, slots: list[Any], keep_alive: list[Any]) -> None:
         ptrs: list[int] = []
-        for buf_node, chain, copied in ck.load_views:
-            arr = buffers[buf_node]
+        for i, chain, copied in ck.load_slots:
+            arr = slots[i]
             if copied:
                 arr = apply_chain(arr, chain)
                 keep_alive.append(arr)
             ptrs.append(arr.ctypes.data)
-        for dest, axis, offset, _length in ck.store_views:
-            arr = buffers[dest]
-            ptrs.append(arr.ctypes.data)
+        for i in ck.store_slots:
+            ptrs.append(slots[i].ctypes.data)
         partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
         keep_alive.extend(partials)
         ptrs.extend(p.ctypes.data for p in partials)
         bufs = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
         params = ck.params.ctypes.data
         if ck.geometry.strategy == "full":
-            slots = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
+            slots_of = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
             entry = ck.entry
-            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots[b]),
+            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
                               [c for c in ck.chunks if c[1] > c[0]] or [])
             for s, (b, e) in enumerate(ck.chunks):
                 if e == b:   # an empty slot still holds the identity
@@ -209,9 +239,10 @@ def _slab(dest: np.ndarray, axis: int, offset: int, length: int) -> np.ndarray:
     return dest[tuple(key)]
 
 
-def _view_of(node: Node, buffers: dict[Node, np.ndarray]) -> np.ndarray:
+def _chain_to_buffer(node: Node, slot: dict[Node, int]) -> tuple[int, list[Node]]:
+    """The slot of the buffer ``node`` is a view of, and the view chain (bottom-up) to it."""
     chain = []
-    while node not in buffers:
+    while node not in slot:
         chain.append(node)
         node = node.args[0]
-    return apply_chain(buffers[node], list(reversed(chain)))
+    return slot[node], list(reversed(chain))
