@@ -34,40 +34,51 @@ _PAGE = 4096
 _ALIGN = 64             # one cache line: vector loads of a block never split a line
 
 
+class _Block:
+    """One owned allocation: the uint8 array and where its aligned start is."""
+    __slots__ = ("array", "offset", "address")
+
+    def __init__(self, size: int) -> None:
+        self.array = np.empty(size + _ALIGN, dtype=np.uint8)
+        base = self.array.ctypes.data
+        self.offset = -base % _ALIGN
+        self.address = base + self.offset
+
+
 class _Arena:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # size class (bytes) -> owning uint8 arrays; most recently used last.
-        self.blocks: "OrderedDict[int, list[np.ndarray]]" = OrderedDict()
+        # size class (bytes) -> blocks; most recently used size class last.
+        self.blocks: "OrderedDict[int, list[_Block]]" = OrderedDict()
         self.bytes_held = 0
         self.idle_refs = _idle_refcount()
 
-    def take(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray | None:
+    def take(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, cap: int
+             ) -> tuple[np.ndarray, int] | None:
         size = -(-nbytes // _PAGE) * _PAGE
         with self.lock:
-            cap = config.output_arena_bytes()
             same = self.blocks.get(size)
             if same is not None:
                 for block in same:
-                    if _refs(block) <= self.idle_refs:
+                    if _refs(block.array) <= self.idle_refs:
                         self.blocks.move_to_end(size)
-                        return _view(block, shape, dtype, nbytes)
+                        return np.ndarray(shape, dtype, block.array, block.offset), block.address
             if self.bytes_held + size > cap:
                 self._release_idle(size, cap)
                 if self.bytes_held + size > cap:
                     return None
-            block = np.empty(size + _ALIGN, dtype=np.uint8)
+            block = _Block(size)
             self.blocks.setdefault(size, []).append(block)
             self.blocks.move_to_end(size)
             self.bytes_held += size
-            return _view(block, shape, dtype, nbytes)
+            return np.ndarray(shape, dtype, block.array, block.offset), block.address
 
     def _release_idle(self, need: int, cap: int) -> None:
         """Drop idle blocks, least recently used size class first, until ``need`` fits."""
         for size in list(self.blocks):
             kept = []
             for block in self.blocks[size]:
-                if self.bytes_held + need > cap and _refs(block) <= self.idle_refs:
+                if self.bytes_held + need > cap and _refs(block.array) <= self.idle_refs:
                     self.bytes_held -= size
                 else:
                     kept.append(block)
@@ -84,21 +95,16 @@ class _Arena:
             return before - self.bytes_held
 
 
-def _view(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
-    start = -block.ctypes.data % _ALIGN
-    return block[start:start + nbytes].view(dtype).reshape(shape)
-
-
-def _refs(block: np.ndarray) -> int:
-    return sys.getrefcount(block)
+def _refs(array: np.ndarray) -> int:
+    return sys.getrefcount(array)
 
 
 def _idle_refcount() -> int:
-    """What ``_refs`` reports for a block held only by the arena's list, measured on this
+    """What ``_refs`` reports for a block's array held by the arena alone, measured on this
     interpreter with the loop shape ``take`` uses (reference counting differs between versions)."""
-    blocks = [np.empty(_PAGE, dtype=np.uint8)]
+    blocks = [_Block(_PAGE)]
     for block in blocks:
-        return _refs(block)
+        return _refs(block.array)
     raise AssertionError("unreachable")
 
 
@@ -116,13 +122,20 @@ if hasattr(os, "register_at_fork"):
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialised C-contiguous array, from recycled memory when it is large."""
+    return empty_at(shape, dtype)[0]
+
+
+def empty_at(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """``empty`` and the array's data address (known for recycled blocks without asking
+    NumPy, which costs microseconds on a call path)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= MIN_BYTES:
-        out = _arena.take(tuple(shape), dtype, nbytes)
-        if out is not None:
-            return out
-    return np.empty(shape, dtype=dtype)
+        got = _arena.take(tuple(shape), dtype, nbytes, config.output_arena_bytes())
+        if got is not None:
+            return got
+    out = np.empty(shape, dtype=dtype)
+    return out, out.ctypes.data
 
 
 def release() -> int:

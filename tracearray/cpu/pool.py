@@ -21,6 +21,16 @@ ENV_THREADS = "TRACEARRAY_NUM_THREADS"
 def num_threads() -> int:
     """Threads to use: $TRACEARRAY_NUM_THREADS, else the CPUs this process may run on."""
     raw = os.environ.get(ENV_THREADS)
+    cached = _threads_for.get(raw)
+    if cached is None:
+        cached = _threads_for[raw] = _parse_threads(raw)
+    return cached
+
+
+_threads_for: dict[str | None, int] = {}   # read on every parallel call: parse each value once
+
+
+def _parse_threads(raw: str | None) -> int:
     if raw is not None and raw.strip() != "":
         try:
             n = int(raw.strip())

@@ -62,6 +62,8 @@ class CompiledKernel:
     partial_dtypes: list[np.dtype] = field(default_factory=list)
     load_slots: list[tuple[int, tuple[Node, ...], bool]] = field(default_factory=list)
     store_slots: list[int] = field(default_factory=list)
+    pointer_array: Any = None     # ctypes array type of the kernel's buffer pointers
+    params_address: int = 0
 
 
 class Executable:
@@ -109,6 +111,9 @@ class Executable:
             else:
                 ck.load_slots = [(slot[b], chain, copied) for b, chain, copied in ck.load_views]
                 ck.store_slots = [slot[dest] for dest, _a, _o, _l in ck.store_views]
+                n_ptrs = len(ck.load_slots) + len(ck.store_slots) + len(ck.partial_dtypes)
+                ck.pointer_array = ctypes.c_void_p * max(n_ptrs, 1)
+                ck.params_address = ck.params.ctypes.data
                 self._steps.append(("kernel", ck))
         # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
         # Scalar constants (``f(True)`` returning ``np.max(True)``) are kernel parameters, never
@@ -180,14 +185,16 @@ class Executable:
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         slots: list[Any] = list(inputs)
         slots.extend([None] * (self._n_slots - len(slots)))
+        # Data addresses per slot, filled as needed: asking NumPy costs ~2 us per array.
+        addrs: list[int | None] = [None] * self._n_slots
         for i, value in self._constants:
             slots[i] = value
         for i, shape, dtype in self._allocs:
-            slots[i] = memory.empty(shape, dtype)
+            slots[i], addrs[i] = memory.empty_at(shape, dtype)
         keep_alive: list[Any] = []
         for kind, step in self._steps:
             if kind == "kernel":
-                self._launch(step, slots, keep_alive)
+                self._launch(step, slots, addrs, keep_alive)
             else:
                 operands, out = step
                 a, b = (apply_chain(slots[i], chain) for i, chain in operands)
@@ -195,24 +202,33 @@ class Executable:
         return [np.array(constant_value(o)) if is_const else slots[o]
                 for is_const, o in self._outputs]
 
-    def _launch(self, ck: CompiledKernel, slots: list[Any], keep_alive: list[Any]) -> None:
+    def _launch(self, ck: CompiledKernel, slots: list[Any], addrs: list[int | None],
+                keep_alive: list[Any]) -> None:
         ptrs: list[int] = []
         for i, chain, copied in ck.load_slots:
-            arr = slots[i]
             if copied:
-                arr = apply_chain(arr, chain)
+                arr = apply_chain(slots[i], chain)
                 keep_alive.append(arr)
-            ptrs.append(arr.ctypes.data)
+                ptrs.append(arr.ctypes.data)
+                continue
+            addr = addrs[i]
+            if addr is None:
+                addr = addrs[i] = slots[i].ctypes.data
+            ptrs.append(addr)
         for i in ck.store_slots:
-            ptrs.append(slots[i].ctypes.data)
-        partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
-        keep_alive.extend(partials)
-        ptrs.extend(p.ctypes.data for p in partials)
-        bufs = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
-        params = ck.params.ctypes.data
+            addr = addrs[i]
+            if addr is None:
+                addr = addrs[i] = slots[i].ctypes.data
+            ptrs.append(addr)
+        if ck.partial_dtypes:
+            partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
+            keep_alive.extend(partials)
+            ptrs.extend(p.ctypes.data for p in partials)
+        bufs = ck.pointer_array(*ptrs)
+        params = ck.params_address
+        entry = ck.entry
         if ck.geometry.strategy == "full":
             slots_of = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
-            entry = ck.entry
             pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
                               [c for c in ck.chunks if c[1] > c[0]] or [])
             for s, (b, e) in enumerate(ck.chunks):
@@ -220,7 +236,6 @@ class Executable:
                     entry(bufs, params, b, e, s)
             ck.combine(bufs, params, len(ck.chunks))
             return
-        entry = ck.entry
         pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), ck.chunks)
 
 
