@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
-from ..fuse.plan import Kernel, Plan
+from ..fuse.plan import Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
 from ..tile.layout import affine_params, fill_params
@@ -90,7 +90,6 @@ class Executable:
         """Resolve every buffer to a slot of a per-call list once, so that a call indexes
         lists instead of hashing graph nodes (the call path is paid on every call)."""
         slot: dict[Node, int] = {node: i for i, node in enumerate(self.graph.inputs)}
-        self._n_inputs = len(self.graph.inputs)
         self._constants: list[tuple[int, np.ndarray]] = []
         self._allocs: list[tuple[int, tuple[int, ...], np.dtype]] = []
         for node in self.plan.stored:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import numpy_api as api
-from .build import check_dtype, shape_str, unsupported
+from .build import check_dtype, dtype_key, shape_str, unsupported
 from .errors import ConcretizationError, UnsupportedOperationError, with_location
 from .graph import Node, type_str
 
@@ -71,7 +71,19 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
-            result = Tracer(api.power(self.node, unwrap(other), operator=not scalar))
+            try:
+                result = Tracer(api.power(self.node, unwrap(other), operator=not scalar))
+            except ValueError:
+                # NumPy checks the cast of the loop's output into x before running the loop,
+                # so ``bool_array **= -1`` is a casting TypeError, not the loop's ValueError
+                # about negative integer powers.
+                loop_out = np.power.resolve_dtypes(
+                    (self.node.dtype, dtype_key(unwrap(other)), None))[2]
+                if not scalar and not np.can_cast(loop_out, self.node.dtype, "same_kind"):
+                    raise TypeError(with_location(
+                        f"Cannot cast ufunc 'power' output from {loop_out!r} to "
+                        f"{self.node.dtype!r} with casting rule 'same_kind'")) from None
+                raise
         else:
             result = _binary(ufunc)(self, other)
         if result is NotImplemented or scalar:
