@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.cpu import cpu_model  # noqa: E402  (the machine line of both reports)
+
 
 # ============================================================================================
 # Child
@@ -147,7 +149,7 @@ def _summary(args: argparse.Namespace, records: dict[int, dict], t0: float, comp
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "seed": args.seed, "device": args.device, "jobs": args.jobs,
         "machine": {"platform": platform.platform(), "machine": platform.machine(),
-                    "processor": _cpu_name(), "cpus": os.cpu_count(),
+                    "processor": cpu_model(), "cpus": os.cpu_count(),
                     "python": platform.python_version()},
         "versions": {"tracearray": tracearray.__version__, "numpy": np.__version__,
                      "llvmlite": llvmlite.__version__},
@@ -170,17 +172,6 @@ def _summary(args: argparse.Namespace, records: dict[int, dict], t0: float, comp
     }
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def _markdown(s: dict[str, Any]) -> str:
     rows = [("programs", s["programs"]), ("matches", s["matches"]),
             ("  of which needed a non-tolerance divergence", s["divergent_matches"]),
@@ -191,7 +182,7 @@ def _markdown(s: dict[str, Any]) -> str:
              f"- command: `{s['command']}`", f"- date: {s['date']}",
              f"- machine: {s['machine']['processor']} ({s['machine']['cpus']} CPUs, "
              f"{s['machine']['platform']})",
-             f"- versions: " + ", ".join(f"{k} {v}" for k, v in s["versions"].items()),
+             "- versions: " + ", ".join(f"{k} {v}" for k, v in s["versions"].items()),
              f"- wall time: {s['wall_seconds']} s ({s['mean_program_seconds']} s per program "
              f"in a child)", "", "| outcome | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
