@@ -11,6 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tracearray.testing.strategies import _int_range   # the value ranges users' strategies use
 from tracearray.trace.ops import ALL_DTYPES, OPS
 
 Shape = tuple[int, ...]
@@ -141,18 +142,6 @@ def any_dtype() -> st.SearchStrategy[np.dtype]:
 # Values
 # --------------------------------------------------------------------------------------------
 
-def _int_bounds(dtype: np.dtype, values: str) -> tuple[int, int]:
-    info = np.iinfo(dtype)
-    lo, hi = int(info.min), int(info.max)
-    if values == "positive" or values == "ge1":
-        return 1, hi
-    if values == "unit":
-        return max(lo, -1), 1
-    if values == "small":
-        return max(lo, -7), 7
-    return lo, hi
-
-
 def elements(dtype: np.dtype, values: str = "any") -> st.SearchStrategy:
     """Scalars of ``dtype`` from value class ``values`` (see ``ops.Domain``).
 
@@ -166,7 +155,7 @@ def elements(dtype: np.dtype, values: str = "any") -> st.SearchStrategy:
     if dtype.kind == "b":
         return st.just(True) if values in ("positive", "ge1") else st.booleans()
     if dtype.kind in "iu":
-        lo, hi = _int_bounds(dtype, values)
+        lo, hi = _int_range(dtype, values)
         return st.integers(lo, hi)
     width = dtype.itemsize * 8
     nan = st.just(float("nan"))
@@ -200,7 +189,7 @@ def special_values(dtype: np.dtype, values: str = "any") -> np.ndarray:
     if dtype.kind == "b":
         return np.array([True] if values in ("positive", "ge1") else [False, True])
     if dtype.kind in "iu":
-        lo, hi = _int_bounds(dtype, values)
+        lo, hi = _int_range(dtype, values)
         cands = [lo, hi, 0, 1, -1, 2, -2, 3, 5, -7, 7, lo + 1, hi - 1]
         return np.array(sorted({c for c in cands if lo <= c <= hi}), dtype=dtype)
     info = np.finfo(dtype)
