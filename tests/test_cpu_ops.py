@@ -113,7 +113,7 @@ def random_values(dtype: np.dtype, shape: tuple[int, ...], values: str, seed: in
         out = rng.integers(0, 2, n).astype(bool) if values not in ("positive", "ge1") \
             else np.ones(n, bool)
     elif dtype.kind in INT_KINDS:
-        lo, hi = S._int_bounds(dtype, values)
+        lo, hi = S._int_range(dtype, values)
         if moderate:
             lo, hi = max(lo, -9), min(hi, 9)
         out = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
