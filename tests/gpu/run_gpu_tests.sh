@@ -32,7 +32,7 @@ print("libdevice:", ptx.find_libdevice(), " ptxas:", ptx.ptxas_path())
 PY
 } 2>&1 | tee "$OUT/environment.txt"
 timeout "${GPU_TEST_TIMEOUT:-500}" $PY -m pytest -m gpu -q -p no:cacheprovider -rfE \
-    --durations=15 --junitxml="$OUT/junit.xml" tests/test_gpu_cuda.py "$@" 2>&1 | tee "$OUT/pytest-gpu.log"
+    --durations=15 --junitxml="$OUT/junit.xml" "${GPU_TEST_PATHS:-tests}" "$@" 2>&1 | tee "$OUT/pytest-gpu.log"
 rc=${PIPESTATUS[0]}
 echo "pytest exit code: $rc" | tee -a "$OUT/pytest-gpu.log"
 exit "$rc"

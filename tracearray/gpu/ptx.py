@@ -238,7 +238,7 @@ def _key(ir_text: str, target: GpuTarget) -> str:
     import llvmlite
     from .. import __version__
     lib = _libdevice_digest() if "@__nv_" in ir_text or '@"__nv_' in ir_text else ""
-    salt = f"\0{target}\0{llvmlite.__version__}\0{__version__}\0{lib}"
+    salt = f"\0{target}\0{llvmlite.__version__}\0{__version__}\0{lib}\0{PIPELINE_REVISION}"
     return hashlib.sha256((ir_text + salt).encode()).hexdigest()
 
 
@@ -322,6 +322,62 @@ def _optimized_module(ir_text: str, target: GpuTarget):
     return mod, tm
 
 
+# ------------------------------------------------------------------------------------------
+# ptxas workarounds: PTX that is correct as written but that ptxas 13.0 miscompiles
+# ------------------------------------------------------------------------------------------
+
+# Integer instructions whose wrap-around result ptxas does not respect (read off the SASS of
+# ptxas 13.0 for sm_90, and seen as wrong results on an H200; tests/test_gpu_ptx.py keeps the
+# cases, tests/test_gpu_cuda.py runs them):
+#
+# - ``abs.s16/s32/s64``: PTX's abs of the most negative value is that value (NumPy's wrap),
+#   but ptxas treats the result as non-negative (IABS), so ``abs(x) < 0`` folds to false:
+#   ``np.sign(abs(int32 INT_MIN))`` gave 0 instead of -1. LLVM forms ``llvm.abs`` from any
+#   select idiom (``np.where(x < 0, -x, x)`` too), so every one is rewritten here.
+# - ``neg.s16`` (and ``sub.s16 d, 0, x``, which ptxas turns into it): when the result is
+#   widened (a 16-bit compare is done in 32-bit registers), ptxas sign-extends the operand and
+#   negates in 32 bits, so ``-(-32768)`` compared as +32768: ``np.argmin(-x)`` on int16 was
+#   wrong. ``not`` + ``add`` wraps correctly (the sum is sign-extended from 16 bits again).
+#
+# The replacements are written so that ptxas cannot recognise them as abs / neg again.
+_GUARD = r"(?P<guard>@!?%\w+\s+)?"
+_ABS = re.compile(r"^(?P<ind>[ \t]*)" + _GUARD +
+                  r"abs\.s(?P<bits>16|32|64)\s+(?P<d>%\w+),\s*(?P<s>%\w+);", re.MULTILINE)
+_NEG16 = re.compile(r"^(?P<ind>[ \t]*)" + _GUARD +
+                    r"neg\.s16\s+(?P<d>%\w+),\s*(?P<s>%\w+);", re.MULTILINE)
+_INT_ABS_LEFT = re.compile(r"^\s*(@!?%\w+\s+)?(abs\.s(16|32|64)|neg\.s16)\b", re.MULTILINE)
+
+
+def _rewrite_abs(m: re.Match) -> str:
+    ind, g, n, d, s = m["ind"], m["guard"] or "", m["bits"], m["d"], m["s"]
+    return (f"{ind}{{\n{ind}.reg .pred %ta_p;\n{ind}.reg .b{n} %ta_t;\n"
+            f"{ind}{g}setp.lt.s{n} %ta_p, {s}, 0;\n{ind}{g}not.b{n} %ta_t, {s};\n"
+            f"{ind}{g}add.s{n} %ta_t, %ta_t, 1;\n{ind}{g}selp.b{n} {d}, %ta_t, {s}, %ta_p;\n"
+            f"{ind}}}")
+
+
+def _rewrite_neg16(m: re.Match) -> str:
+    ind, g, d, s = m["ind"], m["guard"] or "", m["d"], m["s"]
+    return (f"{ind}{{\n{ind}.reg .b16 %tn_t;\n{ind}{g}not.b16 %tn_t, {s};\n"
+            f"{ind}{g}add.s16 {d}, %tn_t, 1;\n{ind}}}")
+
+
+def ptxas_workarounds(ptx: str) -> str:
+    """``ptx`` with the integer instructions ptxas miscompiles replaced by equivalents."""
+    if "abs.s" not in ptx and "neg.s16" not in ptx:
+        return ptx
+    out = _NEG16.sub(_rewrite_neg16, _ABS.sub(_rewrite_abs, ptx))
+    left = _INT_ABS_LEFT.search(out)
+    if left:   # a form the patterns do not know: refuse rather than risk a wrong result
+        raise GpuCodegenError(f"unexpected PTX form {left.group(0).strip()!r}: the ptxas "
+                              f"workaround for wrapping integer abs/neg does not cover it")
+    return out
+
+
+# Bumped whenever the PTX produced for the same IR changes (the disk cache key includes it).
+PIPELINE_REVISION = 2
+
+
 def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
     """PTX for an LLVM module (cached in memory and on disk)."""
     key = _key(ir_text, target)
@@ -331,7 +387,7 @@ def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
             ptx = _disk_get(key)
             if ptx is None:
                 mod, tm = _optimized_module(ir_text, target)
-                ptx = tm.emit_assembly(mod)
+                ptx = ptxas_workarounds(tm.emit_assembly(mod))
                 _disk_put(key, ptx)
             _memory_cache[key] = ptx
         return ptx

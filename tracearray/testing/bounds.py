@@ -349,16 +349,15 @@ class Evaluator:
             a = args[0]
             inex = np.broadcast_to(a.inexact(), shape)
             a_lo, a_hi = _bcast([a.lo, a.hi], shape)
-            shift = math.pi / 2 if op != "cos" else 0.0
-            with np.errstate(all="ignore"):
-                k_lo = np.floor((a_lo - shift) / math.pi * (1 + 1e-9) - 1e-9)
-                k_hi = np.floor((a_hi - shift) / math.pi * (1 + 1e-9) + 1e-9)
-            crosses = inex & ((k_lo != k_hi) | ~np.isfinite(a_hi - a_lo))
+            crossed, value = _periodic_points(op, a_lo, a_hi)
+            crossed &= inex
             if op == "tan":
-                new_top |= sel & crosses        # a pole inside the interval
+                new_top |= sel & crossed        # a pole inside the interval
             else:
-                lo = np.where(sel & crosses, -1.0, lo)
-                hi = np.where(sel & crosses, 1.0, hi)
+                # An extremum inside the interval: the result reaches its value there (+1 or
+                # -1; value 0: several extrema or an unreliable count, both ends).
+                lo = np.where(sel & crossed & (value <= 0), -1.0, lo)
+                hi = np.where(sel & crossed & (value >= 0), 1.0, hi)
         elif op == "power":
             b, e = args
             b_lo = np.broadcast_to(np.where(b.exact, b.value.astype(F64), b.lo), shape)
@@ -659,6 +658,34 @@ class Evaluator:
         top = top | nonfinite | np.asarray(risk).reshape(node.shape)
         return _finish(value, np.zeros(node.shape, bool), top, lo, hi,
                        f"matmul: blocked (±{self.tol.slack('matmul', dt):g}·K·eps·|A||B|)")
+
+
+def _periodic_points(op: str, a_lo: np.ndarray, a_hi: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Whether ``[a_lo, a_hi]`` holds a critical point of sin/cos (an extremum) or tan (a
+    pole), and the value there: +1 or -1 for exactly one extremum, 0 when there may be
+    several (or the count is unreliable: both +1 and -1 must be allowed).
+
+    Critical points are ``shift + k*pi`` (shift pi/2 for sin and tan, 0 for cos), so their
+    count is that of the integers in ``[y_lo, y_hi]`` with ``y = (a - shift) / pi``. ``y`` is
+    computed in float64 with a relative error below 4e-16 (the subtraction, the division and
+    pi's own rounding), so the count is taken over ``[y_lo - tol, y_hi + tol]`` with ``tol``
+    covering that error at the magnitude of ``y``. (A relative widening of ``y`` itself shifts
+    both ends by ``y * 1e-9``, which at ``|a| ~ 1e10`` moved the test by a quarter period and
+    missed a maximum: seed 4242 of the CPU soak, NumPy's own value was rejected.)"""
+    shift = 0.0 if op == "cos" else math.pi / 2
+    with np.errstate(all="ignore"):
+        y_lo, y_hi = (a_lo - shift) / math.pi, (a_hi - shift) / math.pi
+        tol = 1e-15 * np.maximum(np.abs(y_lo), np.abs(y_hi)) + 1e-12
+        k_lo = np.floor(y_lo - tol)
+        k_hi = np.floor(y_hi + tol)
+    finite = np.isfinite(y_lo) & np.isfinite(y_hi)
+    count = np.where(finite, k_hi - k_lo, 2.0)
+    crossed = (count >= 1) & (a_hi > a_lo) | ~finite
+    single = (count == 1) & (tol < 0.25)
+    parity = np.where(np.isfinite(k_hi), np.mod(k_hi, 2.0), 0.0)
+    value = np.where(single, np.where(parity == 0, 1.0, -1.0), 0.0)
+    return crossed, value
 
 
 def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

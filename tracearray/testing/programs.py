@@ -310,11 +310,28 @@ def f_astype(b: _Builder) -> str | None:
     return f"{x}.astype({DTYPE_NAMES[dt]})"
 
 
+# Integer ops that wrap at their dtype's edges (-MIN == MIN, abs(MIN) == MIN, MAX + MAX == -2),
+# sometimes applied to a reduction's operand: a code generator that assumes signed overflow
+# cannot happen goes wrong exactly there, and reduction drivers (warp shuffles and shared
+# memory of narrow integers on the GPU) must carry the wrapped value exactly.
+WRAPPING = ("-{x}", "abs({x})", "np.where({x} < 0, -{x}, {x})", "{x} * {x}", "{x} + {x}",
+            "np.maximum({x}, -{x})", "~{x}")
+
+
+def _wrapped(b: _Builder, x: str) -> str:
+    """``x``, or (for an integer operand, a third of the time) a wrapping op of it."""
+    if b.v(x).dtype.kind in "iu" and b.src.boolean(0.35):
+        return "(" + b.src.choice(WRAPPING).format(x=x) + ")"
+    return x
+
+
 def f_reduce(b: _Builder) -> str | None:
     src = b.src
-    x = b.pick()
-    nd = np.ndim(b.v(x))
+    name = b.pick()
+    dt = b.v(name).dtype
+    nd = np.ndim(b.v(name))
     kind = src.choice(REDUCTIONS)
+    x = _wrapped(b, name)
     args = [x]
     axis = _axis(src, nd)
     if axis is not None:
@@ -323,6 +340,10 @@ def f_reduce(b: _Builder) -> str | None:
         args.append("keepdims=True")
     if kind in ("sum", "prod", "mean") and src.boolean(0.1):
         args.append(f"dtype={src.choice(('np.float64', 'np.int64', 'np.float32', 'np.int32'))}")
+    elif kind in ("sum", "prod") and dt.kind in "iu" and src.boolean(0.3):
+        # In the operand's own (narrow) dtype, where the sum wraps; NumPy's default widens
+        # to int64.
+        args.append(f"dtype={DTYPE_NAMES[dt]}")
     if kind in ("var", "std") and src.boolean(0.2):
         args.append("ddof=1")
     if src.boolean(0.3):
@@ -336,8 +357,8 @@ def f_argreduce(b: _Builder) -> str | None:
     if x is None:
         return None
     kind = src.choice(("argmax", "argmin"))
-    args = [x]
     axis = _axis(src, np.ndim(b.v(x)), allow_tuple=False)
+    args = [_wrapped(b, x)]
     if axis is not None:
         args.append(f"axis={axis}")
     if src.boolean(0.2):
@@ -350,7 +371,7 @@ def f_scan(b: _Builder) -> str | None:
     x = b.pick()
     kind = src.choice(("cumsum", "cumprod"))
     axis = _axis(src, np.ndim(b.v(x)), allow_tuple=False)
-    args = [x] + ([f"axis={axis}"] if axis is not None else [])
+    args = [_wrapped(b, x)] + ([f"axis={axis}"] if axis is not None else [])
     if src.boolean(0.1):
         args.append(f"dtype={src.choice(('np.float64', 'np.int64'))}")
     return f"np.{kind}({', '.join(args)})"
@@ -575,7 +596,7 @@ def draw_inputs(src: Source, space: ProgramSpace) -> list[np.ndarray]:
             (src.choice((129, 257, 1023, 1025)), src.integer(17, max_size // 1025 + 17))
     shapes = draw_broadcastable(src, n, base)
     main = src.choice(space.dtypes)
-    values = src.choice(("any", "any", "any", "finite", "small", "positive"))
+    values = src.choice(("any", "any", "any", "finite", "small", "positive", "extremes"))
     inputs = []
     for shp in shapes:
         if src.boolean(0.15):

@@ -12,7 +12,9 @@ programs quickly and reproducibly, one seed per program).
   ``strided(values, ...)``, which a reproducer calls to rebuild the same view;
 - values: NaN, +-inf, signed zeros, subnormals, the dtype's extremes, integer edge values, small
   integers (ties, exact zeros) and ordinary random values, restricted by a value class
-  (``VALUE_CLASSES``, the op table's ``Domain.values`` plus "finite").
+  (``VALUE_CLASSES``, the op table's ``Domain.values`` plus "finite" and "extremes": mostly
+  the dtype's edge values -- ``MIN, MIN+1, -1, 0, 1, MAX-1, MAX`` for integers, where NumPy's
+  arithmetic wraps -- and few ordinary ones).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ Shape = tuple[int, ...]
 
 # Sides of drawn shapes: empty, size 1, small, and around vector/tile widths (8, 16, 32, 64).
 SIDES = (0, 1, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65)
-VALUE_CLASSES = ("any", "finite", "positive", "unit", "ge1", "small")
+VALUE_CLASSES = ("any", "finite", "positive", "unit", "ge1", "small", "extremes")
 MAX_DIMS = 4
 # Default cap on the elements of one drawn array (keeps Hypothesis and NumPy fast).
 MAX_SIZE = 4096
@@ -102,7 +104,7 @@ def _int_range(dtype: np.dtype, values: str) -> tuple[int, int]:
         return max(lo, -1), 1
     if values == "small":
         return max(lo, -7), 7
-    return lo, hi
+    return lo, hi   # "any", "finite", "extremes"
 
 
 def special_values(dtype: Any, values: str = "any") -> np.ndarray:
@@ -115,8 +117,9 @@ def special_values(dtype: Any, values: str = "any") -> np.ndarray:
         return np.array([True] if values in ("positive", "ge1") else [False, True])
     if dtype.kind in "iu":
         lo, hi = _int_range(dtype, values)
-        cands = {lo, hi, lo + 1, hi - 1, 0, 1, -1, 2, -2, 7, -8, 127, 128, 255, 256,
-                 2**31 - 1, -2**31, 2**32 - 1}
+        cands = {lo, hi, lo + 1, hi - 1, 0, 1, -1}
+        if values != "extremes":
+            cands |= {2, -2, 7, -8, 127, 128, 255, 256, 2**31 - 1, -2**31, 2**32 - 1}
         return np.array(sorted(c for c in cands if lo <= c <= hi), dtype=dtype)
     info = np.finfo(dtype)
     tiny, sub = float(info.tiny), float(info.smallest_subnormal)
@@ -130,6 +133,7 @@ def special_values(dtype: Any, values: str = "any") -> np.ndarray:
         "ge1": [1.0, 1.0 + eps, 1.5, 10.0, big, inf, nan],
         "unit": [-1.0, -0.5, -0.0, 0.0, sub, 0.25, 0.5, 1.0, nan],
         "small": [-7.5, -3.0, -1.0, -0.5, -0.0, 0.0, sub, 0.5, 1.0, 2.0, 2.5, 7.0, nan],
+        "extremes": [big, -big, tiny, -tiny, sub, -sub, inf, -inf, 0.0, -0.0, nan],
     }[values]
     with np.errstate(over="ignore"):
         return np.array(table, dtype=dtype)
@@ -140,7 +144,7 @@ def elements(dtype: Any, values: str = "any") -> st.SearchStrategy:
     and exact zeros) and any other value of the class."""
     dtype = np.dtype(dtype)
     specials = st.sampled_from(special_values(dtype, values).tolist())
-    if dtype.kind == "b":
+    if dtype.kind == "b" or values == "extremes":
         return specials
     if dtype.kind in "iu":
         lo, hi = _int_range(dtype, values)
@@ -179,6 +183,9 @@ def random_values(rng: random.Random, dtype: Any, n: int, values: str = "any",
         return np.array([rng.random() < 0.5 for _ in range(n)], dtype=bool)
     np_rng = np.random.default_rng(rng.getrandbits(64))
     pick = np_rng.random(n)
+    if values == "extremes":   # edge values, with a few ordinary ones among them
+        p_special = 0.85
+        values = "any"
     out: np.ndarray
     if dtype.kind in "iu":
         lo, hi = _int_range(dtype, values)
