@@ -9,7 +9,7 @@ positions, and values that are
   reductions, max/min/argmax/argmin ("exact");
 - within ``ULPS[dtype]`` units in the last place for transcendental elementwise ops
   ("transcendental"): we call glibc's libm/libmvec, NumPy uses its own SIMD implementations
-  (codegen/scalar.py DIVERGENCES); both are accurate to a few ulp, so they differ by a few;
+  (tracearray/ops/divergences.py); both are accurate to a few ulp, so they differ by a few;
 - within a rigorous summation bound for float reductions ("reduction"): NumPy sums pairwise,
   we sum with several vector partial sums (and, for full reductions, per-slot partials
   combined in slot order), so the rounding differs. Any order of summing n terms is within

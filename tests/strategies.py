@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tracearray.testing.strategies import _int_range   # the value ranges users' strategies use
-from tracearray.trace.ops import ALL_DTYPES, OPS
+from tracearray.ops import ALL_DTYPES, OPS
 
 Shape = tuple[int, ...]
 
@@ -128,6 +128,13 @@ def basic_index(draw: st.DrawFn, shape: Shape) -> tuple:
 def domain_dtypes(op: str) -> tuple[np.dtype, ...]:
     """The dtypes an op's table entry accepts."""
     return OPS[op].domain.dtypes
+
+
+def operand_dtypes(op: str, dtype: np.dtype) -> tuple[np.dtype, ...]:
+    """The dtype of each operand of ``op`` for one of its domain dtypes (they differ for
+    ``ldexp(float, int)``)."""
+    spec = OPS[op]
+    return spec.domain.operand_dtypes(dtype, spec.arity)
 
 
 def dtypes_for(op: str) -> st.SearchStrategy[np.dtype]:

@@ -6,7 +6,7 @@ same type, shape and dtype, and values equal under the family of ``numpy_compare
 ulps for transcendentals, a summation bound for float reductions). The tolerance table lives
 in ``tests/numpy_compare.py``.
 
-Deliberate divergences (``tracearray.codegen.scalar.DIVERGENCES``) are avoided explicitly where
+Deliberate divergences (``tracearray.ops.divergences``) are avoided explicitly where
 inputs are drawn: see ``avoid_divergences``; nothing is skipped silently.
 
 Cost: kernels are cached by their IR text and sizes are kernel arguments, so the programs
@@ -28,7 +28,7 @@ import strategies as S
 import tracearray
 from numpy_compare import LAYOUTS, assert_matches, assert_tree_matches, relayout
 from tracearray.codegen import scalar
-from tracearray.trace.ops import ALL_DTYPES, FLOAT_DTYPES, OPS, Kind
+from tracearray.ops import ALL_DTYPES, FLOAT_DTYPES, OPS, Kind
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -150,7 +150,7 @@ def arrays(draw: st.DrawFn, dtype: np.dtype, shape: tuple[int, ...], values: str
 
 
 # ============================================================================================
-# Divergences: inputs we deliberately avoid (each names its entry in scalar.DIVERGENCES)
+# Divergences: inputs we deliberately avoid (each names its entry in ops.divergences)
 # ============================================================================================
 
 def float_to_int_ok(x: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -186,7 +186,7 @@ def avoid_divergences(op: str, cols: list[np.ndarray]) -> np.ndarray:
 def family(op: str, dtype: np.dtype) -> str:
     """Comparison family of an elementwise op: libm-backed ops are within a few ulp
     (DIVERGENCE 'transcendental functions ... agree within a few ulp'); the rest is exact."""
-    return "transcendental" if op in scalar.MATH_FUNCTIONS and dtype.kind == "f" else "exact"
+    return OPS[op].accuracy.family if dtype.kind == "f" else "exact"
 
 
 # ============================================================================================
@@ -207,6 +207,10 @@ TESTED_BY = {
                                     "expand_dims")},
     "cumsum": "test_scans", "cumprod": "test_scans", "matmul": "test_matmul",
     "concatenate": "test_concatenate",
+    **{p: "test_extra_primitives" for p in (
+        "cummax", "cummin", "diagonal", "sliding_window", "frexp_mantissa", "frexp_exponent",
+        "reduce_fmax", "reduce_fmin", "reduce_bitwise_and", "reduce_bitwise_or",
+        "reduce_bitwise_xor", "reduce_logical_xor")},
 }
 
 
@@ -250,8 +254,8 @@ def test_ufunc_special_values(name: str) -> None:
     spec = OPS[name]
     groups = []
     for dt in spec.domain.dtypes:
-        vals = S.special_values(dt, spec.domain.values)
-        cols = S.cross_values(*([vals] * spec.arity))
+        cols = S.cross_values(*[S.special_values(d, spec.domain.values)
+                                for d in S.operand_dtypes(name, dt)])
         keep = avoid_divergences(name, cols)
         groups.append([c[keep] for c in cols])
     length = max(len(g[0]) for g in groups) + 3
@@ -275,12 +279,12 @@ def test_ufunc_random(name: str, data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(spec.domain.dtypes), label="dtype")
     shps = data.draw(st.sampled_from([1, 2, 3]).flatmap(
         lambda nd: S.broadcast_shapes(spec.arity, max_dims=nd, max_side=9)), label="shapes")
-    args = [data.draw(arrays(dt, s, spec.domain.values), label=f"x{i}")
-            for i, s in enumerate(shps)]
+    args = [data.draw(arrays(d, s, spec.domain.values), label=f"x{i}")
+            for i, (s, d) in enumerate(zip(shps, S.operand_dtypes(name, dt)))]
     full = np.broadcast_arrays(*args)
     keep = avoid_divergences(name, [np.ascontiguousarray(a) for a in full])
     if not keep.all():   # divergent elements (see avoid_divergences) become 1 (in every domain)
-        args = [np.where(keep, a, np.ones((), dt)) for a in full]
+        args = [np.where(keep, a, np.ones((), a.dtype)) for a in full]
     check_elementwise(name, args)
 
 
@@ -844,3 +848,41 @@ def test_regression_reshape_of_computed_empty_array() -> None:
     for shape in ((2, 0), (0, 0), (3, 0, 2)):
         x = np.zeros(shape, np.float32)
         assert_tree_matches(f(x), prog(x))
+
+
+# ============================================================================================
+# Primitives reached through NumPy functions and ufunc methods
+# ============================================================================================
+
+def _extra_programs(kind: str) -> Callable:
+    from numpy.lib.stride_tricks import sliding_window_view
+    common = lambda a: (np.maximum.accumulate(a, axis=1), np.minimum.accumulate(a),  # noqa: E731
+                        np.diagonal(a, 1), a.diagonal(-2) * 2, np.trace(a),
+                        sliding_window_view(a, 3, axis=1).sum(-1, dtype=a.dtype))
+    if kind == "f":
+        return lambda a: common(a) + (np.fmax.reduce(a, axis=0), np.fmin.reduce(a, axis=1),
+                                      np.nanmax(a), np.frexp(a), np.ldexp(a, 3))
+    if kind == "b":
+        return lambda a: common(a) + (np.logical_xor.reduce(a, axis=0),
+                                      np.bitwise_or.reduce(a, axis=1))
+    return lambda a: common(a) + (np.bitwise_and.reduce(a, axis=0),
+                                  np.bitwise_or.reduce(a, axis=1), np.bitwise_xor.reduce(a))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "int16", "uint8", "int64",
+                                "bool"])
+def test_extra_primitives(dt: str) -> None:
+    """Scans of maximum/minimum, ufunc.reduce of the other associative ufuncs (fmax.reduce is
+    nanmax), diagonal views, sliding windows, frexp/ldexp, compiled and against NumPy on
+    random values with NaN, on contiguous and strided layouts."""
+    rng = np.random.default_rng(3)
+    kind = np.dtype(dt).kind
+    f = compiled(("extra", kind), lambda: _extra_programs(kind))
+    for shape in ((4, 5), (9, 33), (1, 7)):
+        x = (rng.standard_normal(shape) * 10).astype(dt)
+        if kind == "f":
+            x.flat[::7] = np.nan
+        for layout in ("C", "reversed"):
+            args = [relayout(x, layout)]
+            got, want = run_both(f, _extra_programs(kind), *args)
+            assert_tree_matches(got, want, "exact")

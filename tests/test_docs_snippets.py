@@ -56,7 +56,7 @@ def test_doc_function_traces(name: str, fdef: ast.FunctionDef) -> None:
         args = tuple(rng.standard_normal(first if i == 0 else first[-1:]).astype(np.float32)
                      for i in range(n_args))
         try:
-            graph = trace_function(fn, args, {}, frozenset(), frozenset())
+            graph = trace_function(fn, args, {}, frozenset(), frozenset()).graph
         except ValueError as e:   # shapes that do not fit this function: try the next ones
             errors.append(e)
             continue

@@ -20,7 +20,7 @@ import pytest
 
 import tracearray
 from tracearray.gpu import ptx as P
-from tracearray.trace.ops import ALL_DTYPES, OPS, Kind
+from tracearray.ops import ALL_DTYPES, OPS, Kind
 
 needs_ptxas = pytest.mark.skipif(P.ptxas_path() is None,
                                  reason="ptxas (CUDA toolkit) is not installed: PTX is generated "
@@ -128,7 +128,8 @@ def _op_programs():
         if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
             uf = spec.ufunc
             for dt in spec.domain.dtypes:
-                args = tuple(np.ones((3, 4), dt) for _ in range(spec.arity))
+                args = tuple(np.ones((3, 4), d)
+                             for d in spec.domain.operand_dtypes(dt, spec.arity))
                 out.append((f"{name}-{dt}", (lambda u: lambda *xs: u(*xs))(uf), args))
     for dt in ALL_DTYPES:
         x = np.ones((3, 40), dt)
@@ -152,6 +153,26 @@ def _op_programs():
             ("reshape-gather", lambda a: a.transpose(1, 0, 2).reshape(6, 20) * 2, (x,)),
             ("concatenate", lambda a: np.concatenate([a, a * 2], axis=1), (x,)),
             ("bmm", lambda a, b: a @ b, (x, x.transpose(0, 2, 1)))]
+    # Primitives reached through NumPy functions and ufunc methods (in every dtype kind).
+    from numpy.lib.stride_tricks import sliding_window_view
+    for dt in ("float32", "float64", "float16", "int8", "uint32", "bool"):
+        y = np.ones((5, 7), dt)
+        common = (np.maximum.accumulate(y, axis=1), np.minimum.accumulate(y))
+        out.append((f"scans-views-{dt}", lambda a: (np.maximum.accumulate(a, axis=1),
+                                                    np.minimum.accumulate(a), a.diagonal(1),
+                                                    sliding_window_view(a, 3, axis=1) * 1),
+                    (y,)))
+        if np.dtype(dt).kind == "f":
+            out.append((f"nan-reduce-frexp-{dt}", lambda a: (np.fmax.reduce(a, axis=0),
+                                                            np.fmin.reduce(a, axis=1),
+                                                            np.frexp(a)), (y,)))
+        elif np.dtype(dt).kind == "b":
+            out.append((f"bool-reduce-{dt}", lambda a: np.logical_xor.reduce(a, axis=0), (y,)))
+        else:
+            out.append((f"bit-reduce-{dt}", lambda a: (np.bitwise_and.reduce(a, axis=0),
+                                                       np.bitwise_or.reduce(a, axis=1),
+                                                       np.bitwise_xor.reduce(a)), (y,)))
+        del common
     return out
 
 

@@ -31,7 +31,7 @@ import tracearray
 from tracearray.gpu import driver
 from tracearray.gpu import ptx as P
 from tracearray.testing import assert_matches_numpy
-from tracearray.trace.ops import INT_DTYPES, OPS, Kind
+from tracearray.ops import INT_DTYPES, OPS, Kind
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

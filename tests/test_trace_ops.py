@@ -28,7 +28,7 @@ from hypothesis.extra import numpy as hnp
 import strategies as S
 from tracearray.trace import trace_function
 from tracearray.trace.evaluate import evaluate_graph
-from tracearray.trace.ops import ALL_DTYPES, OPS, Kind, OpSpec
+from tracearray.ops import ALL_DTYPES, OPS, Kind, OpSpec
 from tracearray.trace.pytree import flatten, unflatten
 
 # NumPy's overflow / invalid / divide-by-zero warnings are expected on these inputs.
@@ -90,7 +90,7 @@ def numpy_call(fn: Callable, args: tuple) -> Any:
 
 
 def trace(fn: Callable, *args: Any):
-    return trace_function(fn, args, {}, frozenset(), frozenset())
+    return trace_function(fn, args, {}, frozenset(), frozenset()).graph
 
 
 def graph_inputs(args: tuple) -> list[np.ndarray]:
@@ -197,6 +197,12 @@ EXPLICITLY_TESTED = {
     "broadcast_to": "test_broadcast_to", "squeeze": "test_squeeze",
     "expand_dims": "test_expand_dims", "cumsum": "test_scans", "cumprod": "test_scans",
     "matmul": "test_matmul", "concatenate": "test_concatenate",
+    "cummax": "test_extra_primitives", "cummin": "test_extra_primitives",
+    "diagonal": "test_extra_primitives", "sliding_window": "test_extra_primitives",
+    "frexp_mantissa": "test_extra_primitives", "frexp_exponent": "test_extra_primitives",
+    "reduce_fmax": "test_extra_primitives", "reduce_fmin": "test_extra_primitives",
+    "reduce_bitwise_and": "test_extra_primitives", "reduce_bitwise_or": "test_extra_primitives",
+    "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
 }
 
 
@@ -230,7 +236,7 @@ def test_every_elementwise_op_has_a_scalar_lowering() -> None:
     from tracearray.codegen import scalar  # imported here: only this test needs codegen
 
     elementwise = {n for n, s in OPS.items() if s.kind is Kind.ELEMENTWISE}
-    missing = elementwise - set(scalar.OPS)
+    missing = elementwise - set(scalar.lowered_ops())
     assert not missing, f"elementwise ops without a lowering in codegen.scalar: {sorted(missing)}"
 
 
@@ -271,7 +277,7 @@ def test_ufunc_every_dtype(name: str) -> None:
             assert graph is not None and name in ops_in(graph)
             check(fn, vals.reshape(1, -1)[:, ::-1])
         else:
-            exps = vals
+            exps = S.special_values(S.operand_dtypes(name, dt)[1], spec.domain.values)
             if name == "power" and dt.kind in "iu":
                 exps = vals[vals >= 0]   # NumPy raises on negative integer powers
             a, b = S.cross_values(vals, exps)
@@ -287,8 +293,8 @@ def test_ufunc_random(name: str, data: st.DataObject) -> None:
     spec = OPS[name]
     dt = data.draw(S.dtypes_for(name), label="dtype")
     shapes = data.draw(S.broadcast_shapes(spec.arity), label="shapes")
-    xs = [data.draw(S.arrays(dt, s, spec.domain.values), label=f"x{i}")
-          for i, s in enumerate(shapes)]
+    xs = [data.draw(S.arrays(d, s, spec.domain.values), label=f"x{i}")
+          for i, (s, d) in enumerate(zip(shapes, S.operand_dtypes(name, dt)))]
     check(_ufunc_fn(name), *xs)
 
 
@@ -907,14 +913,21 @@ def test_concatenate_and_stack_forms() -> None:
 # ============================================================================================
 
 GLOBAL_CONST = np.array([1.5, 2.5, -1.0], np.float32)
+GLOBAL_SCALE = np.float32(2.5)
 
 
 def test_sources() -> None:
     x = np.array([1.0, 2.0, 3.0], np.float32)
     graph = check(lambda a: a, x)
     assert [n.op for n in graph.nodes()] == ["input"]
-    graph = check(lambda a: a + GLOBAL_CONST, x)
-    assert "constant" in ops_in(graph)
+    # A global array is read at every call (NumPy reads its current values): a graph input.
+    graph = trace(lambda a: a + GLOBAL_CONST, x)
+    assert graph.globals == ("GLOBAL_CONST",) and len(graph.inputs) == 2
+    got = evaluate_checked(graph, [x, GLOBAL_CONST])[0]
+    assert_same(x + GLOBAL_CONST, got)
+    # A global scalar is a constant of the trace (re-traced when it changes: the guards).
+    graph = check(lambda a: a + GLOBAL_SCALE, x)
+    assert "constant" in ops_in(graph) and graph.globals == ()
     check(lambda a: (a + np.zeros(3), a * np.ones((2, 3), np.int8), a + np.arange(3),
                      np.full(3, 7, np.int16) - a, a + np.eye(3)[1], np.zeros_like(a),
                      np.ones_like(a, dtype=np.int32), np.full_like(a, 2.5),
@@ -1111,3 +1124,28 @@ def test_programs(program: Callable, dtype: str) -> None:
     w = rng.normal(size=(7,)).astype(dtype)
     b = rng.normal(size=(7,)).astype(dtype)
     check(program, x, w, b)
+
+
+def test_extra_primitives() -> None:
+    """Primitives reached through NumPy functions and ufunc methods: scans of maximum and
+    minimum, ufunc.reduce of the other associative ufuncs, diagonal views, sliding windows,
+    frexp's two results."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    rng = np.random.default_rng(0)
+    for dt in ("float32", "float64", "float16", "int16", "uint8", "int64", "bool"):
+        x = (rng.standard_normal((4, 5)) * 10).astype(dt)
+        for g in (lambda a: np.maximum.accumulate(a, axis=1), lambda a: np.minimum.accumulate(a),
+                  lambda a: np.diagonal(a, 1), lambda a: np.diagonal(a[None], -1, 1, 2),
+                  lambda a: sliding_window_view(a, 3, axis=1), lambda a: a.diagonal(-2)):
+            check(g, x)
+        if x.dtype.kind == "f":
+            x[1, 2] = np.nan
+            for g in (lambda a: np.fmax.reduce(a, axis=0), lambda a: np.fmin.reduce(a, axis=1),
+                      lambda a: np.frexp(a)):
+                check(g, x)
+        else:
+            for g in (lambda a: np.bitwise_and.reduce(a, axis=0),
+                      lambda a: np.bitwise_or.reduce(a, axis=1),
+                      lambda a: np.bitwise_xor.reduce(a)):
+                check(g, x)
+    check(lambda a: np.logical_xor.reduce(a, axis=0), rng.integers(0, 2, (5, 3)).astype(bool))

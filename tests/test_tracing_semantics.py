@@ -18,7 +18,7 @@ import pytest
 from tracearray.trace import (ConcretizationError, Graph, Node, TraceShapeError,
                               UnsupportedOperationError, format_graph, trace_function, verify)
 from tracearray.trace.evaluate import evaluate_graph
-from tracearray.trace.ops import OPS
+from tracearray.ops import OPS
 from tracearray.trace.pytree import unflatten
 from tracearray.trace.verify import GraphVerificationError
 
@@ -30,7 +30,7 @@ X = np.arange(6, dtype=np.float32).reshape(2, 3)
 
 
 def trace(fn: Callable, *args: Any, static_argnums: tuple[int, ...] = (), **kwargs: Any) -> Graph:
-    return trace_function(fn, args, kwargs, frozenset(static_argnums), frozenset())
+    return trace_function(fn, args, kwargs, frozenset(static_argnums), frozenset()).graph
 
 
 def run(graph: Graph, *arrays: np.ndarray) -> Any:
@@ -83,12 +83,8 @@ def _float_of_tracer(x: Any) -> Any:
     return x * float(x.sum())  # <- float
 
 
-def _asarray_of_tracer(x: Any) -> Any:
-    return np.asarray(x)  # <- asarray
-
-
-def _array_of_tracer(x: Any) -> Any:
-    return np.array(x) + 1  # <- array
+def _array_of_sum(x: Any) -> Any:
+    return float(np.array(x.sum()))  # <- array
 
 
 def _item_of_tracer(x: Any) -> Any:
@@ -108,8 +104,7 @@ CONCRETIZATIONS = [
     (_while_on_tracer, "<- while", "bool()"),
     (_int_of_tracer, "<- int", "int()"),
     (_float_of_tracer, "<- float", "float()"),
-    (_asarray_of_tracer, "<- asarray", "np.asarray"),
-    (_array_of_tracer, "<- array", "np.asarray"),
+    (_array_of_sum, "<- array", "float()"),
     (_item_of_tracer, "<- item", ".item()"),
     (_index_with_tracer, "<- index", "index"),
     (_and_of_tracers, "<- and", "bool()"),
@@ -127,6 +122,45 @@ def test_concretization_raises_with_users_line_and_hint(fn: Callable, marker: st
     assert what in msg, msg                            # names the operation
     assert "np.where" in msg and "static_argnums" in msg, msg   # the hint
     assert_points_at(info.value, fn, marker)
+
+
+def test_argument_conversion_passes_tracers_through() -> None:
+    """np.asarray & co. return the traced value while tracing (asarray may alias it, array
+    copies it), so NumPy's own Python functions that begin with asanyarray trace; outside a
+    trace they are NumPy's functions again."""
+    def f(x):
+        a = np.asarray(x)
+        b = np.array([x, x * 2])                       # nested: stacked
+        c = np.ascontiguousarray(x, dtype=np.float64)
+        return a + 1, b, c, np.asanyarray(x), np.asfortranarray(x), np.array(x, ndmin=3)
+    got = trace(f, X)
+    assert len(got.outputs) == 6
+    assert got.outputs[1].shape == (2,) + X.shape and got.outputs[2].dtype == np.float64
+    assert got.outputs[5].shape == (1,) + X.shape
+    assert not hasattr(np.asarray, "__wrapped__")      # restored after the trace
+    assert np.asarray([1, 2]).dtype == np.int64
+
+
+def test_numpy_implementations_run_on_tracers() -> None:
+    """A NumPy function without a tracearray implementation runs NumPy's own Python code on
+    the tracers; what it needs and tracearray lacks is reported as that function's."""
+    g = trace(lambda x: np.diff(x, axis=0), X)
+    assert "subtract" in {n.op for n in g.nodes()}
+    with pytest.raises(UnsupportedOperationError, match="np.geomspace"):
+        trace(lambda x: np.geomspace(1.0, x.max() + 2.0, 4), X)
+
+
+def test_random_calls_are_refused_with_the_users_line() -> None:
+    def f(x):
+        return x + np.random.normal(size=x.shape)   # <- random
+    with pytest.raises(UnsupportedOperationError, match="np.random.normal") as info:
+        trace(f, X)
+    assert "pass it in" in str(info.value)
+    assert_points_at(info.value, f, "<- random")
+    rng = np.random.default_rng(0)
+    with pytest.raises(UnsupportedOperationError, match="random generator"):
+        trace(lambda x: x + rng.normal(size=x.shape), X)
+    assert np.random.normal(size=2).shape == (2,)   # NumPy's again after the trace
 
 
 def test_static_python_scalars_allow_control_flow() -> None:
@@ -173,19 +207,47 @@ def _uses_global(x: Any) -> Any:
     return x + GLOBAL_TABLE
 
 
-def test_constants_are_frozen_at_trace_time() -> None:
+GLOBAL_OFFSET = 2.0
+
+
+def _uses_global_offset(x: Any) -> Any:
+    return x + GLOBAL_OFFSET
+
+
+def test_global_arrays_are_read_at_every_call() -> None:
+    """A global array is an input of the graph, read when the compiled function runs: an
+    in-place update between calls is seen, as NumPy would see it."""
     graph = trace(_uses_global, X)
-    const = next(n for n in graph.nodes() if n.op == "constant")
+    assert graph.globals == ("GLOBAL_TABLE",) and graph.inputs[-1].attr("name") == \
+        "global GLOBAL_TABLE"
+    import tracearray
+    f = tracearray.compile(_uses_global, device="cpu")
     saved = GLOBAL_TABLE.copy()
     try:
-        GLOBAL_TABLE[:] = -1.0                         # mutate after tracing
-        np.testing.assert_array_equal(run(graph, X), X + saved)
-        assert np.frombuffer(const.attr("value"), np.float32).tolist() == saved.tolist()
-        retraced = trace(_uses_global, X)              # a new trace sees the new value
-        np.testing.assert_array_equal(run(retraced, X), X - 1.0)
-        assert retraced.outputs[0] is not graph.outputs[0]
+        np.testing.assert_array_equal(f(X), X + saved)
+        GLOBAL_TABLE[:] = -1.0                         # mutate after compiling
+        np.testing.assert_array_equal(f(X), X - 1.0)
+        assert f.stats.traces == 1
     finally:
         GLOBAL_TABLE[:] = saved
+
+
+def test_a_changed_global_value_retraces() -> None:
+    """A global that is not an array is a constant of the trace, guarded: a call that sees
+    another value traces again (never the stale constant)."""
+    import tracearray
+    global GLOBAL_OFFSET
+    f = tracearray.compile(_uses_global_offset, device="cpu")
+    saved = GLOBAL_OFFSET
+    try:
+        np.testing.assert_array_equal(f(X), X + 2.0)
+        GLOBAL_OFFSET = 5.0
+        np.testing.assert_array_equal(f(X), X + 5.0)
+        GLOBAL_OFFSET = 5.0                             # equal value: no new trace
+        f(X)
+        assert f.stats.traces == 2
+    finally:
+        GLOBAL_OFFSET = saved
 
 
 def test_array_creation_without_traced_arguments_is_constant() -> None:
@@ -275,12 +337,12 @@ def _sort(x: Any) -> Any:
     return np.sort(x, axis=1)  # <- sort
 
 
-def _logaddexp(x: Any) -> Any:
-    return np.logaddexp(x, x)  # <- logaddexp
+def _reduce_of_composite(x: Any) -> Any:
+    return np.logaddexp.reduce(x)  # <- logaddexp
 
 
-def _add_outer(x: Any) -> Any:
-    return np.add.outer(x, x)  # <- outer
+def _add_reduceat(x: Any) -> Any:
+    return np.add.reduceat(x, [0, 1])  # <- reduceat
 
 
 def _ufunc_out(x: Any) -> Any:
@@ -303,20 +365,20 @@ def _nonzero_where(x: Any) -> Any:
     return np.where(x > 2)  # <- one-arg where
 
 
-def _unsupported_reduce_kw(x: Any) -> Any:
-    return x.sum(initial=5.0)  # <- initial
+def _unsupported_method(x: Any) -> Any:
+    return x.tobytes()  # <- tobytes
 
 
 UNSUPPORTED = [
     (_sort, "<- sort", "sort"),
-    (_logaddexp, "<- logaddexp", "logaddexp"),
-    (_add_outer, "<- outer", "add.outer"),
+    (_reduce_of_composite, "<- logaddexp", "logaddexp.reduce"),
+    (_add_reduceat, "<- reduceat", "add.reduceat"),
     (_ufunc_out, "<- out", "out="),
     (_ufunc_where, "<- where", "where="),
     (_complex, "<- complex", "complex"),
     (_unsupported_dtype, "<- dtype", "complex64"),
     (_nonzero_where, "<- one-arg where", "np.where"),
-    (_unsupported_reduce_kw, "<- initial", "initial"),
+    (_unsupported_method, "<- tobytes", "ndarray.tobytes"),
 ]
 
 

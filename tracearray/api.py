@@ -19,7 +19,7 @@ from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
-from .trace import format_graph, is_array_leaf, pytree, trace_function
+from .trace import Trace, format_graph, is_array_leaf, plain_function, pytree, trace_function
 from .trace.errors import InputError, TracearrayError
 from .trace.graph import Graph
 
@@ -82,13 +82,19 @@ class CompiledFunction:
                                          else static_argnames)
         self.fallback = fallback
         self.stats = Stats()
-        self._traces: dict[Any, tuple[Graph, Plan, list[TileSpec]]] = {}
+        self._traces: dict[Any, tuple[Trace, Plan, list[TileSpec]]] = {}
         self._executables: dict[Any, Any] = {}
-        # Call fast path (see _fast_key): plain-array signature -> (executable, output tree).
-        self._fast: dict[Any, tuple[Any, Any]] = {}
+        # Call fast path (see _fast_key): plain-array signature -> (executable, trace).
+        self._fast: dict[Any, tuple[Any, Trace]] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
         self._build_lock = threading.RLock()
+        plain = plain_function(fn)[0]
+        # The globals the traced function reads (checked at every call: see _guards_hold).
+        self._globals: dict = plain.__globals__ if plain is not None else {}
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):   # functools.partial, callable objects
+            self.__name__ = getattr(plain, "__name__", None) or type(fn).__name__
+            self.__qualname__ = getattr(plain, "__qualname__", self.__name__)
 
     # --------------------------------------------------------------- signatures
     def _flatten_args(self, args: tuple, kwargs: dict) -> tuple[list[np.ndarray], Any]:
@@ -133,14 +139,23 @@ class CompiledFunction:
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any, name: str
                       ) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
+        if traced is not None and not self._guards_hold(traced[0]):
+            config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
+            traced = None
         if traced is None:
-            graph = trace_function(self.fn, args, kwargs, self.static_argnums,
+            trace = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames)
+            graph = trace.graph
             plan = plan_graph(graph)
-            traced = (graph, plan, tile_plan(plan))
+            traced = (trace, plan, tile_plan(plan))
+            if tkey in self._traces:   # a re-trace: the executables of the old graph go
+                self._executables = {k: v for k, v in self._executables.items()
+                                     if k[0] != tkey}
             self._traces[tkey] = traced
+            self._fast.clear()
             self.stats.traces += 1
             self._report(name, Lowered(graph, plan, traced[2], None))
+        leaves = leaves + self._global_arrays(traced[0])
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
@@ -163,7 +178,30 @@ class CompiledFunction:
                     config.dump(k.name, "ll", k.ir)
         else:
             config.log(1, f"{self.__name__}: cache hit")
-        return Lowered(traced[0], traced[1], traced[2], exe), leaves
+        return Lowered(traced[0].graph, traced[1], traced[2], exe), leaves
+
+    def _guards_hold(self, trace: Trace) -> bool:
+        """Whether every global the trace read is still what it saw: the same object (an
+        equal number or string will do), or for a global array one of the same shape and
+        dtype (its values are read at every call)."""
+        g = self._globals
+        for name, seen in trace.guards.items():
+            now = g.get(name, _MISSING)
+            if now is seen:
+                continue
+            if isinstance(seen, np.ndarray):
+                if not (isinstance(now, np.ndarray) and now.shape == seen.shape
+                        and now.dtype == seen.dtype):
+                    return False
+                continue
+            if type(now) is not type(seen) or not isinstance(seen, _VALUE_TYPES) or \
+                    _static_key(now) != _static_key(seen):
+                return False
+        return True
+
+    def _global_arrays(self, trace: Trace) -> list[np.ndarray]:
+        """The current values of the global arrays the graph reads (its last inputs)."""
+        return [_as_input_array(self._globals[name]) for name in trace.graph.globals]
 
     def _report(self, name: str, lowered: "Lowered") -> None:
         config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
@@ -175,13 +213,18 @@ class CompiledFunction:
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self._lower(args, kwargs)[0]
 
+    def __repr__(self) -> str:
+        return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            if hit is not None:
+            if hit is not None and self._guards_hold(hit[1]):
                 self.stats.calls += 1
-                return _results(hit[0].run(args), hit[1])
+                inputs = list(args) + self._global_arrays(hit[1]) if hit[1].graph.globals \
+                    else args
+                return _results(hit[0].run(inputs), hit[1].graph)
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:
@@ -190,11 +233,18 @@ class CompiledFunction:
             warnings.warn(f"tracearray could not compile {self.__name__}; running it with "
                           f"NumPy (fallback='numpy')", RuntimeWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
-        if fast_key is not None and len(leaves) == len(args) and all(
+        n_args = len(leaves) - len(lowered.graph.globals)
+        if fast_key is not None and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
-            self._fast[fast_key] = (lowered.executable, lowered.graph.out_tree)
+            self._fast[fast_key] = (lowered.executable, self._traces_entry(lowered.graph))
         self.stats.calls += 1
-        return _results(lowered.executable.run(leaves), lowered.graph.out_tree)
+        return _results(lowered.executable.run(leaves), lowered.graph)
+
+    def _traces_entry(self, graph: Graph) -> Trace:
+        for trace, _plan, _tiles in self._traces.values():
+            if trace.graph is graph:
+                return trace
+        raise AssertionError("graph without a trace")
 
     def _fast_key(self, args: tuple) -> Any:
         """The signature of a call whose arguments are all plain, aligned NumPy arrays (the
@@ -227,10 +277,24 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
     return wrap if fn is None else wrap(fn)
 
 
-def _results(outs: list[Any], out_tree: Any) -> Any:
-    """The function's return structure, 0-d results as NumPy scalars (as NumPy returns them)."""
+def _results(outs: list[Any], graph: Graph) -> Any:
+    """The function's return structure, 0-d results as NumPy scalars (as NumPy returns them),
+    after the run-time checks of the graph (the error NumPy would raise, at the user's
+    line)."""
+    if graph.checks:
+        n = len(graph.results)
+        for (error, message), ok in zip(graph.checks, outs[n:]):
+            if not bool(np.asarray(ok.numpy() if hasattr(ok, "numpy") else ok)):
+                raise error(message)
+        outs = outs[:n]
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
-    return pytree.unflatten(out_tree, outs)
+    return pytree.unflatten(graph.out_tree, outs)
+
+
+_MISSING = object()
+# Globals whose *value* (not identity) the guards compare.
+_VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
+                frozenset)
 
 
 def _as_input_array(value: Any) -> np.ndarray:

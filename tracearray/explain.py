@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from .fuse.plan import Kernel, Plan
 from .tile import TileSpec
 from .trace.graph import Node, type_str
-from .trace.ops import OPS, Kind
+from .ops import OPS, Kind
 
 
 @dataclass(frozen=True)

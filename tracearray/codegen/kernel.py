@@ -28,6 +28,7 @@ from llvmlite import ir
 
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
+from ..ops import OPS, Reducer
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, param_layout
 from . import scalar
@@ -35,29 +36,33 @@ from .scalar import MathLib
 
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
-_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 _INDEX = np.dtype(np.int64)
-ARG_REDUCTIONS = ("argmax", "argmin")
+
+
+def reducer(op: str) -> Reducer:
+    return OPS[op].reducer
+
+
+def is_arg_reduction(op: str) -> bool:
+    """argmax / argmin: the result is the index the reducer carries along."""
+    return OPS[op].reducer.index is not None
 
 
 def accumulator_dtype(op: str, dtype: np.dtype) -> np.dtype:
     """float16 sums and products accumulate in float32 (as NumPy's pairwise sum does)."""
-    return _F32 if op in ("sum", "prod") and dtype == _F16 else dtype
+    return reducer(op).accumulator_dtype(dtype)
 
 
 def reduction_identity(op: str, acc_dt: np.dtype) -> ir.Constant:
     """Start value of a reduction's accumulator. NumPy 2's ``add.reduce`` starts from the
     identity +0.0, not from the first element: ``np.sum([-0.0])`` and an empty sum are +0.0
-    (``scalar.reduce_identity`` gives -0.0 for a sequential accumulate-like chain; with it
-    sums of -0.0s and empty sums came out -0.0, and ``1 / s`` -inf)."""
-    if op == "sum" and acc_dt.kind == "f":
-        return scalar.constant(0.0, acc_dt)
-    return scalar.reduce_identity(op, acc_dt)
+    (with -0.0, sums of -0.0s and empty sums came out -0.0, and ``1 / s`` -inf)."""
+    return reducer(op).identity(acc_dt)
 
 
 def reduction_input_dtype(red) -> np.dtype:
     """The dtype a reduction combines: its operand's for max/min/arg*, else its result's."""
-    return red.args[0].dtype if red.op in ARG_REDUCTIONS + ("max", "min") else red.dtype
+    return red.args[0].dtype if reducer(red.op).operand_dtype else red.dtype
 
 
 def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
@@ -65,7 +70,7 @@ def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
     out = []
     for red in geometry.kernel.reductions:
         out.append(accumulator_dtype(red.op, reduction_input_dtype(red)))
-        if red.op in ARG_REDUCTIONS:
+        if is_arg_reduction(red.op):
             out.append(_INDEX)
     return out
 
@@ -282,18 +287,9 @@ class KernelLowering:
 
     def _combine(self, op: str, cur: ir.Value, x: ir.Value, acc_dt: np.dtype,
                  reassociate: bool = True) -> ir.Value:
-        """One accumulation step of sum/prod/max/min/any/all in the accumulator dtype."""
-        b = self.b
-        if op in ("sum", "prod") and acc_dt.kind == "f":
-            new = b.fadd(cur, x) if op == "sum" else b.fmul(cur, x)
-            if reassociate:
-                new.flags.append("reassoc")   # lets the vectoriser keep several partial sums
-            return new
-        if op in ("max", "min") and acc_dt.kind == "f":
-            # llvm.maximum/minimum propagate NaN as NumPy does and vectorise as reductions
-            # (a compare-and-select chain does not).
-            return _call_intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", cur, x)
-        return scalar.reduce_combine(b, op, cur, x, acc_dt)
+        """One accumulation step of a reduction in the accumulator dtype (the reducer's;
+        ``reassociate`` lets the vectoriser keep several partial float sums)."""
+        return reducer(op).combine(self.b, cur, x, acc_dt, reassociate)
 
     def _red_register(self, j: int) -> ir.Value:
         return self.red_values[j]
@@ -339,8 +335,8 @@ class KernelLowering:
 
     def _init_acc(self, red, acc: ir.Value, idx: ir.Value | None) -> None:
         op, in_dt = red.op, reduction_input_dtype(red)
-        if op in ARG_REDUCTIONS:
-            self.b.store(_arg_identity(op, in_dt), acc)
+        if is_arg_reduction(op):
+            self.b.store(reducer(op).identity(in_dt), acc)
             self.b.store(self.const(0), idx)
         else:
             self.b.store(reduction_identity(op, accumulator_dtype(op, in_dt)), acc)
@@ -348,7 +344,7 @@ class KernelLowering:
     def _new_acc(self, red) -> tuple[ir.Value, ir.Value | None]:
         in_dt = reduction_input_dtype(red)
         acc = self.alloca(scalar.llvm_type(accumulator_dtype(red.op, in_dt)))
-        idx = self.alloca(I64) if red.op in ARG_REDUCTIONS else None
+        idx = self.alloca(I64) if is_arg_reduction(red.op) else None
         self._init_acc(red, acc, idx)
         return acc, idx
 
@@ -357,8 +353,8 @@ class KernelLowering:
         b, op, in_dt = self.b, red.op, reduction_input_dtype(red)
         acc_dt = accumulator_dtype(op, in_dt)
         cur = b.load(acc)
-        if op in ARG_REDUCTIONS:
-            take = _arg_better(b, op, x, cur, in_dt)
+        if is_arg_reduction(op):
+            take = reducer(op).better(b, x, cur, in_dt)
             b.store(b.select(take, x, cur), acc)
             b.store(b.select(take, position, b.load(idx)), idx)
             return
@@ -426,7 +422,7 @@ class KernelLowering:
         for red in k.reductions:
             in_dt = reduction_input_dtype(red)
             acc = self.alloca(scalar.llvm_type(accumulator_dtype(red.op, in_dt)), t)
-            idx = self.alloca(I64, t) if red.op in ARG_REDUCTIONS else None
+            idx = self.alloca(I64, t) if is_arg_reduction(red.op) else None
             accs.append((acc, idx))
         ext = self.extent(last)
         with self.loop(begin, end) as p:
@@ -476,12 +472,11 @@ class KernelLowering:
         """One row of a scan (the parallel indices are set). Shared with the GPU driver."""
         k = self.kernel
         red, e = k.reductions[0], k.red_exprs[0]
-        op = "add" if red.op == "cumsum" else "multiply"
+        op = reducer(red.op).combine_op
         dt = red.dtype
-        # NumPy's accumulate starts from the first element: a float cumsum starts at -0.0
-        # (-0.0 + x is x for every x), so that cumsum([-0.0]) is -0.0 (+0.0 gave +0.0).
-        start = -0.0 if op == "add" and dt.kind == "f" else 0 if op == "add" else 1
-        self.b.store(scalar.constant(start, dt), acc)
+        # The reducer's start value: NumPy's accumulate starts from the first element, so a
+        # float cumsum starts at -0.0 (-0.0 + x is x for every x; cumsum([-0.0]) is -0.0).
+        self.b.store(reducer(red.op).identity(dt), acc)
         with self.nest(self.geo.inner_dims):
             x = self.ev(e, {})
             # Exact per-step arithmetic in the output dtype, as NumPy's accumulate does.
@@ -493,7 +488,7 @@ class KernelLowering:
         i = len(self.kernel.body.accesses) + len(self.kernel.stores)
         out = []
         for red in self.kernel.reductions:
-            if red.op in ARG_REDUCTIONS:
+            if is_arg_reduction(red.op):
                 out.append((self.ptrs[i], self.ptrs[i + 1]))
                 i += 2
             else:
@@ -535,44 +530,14 @@ class KernelLowering:
                 if idx is not None:
                     self._accumulate(red, acc, idx, x, self.b.load(self.b.gep(pi, [s])))
                 elif red.op in ("sum", "prod"):
-                    self.b.store(scalar.lower_op(
-                        self.b, "add" if red.op == "sum" else "multiply", [self.b.load(acc), x],
-                        [acc_dt, acc_dt], acc_dt, self.math), acc)
+                    # in slot order, without reassociation: deterministic for any thread count
+                    self.b.store(self._combine(red.op, self.b.load(acc), x, acc_dt,
+                                               reassociate=False), acc)
                 else:
                     self._accumulate(red, acc, idx, x, None)
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
-
-
-def _call_intrinsic(b: ir.IRBuilder, base: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """``base.<f16|f32|f64>(x, y)`` for a binary floating-point intrinsic."""
-    suffix = {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}[type(x.type)]
-    name = f"{base}.{suffix}"
-    fn = b.module.globals.get(name) or ir.Function(
-        b.module, ir.FunctionType(x.type, [x.type] * 2), name)
-    return b.call(fn, [x, y])
-
-
-def _arg_identity(op: str, dt: np.dtype) -> ir.Constant:
-    """Start value of argmax (the lowest value) / argmin (the highest)."""
-    if dt.kind == "f":
-        return scalar.constant(-np.inf if op == "argmax" else np.inf, dt)
-    if dt.kind == "b":
-        return scalar.constant(op == "argmin", dt)
-    info = np.iinfo(dt)
-    return scalar.constant(info.min if op == "argmax" else info.max, dt)
-
-
-def _arg_better(b: ir.IRBuilder, op: str, x: ir.Value, cur: ir.Value, dt: np.dtype) -> ir.Value:
-    """Whether ``x`` replaces ``cur``: strictly better, or the first NaN (NumPy's rule)."""
-    if dt.kind == "f":
-        better = b.fcmp_ordered(">" if op == "argmax" else "<", x, cur)
-        x_nan = b.fcmp_unordered("uno", x, x)
-        cur_nan = b.fcmp_unordered("uno", cur, cur)
-        return b.and_(b.not_(cur_nan), b.or_(better, x_nan))
-    cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
-    return cmp(">" if op == "argmax" else "<", x, cur)
 
 
 def lower_kernel(geometry: Geometry, math: MathLib, name: str) -> str:

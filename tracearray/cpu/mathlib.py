@@ -37,20 +37,12 @@ import threading
 import numpy as np
 from llvmlite import ir
 
-# NumPy name -> (float32 symbol, float64 symbol); all are C99 libm functions.
-_LIBM: dict[str, tuple[str, str]] = {
-    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "expm1": ("expm1f", "expm1"),
-    "log": ("logf", "log"), "log2": ("log2f", "log2"), "log10": ("log10f", "log10"),
-    "log1p": ("log1pf", "log1p"),
-    "sin": ("sinf", "sin"), "cos": ("cosf", "cos"), "tan": ("tanf", "tan"),
-    "arcsin": ("asinf", "asin"), "arccos": ("acosf", "acos"), "arctan": ("atanf", "atan"),
-    "arctan2": ("atan2f", "atan2"),
-    "sinh": ("sinhf", "sinh"), "cosh": ("coshf", "cosh"), "tanh": ("tanhf", "tanh"),
-    "arcsinh": ("asinhf", "asinh"), "arccosh": ("acoshf", "acosh"), "arctanh": ("atanhf", "atanh"),
-    "power": ("powf", "pow"), "cbrt": ("cbrtf", "cbrt"), "hypot": ("hypotf", "hypot"),
-    "fmod": ("fmodf", "fmod"),
-}
-_BINARY = frozenset({"arctan2", "power", "hypot", "fmod"})
+from ..ops import MATH
+
+# NumPy name -> (float32 symbol, float64 symbol): the C99 libm functions of the op registry
+# (``OpSpec.math``).
+_LIBM: dict[str, tuple[str, str]] = {name: fn.libm for name, fn in MATH.items()}
+_BINARY = frozenset(name for name, fn in MATH.items() if fn.nargs == 2)
 
 # libmvec ISA letter -> (host feature needed, lanes for float, lanes for double).
 _ISAS = (("b", "sse4.1", 4, 2), ("c", "avx", 8, 4), ("d", "avx2", 8, 4), ("e", "avx512f", 16, 8))

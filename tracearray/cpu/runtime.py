@@ -20,7 +20,7 @@ from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, mak
                     parallel_extent, work_per_iteration)
 from ..tile.layout import affine_params, fill_params
 from ..trace.graph import Node
-from ..trace.ops import OPS, constant_value
+from ..ops import OPS, constant_value
 from . import memory, pool
 from .jit import get_jit
 from .mathlib import CpuMath

@@ -89,6 +89,24 @@ def producer_index(node: Node, idx: Index) -> Index:
         return broadcast_index(idx, node.shape, src.shape)
     if op == "reshape":
         return _reshape_index(node, idx)
+    if op == "diagonal":
+        # x.diagonal(off, a1, a2)[..., k] = x[..., k (+ max(-off, 0)) at a1, k + max(off, 0) at a2]
+        off, a1, a2 = node.attr("offset"), node.attr("axis1"), node.attr("axis2")
+        rest = iter(idx[:-1])
+        k = idx[-1]
+        out = []
+        for d in range(src.ndim):
+            if d == a1:
+                out.append(k.shifted(max(-off, 0)))
+            elif d == a2:
+                out.append(k.shifted(max(off, 0)))
+            else:
+                out.append(next(rest))
+        return tuple(out)
+    if op == "sliding_window":
+        # windows[..., i, ..., j] = x[..., i + j, ...]
+        axis = node.attr("axis")
+        return tuple(i.plus(idx[-1]) if d == axis else i for d, i in enumerate(idx[:-1]))
     raise AssertionError(f"not a view op: {op}")
 
 

@@ -18,7 +18,7 @@ from typing import Union
 import numpy as np
 
 from ..trace.graph import Node
-from ..trace.ops import OPS, Kind
+from ..ops import OPS, Kind
 from .index import ZERO, Aff, Index, NotAffine, broadcast_index, producer_index
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..trace.graph import Graph, Node
-from ..trace.ops import OPS, TRANSCENDENTAL, Kind
+from ..ops import OPS, TRANSCENDENTAL, Kind
 from .index import Index
 from .kexpr import (Access, KernelBody, KExpr, NotFusable, Walker, is_scalar_source, row_index,
                     space_index)
@@ -110,7 +110,7 @@ NESTED_REDUCTION_MAX = 16
 
 
 def _inline_reduction(node: Node, users: dict[Node, list[Node]], graph: Graph) -> bool:
-    if node.op in ("argmax", "argmin") or node in graph.outputs:
+    if OPS[node.op].reducer.index is not None or node in graph.outputs:
         return False
     extent = 1
     for a in node.attr("axes"):
@@ -122,7 +122,7 @@ def _inline_reduction(node: Node, users: dict[Node, list[Node]], graph: Graph) -
     while OPS[user.op].kind in (Kind.ELEMENTWISE, Kind.MOVEMENT) and len(users[user]) == 1 \
             and user not in graph.outputs:
         user = users[user][0]
-    return OPS[user.op].kind is Kind.REDUCE and user.op not in ("argmax", "argmin")
+    return OPS[user.op].kind is Kind.REDUCE and OPS[user.op].reducer.index is None
 
 
 def _has_transcendental(node: Node, stores: set[Node]) -> bool:

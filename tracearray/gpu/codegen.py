@@ -36,7 +36,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..codegen import scalar
-from ..codegen.kernel import (ARG_REDUCTIONS, KernelLowering, accumulator_dtype,
+from ..codegen.kernel import (KernelLowering, accumulator_dtype, is_arg_reduction, reducer,
                               reduction_input_dtype)
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
@@ -192,23 +192,10 @@ class GpuLoweringMixin:
                          xi: ir.Value | None) -> tuple[ir.Value, ir.Value | None]:
         """Two partial results of ``red`` (in the accumulator dtype) into one. Arg-reductions
         break ties by the lower index and take the NaN of lower index (NumPy's first)."""
-        b, op = self.b, red.op
+        op = red.op
         in_dt = reduction_input_dtype(red)
-        if op in ARG_REDUCTIONS:
-            earlier = b.icmp_signed("<", xi, ai)
-            if in_dt.kind == "f":
-                a_nan, x_nan = b.fcmp_unordered("uno", a, a), b.fcmp_unordered("uno", x, x)
-                better = b.fcmp_ordered(">" if op == "argmax" else "<", x, a)
-                tie = b.fcmp_ordered("==", x, a)
-                both_nan = b.and_(a_nan, x_nan)
-                take = b.or_(b.and_(x_nan, b.not_(a_nan)), b.and_(both_nan, earlier))
-                ordered = b.and_(b.not_(a_nan), b.not_(x_nan))
-                take = b.or_(take, b.and_(ordered, b.or_(better, b.and_(tie, earlier))))
-            else:
-                cmp = b.icmp_signed if in_dt.kind == "i" else b.icmp_unsigned
-                better = cmp(">" if op == "argmax" else "<", x, a)
-                take = b.or_(better, b.and_(b.icmp_unsigned("==", x, a), earlier))
-            return b.select(take, x, a), b.select(take, xi, ai)
+        if is_arg_reduction(op):
+            return reducer(op).merge_indexed(self.b, a, ai, x, xi, in_dt)
         acc_dt = accumulator_dtype(op, in_dt)
         return self._combine(op, a, x, acc_dt, reassociate=False), None
 

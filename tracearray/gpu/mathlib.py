@@ -10,20 +10,13 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from ..codegen.scalar import MATH_FUNCTIONS
+from ..ops import MATH
 
-# NumPy name -> libdevice base name (float32 adds an "f": __nv_expf / __nv_exp).
-LIBDEVICE_NAMES: dict[str, str] = {
-    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
-    "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "sinh": "sinh",
-    "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
-    "power": "pow", "cbrt": "cbrt", "hypot": "hypot", "fmod": "fmod",
-}
-_BINARY = frozenset({"arctan2", "power", "hypot", "fmod"})
+# NumPy name -> libdevice base name (float32 adds an "f": __nv_expf / __nv_exp), from the op
+# registry (``OpSpec.math``).
+LIBDEVICE_NAMES: dict[str, str] = {name: fn.libdevice for name, fn in MATH.items()}
+_BINARY = frozenset(name for name, fn in MATH.items() if fn.nargs == 2)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-assert set(LIBDEVICE_NAMES) == set(MATH_FUNCTIONS), "every MathLib function needs a libdevice name"
 
 
 def libdevice_symbol(name: str, dtype: np.dtype) -> str:

@@ -31,7 +31,7 @@ from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
 from ..trace.errors import UnsupportedOperationError
 from ..trace.graph import Node
-from ..trace.ops import OPS, constant_value
+from ..ops import OPS, constant_value
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering, MatmulLowering, copy_kernel_ir,

@@ -30,9 +30,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ..codegen.scalar import MATH_FUNCTIONS
 from ..trace.graph import Graph, Node
-from ..trace.ops import OPS, Kind
+from ..ops import OPS, Kind
 from .divergences import is_x86_64
 
 F64 = np.dtype(np.float64)
@@ -182,12 +181,12 @@ def _rows(a: np.ndarray, axes: tuple[int, ...], out_shape: tuple[int, ...]) -> n
 # The evaluator
 # ============================================================================================
 
-# Ops whose float result is computed exactly as NumPy computes it (correctly rounded or exact);
-# the other float ops are "transcendental" (libm vs NumPy's SIMD code, a few ulp).
-TRANSCENDENTAL = frozenset(MATH_FUNCTIONS)
+# Ops whose float result may differ from NumPy's by the ulps of their accuracy family (the
+# registry's ``OpSpec.accuracy``: libm/libdevice vs NumPy's SIMD code); every other float op
+# is computed exactly as NumPy computes it (correctly rounded or exact).
+TRANSCENDENTAL = frozenset(n for n, s in OPS.items() if not s.accuracy.exact)
 
 _EQUALITY = frozenset({"equal", "not_equal"})
-_JUMPS = {"remainder": np.floor_divide, "fmod": lambda a, b: np.trunc(a / b)}
 
 
 class Evaluator:
@@ -234,7 +233,7 @@ class Evaluator:
                     bounds[node] = self.matmul(node, *args)
                 else:   # movement, concatenation: the same op on every field
                     bounds[node] = self.structural(node, args)
-        return [bounds[o] for o in graph.outputs]
+        return [bounds[o] for o in graph.results]
 
     # --- movement and concatenation -----------------------------------------------------------
     def structural(self, node: Node, args: list[Bound]) -> Bound:
@@ -270,7 +269,8 @@ class Evaluator:
         value = self.value(node, [a.value for a in args])
         top = _any([a.top for a in args], shape)
         inex_in = _any([a.inexact() for a in args], shape)
-        transcendental = op in TRANSCENDENTAL and dt.kind == "f"
+        family = OPS[op].accuracy.family
+        transcendental = family != "exact" and dt.kind == "f"
         why = "exact"
         if dt.kind == "f":
             v64 = value.astype(F64)
@@ -278,9 +278,10 @@ class Evaluator:
             exact = ~inex_in.copy()
             if transcendental:
                 exact &= np.isnan(v64)
-                why = f"{op}: transcendental (±{self.tol.ulps('transcendental', dt)} ulp)"
+                why = f"{op}: {family} (±{self.tol.ulps(family, dt)} ulp)"
                 self.used.add("transcendental-ulps")
-            if op in ("fmax", "fmin") and dt in (np.dtype(np.float32), F64):
+            if "fmax-fmin-signed-zero" in OPS[op].divergences and \
+                    dt in (np.dtype(np.float32), F64):
                 x, y = _bcast([args[0].value, args[1].value], shape)
                 tie = (x == 0) & (y == 0) & (np.signbit(x) != np.signbit(y)) & ~inex_in
                 if tie.any():
@@ -328,7 +329,7 @@ class Evaluator:
             if why == "exact":
                 why = f"{op}: evaluated over its inputs' error intervals"
         if transcendental:
-            k = self.tol.ulps("transcendental", dt)
+            k = self.tol.ulps(family, dt)
             lo, hi = widen(lo, hi, dt, k)
         return _finish(value, exact, top, lo, hi, why)
 
@@ -345,39 +346,40 @@ class Evaluator:
         lo = np.where(sel, rlo, lo)
         hi = np.where(sel, rhi, hi)
         exact = np.where(sel, all_nan, exact)     # all corners NaN: certainly NaN
-        if op in ("sin", "cos", "tan"):
+        hint = OPS[op].bounds
+        if hint is not None and hint.critical is not None:
             a = args[0]
             inex = np.broadcast_to(a.inexact(), shape)
             a_lo, a_hi = _bcast([a.lo, a.hi], shape)
-            crossed, value = _periodic_points(op, a_lo, a_hi)
+            crossed, value = _periodic_points(hint.shift, a_lo, a_hi)
             crossed &= inex
-            if op == "tan":
+            if hint.critical == "poles":
                 new_top |= sel & crossed        # a pole inside the interval
             else:
                 # An extremum inside the interval: the result reaches its value there (+1 or
                 # -1; value 0: several extrema or an unreliable count, both ends).
                 lo = np.where(sel & crossed & (value <= 0), -1.0, lo)
                 hi = np.where(sel & crossed & (value >= 0), 1.0, hi)
-        elif op == "power":
+        elif hint is not None and hint.special == "power-base":
             b, e = args
             b_lo = np.broadcast_to(np.where(b.exact, b.value.astype(F64), b.lo), shape)
             b_inex = np.broadcast_to(b.inexact(), shape)
             e_inex = np.broadcast_to(e.inexact(), shape)
             new_top |= sel & ((b_inex & ~(b_lo > 0)) | (e_inex & ~(b_lo > 0)))
-        elif op == "arctan2":
+        elif hint is not None and hint.special == "atan2-cut":
             y, x = args
             x_lo = np.broadcast_to(np.where(x.exact, x.value.astype(F64), x.lo), shape)
             y_lo, y_hi = _bcast([np.where(y.exact, y.value.astype(F64), y.lo),
                                  np.where(y.exact, y.value.astype(F64), y.hi)], shape)
             new_top |= sel & (x_lo <= 0) & (y_lo <= 0) & (y_hi >= 0)   # branch cut / origin
-        elif op in _JUMPS or op == "floor_divide":
-            jump = _JUMPS.get(op, np.floor_divide)
+        elif hint is not None and hint.jump is not None:
+            jump = hint.jump
             qs = [np.broadcast_to(np.asarray(jump(*c)).astype(F64), shape)
                   for c in itertools.product(*cands)]
             same = np.ones(shape, bool)
             for q in qs[1:]:
                 same &= (q == qs[0]) | (np.isnan(q) & np.isnan(qs[0]))
-            if op != "floor_divide":
+            if jump is not OPS[op].ufunc:   # (floor_divide is its own jump: its corners)
                 # An overflowing quotient (a / b = +-inf at every corner) hides the jumps of
                 # the remainder in between (found by the soak: seed 1, program 6316).
                 same &= np.isfinite(qs[0])
@@ -456,7 +458,8 @@ class Evaluator:
         value = self.value(node, [a.value])
         top = _rows(a.top, axes, shape).any(-1)
         n = _rows(a.top, axes, shape).shape[-1]
-        if op in ("argmax", "argmin"):
+        reducer = OPS[op].reducer
+        if reducer.index is not None:
             return self._arg_reduce(op, a, axes, shape, value, top)
         if dt.kind != "f":
             return _finish(value, ~top, top, None, None, "exact")
@@ -464,16 +467,23 @@ class Evaluator:
         vals = _rows(a.value.astype(F64), axes, shape)
         lo, hi = _rows(a.lo, axes, shape), _rows(a.hi, axes, shape)
         nan_c = (ex & np.isnan(vals)).any(-1)
-        if op in ("max", "min"):
-            return self._max_min(op, ex, vals, lo, hi, nan_c, value, top)
+        combine = reducer.combine_op
+        if combine in ("maximum", "minimum"):
+            return self._max_min("max" if combine == "maximum" else "min", ex, vals, lo, hi,
+                                 nan_c, value, top)
+        if combine in ("fmax", "fmin"):
+            return self._fmax_fmin("max" if combine == "fmax" else "min", ex, vals, lo, hi,
+                                   value, top)
         fin = np.isfinite(lo) & np.isfinite(hi)
         inex_inf = (~ex & ~fin & ~_rows(a.top, axes, shape)).any(-1)
         posinf = (ex & (vals == INF)).any(-1)
         neginf = (ex & (vals == -INF)).any(-1)
-        if op == "sum":
+        if combine == "add":
             return self._sum(dt, n, fin, lo, hi, nan_c, posinf, neginf, inex_inf, value, top)
-        return self._prod(dt, n, ex, fin, lo, hi, vals, nan_c, posinf | neginf, inex_inf,
-                          value, top)
+        if combine == "multiply":
+            return self._prod(dt, n, ex, fin, lo, hi, vals, nan_c, posinf | neginf, inex_inf,
+                              value, top)
+        raise AssertionError(f"no bound rule for the float reduction {op}")
 
     def _sum(self, dt, n, fin, lo, hi, nan_c, posinf, neginf, inex_inf, value, top,
              family: str = "sum") -> Bound:
@@ -578,6 +588,29 @@ class Evaluator:
         why = f"{op}: of inexact values" if not all_exact.all() else "exact"
         return _finish(value, exact, top, lo_r, hi_r, why)
 
+    def _fmax_fmin(self, op, ex, vals, lo, hi, value, top) -> Bound:
+        """NaN-ignoring max/min (fmax.reduce, nanmax): NaN only where every element is NaN; an
+        element that may or may not be NaN makes the result unverifiable."""
+        f = np.max if op == "max" else np.min
+        fill = -INF if op == "max" else INF
+        nan_e = ex & np.isnan(vals)
+        maybe_nan = (~ex & (np.isnan(lo) | np.isnan(hi))).any(-1)
+        valid = ~nan_e
+        lo_r = f(np.where(valid, lo, fill), axis=-1)
+        hi_r = f(np.where(valid, hi, fill), axis=-1)
+        all_nan = nan_e.all(-1)
+        all_exact = ex.all(-1)
+        exact = all_nan | all_exact
+        v = value.astype(F64).reshape(lo_r.shape)
+        zeros = ex & (vals == 0)
+        tie = all_exact & ~all_nan & (v == 0) & (zeros & np.signbit(vals)).any(-1) & \
+            (zeros & ~np.signbit(vals)).any(-1)
+        if tie.any():
+            exact &= ~tie
+            self.used.add("max-min-signed-zero")
+        return _finish(value, exact, top | (maybe_nan & ~all_nan), lo_r, hi_r,
+                       f"nan{op}: of inexact values" if not all_exact.all() else "exact")
+
     def _arg_reduce(self, op, a, axes, shape, value, top) -> Bound:
         if not a.is_float or a.exact.all():
             return _finish(value, ~top, top, None, None, "exact")
@@ -613,14 +646,25 @@ class Evaluator:
         fin = np.isfinite(lo) & np.isfinite(hi)
         acc = np.logical_or.accumulate
         nan_c = acc(ex & np.isnan(vals), -1)
-        if node.op == "cumsum":
+        combine = OPS[node.op].reducer.combine_op
+        if combine in ("maximum", "minimum"):   # running max/min: exact steps, NaN sticks
+            run = np.maximum.accumulate if combine == "maximum" else np.minimum.accumulate
+            fill = -INF if combine == "maximum" else INF
+            lo_r = run(np.where(np.isnan(lo), fill, lo), -1)
+            hi_r = run(np.where(np.isnan(hi), fill, hi), -1)
+            exact = nan_c | np.logical_and.accumulate(ex, -1)
+            b = _finish(last(value), exact, last(top), lo_r, hi_r,
+                        f"{node.op}: of inexact values")
+        elif combine == "add":
             inex_inf = acc(~ex & ~fin & ~last(a.top), -1)
             posinf, neginf = acc(ex & (vals == INF), -1), acc(ex & (vals == -INF), -1)
             b = self._sum(dt, None, fin, lo, hi, nan_c, posinf, neginf, inex_inf,
                           last(value), last(top), family="cumsum")
-        else:
+        elif combine == "multiply":
             b = self._prod(dt, None, ex, fin, lo, hi, vals, nan_c, None, None, last(value),
                            last(top), family="cumprod")
+        else:
+            raise AssertionError(f"no bound rule for the float scan {node.op}")
 
         def back(x: np.ndarray | None) -> np.ndarray | None:
             return None if x is None else np.moveaxis(x, -1, axis)
@@ -660,7 +704,7 @@ class Evaluator:
                        f"matmul: blocked (±{self.tol.slack('matmul', dt):g}·K·eps·|A||B|)")
 
 
-def _periodic_points(op: str, a_lo: np.ndarray, a_hi: np.ndarray
+def _periodic_points(shift: float, a_lo: np.ndarray, a_hi: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Whether ``[a_lo, a_hi]`` holds a critical point of sin/cos (an extremum) or tan (a
     pole), and the value there: +1 or -1 for exactly one extremum, 0 when there may be
@@ -673,7 +717,6 @@ def _periodic_points(op: str, a_lo: np.ndarray, a_hi: np.ndarray
     covering that error at the magnitude of ``y``. (A relative widening of ``y`` itself shifts
     both ends by ``y * 1e-9``, which at ``|a| ~ 1e10`` moved the test by a quarter period and
     missed a maximum: seed 4242 of the CPU soak, NumPy's own value was rejected.)"""
-    shift = 0.0 if op == "cos" else math.pi / 2
     with np.errstate(all="ignore"):
         y_lo, y_hi = (a_lo - shift) / math.pi, (a_hi - shift) / math.pi
         tol = 1e-15 * np.maximum(np.abs(y_lo), np.abs(y_hi)) + 1e-12

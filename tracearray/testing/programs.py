@@ -9,8 +9,9 @@ Programs are DAGs of steps drawn by family (``FAMILIES``): elementwise ufuncs of
 (``OPS``, unary and binary, as calls or operators, with weak Python scalars), where, clip,
 casts, reductions (sum/prod/max/min/any/all/mean/var/std, with axes, keepdims, dtype=, ddof),
 argmax/argmin, cumsum/cumprod, views (transpose/swapaxes/moveaxis, basic indexing with any
-step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip), matmul/dot
-and concatenate/stack. Every step is evaluated with NumPy while drawing (on the drawn inputs),
+step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip), matmul/dot,
+concatenate/stack, and every NumPy-level function of the registry (``composite``: one of the
+test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
 and a step NumPy rejects is drawn again, so every program is valid NumPy.
 
 ``generate(source, ...)`` draws from any ``strategies.Source``; ``programs(...)`` is the
@@ -29,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from ..trace.ops import ALL_DTYPES, OPS, Kind
+from ..ops import ALL_DTYPES, OPS, Kind
 from .strategies import (SIDES, HypothesisSource, Layout, Source, draw_array, draw_broadcastable,
                          draw_layout, draw_shape)
 
@@ -548,6 +549,34 @@ def f_pairwise(b: _Builder) -> str | None:
     return f"np.{red}(np.sum(np.square({a}[:, None, :] - {c}[None, :, :]), axis=-1), axis=1)"
 
 
+def composite_choices() -> list[Any]:
+    """The registry's composites whose test calls a program can use (every one)."""
+    from ..trace.composites import COMPOSITES
+    return [c for c in COMPOSITES.values() if c.calls]
+
+
+def f_composite(b: _Builder) -> str | None:
+    """A NumPy-level function of the registry (``tracearray.trace.composites``), by one of its
+    test calls, on values of the program that fit its dtypes and ranks."""
+    src = b.src
+    choices = composite_choices()
+    if not choices:
+        return None
+    c = src.choice(choices)
+    fits = (lambda v: isinstance(v, np.ndarray) and v.dtype in c.dtypes and
+            c.min_dims <= v.ndim <= c.max_dims)
+    first = b.pick(fits)
+    if first is None:
+        return None
+    names = [first]
+    for _ in range(c.arrays - 1):
+        shape = np.shape(b.v(first))
+        other = b.pick(lambda v: fits(v) and (np.shape(v) == shape if c.same_shape
+                                              else _fits(shape, np.shape(v))))
+        names.append(other or first)
+    return src.choice(c.calls).format(*names)
+
+
 # family name -> (builder, weight)
 FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
@@ -556,7 +585,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "transpose": (f_transpose, 4), "index": (f_index, 6), "reshape": (f_reshape, 4),
     "broadcast": (f_broadcast, 3), "dims": (f_dims, 3), "flip": (f_flip, 2),
     "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
-    "pairwise": (f_pairwise, 2),
+    "pairwise": (f_pairwise, 2), "composite": (f_composite, 10),
 }
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ..trace.ops import ALL_DTYPES
+from ..ops import ALL_DTYPES
 
 Shape = tuple[int, ...]
 

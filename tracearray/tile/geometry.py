@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..fuse.plan import Kernel
+from ..ops import OPS, Kind
 
 NESTED_UNROLL_MAX = 8  # nested reductions this small get their extent built in (fully unrolled)
 MAP2D_TILE = 64        # square tile edge for transposed maps (64 x 64 x 4 B = 16 KiB per array)
@@ -94,7 +95,8 @@ def make_geometry(kernel: Kernel, strategy: str, load_strides: Sequence[Sequence
     reduced_set = set(kernel.reduce_axes)
     all_strides = list(load_strides) + list(store_strides)
     # Arg-reductions and scans report positions along their axis: keep that axis alone.
-    solo = set(kernel.reduce_axes) if any(r.op in ("argmax", "argmin", "cumsum", "cumprod")
+    solo = set(kernel.reduce_axes) if any(OPS[r.op].reducer.index is not None or
+                                          OPS[r.op].kind is Kind.SCAN
                                           for r in kernel.reductions) else set()
     groups: list[list[int]] = []
     for d in range(len(space)):

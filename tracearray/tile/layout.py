@@ -17,7 +17,7 @@ import numpy as np
 
 from ..fuse.index import Index
 from ..trace.graph import Node
-from ..trace.ops import constant_value
+from ..ops import OPS, constant_value
 from .geometry import Geometry
 
 
@@ -55,7 +55,8 @@ def param_layout(geometry: Geometry) -> ParamLayout:
 
 
 def n_partial_buffers(geometry: Geometry) -> int:
-    return sum(2 if r.op in ("argmax", "argmin") else 1 for r in geometry.kernel.reductions)
+    return sum(2 if OPS[r.op].reducer.index is not None else 1
+               for r in geometry.kernel.reductions)
 
 
 def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,

@@ -1,25 +1,35 @@
 """Stage 1 of the pipeline: run the user's function on tracers and record a ``Graph``.
 
-Entry function: ``trace_function(fn, args, kwargs, static)``.
+Entry function: ``trace_function(fn, args, kwargs, static_argnums, static_argnames)``.
+
+What the traced function sees: array leaves of its non-static arguments are ``Tracer``s; its
+globals are read through a recorder, so that the compiled function can tell when they change
+(``Trace.guards``) and reads global *arrays* at every call as extra graph inputs (NumPy reads
+their current values, so freezing them would be wrong after an in-place update); NumPy's
+argument conversion passes tracers through and random draws are refused (``context``).
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import types
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from . import pytree
+from . import composites  # noqa: F401  (registers the NumPy-level functions)
+from . import context, pytree
 from .build import check_dtype, constant
 from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
-                     TraceShapeError, UnsupportedOperationError)
+                     TraceShapeError, UnsupportedOperationError, with_location)
 from .graph import Graph, Node, format_graph
 from .tracer import Tracer
 from .verify import verify
 
-__all__ = ["trace_function", "Graph", "Node", "Tracer", "format_graph", "verify", "is_array_leaf",
-           "TracearrayError", "ConcretizationError", "UnsupportedOperationError",
-           "TraceShapeError", "TraceDTypeError", "InputError"]
+__all__ = ["trace_function", "Trace", "Graph", "Node", "Tracer", "format_graph", "verify",
+           "is_array_leaf", "TracearrayError", "ConcretizationError",
+           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
 
 
 def is_array_leaf(x: Any) -> bool:
@@ -46,14 +56,81 @@ def _arg_names(fn: Callable, n: int) -> list[str]:
     return names
 
 
+# ============================================================================================
+# Globals
+# ============================================================================================
+
+class _RecordingGlobals(dict):
+    """A copy of a function's globals that records what the function reads (CPython looks
+    globals up with ``__getitem__`` when they are not exactly a dict)."""
+
+    def __init__(self, base: dict, on_read: Callable[[str, Any], Any]):
+        super().__init__(base)
+        self._on_read = on_read
+
+    def __getitem__(self, name: str) -> Any:
+        return self._on_read(name, dict.__getitem__(self, name))
+
+
+@dataclass
+class Trace:
+    """The result of a trace: the graph, and what a later call must check before reusing it
+    (``guards``: global name -> the object the trace saw; array globals are graph inputs)."""
+    graph: Graph
+    guards: dict[str, Any] = field(default_factory=dict)
+
+
+def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
+    """The Python function behind a callable (a function, ``functools.partial``, a bound
+    method or an object with ``__call__``) and the arguments it binds first."""
+    args: tuple = ()
+    kwargs: dict = {}
+    while True:
+        if isinstance(fn, functools.partial):
+            args = fn.args + args
+            kwargs = {**fn.keywords, **kwargs}
+            fn = fn.func
+        elif isinstance(fn, types.MethodType):
+            args = (fn.__self__,) + args
+            fn = fn.__func__
+        elif isinstance(fn, types.FunctionType):
+            return fn, args, kwargs
+        elif callable(fn) and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+            args = (fn,) + args
+            fn = type(fn).__call__
+        else:
+            return None, args, kwargs
+
+
+def _refuse_random_in(fn: types.FunctionType | None, bound: tuple, kwargs: dict) -> None:
+    """Random generators reachable from the function are refused (their draws would be
+    frozen into the graph): bound arguments, closure cells, attributes of a bound object."""
+    for i, v in enumerate(bound):
+        context.refuse_random_state(v, f"bound argument {i}")
+        for name, attr in getattr(v, "__dict__", {}).items():
+            context.refuse_random_state(attr, f"attribute {name!r} of the bound object")
+    for k, v in kwargs.items():
+        context.refuse_random_state(v, f"bound argument {k!r}")
+    if fn is not None and fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                value = cell.cell_contents
+            except ValueError:   # an empty cell
+                continue
+            context.refuse_random_state(value, f"the closure variable {name!r}")
+
+
 def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: frozenset[int],
-                   static_argnames: frozenset[str]) -> Graph:
+                   static_argnames: frozenset[str]) -> Trace:
     """Trace ``fn(*args, **kwargs)``: array leaves of non-static arguments become graph inputs
     (by shape and dtype); everything else is passed to ``fn`` unchanged."""
     names = _arg_names(fn, len(args))
     inputs: list[Node] = []
+    input_names: list[str] = []
+    global_inputs: list[str] = []
+    guards: dict[str, Any] = {}
 
-    def make_input(value: Any, name: str) -> Tracer:
+    def make_input(value: Any, name: str, alias: str | None) -> Tracer:
         arr = value if isinstance(value, np.ndarray) else np.asarray(value) \
             if isinstance(value, np.generic) else value
         dtype = check_dtype(arr.dtype, f"argument {name!r}")
@@ -62,27 +139,97 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
                          arr.shape, dtype)
         inputs.append(node)
         input_names.append(name)
-        return Tracer(node, alias=name)   # the caller's array: no in-place updates
-
-    input_names: list[str] = []
+        return Tracer(node, alias=alias)   # the caller's array: no in-place updates
 
     def substitute(value: Any, name: str) -> Any:
         leaves, tree = pytree.flatten(value, is_array_leaf)
         if len(leaves) == 1 and tree == ("leaf",):
-            return make_input(value, name)
-        return pytree.unflatten(tree, [make_input(v, f"{name}[{i}]")
+            return make_input(value, name, name)
+        return pytree.unflatten(tree, [make_input(v, f"{name}[{i}]", name)
                                        for i, v in enumerate(leaves)])
 
+    for i, a in enumerate(args):
+        if i in static_argnums:
+            context.refuse_random_state(a, f"static argument {names[i]!r}")
+    for k, v in kwargs.items():
+        if k in static_argnames:
+            context.refuse_random_state(v, f"static argument {k!r}")
     t_args = tuple(a if i in static_argnums else substitute(a, names[i])
                    for i, a in enumerate(args))
     t_kwargs = {k: v if k in static_argnames else substitute(v, k) for k, v in kwargs.items()}
-    result = fn(*t_args, **t_kwargs)
+
+    plain, bound, bound_kw = plain_function(fn)
+    _refuse_random_in(plain, bound, bound_kw)
+    seen_global_arrays: dict[str, Tracer] = {}
+    recorder: _RecordingGlobals | None = None
+
+    def on_read(name: str, value: Any) -> Any:
+        if name in seen_global_arrays:
+            return seen_global_arrays[name]
+        context.refuse_random_state(value, f"the global {name!r}")
+        if isinstance(value, np.ndarray) and value.dtype.newbyteorder("=") in \
+                _SUPPORTED_DTYPES and recorder is not None and recorder.recording:
+            t = make_input(value, f"global {name}", f"global {name}")
+            global_inputs.append(name)
+            seen_global_arrays[name] = t
+            guards[name] = value
+            return t
+        guards.setdefault(name, value)
+        return value
+
+    call: Callable = fn
+    if plain is not None:
+        recorder = _RecordingGlobals(plain.__globals__, on_read)
+        recorder.recording = False
+        inner = types.FunctionType(plain.__code__, recorder, plain.__name__, plain.__defaults__,
+                                   plain.__closure__)
+        inner.__kwdefaults__ = plain.__kwdefaults__
+        inner.__dict__.update(plain.__dict__)
+
+        def call(*a: Any, **k: Any) -> Any:
+            return inner(*bound, *a, **{**bound_kw, **k})
+
+    with context.tracing(recorder if recorder is not None else None) as state:
+        if recorder is not None:
+            recorder.recording = True
+        try:
+            result = call(*t_args, **t_kwargs)
+        finally:
+            if recorder is not None:
+                recorder.recording = False
+    if recorder is not None:
+        _write_back(recorder, plain.__globals__, seen_global_arrays)
+    if inspect.isgenerator(result):
+        raise UnsupportedOperationError(with_location(
+            "the compiled function is a generator: its values would be produced lazily, "
+            "after the trace; return the arrays (a tuple or list) instead"))
 
     def is_out_leaf(x: Any) -> bool:
         return isinstance(x, (Tracer, np.ndarray, np.generic))
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
-    outputs = tuple(leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves)
-    graph = Graph(tuple(inputs), outputs, out_tree, tuple(input_names))
+    outputs = [leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves]
+    checks = tuple((c.error, c.message) for c in state.checks)
+    outputs += [c.node for c in state.checks]
+    graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
+                  tuple(global_inputs))
     verify(graph)
-    return graph
+    return Trace(graph, guards)
+
+
+_SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64"))
+
+
+def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> None:
+    """Globals the traced function assigned (``global x; x = ...``) go to the real module."""
+    for name, value in dict.items(recorder):
+        if name in arrays and value is arrays[name]:
+            continue
+        if name not in real or real[name] is not value:
+            if isinstance(value, Tracer):
+                raise UnsupportedOperationError(
+                    f"the compiled function stores a traced value in the global {name!r}; "
+                    f"it would escape the trace: return it instead")
+            real[name] = value

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
 from .graph import Node
-from .ops import ALL_DTYPES, OPS, Kind, infer
+from ..ops import ALL_DTYPES, OPS, Kind, infer
 
 SUPPORTED_DTYPES = frozenset(ALL_DTYPES)
 PyScalar = (bool, int, float)

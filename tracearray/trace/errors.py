@@ -27,6 +27,11 @@ class UnsupportedOperationError(TracearrayError, TypeError):
     """A NumPy function, ufunc method or argument that tracearray cannot compile."""
 
 
+class UnsupportedAttributeError(UnsupportedOperationError, AttributeError):
+    """An ndarray method or attribute that traced values do not have (an AttributeError too,
+    so that ``hasattr`` answers False)."""
+
+
 class TraceShapeError(TracearrayError, ValueError):
     """Shapes that NumPy would reject (broadcasting, reshape, axis out of range)."""
 

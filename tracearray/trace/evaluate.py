@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .graph import Graph, Node
-from .ops import OPS, Kind
+from ..ops import OPS, Kind
 
 
 def evaluate_graph(graph: Graph, inputs: Sequence[Any]) -> list[np.ndarray]:
@@ -33,4 +33,4 @@ def evaluate_graph(graph: Graph, inputs: Sequence[Any]) -> list[np.ndarray]:
             else:
                 out = spec.numpy_ref(*args, **attrs)
             values[node] = np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
-    return [values[o] for o in graph.outputs]
+    return [values[o] for o in graph.results]

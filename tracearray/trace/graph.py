@@ -98,13 +98,25 @@ def dtype_abbrev(dtype: np.dtype) -> str:
 
 @dataclass(frozen=True)
 class Graph:
-    """A traced function: its input nodes (positional, one per dynamic array argument), its
-    output nodes, and how to rebuild the function's return structure from them."""
+    """A traced function: its input nodes (positional: one per array argument, then one per
+    array global the function read), its output nodes, and how to rebuild the function's
+    return structure from them.
+
+    ``checks``: run-time checks (``trace.context.require``): the last ``len(checks)`` outputs
+    are bool 0-d nodes that must be True when the compiled function runs, else the paired
+    error is raised. ``results`` are the outputs without them. ``globals``: the names of the
+    global arrays, read at every call, that are the last ``len(globals)`` inputs."""
 
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
     out_tree: Any  # see trace.pytree
     input_names: tuple[str, ...] = ()
+    checks: tuple[tuple[type, str], ...] = ()
+    globals: tuple[str, ...] = ()
+
+    @property
+    def results(self) -> tuple[Node, ...]:
+        return self.outputs[:len(self.outputs) - len(self.checks)]
 
     def nodes(self) -> list[Node]:
         """All nodes reachable from the outputs, in topological order (operands first)."""
@@ -151,8 +163,10 @@ def format_graph(graph: Graph) -> str:
         attrs = ", ".join(f"{k}={_fmt_attr(node, k, v)}" for k, v in node.attrs)
         inner = ", ".join(x for x in (args, attrs) if x)
         lines.append(f"{names[node]} = {node.op}({inner}) : {type_str(node)}")
-    outs = ", ".join(names[o] for o in graph.outputs)
+    outs = ", ".join(names[o] for o in graph.results)
     lines.append(f"return {outs}")
+    for o, (err, msg) in zip(graph.outputs[len(graph.results):], graph.checks):
+        lines.append(f"check {names[o]} else {err.__name__}({msg.splitlines()[0]!r})")
     return "\n".join(lines)
 
 

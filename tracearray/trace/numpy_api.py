@@ -17,42 +17,49 @@ from .build import (as_node, cast, check_dtype, constant, dtype_key, make, norma
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
 from .errors import with_location
 from .graph import Node
-from .ops import OPS, Kind, numel
-
-# ufunc object -> op name (np.divide is np.true_divide, np.abs is np.absolute, ...)
-UFUNC_OPS: dict[np.ufunc, str] = {
-    spec.ufunc: name for name, spec in OPS.items() if spec.ufunc is not None}
-
-# ufunc.reduce methods we support, as graph reductions.
-UFUNC_REDUCTIONS = {np.add: "sum", np.multiply: "prod", np.maximum: "max",
-                    np.minimum: "min", np.logical_and: "all", np.logical_or: "any"}
+from ..ops import OPS, UFUNC_OPS, Kind, numel
 
 
 # ------------------------------------------------------------------------------------------
 # Elementwise
 # ------------------------------------------------------------------------------------------
 
-def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None) -> Node:
+def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None,
+                casting: str = "same_kind") -> Node:
     """``ufunc(*operands)`` with NumPy's loop selection (weak Python scalars, NEP 50)."""
     op = UFUNC_OPS.get(ufunc)
     if op is None:
         raise unsupported(f"ufunc np.{ufunc.__name__}")
     keys = tuple(dtype_key(x) for x in operands)
     # dtype= is NumPy's signature=(None, ..., dtype): it selects the loop (inputs are cast to
-    # it under same_kind). Passing it as the output operand's dtype instead would keep the
+    # it under ``casting``). Passing it as the output operand's dtype instead would keep the
     # inputs' loop (resolve_dtypes((i8, i8, f4)) is (i8, i8, i8)).
-    sig = {} if dtype is None else {
+    sig: dict[str, Any] = {} if dtype is None else {
         "signature": (None,) * ufunc.nin + (check_dtype(dtype, ufunc.__name__),)}
+    if casting != "same_kind":
+        sig["casting"] = casting
     try:
         loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, **sig)
     except (TypeError, np.exceptions.DTypePromotionError) as e:
         names = ", ".join(str(k if isinstance(k, np.dtype) else k.__name__) for k in keys)
-        raise TypeError(with_location(f"np.{ufunc.__name__}({names}): {e}")) from None
+        raise numpy_error(e, f"np.{ufunc.__name__}({names}): {e}") from None
     folded = _compare_out_of_range_int(ufunc, operands, loop)
     if folded is not None:
         return folded
     args = [to_dtype(x, dt) for x, dt in zip(operands, loop[:ufunc.nin])]
     return make(op, args)
+
+
+def numpy_error(e: BaseException, message: str) -> BaseException:
+    """NumPy's own exception (its class, e.g. UFuncTypeError, which code may catch), with the
+    user's line: as a note where exceptions have notes (Python 3.11), else a TypeError with
+    the message."""
+    if hasattr(e, "add_note"):
+        where = with_location("").strip()
+        if where:
+            e.add_note(where)
+        return e
+    return TypeError(with_location(message))
 
 
 def _where_operand(v: Any, dt: np.dtype) -> Node:
@@ -181,28 +188,76 @@ def _zero_d_int_axis(x: Node, axis: Any) -> bool:
     return x.ndim == 0 and isinstance(axis, (int, np.integer)) and int(axis) in (0, -1)
 
 
-def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
-    """sum, prod, max, min, any, all over ``axis`` (None, int or tuple)."""
+def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None,
+           allow_empty: bool = False) -> Node:
+    """A reduction primitive (sum, prod, max, min, any, all, ``reduce_<ufunc>``) over ``axis``
+    (None, int or tuple), with the dtype NumPy's reduction gives. ``allow_empty``: an
+    ``initial`` value will be combined, so reducing nothing is fine for any reduction."""
     x = as_node(x)
     if _zero_d_int_axis(x, axis):
         axis = ()   # np.sum(0-d, axis=0) reduces nothing
     axes = normalize_axes(axis, x.ndim, kind)
-    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
-        ufunc = "maximum" if kind == "max" else "minimum"
+    spec = OPS[kind]
+    ufunc = spec.reducer.ufunc
+    if ufunc.identity is None and not allow_empty and any(x.shape[a] == 0 for a in axes):
         raise ValueError(with_location(
-            f"zero-size array to reduction operation {ufunc} which has no identity"))
+            f"zero-size array to reduction operation {ufunc.__name__} which has no identity"))
     if kind in ("sum", "prod"):
         fn = np.sum if kind == "sum" else np.prod
         out_dt = _result_dtype_of(fn, dtype, x)
         src = x if out_dt == x.dtype else cast(x, out_dt)
         node = make(kind, [src], axes=axes, dtype=out_dt.str)
-    elif kind in ("any", "all"):
-        node = make(kind, [cast(x, bool)], axes=axes)
     else:
         if dtype is not None:
             raise unsupported(f"{kind}(dtype=...)")
-        node = make(kind, [x], axes=axes)
+        # NumPy's own answer for the operand dtype: a TypeError where the ufunc has no loop
+        # (bitwise_and.reduce of floats), else the result dtype.
+        try:
+            want = np.asarray(ufunc.reduce(np.ones((1,), x.dtype))).dtype
+        except TypeError as e:
+            raise TypeError(with_location(f"np.{ufunc.__name__}.reduce: {e}")) from None
+        operand = spec.operand_dtypes(x)[0] if spec.operand_dtypes else x.dtype
+        node = make(kind, [cast(x, operand)], axes=axes)
+        if node.dtype != want:
+            raise unsupported(f"np.{ufunc.__name__}.reduce of {x.dtype}",
+                              f"NumPy computes it in {want}")
     return node if keepdims else squeeze(node, axes)
+
+
+def reduce_with(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None,
+                initial: Any = np._NoValue, where: Any = True) -> Node:
+    """A reduction with NumPy's ``initial=`` (the start value, combined with the result) and
+    ``where=`` (a mask broadcast against ``x``: masked-out elements are the identity, or
+    ``initial`` for reductions without one)."""
+    x = as_node(x)
+    spec = OPS[kind]
+    ufunc = spec.reducer.ufunc
+    has_initial = initial is not np._NoValue and initial is not None
+    if initial is None and ufunc.identity is not None:
+        has_initial = False
+    if where is not True:
+        if not has_initial and ufunc.identity is None:
+            raise ValueError(with_location(
+                f"reduction operation '{ufunc.__name__}' does not have an identity, so to use "
+                f"a where mask one has to specify 'initial'"))
+        mask = broadcast_to(cast(as_node(where), bool), x.shape)
+        fill = initial if has_initial else ufunc.identity
+        x = make("where", [mask, x, _where_operand(fill, x.dtype)])
+    out = reduce(kind, x, axis, keepdims, dtype, allow_empty=has_initial)
+    if has_initial:
+        combine = spec.reducer.combine_op
+        init = to_dtype(initial, out.dtype)
+        out = make(combine, [out, broadcast_to(init, out.shape)])
+    return out
+
+
+def count_where(x: Node, where: Any, axes: tuple[int, ...], keepdims: bool) -> Node | int:
+    """Elements counted by a reduction over ``axes`` with a ``where`` mask (an int when the
+    mask is True)."""
+    if where is True:
+        return _count(x, axes)
+    mask = broadcast_to(cast(as_node(where), bool), x.shape)
+    return reduce("sum", mask, axes, keepdims, dtype=np.intp)
 
 
 def arg_reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False) -> Node:
@@ -226,14 +281,21 @@ def _count(x: Node, axes: tuple[int, ...]) -> int:
     return numel(tuple(x.shape[a] for a in axes))
 
 
-def _divide_by_count(total: Node, count: float) -> Node:
+def _divide_by_count(total: Node, count: float | Node) -> Node:
     """``true_divide(total, intp(count), out=total, casting='unsafe')``: NumPy divides by an
-    intp count, which selects the float64 loop, then casts back into the sum's dtype."""
-    q = make("true_divide", [cast(total, np.float64), size_scalar(count, np.float64)])
+    intp count (a number, or an array of counts with ``where=``), which selects the float64
+    loop, then casts back into the sum's dtype."""
+    divisor = size_scalar(count, np.float64) if not isinstance(count, Node) else \
+        cast(count, np.float64)
+    q = make("true_divide", [cast(total, np.float64), broadcast_to(divisor, total.shape)
+                             if divisor.shape != total.shape and divisor.ndim else divisor])
     return cast(q, total.dtype)
 
 
-def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Node:
+def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False,
+         where: Any = True) -> Node:
+    """numpy/_core/_methods.py::_mean: the sum in float64 for integers (float32 for float16,
+    cast back), divided by the element count (of the ``where`` mask)."""
     x = as_node(x)
     axes = normalize_axes(axis, x.ndim, "mean")
     acc = dtype
@@ -242,30 +304,41 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
             acc = np.float64
         elif x.dtype == np.float16:
             acc = np.float32
-    total = reduce("sum", x, axes, keepdims=keepdims, dtype=acc)
-    out = _divide_by_count(total, _count(x, axes))
+    total = reduce_with("sum", x, axes, keepdims=keepdims, dtype=acc, where=where)
+    out = _divide_by_count(total, count_where(x, where, axes, keepdims))
     if dtype is None and x.dtype == np.float16:
         out = cast(out, np.float16)
     return out
 
 
 def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
-        keepdims: bool = False) -> Node:
+        keepdims: bool = False, where: Any = True, mean: Any = np._NoValue) -> Node:
+    """numpy/_core/_methods.py::_var: the mean (kept dims), squared deviations, their sum
+    divided by ``max(count - ddof, 0)``."""
     x = as_node(x)
     axes = normalize_axes(axis, x.ndim, "var")
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.float64
-    n = _count(x, axes)
-    arrmean = _divide_by_count(reduce("sum", x, axes, keepdims=True, dtype=dtype), n)
+    n = count_where(x, where, axes, True)
+    if mean is not np._NoValue:
+        arrmean = as_node(mean)
+    else:
+        arrmean = _divide_by_count(reduce_with("sum", x, axes, keepdims=True, dtype=dtype,
+                                               where=where), n)
     dev = apply_ufunc(np.subtract, x, arrmean)
-    sq = apply_ufunc(np.square, dev)
-    total = reduce("sum", sq, axes, keepdims=keepdims, dtype=dtype)
-    return _divide_by_count(total, max(n - ddof, 0))
+    sq = apply_ufunc(np.multiply, dev, dev)
+    total = reduce_with("sum", sq, axes, keepdims=keepdims, dtype=dtype, where=where)
+    if isinstance(n, Node):
+        kept = n if keepdims else squeeze(n, axes)
+        rcount = apply_ufunc(np.maximum, apply_ufunc(np.subtract, kept, ddof), 0)
+    else:
+        rcount = max(n - ddof, 0)
+    return _divide_by_count(total, rcount)
 
 
 def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
-        keepdims: bool = False) -> Node:
-    v = var(x, axis, dtype, ddof, keepdims)
+        keepdims: bool = False, where: Any = True, mean: Any = np._NoValue) -> Node:
+    v = var(x, axis, dtype, ddof, keepdims, where, mean)
     out = apply_ufunc(np.sqrt, v)
     if out.dtype != v.dtype:
         # An integer or bool dtype=: NumPy's _std computes um.sqrt(ret, out=ret) for an array
@@ -425,6 +498,29 @@ def broadcast_to(x: Any, shape: Any) -> Node:
     return x if shape == x.shape else make("broadcast_to", [x], shape=shape)
 
 
+def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
+    """A view of the diagonal with the given offset of the plane (axis1, axis2), which NumPy
+    appends as the last axis."""
+    x = as_node(x)
+    if x.ndim < 2:
+        raise ValueError(with_location("diag requires an array of at least two dimensions"))
+    (a1,), (a2,) = (normalize_axes(axis1, x.ndim, "diagonal"),
+                    normalize_axes(axis2, x.ndim, "diagonal"))
+    if a1 == a2:
+        raise ValueError(with_location("axis1 and axis2 cannot be the same"))
+    return make("diagonal", [x], offset=operator.index(offset), axis1=a1, axis2=a2)
+
+
+def sliding_window(x: Any, size: int, axis: int) -> Node:
+    """``sliding_window_view(x, size, axis)``: a view of every window of ``size`` elements
+    along ``axis``, the window as a new last axis."""
+    x = as_node(x)
+    (ax,) = normalize_axes(axis, x.ndim, "sliding_window_view")
+    if not 0 <= size <= x.shape[ax]:
+        raise ValueError(with_location("window shape cannot be larger than input array shape"))
+    return make("sliding_window", [x], size=int(size), axis=ax)
+
+
 def ravel(x: Any, order: str = "C") -> Node:
     return reshape(x, (-1,), order)
 
@@ -495,7 +591,14 @@ def getitem(x: Node, key: Any) -> Node:
 # Scans, matmul, joins
 # ------------------------------------------------------------------------------------------
 
-def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None) -> Node:
+_SCAN_FUNCTIONS = {"cumsum": np.cumsum, "cumprod": np.cumprod}
+
+
+def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None, ufunc_method: bool = False
+         ) -> Node:
+    """A scan primitive (cumsum, cumprod, cummax, cummin) along ``axis``, in the dtype NumPy
+    gives: np.cumsum / np.cumprod widen small integers as np.sum does, ``ufunc.accumulate``
+    (``ufunc_method``) keeps the operand's dtype."""
     x = as_node(x)
     if axis is None:
         x = reshape(x, (-1,))
@@ -503,8 +606,13 @@ def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None) -> Node:
     elif x.ndim == 0:
         x = reshape(x, (1,))   # NumPy scans a 0-d array as a 1-d one (result shape (1,))
     (ax,) = normalize_axes(axis, x.ndim, kind)
-    fn = np.cumsum if kind == "cumsum" else np.cumprod
-    out_dt = np.asarray(fn(np.ones((1,), x.dtype), dtype=dtype)).dtype
+    ufunc = OPS[kind].reducer.ufunc
+    fn = ufunc.accumulate if ufunc_method or kind not in _SCAN_FUNCTIONS else \
+        _SCAN_FUNCTIONS[kind]
+    try:
+        out_dt = np.asarray(fn(np.ones((1,), x.dtype), dtype=dtype)).dtype
+    except TypeError as e:
+        raise TypeError(with_location(f"np.{ufunc.__name__}.accumulate: {e}")) from None
     return make(kind, [cast(x, out_dt)], axis=ax, dtype=out_dt.str)
 
 
@@ -591,3 +699,26 @@ def full_like(x: Node, fill: Any, dtype: Any = None, shape: Any = None) -> Node:
 def is_elementwise(op: str) -> bool:
     return OPS[op].kind is Kind.ELEMENTWISE
 
+
+
+def array_from_nested(a: Any) -> Node:
+    """``np.array`` of a tracer or of nested lists/tuples holding tracers and numbers: the
+    leaves stacked level by level, in the dtype NumPy's array construction gives (Python
+    numbers count as int64/float64/bool here: no weak promotion)."""
+    if isinstance(a, Node):
+        return a
+    if not isinstance(a, (list, tuple)):
+        from .tracer import Tracer
+        if isinstance(a, Tracer):
+            return a.node
+        return constant(np.asarray(a))
+    if not a:
+        return constant(np.asarray(a, dtype=np.float64))
+    parts = [array_from_nested(v) for v in a]
+    shapes = {p.shape for p in parts}
+    if len(shapes) != 1:
+        raise ValueError(with_location(
+            "setting an array element with a sequence. The requested array has an "
+            "inhomogeneous shape after 1 dimensions."))
+    dt = np.result_type(*[p.dtype for p in parts])
+    return stack([cast(p, dt) for p in parts], 0)

@@ -1,9 +1,10 @@
 """``Tracer``: the stand-in for an array argument while the user's function runs.
 
 It implements Python's operators, NumPy's ``__array_ufunc__`` and ``__array_function__``
-protocols, ndarray methods and properties, and basic indexing, so that unmodified NumPy code
-records a graph. Anything that would need a concrete value (``if x > 0``, ``float(x)``) raises
-``ConcretizationError`` pointing at the user's line.
+protocols (``dispatch.py`` chooses the implementation: a primitive, a composite, or NumPy's own
+Python code), ndarray methods and properties, and basic indexing, so that unmodified NumPy
+code records a graph. Anything that would need a concrete value (``if x > 0``, ``float(x)``)
+raises ``ConcretizationError`` pointing at the user's line.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 
 from . import numpy_api as api
 from .build import check_dtype, dtype_key, shape_str, unsupported
-from .errors import ConcretizationError, UnsupportedOperationError, with_location
+from .errors import (ConcretizationError, UnsupportedAttributeError, UnsupportedOperationError,
+                     with_location)
 from .graph import Node, type_str
 
 
@@ -27,6 +29,8 @@ def unwrap(x: Any) -> Any:
 
 
 def wrap(x: Any) -> Any:
+    return Tracer(x) if isinstance(x, Node) else x
+
     return Tracer(x) if isinstance(x, Node) else x
 
 
@@ -109,6 +113,7 @@ _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"
             np.matmul: "@"}
 
 
+
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
@@ -134,9 +139,29 @@ class Tracer:
     nbytes = property(lambda self: self.node.size * self.node.dtype.itemsize)
     T = property(lambda self: self._view(api.transpose(self.node)))
     mT = property(lambda self: self._view(api.swapaxes(self.node, -1, -2)))
+    # Real arrays: real is the array itself (a view), imag a read-only zero array.
+    real = property(lambda self: self)
+    imag = property(lambda self: Tracer(api.full_like(self.node, 0)))
+
+    @property
+    def flags(self) -> "TracerFlags":
+        return TracerFlags(self.node.ndim)
+
+    @property
+    def flat(self) -> "FlatIter":
+        return FlatIter(self)
 
     def __repr__(self) -> str:
         return f"Tracer({type_str(self.node)})"
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes a Tracer does not define: an ndarray attribute is named
+        # as unsupported, at the user's line (a NumPy implementation run on tracers may be the
+        # one asking); anything else is a plain AttributeError, as for an ndarray.
+        if not name.startswith("__") and hasattr(np.ndarray, name):
+            raise UnsupportedAttributeError(with_location(
+                f"ndarray.{name} is not supported by tracearray on traced values"))
+        raise AttributeError(f"'numpy.ndarray' object has no attribute {name!r}")
 
     def __len__(self) -> int:
         if not self.node.shape:
@@ -249,59 +274,14 @@ class Tracer:
 
     # --- NumPy protocols ----------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        out = kwargs.pop("out", None)
-        if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
-            raise unsupported(f"np.{ufunc.__name__}(..., out=...)",
-                              "compiled functions return new arrays")
-        where = kwargs.pop("where", True)
-        if where is not True:
-            raise unsupported(f"np.{ufunc.__name__}(..., where=...)", "use np.where")
-        kwargs.pop("casting", None) if kwargs.get("casting") == "same_kind" else None
-        kwargs.pop("order", None) if kwargs.get("order") in ("K", None) else None
-        args = [unwrap(x) for x in inputs]
-        if method == "__call__":
-            dtype = kwargs.pop("dtype", None)
-            if kwargs:
-                raise unsupported(f"np.{ufunc.__name__}(**{sorted(kwargs)})")
-            if ufunc is np.matmul:
-                return Tracer(api.matmul(*args))
-            if ufunc is np.power and dtype is None:
-                return Tracer(api.power(*args))
-            return Tracer(api.apply_ufunc(ufunc, *args, dtype=dtype))
-        if method == "reduce" and ufunc in api.UFUNC_REDUCTIONS:
-            axis = kwargs.pop("axis", 0)
-            dtype = kwargs.pop("dtype", None)
-            keepdims = kwargs.pop("keepdims", False)
-            if kwargs.pop("initial", np._NoValue) is not np._NoValue or kwargs:
-                raise unsupported(f"np.{ufunc.__name__}.reduce(initial=... or other arguments)")
-            kind = api.UFUNC_REDUCTIONS[ufunc]
-            if kind in ("max", "min", "any", "all"):
-                if dtype is not None:
-                    raise unsupported(f"np.{ufunc.__name__}.reduce(dtype=...)")
-                return Tracer(api.reduce(kind, args[0], axis, keepdims))
-            return Tracer(api.reduce(kind, args[0], axis, keepdims, dtype))
-        if method == "accumulate" and ufunc in (np.add, np.multiply):
-            if np.ndim(inputs[0]) == 0:
-                raise TypeError(with_location("cannot accumulate on a scalar"))
-            axis = kwargs.pop("axis", 0)
-            dtype = kwargs.pop("dtype", None)
-            kind = "cumsum" if ufunc is np.add else "cumprod"
-            return Tracer(api.scan(kind, args[0], axis, dtype))
-        raise unsupported(f"np.{ufunc.__name__}.{method}" if method != "__call__"
-                          else f"np.{ufunc.__name__}")
+        from . import dispatch
+        return dispatch.ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
-        impl = HANDLED_FUNCTIONS.get(func)
-        if impl is None:
-            name = getattr(func, "__module__", "numpy").replace("numpy._core.", "numpy.")
-            raise unsupported(f"{name.split('.')[0]}.{func.__name__}" if name.startswith("numpy")
-                              else f"{name}.{func.__name__}")
-        result = wrap(impl(*unwrap(list(args)), **{k: unwrap(v) for k, v in kwargs.items()}))
-        if func in _VIEW_FUNCTIONS and args and isinstance(args[0], Tracer):
-            result = args[0]._view(result.node)
-        return result
+        from . import dispatch
+        return dispatch.function(func, args, kwargs)
 
-    # --- methods --------------------------------------------------------------------
+    # --- methods: conversion and copies ---------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> "Tracer":
         dt = check_dtype(dtype, "astype")
@@ -316,56 +296,88 @@ class Tracer:
     def copy(self, order: str = "C") -> "Tracer":
         return Tracer(self.node)   # same node (values are immutable), but no longer an alias
 
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("sum", self, axis, dtype, out, keepdims, kw)
+    def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
+        if type is not None:
+            raise unsupported("ndarray.view(type=...)", "ndarray subclasses are not traced")
+        if dtype is None or check_dtype(dtype, "view") == self.node.dtype:
+            return self._view(self.node)
+        raise unsupported(f"ndarray.view({np.dtype(dtype)}) of a {self.node.dtype} array",
+                          "only views with the same dtype")
 
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("prod", self, axis, dtype, out, keepdims, kw)
+    def conj(self) -> "Tracer":
+        return np.conjugate(self)
 
-    def max(self, axis=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("max", self, axis, None, out, keepdims, kw)
+    conjugate = conj
 
-    def min(self, axis=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("min", self, axis, None, out, keepdims, kw)
+    # --- methods: reductions ---------------------------------------------------------------
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+            where=True):
+        return reduction("sum", self, axis, dtype, out, keepdims, initial, where)
 
-    def any(self, axis=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("any", self, axis, None, out, keepdims, kw)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+             where=True):
+        return reduction("prod", self, axis, dtype, out, keepdims, initial, where)
 
-    def all(self, axis=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method("all", self, axis, None, out, keepdims, kw)
+    def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+        return reduction("max", self, axis, None, out, keepdims, initial, where)
 
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        _no_out("mean", out, kw)
-        return Tracer(api.mean(self.node, axis, dtype, keepdims))
+    def min(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+        return reduction("min", self, axis, None, out, keepdims, initial, where)
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        _no_out("var", out, kw)
-        return Tracer(api.var(self.node, axis, dtype, ddof, keepdims))
+    def any(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return reduction("any", self, axis, None, out, keepdims, np._NoValue, where)
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):  # type: ignore[no-untyped-def]
-        _no_out("std", out, kw)
-        return Tracer(api.std(self.node, axis, dtype, ddof, keepdims))
+    def all(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return reduction("all", self, axis, None, out, keepdims, np._NoValue, where)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        no_out("mean", out)
+        return Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(where)))
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
+            mean=np._NoValue, correction=np._NoValue):
+        no_out("var", out)
+        return Tracer(api.var(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
+                              unwrap(where), unwrap(mean)))
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
+            mean=np._NoValue, correction=np._NoValue):
+        no_out("std", out)
+        return Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
+                              unwrap(where), unwrap(mean)))
 
     def argmax(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
-        _no_out("argmax", out, {})
-        return Tracer(api.arg_reduce("argmax", self.node, axis, keepdims))
+        no_out("argmax", out)
+        return Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims)))
 
     def argmin(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
-        _no_out("argmin", out, {})
-        return Tracer(api.arg_reduce("argmin", self.node, axis, keepdims))
+        no_out("argmin", out)
+        return Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims)))
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        _no_out("cumsum", out, {})
+        no_out("cumsum", out)
         return Tracer(api.scan("cumsum", self.node, axis, dtype))
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        _no_out("cumprod", out, {})
+        no_out("cumprod", out)
         return Tracer(api.scan("cumprod", self.node, axis, dtype))
 
-    def clip(self, min=None, max=None, out=None, **kw):  # type: ignore[no-untyped-def]
-        _no_out("clip", out, kw)
-        return Tracer(api.clip(self.node, unwrap(min), unwrap(max)))
+    def ptp(self, *args: Any, **kwargs: Any) -> Any:
+        raise AttributeError(with_location(
+            "`ptp` was removed from the ndarray class in NumPy 2.0. Use np.ptp(arr, ...) "
+            "instead."))
 
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):  # type: ignore[no-untyped-def]
+        return np.trace(self, offset, axis1, axis2, dtype, out)
+
+    # --- methods: elementwise -------------------------------------------------------------
+    def clip(self, min=None, max=None, out=None, **kw):  # type: ignore[no-untyped-def]
+        return np.clip(self, min, max, out, **kw)
+
+    def round(self, decimals: int = 0, out: Any = None) -> "Tracer":
+        return np.round(self, decimals, out)
+
+    # --- methods: shape -----------------------------------------------------------------
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
         if not shape:
             raise TypeError(with_location("reshape() takes exactly 1 argument (0 given)"))
@@ -388,178 +400,85 @@ class Tracer:
     def flatten(self, order: str = "C") -> "Tracer":
         return Tracer(api.ravel(self.node, order))
 
-    def dot(self, other: Any) -> "Tracer":
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> "Tracer":
+        return self._view(api.diagonal(self.node, offset, axis1, axis2))
+
+    def repeat(self, repeats: Any, axis: Any = None) -> "Tracer":
+        return np.repeat(self, repeats, axis)
+
+    def dot(self, other: Any, out: Any = None) -> "Tracer":
+        no_out("dot", out)
         return Tracer(api.dot(self.node, unwrap(other)))
 
-    def round(self, decimals: int = 0, out: Any = None) -> "Tracer":
-        return Tracer(_round(self.node, decimals, out))
+    def __array_namespace__(self, *, api_version: Any = None) -> Any:
+        return np
 
 
-# NumPy functions whose result is (or may be) a view of their first argument.
-_VIEW_FUNCTIONS = frozenset({np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.expand_dims,
-                             np.squeeze, np.broadcast_to, np.ravel, np.flip})
+class TracerFlags:
+    """``x.flags`` of a traced value: traced values are always C-contiguous, aligned and
+    writeable (what the compiled function's arrays will be is decided at each call)."""
+
+    def __init__(self, ndim: int):
+        self.c_contiguous = True
+        self.f_contiguous = ndim <= 1
+        self.contiguous = True
+        self.fortran = False
+        self.aligned = True
+        self.writeable = True
+        self.owndata = True
+        self.writebackifcopy = False
+
+    def __getitem__(self, key: str) -> bool:
+        names = {"C_CONTIGUOUS": "c_contiguous", "C": "c_contiguous", "CONTIGUOUS": "contiguous",
+                 "F_CONTIGUOUS": "f_contiguous", "F": "f_contiguous", "FORTRAN": "fortran",
+                 "ALIGNED": "aligned", "A": "aligned", "WRITEABLE": "writeable",
+                 "W": "writeable", "OWNDATA": "owndata", "O": "owndata"}
+        return getattr(self, names[key.upper()])
 
 
-def _no_out(name: str, out: Any, kw: dict) -> None:
+class FlatIter:
+    """``x.flat``: the array as 1-d, for indexing (``x.flat[i]``, ``x.flat[a:b]``)."""
+
+    def __init__(self, base: Tracer):
+        self.base = base
+
+    def __getitem__(self, key: Any) -> Tracer:
+        flat = self.base.reshape(-1)
+        out = flat[key]
+        return out
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def __iter__(self):
+        return iter(self.base.reshape(-1))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.base.__array__()
+
+
+def _keep(keepdims: Any) -> bool:
+    return False if keepdims is np._NoValue else bool(keepdims)
+
+
+def _ddof(ddof: Any, correction: Any) -> Any:
+    if correction is not np._NoValue:
+        if ddof != 0:
+            raise ValueError(with_location("ddof and correction can't be provided simultaneously."))
+        return correction
+    return ddof
+
+
+def no_out(name: str, out: Any) -> None:
     if out is not None:
         raise unsupported(f"{name}(out=...)", "compiled functions return new arrays")
-    if kw.get("where", True) is not True:
-        raise unsupported(f"{name}(where=...)", "use np.where")
-    kw.pop("where", None)
-    if kw:
-        raise unsupported(f"{name}({', '.join(sorted(kw))}=...)")
 
 
-def _reduction_method(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
-                      kw: dict) -> Tracer:
-    if kw.get("initial", np._NoValue) is not np._NoValue:
-        raise unsupported(f"{kind}(initial=...)")
-    kw.pop("initial", None)
-    _no_out(kind, out, kw)
-    if keepdims is np._NoValue:
-        keepdims = False
-    node = unwrap(x)
-    if kind in ("sum", "prod"):
-        return Tracer(api.reduce(kind, node, axis, bool(keepdims), dtype))
-    return Tracer(api.reduce(kind, node, axis, bool(keepdims)))
-
-
-def _round(x: Node, decimals: int, out: Any) -> Node:
-    if out is not None:
-        raise unsupported("round(out=...)")
-    if decimals != 0:
-        raise unsupported("np.round(decimals != 0)", "only decimals=0 (round half to even)")
-    # NumPy rounds bool with np.rint too (giving float16); integers are returned as they are.
-    return api.apply_ufunc(np.rint, x) if x.dtype.kind in "fb" else x
-
-
-# ------------------------------------------------------------------------------------------
-# __array_function__ table: NumPy function -> implementation taking NumPy's signature.
-# ------------------------------------------------------------------------------------------
-
-def _reduction_fn(kind: str) -> Callable[..., Any]:
-    def fn(a, axis=None, dtype=None, out=None, keepdims=np._NoValue, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method(kind, a, axis, dtype, out, keepdims, kw).node
-    return fn
-
-
-def _minmax_fn(kind: str) -> Callable[..., Any]:
-    def fn(a, axis=None, out=None, keepdims=np._NoValue, **kw):  # type: ignore[no-untyped-def]
-        return _reduction_method(kind, a, axis, None, out, keepdims, kw).node
-    return fn
-
-
-def _stat_fn(fn_api: Callable[..., Node], name: str) -> Callable[..., Any]:
-    def fn(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, **kw):  # type: ignore[no-untyped-def]
-        _no_out(name, out, {k: v for k, v in kw.items() if k != "correction"})
-        if kw.get("correction", np._NoValue) is not np._NoValue:
-            ddof = kw["correction"]
-        keep = False if keepdims is np._NoValue else bool(keepdims)
-        if fn_api is api.mean:
-            return api.mean(a, axis, dtype, keep)
-        return fn_api(a, axis, dtype, ddof, keep)
-    return fn
-
-
-def _arg_fn(kind: str) -> Callable[..., Any]:
-    def fn(a, axis=None, out=None, *, keepdims=np._NoValue):  # type: ignore[no-untyped-def]
-        _no_out(kind, out, {})
-        return api.arg_reduce(kind, a, axis, False if keepdims is np._NoValue else keepdims)
-    return fn
-
-
-def _where(condition, x=None, y=None):  # type: ignore[no-untyped-def]
-    if x is None or y is None:
-        raise unsupported("np.where(condition) with one argument",
-                          "its result size depends on the data")
-    return api.where(condition, x, y)
-
-
-def _like(fill: Any) -> Callable[..., Any]:
-    def fn(a, dtype=None, order="K", subok=True, shape=None, **kw):  # type: ignore[no-untyped-def]
-        return api.full_like(api.as_node(a), fill, dtype, shape)
-    return fn
-
-
-def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):  # type: ignore[no-untyped-def]
-    if isinstance(fill_value, Node):
-        raise unsupported("np.full_like with a traced fill value", "use np.broadcast_to")
-    return api.full_like(api.as_node(a), fill_value, dtype, shape)
-
-
-def _cumulative(kind: str) -> Callable[..., Any]:
-    def fn(a, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        _no_out(kind, out, {})
-        return api.scan(kind, a, axis, dtype)
-    return fn
-
-
-def _clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,  # type: ignore[no-untyped-def]
-          max=np._NoValue, **kw):
-    _no_out("clip", out, kw)
-    lo = min if min is not np._NoValue else (None if a_min is np._NoValue else a_min)
-    hi = max if max is not np._NoValue else (None if a_max is np._NoValue else a_max)
-    return api.clip(a, lo, hi)
-
-
-def _norm(x, ord=None, axis=None, keepdims=False):  # type: ignore[no-untyped-def]
-    return api.norm(x, ord, axis, keepdims)
-
-
-def _squeeze(a, axis=None):  # type: ignore[no-untyped-def]
-    return api.squeeze(a, axis)
-
-
-def _transpose(a, axes=None):  # type: ignore[no-untyped-def]
-    return api.transpose(a, axes)
-
-
-def _round_fn(a, decimals=0, out=None):  # type: ignore[no-untyped-def]
-    return _round(api.as_node(a), decimals, out)
-
-
-def _astype(x, dtype, /, *, copy=True, device=None):  # type: ignore[no-untyped-def]
-    return api.astype(api.as_node(x), dtype)
-
-
-def _shape(a):  # type: ignore[no-untyped-def]
-    return api.as_node(a).shape
-
-
-def _ndim(a):  # type: ignore[no-untyped-def]
-    return api.as_node(a).ndim
-
-
-def _size(a, axis=None):  # type: ignore[no-untyped-def]
-    n = api.as_node(a)
-    return n.size if axis is None else n.shape[axis]
-
-
-def _copy(a, order="K", subok=False):  # type: ignore[no-untyped-def]
-    return api.as_node(a)
-
-
-HANDLED_FUNCTIONS: dict[Callable, Callable[..., Any]] = {
-    np.sum: _reduction_fn("sum"), np.prod: _reduction_fn("prod"),
-    np.max: _minmax_fn("max"), np.amax: _minmax_fn("max"),
-    np.min: _minmax_fn("min"), np.amin: _minmax_fn("min"),
-    np.any: _minmax_fn("any"), np.all: _minmax_fn("all"),
-    np.mean: _stat_fn(api.mean, "mean"), np.var: _stat_fn(api.var, "var"),
-    np.std: _stat_fn(api.std, "std"),
-    np.argmax: _arg_fn("argmax"), np.argmin: _arg_fn("argmin"),
-    np.where: _where, np.clip: _clip, np.linalg.norm: _norm,
-    np.reshape: lambda a, shape=None, order="C", **kw: api.reshape(a, shape, order),
-    np.transpose: _transpose, np.swapaxes: api.swapaxes, np.moveaxis: api.moveaxis,
-    np.expand_dims: api.expand_dims, np.squeeze: _squeeze, np.broadcast_to:
-        lambda array, shape, subok=False: api.broadcast_to(array, shape),
-    np.ravel: api.ravel, np.flip: api.flip,
-    np.concatenate: lambda arrays, axis=0, out=None, dtype=None, casting="same_kind":
-        api.concatenate(arrays, axis, dtype, casting),
-    np.stack: lambda arrays, axis=0, out=None, *, dtype=None, casting="same_kind":
-        api.stack(arrays, axis, dtype, casting),
-    np.cumsum: _cumulative("cumsum"), np.cumprod: _cumulative("cumprod"),
-    np.dot: lambda a, b, out=None: api.dot(a, b), np.matmul: api.matmul,
-    np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0),
-    np.full_like: _full_like, np.round: _round_fn, np.around: _round_fn,
-    np.astype: _astype, np.shape: _shape, np.ndim: _ndim, np.size: _size, np.copy: _copy,
-}
+def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
+              initial: Any, where: Any) -> Tracer:
+    """A reduction method or function: ``initial=`` and ``where=`` as NumPy's."""
+    no_out(kind, out)
+    if kind not in ("sum", "prod") and dtype is not None:
+        raise unsupported(f"{kind}(dtype=...)")
+    return Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype, initial,
+                                  unwrap(where)))

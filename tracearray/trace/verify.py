@@ -1,11 +1,12 @@
-"""The graph verifier: every node names a table op and carries the shape and dtype the op's
-rules give for its operands. Run on every traced graph (cheap: one pass)."""
+"""The graph verifier: every node names a registered op, has the operands the op's
+``operand_dtypes`` promise, and carries the shape and dtype the op's rules give for its
+operands. Run on every traced graph (cheap: one pass)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import Graph, Node, type_str
-from .ops import OPS, Kind, infer
+from ..ops import OPS, Kind, infer
 
 
 class GraphVerificationError(AssertionError):
@@ -45,9 +46,8 @@ def _verify_node(node: Node, where: str) -> None:
                 f"{where}: operands {[str(a.dtype) for a in node.args]} are not the "
                 f"ufunc loop's input dtypes {[str(d) for d in loop[:-1]]}")
     # The tracer casts operands before these ops, so lowerings never convert: check it.
-    operand_dtypes = _OPERAND_DTYPES.get(node.op)
-    if operand_dtypes is not None:
-        want = operand_dtypes(node)
+    if spec.operand_dtypes is not None:
+        want = spec.operand_dtypes(node)
         if tuple(a.dtype for a in node.args) != want:
             raise GraphVerificationError(
                 f"{where}: operands {[str(a.dtype) for a in node.args]}, expected "
@@ -56,20 +56,3 @@ def _verify_node(node: Node, where: str) -> None:
     if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
         raise GraphVerificationError(
             f"{where}: rules give {np.dtype(dtype)}{list(shape)}")
-
-
-_BOOL = np.dtype(bool)
-
-# op -> the operand dtypes the tracer guarantees (from the node's own dtype).
-_OPERAND_DTYPES = {
-    "where": lambda n: (_BOOL, n.dtype, n.dtype),
-    "sum": lambda n: (n.dtype,),
-    "prod": lambda n: (n.dtype,),
-    "any": lambda n: (_BOOL,),
-    "all": lambda n: (_BOOL,),
-    "cumsum": lambda n: (n.dtype,),
-    "cumprod": lambda n: (n.dtype,),
-    "concatenate": lambda n: (n.dtype,) * len(n.args),
-    "matmul": lambda n: tuple(np.matmul.resolve_dtypes(
-        tuple(a.dtype for a in n.args) + (None,))[:2]),
-}

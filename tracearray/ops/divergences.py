@@ -1,0 +1,220 @@
+"""THE list of tracearray's deliberate divergences from NumPy.
+
+Each entry has an ``id`` (cited by the comparator's reports, by tests and by the docs), the
+op family and ops it concerns, the text, and how the comparator of ``tracearray.testing``
+honours it (``comparator``):
+
+- ``"tolerance"``: covered by an entry of the tolerance table (``compare.TOLERANCES``);
+- ``"signed-zero"``: the sign of a zero result is not compared where the divergence applies;
+- ``"nan-payload"``: NaN payloads and NaN signs are never compared (NaN positions are);
+- ``"unverifiable"``: elements whose value depends on the divergence are not compared;
+- ``"numpy-raises"``: NumPy raises at run time where the compiled function returns a value;
+  when NumPy's error is this one and the traced graph contains the op, the call is accepted;
+- ``"trace"``: the traced graph computes a NumPy-level function another way than NumPy does
+  (NumPy's own result is then checked against the graph with this relaxation);
+- ``"error"`` / ``"not-compared"``: not a difference of values (a refused program, or a
+  property the comparator does not look at).
+
+Ops name the divergences that concern them (``OpSpec.divergences``); a test checks that every
+id they name is here and that every entry names ops of the registry.
+
+``docs/divergences.md`` is rendered from this module (a test checks that it is up to date)::
+
+    python -c "import tracearray.ops.divergences as d; print(d.render_markdown(), end='')" \
+        > docs/divergences.md
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+
+COMPARATOR_MODES = ("tolerance", "signed-zero", "nan-payload", "unverifiable", "numpy-raises",
+                    "trace", "error", "not-compared")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    id: str
+    family: str                 # op family: elementwise, cast, reduction, scan, matmul, ...
+    ops: tuple[str, ...]        # op-table names or NumPy-level functions it concerns
+    text: str
+    comparator: str             # how the comparator honours it (see the module docstring)
+
+    def __post_init__(self) -> None:
+        assert self.comparator in COMPARATOR_MODES, self.comparator
+
+
+def _libm_ops() -> tuple[str, ...]:
+    """The ops the target's math library computes inexactly (their accuracy family is
+    "transcendental")."""
+    from .spec import OPS
+    return tuple(sorted(n for n, s in OPS.items() if not s.accuracy.exact))
+
+
+DIVERGENCES: tuple[Divergence, ...] = (
+    # --- scalar lowering (the ops' emitters) ---------------------------------------------
+    Divergence(
+        "int-power-negative-exponent", "elementwise", ("power",),
+        'power on integers with a negative exponent: NumPy raises ValueError at run time; a '
+        'compiled kernel cannot, so it returns 0, except base 1 -> 1 and base -1 -> -1 or 1 '
+        "depending on the exponent's parity (the exact mathematical results).", "numpy-raises"),
+    Divergence(
+        "float-to-int-cast", "cast", ("cast", "reciprocal"),
+        'float -> integer casts of NaN, inf or out-of-range values (and reciprocal of integer '
+        "0, which NumPy computes as the cast of 1.0/0): NumPy's result is platform dependent "
+        "and it warns.  We reproduce NumPy on x86-64 on every target (the 'integer indefinite' "
+        "value INT_MIN of int32/int64, truncated for narrower types; uint64 via the compiler's "
+        '2**63 split); out-of-range lanes are selected away before fptosi, so no poison is ever '
+        'produced.  On AArch64 NumPy saturates instead.  float -> uint32 only matches NumPy on '
+        'x86-64 for values in (-2**31, 2**32); beyond that NumPy is position dependent.', "unverifiable"),
+    Divergence(
+        "fmax-fmin-signed-zero", "elementwise", ("fmax", "fmin"),
+        "fmax/fmin on float32/float64 with (+0.0, -0.0) operands or two NaNs: NumPy's SIMD body "
+        'returns the second zero and the first NaN while its scalar tail (last len % '
+        'vector-width elements) returns the first zero and the second NaN.  We always give the '
+        "SIMD-body result.  Ties of maximum/minimum/fmax/fmin (+0.0 vs -0.0) follow NumPy's x86 "
+        "loops (second operand for float32/float64, first for float16); other platforms' NumPy "
+        'may differ.', "signed-zero"),
+    Divergence(
+        "nan-payload", "elementwise", ("*",),
+        'NaN payloads and NaN sign bits are not promised to match (NumPy itself differs between '
+        'its SIMD body and scalar tail); NaN-ness always matches.', "nan-payload"),
+    Divergence(
+        "transcendental-ulps", "elementwise", _libm_ops(),
+        "transcendental functions (exp, log, sin, power, ...) come from the target's MathLib "
+        '(glibc libm/libmvec on the host, libdevice on GPUs) while NumPy uses its own SIMD '
+        'implementations: results agree within a few ulp, not bit for bit.', "tolerance"),
+    # --- kernels ---------------------------------------------------------------------------
+    Divergence(
+        "float-sum-reassociation", "reduction", ("sum", "mean", "var", "std", "cumsum"),
+        "Float sums are reassociated: a kernel keeps several vector partial sums (and a full "
+        "reduction combines per-slot partials in slot order), where NumPy sums pairwise "
+        "(contiguous) or sequentially (strided). Results agree within the summation bound "
+        "n·eps·Σ|x|, not bit for bit; when a partial sum could overflow in some order "
+        "(Σ|x| near the dtype's maximum) the result is order dependent (inf, NaN or finite) and "
+        "not compared.", "tolerance"),
+    Divergence(
+        "float-prod-reassociation", "reduction", ("prod", "cumprod"),
+        "Float products are reassociated like sums. Products agree within n·eps relative "
+        "error while no partial product can overflow or underflow; otherwise the result depends "
+        "on the order (e.g. [1e-200, 1e-200, 1e200, 1e200] is 0 sequentially and 1 paired) and "
+        "is not compared.", "tolerance"),
+    Divergence(
+        "float16-accumulation", "reduction", ("sum", "prod", "cumsum", "cumprod", "mean"),
+        "float16 sums and products accumulate in float32 and round once, where NumPy rounds to "
+        "float16 after every step along a strided axis: results differ by the float16 "
+        "summation bound, and a float16 partial sum that NumPy overflows to inf may stay finite "
+        "here (not compared when Σ|x| can exceed float16's maximum).", "tolerance"),
+    Divergence(
+        "matmul-blocking", "matmul", ("matmul", "dot"),
+        "Float matrix products are summed in another blocking than NumPy's BLAS call: results "
+        "agree within K·eps·(|A|@|B|); rows or columns holding inf/NaN may produce NaN in one "
+        "and inf in the other and are not compared.", "tolerance"),
+    Divergence(
+        "max-min-signed-zero", "reduction", ("max", "min"),
+        "max/min reductions over both +0.0 and -0.0 (and no larger/smaller value) may return "
+        "either zero: the vectorised reduction compares lanes in another order than NumPy.",
+        "signed-zero"),
+    # --- tracing (the graph computes a NumPy function another way) ------------------------
+    Divergence(
+        "clip-signed-zero", "elementwise", ("clip",),
+        "np.clip with scalar bounds returns x itself where x equals a bound (x=0.0, hi=-0.0 "
+        "gives 0.0) and the bound with array bounds; the graph's maximum/minimum always follows "
+        "np.minimum/np.maximum. Only the sign of a zero result can differ.", "trace"),
+    Divergence(
+        "scalar-power", "elementwise", ("power",),
+        "A 0-d reduction result is a NumPy scalar, and `scalar ** y` is evaluated with the C "
+        "library's pow; the graph cannot tell a scalar from a 0-d array and uses np.power's "
+        "loop. The two can differ by a few ulp.", "trace"),
+    Divergence(
+        "norm-dot", "reduction", ("linalg.norm",),
+        "np.linalg.norm(x) with axis=None (ord None/'fro'/2) computes sqrt(dot(x, x)) with "
+        "BLAS; the graph computes sqrt(sum(x * x)), summed in another order.", "trace"),
+    # --- API-level: programs are refused or results are not views -------------------------
+    Divergence(
+        "python-scalars-static", "api", ("*",),
+        "Python scalar arguments (int, float, bool) are static: their value is part of the "
+        "trace and cache key (as NumPy's weak scalars they can change the result dtype), so a "
+        "new value re-traces. NumPy scalars and arrays are traced.", "not-compared"),
+    Divergence(
+        "in-place-refused", "api", ("__iadd__", "__setitem__"),
+        "Updating an argument (or a view of it) in place (`x += 1`) and item assignment "
+        "(`x[0] = 1`) are refused with UnsupportedOperationError: a compiled function never "
+        "writes to its inputs. Rebind the name (`x = x + 1`) or use np.where.", "error"),
+    Divergence(
+        "zero-d-results-are-scalars", "api", ("*",),
+        "A 0-d result is always returned as a NumPy scalar (np.float32(...)), as NumPy's "
+        "ufuncs and reductions return it; where NumPy returns a 0-d ndarray instead (np.where, "
+        "astype or a view of a 0-d array) the compiled function still returns the scalar: the "
+        "traced graph does not distinguish the two. Values and dtypes are the same.",
+        "not-compared"),
+    Divergence(
+        "python-scalar-results", "api", ("allclose", "array_equal", "array_equiv"),
+        "Where NumPy returns a Python bool (np.allclose, np.array_equal, np.array_equiv), the "
+        "compiled function returns the NumPy bool of the same value (np.True_ / np.False_): "
+        "a traced value cannot become a Python object. `if np.allclose(a, b):` inside a "
+        "compiled function raises ConcretizationError, as any branch on array values does.",
+        "not-compared"),
+    Divergence(
+        "views-are-copies", "api", ("reshape", "transpose", "slice", "broadcast_to"),
+        "A function that returns a view of its argument returns a new array (a copy) when "
+        "compiled; writing to it does not modify the argument.", "not-compared"),
+    Divergence(
+        "recycled-result-memory", "api", ("*",),
+        "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "
+        "(`.base` is that block, `flags.owndata` is False), so `ndarray.resize` refuses it; "
+        "values, shape, dtype, strides and writability are NumPy's. The block is reused only "
+        "after every view of it is gone; `TRACEARRAY_OUTPUT_ARENA_MB=0` returns plain arrays.",
+        "not-compared"),
+)
+
+BY_ID: dict[str, Divergence] = {d.id: d for d in DIVERGENCES}
+assert len(BY_ID) == len(DIVERGENCES), "duplicate divergence id"
+
+
+def get(id: str) -> Divergence:
+    return BY_ID[id]
+
+
+def is_x86_64() -> bool:
+    """NumPy's float->int casts of NaN/inf/out-of-range values are reproduced as on x86-64."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def render_markdown() -> str:
+    """docs/divergences.md: one table of every deliberate divergence."""
+    lines = [
+        "# Deliberate divergences from NumPy",
+        "",
+        "NumPy is tracearray's specification. These are the places where a compiled function "
+        "deliberately gives a different result (or refuses the program). This page is "
+        "generated from `tracearray/ops/divergences.py`, the single list that the "
+        "comparator of `tracearray.testing` consults; regenerate it with",
+        "",
+        "```",
+        "python -c \"import tracearray.ops.divergences as d; "
+        "print(d.render_markdown(), end='')\" \\",
+        "    > docs/divergences.md",
+        "```",
+        "",
+        "The *comparator* column says how `tracearray.testing.assert_matches_numpy` honours "
+        "the divergence: `tolerance` (an entry of the tolerance table, docs/testing.md), "
+        "`signed-zero` (the sign of a zero result is not compared there), `nan-payload` (NaN "
+        "payloads are never compared, NaN positions are), `unverifiable` (elements that "
+        "depend on it are not compared), `numpy-raises` (NumPy raises, the compiled function "
+        "returns a value: accepted when the graph has the op), `trace` (NumPy's own result is "
+        "checked against the traced graph with this relaxation), `error` (the program is "
+        "refused with an error) and `not-compared`.",
+        "",
+        "| id | family | ops | comparator | divergence |",
+        "|---|---|---|---|---|",
+    ]
+    for d in DIVERGENCES:
+        ops = ", ".join(f"`{o}`" for o in d.ops) if d.ops != ("*",) else "all"
+        text = d.text.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{d.id}` | {d.family} | {ops} | {d.comparator} | {text} |")
+    lines.append("")
+    return "\n".join(lines)
+
+

@@ -1,0 +1,582 @@
+"""Elementwise functions, comparisons of arrays, finite differences, polynomials, convolution,
+statistics of two arrays, selection and the function-applying helpers, each following NumPy's
+own definition (numpy/lib/_function_base_impl.py, numpy/_core/numeric.py)."""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ...ops import Kind, OPS
+from .. import numpy_api as api
+from ..build import normalize_axes, unsupported
+from ..errors import with_location
+from ..graph import toposort
+from ..tracer import Tracer, unwrap
+from . import ALL, FLOATS, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
+
+# ------------------------------------------------------------------------------------------
+# Selection
+# ------------------------------------------------------------------------------------------
+
+
+@composite(np.where, calls=['np.where({0} > 0, {0}, {1})', 'np.where({0} > 1, {0}, 0)'],
+           arrays=2)
+def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
+    if x is None or y is None:
+        raise unsupported("np.where(condition) with one argument",
+                          "its result size depends on the data")
+    return Tracer(api.where(unwrap(condition), unwrap(x), unwrap(y)))
+
+
+@composite(np.select, calls=['np.select([{0} < 0, {0} > 2], [-{0}, {0} * 2], 7)'], dtypes=NUMERIC)
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Tracer:
+    """The first true condition's choice, else ``default`` (in the choices' result dtype)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(with_location("list of cases must be same length as list of "
+                                       "conditions"))
+    if not condlist:
+        raise ValueError(with_location("select with an empty condition list is not possible"))
+    choices = [as_tracer(c) for c in choicelist] + [as_tracer(np.asarray(default))]
+    # The result dtype as NumPy works it out (the default is a weak Python scalar there):
+    # asked of NumPy on one-element stand-ins.
+    dt = np.select([np.zeros(1, bool)] * len(choicelist),
+                   [np.zeros(1, c.dtype) for c in choices[:-1]],
+                   default if not isinstance(default, Tracer) else np.zeros(1, default.dtype)
+                   ).dtype
+    conds = [as_tracer(c) for c in condlist]
+    for i, c in enumerate(conds):
+        if c.dtype != np.dtype(bool):
+            raise TypeError(with_location(
+                f"invalid entry {i} in condlist: should be boolean ndarray"))
+    out = choices[-1].astype(dt)
+    for cond, choice in zip(reversed(conds), reversed(choices[:-1])):
+        out = np.where(cond, choice.astype(dt), out)
+    shape = np.broadcast_shapes(*[c.shape for c in conds + choices])
+    return np.broadcast_to(out, shape) if out.shape != shape else out
+
+
+@composite(np.piecewise, calls=['np.piecewise({0}, [{0} < 0, {0} >= 0], [lambda v: -v, lambda v: v * 2])',
+                                'np.piecewise({0}, [{0} < 1], [3, lambda v: v + 1])'],
+           dtypes=NUMERIC)
+def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Tracer:
+    """Each function's values where its condition holds (the last true condition wins, as in
+    NumPy's loop of assignments); an extra function is the default where none holds. NumPy
+    calls each function on the selected elements only: here it runs on the whole array, which
+    is the same for functions that act elementwise -- any other function is refused."""
+    t = as_tracer(x)
+    if isinstance(condlist, Tracer) or not isinstance(condlist, (list, tuple)):
+        condlist = [condlist]
+    conds = [as_tracer(c) for c in condlist]
+    n = len(conds)
+    if len(funclist) not in (n, n + 1):
+        raise ValueError(with_location(
+            f"with {n} condition(s), either {n} or {n + 1} functions are expected"))
+    if len(funclist) == n + 1:
+        none = ~np.any(np.stack(np.broadcast_arrays(*conds)), axis=0) if n else \
+            np.ones(t.shape, bool)
+        conds = conds + [none]
+    out = np.zeros(t.shape, t.dtype)
+    for cond, func in zip(conds, funclist):
+        if callable(func):
+            vals = as_tracer(func(t, *args, **kw))
+            if vals.shape != t.shape or not _elementwise_of(vals.node, t.node):
+                raise unsupported("np.piecewise with a function that is not elementwise",
+                                  "NumPy applies it to the selected elements only")
+        else:
+            vals = as_tracer(np.asarray(func))
+        out = np.where(cond, vals.astype(t.dtype), out)
+    return out
+
+
+def _elementwise_of(result: Any, source: Any) -> bool:
+    """Whether ``result`` is computed from ``source`` by elementwise ops (and broadcast
+    constants) only, so that each element depends on the same element of ``source``."""
+    for n in toposort([result]):
+        if n is source:
+            continue
+        kind = OPS[n.op].kind
+        if kind is Kind.SOURCE:
+            if n.op == "input":
+                return False
+            continue
+        if kind is Kind.ELEMENTWISE:
+            continue
+        if kind is Kind.MOVEMENT and n.op == "broadcast_to" and source not in toposort([n]):
+            continue
+        return False
+    return True
+
+
+@composite(np.clip, calls=['np.clip({0}, -1, 3)', 'np.clip({0}, None, 2)',
+                           'np.clip({0}, {1}, None)'], arrays=2, dtypes=NUMERIC,
+           divergences=("clip-signed-zero",))
+def clip(a: Any, a_min: Any = np._NoValue, a_max: Any = np._NoValue, out: Any = None, *,
+         min: Any = np._NoValue, max: Any = np._NoValue, **kw: Any) -> Tracer:
+    if out is not None:
+        raise unsupported("np.clip(out=...)", "compiled functions return new arrays")
+    lo = min if min is not np._NoValue else (None if a_min is np._NoValue else a_min)
+    hi = max if max is not np._NoValue else (None if a_max is np._NoValue else a_max)
+    return Tracer(api.clip(unwrap(as_tracer(a)), unwrap(lo), unwrap(hi)))
+
+
+# ------------------------------------------------------------------------------------------
+# Rounding and special values
+# ------------------------------------------------------------------------------------------
+
+def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
+    """PyArray_Round: integers are returned for decimals >= 0, else rounded in float64 and
+    cast back; floats are scaled by 10**decimals (divided for decimals < 0), rounded half to
+    even and scaled back, in their own dtype; bool rounds only with decimals=0."""
+    if out is not None:
+        raise unsupported("np.round(out=...)", "compiled functions return new arrays")
+    t = as_tracer(a)
+    decimals = int(decimals)
+    if decimals == 0:
+        return np.rint(t) if t.dtype.kind in "fb" else t.copy()
+    if t.dtype.kind == "b":
+        raise TypeError(with_location(
+            f"Cannot cast ufunc 'multiply' output from dtype('float64') to dtype('bool') "
+            f"with casting rule 'same_kind'"))
+    if t.dtype.kind in "iu":
+        if decimals >= 0:
+            return t.copy()
+        f = 10.0 ** -decimals
+        return (np.rint(t.astype(np.float64) / f) * f).astype(t.dtype)
+    if decimals >= 0:
+        f = 10.0 ** decimals
+        return np.rint(t * f) / f
+    f = 10.0 ** -decimals
+    return np.rint(t / f) * f
+
+
+composite(np.round, calls=['np.round({0})', 'np.round({0}, 2)',
+                           'np.round({0}, -1)'], dtypes=NUMERIC, impl=_round)
+composite(np.around, calls=['np.around({0}, 1)'], dtypes=NUMERIC, impl=_round)
+
+
+@composite(np.fix, calls=['np.fix({0})'], dtypes=NUMERIC)
+def fix(x: Any, out: Any = None) -> Tracer:
+    """Rounding towards zero: floor of the non-negative values, ceil of the others."""
+    if out is not None:
+        raise unsupported("np.fix(out=...)", "compiled functions return new arrays")
+    t = as_tracer(x)
+    return np.where(t >= 0, np.floor(t), np.ceil(t))
+
+
+@composite(np.nan_to_num, calls=['np.nan_to_num({0})',
+                                 'np.nan_to_num({0}, nan=-1.0, posinf=9.0)'], dtypes=ALL)
+def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None,
+               neginf: Any = None) -> Tracer:
+    """NaN -> ``nan``, +inf -> ``posinf`` (the dtype's largest value), -inf -> ``neginf``
+    (its most negative); other dtypes are returned as they are."""
+    t = as_tracer(x)
+    if t.dtype.kind != "f":
+        return t.copy()
+    info = np.finfo(t.dtype)
+    big = info.max if posinf is None else posinf
+    small = info.min if neginf is None else neginf
+    out = np.where(np.isnan(t), np.asarray(nan).astype(t.dtype), t)
+    out = np.where(np.isposinf(t), np.asarray(big).astype(t.dtype), out)
+    return np.where(np.isneginf(t), np.asarray(small).astype(t.dtype), out)
+
+
+for _f in (np.isposinf, np.isneginf):
+    composite(_f, calls=[f"np.{_f.__name__}({{0}})"], dtypes=FLOATS, impl=NUMPY)
+
+composite(np.sinc, calls=['np.sinc({0})'], dtypes=FLOATS, impl=NUMPY)
+for _f in (np.real, np.imag, np.iscomplex, np.isreal, np.iscomplexobj, np.isrealobj,
+           np.real_if_close):
+    composite(_f, calls=[f"np.asarray(np.{_f.__name__}({{0}})) * 1"], dtypes=ALL, impl=NUMPY)
+
+
+# ------------------------------------------------------------------------------------------
+# Comparing arrays
+# ------------------------------------------------------------------------------------------
+
+composite(np.isclose, calls=['np.isclose({0}, {1})',
+                             'np.isclose({0}, {1}, atol=0.5, equal_nan=True)'],
+          arrays=2, dtypes=NUMERIC, impl=NUMPY)
+
+
+@composite(np.allclose, calls=['np.allclose({0}, {1})', 'np.allclose({0}, {0})'],
+           arrays=2, dtypes=NUMERIC, divergences=("python-scalar-results",))
+def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Tracer:
+    """All of ``np.isclose``: a traced 0-d bool (NumPy returns a Python bool)."""
+    return np.all(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@composite(np.array_equal, calls=['np.array_equal({0}, {1})',
+                                  'np.array_equal({0}, {0}.copy(), equal_nan=True)'],
+           arrays=2, divergences=("python-scalar-results",))
+def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Tracer:
+    t1, t2 = as_tracer(a1), as_tracer(a2)
+    if t1.shape != t2.shape:
+        return Tracer(api.constant(np.False_))
+    eq = t1 == t2
+    if equal_nan and t1.dtype.kind == "f" and t2.dtype.kind == "f":
+        eq = eq | (np.isnan(t1) & np.isnan(t2))
+    return np.all(eq)
+
+
+@composite(np.array_equiv, calls=['np.array_equiv({0}, {1}[..., :1])'], arrays=2,
+           divergences=("python-scalar-results",))
+def array_equiv(a1: Any, a2: Any) -> Tracer:
+    t1, t2 = as_tracer(a1), as_tracer(a2)
+    try:
+        np.broadcast_shapes(t1.shape, t2.shape)
+    except ValueError:
+        return Tracer(api.constant(np.False_))
+    return np.all(t1 == t2)
+
+
+# ------------------------------------------------------------------------------------------
+# Differences, gradients, integrals
+# ------------------------------------------------------------------------------------------
+
+composite(np.diff, calls=['np.diff({0})', 'np.diff({0}, n=2, axis=0)',
+                          'np.diff({0}, prepend=0)'], min_dims=1, impl=NUMPY)
+composite(np.trapezoid, calls=['np.trapezoid({0})', 'np.trapezoid({0}, {1})'],
+          arrays=2, dtypes=FLOATS, min_dims=1, same_shape=True, impl=NUMPY,
+          divergences=("float-sum-reassociation",)) if hasattr(np, "trapezoid") else None
+
+
+@composite(np.ediff1d, calls=['np.ediff1d({0})', 'np.ediff1d({0}, to_begin=-1, to_end=[5, 6])'],
+           dtypes=NUMERIC)
+def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Tracer:
+    """The flattened array's consecutive differences, with ``to_begin`` / ``to_end`` (cast
+    into the array's dtype under same_kind, as NumPy checks) around them."""
+    t = as_tracer(ary).ravel()
+    d = t[1:] - t[:-1]
+    parts = []
+    for extra, name in ((to_begin, "to_begin"), (to_end, "to_end")):
+        if extra is None:
+            parts.append(None)
+            continue
+        e = as_tracer(extra if isinstance(extra, Tracer) else np.asarray(extra)).ravel()
+        if not np.can_cast(e.dtype, t.dtype, casting="same_kind"):
+            raise TypeError(with_location(
+                f"dtype of `{name}` must be compatible with input `ary` under the "
+                f"`same_kind` rule."))
+        parts.append(e.astype(t.dtype))
+    seq = [p for p in (parts[0], d, parts[1]) if p is not None]
+    return np.concatenate(seq) if len(seq) > 1 else d
+
+
+@composite(np.gradient, calls=['np.gradient({0})', 'np.gradient({0}, 0.5, axis=0)',
+                               'np.gradient({0}, edge_order=2)'], dtypes=FLOATS,
+           min_dims=1, max_dims=2)
+def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """numpy/lib/_function_base_impl.py::gradient: central differences inside, one-sided at
+    the edges (first or second order), for uniform spacings and coordinate arrays."""
+    t = as_tracer(f)
+    if t.dtype.kind in "biu":
+        t = t.astype(np.float64)
+    axes = tuple(range(t.ndim)) if axis is None else normalize_axes(axis, t.ndim, "gradient")
+    n = len(axes)
+    if not varargs:
+        spacing: list[Any] = [1.0] * n
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        spacing = [varargs[0]] * n
+    elif len(varargs) == n:
+        spacing = list(varargs)
+    else:
+        raise TypeError(with_location("invalid number of arguments"))
+    if edge_order > 2:
+        raise ValueError(with_location("'edge_order' greater than 2 not supported"))
+    outs = []
+    for ax, h in zip(axes, spacing):
+        outs.append(_gradient_axis(t, ax, h, edge_order))
+    return outs[0] if n == 1 else tuple(outs)
+
+
+def _sl(t: Tracer, ax: int, start: Any, stop: Any) -> Tracer:
+    key = [slice(None)] * t.ndim
+    key[ax] = slice(start, stop)
+    return t[tuple(key)]
+
+
+def _gradient_axis(t: Tracer, ax: int, h: Any, edge_order: int) -> Tracer:
+    n = t.shape[ax]
+    if n < edge_order + 1:
+        raise ValueError(with_location(
+            "Shape of array too small to calculate a numerical gradient, at least "
+            "(edge_order + 1) elements are required."))
+    shape = [1] * t.ndim
+    uniform = np.ndim(h) == 0
+    if not uniform:
+        x = as_tracer(h).astype(np.result_type(t.dtype, np.float64)
+                                if as_tracer(h).dtype.kind in "biu" else as_tracer(h).dtype)
+        if x.ndim != 1 or x.shape[0] != n:
+            raise ValueError(with_location("when 1d, distances must match the length of the "
+                                           "corresponding dimension"))
+        shape[ax] = -1
+        dx = np.diff(x)
+    parts = []
+    if uniform:
+        inner = (_sl(t, ax, 2, None) - _sl(t, ax, None, -2)) / (2.0 * h)
+    else:
+        dx1, dx2 = dx[:-1].reshape(shape), dx[1:].reshape(shape)
+        a = -dx2 / (dx1 * (dx1 + dx2))
+        b = (dx2 - dx1) / (dx1 * dx2)
+        c = dx1 / (dx2 * (dx1 + dx2))
+        inner = a * _sl(t, ax, None, -2) + b * _sl(t, ax, 1, -1) + c * _sl(t, ax, 2, None)
+    if edge_order == 1:
+        if uniform:
+            first = (_sl(t, ax, 1, 2) - _sl(t, ax, 0, 1)) / h
+            last = (_sl(t, ax, -1, None) - _sl(t, ax, -2, -1)) / h
+        else:
+            first = (_sl(t, ax, 1, 2) - _sl(t, ax, 0, 1)) / dx[0]
+            last = (_sl(t, ax, -1, None) - _sl(t, ax, -2, -1)) / dx[-1]
+    else:
+        if uniform:
+            a, b, c = -1.5 / h, 2.0 / h, -0.5 / h
+            first = a * _sl(t, ax, 0, 1) + b * _sl(t, ax, 1, 2) + c * _sl(t, ax, 2, 3)
+            a, b, c = 0.5 / h, -2.0 / h, 1.5 / h
+            last = a * _sl(t, ax, -3, -2) + b * _sl(t, ax, -2, -1) + c * _sl(t, ax, -1, None)
+        else:
+            d1, d2 = dx[0], dx[1]
+            a = -(2.0 * d1 + d2) / (d1 * (d1 + d2))
+            b = (d1 + d2) / (d1 * d2)
+            c = -d1 / (d2 * (d1 + d2))
+            first = a * _sl(t, ax, 0, 1) + b * _sl(t, ax, 1, 2) + c * _sl(t, ax, 2, 3)
+            d1, d2 = dx[-2], dx[-1]
+            a = d2 / (d1 * (d1 + d2))
+            b = -(d2 + d1) / (d1 * d2)
+            c = (2.0 * d2 + d1) / (d2 * (d1 + d2))
+            last = a * _sl(t, ax, -3, -2) + b * _sl(t, ax, -2, -1) + c * _sl(t, ax, -1, None)
+    parts = [first] + ([inner] if n > 2 else []) + [last]
+    out = np.concatenate(parts, axis=ax)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Polynomials, convolution, statistics of two arrays
+# ------------------------------------------------------------------------------------------
+
+composite(np.polyval, calls=['np.polyval({0}[:3], {1})'], arrays=2, dtypes=FLOATS,
+          min_dims=1, max_dims=1, impl=NUMPY)
+
+
+def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
+    """c[k] = sum_j a[j + k] * v[j] for every overlap k, from -(len(v)-1) to len(a)-1: the
+    windows of ``a`` padded with zeros, against ``v``."""
+    n, m = a.shape[0], v.shape[0]
+    dt = np.result_type(a.dtype, v.dtype)
+    a, v = a.astype(dt), v.astype(dt)
+    if m > 1:
+        zeros = np.zeros(m - 1, dt)
+        a = np.concatenate([zeros, a, zeros])
+    windows = Tracer(api.sliding_window(a.node, m, 0))
+    return np.sum(windows * v, axis=-1, dtype=dt)
+
+
+def _correlate_mode(full: Tracer, n: int, m: int, mode: str) -> Tracer:
+    if mode == "full":
+        return full
+    lo, hi = min(n, m), max(n, m)
+    if mode == "valid":
+        start = lo - 1
+        return full[start:start + hi - lo + 1]
+    if mode == "same":
+        start = (lo - 1) // 2 if n >= m else lo - 1 - (lo - 1) // 2 - ((lo + 1) % 2 and 0)
+        return full[start:start + hi]
+    raise ValueError(with_location(f"mode must be one of 'valid', 'same', or 'full' "
+                                   f"(got {mode!r})"))
+
+
+@composite(np.correlate, calls=['np.correlate({0}, {1}[:3])',
+                                "np.correlate({0}, {1}[:4], 'full')",
+                                "np.correlate({0}[:2], {1}, 'same')"],
+           arrays=2, dtypes=NUMERIC, min_dims=1, max_dims=1,
+           divergences=("float-sum-reassociation",))
+def correlate(a: Any, v: Any, mode: str = "valid") -> Tracer:
+    ta, tv = as_tracer(a), as_tracer(v)
+    if ta.ndim != 1 or tv.ndim != 1:
+        raise ValueError(with_location("object too deep for desired array"))
+    n, m = ta.shape[0], tv.shape[0]
+    if n == 0 or m == 0:
+        raise ValueError(with_location("v cannot be empty" if m == 0 else "a cannot be empty"))
+    if m > n:   # NumPy swaps the operands and reverses: the same values, the same slices
+        full = _correlate_full(tv, ta)[::-1]
+    else:
+        full = _correlate_full(ta, tv)
+    return _correlate_mode(full, n, m, mode)
+
+
+@composite(np.convolve, calls=['np.convolve({0}, {1}[:3])',
+                               "np.convolve({0}, {1}, 'same')",
+                               "np.convolve({0}[:2], {1}, 'valid')"],
+           arrays=2, dtypes=NUMERIC, min_dims=1, max_dims=1,
+           divergences=("float-sum-reassociation",))
+def convolve(a: Any, v: Any, mode: str = "full") -> Tracer:
+    """numpy/_core/numeric.py::convolve: the correlation with the reversed kernel (the longer
+    operand first)."""
+    ta, tv = as_tracer(a).ravel() if as_tracer(a).ndim == 0 else as_tracer(a), as_tracer(v)
+    if ta.ndim == 0:
+        ta = ta.reshape(1)
+    if tv.ndim == 0:
+        tv = tv.reshape(1)
+    if tv.shape[0] > ta.shape[0]:
+        ta, tv = tv, ta
+    if ta.shape[0] == 0:
+        raise ValueError(with_location("a cannot be empty"))
+    if tv.shape[0] == 0:
+        raise ValueError(with_location("v cannot be empty"))
+    return correlate(ta, tv[::-1], mode)
+
+
+composite(np.cov, calls=['np.cov({0})', 'np.cov({0}, {1}, bias=True)'],
+          arrays=2, dtypes=FLOATS, min_dims=1, max_dims=2, same_shape=True, values="small",
+          impl=NUMPY, divergences=("float-sum-reassociation", "matmul-blocking"))
+
+
+@composite(np.corrcoef, calls=['np.corrcoef({0})'], dtypes=FLOATS, min_dims=2,
+           max_dims=2, values="small",
+           divergences=("float-sum-reassociation", "matmul-blocking"))
+def corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -> Tracer:
+    """numpy/lib/_function_base_impl.py::corrcoef: the covariance scaled by the standard
+    deviations on both sides, clipped to [-1, 1]."""
+    c = np.cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    d = np.diagonal(c)
+    stddev = np.sqrt(d)
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    return np.clip(c, -1, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Applying functions, grids
+# ------------------------------------------------------------------------------------------
+
+APPLY_MAX_CALLS = 4096
+
+
+@composite(np.apply_along_axis, calls=['np.apply_along_axis(np.cumsum, -1, {0})',
+                                       'np.apply_along_axis(lambda r: r.max(), 0, {0})'],
+           dtypes=NUMERIC, min_dims=1, max_dims=2)
+def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any,
+                     **kwargs: Any) -> Tracer:
+    """``func1d`` traced on every 1-d slice (at most ``APPLY_MAX_CALLS`` of them: the loop
+    is unrolled), the results stacked where the axis was."""
+    t = as_tracer(arr)
+    (ax,) = normalize_axes(axis, t.ndim, "apply_along_axis")
+    moved = np.moveaxis(t, ax, -1)
+    outer = moved.shape[:-1]
+    count = math.prod(outer)
+    if count == 0:
+        raise ValueError(with_location("Cannot apply_along_axis when any iteration dimensions "
+                                       "are 0"))
+    if count > APPLY_MAX_CALLS:
+        raise unsupported(f"np.apply_along_axis over {count} slices",
+                          f"it unrolls into one call per slice (at most {APPLY_MAX_CALLS}); "
+                          f"write the function on whole arrays instead")
+    results = [as_tracer(func1d(moved[idx], *args, **kwargs))
+               for idx in itertools.product(*[range(n) for n in outer])]
+    stacked = np.stack(results).reshape(outer + results[0].shape)
+    if results[0].ndim == 0:
+        return stacked
+    # the result's dimensions go where the axis was
+    nres = results[0].ndim
+    src = list(range(len(outer), len(outer) + nres))
+    dst = list(range(ax, ax + nres))
+    return np.moveaxis(stacked, src, dst)
+
+
+@composite(np.meshgrid, calls=['np.meshgrid({0}, {1})',
+                             "np.meshgrid({0}, {1}, indexing='ij', sparse=True)"],
+           arrays=2, min_dims=1, max_dims=1)
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy"
+             ) -> tuple[Tracer, ...]:
+    """numpy/lib/_function_base_impl.py::meshgrid: each input along its own axis (the first
+    two swapped for 'xy' indexing), broadcast against the others unless sparse."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(with_location("Valid values for `indexing` are 'xy' and 'ij'."))
+    ndim = len(xi)
+    s0 = (1,) * ndim
+    out = [as_tracer(x).reshape(s0[:i] + (-1,) + s0[i + 1:]) for i, x in enumerate(xi)]
+    if indexing == "xy" and ndim > 1:
+        out[0] = out[0].reshape((1, -1) + s0[2:])
+        out[1] = out[1].reshape((-1, 1) + s0[2:])
+    if not sparse:
+        out = list(np.broadcast_arrays(*out))
+    return tuple(o.copy() for o in out) if copy else tuple(out)
+
+
+@composite(np.linspace, calls=['np.linspace({0}.min(), {0}.max(), 7)',
+                               'np.linspace(0, {0}, 4, endpoint=False)'],
+           dtypes=FLOATS, min_dims=1, max_dims=1, values="small")
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
+    """numpy/_core/function_base.py::linspace with traced end points, step by step (the
+    denormal-step branch is an elementwise select)."""
+    num = int(num)
+    if num < 0:
+        raise ValueError(with_location(f"Number of samples, {num}, must be non-negative."))
+    div = (num - 1) if endpoint else num
+    # NumPy's computation dtype keeps Python scalars weak: asked of NumPy on stand-ins (a
+    # 1-element array for each traced end point).
+    def stand_in(v: Any) -> Any:
+        return np.zeros(1, v.dtype) if isinstance(v, Tracer) else v
+    dt = np.linspace(stand_in(start), stand_in(stop), 2).dtype
+    s = as_tracer(start).astype(dt)
+    e = as_tracer(stop).astype(dt)
+    out_dt = dt if dtype is None else np.dtype(dtype)
+    delta = np.subtract(e, s, dtype=dt)
+    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * delta.ndim)
+    y = as_tracer(y)
+    if div > 0:
+        step = delta / div
+        y = np.where(step == 0, (y / div) * delta, y * step)
+    else:
+        step = np.full(delta.shape, np.nan, dt)
+        y = y * delta
+    y = y + s
+    if endpoint and num > 1:
+        last = np.arange(num).reshape((-1,) + (1,) * delta.ndim) == num - 1
+        y = np.where(last, e, y)
+    if axis != 0:
+        y = np.moveaxis(y, 0, axis)
+    if out_dt.kind in "iu":
+        y = np.floor(y)
+    y = y.astype(out_dt, copy=False)
+    return (y, step) if retstep else y
+
+
+composite(np.logspace, calls=['np.logspace({0}.min(), {0}.max(), 5)'], dtypes=FLOATS,
+          min_dims=1, max_dims=1, values="small", impl=NUMPY)
+
+
+# ------------------------------------------------------------------------------------------
+# dtype queries with traced arguments
+# ------------------------------------------------------------------------------------------
+
+def _dtype_arg(x: Any) -> Any:
+    return x.dtype if isinstance(x, Tracer) else x
+
+
+composite(np.result_type, calls=['np.zeros(2, np.result_type({0}, 1.0))'],
+          impl=lambda *arrays_and_dtypes: np.result_type(*[_dtype_arg(a)
+                                                           for a in arrays_and_dtypes]))
+composite(np.can_cast, calls=['np.zeros(int(np.can_cast({0}, np.float64)))'],
+          impl=lambda from_, to, casting="safe": np.can_cast(_dtype_arg(from_), to, casting))
+def _min_scalar_type(a: Any) -> np.dtype:
+    """The dtype of an array; of a 0-d value it depends on the value, which a trace does not
+    know."""
+    if isinstance(a, Tracer) and a.ndim == 0:
+        raise unsupported("np.min_scalar_type of a traced 0-d value", "its result depends on "
+                          "the value")
+    return a.dtype if isinstance(a, Tracer) else np.min_scalar_type(a)
+
+
+composite(np.min_scalar_type, calls=['np.zeros(2, np.min_scalar_type({0}))'], min_dims=1,
+          impl=_min_scalar_type)
+composite(np.common_type, calls=['np.zeros(2, np.common_type({0}))'], dtypes=NUMERIC,
+          impl=NUMPY)
+
+__all__ = ["FLOATS", "NUMERIC", "ALL"]

@@ -1,0 +1,283 @@
+"""Products: dot, matmul, inner, outer, vdot, tensordot, einsum, kron, cross and vector /
+matrix norms. Contractions become the ``matmul`` primitive on transposed and reshaped operands
+(a reshape that merges transposed axes stores its operand first); elementwise products and
+sums stay fused."""
+from __future__ import annotations
+
+import string
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import numpy_api as api
+from ..build import normalize_axes, unsupported
+from ..errors import with_location
+from ..tracer import Tracer, unwrap
+from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
+
+_MM = ("matmul-blocking",)
+
+
+def _matmul(a: Any, b: Any, **kwargs: Any) -> Tracer:
+    if kwargs:
+        raise unsupported(f"np.matmul({', '.join(sorted(kwargs))}=...)")
+    return Tracer(api.matmul(unwrap(as_tracer(a)), unwrap(as_tracer(b))))
+
+
+composite(np.matmul, calls=['np.matmul({0}, {1}.swapaxes(-1, -2))', '{0} @ {1}[0]'],
+          arrays=2, dtypes=NUMERIC, min_dims=2, same_shape=True, divergences=_MM, impl=_matmul)
+
+
+@composite(np.dot, calls=['np.dot({0}, {1}.T)', 'np.dot({0}, {1}[..., 0])'],
+           arrays=2, dtypes=NUMERIC, min_dims=1, same_shape=True, divergences=_MM)
+def dot(a: Any, b: Any, out: Any = None) -> Tracer:
+    """NumPy's dot: a product with a scalar, matmul for at most 2 dimensions, else the sum over
+    a's last and b's second-to-last axis (every pair of leading indices)."""
+    if out is not None:
+        raise unsupported("np.dot(out=...)", "compiled functions return new arrays")
+    ta, tb = as_tracer(a), as_tracer(b)
+    if ta.ndim <= 2 and tb.ndim <= 2:
+        return Tracer(api.dot(ta.node, tb.node))
+    return tensordot(ta, tb, axes=([-1], [-2 if tb.ndim >= 2 else 0]))
+
+
+@composite(np.vdot, calls=['np.vdot({0}, {1})'], arrays=2, dtypes=NUMERIC,
+           same_shape=True, divergences=_MM)
+def vdot(a: Any, b: Any) -> Tracer:
+    ta, tb = as_tracer(a).ravel(), as_tracer(b).ravel()
+    if ta.shape != tb.shape:
+        raise ValueError(with_location("cannot reshape array: vdot needs equal sizes"))
+    return np.matmul(ta, tb)
+
+
+@composite(np.inner, calls=['np.inner({0}, {1})'], arrays=2, dtypes=NUMERIC,
+           min_dims=1, same_shape=True, divergences=_MM)
+def inner(a: Any, b: Any) -> Tracer:
+    ta, tb = as_tracer(a), as_tracer(b)
+    if ta.ndim == 0 or tb.ndim == 0:
+        return ta * tb
+    return tensordot(ta, tb, axes=([-1], [-1]))
+
+
+composite(np.outer, calls=['np.outer({0}, {1})'], arrays=2, dtypes=NUMERIC, impl=NUMPY)
+
+
+@composite(np.tensordot, calls=['np.tensordot({0}, {1}, axes=1)',
+                                'np.tensordot({0}, {1}, axes=([0], [0]))'],
+           arrays=2, dtypes=NUMERIC, min_dims=2, same_shape=True, divergences=_MM)
+def tensordot(a: Any, b: Any, axes: Any = 2) -> Tracer:
+    """numpy/_core/numeric.py::tensordot: move the summed axes to the end of a and the front
+    of b, flatten both to matrices, multiply, and shape the result."""
+    ta, tb = as_tracer(a), as_tracer(b)
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        if n < 0:
+            raise ValueError(with_location("negative axes are not supported by tensordot"))
+        axes_a = list(range(ta.ndim - n, ta.ndim))
+        axes_b = list(range(n))
+    else:
+        axes_a, axes_b = axes
+        axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    if len(axes_a) != len(axes_b):
+        raise ValueError(with_location("shape-mismatch for sum"))
+    axes_a = [normalize_axes(int(x), ta.ndim, "tensordot")[0] for x in axes_a]
+    axes_b = [normalize_axes(int(x), tb.ndim, "tensordot")[0] for x in axes_b]
+    for x, y in zip(axes_a, axes_b):
+        if ta.shape[x] != tb.shape[y]:
+            raise ValueError(with_location("shape-mismatch for sum"))
+    free_a = [d for d in range(ta.ndim) if d not in axes_a]
+    free_b = [d for d in range(tb.ndim) if d not in axes_b]
+    k = int(np.prod([ta.shape[d] for d in axes_a], dtype=np.int64))
+    ma = int(np.prod([ta.shape[d] for d in free_a], dtype=np.int64))
+    nb = int(np.prod([tb.shape[d] for d in free_b], dtype=np.int64))
+    a2 = ta.transpose(*(free_a + axes_a)).reshape(ma, k) if ta.ndim else ta.reshape(1, 1)
+    b2 = tb.transpose(*(axes_b + free_b)).reshape(k, nb) if tb.ndim else tb.reshape(1, 1)
+    out_shape = tuple(ta.shape[d] for d in free_a) + tuple(tb.shape[d] for d in free_b)
+    return np.matmul(a2, b2).reshape(out_shape)
+
+
+@composite(np.kron, calls=['np.kron({0}, {1}[..., :2])'], arrays=2, dtypes=NUMERIC,
+           max_dims=2)
+def kron(a: Any, b: Any) -> Tracer:
+    """Every product a[i] * b[j], interleaved: shape a.shape * b.shape."""
+    ta, tb = as_tracer(a), as_tracer(b)
+    nd = max(ta.ndim, tb.ndim)
+    ta = ta.reshape((1,) * (nd - ta.ndim) + ta.shape)
+    tb = tb.reshape((1,) * (nd - tb.ndim) + tb.shape)
+    sa = sum(((n, 1) for n in ta.shape), ())
+    sb = sum(((1, n) for n in tb.shape), ())
+    prod = np.multiply(ta.reshape(sa), tb.reshape(sb))
+    return prod.reshape(tuple(x * y for x, y in zip(ta.shape, tb.shape)))
+
+
+@composite(np.cross, calls=['np.cross({0}[..., :3], {1}[..., :3])'], arrays=2,
+           dtypes=NUMERIC, min_dims=1, same_shape=True)
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+          axis: Any = None) -> Tracer:
+    """The cross product of 3-vectors (2-vectors: the z component, as NumPy's), broadcast
+    over the other axes."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    ta, tb = np.moveaxis(as_tracer(a), axisa, -1), np.moveaxis(as_tracer(b), axisb, -1)
+    na, nb = ta.shape[-1], tb.shape[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ValueError(with_location(
+            "incompatible dimensions for cross product\n(dimension must be 2 or 3)"))
+    a0, a1 = ta[..., 0], ta[..., 1]
+    b0, b1 = tb[..., 0], tb[..., 1]
+    if na == 2 and nb == 2:
+        return a0 * b1 - a1 * b0
+    a2 = ta[..., 2] if na == 3 else None
+    b2 = tb[..., 2] if nb == 3 else None
+    zero = 0
+    c0 = (a1 * b2 - (a2 * b1 if a2 is not None else zero)) if b2 is not None else \
+        -(a2 * b1)
+    c1 = ((a2 * b0 if a2 is not None else zero) - (a0 * b2 if b2 is not None else zero))
+    c2 = a0 * b1 - a1 * b0
+    c0, c1, c2 = np.broadcast_arrays(c0, c1, c2)
+    return np.moveaxis(np.stack([c0, c1, c2], axis=-1), -1, axisc)
+
+
+@composite(np.linalg.norm, calls=['np.linalg.norm({0})',
+                                  'np.linalg.norm({0}, axis=-1)',
+                                  'np.linalg.norm({0}, 1, axis=0)'],
+           dtypes=NUMERIC, min_dims=1, max_dims=2, values="small",
+           divergences=("norm-dot", "float-sum-reassociation"), name="np.linalg.norm")
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
+    return Tracer(api.norm(unwrap(as_tracer(x)), ord, axis, keepdims))
+
+
+# ------------------------------------------------------------------------------------------
+# einsum
+# ------------------------------------------------------------------------------------------
+
+@composite(np.einsum, calls=["np.einsum('ij,kj->ik', {0}, {1})",
+                             "np.einsum('ij,ij->i', {0}, {1})",
+                             "np.einsum('ii->i', {0} @ {1}.T)",
+                             "np.einsum('ij->', {0})",
+                             "np.einsum('...j,...j->...', {0}, {1})"],
+           arrays=2, dtypes=NUMERIC, min_dims=2, max_dims=2, same_shape=True,
+           divergences=_MM + ("float-sum-reassociation",))
+def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
+           order: str = "K", casting: str = "safe", optimize: Any = False) -> Tracer:
+    """Each operand's repeated labels become diagonals; then operands are contracted pairwise
+    left to right with ``tensordot``-style products (batch labels kept, labels no later
+    operand or the output needs summed), and the result is put in the output's label order."""
+    if out is not None:
+        raise unsupported("np.einsum(out=...)", "compiled functions return new arrays")
+    if not isinstance(subscripts, str):
+        raise unsupported("np.einsum in its interleaved form (operand, sublist, ...)")
+    ts = [as_tracer(o) for o in operands]
+    inputs, output = _parse_einsum(subscripts, [t.ndim for t in ts])
+    if len(inputs) != len(ts):
+        raise ValueError(with_location("more operands provided to einstein sum function "
+                                       "than specified in the subscripts string"))
+    if dtype is not None:
+        ts = [t.astype(dtype) for t in ts]
+    sizes: dict[str, int] = {}
+    terms = []
+    for t, labels in zip(ts, inputs):
+        for lab, n in zip(labels, t.shape):
+            if lab in sizes and sizes[lab] != n and 1 not in (n, sizes[lab]):
+                raise ValueError(with_location(
+                    f"operands could not be broadcast together with remapped shapes: label "
+                    f"{lab!r} has sizes {sizes[lab]} and {n}"))
+            sizes[lab] = max(sizes.get(lab, n), n)
+        terms.append(_einsum_diagonals(t, labels))
+    while len(terms) > 1:
+        (ta, la), (tb, lb) = terms[0], terms[1]
+        later = set(output).union(*[set(lab) for _t, lab in terms[2:]])
+        terms = [_contract(ta, la, tb, lb, later, sizes)] + terms[2:]
+    t, labels = terms[0]
+    summed = [i for i, lab in enumerate(labels) if lab not in output]
+    if summed:   # (in the operands' dtype: einsum does not widen small integers as sum does)
+        t = np.sum(t, axis=tuple(summed), dtype=t.dtype)
+        labels = [lab for lab in labels if lab in output]
+    perm = [labels.index(lab) for lab in output]
+    t = t.transpose(*perm) if perm != list(range(len(perm))) else t
+    target = tuple(sizes[lab] for lab in output)
+    return t if t.shape == target else np.broadcast_to(t, target)
+
+
+def _parse_einsum(subscripts: str, ndims: Sequence[int]) -> tuple[list[list[str]], list[str]]:
+    s = subscripts.replace(" ", "")
+    lhs, arrow, rhs = s.partition("->")
+    parts = lhs.split(",")
+    used = set(c for c in s if c.isalpha())
+    spare = [c for c in string.ascii_letters if c not in used]
+    n_ell = max([nd - len(p.replace("...", "")) for p, nd in zip(parts, ndims) if "..." in p],
+                default=0)
+    ell = spare[:max(n_ell, 0)]
+    inputs = []
+    for p, nd in zip(parts, ndims):
+        if "..." in p:
+            k = nd - len(p.replace("...", ""))
+            labels = list(p.replace("...", "\0"))
+            i = labels.index("\0")
+            labels[i:i + 1] = ell[len(ell) - k:] if k else []
+        else:
+            labels = list(p)
+        if len(labels) != nd:
+            raise ValueError(with_location(
+                f"einstein sum subscripts string contains too many subscripts for operand"))
+        inputs.append(labels)
+    if arrow:
+        out = list(rhs.replace("...", "\0"))
+        if "\0" in out:
+            i = out.index("\0")
+            out[i:i + 1] = ell
+    else:
+        counts: dict[str, int] = {}
+        for labels in inputs:
+            for lab in labels:
+                counts[lab] = counts.get(lab, 0) + 1
+        out = ell + sorted(lab for lab, c in counts.items() if c == 1 and lab not in ell)
+    return inputs, out
+
+
+def _einsum_diagonals(t: Tracer, labels: list[str]) -> tuple[Tracer, list[str]]:
+    """Repeated labels of one operand ('ii') become its diagonal."""
+    labels = list(labels)
+    while True:
+        dup = next((lab for lab in labels if labels.count(lab) > 1), None)
+        if dup is None:
+            return t, labels
+        i = labels.index(dup)
+        j = labels.index(dup, i + 1)
+        t = t.diagonal(0, i, j)
+        labels = [lab for k, lab in enumerate(labels) if k not in (i, j)] + [dup]
+
+
+def _sum_out(t: Tracer, labels: list[str], keep: set[str]) -> tuple[Tracer, list[str]]:
+    """Labels of one term that nothing else needs are summed out first."""
+    drop = tuple(i for i, x in enumerate(labels) if x not in keep)
+    if not drop:
+        return t, labels
+    return np.sum(t, axis=drop, dtype=t.dtype), [x for x in labels if x in keep]
+
+
+def _contract(ta: Tracer, la: list[str], tb: Tracer, lb: list[str], later: set[str],
+              sizes: dict[str, int]) -> tuple[Tracer, list[str]]:
+    """Two einsum terms into one: labels in both and needed later are batch labels, labels in
+    both and not needed later are summed (a matmul), the rest are free."""
+    ta, la = _sum_out(ta, la, later | set(lb))
+    tb, lb = _sum_out(tb, lb, later | set(la))
+    batch = [x for x in la if x in lb and x in later]
+    summed = [x for x in la if x in lb and x not in later]
+    free_a = [x for x in la if x not in lb]
+    free_b = [x for x in lb if x not in la]
+    a = ta.transpose(*[la.index(x) for x in batch + free_a + summed]) if la else ta
+    b = tb.transpose(*[lb.index(x) for x in batch + summed + free_b]) if lb else tb
+    nb = len(batch)
+
+    def prod(t: Tracer, start: int, count: int) -> int:
+        return int(np.prod(t.shape[start:start + count], dtype=np.int64))
+
+    ma, k = prod(a, nb, len(free_a)), prod(a, nb + len(free_a), len(summed))
+    nf = prod(b, nb + len(summed), len(free_b))
+    a3 = a.reshape(a.shape[:nb] + (ma, k))
+    b3 = b.reshape(b.shape[:nb] + (k, nf))
+    batch_shape = tuple(max(a.shape[i], b.shape[i]) for i in range(nb))
+    shape = batch_shape + a.shape[nb:nb + len(free_a)] + b.shape[nb + len(summed):]
+    return np.matmul(a3, b3).reshape(shape), batch + free_a + free_b

@@ -1,0 +1,594 @@
+"""Shape, view and joining functions: views become movement primitives (index arithmetic in the
+kernels), joins become ``concatenate`` of slices. Functions whose NumPy implementation is built
+from these (``vstack``, ``atleast_2d``, ``array_split``, ``rot90``, ``triu``, ...) run it on
+tracers (``impl=NUMPY_IMPLEMENTATION``)."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import numpy_api as api
+from ..build import normalize_axes, unsupported
+from ..errors import with_location
+from ..tracer import Tracer, unwrap
+from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
+
+# ------------------------------------------------------------------------------------------
+# Views
+# ------------------------------------------------------------------------------------------
+
+
+@composite(np.reshape, calls=['np.reshape({0}, (-1,))', 'np.reshape({0}, (1, -1))'])
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None,
+            copy: Any = None) -> Tracer:
+    if shape is None:
+        shape = newshape
+    return as_tracer(a).reshape(shape, order=order)
+
+
+@composite(np.transpose, calls=['np.transpose({0})'], min_dims=2)
+def transpose(a: Any, axes: Any = None) -> Tracer:
+    t = as_tracer(a)
+    return t.transpose(tuple(axes)) if axes is not None else t.transpose()
+
+
+composite(np.matrix_transpose, calls=['np.matrix_transpose({0})'], min_dims=2,
+          impl=NUMPY) if hasattr(np, "matrix_transpose") else None
+
+
+@composite(np.swapaxes, calls=['np.swapaxes({0}, 0, -1)'], min_dims=1)
+def swapaxes(a: Any, axis1: int, axis2: int) -> Tracer:
+    return as_tracer(a).swapaxes(axis1, axis2)
+
+
+@composite(np.moveaxis, calls=['np.moveaxis({0}, 0, -1)'], min_dims=1)
+def moveaxis(a: Any, source: Any, destination: Any) -> Tracer:
+    t = as_tracer(a)
+    return t._view(api.moveaxis(t.node, source, destination))
+
+
+@composite(np.expand_dims, calls=['np.expand_dims({0}, 0)', 'np.expand_dims({0}, -1)'])
+def expand_dims(a: Any, axis: Any) -> Tracer:
+    t = as_tracer(a)
+    return t._view(api.expand_dims(t.node, axis))
+
+
+@composite(np.squeeze, calls=['np.squeeze({0}[None])'])
+def squeeze(a: Any, axis: Any = None) -> Tracer:
+    return as_tracer(a).squeeze(axis)
+
+
+@composite(np.broadcast_to, calls=['np.broadcast_to({0}, (2,) + {0}.shape)'])
+def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Tracer:
+    t = as_tracer(array)
+    return t._view(api.broadcast_to(t.node, shape))
+
+
+@composite(np.broadcast_arrays, calls=['np.broadcast_arrays({0}, {1})'], arrays=2)
+def broadcast_arrays(*args: Any, subok: bool = False) -> tuple[Tracer, ...]:
+    ts = [as_tracer(a) for a in args]
+    shape = np.broadcast_shapes(*[t.shape for t in ts])
+    return tuple(t if t.shape == shape else t._view(api.broadcast_to(t.node, shape)) for t in ts)
+
+
+@composite(np.ravel, calls=['np.ravel({0})'])
+def ravel(a: Any, order: str = "C") -> Tracer:
+    return as_tracer(a).ravel(order)
+
+
+@composite(np.flip, calls=['np.flip({0})', 'np.flip({0}, 0)'], min_dims=1)
+def flip(m: Any, axis: Any = None) -> Tracer:
+    t = as_tracer(m)
+    return t._view(api.flip(t.node, axis))
+
+
+for _f, _dims in ((np.fliplr, 2), (np.flipud, 1), (np.rot90, 2), (np.atleast_1d, 0),
+                  (np.atleast_2d, 0), (np.atleast_3d, 0)):
+    composite(_f, calls=[f"np.{_f.__name__}({{0}})"], min_dims=_dims, impl=NUMPY)
+
+
+@composite(np.diagonal, calls=['np.diagonal({0})', 'np.diagonal({0}, 1)',
+                               'np.diagonal({0}, -1, 0, -1)'], min_dims=2)
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tracer:
+    return as_tracer(a).diagonal(offset, axis1, axis2)
+
+
+@composite(np.trace, calls=['np.trace({0})', 'np.trace({0}, 1)'], min_dims=2)
+def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
+          out: Any = None) -> Tracer:
+    """The sum of a diagonal (NumPy's trace sums in the dtype ``np.sum`` would)."""
+    if out is not None:
+        raise unsupported("np.trace(out=...)", "compiled functions return new arrays")
+    return np.sum(as_tracer(a).diagonal(offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+@composite(np.diag, calls=['np.diag({0})', 'np.diag({0}, 1)'], min_dims=1,
+           max_dims=2)
+def diag(v: Any, k: int = 0) -> Tracer:
+    """A 2-d array's k-th diagonal, or the square matrix with a 1-d ``v`` on it."""
+    t = as_tracer(v)
+    if t.ndim == 2:
+        return t.diagonal(k)
+    if t.ndim != 1:
+        raise ValueError(with_location("Input must be 1- or 2-d."))
+    return diagflat(t, k)
+
+
+@composite(np.diagflat, calls=['np.diagflat({0})', 'np.diagflat({0}, -2)'])
+def diagflat(v: Any, k: int = 0) -> Tracer:
+    """The flattened input on the k-th diagonal of a square matrix of zeros: a select between
+    the values (along rows for k >= 0, along columns below the diagonal) and zero."""
+    t = as_tracer(v).ravel()
+    n = t.shape[0]
+    size = n + abs(k)
+    rows = np.arange(size)[:, None]
+    cols = np.arange(size)[None, :]
+    on_diag = (cols - rows) == k
+    padded = np.concatenate([t, np.zeros(abs(k), t.dtype)]) if k else t
+    vals = padded[:, None] if k >= 0 else padded[None, :]
+    return np.where(on_diag, vals, np.zeros((), t.dtype))
+
+
+@composite(np.lib.stride_tricks.sliding_window_view,
+           calls=['np.lib.stride_tricks.sliding_window_view({0}, 2, axis=-1)'], min_dims=1,
+           name="np.lib.stride_tricks.sliding_window_view")
+def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: bool = False,
+                        writeable: bool = False) -> Tracer:
+    """Windows along each given axis (one window size per axis), as views."""
+    t = as_tracer(x)
+    shape = (window_shape,) if isinstance(window_shape, (int, np.integer)) else tuple(window_shape)
+    axes = tuple(range(t.ndim)) if axis is None else \
+        ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
+    if len(shape) != len(axes):
+        raise ValueError(with_location("Must provide matching length window_shape and axis; "
+                                       f"got {len(shape)} window_shape elements and "
+                                       f"{len(axes)} axes elements."))
+    out = t
+    for size, ax in zip(shape, axes):
+        (a,) = normalize_axes(int(ax), t.ndim, "sliding_window_view")
+        out = out._view(api.sliding_window(out.node, int(size), a))
+    return out
+
+
+composite(np.triu, calls=['np.triu({0})', 'np.triu({0}, -1)'], min_dims=2,
+          impl=NUMPY)
+composite(np.tril, calls=['np.tril({0}, 1)'], min_dims=2, impl=NUMPY)
+
+
+# ------------------------------------------------------------------------------------------
+# Joining and splitting
+# ------------------------------------------------------------------------------------------
+
+@composite(np.concatenate, calls=['np.concatenate([{0}, {1}], axis=-1)',
+                                  'np.concatenate([{0}, {0}[::-1]], axis=None)'],
+           arrays=2, min_dims=1, same_shape=True)
+def concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None,
+                casting: str = "same_kind") -> Tracer:
+    if out is not None:
+        raise unsupported("np.concatenate(out=...)", "compiled functions return new arrays")
+    return Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
+
+
+if hasattr(np, "concat") and np.concat is not np.concatenate:
+    composite(np.concat, calls=['np.concat([{0}, {1}])'], arrays=2, min_dims=1,
+              same_shape=True, impl=lambda arrays, /, axis=0, *, out=None, dtype=None,
+              casting="same_kind": concatenate(arrays, axis, out, dtype, casting))
+
+
+@composite(np.stack, calls=['np.stack([{0}, {1}])', 'np.stack([{0}, {1}], -1)'],
+           arrays=2, same_shape=True)
+def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None,
+          casting: str = "same_kind") -> Tracer:
+    if out is not None:
+        raise unsupported("np.stack(out=...)", "compiled functions return new arrays")
+    return Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
+
+
+for _f, _call, _dims in ((np.vstack, "np.vstack([{0}, {1}])", 0),
+                         (np.hstack, "np.hstack(({0}, {1}))", 0),
+                         (np.dstack, "np.dstack([{0}, {1}])", 0),
+                         (np.column_stack, "np.column_stack([{0}, {1}])", 1),
+                         (np.append, "np.append({0}, {1})", 0)):
+    composite(_f, calls=[_call], arrays=2, same_shape=True, min_dims=_dims, max_dims=2,
+              impl=NUMPY)
+
+@composite(np.block, calls=["np.block([[{0}, {1}], [{1}, {0}]])", "np.block([{0}, {1}])"],
+           arrays=2, same_shape=True, min_dims=1, max_dims=2)
+def block(arrays: Any) -> Tracer:
+    """numpy/_core/shape_base.py::block: the innermost lists joined along the last axis, the
+    next ones along the axis before, every array first given that many dimensions."""
+    def depth_of(x: Any) -> int:
+        if isinstance(x, tuple):
+            raise TypeError(with_location(
+                "arrays is a tuple. Only lists can be used to arrange blocks, and np.block does "
+                "not allow implicit conversion from tuple to ndarray."))
+        if isinstance(x, list):
+            if not x:
+                raise ValueError(with_location("List at arrays[...] cannot be empty"))
+            depths = {depth_of(e) for e in x}
+            if len(depths) != 1:
+                raise ValueError(with_location("List depths are mismatched."))
+            return depths.pop() + 1
+        return 0
+
+    def max_ndim(x: Any) -> int:
+        return max(max_ndim(e) for e in x) if isinstance(x, list) else as_tracer(x).ndim
+
+    depth = depth_of(arrays)
+    ndim = max(depth, max_ndim(arrays))
+
+    def join(x: Any, level: int) -> Tracer:
+        if isinstance(x, list):
+            return np.concatenate([join(e, level + 1) for e in x], axis=-(depth - level))
+        t = as_tracer(x)
+        return t.reshape((1,) * (ndim - t.ndim) + t.shape) if t.ndim < ndim else t.copy()
+
+    return join(arrays, 0)
+
+
+if hasattr(np, "unstack"):
+    composite(np.unstack, calls=['np.unstack({0})'], min_dims=1, impl=NUMPY)
+
+for _f, _call in ((np.split, "np.split({0}, [1, 3])"),
+                  (np.array_split, "np.array_split({0}, 3)"),
+                  (np.hsplit, "np.hsplit({0}, [2])"),
+                  (np.vsplit, "np.vsplit({0}, [1])"),
+                  (np.dsplit, "np.dsplit({0}, [1])")):
+    composite(_f, calls=[_call], min_dims=3 if _f is np.dsplit else (2 if _f is np.vsplit
+                                                                     else 1), impl=NUMPY)
+
+
+@composite(np.roll, calls=['np.roll({0}, 2)', 'np.roll({0}, -1, axis=0)',
+                           'np.roll({0}, (1, 2), axis=(0, -1))'], min_dims=1)
+def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
+    """Each axis rolled by joining its two slices (the tail first)."""
+    t = as_tracer(a)
+    if axis is None:
+        return roll(t.ravel(), shift, 0).reshape(t.shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    shifts = (shift,) * len(axes) if isinstance(shift, (int, np.integer)) else tuple(shift)
+    if len(shifts) == 1 and len(axes) > 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1 and len(shifts) > 1:
+        axes = axes * len(shifts)
+    if len(axes) != len(shifts):
+        raise ValueError(with_location("'shift' and 'axis' should be scalars or 1D sequences"))
+    total: dict[int, int] = {}
+    for ax, sh in zip(axes, shifts):
+        (ax,) = normalize_axes(int(ax), t.ndim, "roll")
+        total[ax] = total.get(ax, 0) + operator.index(sh)
+    out = t
+    for ax, sh in total.items():
+        n = out.shape[ax]
+        if n == 0 or sh % n == 0:
+            continue
+        k = sh % n
+        head = _take_slice(out, ax, n - k, n)
+        tail = _take_slice(out, ax, 0, n - k)
+        out = np.concatenate([head, tail], axis=ax)
+    return out if out is not t else Tracer(t.node)
+
+
+def _take_slice(t: Tracer, axis: int, start: int, stop: int, step: int = 1) -> Tracer:
+    key = [slice(None)] * t.ndim
+    key[axis] = slice(start, stop, step)
+    return t[tuple(key)]
+
+
+@composite(np.tile, calls=['np.tile({0}, 2)', 'np.tile({0}, (2, 1, 3))'])
+def tile(A: Any, reps: Any) -> Tracer:
+    """Copies joined along each axis (NumPy's tile is these concatenations' values)."""
+    t = as_tracer(A)
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    d = max(len(reps), t.ndim)
+    reps = (1,) * (d - len(reps)) + reps
+    out = t.reshape((1,) * (d - t.ndim) + t.shape) if d > t.ndim else t
+    for ax, r in enumerate(reps):
+        if r == 1:
+            continue
+        if r == 0 or out.shape[ax] == 0:
+            shape = list(out.shape)
+            shape[ax] = 0
+            out = out[tuple(slice(0, 0) if i == ax else slice(None) for i in range(d))]
+            continue
+        out = np.concatenate([out] * r, axis=ax)
+    return out if out is not t else Tracer(t.node)
+
+
+@composite(np.repeat, calls=['np.repeat({0}, 2)', 'np.repeat({0}, 3, axis=-1)',
+                             'np.repeat({0}, [1, 0, 2], axis=0)'], min_dims=1)
+def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
+    """Each element repeated: a scalar count broadcasts a new axis and merges it; a static
+    list of counts joins the repeated slices."""
+    t = as_tracer(a)
+    if axis is None:
+        t = t.ravel()
+        axis = 0
+    (ax,) = normalize_axes(axis, t.ndim, "repeat")
+    if isinstance(repeats, Tracer):
+        raise unsupported("np.repeat with traced repeat counts", "the result size would depend "
+                          "on the data")
+    counts = np.asarray(repeats)
+    if counts.ndim == 0 or counts.size == 1:
+        r = int(counts.reshape(-1)[0]) if counts.size else 0
+        if r < 0:
+            raise ValueError(with_location("repeats may not contain negative values."))
+        expanded = np.expand_dims(t, ax + 1)
+        shape = t.shape[:ax + 1] + (r,) + t.shape[ax + 1:]
+        merged = t.shape[:ax] + (t.shape[ax] * r,) + t.shape[ax + 1:]
+        return np.broadcast_to(expanded, shape).reshape(merged)
+    counts = counts.astype(np.int64)
+    if counts.ndim != 1 or counts.shape[0] != t.shape[ax]:
+        raise ValueError(with_location(
+            f"operands could not be broadcast together with shape ({t.shape[ax]},) "
+            f"({counts.shape[0] if counts.ndim else ''},)"))
+    if (counts < 0).any():
+        raise ValueError(with_location("repeats may not contain negative values."))
+    parts = [repeat(_take_slice(t, ax, i, i + 1), int(c), ax) for i, c in enumerate(counts)
+             if c > 0]
+    if not parts:
+        return _take_slice(t, ax, 0, 0)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ax)
+
+
+@composite(np.pad, calls=['np.pad({0}, 2)', "np.pad({0}, ((1, 2),) * {0}.ndim, mode='edge')",
+                          "np.pad({0}, 3, mode='reflect')",
+                          "np.pad({0}, 2, mode='symmetric')",
+                          "np.pad({0}, 2, mode='wrap')",
+                          'np.pad({0}, 1, constant_values=(5, 7))'], min_dims=1)
+def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tracer:
+    """Each axis padded by joining: constant blocks, repeated edges, or reflected / wrapped
+    slices (repeatedly, for pads wider than the array, as NumPy does)."""
+    t = as_tracer(array)
+    if callable(mode):
+        raise unsupported("np.pad with a function as mode")
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
+    if (widths < 0).any():
+        raise ValueError(with_location("index can't contain negative values"))
+    out = t
+    for ax in range(t.ndim):
+        before, after = (int(w) for w in widths[ax])
+        if before == 0 and after == 0:
+            continue
+        out = _pad_axis(out, ax, before, after, mode, kwargs)
+    return out if out is not t else Tracer(t.node)
+
+
+def _constant_block(t: Tracer, ax: int, width: int, value: Any) -> Tracer:
+    shape = list(t.shape)
+    shape[ax] = width
+    return np.full(shape, value, dtype=t.dtype)
+
+
+def _pad_axis(t: Tracer, ax: int, before: int, after: int, mode: str, kw: dict) -> Tracer:
+    n = t.shape[ax]
+    if mode == "constant":
+        vals = np.broadcast_to(np.asarray(kw.get("constant_values", 0)), (t.ndim, 2))[ax]
+        parts = [_constant_block(t, ax, before, vals[0]), t, _constant_block(t, ax, after, vals[1])]
+    elif mode == "empty":
+        parts = [_constant_block(t, ax, before, 0), t, _constant_block(t, ax, after, 0)]
+    elif n == 0:
+        raise ValueError(with_location(
+            f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'"))
+    elif mode == "edge":
+        first, last = _take_slice(t, ax, 0, 1), _take_slice(t, ax, n - 1, n)
+        parts = [_repeat_along(first, ax, before), t, _repeat_along(last, ax, after)]
+    elif mode in ("reflect", "symmetric"):
+        return _pad_reflect(t, ax, before, after, mode == "symmetric")
+    elif mode == "wrap":
+        return _pad_wrap(t, ax, before, after)
+    elif mode in ("maximum", "minimum", "mean", "median", "linear_ramp"):
+        raise unsupported(f"np.pad(mode={mode!r})")
+    else:
+        raise ValueError(with_location(f"mode '{mode}' is not supported"))
+    parts = [p for p in parts if p.shape[ax] > 0]
+    return np.concatenate(parts, axis=ax) if len(parts) > 1 else parts[0]
+
+
+def _repeat_along(t: Tracer, ax: int, count: int) -> Tracer:
+    shape = list(t.shape)
+    shape[ax] = count
+    return np.broadcast_to(t, shape)
+
+
+def _pad_reflect(t: Tracer, ax: int, before: int, after: int, symmetric: bool) -> Tracer:
+    """Reflection about the edge (``reflect``: the edge not repeated; ``symmetric``: repeated),
+    extended period by period as NumPy's pad does for wide pads."""
+    n = t.shape[ax]
+    if n == 1 and not symmetric:
+        return _pad_axis(t, ax, before, after, "edge", {})
+    out = t
+    while before > 0 or after > 0:
+        m = out.shape[ax]
+        span = n if symmetric else n - 1   # how far one reflection reaches
+        b = min(before, span)
+        a = min(after, span)
+        parts = []
+        if b:
+            lo = 0 if symmetric else 1
+            parts.append(np.flip(_take_slice(out, ax, lo, lo + b), ax))
+        parts.append(out)
+        if a:
+            hi = m if symmetric else m - 1
+            parts.append(np.flip(_take_slice(out, ax, hi - a, hi), ax))
+        out = np.concatenate(parts, axis=ax) if len(parts) > 1 else out
+        before -= b
+        after -= a
+    return out
+
+
+def _pad_wrap(t: Tracer, ax: int, before: int, after: int) -> Tracer:
+    n = t.shape[ax]
+    reps_b, rem_b = divmod(before, n)
+    reps_a, rem_a = divmod(after, n)
+    parts = []
+    if rem_b:
+        parts.append(_take_slice(t, ax, n - rem_b, n))
+    parts += [t] * (reps_b + 1 + reps_a)
+    if rem_a:
+        parts.append(_take_slice(t, ax, 0, rem_a))
+    return np.concatenate(parts, axis=ax) if len(parts) > 1 else t
+
+
+@composite(np.delete, calls=['np.delete({0}, 1)', 'np.delete({0}, [0, 2], axis=0)',
+                             'np.delete({0}, slice(None, None, 2), axis=-1)'],
+           min_dims=1)
+def delete(arr: Any, obj: Any, axis: Any = None) -> Tracer:
+    """The kept slices joined; ``obj`` (an int, a slice or a sequence) must be static."""
+    t = as_tracer(arr)
+    if axis is None:
+        t = t.ravel()
+        axis = 0
+    (ax,) = normalize_axes(axis, t.ndim, "delete")
+    n = t.shape[ax]
+    if isinstance(obj, Tracer):
+        raise unsupported("np.delete with traced indices", "the result size would depend on "
+                          "the data")
+    if isinstance(obj, slice):
+        drop = set(range(n)[obj])
+    else:
+        idx = np.asarray(obj)
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise ValueError(with_location(
+                    f"boolean array argument obj to delete must be one dimensional and match "
+                    f"the axis length of {n}"))
+            drop = set(np.flatnonzero(idx).tolist())
+        else:
+            flat = idx.reshape(-1).astype(np.int64)
+            bad = flat[(flat < -n) | (flat >= n)]
+            if bad.size:
+                raise IndexError(with_location(
+                    f"index {int(bad[0])} is out of bounds for axis {ax} with size {n}"))
+            drop = set((flat % n).tolist()) if n else set()
+    keep = [i for i in range(n) if i not in drop]
+    return _join_runs(t, ax, keep)
+
+
+def _join_runs(t: Tracer, ax: int, keep: Sequence[int]) -> Tracer:
+    """The elements ``keep`` (ascending) of axis ``ax``: slices of consecutive runs, joined."""
+    if not keep:
+        return _take_slice(t, ax, 0, 0)
+    parts = []
+    start = prev = keep[0]
+    for i in list(keep[1:]) + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(_take_slice(t, ax, start, prev + 1))
+        if i is not None:
+            start = prev = i
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ax)
+
+
+@composite(np.insert, calls=['np.insert({0}, 1, 7)', 'np.insert({0}, [0, 2], -1, axis=0)'],
+           min_dims=1)
+def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
+    """Slices of the array and the inserted values joined; the positions must be static."""
+    t = as_tracer(arr)
+    if axis is None:
+        t = t.ravel()
+        axis = 0
+    (ax,) = normalize_axes(axis, t.ndim, "insert")
+    n = t.shape[ax]
+    if isinstance(obj, Tracer):
+        raise unsupported("np.insert with traced positions", "the result size would depend on "
+                          "the data")
+    if isinstance(obj, slice):
+        positions = np.asarray(range(n + 1)[obj] if obj.stop is None or obj.stop > n
+                               else range(n)[obj])
+        scalar = False
+    else:
+        positions = np.asarray(obj)
+        scalar = positions.ndim == 0
+    positions = positions.reshape(-1).astype(np.int64)
+    bad = positions[(positions < -n) | (positions > n)]
+    if bad.size:
+        raise IndexError(with_location(
+            f"index {int(bad[0])} is out of bounds for axis {ax} with size {n}"))
+    positions = np.where(positions < 0, positions + n, positions)
+    vals = as_tracer(values).astype(t.dtype) if isinstance(values, Tracer) else \
+        as_tracer(np.asarray(values, dtype=t.dtype))
+    # The values as slabs of the result's shape along ``ax``: NumPy moves a scalar position's
+    # values' first axis to ``ax``; a sequence of positions takes one slab each.
+    slab_shape = list(t.shape)
+    if scalar:
+        v = vals if vals.ndim else vals.reshape(())
+        if v.ndim == t.ndim:
+            v = np.moveaxis(v, 0, ax)
+        else:
+            v = np.expand_dims(v, ax) if v.ndim == t.ndim - 1 else v
+        slab_shape[ax] = v.shape[ax] if v.ndim == t.ndim else 1
+        slabs = [np.broadcast_to(v, slab_shape)]
+        positions = positions[:1]
+    else:
+        slab_shape[ax] = len(positions)
+        v = vals.reshape(vals.shape + (1,) * 0)
+        if v.ndim < t.ndim:
+            v = v.reshape((1,) * (t.ndim - v.ndim) + v.shape)
+        block = np.broadcast_to(v, slab_shape)
+        slabs = [_take_slice(block, ax, i, i + 1) for i in range(len(positions))]
+    order = np.argsort(positions, kind="stable")
+    parts = []
+    prev = 0
+    for k in order:
+        p = int(positions[k])
+        if p > prev:
+            parts.append(_take_slice(t, ax, prev, p))
+        parts.append(slabs[k])
+        prev = max(prev, p)
+    if prev < n:
+        parts.append(_take_slice(t, ax, prev, n))
+    parts = [p for p in parts if p.shape[ax] > 0] or [_take_slice(t, ax, 0, 0)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ax)
+
+
+# ------------------------------------------------------------------------------------------
+# Array creation from a traced array, queries
+# ------------------------------------------------------------------------------------------
+
+def _like(fill: Any, name: str):
+    def fn(a, dtype=None, order="K", subok=True, shape=None, *, device=None):  # type: ignore[no-untyped-def]
+        return Tracer(api.full_like(unwrap(as_tracer(a)), fill, dtype, shape))
+    fn.__name__ = name
+    return fn
+
+
+composite(np.zeros_like, calls=['np.zeros_like({0})'], impl=_like(0, "zeros_like"))
+composite(np.ones_like, calls=['np.ones_like({0}, dtype=np.float32)'],
+          impl=_like(1, "ones_like"))
+composite(np.empty_like, calls=['np.empty_like({0}) * 0'], impl=_like(0, "empty_like"),
+          notes="the values are zeros (NumPy's are uninitialised)")
+
+
+@composite(np.full_like, calls=['np.full_like({0}, 3)', 'np.full_like({0}, {0}[..., :1])'])
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+              shape: Any = None, *, device: Any = None) -> Tracer:
+    t = as_tracer(a)
+    dt = np.dtype(dtype) if dtype is not None else t.dtype
+    shp = t.shape if shape is None else tuple(np.atleast_1d(shape))
+    if isinstance(fill_value, Tracer):
+        return np.broadcast_to(fill_value.astype(dt), shp).copy()
+    return Tracer(api.full_like(t.node, fill_value, dt, shp))
+
+
+@composite(np.copy, calls=['np.copy({0})'])
+def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
+    return as_tracer(a).copy()
+
+
+@composite(np.astype, calls=['np.astype({0}, np.float32)'])
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Tracer:
+    return as_tracer(x).astype(dtype, copy=copy)
+
+
+composite(np.shape, calls=['np.zeros(np.shape({0}))'],
+          impl=lambda a: as_tracer(a).shape)
+composite(np.ndim, calls=['np.zeros(np.ndim({0}))'], impl=lambda a: as_tracer(a).ndim)
+composite(np.size, calls=['np.zeros(np.size({0}))'],
+          impl=lambda a, axis=None: (as_tracer(a).size if axis is None
+                                     else as_tracer(a).shape[axis]))
+
+__all__ = ["ALL", "NUMERIC"]

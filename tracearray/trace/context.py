@@ -1,0 +1,293 @@
+"""What is in force while a function is being traced, and only then.
+
+``tracing()`` (a context manager, one per ``trace_function`` call) makes three things true for
+the duration of the trace and undoes them afterwards:
+
+1. **Argument conversion passes tracers through.** ``np.asarray``, ``np.array``,
+   ``np.asanyarray``, ``np.ascontiguousarray``, ``np.asfortranarray`` and
+   ``np.asarray_chkfinite`` are C functions (or call them) that neither ``__array_ufunc__`` nor
+   ``__array_function__`` reaches: on a tracer they would ask for its concrete value. Every
+   binding of them in a NumPy module and in the traced function's globals is replaced by a
+   wrapper that returns the traced value (``array`` copies, the others may alias, as NumPy's
+   do) and calls NumPy's function for anything else. This is what lets NumPy's own Python
+   implementations (``np.diff``, ``np.roll``, ``np.vstack``, ...) run on tracers. The
+   replacement is reference counted across threads (installed by the first trace, removed by
+   the last) and the wrappers do not depend on which thread calls them, so code running
+   outside a trace sees NumPy's behaviour (at the cost of one Python call while a trace is
+   running somewhere).
+2. **Random numbers are refused.** A call of ``np.random.*`` inside a compiled function would
+   be evaluated once, at trace time, and frozen into the graph: every call would return the
+   same numbers. Until random generation exists in kernels, the legacy functions and
+   ``default_rng`` raise ``UnsupportedOperationError`` naming the call and the user's line;
+   generators passed in or reachable from the function are refused by ``trace_function``.
+3. **Run-time checks can be recorded** (``require``): a boolean 0-d value that must be True
+   when the compiled function runs (``np.asarray_chkfinite`` of a value with an inf), with the
+   error NumPy would raise. The graph carries them as extra outputs; the call raises.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .errors import UnsupportedOperationError, with_location
+
+
+@dataclass
+class Check:
+    """``node`` (a bool 0-d graph node) must be True at run time, else ``error(message)``."""
+    node: Any
+    error: type[BaseException]
+    message: str
+
+
+@dataclass
+class TraceState:
+    checks: list[Check] = field(default_factory=list)
+
+
+_local = threading.local()
+
+
+def current() -> TraceState | None:
+    """The state of the trace running in this thread (None outside a trace)."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def require(node: Any, error: type[BaseException], message: str) -> None:
+    """Record a run-time check of the current trace (see the module docstring)."""
+    state = current()
+    if state is None:   # pragma: no cover - composites only run inside a trace
+        raise RuntimeError("require() outside a trace")
+    state.checks.append(Check(node, error, with_location(message)))
+
+
+# ============================================================================================
+# Argument conversion
+# ============================================================================================
+
+def _is_tracer(x: Any) -> bool:
+    from .tracer import Tracer
+    return isinstance(x, Tracer)
+
+
+def _holds_tracer(x: Any) -> bool:
+    if _is_tracer(x):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_holds_tracer(v) for v in x)
+    return False
+
+
+def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> Any:
+    """``a`` (a tracer, or nested lists/tuples holding tracers) as one traced array."""
+    from . import numpy_api as api
+    from .tracer import Tracer
+    if _is_tracer(a):
+        out = a if not copy else Tracer(a.node)
+    else:
+        out = Tracer(api.array_from_nested(a))
+    if dtype is not None and np.dtype(dtype) != out.dtype:
+        out = out.astype(dtype)
+    if ndmin > out.ndim:
+        out = out.reshape((1,) * (ndmin - out.ndim) + out.shape)
+    return out
+
+
+def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callable[..., Any]:
+    def convert(a: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not _holds_tracer(a):
+            return original(a, *args, **kwargs)
+        dtype = kwargs.get("dtype", args[0] if args else None)
+        copy = kwargs.get("copy", True if copies else None)
+        return _traced(a, dtype, copy=bool(copy) if copies else False,
+                       ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else 0)
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = original.__doc__
+    convert.__wrapped__ = original   # type: ignore[attr-defined]
+    return convert
+
+
+def _asarray_chkfinite(original: Callable[..., Any]) -> Callable[..., Any]:
+    def asarray_chkfinite(a: Any, dtype: Any = None, order: Any = None) -> Any:
+        if not _holds_tracer(a):
+            return original(a, dtype, order)
+        out = _traced(a, dtype)
+        if out.dtype.kind == "f":
+            # NumPy raises when the data hold an inf or NaN: a run-time check.
+            require(np.isfinite(out).all().node, ValueError,
+                    "array must not contain infs or NaNs")
+        return out
+    asarray_chkfinite.__wrapped__ = original   # type: ignore[attr-defined]
+    return asarray_chkfinite
+
+
+_CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": False,
+                "asfortranarray": False, "array": True}
+
+
+_REPLACEMENTS: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+
+def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
+    """id(NumPy's function) -> (NumPy's function, its tracer-passing replacement); built
+    once, so that every site gets the same replacement object."""
+    if not _REPLACEMENTS:
+        for name, copies in _CONVERSIONS.items():
+            fn = getattr(np, name)
+            _REPLACEMENTS[id(fn)] = (fn, _conversion(name, fn, copies))
+        fn = np.asarray_chkfinite
+        _REPLACEMENTS[id(fn)] = (fn, _asarray_chkfinite(fn))
+    return _REPLACEMENTS
+
+
+# ============================================================================================
+# Random numbers
+# ============================================================================================
+
+def _random_refusal(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperationError(with_location(
+            f"np.random.{name}() inside a compiled function would be evaluated once, while "
+            f"tracing, and every call would return the same numbers; draw the random array "
+            f"outside and pass it in as an argument"))
+    refuse.__name__ = name
+    return refuse
+
+
+def _random_names() -> list[str]:
+    rnd = np.random
+    names = [n for n in dir(rnd) if not n.startswith("_") and callable(getattr(rnd, n))
+             and not isinstance(getattr(rnd, n), type)]
+    return names + ["default_rng"] if "default_rng" not in names else names
+
+
+RANDOM_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+
+
+def refuse_random_state(value: Any, where: str) -> None:
+    """A random generator handed to a traced function: its draws would be frozen."""
+    if isinstance(value, RANDOM_TYPES):
+        raise UnsupportedOperationError(with_location(
+            f"{where} is a NumPy random generator ({type(value).__name__}); its draws inside "
+            f"a compiled function would be made once, while tracing, and frozen; draw the "
+            f"random array outside and pass it in as an argument"))
+
+
+# ============================================================================================
+# Installing and removing
+# ============================================================================================
+
+_lock = threading.Lock()
+_active = 0
+_patched: list[tuple[dict, str, Any]] = []     # (namespace, name, original value)
+_site_cache: tuple[int, list[tuple[dict, str, Callable[..., Any]]]] | None = None
+# User namespaces (the traced functions' globals), reference counted per binding: two
+# threads tracing functions of one module share the replacement.
+_user_patches: dict[tuple[int, str], list] = {}   # -> [namespace, original, count]
+
+
+def _numpy_sites() -> list[tuple[dict, str, Callable[..., Any]]]:
+    """Every (module dict, name, replacement) where a NumPy module binds a conversion
+    function (cached until more modules are imported)."""
+    global _site_cache
+    n = len(sys.modules)
+    if _site_cache is not None and _site_cache[0] == n:
+        return _site_cache[1]
+    repl = _replacements()
+    sites = []
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is None or not (mod_name == "numpy" or mod_name.startswith("numpy.")):
+            continue
+        ns = getattr(mod, "__dict__", None)
+        if not isinstance(ns, dict):
+            continue
+        for name, value in list(ns.items()):
+            hit = repl.get(id(value))
+            if hit is not None and hit[0] is value:
+                sites.append((ns, name, hit[1]))
+    rnd = np.random.__dict__
+    for name in _random_names():
+        sites.append((rnd, name, _random_refusal(name)))
+    _site_cache = (n, sites)
+    return sites
+
+
+_RANDOM_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] = {}
+
+
+def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
+    """Conversions and NumPy's random functions, by the id of the object a user namespace
+    may bind (``from numpy import asarray``, ``from numpy.random import normal``)."""
+    if not _RANDOM_REPLACEMENTS:
+        for name in _random_names():
+            fn = getattr(np.random, name)
+            _RANDOM_REPLACEMENTS[id(fn)] = (fn, _random_refusal(name))
+    return {**_replacements(), **_RANDOM_REPLACEMENTS}
+
+
+def _patch_user(namespace: dict | None) -> list[tuple[int, str]]:
+    """Replace the conversion and random functions bound in ``namespace``; the keys to
+    release."""
+    if not namespace or any(namespace is ns for ns, _n, _v in _patched):
+        return []
+    repl = _user_replacements()
+    keys = []
+    for name, value in list(namespace.items()):
+        key = (id(namespace), name)
+        entry = _user_patches.get(key)
+        if entry is not None:
+            entry[2] += 1
+            keys.append(key)
+            continue
+        hit = repl.get(id(value))
+        if hit is not None and hit[0] is value:
+            _user_patches[key] = [namespace, value, 1]
+            namespace[name] = hit[1]
+            keys.append(key)
+    return keys
+
+
+def _release_user(keys: list[tuple[int, str]]) -> None:
+    for key in keys:
+        entry = _user_patches[key]
+        entry[2] -= 1
+        if entry[2] == 0:
+            ns, original, _ = entry
+            del _user_patches[key]
+            ns[key[1]] = original
+
+
+@contextlib.contextmanager
+def tracing(user_globals: dict | None = None) -> Iterator[TraceState]:
+    """Run a trace: conversions pass tracers through, random calls are refused, checks are
+    collected into the returned state (see the module docstring)."""
+    global _active
+    state = TraceState()
+    with _lock:
+        if _active == 0:
+            for ns, name, new in _numpy_sites():
+                _patched.append((ns, name, ns.get(name)))
+                ns[name] = new
+        _active += 1
+        user_keys = _patch_user(user_globals)
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(state)
+    try:
+        yield state
+    finally:
+        stack.pop()
+        with _lock:
+            _release_user(user_keys)
+            _active -= 1
+            if _active == 0:
+                while _patched:
+                    ns, name, old = _patched.pop()
+                    ns[name] = old

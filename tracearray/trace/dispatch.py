@@ -1,0 +1,161 @@
+"""NumPy's protocols on tracers: which implementation a ufunc call or a NumPy function call gets.
+
+``ufunc(ufunc, method, inputs, kwargs)`` (from ``Tracer.__array_ufunc__``):
+
+- a ufunc that is a primitive of the registry becomes its node (``numpy_api.apply_ufunc``);
+  a ufunc that is a composite (``logaddexp``, ``divmod``, ``vecdot``, ...) runs its expansion;
+- ``reduce`` / ``accumulate`` use the reduction / scan primitive whose reducer is that ufunc
+  (``sum`` for ``np.add.reduce``, ``cummax`` for ``np.maximum.accumulate``); ``outer`` is the
+  ufunc of the operands broadcast against each other, for every ufunc.
+
+``function(func, args, kwargs)`` (from ``Tracer.__array_function__``): the composite
+registered for ``func`` (``tracearray.trace.composites``), else NumPy's own Python
+implementation run on the tracers (argument conversion passes them through while tracing, see
+``context``), else ``UnsupportedOperationError``. An error raised inside NumPy's implementation
+is reported as that function's, at the user's line.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
+from . import composites
+from . import numpy_api as api
+from .build import unsupported
+from .errors import ConcretizationError, UnsupportedOperationError, with_location
+
+
+def numpy_name(func: Any) -> str:
+    """``np.concatenate``, ``np.linalg.norm``, ``np.fft.rfft``: the name users write."""
+    if isinstance(func, np.ufunc):
+        return f"np.{func.__name__}"
+    module = getattr(func, "__module__", None) or "numpy"
+    name = getattr(func, "__name__", repr(func))
+    if module.startswith("numpy"):
+        parts = [p for p in module.split(".")[1:] if not p.startswith("_")]
+        public = [p for p in parts if p in ("linalg", "fft", "random", "ma", "polynomial",
+                                            "lib", "strings", "char", "testing")]
+        prefix = ".".join(["np"] + [p for p in public if p != "lib"])
+        return f"{prefix}.{name}"
+    return f"{module}.{name}"
+
+
+# ============================================================================================
+# ufuncs
+# ============================================================================================
+
+_IGNORED_KW = {"order": ("K", "C", "A", "F", None), "subok": (True, False)}
+
+
+def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    from .tracer import Tracer, unwrap
+    name = f"np.{uf.__name__}" + (f".{method}" if method != "__call__" else "")
+    out = kwargs.pop("out", None)
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise unsupported(f"{name}(..., out=...)", "compiled functions return new arrays")
+    for k, allowed in _IGNORED_KW.items():
+        if k in kwargs and kwargs[k] in allowed:
+            kwargs.pop(k)
+    if method == "__call__":
+        where = kwargs.pop("where", True)
+        if where is not True:
+            # Without out=, NumPy leaves the elements where the mask is False uninitialised.
+            raise unsupported(f"{name}(..., where=...) without out=",
+                              "NumPy leaves the masked elements uninitialised; use np.where")
+        if uf in UFUNC_OPS and uf is not np.matmul:
+            dtype = kwargs.pop("dtype", None)
+            sig = kwargs.pop("signature", kwargs.pop("sig", None))
+            if sig is not None:
+                sigs = sig if isinstance(sig, tuple) else (sig,)
+                if dtype is None and len(sigs) == uf.nin + uf.nout and sigs[-1] is not None:
+                    dtype = sigs[-1]
+                elif any(s is not None for s in sigs):
+                    raise unsupported(f"{name}(signature={sig!r})")
+            casting = kwargs.pop("casting", "same_kind")
+            if kwargs:
+                raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
+            args = [unwrap(x) for x in inputs]
+            if uf is np.power and dtype is None and casting == "same_kind":
+                return Tracer(api.power(*args))
+            return Tracer(api.apply_ufunc(uf, *args, dtype=dtype, casting=casting))
+        entry = composites.lookup(uf)
+        if entry is not None:
+            return entry.impl(*inputs, **kwargs)
+        raise unsupported(name)
+    if method == "reduce":
+        kind = reducer_of_ufunc(uf)
+        if kind is None:
+            raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
+                              "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
+        (x,) = inputs
+        axis = kwargs.pop("axis", 0)
+        dtype = kwargs.pop("dtype", None)
+        keepdims = kwargs.pop("keepdims", False)
+        initial = kwargs.pop("initial", np._NoValue)
+        where = kwargs.pop("where", True)
+        if kwargs:
+            raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
+        return Tracer(api.reduce_with(kind, unwrap(x), axis, keepdims, dtype, initial,
+                                      unwrap(where)))
+    if method == "accumulate":
+        kind = scan_of_ufunc(uf)
+        if kind is None:
+            raise unsupported(name, "tracearray accumulates with add, multiply, maximum and "
+                              "minimum")
+        (x,) = inputs
+        if np.ndim(x) == 0:
+            raise TypeError(with_location("cannot accumulate on a scalar"))
+        axis = kwargs.pop("axis", 0)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
+        return Tracer(api.scan(kind, unwrap(x), axis, dtype, ufunc_method=True))
+    if method == "outer":
+        a, b = inputs
+        na = np.ndim(a)
+        a2 = composites.as_tracer(a)
+        b2 = composites.as_tracer(b)
+        a2 = a2.reshape(a2.shape + (1,) * b2.ndim) if na or b2.ndim else a2
+        return uf(a2, b2, **kwargs)
+    raise unsupported(name)
+
+
+# ============================================================================================
+# NumPy functions
+# ============================================================================================
+
+def function(func: Callable, args: tuple, kwargs: dict) -> Any:
+    entry = composites.lookup(func)
+    if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
+        return entry.impl(*args, **kwargs)
+    impl = getattr(func, "_implementation", None)
+    if impl is None or inspect.isbuiltin(impl) or not _is_numpy(func):
+        raise unsupported(numpy_name(func))
+    return run_numpy_implementation(func, impl, args, kwargs)
+
+
+def _is_numpy(func: Any) -> bool:
+    return (getattr(func, "__module__", "") or "").startswith("numpy")
+
+
+def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs: dict) -> Any:
+    """NumPy's own Python implementation of ``func`` on tracers. It is built from ufuncs,
+    methods and other NumPy functions, which trace; where it needs something that does not
+    (item assignment, a data-dependent size), the error names ``func`` and the user's line."""
+    try:
+        return impl(*args, **kwargs)
+    except UnsupportedOperationError as e:
+        first = str(e).splitlines()[0]
+        raise UnsupportedOperationError(with_location(
+            f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation, "
+            f"run on traced values, needs something tracearray does not support: "
+            f"{first}")) from None
+    except ConcretizationError as e:
+        first = str(e).splitlines()[0].split(" needs ")[0]
+        raise UnsupportedOperationError(with_location(
+            f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation "
+            f"branches on array values ({first}), which are only known when the compiled "
+            f"function runs")) from None

@@ -1,0 +1,247 @@
+"""Primitives and composites together: what tracearray supports, by the names users write.
+
+``entries()`` lists every NumPy ufunc, every NumPy function the tracer can dispatch, every
+ndarray method and property, the Python operators and the indexing forms, each with how it is
+implemented (a primitive of ``tracearray.ops``, a composite of ``trace.composites``, NumPy's
+own implementation run on tracers, or a tracer method) or ``None`` when it is not supported.
+``render_markdown()`` is ``docs/supported.md`` (a test checks that the page is current).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ops import OPS, UFUNC_OPS, Kind, reducer_of_ufunc, scan_of_ufunc
+from .composites import COMPOSITES, Composite
+from .tracer import Tracer
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str                    # as users write it: np.add, np.diff, ndarray.sum, x + y
+    kind: str                    # ufunc | function | method | property | operator | indexing
+    how: str | None              # primitive | composite | numpy | tracer | None (unsupported)
+    dtypes: str = ""             # the dtypes it is tested on ("" where it does not apply)
+    notes: str = ""
+
+    @property
+    def supported(self) -> bool:
+        return self.how is not None
+
+
+def _dtype_text(dtypes: Any) -> str:
+    kinds = {np.dtype(d).kind for d in dtypes}
+    names = []
+    if "b" in kinds:
+        names.append("bool")
+    if "i" in kinds and "u" in kinds:
+        names.append("int")
+    elif "i" in kinds:
+        names.append("signed int")
+    elif "u" in kinds:
+        names.append("unsigned int")
+    if "f" in kinds:
+        names.append("float")
+    return ", ".join(names)
+
+
+def _ufunc_entries() -> list[Entry]:
+    out = []
+    seen: set[int] = set()
+    for attr in sorted(dir(np)):
+        uf = getattr(np, attr)
+        if not isinstance(uf, np.ufunc) or id(uf) in seen:
+            continue
+        seen.add(id(uf))
+        name = f"np.{uf.__name__}"
+        aliases = sorted(a for a in dir(np) if getattr(np, a) is uf and a != uf.__name__)
+        note = f"alias: {', '.join('np.' + a for a in aliases)}" if aliases else ""
+        methods = [m for m, ok in (("reduce", reducer_of_ufunc(uf)),
+                                   ("accumulate", scan_of_ufunc(uf))) if ok]
+        if uf in UFUNC_OPS or uf is np.matmul:
+            spec = OPS[UFUNC_OPS[uf]] if uf in UFUNC_OPS else OPS["matmul"]
+            extra = [note] if note else []
+            if methods:
+                extra.append(f"also .{', .'.join(methods)}")
+            if not spec.accuracy.exact:
+                extra.append(f"{spec.accuracy.family} accuracy")
+            out.append(Entry(name, "ufunc", "primitive", _dtype_text(spec.domain.dtypes),
+                             "; ".join(extra)))
+        elif uf in COMPOSITES:
+            c = COMPOSITES[uf]
+            out.append(Entry(name, "ufunc", "composite", _dtype_text(c.dtypes),
+                             "; ".join(x for x in (note, c.notes) if x)))
+        else:
+            out.append(Entry(name, "ufunc", None, "", note or _why_not(uf)))
+    return out
+
+
+_WHY_NOT = {
+    "isnat": "datetime only",
+}
+
+
+def _why_not(obj: Any) -> str:
+    return _WHY_NOT.get(getattr(obj, "__name__", ""), "")
+
+
+def _array_functions() -> list[tuple[str, Any]]:
+    """NumPy's functions that dispatch through ``__array_function__`` (the ones a tracer
+    argument reaches), by public name, in the main namespace and np.linalg / np.fft."""
+    out = []
+    seen: set[int] = set()
+    for prefix, mod in (("np", np), ("np.linalg", np.linalg), ("np.fft", np.fft)):
+        for attr in sorted(dir(mod)):
+            if attr.startswith("_"):
+                continue
+            fn = getattr(mod, attr)
+            if isinstance(fn, np.ufunc) or not callable(fn) or id(fn) in seen:
+                continue
+            if getattr(fn, "_implementation", None) is None:
+                continue
+            seen.add(id(fn))
+            out.append((f"{prefix}.{attr}", fn))
+    return out
+
+
+def _function_entries() -> list[Entry]:
+    out = []
+    for name, fn in _array_functions():
+        c: Composite | None = COMPOSITES.get(fn)
+        if c is not None:
+            how = "numpy" if c.uses_numpy_implementation else "composite"
+            out.append(Entry(c.name if c.name.count(".") > 1 else name, "function", how,
+                             _dtype_text(c.dtypes), c.notes))
+        else:
+            out.append(Entry(name, "function", None))
+    known = {e.name for e in out}
+    for obj, c in COMPOSITES.items():   # composites of functions outside those namespaces
+        if not isinstance(obj, np.ufunc) and c.name not in known:
+            out.append(Entry(c.name, "function", "numpy" if c.uses_numpy_implementation
+                             else "composite", _dtype_text(c.dtypes), c.notes))
+    return out
+
+
+_NOT_ON_TRACERS = {"tofile", "dump", "dumps", "tobytes", "tostring", "setflags", "resize",
+                   "getfield", "setfield", "byteswap", "newbyteorder", "ctypes", "data",
+                   "base", "strides", "device", "to_device"}
+
+
+def _method_entries() -> list[Entry]:
+    out = []
+    for attr in sorted(dir(np.ndarray)):
+        if attr.startswith("_"):
+            continue
+        is_property = not callable(getattr(np.ndarray, attr))
+        kind = "property" if is_property else "method"
+        defined = any(attr in vars(k) for k in type.mro(Tracer) if k is not object)
+        how = "tracer" if defined else None
+        note = ""
+        if attr in ("item", "tolist", "__array__"):
+            how, note = None, "needs the concrete value (ConcretizationError)"
+        if attr == "ptp":
+            how, note = None, "removed from ndarray in NumPy 2 (np.ptp works)"
+        out.append(Entry(f"ndarray.{attr}", kind, how, "", note))
+    return out
+
+
+_OPERATORS = [
+    ("x + y", np.add), ("x - y", np.subtract), ("x * y", np.multiply), ("x / y", np.true_divide),
+    ("x // y", np.floor_divide), ("x % y", np.remainder), ("x ** y", np.power),
+    ("divmod(x, y)", np.divmod), ("x @ y", np.matmul), ("-x", np.negative), ("+x", np.positive),
+    ("abs(x)", np.absolute), ("~x", np.invert), ("x & y", np.bitwise_and),
+    ("x | y", np.bitwise_or), ("x ^ y", np.bitwise_xor), ("x << y", np.left_shift),
+    ("x >> y", np.right_shift), ("x < y", np.less), ("x <= y", np.less_equal),
+    ("x > y", np.greater), ("x >= y", np.greater_equal), ("x == y", np.equal),
+    ("x != y", np.not_equal),
+]
+
+
+def _operator_entries() -> list[Entry]:
+    out = [Entry(text, "operator", "primitive" if uf in UFUNC_OPS or uf is np.matmul
+                 else "composite", "", f"np.{uf.__name__}") for text, uf in _OPERATORS]
+    out.append(Entry("x += y (and every augmented assignment)", "operator", "tracer", "",
+                     "on values the function made; arguments and views of them are refused"))
+    out.append(Entry("len(x), iteration over x", "operator", "tracer"))
+    out.append(Entry("bool(x), int(x), float(x), if x", "operator", None, "",
+                     "needs the concrete value (ConcretizationError)"))
+    return out
+
+
+_INDEXING = [
+    ("x[i], x[i, j] (integers)", "tracer", ""),
+    ("x[a:b:s, None, ...] (basic slicing)", "tracer", "any step, negative steps"),
+    ("x[idx] (integer-array / list gather)", None, "the indexing issue"),
+    ("x[mask] (boolean mask)", None, "a data-dependent size: the indexing issue"),
+    ("x[...] = v (assignment)", None, "the indexing issue"),
+]
+
+
+def entries() -> list[Entry]:
+    return (_ufunc_entries() + _function_entries() + _method_entries() + _operator_entries()
+            + [Entry(t, "indexing", how, "", note) for t, how, note in _INDEXING])
+
+
+_HOW = {"primitive": "yes (primitive)", "composite": "yes (composite)",
+        "numpy": "yes (NumPy's implementation)", "tracer": "yes", None: "no"}
+
+
+def render_markdown() -> str:
+    """docs/supported.md."""
+    es = entries()
+    n_yes = sum(e.supported for e in es)
+    lines = [
+        "# Supported NumPy operations",
+        "",
+        "Generated from the op registry (`tracearray/ops`: primitives; "
+        "`tracearray/trace/composites`: NumPy functions built from them) by "
+        "`tracearray.trace.registry.render_markdown()`; a test checks that this page is "
+        "current. Every supported entry runs on both targets, the CPU and NVIDIA GPUs (one "
+        "code generator), and is tested against NumPy by `tests/test_registry.py` (composites "
+        "and ufuncs) or the per-op suites.",
+        "",
+        "*yes (primitive)*: a graph operation with its own code; *yes (composite)*: built from "
+        "primitives by tracearray; *yes (NumPy's implementation)*: NumPy's own Python code, "
+        "run on traced values (with argument conversion passing them through); *no*: "
+        "raises `UnsupportedOperationError` naming the call and your line. A NumPy function "
+        "not in the table that NumPy implements in Python is tried the same way; if its code "
+        "needs something tracearray lacks, the error says so.",
+        "",
+        f"**{n_yes} of {len(es)} names supported.**",
+        "",
+    ]
+    titles = {"ufunc": "Universal functions", "function": "Functions",
+              "method": "ndarray methods", "property": "ndarray properties",
+              "operator": "Operators", "indexing": "Indexing"}
+    for kind, title in titles.items():
+        rows = [e for e in es if e.kind == kind]
+        yes = sum(e.supported for e in rows)
+        lines += [f"## {title} ({yes} of {len(rows)})", "",
+                  "| name | supported | dtypes | notes |", "|---|---|---|---|"]
+        for e in rows:
+            note = e.notes.replace("|", "\\|")
+            lines.append(f"| `{e.name}` | {_HOW[e.how]} | {e.dtypes} | {note} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def composite_calls() -> list[tuple[Composite, str]]:
+    """(composite, call) for every test call of every composite (tests/test_registry.py)."""
+    return [(c, call) for c in COMPOSITES.values() for call in c.calls]
+
+
+def primitive_calls() -> list[tuple[str, str]]:
+    """(primitive, call) for the ufunc primitives, called by their NumPy name."""
+    out = []
+    for name, spec in sorted(OPS.items()):
+        if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
+            args = ", ".join(f"{{{i}}}" for i in range(spec.arity))
+            out.append((name, f"np.{spec.ufunc.__name__}({args})"))
+    return out
+
+
+__all__ = ["Entry", "entries", "render_markdown", "composite_calls", "primitive_calls",
+           "inspect"]
