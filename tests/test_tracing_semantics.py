@@ -487,9 +487,9 @@ def test_broadcast_error_is_a_trace_shape_error() -> None:
 
 def test_error_location_skips_numpy_frames() -> None:
     def fn(x: Any) -> Any:
-        return np.linalg.norm(x, ord=1)  # <- norm
+        return np.linalg.norm(x, ord="nuc")  # <- norm
 
-    with pytest.raises(TypeError) as info:             # matrix 1-norm: unsupported
+    with pytest.raises(TypeError) as info:             # nuclear norm: unsupported (SVD)
         trace(fn, X)
     assert_points_at(info.value, fn, "<- norm")
     assert "_linalg.py" not in str(info.value)
@@ -740,3 +740,79 @@ def test_verifier_rejects_hand_built_bad_nodes() -> None:
         assert what  # (named for the failure message)
     with pytest.raises(GraphVerificationError):
         verify(Graph((y, x), (good,), ("leaf",)))       # inputs out of order
+
+
+# ============================================================================================
+# Callables, generators, errors of later stages
+# ============================================================================================
+
+def test_partials_methods_and_callable_objects_compile() -> None:
+    import functools
+
+    import tracearray
+
+    def scale(x, k):
+        return x * k
+
+    class Shift:
+        def __init__(self, by):
+            self.by = by
+
+        def __call__(self, x):
+            return x + self.by
+
+        def twice(self, x):
+            return x * 2 + self.by
+
+    p = tracearray.compile(functools.partial(scale, k=3.0), device="cpu")
+    np.testing.assert_array_equal(p(X), X * 3.0)
+    assert p.__name__ == "scale" and "scale" in repr(p)
+    np.testing.assert_array_equal(tracearray.compile(Shift(1.5), device="cpu")(X), X + 1.5)
+    np.testing.assert_array_equal(tracearray.compile(Shift(1.5).twice, device="cpu")(X),
+                                  X * 2 + 1.5)
+
+
+def test_generator_functions_are_refused() -> None:
+    def gen(x):
+        yield x + 1
+    with pytest.raises(UnsupportedOperationError, match="generator"):
+        trace(gen, X)
+
+
+def _missing_method(x: Any) -> Any:
+    return x.searchsorted(2.0)  # <- missing
+
+
+def test_a_missing_ndarray_method_is_a_located_tracearray_error() -> None:
+    from tracearray.errors import UnsupportedAttributeError
+    with pytest.raises(UnsupportedAttributeError) as info:
+        trace(_missing_method, X)
+    assert isinstance(info.value, AttributeError) and "ndarray.searchsorted" in str(info.value)
+    assert_points_at(info.value, _missing_method, "<- missing")
+    assert not hasattr(trace(lambda x: x, X), "no_such_attribute")
+
+
+def _two_ops(x: Any) -> Any:
+    y = np.exp(x)  # <- exp
+    return y.sum()
+
+
+def test_a_failure_after_tracing_names_the_ops_and_lines(monkeypatch) -> None:
+    """An unexpected failure in code generation is a CompileError (a TracearrayError, so
+    fallback='numpy' catches it) naming the kernel's ops and the user's lines."""
+    import tracearray
+    from tracearray.cpu import runtime
+    from tracearray.errors import CompileError
+
+    def broken(*args, **kwargs):
+        raise KeyError("simulated code generator bug")
+    monkeypatch.setattr(runtime, "lower_kernel", broken)
+    f = tracearray.compile(_two_ops, device="cpu")
+    with pytest.raises(CompileError) as info:
+        f(X)
+    msg = str(info.value)
+    assert "exp (at " in msg and f"{THIS_FILE}:{marker_line(_two_ops, '<- exp')}" in msg, msg
+    assert "KeyError" in msg and "please report" in msg
+    g = tracearray.compile(_two_ops, device="cpu", fallback="numpy")
+    with pytest.warns(RuntimeWarning, match="fallback"):
+        np.testing.assert_allclose(g(X), np.exp(X).sum(), rtol=1e-6)

@@ -6,7 +6,7 @@
 """
 from .api import CompiledFunction, Lowered, compile
 from .gpu import Array
-from .trace.errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
+from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                            TraceShapeError, UnsupportedOperationError)
 
 __version__ = "0.1.0"

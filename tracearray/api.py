@@ -20,7 +20,7 @@ from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
 from .trace import Trace, format_graph, is_array_leaf, plain_function, pytree, trace_function
-from .trace.errors import InputError, TracearrayError
+from .errors import InputError, TracearrayError
 from .trace.graph import Graph
 
 DEVICES = ("auto", "cpu", "cuda")

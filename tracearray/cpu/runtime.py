@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
+from ..errors import TracearrayError, stage_error
 from ..fuse.plan import Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
@@ -83,7 +84,13 @@ class Executable:
             if spec.strategy == "matmul":
                 self.kernels.append(None)
                 continue
-            self.kernels.append(self._prepare(spec, buffers, f"{name}{i}"))
+            try:
+                self.kernels.append(self._prepare(spec, buffers, f"{name}{i}"))
+            except TracearrayError:
+                raise
+            except Exception as e:   # noqa: BLE001 -- named with the kernel's ops and lines
+                raise stage_error(f"compiling kernel {name}{i} for the CPU",
+                                  spec.kernel.nodes, e) from e
         self._plan_call(buffers)
 
     def _plan_call(self, buffers: dict[Node, np.ndarray]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import stage_error
 from ..trace.graph import Graph, Node
 from ..ops import OPS, TRANSCENDENTAL, Kind
 from .index import Index
@@ -76,9 +77,10 @@ def plan_graph(graph: Graph) -> Plan:
             return finish(graph, kernels, stores, notes)
         except NotFusable as e:
             if e.store is None or e.store in stores:
-                raise AssertionError(f"planner could not place a node: {e}") from None
+                raise stage_error("planning", [e.store] if e.store is not None else [],
+                                  AssertionError(f"no kernel can compute it: {e}")) from None
             stores.add(e.store)
-    raise AssertionError("planner did not converge")
+    raise stage_error("planning", [], AssertionError("the planner did not converge"))
 
 
 def choose_stores(graph: Graph) -> set[Node]:

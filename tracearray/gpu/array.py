@@ -224,7 +224,7 @@ def _check_alignment(what: str, ptr: int, dtype: np.dtype, strides: Any) -> None
     """Kernels load whole elements: addresses and strides must be multiples of the size."""
     size = dtype.itemsize
     if ptr % size or (strides is not None and any(s % size for s in strides)):
-        from ..trace.errors import InputError
+        from ..errors import InputError
         raise InputError(f"a {what} device array whose address or strides are not multiples "
                          f"of its element size ({size} bytes) cannot be read by tracearray's "
                          f"kernels; pass a contiguous copy")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config
-from ..trace.errors import TracearrayError
+from ..errors import TracearrayError
 from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
 
 INSTALL_HINT = "pip install 'tracearray[cuda]' (or: pip install cuda-python)"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
-from ..trace.errors import TracearrayError
+from ..errors import TracearrayError
 
 TRIPLE = "nvptx64-nvidia-cuda"
 

@@ -29,7 +29,7 @@ from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
-from ..trace.errors import UnsupportedOperationError
+from ..errors import TracearrayError, UnsupportedOperationError, stage_error
 from ..trace.graph import Node
 from ..ops import OPS, constant_value
 from . import ptx as ptxmod
@@ -193,12 +193,18 @@ class GpuExecutable:
         for i, spec in enumerate(specs):
             if i in self._absorbed:
                 continue   # runs with its epilogue, at the epilogue's position
-            if i in self._fused:
-                gk = self._prepare_matmul(specs[self._fused[i][0]], i)
-            elif spec.strategy == "matmul":
-                gk = self._prepare_matmul(spec, None)
-            else:
-                gk = self._prepare(spec, f"{name}{i}")
+            try:
+                if i in self._fused:
+                    gk = self._prepare_matmul(specs[self._fused[i][0]], i)
+                elif spec.strategy == "matmul":
+                    gk = self._prepare_matmul(spec, None)
+                else:
+                    gk = self._prepare(spec, f"{name}{i}")
+            except TracearrayError:
+                raise
+            except Exception as e:   # noqa: BLE001 -- named with the kernel's ops and lines
+                raise stage_error(f"compiling kernel {name}{i} for the GPU", spec.kernel.nodes,
+                                  e) from e
             self.kernels.append(gk)
         self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}

@@ -129,16 +129,24 @@ def _all_ones(dt: np.dtype) -> Any:
 # Reductions
 # --------------------------------------------------------------------------------------------
 
-def _reduce_ref(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+def _reduce_ref(fn: Callable[..., np.ndarray], start: Callable[[np.dtype], Any] | None = None
+                ) -> Callable[..., np.ndarray]:
+    """NumPy's reduction with keepdims; reductions without an identity (max, min) start from
+    the reducer's start value, as the kernels do, so that reducing an empty axis (legal with
+    ``initial=``, which the graph combines afterwards) gives that value, not NumPy's error."""
     def ref(x: np.ndarray, *, axes: tuple[int, ...], dtype: str | None = None, **_: Any) -> np.ndarray:
         kwargs = {"dtype": dtype} if dtype is not None and fn in (np.sum, np.prod) else {}
+        if start is not None:
+            kwargs["initial"] = start(x.dtype)
         return np.asarray(fn(x, axis=axes, keepdims=True, **kwargs))
     return ref
 
 
-def _ufunc_reduce_ref(ufunc: np.ufunc) -> Callable[..., np.ndarray]:
+def _ufunc_reduce_ref(ufunc: np.ufunc, start: Callable[[np.dtype], Any] | None = None
+                      ) -> Callable[..., np.ndarray]:
     def ref(x: np.ndarray, *, axes: tuple[int, ...], **_: Any) -> np.ndarray:
-        return np.asarray(ufunc.reduce(x, axis=axes, keepdims=True))
+        kw = {} if start is None else {"initial": start(x.dtype)}
+        return np.asarray(ufunc.reduce(x, axis=axes, keepdims=True, **kw))
     return ref
 
 
@@ -176,9 +184,11 @@ register_reduction("prod", Reducer(np.multiply, "multiply", lambda dt: 1, widen_
                    _reduce_ref(np.prod), rules.attr_dtype, operand_dtypes=_same_operand,
                    divergences=_FLOAT_PROD)
 register_reduction("max", Reducer(np.maximum, "maximum", _lowest, operand_dtype=True),
-                   _reduce_ref(np.max), rules.same_dtype, divergences=("max-min-signed-zero",))
+                   _reduce_ref(np.max, _lowest), rules.same_dtype,
+                   divergences=("max-min-signed-zero",))
 register_reduction("min", Reducer(np.minimum, "minimum", _highest, operand_dtype=True),
-                   _reduce_ref(np.min), rules.same_dtype, divergences=("max-min-signed-zero",))
+                   _reduce_ref(np.min, _highest), rules.same_dtype,
+                   divergences=("max-min-signed-zero",))
 register_reduction("any", Reducer(np.logical_or, "logical_or", lambda dt: False, bool_acc=True),
                    _reduce_ref(np.any), rules.bool_dtype, operand_dtypes=_bool_operand)
 register_reduction("all", Reducer(np.logical_and, "logical_and", lambda dt: True,
@@ -193,10 +203,12 @@ register_reduction("argmin", Reducer(None, None, _highest, index="min", operand_
 _FLOATS = tuple(d for d in ALL_DTYPES if d.kind == "f")
 _INTS_BOOL = tuple(d for d in ALL_DTYPES if d.kind in "biu")
 register_reduction("reduce_fmax", Reducer(np.fmax, "fmax", lambda dt: np.nan, operand_dtype=True),
-                   _ufunc_reduce_ref(np.fmax), rules.same_dtype, Domain(_FLOATS),
+                   _ufunc_reduce_ref(np.fmax, lambda dt: np.nan), rules.same_dtype,
+                   Domain(_FLOATS),
                    operand_dtypes=_same_operand, divergences=("max-min-signed-zero",))
 register_reduction("reduce_fmin", Reducer(np.fmin, "fmin", lambda dt: np.nan, operand_dtype=True),
-                   _ufunc_reduce_ref(np.fmin), rules.same_dtype, Domain(_FLOATS),
+                   _ufunc_reduce_ref(np.fmin, lambda dt: np.nan), rules.same_dtype,
+                   Domain(_FLOATS),
                    operand_dtypes=_same_operand, divergences=("max-min-signed-zero",))
 register_reduction("reduce_bitwise_and",
                    Reducer(np.bitwise_and, "bitwise_and", _all_ones, operand_dtype=True),

@@ -574,8 +574,10 @@ class Evaluator:
     def _max_min(self, op, ex, vals, lo, hi, nan_c, value, top) -> Bound:
         f = np.max if op == "max" else np.min
         fill = -INF if op == "max" else INF
-        lo_r = f(np.where(np.isnan(lo), fill, lo), axis=-1)
-        hi_r = f(np.where(np.isnan(hi), fill, hi), axis=-1)
+        # initial=: an empty row (legal when the program passes initial=) reduces to the
+        # kernel's start value, which is exact (all() of no elements)
+        lo_r = f(np.where(np.isnan(lo), fill, lo), axis=-1, initial=fill)
+        hi_r = f(np.where(np.isnan(hi), fill, hi), axis=-1, initial=fill)
         all_exact = ex.all(-1)
         exact = nan_c | all_exact
         v = value.astype(F64).reshape(lo_r.shape)
@@ -596,8 +598,8 @@ class Evaluator:
         nan_e = ex & np.isnan(vals)
         maybe_nan = (~ex & (np.isnan(lo) | np.isnan(hi))).any(-1)
         valid = ~nan_e
-        lo_r = f(np.where(valid, lo, fill), axis=-1)
-        hi_r = f(np.where(valid, hi, fill), axis=-1)
+        lo_r = f(np.where(valid, lo, fill), axis=-1, initial=fill)
+        hi_r = f(np.where(valid, hi, fill), axis=-1, initial=fill)
         all_nan = nan_e.all(-1)
         all_exact = ex.all(-1)
         exact = all_nan | all_exact

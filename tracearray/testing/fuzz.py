@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..trace.errors import UnsupportedOperationError
+from ..errors import UnsupportedOperationError
 from .compare import Comparison, compare_with_numpy
 from .programs import Program, ProgramSpace, generate, shrink
 from .repro import reproducer

@@ -21,7 +21,7 @@ import numpy as np
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import context, pytree
 from .build import check_dtype, constant
-from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
+from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                      TraceShapeError, UnsupportedOperationError, with_location)
 from .graph import Graph, Node, format_graph
 from .tracer import Tracer

@@ -9,7 +9,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
+from ..errors import (TraceDTypeError, TraceShapeError, UnsupportedOperationError,
+                      record_location, with_location)
 from .graph import Node
 from ..ops import ALL_DTYPES, OPS, Kind, infer
 
@@ -47,7 +48,9 @@ def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
                 f"operands could not be broadcast together with shapes {shapes}")) from None
         shapes = ", ".join(str(a.shape) for a in args)
         raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
-    return Node.make(op, args, attrs, shape, dtype)
+    node = Node.make(op, args, attrs, shape, dtype)
+    record_location(node)
+    return node
 
 
 def constant(value: Any, dtype: Any = None) -> Node:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .errors import UnsupportedOperationError, with_location
+from ..errors import UnsupportedOperationError, with_location
 
 
 @dataclass

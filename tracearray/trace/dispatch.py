@@ -25,7 +25,7 @@ from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
 from . import composites
 from . import numpy_api as api
 from .build import unsupported
-from .errors import ConcretizationError, UnsupportedOperationError, with_location
+from ..errors import ConcretizationError, UnsupportedOperationError, with_location
 
 
 def numpy_name(func: Any) -> str:

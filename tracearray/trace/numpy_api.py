@@ -15,7 +15,7 @@ import numpy as np
 
 from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
-from .errors import with_location
+from ..errors import with_location
 from .graph import Node
 from ..ops import OPS, UFUNC_OPS, Kind, numel
 
@@ -352,6 +352,16 @@ def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
     return out
 
 
+def _matrix_axes(axis: Any, ndim: int) -> tuple[int, int]:
+    """The (row, column) axes of a matrix norm, in the order given (default: the last two)."""
+    if axis is None:
+        return ndim - 2, ndim - 1
+    a, b = (normalize_axes(int(v), ndim, "norm")[0] for v in axis)
+    if a == b:
+        raise ValueError(with_location("Duplicate axes given."))
+    return a, b
+
+
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
     """np.linalg.norm: vector norms along an axis, and the Frobenius norm of 2 axes, following
     numpy/linalg/_linalg.py::norm case by case."""
@@ -370,8 +380,19 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> N
         if ord in (None, "fro", "f"):
             return apply_ufunc(np.sqrt, reduce("sum", apply_ufunc(np.multiply, x, x), axes,
                                                keepdims))
-        if ord in (1, -1, 2, -2, np.inf, -np.inf, "nuc"):
-            raise unsupported(f"matrix norm ord={ord!r}", "only vector norms and 'fro'")
+        if ord in (1, -1, np.inf, -np.inf):
+            # numpy/linalg/_linalg.py::norm: the largest (smallest) absolute column sum for
+            # ord=+-1, row sum for ord=+-inf, in the axis order the user gave.
+            row, col = _matrix_axes(axis, x.ndim)
+            if ord in (np.inf, -np.inf):
+                row, col = col, row
+            absx = apply_ufunc(np.absolute, x)
+            sums = reduce("sum", absx, (row,), keepdims=True)
+            out = reduce("max" if ord > 0 else "min", sums, (col,), keepdims=True)
+            return out if keepdims else squeeze(out, tuple(sorted((row, col))))
+        if ord in (2, -2, "nuc"):
+            raise unsupported(f"np.linalg.norm(ord={ord!r}) of a matrix",
+                              "it needs singular values (np.linalg.svd)")
         raise ValueError(with_location("Invalid norm order for matrices."))
     if len(axes) != 1:
         raise ValueError(with_location("Improper number of dimensions to norm."))
@@ -605,6 +626,10 @@ def scan(kind: str, x: Any, axis: Any = None, dtype: Any = None, ufunc_method: b
         axis = 0
     elif x.ndim == 0:
         x = reshape(x, (1,))   # NumPy scans a 0-d array as a 1-d one (result shape (1,))
+    try:
+        axis = operator.index(axis)   # NumPy: a scan's axis is one int, never a tuple
+    except TypeError as e:
+        raise TypeError(with_location(f"np.{kind}: {e}")) from None
     (ax,) = normalize_axes(axis, x.ndim, kind)
     ufunc = OPS[kind].reducer.ufunc
     fn = ufunc.accumulate if ufunc_method or kind not in _SCAN_FUNCTIONS else \

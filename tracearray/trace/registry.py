@@ -243,5 +243,4 @@ def primitive_calls() -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["Entry", "entries", "render_markdown", "composite_calls", "primitive_calls",
-           "inspect"]
+__all__ = ["Entry", "entries", "render_markdown", "composite_calls", "primitive_calls"]

@@ -8,15 +8,20 @@ raises ``ConcretizationError`` pointing at the user's line.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import numpy as np
 
 from . import numpy_api as api
 from .build import check_dtype, dtype_key, shape_str, unsupported
-from .errors import (ConcretizationError, UnsupportedAttributeError, UnsupportedOperationError,
-                     with_location)
+from ..errors import (ConcretizationError, UnsupportedAttributeError, UnsupportedOperationError,
+                      user_location, with_location)
 from .graph import Node, type_str
+
+
+# ``a[...] = v`` and augmented forms (``a[i] += v``), not comparisons (``a[i] == v``).
+_SUBSCRIPT_ASSIGNMENT = re.compile(r"\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
 
 
 def unwrap(x: Any) -> Any:
@@ -197,7 +202,15 @@ class Tracer:
         return self._concrete("using an array as an index or size")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return self._concrete("converting to a NumPy array (np.asarray / np.array)")
+        # While tracing, np.asarray & co. pass tracers through, so this is NumPy's C code
+        # asking for the data: most often an assignment into a NumPy array.
+        where = user_location() or ""
+        code = where.splitlines()[1].strip() if "\n" in where else ""
+        if _SUBSCRIPT_ASSIGNMENT.search(code):
+            return self._concrete("assigning a traced value into a NumPy array "
+                                  "(`out[...] = value` where `out` is a NumPy array)")
+        return self._concrete("converting to a NumPy array (a NumPy function or method that "
+                              "needs the data itself)")
 
     def item(self, *args: Any) -> Any:
         return self._concrete(".item()")
@@ -305,7 +318,9 @@ class Tracer:
                           "only views with the same dtype")
 
     def conj(self) -> "Tracer":
-        return np.conjugate(self)
+        # ndarray.conj of a real array returns the array itself (not np.conjugate's copy,
+        # which turns bool into int8).
+        return self
 
     conjugate = conj
 

@@ -12,7 +12,7 @@ import numpy as np
 from ...ops import Kind, OPS
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
-from ..errors import with_location
+from ...errors import with_location
 from ..graph import toposort
 from ..tracer import Tracer, unwrap
 from . import ALL, FLOATS, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
-from ..errors import with_location
+from ...errors import with_location
 from ..tracer import Tracer, unwrap
 from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
@@ -141,7 +141,9 @@ def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
 
 @composite(np.linalg.norm, calls=['np.linalg.norm({0})',
                                   'np.linalg.norm({0}, axis=-1)',
-                                  'np.linalg.norm({0}, 1, axis=0)'],
+                                  'np.linalg.norm({0}, 1, axis=0)',
+                                  'np.linalg.norm({0}[..., None], np.inf, axis=(-1, 0))',
+                                  'np.linalg.norm({0}[None], -1, axis=(0, -1))'],
            dtypes=NUMERIC, min_dims=1, max_dims=2, values="small",
            divergences=("norm-dot", "float-sum-reassociation"), name="np.linalg.norm")
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:

@@ -10,10 +10,9 @@ import numpy as np
 from .. import context
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
-from ..errors import with_location
+from ...errors import with_location
 from ..tracer import Tracer, no_out, reduction, unwrap
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
-
 
 
 def _keep(keepdims: Any) -> bool:
@@ -251,7 +250,13 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     if t.dtype.kind != "f":
         return t.mean(axis, dtype, keepdims=_keep(keepdims), where=where)
     mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
-    return t.mean(axis, dtype, keepdims=_keep(keepdims), where=mask)
+    return t.mean(_nan_axis(t, axis), dtype, keepdims=_keep(keepdims), where=mask)
+
+
+def _nan_axis(t: Tracer, axis: Any) -> Any:
+    """The nan-functions reduce with np.sum, so they accept an int axis 0 or -1 on a 0-d array
+    as the ufunc reductions do (np.mean and np.var themselves refuse it)."""
+    return None if api._zero_d_int_axis(t.node, axis) else axis
 
 
 def _nan_var(name: str):
@@ -264,7 +269,7 @@ def _nan_var(name: str):
             return method(axis, dtype, None, ddof, _keep(keepdims), where=where, mean=mean,
                           correction=correction)
         mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
-        return method(axis, dtype, None, ddof, _keep(keepdims), where=mask, mean=mean,
+        return method(_nan_axis(t, axis), dtype, None, ddof, _keep(keepdims), where=mask, mean=mean,
                       correction=correction)
     return fn
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
-from ..errors import with_location
+from ...errors import with_location
 from ..tracer import Tracer, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...ops import OPS
 from .. import numpy_api as api
 from ..build import make
-from ..errors import with_location
+from ...errors import with_location
 from ..tracer import Tracer
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite, node
 

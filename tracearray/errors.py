@@ -1,0 +1,120 @@
+"""tracearray's errors, for every stage, and the user's location they name.
+
+Every error raised while tracing names the operation and the file:line of the user's code that
+called it, found by walking the stack to the first frame outside tracearray and NumPy. Later
+stages (planning, code generation, compiling, running) name the ops of the kernel they were
+working on and the lines that created those ops (``node_locations``: recorded while tracing).
+Each class also subclasses the builtin a caller would expect (TypeError, ValueError, ...), so
+``except TypeError`` keeps working and ``fallback="numpy"`` catches all of them.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+import numpy as np
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+class TracearrayError(Exception):
+    """Base class of tracearray's own errors."""
+
+
+class ConcretizationError(TracearrayError, TypeError):
+    """A traced value was needed as a concrete Python value (``if x > 0:``, ``int(x)``)."""
+
+
+class UnsupportedOperationError(TracearrayError, TypeError):
+    """A NumPy function, ufunc method or argument that tracearray cannot compile."""
+
+
+class UnsupportedAttributeError(UnsupportedOperationError, AttributeError):
+    """An ndarray method or attribute that traced values do not have (an AttributeError too,
+    so that ``hasattr`` answers False)."""
+
+
+class TraceShapeError(TracearrayError, ValueError):
+    """Shapes that NumPy would reject (broadcasting, reshape, axis out of range)."""
+
+
+class TraceDTypeError(TracearrayError, TypeError):
+    """Dtypes that NumPy would reject, or that tracearray does not support."""
+
+
+class InputError(TracearrayError, TypeError):
+    """An argument the compiled function cannot take."""
+
+
+class CompileError(TracearrayError, RuntimeError):
+    """A stage after tracing (planning, code generation, the JIT or the GPU toolchain) failed
+    on a traced program: a tracearray bug or a toolchain limit, reported with the ops and the
+    user's lines involved."""
+
+
+# ------------------------------------------------------------------------------------------
+# Where each graph node was made (recorded while tracing; nodes are interned, so the first
+# line that built a node is the one reported)
+# ------------------------------------------------------------------------------------------
+
+import weakref  # noqa: E402
+
+_LOCATIONS: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
+
+
+def record_location(node: object) -> None:
+    if node not in _LOCATIONS:
+        where = user_location()
+        if where:
+            _LOCATIONS[node] = where
+
+
+def node_location(node: object) -> str | None:
+    return _LOCATIONS.get(node)
+
+
+def describe_nodes(nodes, limit: int = 3) -> str:
+    """``sum (at file.py:12), exp (at file.py:11)``: ops with the lines that made them."""
+    parts = []
+    seen = set()
+    for n in nodes:
+        where = node_location(n)
+        key = (n.op, where)
+        if key in seen:
+            continue
+        seen.add(key)
+        parts.append(f"{n.op} (at {where.splitlines()[0]})" if where else n.op)
+        if len(parts) == limit:
+            break
+    return ", ".join(parts)
+
+def user_location() -> str | None:
+    """``file:line`` of the innermost stack frame that belongs to the user's code."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        internal = path.startswith(_PKG_DIR + os.sep) or path.startswith(_NUMPY_DIR + os.sep)
+        if not internal and not path.startswith("<frozen"):
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            return f"{where}\n    {line}" if line else where
+        frame = frame.f_back
+    return None
+
+
+def with_location(message: str) -> str:
+    where = user_location()
+    return f"{message}\n  at {where}" if where else message
+
+
+
+def stage_error(stage: str, nodes, exc: BaseException) -> CompileError:
+    """A CompileError for an unexpected failure of ``stage`` on the kernel computing
+    ``nodes``: what failed, the ops and the user's lines, and that it is worth reporting."""
+    ops = describe_nodes(sorted(nodes, key=lambda n: n.op) if nodes else [])
+    return CompileError(
+        f"{stage} failed{' on ' + ops if ops else ''}: {type(exc).__name__}: {exc}\n"
+        f"  (an internal error of tracearray, not of your code: please report it; "
+        f"fallback='numpy' runs the function with NumPy meanwhile)")
