@@ -109,3 +109,47 @@ def test_cumprod_of_zero_then_maybe_infinite() -> None:
 
     x = np.array([0, 0, 0, 0, 284, 0, 4, 772], dtype=np.uint16).reshape(8, 1, 1, 1)
     assert_matches_numpy(program, x, device="cpu")
+
+
+def test_max_min_with_initial_over_an_empty_axis() -> None:
+    """soak seed 'cpu-2026-12-01-b', programs 600, 680, 1416, 1990, 2134, 3805, 4368, 4568
+    (compile_error in the checker, not the compiler): ``np.max(x, axis=-1, initial=-5)`` of an
+    empty row is legal; the kernel starts the row at the reducer's start value and the graph
+    combines ``initial`` afterwards, but the NumPy references of max/min (ops/reductions.py)
+    and the bounds evaluator (testing/bounds.py ``_max_min``) called np.max without
+    ``initial=`` and raised "zero-size array to reduction operation maximum". Fixed in both:
+    the start value is passed as NumPy's ``initial``."""
+    def program(x0):
+        return (np.max(x0, axis=-1, initial=-5), np.min(x0, axis=-1, initial=5),
+                np.max(x0, axis=0, where=x0 < 3, initial=-7), np.fmax.reduce(x0, axis=-1))
+
+    for dt in (np.float16, np.float32, np.int16, np.uint64):
+        assert_matches_numpy(lambda x: program(x)[:3], np.zeros((2, 0), dtype=dt), device="cpu")
+    assert_matches_numpy(lambda x: np.max(x, axis=-1, initial=-5), np.zeros((1, 0), np.bool_),
+                         device="cpu")
+    assert_matches_numpy(program, np.array([[1.5, np.nan, -2.0]], np.float32), device="cpu")
+
+
+def test_bool_conj_keeps_its_dtype() -> None:
+    """soak seed 'cpu-2026-12-01-b', program 863 (mismatch: got int8[1], NumPy returns
+    bool[1]): ``x.conj()`` of a bool array went through the ufunc np.conjugate, which has no
+    bool loop; NumPy's ndarray.conj returns a real array itself. Fixed in trace/tracer.py."""
+    def program(x0):
+        v1 = np.isfinite(x0.astype(np.uint32))
+        return v1.conj(), v1.conjugate(), np.argmin(v1, keepdims=True)
+
+    assert_matches_numpy(program, np.array([1.5], np.float32), device="cpu")
+
+
+def test_nan_functions_of_a_zero_d_array_along_axis_minus_one() -> None:
+    """soak seed 'cpu-2026-12-01-b', program 4004 (compile_error: AxisError "var: axis -1 is
+    out of bounds for array of dimension 0"): NumPy's nanvar/nanmean/nanstd reduce with
+    np.sum, which accepts an int axis 0 or -1 on a 0-d array, while np.var and np.mean refuse
+    it. Fixed in trace/composites/reductions.py (``_nan_axis``). The same run showed that a
+    scan accepted a tuple axis (NumPy: TypeError); fixed in trace/numpy_api.py ``scan``."""
+    for fn in (np.nanvar, np.nanmean, np.nanstd, np.var, np.mean, np.sum):
+        for axis in (0, -1, (0,), 1):
+            assert_matches_numpy(lambda x: fn(x, axis=axis), np.array(3.35, np.float16),
+                                 device="cpu")
+    for axis in ((0,), [0], 0):
+        assert_matches_numpy(lambda x: np.cumsum(x, axis=axis), np.array(2.5), device="cpu")
