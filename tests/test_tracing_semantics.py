@@ -15,6 +15,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+import tracearray
+
 from tracearray.trace import (ConcretizationError, Graph, Node, TraceShapeError,
                               UnsupportedOperationError, format_graph, trace_function, verify)
 from tracearray.trace.evaluate import evaluate_graph
@@ -220,7 +222,6 @@ def test_global_arrays_are_read_at_every_call() -> None:
     graph = trace(_uses_global, X)
     assert graph.globals == ("GLOBAL_TABLE",) and graph.inputs[-1].attr("name") == \
         "global GLOBAL_TABLE"
-    import tracearray
     f = tracearray.compile(_uses_global, device="cpu")
     saved = GLOBAL_TABLE.copy()
     try:
@@ -235,7 +236,6 @@ def test_global_arrays_are_read_at_every_call() -> None:
 def test_a_changed_global_value_retraces() -> None:
     """A global that is not an array is a constant of the trace, guarded: a call that sees
     another value traces again (never the stale constant)."""
-    import tracearray
     global GLOBAL_OFFSET
     f = tracearray.compile(_uses_global_offset, device="cpu")
     saved = GLOBAL_OFFSET
@@ -495,6 +495,29 @@ def test_error_location_skips_numpy_frames() -> None:
     assert "_linalg.py" not in str(info.value)
 
 
+@pytest.mark.parametrize("call", ["np.linalg.inv(x)", "np.linalg.svd(x)", "np.linalg.det(x)",
+                                  "np.fft.fft(x)", "np.fft.rfft2(x)"])
+def test_linalg_and_fft_refused_by_their_module_path(call: str) -> None:
+    """LAPACK / FFT functions are refused by the name users write, at their line, before
+    NumPy's wrapper code fails inside on a traced value (it asked for __array_wrap__)."""
+    fn = eval(f"lambda x: {call}  # <- here")
+    with pytest.raises(UnsupportedOperationError) as info:
+        trace(fn, X)
+    assert str(info.value).startswith(call.split("(")[0] + " is not supported"), info.value
+    assert "AttributeError" not in str(info.value)
+
+
+def test_linalg_wrappers_of_supported_ops_compile() -> None:
+    x = np.arange(9.0).reshape(3, 3) / 7
+    f = tracearray.compile(lambda a: (np.linalg.matrix_power(a, 5), np.linalg.trace(a),
+                                      np.linalg.vecdot(a, a), np.linalg.multi_dot([a, a.T, a])))
+    got = f(x)
+    want = (np.linalg.matrix_power(x, 5), np.linalg.trace(x), np.linalg.vecdot(x, x),
+            np.linalg.multi_dot([x, x.T, x]))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
 def test_weak_scalar_overflow_points_at_line() -> None:
     def fn(x: Any) -> Any:
         return x.astype(np.uint8) + 300  # <- overflow
@@ -749,7 +772,6 @@ def test_verifier_rejects_hand_built_bad_nodes() -> None:
 def test_partials_methods_and_callable_objects_compile() -> None:
     import functools
 
-    import tracearray
 
     def scale(x, k):
         return x * k
@@ -800,7 +822,6 @@ def _two_ops(x: Any) -> Any:
 def test_a_failure_after_tracing_names_the_ops_and_lines(monkeypatch) -> None:
     """An unexpected failure in code generation is a CompileError (a TracearrayError, so
     fallback='numpy' catches it) naming the kernel's ops and the user's lines."""
-    import tracearray
     from tracearray.cpu import runtime
     from tracearray.errors import CompileError
 

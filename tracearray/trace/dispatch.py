@@ -134,6 +134,13 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     impl = getattr(func, "_implementation", None)
     if impl is None or inspect.isbuiltin(impl) or not _is_numpy(func):
         raise unsupported(numpy_name(func))
+    module = getattr(func, "__module__", "") or ""
+    if entry is None and module.startswith(("numpy.linalg", "numpy.fft")):
+        # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which
+        # tracearray does not have (nor complex dtypes): refuse by name, before NumPy's code
+        # fails somewhere inside on a traced value.
+        what = "linear algebra beyond matmul, norms and products" if "linalg" in module             else "FFTs (complex results)"
+        raise unsupported(numpy_name(func), f"tracearray does not implement {what} yet")
     return run_numpy_implementation(func, impl, args, kwargs)
 
 
@@ -153,6 +160,11 @@ def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs
             f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation, "
             f"run on traced values, needs something tracearray does not support: "
             f"{first}")) from None
+    except AttributeError as e:
+        # NumPy's code asked a traced value for something only an ndarray has
+        raise UnsupportedOperationError(with_location(
+            f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation, "
+            f"run on traced values, needs an ndarray attribute tracers lack ({e})")) from None
     except ConcretizationError as e:
         first = str(e).splitlines()[0].split(" needs ")[0]
         raise UnsupportedOperationError(with_location(

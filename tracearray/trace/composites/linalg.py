@@ -4,6 +4,7 @@ matrix norms. Contractions become the ``matmul`` primitive on transposed and res
 sums stay fused."""
 from __future__ import annotations
 
+import operator
 import string
 from typing import Any, Sequence
 
@@ -148,6 +149,66 @@ def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
            divergences=("norm-dot", "float-sum-reassociation"), name="np.linalg.norm")
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
     return Tracer(api.norm(unwrap(as_tracer(x)), ord, axis, keepdims))
+
+
+# np.linalg's array-API functions: NumPy's code is a wrapper of the main namespace's (matmul,
+# tensordot, outer, trace, vecdot, cross, norms) or a chain of matmuls (multi_dot).
+_LINALG = {
+    "matmul": (['np.linalg.matmul({0}, {1}.swapaxes(-1, -2))'], 2, 2, _MM),
+    "tensordot": (['np.linalg.tensordot({0}, {1}, axes=({0}.ndim - 1, {1}.ndim - 1))'], 2, 1,
+                  _MM),
+    "outer": (['np.linalg.outer({0}, {1})'], 2, 1, ()),
+    "trace": (['np.linalg.trace({0}, offset=1)'], 1, 2, ("float-sum-reassociation",)),
+    "vecdot": (['np.linalg.vecdot({0}, {1})'], 2, 1, ("float-sum-reassociation",)),
+    "matrix_transpose": (['np.linalg.matrix_transpose({0})'], 1, 2, ()),
+    "diagonal": (['np.linalg.diagonal({0}, offset=-1)'], 1, 2, ()),
+    "cross": (['np.linalg.cross({0}[..., :3], {1}[..., 1:4])'], 2, 1, ()),
+    "multi_dot": (['np.linalg.multi_dot([{0}, {1}.T, {0}])'], 2, 2, _MM),
+    "vector_norm": (['np.linalg.vector_norm({0}, axis=-1)',
+                     'np.linalg.vector_norm({0}, ord=1)'], 1, 1,
+                    ("norm-dot", "float-sum-reassociation")),
+    "matrix_norm": (['np.linalg.matrix_norm({0})',
+                     'np.linalg.matrix_norm({0}, ord=np.inf)'], 1, 2,
+                    ("norm-dot", "float-sum-reassociation")),
+}
+for _name, (_calls, _arrays, _min_dims, _div) in _LINALG.items():
+    if hasattr(np.linalg, _name):
+        composite(getattr(np.linalg, _name), calls=_calls, arrays=_arrays, dtypes=NUMERIC,
+                  min_dims=_min_dims, max_dims=2, same_shape=_arrays == 2,
+                  values="small", divergences=_div, impl=NUMPY, name=f"np.linalg.{_name}")
+
+
+@composite(np.linalg.matrix_power, calls=['np.linalg.matrix_power({0} @ {0}.swapaxes(-1, -2), 3)',
+                                          'np.linalg.matrix_power({0} @ {0}.swapaxes(-1, -2), 0)',
+                                          'np.linalg.matrix_power({0} @ {0}.swapaxes(-1, -2), 6)'],
+           dtypes=NUMERIC, min_dims=2, max_dims=3, values="small", divergences=_MM,
+           name="np.linalg.matrix_power")
+def matrix_power(a: Any, n: Any) -> Tracer:
+    """Repeated squaring, as NumPy's: the identity for n == 0 (broadcast over a stack), the
+    operand's dtype throughout. A negative power needs an inverse, which tracearray lacks."""
+    t = as_tracer(a)
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
+        raise np.linalg.LinAlgError(with_location(
+            f"{t.ndim}-dimensional array given. Array must be at least two-dimensional"
+            if t.ndim < 2 else "Last 2 dimensions of the array must be square"))
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(with_location("exponent must be an integer")) from None
+    if n < 0:
+        raise unsupported("np.linalg.matrix_power with a negative exponent",
+                          "it needs np.linalg.inv")
+    if n == 0:
+        eye = as_tracer(np.eye(t.shape[-1], dtype=t.dtype))
+        return np.broadcast_to(eye, t.shape).copy()
+    result, z = None, t
+    while True:
+        if n & 1:
+            result = z if result is None else np.matmul(result, z)
+        n >>= 1
+        if not n:
+            return result
+        z = np.matmul(z, z)
 
 
 # ------------------------------------------------------------------------------------------
