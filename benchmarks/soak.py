@@ -29,6 +29,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import subprocess
 import sys
 import time
 from multiprocessing.connection import wait
@@ -120,11 +121,22 @@ class Worker:
 
 def _save_unresponsive(args: argparse.Namespace, index: int, status: str, why: str) -> str:
     """Crash/timeout: the child cannot report, so the parent writes the reproducer (programs
-    are deterministic: regenerating one runs no compiler code)."""
-    from tracearray.testing import fuzz
-    p = fuzz.program_for(args.seed, index)
+    are deterministic: regenerating one runs no compiler code). Regenerating runs NumPy on
+    every drawn step, which may itself be what hung: it runs in a subprocess with a limit."""
     path = Path(args.results) / f"{status}-{args.seed}-{index}.py"
-    path.write_text(fuzz.program_reproducer(p, args.device, f"soak {status}", why))
+    code = ("import sys; from pathlib import Path; from tracearray.testing import fuzz; "
+            f"p = fuzz.program_for({args.seed!r}, {index}); "
+            f"Path({str(path)!r}).write_text(fuzz.program_reproducer(p, {args.device!r}, "
+            f"{'soak ' + status!r}, {why!r}))")
+    try:
+        subprocess.run([sys.executable, "-c", code], timeout=120, check=True,
+                       capture_output=True)
+    except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:
+        path.write_text(f"# soak {status} of program {index} of seed {args.seed!r} ({why});\n"
+                        f"# regenerating it failed too ({type(e).__name__}): drawing the "
+                        f"program (NumPy evaluating its steps) is what fails.\n"
+                        f"from tracearray.testing import fuzz\n"
+                        f"fuzz.program_for({args.seed!r}, {index})\n")
     return str(path)
 
 

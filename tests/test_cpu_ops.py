@@ -206,7 +206,7 @@ TESTED_BY = {
     **{m: "test_movement" for m in ("reshape", "transpose", "slice", "broadcast_to", "squeeze",
                                     "expand_dims")},
     "cumsum": "test_scans", "cumprod": "test_scans", "matmul": "test_matmul",
-    "concatenate": "test_concatenate",
+    "concatenate": "test_concatenate", "gather": "test_gather",
     **{p: "test_extra_primitives" for p in (
         "cummax", "cummin", "diagonal", "sliding_window", "frexp_mantissa", "frexp_exponent",
         "reduce_fmax", "reduce_fmin", "reduce_bitwise_and", "reduce_bitwise_or",
@@ -886,3 +886,16 @@ def test_extra_primitives(dt: str) -> None:
             args = [relayout(x, layout)]
             got, want = run_both(f, _extra_programs(kind), *args)
             assert_tree_matches(got, want, "exact")
+
+
+def test_gather() -> None:
+    """The gather primitive compiled for the CPU over every dtype (tests/test_indexing.py
+    has every indexing form, random keys and the errors)."""
+    from tracearray.testing import assert_matches_numpy
+    rng = np.random.default_rng(0)
+    i = np.array([[2, -1], [0, 3]])
+    for dt in ALL_DTYPES:
+        x = (rng.standard_normal((4, 5)) * 10).astype(dt)
+        for g in (lambda a, i: a[i], lambda a, i: a[:, i] + a[0, 0], lambda a, i: a[i, i % 5],
+                  lambda a, i: a.T[i].sum(axis=0)):
+            assert_matches_numpy(g, x, i, device="cpu")

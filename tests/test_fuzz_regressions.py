@@ -153,3 +153,53 @@ def test_nan_functions_of_a_zero_d_array_along_axis_minus_one() -> None:
                                  device="cpu")
     for axis in ((0,), [0], 0):
         assert_matches_numpy(lambda x: np.cumsum(x, axis=axis), np.array(2.5), device="cpu")
+
+
+def test_mean_with_where_of_a_zero_d_array_along_axis_minus_one() -> None:
+    """soak seed 'cpu-2026-12-01-c', program 6611 (compile_error: AxisError): NumPy's mean,
+    var and std count the elements of a ``where=`` mask with np.add.reduce, which accepts an
+    int axis 0 or -1 on a 0-d array; without where= they refuse it. Fixed in
+    trace/numpy_api.py (mean, var)."""
+    for x in (np.array(1, np.uint32), np.array(-2.5)):
+        for fn in (np.mean, np.var, np.std):
+            for axis in (0, -1, 1):
+                assert_matches_numpy(lambda a: fn(a, axis=axis, where=a > 0), x, device="cpu")
+                assert_matches_numpy(lambda a: fn(a, axis=axis), x, device="cpu")
+
+
+def test_empty_like_values_are_not_compared() -> None:
+    """soak seed 'cpu-2026-12-01-c', programs 9181 and 9821 (mismatch: NaN vs 0): the test
+    call of np.empty_like was ``np.empty_like(x) * 0``, which reads NumPy's uninitialised
+    memory (a NaN there stays NaN). The registry's call now reads only what NumPy defines
+    (integer garbage times 0)."""
+    from tracearray.trace.composites import COMPOSITES
+    for call in COMPOSITES[np.empty_like].calls:
+        assert "dtype=np.int" in call, call
+    assert_matches_numpy(lambda a: np.empty_like(a, dtype=np.int16) * 0,
+                         np.array([[0.0], [-2.0]], np.float32), device="cpu")
+
+
+def test_float16_spacing_of_negative_values() -> None:
+    """soak seed 'gather-probe-1', program 238 (mismatch: -0.125 vs 0.0625):
+    ``np.spacing`` of a negative float16 is positive in NumPy (npy_half_spacing returns a
+    magnitude: the gap below |x| in its binade), unlike float32/float64. Fixed in
+    trace/composites/ufuncs.py; checked on every float16 bit pattern."""
+    x = np.arange(65536, dtype=np.uint16).view(np.float16)
+    assert_matches_numpy(np.spacing, x, device="cpu")
+    assert_matches_numpy(np.spacing, np.array([[-128]], np.int8), device="cpu")
+
+
+def test_take_checks_indices_as_numpy_does() -> None:
+    """soak seed 'gather-probe-1', program 2526 (compile_error: IndexError where NumPy
+    returned an empty array): np.take / np.compress check indices once per leading position,
+    so not at all when a leading dimension is empty (unlike x[:, idx], which always checks).
+    Fixed in trace/indexing.py ``take``."""
+    for idx in ([0, 2], [7], []):
+        for shape in ((0, 1), (2, 0), (3, 1), (0, 3)):
+            for axis in (0, 1, None):
+                a = np.zeros(shape)
+                assert_matches_numpy(lambda x: np.take(x, idx, axis=axis), a, device="cpu")
+                assert_matches_numpy(lambda x, i: np.take(x, i, axis=axis), a,
+                                     np.array(idx, dtype=np.int64), device="cpu")
+    assert_matches_numpy(lambda x: np.compress([True, False, True], x, axis=-1),
+                         np.zeros((0, 1), np.uint16), device="cpu")

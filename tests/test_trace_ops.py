@@ -203,6 +203,7 @@ EXPLICITLY_TESTED = {
     "reduce_fmax": "test_extra_primitives", "reduce_fmin": "test_extra_primitives",
     "reduce_bitwise_and": "test_extra_primitives", "reduce_bitwise_or": "test_extra_primitives",
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
+    "gather": "test_gather_primitive",
 }
 
 
@@ -1149,3 +1150,16 @@ def test_extra_primitives() -> None:
                       lambda a: np.bitwise_xor.reduce(a)):
                 check(g, x)
     check(lambda a: np.logical_xor.reduce(a, axis=0), rng.integers(0, 2, (5, 3)).astype(bool))
+
+
+def test_gather_primitive() -> None:
+    """Integer-array indexing traces to ``gather`` with NumPy's result shapes and values (the
+    evaluator runs the graph); tests/test_indexing.py compiles every form on every target."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5, 6))
+    i, j = np.array([3, -1, 0]), np.array([[1], [4]])
+    for g in (lambda a, i, j: a[i], lambda a, i, j: a[i, j], lambda a, i, j: a[:, j, i],
+              lambda a, i, j: a[i, :, j], lambda a, i, j: a[None, i, None],
+              lambda a, i, j: a[[0, 1], 2], lambda a, i, j: np.take(a, i, axis=1, mode="wrap"),
+              lambda a, i, j: a[i * 3]):
+        check(g, x, i, j)

@@ -532,22 +532,14 @@ def test_weak_scalar_overflow_points_at_line() -> None:
 # Indexing, item assignment, in-place updates
 # ============================================================================================
 
-ADVANCED_KEYS = {
-    "int array": lambda x: x[np.array([0, 1])],
-    "list": lambda x: x[[0, 1]],
-    "bool mask": lambda x: x[x > 2],
-    "traced index": lambda x: x[x.argmax()],
-    "bool scalar": lambda x: x[True],
-    "mixed": lambda x: x[0, np.array([1, 2])],
-}
-
-
-@pytest.mark.parametrize("name", sorted(ADVANCED_KEYS))
-def test_advanced_indexing_raises_a_clear_error(name: str) -> None:
+def test_traced_boolean_mask_raises_a_clear_error() -> None:
+    """x[mask] with a traced mask has a data-dependent size (not supported yet): the error
+    says so and suggests the masked forms. (Every other advanced index compiles:
+    tests/test_indexing.py.)"""
     with pytest.raises(UnsupportedOperationError) as info:
-        trace(ADVANCED_KEYS[name], X)
+        trace(lambda x: x[x > 2], X)
     msg = str(info.value)
-    assert "advanced" in msg and "indexing" in msg and THIS_FILE in msg, msg
+    assert "boolean mask" in msg and "np.where" in msg and THIS_FILE in msg, msg
 
 
 def test_invalid_index_type_is_an_index_error() -> None:
@@ -802,14 +794,14 @@ def test_generator_functions_are_refused() -> None:
 
 
 def _missing_method(x: Any) -> Any:
-    return x.searchsorted(2.0)  # <- missing
+    return x.partition(2)  # <- missing
 
 
 def test_a_missing_ndarray_method_is_a_located_tracearray_error() -> None:
     from tracearray.errors import UnsupportedAttributeError
     with pytest.raises(UnsupportedAttributeError) as info:
         trace(_missing_method, X)
-    assert isinstance(info.value, AttributeError) and "ndarray.searchsorted" in str(info.value)
+    assert isinstance(info.value, AttributeError) and "ndarray.partition" in str(info.value)
     assert_points_at(info.value, _missing_method, "<- missing")
     assert not hasattr(trace(lambda x: x, X), "no_such_attribute")
 

@@ -26,7 +26,8 @@ from typing import Callable, Iterator
 import numpy as np
 from llvmlite import ir
 
-from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam, KRed
+from ..fuse.index import loaded_indices
+from ..fuse.kexpr import KExpr, KIndex, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..ops import OPS, Reducer
 from ..tile.geometry import Geometry
@@ -91,7 +92,13 @@ class KernelLowering:
         dts = [a.top.dtype for a in k.body.accesses] + [s.dest.dtype for s in k.stores]
         if self.geo.strategy == "full":
             dts += partial_dtypes(self.geo)
+        if k.body.checks:
+            dts.append(_INDEX)     # the error flag (tile/layout.py), always last
         return dts
+
+    @property
+    def error_flag(self) -> ir.Value:
+        return self.ptrs[-1]
 
     def lower(self) -> str:
         dts = self.buffer_dtypes()
@@ -216,12 +223,15 @@ class KernelLowering:
     def smin(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.b.select(self.b.icmp_signed("<", a, b), a, b)
 
-    def _address(self, ptr: ir.Value, slots: tuple[int, tuple[int | None, ...]],
-                 vstride: int | None) -> ir.Value:
-        """``ptr + base + sum(i_d * stride_d)``; the vector dim's stride is a constant when the
-        geometry built it in (so that loop vectorises)."""
-        base, strides = slots
+    def _address(self, ptr: ir.Value, slots: tuple, vstride: int | None,
+                 loaded: list[ir.Value] = ()) -> ir.Value:
+        """``ptr + base + sum(i_d * stride_d) + sum(index_k * stride_k)``; the vector dim's
+        stride is a constant when the geometry built it in (so that loop vectorises);
+        ``loaded``: the values of the access's loaded indices (gathers)."""
+        base, strides, dyn = slots
         off = self.slots[base]
+        for value, s in zip(loaded, dyn):
+            off = self.b.add(off, self.b.mul(value, self.slots[s]))
         vdim = self.geo.vector_dim
         for d, s in enumerate(strides):
             if s is None:
@@ -240,9 +250,13 @@ class KernelLowering:
         if v is not None:
             return v
         if isinstance(e, KLoad):
+            access = self.kernel.body.accesses[e.access]
+            loaded = [self.ev(x, memo) for x in loaded_indices(access.index)]
             ptr = self._address(self.ptrs[e.access], self.layout.load_slots[e.access],
-                                self.geo.load_vstrides[e.access])
+                                self.geo.load_vstrides[e.access], loaded)
             v = scalar.load_value(self.b, ptr, e.dtype)
+        elif isinstance(e, KIndex):
+            v = self._loaded_index(e, memo)
         elif isinstance(e, KParam):
             v = self._param_value(self.slots[self.layout.scalar_slots[e.param]], e.dtype)
         elif isinstance(e, KRed):
@@ -259,6 +273,33 @@ class KernelLowering:
             raise TypeError(e)
         memo[id(e)] = v
         return v
+
+    def _loaded_index(self, e: KIndex, memo: dict[int, ir.Value]) -> ir.Value:
+        """A gather's index as a position in [0, bound): NumPy's modes (see KIndex)."""
+        b = self.b
+        raw = self.ev(e.expr, memo)
+        in_dt = _expr_dtype(e.expr)
+        v = scalar.cast(b, raw, in_dt, _INDEX) if in_dt != _INDEX else raw
+        n = self.ev(e.bound, memo)
+        zero = self.const(0)
+        if e.mode == "valid":
+            return v
+        if e.mode == "clip":
+            v = b.select(b.icmp_signed("<", v, zero), zero, v)
+            last = b.sub(n, self.const(1))
+            return b.select(b.icmp_signed(">", v, last), last, v)
+        if e.mode == "wrap":
+            # n > 0 (the tracer refuses a non-empty take from an empty axis)
+            r = b.srem(v, n)
+            return b.select(b.icmp_signed("<", r, zero), b.add(r, n), r)
+        w = b.select(b.icmp_signed("<", v, zero), b.add(v, n), v)
+        bad = b.icmp_unsigned(">=", w, n)      # also below -n: still negative after wrapping
+        with b.if_then(bad, likely=False):
+            flag = self.error_flag
+            res = b.cmpxchg(flag, zero, self.const(e.check + 1), "monotonic", "monotonic")
+            with b.if_then(b.extract_value(res, 1)):
+                b.store(v, b.gep(flag, [self.const(1)]))
+        return b.select(bad, zero, w)
 
     def _nested(self, e: KNested, memo: dict[int, ir.Value]) -> ir.Value:
         """A small reduction evaluated in place: loops over its own variables. Values of the
@@ -303,6 +344,7 @@ class KernelLowering:
     def store(self, k: int, st: Store, value: ir.Value) -> None:
         ptr = self._address(self.ptrs[len(self.kernel.body.accesses) + k],
                             self.layout.store_slots[k], self.geo.store_vstrides[k])
+        # (stores have affine indices; scatters are their own kernels)
         scalar.store_value(self.b, value, ptr, st.dest.dtype)
 
     def _root_exprs(self) -> dict:
@@ -538,6 +580,10 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+def _expr_dtype(e: KExpr) -> np.dtype:
+    return e.dtype
 
 
 def lower_kernel(geometry: Geometry, math: MathLib, name: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
-from ..errors import TracearrayError, stage_error
+from ..errors import TracearrayError, node_location, stage_error
 from ..fuse.plan import Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
@@ -65,6 +65,7 @@ class CompiledKernel:
     store_slots: list[int] = field(default_factory=list)
     pointer_array: Any = None     # ctypes array type of the kernel's buffer pointers
     params_address: int = 0
+    checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
 
 
 class Executable:
@@ -117,7 +118,8 @@ class Executable:
             else:
                 ck.load_slots = [(slot[b], chain, copied) for b, chain, copied in ck.load_views]
                 ck.store_slots = [slot[dest] for dest, _a, _o, _l in ck.store_views]
-                n_ptrs = len(ck.load_slots) + len(ck.store_slots) + len(ck.partial_dtypes)
+                n_ptrs = len(ck.load_slots) + len(ck.store_slots) + len(ck.partial_dtypes) \
+                    + bool(ck.checks)
                 ck.pointer_array = ctypes.c_void_p * max(n_ptrs, 1)
                 ck.params_address = ck.params.ctypes.data
                 self._steps.append(("kernel", ck))
@@ -163,10 +165,11 @@ class Executable:
             stores.append(affine_params(element_strides(view), element_offset(view, dest),
                                         st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
-        geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
+        geo = make_geometry(kernel, spec.strategy, [s for _, s, _ in loads], [s for _, s, _ in stores])
         params, extents = fill_params(geo, loads, stores)
         ir_text = lower_kernel(geo, self.math, name)
-        ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views)
+        ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views,
+                            checks=list(kernel.body.checks))
         addresses = self.jit.compile(ir_text, entry_names(geo, name))
         ck.entry = _ENTRY(addresses[name])
         if geo.strategy == "full":
@@ -230,7 +233,15 @@ class Executable:
             partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
             keep_alive.extend(partials)
             ptrs.extend(p.ctypes.data for p in partials)
-        bufs = ck.pointer_array(*ptrs)
+        flag = None
+        if ck.checks:
+            flag = np.zeros(2, dtype=np.int64)
+            ptrs.append(flag.ctypes.data)
+        self._run_kernel(ck, ck.pointer_array(*ptrs))
+        if flag is not None and flag[0]:
+            raise index_error(ck.checks[int(flag[0]) - 1], int(flag[1]), self.graph.locations)
+
+    def _run_kernel(self, ck: CompiledKernel, bufs: Any) -> None:
         params = ck.params_address
         entry = ck.entry
         if ck.geometry.strategy == "full":
@@ -243,6 +254,14 @@ class Executable:
             ck.combine(bufs, params, len(ck.chunks))
             return
         pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), ck.chunks)
+
+
+def index_error(check: Any, index: int, locations: dict | None = None) -> IndexError:
+    """NumPy's IndexError for an out-of-range index a kernel found, at the user's line (of
+    the trace: ``locations``, the graph's)."""
+    where = (locations or {}).get(check.node) or node_location(check.node)
+    message = check.message.format(index)
+    return IndexError(f"{message}\n  at {where}" if where else message)
 
 
 def split_range(n: int, work_per_item: int, threads: int) -> list[tuple[int, int]]:

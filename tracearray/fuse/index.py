@@ -1,7 +1,8 @@
 """Index maps: how a consumer's loop indices reach a producer's elements.
 
 An index into a node of rank r is a tuple of r ``Aff`` values, each an affine function of
-the kernel's loop variables. View ops (transpose, slice, squeeze, expand_dims, broadcasting)
+the kernel's loop variables and of indices loaded from data (a gather's index arrays, read
+by the same kernel: ``KIndex`` terms, with a run-time stride each). View ops (transpose, slice, squeeze, expand_dims, broadcasting)
 map affine indices to affine indices; a reshape does when it only splits dimensions (or adds
 and removes size-1 ones). A reshape that merges dimensions of a computed value needs div/mod:
 the planner stores its operand instead, and the reshape becomes a view of that buffer.
@@ -9,39 +10,55 @@ the planner stores its operand instead, and the reshape becomes a view of that b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..trace.graph import Node, Shape
 
 
 @dataclass(frozen=True)
 class Aff:
-    """``const + sum(coef * loop_var)`` with loop variables numbered 0..n-1."""
+    """``const + sum(coef * loop_var) + sum(coef * loaded_index)``: loop variables numbered
+    0..n-1, and (gathers) indices loaded from data, ``KIndex`` expressions of the kernel."""
     const: int = 0
     terms: tuple[tuple[int, int], ...] = ()   # sorted (var, coef), coef != 0
+    dyn: tuple[tuple[Any, int], ...] = ()     # (KIndex, coef), coef != 0, in first-use order
 
     @staticmethod
     def var(v: int) -> "Aff":
         return Aff(0, ((v, 1),))
 
+    @staticmethod
+    def loaded(index: Any) -> "Aff":
+        return Aff(0, (), ((index, 1),))
+
     def scaled(self, k: int) -> "Aff":
         if k == 0:
             return ZERO
-        return Aff(self.const * k, tuple((v, c * k) for v, c in self.terms))
+        return Aff(self.const * k, tuple((v, c * k) for v, c in self.terms),
+                   tuple((x, c * k) for x, c in self.dyn))
 
     def plus(self, other: "Aff") -> "Aff":
         coefs = dict(self.terms)
         for v, c in other.terms:
             coefs[v] = coefs.get(v, 0) + c
-        return Aff(self.const + other.const, tuple(sorted((v, c) for v, c in coefs.items() if c)))
+        dyn: dict[int, list] = {}
+        for x, c in self.dyn + other.dyn:     # keyed by identity: KIndex compares by identity
+            if id(x) in dyn:
+                dyn[id(x)][1] += c
+            else:
+                dyn[id(x)] = [x, c]
+        return Aff(self.const + other.const, tuple(sorted((v, c) for v, c in coefs.items() if c)),
+                   tuple((x, c) for x, c in dyn.values() if c))
 
     def shifted(self, k: int) -> "Aff":
-        return Aff(self.const + k, self.terms)
+        return Aff(self.const + k, self.terms, self.dyn)
 
     def coef(self, v: int) -> int:
         return dict(self.terms).get(v, 0)
 
     def __repr__(self) -> str:
         parts = [f"{c}*i{v}" if c != 1 else f"i{v}" for v, c in self.terms]
+        parts += [f"{c}*[{x!r}]" if c != 1 else f"[{x!r}]" for x, c in self.dyn]
         if self.const or not parts:
             parts.append(str(self.const))
         return "+".join(parts)
@@ -49,6 +66,16 @@ class Aff:
 
 ZERO = Aff()
 Index = tuple[Aff, ...]
+
+
+def loaded_indices(index: Index) -> tuple[Any, ...]:
+    """The loaded (``KIndex``) terms of an index, each once, in first-use order: an access
+    gets one run-time stride per term."""
+    out: dict[int, Any] = {}
+    for a in index:
+        for x, _c in a.dyn:
+            out.setdefault(id(x), x)
+    return tuple(out.values())
 
 
 class NotAffine(Exception):

@@ -82,7 +82,29 @@ class KNested:
     dtype: np.dtype
 
 
-KExpr = Union[KLoad, KParam, KOp, KRed, KNested]
+@dataclass(frozen=True, eq=False)
+class KIndex:
+    """An index loaded from data (a gather's index array): the integer ``expr`` made a
+    position along an axis of ``bound`` elements (a run-time parameter). ``mode``: 'raise'
+    wraps negative indices once and records an out-of-range one in the kernel's error flag as
+    check ``check`` (then reads position 0, so no load leaves the array); 'wrap' and 'clip'
+    are np.take's modes; 'valid' is an index known to be in range at trace time."""
+    expr: "KExpr"
+    bound: KParam
+    mode: str
+    check: int = -1          # position in KernelBody.checks when mode == 'raise'
+    dtype: np.dtype = np.dtype(np.int64)
+
+
+KExpr = Union[KLoad, KParam, KOp, KRed, KNested, KIndex]
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """What an out-of-range index of a gather reports: NumPy's words (``message`` with
+    ``{}`` for the index) at the user's line (the gather node's location)."""
+    node: Node           # the gather
+    message: str
 
 
 @dataclass
@@ -92,6 +114,7 @@ class KernelBody:
     params: list[Node] = field(default_factory=list)     # scalar constant / size nodes
     space_rank: int = 0
     nested_extents: list[int] = field(default_factory=list)   # extent of each extra loop var
+    checks: list[IndexCheck] = field(default_factory=list)    # bounds checks of gathers
     _access_ids: dict[Access, int] = field(default_factory=dict)
     _param_ids: dict[Node, int] = field(default_factory=dict)
 
@@ -106,6 +129,11 @@ class KernelBody:
             self._param_ids[node] = len(self.params)
             self.params.append(node)
         return self._param_ids[node]
+
+    def check(self, check: IndexCheck) -> int:
+        if check not in self.checks:
+            self.checks.append(check)
+        return self.checks.index(check)
 
     def new_var(self, extent: int) -> int:
         self.nested_extents.append(extent)
@@ -127,8 +155,9 @@ class Walker:
 
     def __init__(self, body: KernelBody, stored: set[Node], inline_roots: dict[Node, Index],
                  reductions: dict[Node, tuple[int, Index]], reductions_readable: bool = True,
-                 planned: set[Node] | frozenset = frozenset()):
+                 planned: set[Node] | frozenset = frozenset(), space: tuple[int, ...] = ()):
         self.body = body  # (body.space_rank must be set: nested reductions number vars after it)
+        self.space = space
         self.stored = stored
         # Every node the plan keeps in memory, including outputs of *later* kernels.
         self.planned = planned
@@ -182,8 +211,55 @@ class Walker:
                 # others. It must be read from memory: this node goes after that kernel.
                 raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
             return self._nested(node, idx)
+        if kind is Kind.GATHER:
+            return self._gather(node, idx)
         # reductions, scans, contractions, concatenations of other kernels are stored values
         raise NotFusable(f"{node.op} is computed by another kernel", store=node)
+
+    def _gather(self, node: Node, idx: Index) -> KExpr:
+        """``x[i0, i1, ...]`` at ``idx``: the index arrays are read at the broadcast part of
+        ``idx`` and become loaded terms of the index into ``x``, which is computed (or loaded)
+        there. A gather whose indices are checked is computed only where the kernel visits
+        every one of its elements, so that every index NumPy checks is checked."""
+        if node.attr("mode") == "raise" and not self._covers(node, idx):
+            raise NotFusable("a gather read in part (its indices are checked where it is "
+                             "computed in full)", store=node)
+        x, index_args = node.args[0], node.args[1:]
+        axes, mode = node.attr("axes"), node.attr("mode")
+        nb = index_args[0].ndim
+        start = node.attr("at")
+        at = idx[start:start + nb]
+        rest = iter(idx[:start] + idx[start + nb:])
+        src: list[Aff] = []
+        for d in range(x.ndim):
+            if d not in axes:
+                src.append(next(rest))
+                continue
+            arg = index_args[axes.index(d)]
+            value = self.expr(arg, broadcast_index(at, index_args[0].shape, arg.shape))
+            bound = KParam(self.body.param(_size_node(x.shape[d])), np.dtype(np.int64))
+            check = self.body.check(IndexCheck(node, node.attr("messages")[axes.index(d)])) \
+                if mode == "raise" else -1
+            src.append(Aff.loaded(KIndex(value, bound, mode, check)))
+        return self.expr(x, tuple(src))
+
+    def _covers(self, node: Node, idx: Index) -> bool:
+        """Does the kernel, reading ``node`` at ``idx``, visit each of its elements?"""
+        if 0 in node.shape:
+            return True    # nothing to read (the tracer checks the indices of empty gathers)
+        extents = tuple(self.space) + tuple(self.body.nested_extents)
+        seen = set()
+        for n, a in zip(node.shape, idx):
+            if n == 1:
+                continue
+            if a.dyn or len(a.terms) != 1:
+                return False
+            v, c = a.terms[0]
+            if v in seen or v >= len(extents) or extents[v] != n or \
+                    not ((c, a.const) == (1, 0) or (c, a.const) == (-1, n - 1)):
+                return False
+            seen.add(v)
+        return True
 
     def _nested(self, node: Node, idx: Index) -> KNested:
         """An unstored (small) reduction, recomputed where it is read: fresh loop variables
@@ -211,6 +287,11 @@ class Walker:
     def _load(self, buffer: Node, chain: tuple[Node, ...], idx: Index) -> KLoad:
         top = chain[-1] if chain else buffer
         return KLoad(self.body.access(Access(buffer, chain, idx)), top.dtype)
+
+
+def _size_node(n: int) -> Node:
+    from ..trace.build import size_scalar
+    return size_scalar(n, np.int64)
 
 
 def row_index(space: tuple[int, ...], reduce_axes: tuple[int, ...]) -> Index:

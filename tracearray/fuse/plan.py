@@ -158,7 +158,7 @@ def group(graph: Graph, stores: set[Node]) -> tuple[list[Kernel], list[str]]:
         kind = OPS[node.op].kind
         if kind is Kind.REDUCE:
             k = _place_reduction(node, kernels, produced_by, stores, notes)
-        elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT):
+        elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
             k = _place_root(node, kernels, produced_by, stores, notes)
         elif kind is Kind.SCAN:
             k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
@@ -193,7 +193,8 @@ def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: s
     body.space_rank = len(kernel.space)
     walker = Walker(body, stored, {r.node: r.index for r in roots if r.dest is r.node},
                     {r: (i, row) for i, r in enumerate(reds)},
-                    reductions_readable=kernel.full_rows, planned=planned)
+                    reductions_readable=kernel.full_rows, planned=planned,
+                    space=kernel.space)
     red_exprs = []
     for i, r in enumerate(reds):
         # A reduction's input may use only the reductions of earlier phases, and only when

@@ -90,7 +90,15 @@ class Array:
 
     # -------------------------------------------------------------- to the host
     def numpy(self) -> np.ndarray:
-        """A host copy (waits for every queued kernel)."""
+        """A host copy (waits for every queued kernel; raises the IndexError of a compiled
+        call that found an index out of range)."""
+        out = self._to_host()
+        from .runtime import _PENDING, raise_pending_index_errors
+        if _PENDING:
+            raise_pending_index_errors()
+        return out
+
+    def _to_host(self) -> np.ndarray:
         from .driver import get_device
         dev = get_device()
         if self._stream:

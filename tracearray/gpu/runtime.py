@@ -144,6 +144,7 @@ class GpuKernel:
     geometry: Any = None
     functions: dict = field(default_factory=dict)
     _partials: list = field(default_factory=list)
+    checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
 
 
 class _MatmulGeometry:
@@ -235,8 +236,9 @@ class GpuExecutable:
                 continue
             j = min(readers)
             if j <= i or specs[j].strategy == "matmul" or j in fused or \
+                    specs[j].kernel.body.checks or \
                     not epilogue_reads_identity(specs[j].kernel, mm):
-                continue
+                continue   # (an epilogue with bounds checks would need the error flag)
             store_c = len(readers) > 1 or mm in self.graph.outputs
             absorbed.add(i)
             fused[j] = (i, mm, store_c)
@@ -267,7 +269,7 @@ class GpuExecutable:
         kernel = spec.kernel
         sources, loads = self._access_views(kernel)
         stores = self._store_views(kernel)
-        geo = make_geometry(kernel, spec.strategy, [s for _, s in loads], [s for _, s in stores])
+        geo = make_geometry(kernel, spec.strategy, [s for _, s, _ in loads], [s for _, s, _ in stores])
         # Only unit and zero strides are worth building into GPU code (coalesced / broadcast
         # loads); other small strides stay run-time arguments, so fewer variants compile.
         geo = dataclasses.replace(
@@ -315,6 +317,9 @@ class GpuExecutable:
             launches.append(Launch(f"{name}_combine", 1, FULL_BLOCK, (slots,)))
         else:  # pragma: no cover
             raise AssertionError(strategy)
+        if spec.kernel.body.checks:
+            gk.checks = list(spec.kernel.body.checks)
+            gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
 
     def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
@@ -416,8 +421,19 @@ class GpuExecutable:
         for node in self.produced:
             arrays[node] = Array.empty(node.shape, node.dtype)
             ptrs[node] = arrays[node].ptr
+        checking = [gk for gk in self.kernels if gk.checks and gk.launches]
+        flags = None
+        if checking:
+            # one pair of int64 per checking kernel, cleared before the kernels run
+            flags = Array.empty((2 * len(checking),), np.int64)
+            zeros = np.zeros(2 * len(checking), np.int64)
+            dev.htod(flags.ptr, zeros.ctypes.data, zeros.nbytes)
+        flag_ptrs = {id(gk): flags.ptr + 16 * j for j, gk in enumerate(checking)}
         for gk in self.kernels:
-            self._launch(dev, gk, ptrs, keep)
+            self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))
+        if checking:
+            # read when the host next waits for the device (see raise_pending_index_errors)
+            _PENDING.append((flags, [gk.checks for gk in checking], self.graph.locations))
         outs: list[Any] = []
         for o in self.graph.outputs:
             if o in arrays:
@@ -429,9 +445,11 @@ class GpuExecutable:
                 outs.append(Array.from_numpy(value) if device_mode else value)
         if not device_mode:
             outs = [o.numpy() if isinstance(o, Array) else o for o in outs]
+            raise_pending_index_errors()
         return outs
 
-    def _launch(self, dev: Any, gk: GpuKernel, ptrs: dict[Node, int], keep: list[Any]) -> None:
+    def _launch(self, dev: Any, gk: GpuKernel, ptrs: dict[Node, int], keep: list[Any],
+                flag_ptr: int = 0) -> None:
         if not gk.launches:
             return
         if not gk.functions:
@@ -447,6 +465,8 @@ class GpuExecutable:
                 pointers.append(p)
             elif src[0] == "partial":
                 pointers.append(gk._partials[src[1]].ptr)
+            elif src[0] == "flag":
+                pointers.append(flag_ptr)
             else:
                 pointers.append(0)
         for ln in gk.launches:
@@ -491,6 +511,30 @@ class GpuExecutable:
         dev.launch(fn, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK, addrs.ctypes.data)
         keep.append((vals, addrs))
         return out.ptr
+
+
+# Error flags of calls whose kernels check indices (gathers), not read yet: the host reads
+# them when it next waits for the device -- at the end of a call with NumPy inputs, and in
+# Array.numpy() (so also np.asarray of a result) for calls on device arrays.
+_PENDING: list[tuple[Array, list[list], dict]] = []
+
+
+def raise_pending_index_errors() -> None:
+    """Read the error flags of the calls queued so far (the stream has just been waited for)
+    and raise NumPy's IndexError, at the user's line, for the first bad index found."""
+    from ..cpu.runtime import index_error
+    from .driver import get_device
+    found = None
+    while _PENDING:
+        flags, checks, locations = _PENDING.pop(0)
+        host = np.empty(flags.shape, np.int64)
+        get_device().dtoh(host.ctypes.data, flags.ptr, host.nbytes)
+        for j, kernel_checks in enumerate(checks):
+            if host[2 * j] and found is None:
+                found = index_error(kernel_checks[int(host[2 * j]) - 1], int(host[2 * j + 1]),
+                                    locations)
+    if found is not None:
+        raise found
 
 
 def _pack(pointers: Sequence[int], params: np.ndarray, extra: Sequence[int]) -> np.ndarray:

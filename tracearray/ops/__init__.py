@@ -10,6 +10,7 @@ or its view rule in the module of its family:
 - ``reductions.py``: reductions and scans with their ``Reducer`` (identity, combine step,
   accumulator dtype, carried index);
 - ``structure.py``: sources, views, matmul, concatenate;
+- ``indexing.py``: indexing with data (``gather``);
 - ``divergences.py``: THE list of deliberate divergences from NumPy, which ops cite by id;
 - ``ir.py``: the scalar IR toolkit the emitters are written with.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from . import elementwise, numeric, reductions, structure  # noqa: F401  (registration)
+from . import elementwise, indexing, numeric, reductions, structure  # noqa: F401  (registration)
 from .reductions import Reducer, reducer_of_ufunc, scan_of_ufunc
 from .spec import (ALL_DTYPES, EXACT, FLOAT_DTYPES, INT_DTYPES, LIBM, OPS, TRANSCENDENTAL_COST,
                    Accuracy, BoundsHint, Domain, Kind, MathFn, OpSpec, Shape, ops_of_kind)

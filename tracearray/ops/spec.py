@@ -34,6 +34,7 @@ class Kind(enum.Enum):
     SCAN = "scan"                # cumsum, cumprod
     CONTRACT = "contract"        # matmul
     CONCAT = "concat"            # concatenate
+    GATHER = "gather"            # integer-array indexing: an index map computed from data
 
 
 ALL_DTYPES = tuple(np.dtype(t) for t in (

@@ -231,6 +231,8 @@ class Evaluator:
                     bounds[node] = self.scan(node, args[0])
                 elif spec.kind is Kind.CONTRACT:
                     bounds[node] = self.matmul(node, *args)
+                elif spec.kind is Kind.GATHER:
+                    bounds[node] = self.gather(node, args)
                 else:   # movement, concatenation: the same op on every field
                     bounds[node] = self.structural(node, args)
         return [bounds[o] for o in graph.results]
@@ -246,6 +248,26 @@ class Evaluator:
         hi = field("hi") if args[0].is_float else None
         return Bound(value, field("exact"), field("top"), lo, hi,
                      next((a.why for a in args if a.why != "exact"), "exact"))
+
+    def gather(self, node: Node, args: list[Bound]) -> Bound:
+        """The operand's bounds read at NumPy's positions (the index arrays' values); where
+        an index is not exact, the element read is not known: unverifiable."""
+        f = self.fn(node)
+        x, indices = args[0], args[1:]
+        positions = [a.value for a in indices]
+
+        def field(name: str) -> np.ndarray:
+            return np.array(f(getattr(x, name), *positions)).reshape(node.shape)
+        value = field("value").astype(node.dtype, copy=False)
+        lo = field("lo") if x.is_float else None
+        hi = field("hi") if x.is_float else None
+        top = field("top")
+        known = np.logical_and.reduce([a.exact & ~a.top for a in indices])
+        if not known.all():
+            at, nb = node.attr("at"), indices[0].value.ndim
+            rest = node.ndim - nb
+            top = top | ~known.reshape((1,) * at + known.shape + (1,) * (rest - at))
+        return Bound(value, field("exact") & ~top, top, lo, hi, x.why)
 
     # --- elementwise ----------------------------------------------------------------------------
     def _candidates(self, b: Bound, dtype: np.dtype) -> list[np.ndarray]:

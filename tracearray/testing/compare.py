@@ -323,8 +323,9 @@ def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | No
     if bad_got.any():
         res.problems.append(_describe(g, w, b, bad_got, "compiled result"))
     if bad_want.any():
-        res.problems.append(_describe(w, w, b, bad_want, "NumPy's own result (the traced graph "
-                                                         "disagrees with NumPy: a tracer bug)"))
+        res.problems.append(_describe(b.value, w, b, bad_want,
+                                      "NumPy's own result (the traced graph disagrees with "
+                                      "NumPy: a tracer bug)", got="the traced graph gives"))
 
 
 def _outside(x: np.ndarray, b: _bounds.Bound, ignore_zero_sign: bool = False) -> np.ndarray:
@@ -372,7 +373,8 @@ def _fmt(x: np.generic) -> str:
     return repr(x.item()) if hasattr(x, "item") else repr(x)
 
 
-def _describe(x: np.ndarray, w: np.ndarray, b: _bounds.Bound, bad: np.ndarray, what: str) -> str:
+def _describe(x: np.ndarray, w: np.ndarray, b: _bounds.Bound, bad: np.ndarray, what: str,
+              got: str = "got") -> str:
     lines = [f"{type_str_of(x)}: {int(bad.sum())} of {bad.size} elements of the {what} "
              f"differ; first mismatches:"]
     for idx in np.argwhere(np.atleast_1d(bad))[:MAX_REPORTED]:
@@ -384,7 +386,7 @@ def _describe(x: np.ndarray, w: np.ndarray, b: _bounds.Bound, bad: np.ndarray, w
         else:
             lo, hi = (str(w.dtype.type(v)) for v in (b.lo[t], b.hi[t]))
             allowed = f"[{lo}, {hi}] ({b.why})"
-        lines.append(f"    at {t}: got {_fmt(xv)}, NumPy {_fmt(wv)}; allowed {allowed}")
+        lines.append(f"    at {t}: {got} {_fmt(xv)}, NumPy {_fmt(wv)}; allowed {allowed}")
     return "\n".join(lines)
 
 

@@ -10,8 +10,9 @@ Programs are DAGs of steps drawn by family (``FAMILIES``): elementwise ufuncs of
 casts, reductions (sum/prod/max/min/any/all/mean/var/std, with axes, keepdims, dtype=, ddof),
 argmax/argmin, cumsum/cumprod, views (transpose/swapaxes/moveaxis, basic indexing with any
 step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip), matmul/dot,
-concatenate/stack, and every NumPy-level function of the registry (``composite``: one of the
-test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
+concatenate/stack, gathers (integer-array indexing with lists, traced indices and known
+boolean masks, np.take in its modes, take_along_axis), and every NumPy-level function of the
+registry (``composite``: one of the test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
 and a step NumPy rejects is drawn again, so every program is valid NumPy.
 
 ``generate(source, ...)`` draws from any ``strategies.Source``; ``programs(...)`` is the
@@ -420,6 +421,55 @@ def f_index(b: _Builder) -> str | None:
     return f"{x}[{_index_key(b.src, np.shape(b.v(x)))}]"
 
 
+def _index_array(b: _Builder, n: int) -> str:
+    """An index array for an axis of ``n`` elements: a list, a traced integer value of the
+    program made an index (``% n``, sometimes negative), or rarely one out of range."""
+    src = b.src
+    y = b.pick(lambda v: np.asarray(v).dtype.kind in "iu" and np.ndim(v) <= 2)
+    if y is not None and n > 0 and src.boolean(0.6):
+        form = src.choice((f"{y} % {n}", f"{y} % {n} - {n}", f"{y} % {n}", f"{y}"))
+        return f"({form})"
+    k = src.integer(0, 4)
+    lo, hi = (-n, n - 1) if n else (0, 0)
+    bad = 1 if src.boolean(0.05) else 0
+    return str([src.integer(lo - bad, hi + bad) for _ in range(k)])
+
+
+def f_gather(b: _Builder) -> str | None:
+    """Integer-array indexing in NumPy's forms, np.take and take_along_axis."""
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    shape = np.shape(b.v(x))
+    d = src.integer(0, len(shape) - 1)
+    form = src.integer(0, 5)
+    if form == 0:                      # x[..., idx, ...] (and a second, separated index)
+        parts = [":"] * len(shape)
+        parts[d] = _index_array(b, shape[d])
+        if len(shape) > 1 and src.boolean(0.4):
+            e = src.choice([k for k in range(len(shape)) if k != d])
+            parts[e] = _index_array(b, shape[e]) if src.boolean(0.7) else \
+                str(src.integer(-shape[e], max(shape[e] - 1, 0)))
+        if src.boolean(0.2):
+            parts.insert(src.integer(0, len(parts)), "None")
+        return f"{x}[{', '.join(parts)}]"
+    if form == 1:                      # a known boolean mask over the leading dims
+        k = src.integer(1, len(shape))
+        mask = [src.boolean(0.5) for _ in range(int(np.prod(shape[:k])))]
+        return f"{x}[np.array({mask}, dtype=bool).reshape({tuple(shape[:k])})]"
+    if form == 2:
+        axis = src.choice((None, d, d - len(shape)))
+        n = int(np.prod(shape)) if axis is None else shape[d]
+        # (NumPy's take loops forever in mode 'wrap' on an empty axis: never drawn)
+        mode = src.choice(("raise", "wrap", "clip")) if n else "raise"
+        return f"np.take({x}, {_index_array(b, n)}, axis={axis}, mode={mode!r})"
+    if form == 3 and shape[d] > 0:
+        op = src.choice(("argmax", "argmin"))
+        return f"np.take_along_axis({x}, np.{op}({x}, axis={d}, keepdims=True), axis={d})"
+    return f"{x}[{_index_array(b, shape[0])}]"
+
+
 def f_reshape(b: _Builder) -> str | None:
     src = b.src
     x = b.pick()
@@ -585,7 +635,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "transpose": (f_transpose, 4), "index": (f_index, 6), "reshape": (f_reshape, 4),
     "broadcast": (f_broadcast, 3), "dims": (f_dims, 3), "flip": (f_flip, 2),
     "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
-    "pairwise": (f_pairwise, 2), "composite": (f_composite, 10),
+    "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
 }
 
 

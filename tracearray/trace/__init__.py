@@ -212,7 +212,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
     checks = tuple((c.error, c.message) for c in state.checks)
     outputs += [c.node for c in state.checks]
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
-                  tuple(global_inputs))
+                  tuple(global_inputs), dict(state.locations))
     verify(graph)
     return Trace(graph, guards)
 

@@ -50,6 +50,8 @@ def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
         raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
     node = Node.make(op, args, attrs, shape, dtype)
     record_location(node)
+    from .context import note_location
+    note_location(node)
     return node
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, with_location
+from ..errors import user_location, UnsupportedOperationError, with_location
 
 
 @dataclass
@@ -48,6 +48,17 @@ class Check:
 @dataclass
 class TraceState:
     checks: list[Check] = field(default_factory=list)
+    # the user's line that made each node in this trace (nodes are interned: another trace
+    # may have made the same node at another line)
+    locations: dict = field(default_factory=dict)
+
+
+def note_location(node: Any) -> None:
+    state = current()
+    if state is not None and node not in state.locations:
+        where = user_location()
+        if where:
+            state.locations[node] = where
 
 
 _local = threading.local()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -113,6 +113,8 @@ class Graph:
     input_names: tuple[str, ...] = ()
     checks: tuple[tuple[type, str], ...] = ()
     globals: tuple[str, ...] = ()
+    # node -> the user's line that made it in this trace (for run-time errors)
+    locations: Any = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def results(self) -> tuple[Node, ...]:

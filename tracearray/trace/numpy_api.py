@@ -297,6 +297,8 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False,
     """numpy/_core/_methods.py::_mean: the sum in float64 for integers (float32 for float16,
     cast back), divided by the element count (of the ``where`` mask)."""
     x = as_node(x)
+    if where is not True and _zero_d_int_axis(x, axis):
+        axis = None   # NumPy counts a where= mask with np.add.reduce, which accepts it
     axes = normalize_axes(axis, x.ndim, "mean")
     acc = dtype
     if acc is None:
@@ -316,6 +318,8 @@ def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
     """numpy/_core/_methods.py::_var: the mean (kept dims), squared deviations, their sum
     divided by ``max(count - ddof, 0)``."""
     x = as_node(x)
+    if where is not True and _zero_d_int_axis(x, axis):
+        axis = None   # as in mean
     axes = normalize_axes(axis, x.ndim, "var")
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.float64
@@ -554,58 +558,9 @@ def flip(x: Any, axis: Any = None) -> Node:
 
 
 def getitem(x: Node, key: Any) -> Node:
-    """Basic indexing: integers, slices (any step), None and Ellipsis."""
-    key = key if isinstance(key, tuple) else (key,)
-    for k in key:
-        if isinstance(k, Node) or isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
-            raise unsupported("advanced (array or boolean) indexing",
-                              "only integers, slices, None and ... are supported")
-        if not (k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))):
-            raise IndexError(with_location(
-                "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
-                "integer or boolean arrays are valid indices"))
-    n_ell = sum(k is Ellipsis for k in key)
-    if n_ell > 1:
-        raise IndexError(with_location("an index can only have a single ellipsis ('...')"))
-    n_real = sum(k is not None and k is not Ellipsis for k in key)
-    if n_real > x.ndim:
-        raise IndexError(with_location(
-            f"too many indices for array: array is {x.ndim}-dimensional, "
-            f"but {n_real} were indexed"))
-    if n_ell == 0:
-        key = key + (Ellipsis,)
-    i = key.index(Ellipsis)
-    key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1:]
-
-    slices, drop, new_axes = [], [], []
-    dim = 0
-    out_pos = 0
-    for k in key:
-        if k is None:
-            new_axes.append(out_pos)
-            out_pos += 1
-            continue
-        size = x.shape[dim]
-        if isinstance(k, slice):
-            slices.append(k.indices(size))
-            out_pos += 1
-        else:
-            idx = operator.index(k)
-            if not -size <= idx < size:
-                raise IndexError(with_location(
-                    f"index {idx} is out of bounds for axis {dim} with size {size}"))
-            idx %= size
-            slices.append((idx, idx + 1, 1))
-            drop.append(dim)
-        dim += 1
-    out = x
-    if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
-        out = make("slice", [out], slices=tuple(slices))
-    if drop:
-        out = make("squeeze", [out], axes=tuple(drop))
-    if new_axes:
-        out = make("expand_dims", [out], axes=tuple(new_axes))
-    return out
+    """``x[key]``: NumPy's basic and advanced indexing (``trace/indexing.py``)."""
+    from .indexing import getitem as _getitem
+    return _getitem(x, key)
 
 
 # ------------------------------------------------------------------------------------------

@@ -174,9 +174,14 @@ def _operator_entries() -> list[Entry]:
 _INDEXING = [
     ("x[i], x[i, j] (integers)", "tracer", ""),
     ("x[a:b:s, None, ...] (basic slicing)", "tracer", "any step, negative steps"),
-    ("x[idx] (integer-array / list gather)", None, "the indexing issue"),
-    ("x[mask] (boolean mask)", None, "a data-dependent size: the indexing issue"),
-    ("x[...] = v (assignment)", None, "the indexing issue"),
+    ("x[idx], x[i, :, j], x[[0, 2]] (integer arrays and lists)", "primitive",
+     "gather: every NumPy form, fused into the consumer; out-of-range indices raise "
+     "IndexError"),
+    ("x[known_mask] (a boolean array known when tracing)", "primitive",
+     "gather at its nonzero() positions"),
+    ("x.flat[idx]", "tracer", ""),
+    ("x[mask] (a traced boolean mask)", None, "a data-dependent size: not yet"),
+    ("x[...] = v (assignment)", None, "not yet"),
 ]
 
 

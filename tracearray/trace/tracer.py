@@ -276,6 +276,8 @@ class Tracer:
     def __getitem__(self, key: Any) -> "Tracer":
         node = api.getitem(self.node, unwrap(key))
         keys = key if isinstance(key, tuple) else (key,)
+        if node.op == "gather":
+            return Tracer(node)   # advanced indexing copies
         if node.ndim == 0 and not any(k is Ellipsis for k in keys):
             return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
         return self._view(node)
@@ -420,6 +422,19 @@ class Tracer:
 
     def repeat(self, repeats: Any, axis: Any = None) -> "Tracer":
         return np.repeat(self, repeats, axis)
+
+    def take(self, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise"
+             ) -> "Tracer":
+        return np.take(self, indices, axis, out, mode)
+
+    def choose(self, choices: Any, out: Any = None, mode: str = "raise") -> "Tracer":
+        return np.choose(self, choices, out, mode)
+
+    def compress(self, condition: Any, axis: Any = None, out: Any = None) -> "Tracer":
+        return np.compress(condition, self, axis, out)
+
+    def searchsorted(self, v: Any, side: str = "left", sorter: Any = None) -> "Tracer":
+        return np.searchsorted(self, v, side, sorter)
 
     def dot(self, other: Any, out: Any = None) -> "Tracer":
         no_out("dot", out)

@@ -363,7 +363,9 @@ composite(np.polyval, calls=['np.polyval({0}[:3], {1})'], arrays=2, dtypes=FLOAT
 
 def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
     """c[k] = sum_j a[j + k] * v[j] for every overlap k, from -(len(v)-1) to len(a)-1: the
-    windows of ``a`` padded with zeros, against ``v``."""
+    windows of ``a`` padded with zeros, against ``v``, summing only the products that overlap
+    (as NumPy's dot of the overlapping parts: a padded 0 times an inf in ``v`` is not a
+    NaN)."""
     n, m = a.shape[0], v.shape[0]
     dt = np.result_type(a.dtype, v.dtype)
     a, v = a.astype(dt), v.astype(dt)
@@ -371,7 +373,12 @@ def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
         zeros = np.zeros(m - 1, dt)
         a = np.concatenate([zeros, a, zeros])
     windows = Tracer(api.sliding_window(a.node, m, 0))
-    return np.sum(windows * v, axis=-1, dtype=dt)
+    products = windows * v
+    if m > 1:
+        pos = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]   # into the padded a
+        overlap = (pos >= m - 1) & (pos < n + m - 1)
+        products = np.where(overlap, products, np.zeros((), products.dtype))
+    return np.sum(products, axis=-1, dtype=dt)
 
 
 def _correlate_mode(full: Tracer, n: int, m: int, mode: str) -> Tracer:

@@ -147,6 +147,16 @@ def spacing(x: Any, **kw: Any) -> Tracer:
     inf and NaN."""
     loop = _loop(np.spacing, x)
     v = as_tracer(x).astype(loop[0], copy=False)
+    if np.dtype(loop[0]) == np.float16:
+        # npy_half_spacing returns a magnitude: for a negative value the gap below |x| in
+        # its binade (the smaller one at a power of two), the smallest subnormal for -0.0
+        mag = np.abs(v)
+        dt = mag.dtype
+        up = np.nextafter(mag, np.asarray(np.inf, dt)) - mag
+        down = np.where(mag == 0, np.nextafter(np.asarray(0, dt), np.asarray(1, dt)),
+                        mag - np.nextafter(mag, np.asarray(0, dt)))
+        out = np.where(np.signbit(v), down, up)
+        return np.where(np.isfinite(v), out, np.asarray(np.nan, dt))
     up = np.nextafter(v, np.where(v >= 0, np.inf, -np.inf).astype(loop[0]))
     return up - v
 

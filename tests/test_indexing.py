@@ -1,0 +1,288 @@
+"""Indexing with data (the ``gather`` primitive) against NumPy, on every target.
+
+- ``GATHER_PROGRAMS``: NumPy's advanced-indexing forms (one or several index arrays broadcast
+  together, mixed with slices, None and ..., separated indices moving to the front, integers
+  and 0-d booleans among array indices, known boolean masks, lists, empty indices, negative
+  indices, gathers of gathers, of views and of computed values) and the functions built on
+  gather (take in its modes, take_along_axis, choose, compress, searchsorted, digitize,
+  interp), on the CPU, assembled by ptxas for sm_90, under the GPU emulator and (``-m gpu``)
+  on the GPU;
+- ``test_random_keys``: Hypothesis draws keys (every kind of item, traced or known index
+  arrays, indices out of range) and compares with NumPy, errors included;
+- out-of-range indices raise NumPy's IndexError at the user's line, on the CPU and on the
+  (emulated) GPU, for NumPy inputs and, at the next wait, for device arrays;
+- fusion: a gather is computed inside its consumer (one kernel), except where it is read in
+  part, where it is stored so that every index is checked.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracearray
+from tracearray.gpu import driver
+from tracearray.gpu import ptx as P
+from tracearray.testing import assert_matches_numpy
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+HAVE_GPU = driver.is_available()
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((4, 5, 6))
+I = np.array([3, -1, 0, 2])
+J = np.array([[1], [4], [-5]])
+K = np.array([5, 0, -6])
+
+# name -> fn(x, i, j, k); i, j, k are traced index arrays
+GATHER_PROGRAMS: dict[str, Callable[..., Any]] = {
+    "x[i]": lambda x, i, j, k: x[i],
+    "x[:, i]": lambda x, i, j, k: x[:, i[:3] % 5],
+    "x[i, j]": lambda x, i, j, k: x[i, j],
+    "x[..., k]": lambda x, i, j, k: x[..., k],
+    "x[i, :, k] (separated)": lambda x, i, j, k: x[i[:3], :, k],
+    "x[0, :, k] (int separates)": lambda x, i, j, k: x[0, :, k],
+    "x[:, 1, k]": lambda x, i, j, k: x[:, 1, k],
+    "x[i, None, j] (None separates)": lambda x, i, j, k: x[i, None, j],
+    "x[:, j, None, k]": lambda x, i, j, k: x[:, j, None, k],
+    "x[None, i, 1:3]": lambda x, i, j, k: x[None, i, 1:3],
+    "x[::-1, j, ::2]": lambda x, i, j, k: x[::-1, j, ::2],
+    "x[[0, 2], [1, 1]] (lists)": lambda x, i, j, k: x[[0, 2], [1, 1]],
+    "x[[[0, 1]]]": lambda x, i, j, k: x[[[0, 1]]],
+    "x[known mask]": lambda x, i, j, k: x[np.array([True, False, True, True])],
+    "x[:, known 2-d mask]": lambda x, i, j, k: x[:, np.arange(30).reshape(5, 6) % 3 == 0],
+    "x[True], x[1, False]": lambda x, i, j, k: (x[True], x[1, False], x[0, :, True]),
+    "x[i][j] (gather of a gather)": lambda x, i, j, k: x[i][j],
+    "x[i][::2] (read in part)": lambda x, i, j, k: x[i][::2],
+    "x[i][0, 1]": lambda x, i, j, k: x[i][0, 1],
+    "x[i].sum(axis=1)": lambda x, i, j, k: x[i].sum(axis=1),
+    "x.T[k]": lambda x, i, j, k: x.T[k],
+    "exp(x)[i] * 2 (computed operand)": lambda x, i, j, k: (np.exp(x) * 2)[i],
+    "x[i, j, k]": lambda x, i, j, k: x[i[:3], j, k],
+    "x[[]]": lambda x, i, j, k: x[[]],
+    "x[i[:0]]": lambda x, i, j, k: x[i[:0]],
+    "x[i[0]] (traced 0-d)": lambda x, i, j, k: x[i[0]],
+    "x[i, 0, 0]": lambda x, i, j, k: x[i, 0, 0],
+    "uint8 indices": lambda x, i, j, k: x[(i % 4).astype(np.uint8)],
+    "int32 indices": lambda x, i, j, k: x[:, :, (k // 2).astype(np.int32)],
+    "list of traced scalars": lambda x, i, j, k: x[[i[0], i[1]]],
+    "x.flat[i]": lambda x, i, j, k: x.flat[i * 7],
+    "np.take modes": lambda x, i, j, k: (np.take(x, i * 9), np.take(x, i * 9, mode="wrap"),
+                                         np.take(x, j, axis=1, mode="clip"), x.take(k, -1)),
+    "np.take known": lambda x, i, j, k: np.take(x, [[0, -1], [2, 2]], axis=0),
+    "take_along_axis": lambda x, i, j, k: (
+        np.take_along_axis(x, np.argmax(x, axis=1, keepdims=True), axis=1),
+        np.take_along_axis(x, np.abs(i).reshape(4, 1, 1) % 6, axis=2)),
+    "choose": lambda x, i, j, k: np.choose((x > 0).astype(np.int8) + (x > 1),
+                                           [x, -x, x * 2]),
+    "compress": lambda x, i, j, k: (np.compress([True, False, True], x, axis=2),
+                                    x.compress([0, 1, 1], axis=0)),
+    "searchsorted": lambda x, i, j, k: (
+        np.searchsorted(np.cumsum(np.abs(x[0, 0])), x[1]),
+        np.searchsorted([-1.0, 0.0, 0.0, 2.0], x, side="right")),
+    "digitize": lambda x, i, j, k: (np.digitize(x, [-1.0, 0.0, 0.5]),
+                                    np.digitize(x, [2.0, 0.0, -3.0], right=True)),
+    "interp": lambda x, i, j, k: (np.interp(x, [-1.0, 0.0, 0.5, 2.0], [3.0, -1.0, 0.0, 1.0]),
+                                  np.interp(x[0], np.cumsum(np.abs(x[1, 0])) - 2, x[2, 0],
+                                            left=-9.0, right=np.nan)),
+}
+
+
+def _args() -> tuple:
+    return X, I, J, K
+
+
+@pytest.mark.parametrize("name", sorted(GATHER_PROGRAMS))
+def test_gather_cpu(name: str) -> None:
+    assert_matches_numpy(GATHER_PROGRAMS[name], *_args(), device="cpu")
+    # non-contiguous operand and index views
+    assert_matches_numpy(GATHER_PROGRAMS[name], np.asfortranarray(X), I[::-1].copy()[::-1],
+                         J, K, device="cpu")
+
+
+@pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
+@pytest.mark.parametrize("name", sorted(GATHER_PROGRAMS))
+def test_gather_ptx(name: str) -> None:
+    lowered = tracearray.compile(GATHER_PROGRAMS[name], device="cuda").lower(*_args())
+    seen = set()
+    for kern in lowered.executable.kernels:
+        key = hashlib.sha256(kern.ptx.encode()).hexdigest()
+        if key not in seen:
+            P.ptxas(kern.ptx, "sm_90")
+            seen.add(key)
+
+
+@pytest.fixture
+def emulated_gpu():
+    from gpu_emulator import EmulatedDevice
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    yield
+    driver.set_device_for_testing(prev)
+
+
+EMULATED = ["x[i]", "x[i, j]", "x[i, :, k] (separated)", "x[i].sum(axis=1)",
+            "exp(x)[i] * 2 (computed operand)", "np.take modes", "take_along_axis", "interp",
+            "x[i][::2] (read in part)", "x[known mask]"]
+
+
+@pytest.mark.parametrize("name", EMULATED)
+def test_gather_emulated_gpu(name: str, emulated_gpu) -> None:
+    assert_matches_numpy(GATHER_PROGRAMS[name], *_args(), device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("name", sorted(GATHER_PROGRAMS))
+def test_gather_cuda(name: str) -> None:
+    assert_matches_numpy(GATHER_PROGRAMS[name], *_args(), device="cuda")
+
+
+# ------------------------------------------------------------------------------------------
+# random keys
+# ------------------------------------------------------------------------------------------
+
+@st.composite
+def keys(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[list, list[np.ndarray]]:
+    """A key for an array of ``shape``: items of every kind; index arrays are either traced
+    (returned separately, replaced by a placeholder) or known. Values stray out of range."""
+    items: list = []
+    traced: list[np.ndarray] = []
+    dim = 0
+    ellipsis = False
+    n_items = draw(st.integers(1, len(shape) + 1))
+    for _ in range(n_items):
+        left = len(shape) - dim
+        kind = draw(st.sampled_from(["slice", "int", "array", "none", "ellipsis", "list"]
+                                    if left else ["none", "ellipsis"]))
+        if kind == "ellipsis":
+            if ellipsis:
+                continue
+            ellipsis = True
+            items.append(Ellipsis)
+            continue
+        if kind == "none":
+            items.append(None)
+            continue
+        n = shape[dim]
+        dim += 1
+        if kind == "slice":
+            start = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+            stop = draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+            step = draw(st.sampled_from([None, 1, 2, -1, -2, 3]))
+            items.append(slice(start, stop, step))
+        elif kind == "int":
+            items.append(draw(st.integers(-n - (n == 0), max(n - 1, 0))))
+        else:
+            ishape = draw(st.sampled_from([(), (1,), (3,), (2, 1), (0,), (1, 3)]))
+            lo, hi = (-n, n - 1) if n else (0, 0)
+            bad = draw(st.integers(0, 19)) == 0
+            vals = np.asarray(draw(st.lists(st.integers(lo - 2 * bad, hi + 2 * bad),
+                                            min_size=int(np.prod(ishape)),
+                                            max_size=int(np.prod(ishape)))),
+                              dtype=np.int64).reshape(ishape)
+            if kind == "list" and vals.ndim == 1:
+                items.append(vals.tolist())
+            elif draw(st.booleans()):
+                items.append(("traced", len(traced)))
+                traced.append(vals.astype(draw(st.sampled_from([np.int64, np.int32,
+                                                                np.int16]))))
+            else:
+                items.append(vals)
+    return items, traced
+
+
+def _program(items: list) -> Callable:
+    def fn(x, *idx):
+        key = tuple(idx[k[1]] if isinstance(k, tuple) else k for k in items)
+        return x[key] * 2
+    return fn
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_random_keys(data: st.DataObject) -> None:
+    shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3)))
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 3
+    items, traced = data.draw(keys(shape))
+    assert_matches_numpy(_program(items), x, *traced, device="cpu")
+
+
+# ------------------------------------------------------------------------------------------
+# errors
+# ------------------------------------------------------------------------------------------
+
+def _index_error(f: Callable, *args: Any) -> str:
+    with pytest.raises(IndexError) as info:
+        f(*args)
+    return str(info.value)
+
+
+def test_out_of_range_raises_numpys_index_error_at_the_line() -> None:
+    f = tracearray.compile(lambda x, i: x[:, i] + 1, device="cpu")
+    msg = _index_error(f, X, np.array([0, 9]))
+    assert msg.startswith("index 9 is out of bounds for axis 1 with size 5"), msg
+    assert "test_indexing.py" in msg and "x[:, i] + 1" in msg, msg
+    msg = _index_error(f, X, np.array([-6]))
+    assert msg.startswith("index -6 is out of bounds for axis 1 with size 5"), msg
+    np.testing.assert_array_equal(f(X, np.array([-5, 4])), X[:, [-5, 4]] + 1)
+    # np.take along no axis names the size only, as NumPy does
+    g = tracearray.compile(lambda x, i: np.take(x, i), device="cpu")
+    msg = _index_error(g, X, np.array([120]))
+    assert msg.startswith("index 120 is out of bounds for size 120"), msg
+
+
+def test_indices_of_an_empty_result_are_still_checked() -> None:
+    """NumPy checks every index even when another dimension is empty."""
+    f = tracearray.compile(lambda x, i: x[i, :0], device="cpu")
+    with pytest.raises(IndexError):
+        f(X, np.array([7]))
+    assert f(X, np.array([3])).shape == (1, 0, 6)
+
+
+def test_indices_read_in_part_are_all_checked() -> None:
+    f = tracearray.compile(lambda x, i: x[i][::2], device="cpu")
+    _index_error(f, X, np.array([0, 9]))      # the bad index is in the skipped row
+
+
+def test_known_indices_are_checked_when_tracing() -> None:
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        tracearray.compile(lambda x: x[[0, 4]], device="cpu")(X)
+    with pytest.raises(IndexError, match="arrays used as indices must be of integer"):
+        tracearray.compile(lambda x: x[np.array([1.0])], device="cpu")(X)
+    with pytest.raises(IndexError, match="shape mismatch"):
+        tracearray.compile(lambda x, i: x[i, [0, 1]], device="cpu")(X, I)
+
+
+def test_emulated_gpu_raises_for_numpy_and_device_inputs(emulated_gpu) -> None:
+    from tracearray.gpu import Array
+    f = tracearray.compile(lambda x, i: x[i] * 2, device="cuda")
+    msg = _index_error(f, X, np.array([1, 4]))
+    assert msg.startswith("index 4 is out of bounds for axis 0 with size 4"), msg
+    out = f(Array.from_numpy(X), Array.from_numpy(np.array([-5])))   # queued, no wait
+    msg = _index_error(out.numpy)                                    # the next wait raises
+    assert msg.startswith("index -5 is out of bounds for axis 0 with size 4"), msg
+    ok = f(Array.from_numpy(X), Array.from_numpy(np.array([-4, 3])))
+    np.testing.assert_array_equal(ok.numpy(), X[[-4, 3]] * 2)
+
+
+# ------------------------------------------------------------------------------------------
+# fusion
+# ------------------------------------------------------------------------------------------
+
+def _kernels(fn: Callable, *args: Any) -> int:
+    return len(tracearray.compile(fn, device="cpu").lower(*args).plan.kernels)
+
+
+def test_gathers_fuse_into_their_consumers() -> None:
+    assert _kernels(lambda x, i: x[i] * 2 + 1, X, I) == 1
+    assert _kernels(lambda x, i: np.exp(x)[i].sum(axis=-1), X, I) == 1
+    assert _kernels(lambda x: np.interp(x, [0.0, 1.0, 3.0], [1.0, 2.0, 0.0]), X) == 1
+    assert _kernels(lambda x, i: np.take(x, i, axis=2, mode="wrap") - 1, X, K) == 1
+
+
+def test_a_gather_read_in_part_is_stored_once() -> None:
+    assert _kernels(lambda x, i: x[i][::2] * 2, X, I) == 2

@@ -1,0 +1,304 @@
+"""Indexing with data as NumPy functions: take, take_along_axis, choose, compress,
+searchsorted, digitize and interp, built on the ``gather`` primitive.
+
+searchsorted, digitize and interp search a sorted array by bisection: a fixed number of
+steps (the bit length of its size), each a gather at the current midpoint, so the whole search
+is elementwise arithmetic and loads inside one kernel (numpy/_core/src/npysort/
+binsearch.cpp, numpy/_core/src/multiarray/compiled_base.c ``arr_interp``, step by step).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import context
+from .. import indexing as ix
+from .. import numpy_api as api
+from ..build import constant, make, normalize_axes, unsupported
+from ...errors import with_location
+from ..tracer import Tracer, no_out
+from . import FLOATS, NUMERIC, as_tracer, composite
+
+I64 = np.dtype(np.int64)
+
+
+def _gather1d(a: Tracer, positions: Tracer, mode: str = "clip") -> Tracer:
+    """``a[positions]`` of a 1-d ``a`` (positions already in range: mode 'clip')."""
+    idx = positions.node if positions.dtype == I64 else api.astype(positions.node, I64)
+    return Tracer(make("gather", [a.node, idx], axes=(0,), at=0, mode=mode,
+                       messages=(f"index {{}} is out of bounds for axis 0 with size "
+                                 f"{a.shape[0]}",)))
+
+
+# ------------------------------------------------------------------------------------------
+# take, take_along_axis, choose, compress
+# ------------------------------------------------------------------------------------------
+
+@composite(np.take, calls=['np.take({0}, [2, 0, -1], axis=-1, mode="clip")',
+                           'np.take({0}, np.argmax({0}, axis=0), axis=-1)',
+                           'np.take({0}, [[0, 1], [-1, 0]])',
+                           'np.take({0}, 7, mode="wrap")',
+                           '{0}.take(np.argmin({0}, axis=-1), axis=-1)'],
+           min_dims=1)
+def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Tracer:
+    no_out("np.take", out)
+    from ..tracer import unwrap
+    return Tracer(ix.take(unwrap(as_tracer(a)), unwrap(indices), axis, mode))
+
+
+@composite(np.take_along_axis,
+           calls=['np.take_along_axis({0}, np.argmax({0}, axis=-1, keepdims=True), axis=-1)',
+                  'np.take_along_axis({0}, np.argmin({0}, axis=0, keepdims=True), axis=0)',
+                  'np.take_along_axis({0}, np.zeros((1,) * {0}.ndim, np.int64), axis=-1)'],
+           min_dims=1)
+def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tracer:
+    """``out[..., i, ...] = arr[..., indices[..., i, ...], ...]``: a gather along every
+    dimension, the others by their own position (arr and indices broadcast against each
+    other elsewhere)."""
+    a, idx = as_tracer(arr), as_tracer(indices)
+    if idx.dtype.kind not in "iu":
+        raise IndexError(with_location("`indices` must be an integer array"))
+    if axis is None:
+        if idx.ndim != 1:
+            raise ValueError(with_location(
+                "when axis=None, `indices` must have a single dimension."))
+        a, ax = a.reshape(-1), 0
+    else:
+        if a.ndim != idx.ndim:
+            raise ValueError(with_location(
+                "`indices` and `arr` must have the same number of dimensions"))
+        (ax,) = normalize_axes(axis, a.ndim, "take_along_axis")
+    try:
+        shape = list(np.broadcast_shapes(tuple(n for d, n in enumerate(a.shape) if d != ax),
+                                         tuple(n for d, n in enumerate(idx.shape) if d != ax)))
+    except ValueError:
+        raise ValueError(with_location(
+            f"shape mismatch: objects cannot be broadcast to a single shape.  Mismatch is "
+            f"between arg 0 with shape {a.shape} and arg 1 with shape {idx.shape}.")) from None
+    shape.insert(ax, idx.shape[ax])
+    shape = tuple(shape)
+    nodes = []
+    for d in range(a.ndim):
+        if d == ax:
+            nodes.append(api.broadcast_to(idx.node, shape))
+        else:
+            iota = np.arange(a.shape[d], dtype=np.int64).reshape(
+                tuple(-1 if e == d else 1 for e in range(a.ndim)))
+            nodes.append(api.broadcast_to(constant(iota), shape) if a.shape[d] == shape[d]
+                         else api.broadcast_to(constant(np.zeros((1,) * a.ndim, np.int64)),
+                                               shape))
+    messages = tuple(f"index {{}} is out of bounds for axis {d} with size {a.shape[d]}"
+                     for d in range(a.ndim))
+    return Tracer(make("gather", [a.node] + nodes, axes=tuple(range(a.ndim)), at=0,
+                       mode="raise", messages=messages))
+
+
+@composite(np.choose, calls=['np.choose(({0} > 0).astype(np.int8), [{0}, -{0}])',
+                             'np.choose(np.argmax({0}, axis=-1), [0, 1, 2, 3], mode="clip")',
+                             'np.choose(({0} > 0) * 3, [{0}, {1}], mode="wrap")'],
+           arrays=2, dtypes=NUMERIC)
+def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise") -> Tracer:
+    """``choices[a[i]][i]`` with every choice broadcast against ``a``: a chain of selects
+    (one per choice, all fused); mode 'raise' checks ``0 <= a < len(choices)`` at run time."""
+    no_out("np.choose", out)
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(with_location(f"clipmode not understood: {mode!r}"))
+    idx = as_tracer(a)
+    if idx.dtype.kind not in "iub":
+        raise TypeError(with_location(
+            f"Cannot cast array data from {idx.dtype!r} to dtype('int64') according to the "
+            f"rule 'safe'"))
+    opts = [as_tracer(c) for c in choices]
+    n = len(opts)
+    if n == 0:
+        raise ValueError(with_location("0-length sequence."))
+    idx = idx.astype(np.int64)
+    if mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = np.clip(idx, 0, n - 1)
+    elif idx.size:
+        context.require(((idx >= 0) & (idx < n)).all().node, ValueError,
+                        "invalid entry in choice array")
+    dt = np.result_type(*[o.dtype for o in opts])
+    out = opts[-1].astype(dt)
+    for k in range(n - 2, -1, -1):
+        out = np.where(idx == k, opts[k].astype(dt), out)
+    return np.broadcast_to(out, np.broadcast_shapes(idx.shape, *[o.shape for o in opts]))
+
+
+@composite(np.compress, calls=['np.compress([True, False, True], {0}, axis=-1)',
+                               'np.compress([0, 1], {0})'],
+           min_dims=1)
+def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Tracer:
+    """The elements (or slabs) where ``condition`` holds: a known condition is a static
+    selection (a gather at its positions); a traced one has a data-dependent size."""
+    no_out("np.compress", out)
+    if isinstance(condition, Tracer):
+        raise unsupported("np.compress with a traced condition",
+                          "the result's size depends on the data")
+    cond = np.asarray(condition)
+    if cond.ndim != 1:
+        raise ValueError(with_location("condition must be a 1-d array"))
+    t = as_tracer(a)
+    if axis is None:
+        t, ax = t.reshape(-1), 0
+    else:
+        (ax,) = normalize_axes(axis, t.ndim, "compress")
+    return Tracer(ix.take(t.node, np.nonzero(cond)[0], ax))
+
+
+# ------------------------------------------------------------------------------------------
+# sorted search
+# ------------------------------------------------------------------------------------------
+
+def _less(a: Tracer, b: Tracer) -> Tracer:
+    """NumPy's sort order: NaN after everything (npysort's ``LT``)."""
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return (a < b) | (np.isnan(b) & ~np.isnan(a))
+    return a < b
+
+
+def _bisect(a: Tracer, v: Tracer, upper: bool) -> Tracer:
+    """For a sorted 1-d ``a``: how many elements are < v (``upper``: <= v), in NumPy's sort
+    order; bisection in a fixed number of steps, every element of ``v`` in parallel."""
+    n = a.shape[0]
+    lo = Tracer(api.broadcast_to(constant(np.int64(0)), v.shape))
+    if n == 0:
+        return lo
+    hi = lo + n
+    for _ in range(n.bit_length()):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        x = _gather1d(a, np.minimum(mid, n - 1))
+        go = ~_less(v, x) if upper else _less(x, v)
+        lo = np.where(active & go, mid + 1, lo)
+        hi = np.where(active & ~go, mid, hi)
+    return lo
+
+
+def _common(a: Tracer, v: Tracer) -> tuple[Tracer, Tracer]:
+    dt = np.result_type(a.dtype, v.dtype)
+    return a.astype(dt), v.astype(dt)
+
+
+@composite(np.searchsorted, calls=['np.searchsorted(np.cumsum(np.abs({1}.ravel())), {0})',
+                                   'np.searchsorted([0, 1, 1, 2, 5], {0}, side="right")',
+                                   'np.searchsorted(np.cumsum(np.abs({1}.ravel())), {0}, '
+                                   'sorter=np.arange({1}.size))'],
+           arrays=2, dtypes=NUMERIC, values="small", max_dims=2)
+def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Tracer:
+    if side not in ("left", "right"):
+        raise ValueError(with_location(
+            f"side must be 'left' or 'right' (got {side!r})"))
+    t = as_tracer(a)
+    if t.ndim != 1:
+        raise ValueError(with_location("object too deep for desired array"))
+    if sorter is not None:
+        t = as_tracer(t)[as_tracer(sorter)]
+    tv = as_tracer(v)
+    ta, tv2 = _common(t, tv)
+    out = _bisect(ta, tv2, side == "right")
+    return out
+
+
+@composite(np.digitize, calls=['np.digitize({0}, [-1.0, 0.0, 0.5, 2.0])',
+                               'np.digitize({0}, [3, 1, 0], right=True)',
+                               'np.digitize({0}, np.cumsum(np.abs({1}.ravel())))'],
+           arrays=2, dtypes=NUMERIC, values="small", max_dims=2)
+def digitize(x: Any, bins: Any, right: bool = False) -> Tracer:
+    """NumPy's digitize: searchsorted on increasing bins, from the end on decreasing ones;
+    bins that are neither raise ValueError (checked at run time when traced)."""
+    tx, tb = as_tracer(x), as_tracer(bins)
+    if tx.dtype.kind == "c":   # pragma: no cover - complex is not a tracer dtype
+        raise TypeError(with_location("x may not be complex"))
+    if tb.ndim != 1:
+        raise ValueError(with_location("object too deep for desired array"))
+    n = tb.shape[0]
+    ta, tv = _common(tb, tx)
+    up = _bisect(ta, tv, upper=not right)
+    if n <= 1:
+        return up
+    down = n - _bisect(ta[::-1], tv, upper=not right)
+    inc, ok = _monotonicity(tb.astype(np.float64))
+    if isinstance(bins, (list, tuple, np.ndarray)):
+        with np.errstate(invalid="ignore"):
+            known_inc, known_ok = _monotonicity_of(np.asarray(bins, np.float64))
+        if not known_ok:
+            raise ValueError(with_location("bins must be monotonically increasing or "
+                                           "decreasing"))
+        return up if known_inc else down
+    context.require(ok.node, ValueError, "bins must be monotonically increasing or decreasing")
+    return np.where(inc, up, down)
+
+
+def _monotonicity(b: Tracer) -> tuple[Tracer, Tracer]:
+    """NumPy's check_array_monotonic (on float64 bins): the direction is set by the first
+    element that differs from the first (NaN differs; no such element: increasing), then no
+    later pair may go the other way. (increasing?, valid?)"""
+    differs = b[1:] != b[0]
+    first = np.argmax(differs) + 1
+    any_differs = differs.any()
+    inc = ~any_differs | (b[0] < _gather1d(b, first))
+    ok = np.where(inc, ~(b[:-1] > b[1:]).any(), ~(b[:-1] < b[1:]).any())
+    return inc, ok
+
+
+def _monotonicity_of(b: np.ndarray) -> tuple[bool, bool]:
+    differs = np.flatnonzero(b[1:] != b[0])
+    if not differs.size:
+        return True, True
+    inc = bool(b[0] < b[differs[0] + 1])
+    ok = not (b[:-1] > b[1:]).any() if inc else not (b[:-1] < b[1:]).any()
+    return inc, ok
+
+
+@composite(np.interp, calls=['np.interp({0}, [-2.0, -0.5, 0.0, 1.0, 4.0], [1.0, 0.0, 2.0, -1.0, 3.0])',
+                             'np.interp({0}, np.cumsum(np.abs({1}.ravel())) - 3, {1}.ravel(), '
+                             'left=-7.0, right=9.0)',
+                             'np.interp({0}, [0.5], [2.0])'],
+           arrays=2, dtypes=FLOATS, values="small", max_dims=2)
+def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
+           period: Any = None) -> Tracer:
+    """NumPy's piecewise-linear interpolation in float64: ``fp[j]`` where ``x == xp[j]``, the
+    fill values outside ``xp``, else ``slope * (x - xp[j]) + fp[j]`` with NumPy's retry from
+    the right end when that is NaN."""
+    if period is not None:
+        return _interp_periodic(x, xp, fp, period)
+    F = np.float64
+    tx = as_tracer(x).astype(F)
+    txp, tfp = as_tracer(xp).astype(F), as_tracer(fp).astype(F)
+    if txp.ndim != 1 or tfp.ndim != 1:
+        raise ValueError(with_location("object too deep for desired array"))
+    n = txp.shape[0]
+    if n == 0:
+        if tx.size:
+            raise ValueError(with_location("array of sample points is empty"))
+        return tx + 0.0
+    if tfp.shape[0] != n:
+        raise ValueError(with_location("fp and xp are not of the same length."))
+    lval = tfp[0] if left is None else as_tracer(left).astype(F)
+    rval = tfp[n - 1] if right is None else as_tracer(right).astype(F)
+    if n == 1:
+        out = np.where(tx < txp[0], lval, np.where(tx > txp[0], rval, tfp[0]))
+        return out + np.zeros(tx.shape)
+    count = _bisect(txp, tx, upper=True)          # elements <= x
+    j = np.where(tx > txp[n - 1], n, count - 1)
+    jj = np.clip(j, 0, n - 2)
+    x0, x1 = _gather1d(txp, jj), _gather1d(txp, jj + 1)
+    y0, y1 = _gather1d(tfp, jj), _gather1d(tfp, jj + 1)
+    slope = (y1 - y0) / (x1 - x0)
+    r = slope * (tx - x0) + y0
+    r2 = slope * (tx - x1) + y1
+    r = np.where(np.isnan(r), np.where(np.isnan(r2) & (y0 == y1), y0, r2), r)
+    r = np.where(x0 == tx, y0, r)
+    r = np.where(j == n - 1, tfp[n - 1], r)
+    r = np.where(j == n, rval, r)
+    r = np.where(j == -1, lval, r)
+    return np.where(np.isnan(tx), tx, r)
+
+
+def _interp_periodic(x: Any, xp: Any, fp: Any, period: Any) -> Tracer:
+    raise unsupported("np.interp(..., period=...)",
+                      "it sorts xp, which needs np.sort (not supported yet)")

@@ -1,0 +1,314 @@
+"""``x[key]`` with NumPy's rules: basic indexing as views, advanced indexing as a gather.
+
+Basic indexing (integers, slices, ``None``, ``...``) becomes the view primitives ``slice``,
+``squeeze`` and ``expand_dims``. When the key holds an integer array, a list or a boolean
+array, NumPy's advanced indexing applies (numpy/_core/src/multiarray/mapping.c):
+
+1. integers in the key become advanced indices too (0-d index arrays), boolean arrays become
+   their ``nonzero()`` positions (one index array per dimension they cover);
+2. the slices, ``None`` and ``...`` are applied first, as a view ``y``;
+3. the index arrays are broadcast together (shape B) and ``gather`` reads ``y`` at them: B
+   replaces the indexed dimensions in place when the advanced indices are consecutive in the
+   key (``None`` does not separate them), else B comes first.
+
+Index values known at trace time (lists, NumPy arrays, integers) are checked then, with
+NumPy's IndexError, and made non-negative; traced index arrays are checked by the kernel that
+reads them (``mode='raise'``: the runtime raises NumPy's IndexError at the user's line). A
+boolean mask that is itself traced gives a result whose size depends on the data: not
+supported yet.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import with_location
+from .build import as_node, cast, constant, make, unsupported
+from .graph import Node
+
+_VALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                "integer or boolean arrays are valid indices")
+
+
+# ------------------------------------------------------------------------------------------
+# classification of a key
+# ------------------------------------------------------------------------------------------
+
+class _Adv:
+    """An advanced index: ``value`` is a Node (traced) or an int64 ndarray (known)."""
+
+    def __init__(self, value: Any, dims: int = 1):
+        self.value = value
+        self.dims = dims        # dimensions of x it consumes (a boolean mask: its ndim)
+
+
+def _classify(k: Any) -> Any:
+    """One key item as slice / None / Ellipsis / int / _Adv (or raise NumPy's IndexError)."""
+    from .numpy_api import array_from_nested
+    if k is None or k is Ellipsis or isinstance(k, slice):
+        return k
+    if isinstance(k, (bool, np.bool_)):
+        return _Adv(np.asarray(bool(k)), 0)
+    if isinstance(k, (int, np.integer)):
+        return operator.index(k)
+    if isinstance(k, list) and _holds_nodes(k):
+        k = array_from_nested(k)
+    if isinstance(k, Node):
+        if k.dtype == np.dtype(bool):
+            if k.ndim == 0:
+                raise unsupported("indexing with a traced 0-d boolean",
+                                  "its result has 0 or 1 rows depending on the value")
+            raise unsupported("indexing with a traced boolean mask (x[mask])",
+                              "the result's size depends on the data; use np.where(mask, x, "
+                              "fill) or a masked reduction such as np.sum(x, where=mask)")
+        if k.dtype.kind not in "iu":
+            raise IndexError(with_location(
+                "arrays used as indices must be of integer (or boolean) type"))
+        return _Adv(k)
+    if isinstance(k, (list, tuple, np.ndarray)):
+        arr = np.asarray(k)
+        if arr.dtype == np.dtype(bool):
+            return _Adv(arr, arr.ndim)
+        if arr.size == 0 and arr.dtype.kind == "f":
+            arr = arr.astype(np.int64)    # [] indexes as an empty integer array
+        if arr.dtype.kind not in "iu":
+            raise IndexError(with_location(
+                "arrays used as indices must be of integer (or boolean) type"))
+        return _Adv(arr)
+    raise IndexError(with_location(_VALID_INDEX))
+
+
+def _holds_nodes(x: Any) -> bool:
+    from .tracer import Tracer
+    if isinstance(x, (Node, Tracer)):
+        return True
+    return isinstance(x, (list, tuple)) and any(_holds_nodes(v) for v in x)
+
+
+# ------------------------------------------------------------------------------------------
+# getitem
+# ------------------------------------------------------------------------------------------
+
+def getitem(x: Node, key: Any) -> Node:
+    """``x[key]`` (see the module docstring)."""
+    items = [_classify(k) for k in (key if isinstance(key, tuple) else (key,))]
+    if not any(isinstance(k, _Adv) for k in items):
+        return basic_getitem(x, tuple(items))
+    return _advanced(x, items)
+
+
+def basic_getitem(x: Node, key: tuple) -> Node:
+    """Integers, slices (any step), None and Ellipsis: a view."""
+    n_ell = sum(k is Ellipsis for k in key)
+    if n_ell > 1:
+        raise IndexError(with_location("an index can only have a single ellipsis ('...')"))
+    n_real = sum(k is not None and k is not Ellipsis for k in key)
+    if n_real > x.ndim:
+        raise IndexError(with_location(
+            f"too many indices for array: array is {x.ndim}-dimensional, "
+            f"but {n_real} were indexed"))
+    if n_ell == 0:
+        key = key + (Ellipsis,)
+    i = key.index(Ellipsis)
+    key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1:]
+
+    slices, drop, new_axes = [], [], []
+    dim = 0
+    out_pos = 0
+    for k in key:
+        if k is None:
+            new_axes.append(out_pos)
+            out_pos += 1
+            continue
+        size = x.shape[dim]
+        if isinstance(k, slice):
+            slices.append(k.indices(size))
+            out_pos += 1
+        else:
+            idx = operator.index(k)
+            if not -size <= idx < size:
+                raise IndexError(with_location(
+                    f"index {idx} is out of bounds for axis {dim} with size {size}"))
+            idx %= size
+            slices.append((idx, idx + 1, 1))
+            drop.append(dim)
+        dim += 1
+    out = x
+    if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
+        out = make("slice", [out], slices=tuple(slices))
+    if drop:
+        out = make("squeeze", [out], axes=tuple(drop))
+    if new_axes:
+        out = make("expand_dims", [out], axes=tuple(new_axes))
+    return out
+
+
+def _advanced(x: Node, items: list) -> Node:
+    advanced = [k for k in items if isinstance(k, (_Adv, int))]
+    if len(advanced) == 1 and advanced[0].dims == 0 and advanced[0].value:
+        # x[..., True, ...] alone is x[..., None, ...]
+        return basic_getitem(x, tuple(None if isinstance(k, _Adv) else k for k in items))
+    # 1. expand the ellipsis; integers become 0-d index arrays; masks their nonzero()
+    consumed = sum(k.dims if isinstance(k, _Adv) else 1 for k in items
+                   if k is not None and k is not Ellipsis)
+    if sum(k is Ellipsis for k in items) > 1:
+        raise IndexError(with_location("an index can only have a single ellipsis ('...')"))
+    if consumed > x.ndim:
+        raise IndexError(with_location(
+            f"too many indices for array: array is {x.ndim}-dimensional, "
+            f"but {consumed} were indexed"))
+    if Ellipsis not in items:
+        items = items + [Ellipsis]
+    e = items.index(Ellipsis)
+    items = items[:e] + [slice(None)] * (x.ndim - consumed) + items[e + 1:]
+
+    basic: list[Any] = []       # the key of the view y (advanced positions: full slices)
+    adv: list[tuple[int, int, Any]] = []   # (dim of y, dim of x, index: Node or ndarray)
+    adv_key_pos: list[int] = []  # positions in the key (without None) of advanced items
+    y_dim = x_dim = key_pos = 0
+    for k in items:
+        if k is None:       # a new axis (it separates advanced indices, as in NumPy)
+            basic.append(None)
+            y_dim, key_pos = y_dim + 1, key_pos + 1
+            continue
+        if isinstance(k, int):
+            k = _Adv(np.asarray(k, dtype=np.int64))
+        if isinstance(k, _Adv):
+            if k.dims == 0:
+                # a 0-d mask: a new axis of size 1, indexed by [0] (True) or [] (False)
+                basic.append(None)
+                adv.append((y_dim, -1, np.zeros(int(bool(k.value)), dtype=np.int64)))
+                adv_key_pos.append(key_pos)
+                y_dim, key_pos = y_dim + 1, key_pos + 1
+                continue
+            if isinstance(k.value, np.ndarray) and k.value.dtype == np.dtype(bool):
+                mask = k.value
+                want = x.shape[x_dim:x_dim + k.dims]
+                if mask.shape != want:
+                    bad = next(d for d in range(mask.ndim) if mask.shape[d] != want[d])
+                    raise IndexError(with_location(
+                        f"boolean index did not match indexed array along axis "
+                        f"{x_dim + bad}; size of axis is {want[bad]} but size of "
+                        f"corresponding boolean axis is {mask.shape[bad]}"))
+                for d, pos in enumerate(np.nonzero(mask)):
+                    basic.append(slice(None))
+                    adv.append((y_dim, x_dim, pos.astype(np.int64)))
+                    adv_key_pos.append(key_pos)
+                    y_dim, x_dim = y_dim + 1, x_dim + 1
+                key_pos += 1
+                continue
+            basic.append(slice(None))
+            adv.append((y_dim, x_dim, k.value))
+            adv_key_pos.append(key_pos)
+        else:
+            basic.append(k)
+        y_dim, x_dim, key_pos = y_dim + 1, x_dim + 1, key_pos + 1
+    y = basic_getitem(x, tuple(basic))
+    # y_dim above counted every item's dim; slices keep theirs, so y's dims line up
+    # 2. broadcast the index arrays
+    shapes = [a.shape if isinstance(a, Node) else np.shape(a) for _yd, _xd, a in adv]
+    try:
+        b_shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        text = " ".join(str(tuple(s)).replace(" ", "").replace(",)", ",)") for s in shapes)
+        raise IndexError(with_location(
+            "shape mismatch: indexing arrays could not be broadcast together with shapes "
+            + text)) from None
+    # 3. check known indices now; the kernel checks traced ones
+    traced = any(isinstance(a, Node) for _yd, _xd, a in adv)
+    messages = tuple(f"index {{}} is out of bounds for axis {xd} with size {y.shape[yd]}"
+                     for yd, xd, _a in adv)
+    nodes = []
+    for (yd, xd, a), msg in zip(adv, messages):
+        n = y.shape[yd]
+        if isinstance(a, Node):
+            node = a
+        else:
+            a = np.broadcast_to(np.asarray(a).astype(np.int64), b_shape)  # NumPy checks these
+            bad = (a < -n) | (a >= n)
+            if bad.any():
+                raise IndexError(with_location(msg.format(int(a[bad].flat[0]))))
+            node = constant(np.where(a < 0, a + n, a))
+        if node.shape != b_shape:
+            node = make("broadcast_to", [node], shape=tuple(b_shape))
+        nodes.append(node)
+    axes = tuple(yd for yd, _xd, _a in adv)
+    positions = sorted(set(adv_key_pos))      # (a mask's index arrays share one position)
+    consecutive = positions == list(range(positions[0], positions[0] + len(positions)))
+    at = sum(1 for d in range(axes[0]) if d not in axes) if consecutive else 0
+    mode = "raise" if traced else "valid"
+    out = make("gather", [y] + nodes, axes=axes, at=at, mode=mode, messages=messages)
+    if traced and out.size == 0 and int(np.prod(b_shape)) > 0:
+        _check_unread_indices(y, nodes, axes, messages)
+    return out
+
+
+def _check_unread_indices(y: Node, nodes: Sequence[Node], axes: Sequence[int],
+                          messages: Sequence[str]) -> None:
+    """A gather with no elements (another dimension is empty) reads none of its indices, but
+    NumPy checks them all: a run-time check of the trace does."""
+    from . import context
+    from . import numpy_api as api
+    for node, d, msg in zip(nodes, axes, messages):
+        n = y.shape[d]
+        idx = cast(node, np.dtype(np.int64)) if node.dtype != np.dtype(np.int64) else node
+        lo = api.apply_ufunc(np.greater_equal, idx, constant(np.int64(-n)))
+        hi = api.apply_ufunc(np.less, idx, constant(np.int64(n)))
+        ok = api.reduce("all", api.apply_ufunc(np.logical_and, lo, hi))
+        context.require(ok, IndexError, msg.replace("index {}", "an index"))
+
+
+def take(a: Any, indices: Any, axis: Any = None, mode: str = "raise") -> Node:
+    """np.take: ``a`` (flattened when ``axis`` is None) indexed along ``axis`` by ``indices``,
+    with NumPy's modes; B replaces that axis in place."""
+    from .build import normalize_axes
+    from . import numpy_api as api
+    x = as_node(a)
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(with_location(f"clipmode must be one of 'clip', 'raise', or 'wrap' "
+                                       f"(got {mode!r})"))
+    if axis is None:
+        x = api.reshape(x, (-1,))
+        ax = 0
+        message = f"index {{}} is out of bounds for size {x.shape[0]}"
+    else:
+        (ax,) = normalize_axes(axis, x.ndim, "take")
+        message = f"index {{}} is out of bounds for axis {ax} with size {x.shape[ax]}"
+    k = _classify(indices) if not isinstance(indices, Node) else _Adv(indices)
+    if isinstance(k, int):
+        k = _Adv(np.asarray(k, dtype=np.int64))
+    if not isinstance(k, _Adv) or (isinstance(k.value, np.ndarray) and k.value.dtype == bool):
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" or idx.dtype == bool:
+            raise TypeError(with_location(
+                f"Cannot cast array data from {idx.dtype!r} to dtype('int64') according to "
+                f"the rule 'safe'"))
+        k = _Adv(idx.astype(np.int64))
+    n = x.shape[ax]
+    value = k.value
+    out_size = int(np.prod(x.shape[:ax] + np.shape(value) + x.shape[ax + 1:]))
+    # NumPy's take (PyArray_TakeFrom) checks every index once per leading position: none
+    # when a leading dimension is empty, all of them otherwise (even with nothing to copy)
+    checked = int(np.prod(x.shape[:ax])) > 0
+    if n == 0 and out_size:
+        raise IndexError(with_location("cannot do a non-empty take from an empty axes."))
+    if isinstance(value, np.ndarray):
+        value = value.astype(np.int64)
+        if mode == "wrap":
+            value = np.mod(value, n) if n else value
+        elif mode == "clip":
+            value = np.clip(value, 0, max(n - 1, 0))
+        elif checked:
+            bad = (value < -n) | (value >= n)
+            if bad.any():
+                raise IndexError(with_location(message.format(int(value[bad].flat[0]))))
+            value = np.where(value < 0, value + n, value)
+        node, gmode = constant(value), "valid"
+    else:
+        node, gmode = value, mode
+    out = make("gather", [x, node], axes=(ax,), at=ax, mode=gmode, messages=(message,))
+    if gmode == "raise" and out.size == 0 and node.size > 0 and checked:
+        _check_unread_indices(x, [node], (ax,), (message,))
+    return out
