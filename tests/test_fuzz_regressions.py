@@ -203,3 +203,85 @@ def test_take_checks_indices_as_numpy_does() -> None:
                                      np.array(idx, dtype=np.int64), device="cpu")
     assert_matches_numpy(lambda x: np.compress([True, False, True], x, axis=-1),
                          np.zeros((0, 1), np.uint16), device="cpu")
+
+
+def test_matrix_norms_of_empty_matrices() -> None:
+    """soak seed 'cpu-2026-12-01-d', program 139 (compile_error: "zero-size array to
+    reduction operation maximum"): NumPy's matrix norms ord=1 and ord=inf take the max with
+    initial=0 (an empty matrix has norm 0); ord=-1 and -inf have no initial and raise.
+    Fixed in trace/numpy_api.py ``norm``."""
+    for shape in ((0, 1), (1, 0), (0, 0), (2, 3)):
+        x = np.ones(shape, np.uint64)
+        for order in (None, "fro", np.inf, -np.inf, 1, -1):
+            assert_matches_numpy(lambda a: np.linalg.matrix_norm(a, ord=order), x, device="cpu")
+            assert_matches_numpy(lambda a: np.linalg.norm(a, ord=order, keepdims=True), x,
+                                 device="cpu")
+
+
+def test_drawing_programs_never_runs_numpys_endless_takes() -> None:
+    """soak seeds 'gather-probe-2' (program 4078) and 'cpu-2026-12-01-d' (program 2661):
+    drawing the program hung in NumPy itself: np.take in mode 'wrap' loops |i| / n times per
+    index (forever on an empty axis, ~2**62 times for a huge uint64 index). The generator
+    (testing/programs.py ``f_gather``) no longer draws those; the soak's parent regenerates a
+    timed-out program in a subprocess with a limit, so it cannot hang either."""
+    import subprocess
+    import sys
+    code = ("from tracearray.testing import fuzz; fuzz.program_for('gather-probe-2', 4078); "
+            "fuzz.program_for('cpu-2026-12-01-d', 2661)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
+
+
+def test_half_conversion_libcalls_resolve() -> None:
+    """soak seed 'cpu-2026-12-01-d', programs 7456 and 8391 (crash: SIGSEGV): for
+    copysign(half, mean(half)) the x86 backend takes the sign from the double quotient and
+    rounds it to half with a __truncdfhf2 libcall, which MCJIT could not resolve: the kernel
+    jumped to address 0. Fixed in cpu/jit.py (libgcc's half conversions are registered)."""
+    import llvmlite.binding as llvm
+    from tracearray.cpu import jit
+    jit._llvm()
+    assert all(llvm.address_of_symbol(s) for s in ("__truncdfhf2", "__extendhfsf2"))
+
+    def program(x1):
+        v2 = np.max(np.arctan(x1))
+        v4 = np.mean(v2.reshape((1,)), axis=(0,))
+        return np.broadcast_to(np.copysign(v2, v4), (3,))
+
+    assert_matches_numpy(program, np.arange(63).astype(np.uint8), device="cpu")
+    assert_matches_numpy(lambda a: np.copysign(a, np.mean(a.reshape((1,)))),
+                         np.array(-1.5, np.float16), device="cpu")
+
+
+def test_correlate_does_not_multiply_the_padding() -> None:
+    """soak seed 'gather-probe-2', program 2005 (mismatch: NaN where NumPy has inf):
+    correlate/convolve in mode 'full' multiplied the zero padding by an inf of the kernel
+    (0 * inf = NaN); NumPy sums only the overlapping products. Fixed in
+    trace/composites/functions.py ``_correlate_full``."""
+    a = np.array([np.inf, 1.0, -np.inf, 2.0, 0.0])
+    v = np.array([0.0, np.inf, 1.0])
+    for mode in ("full", "same", "valid"):
+        assert_matches_numpy(lambda p, q: (np.convolve(p, q, mode), np.correlate(p, q, mode),
+                                           np.correlate(q, p, mode)), a, v, device="cpu")
+
+
+def test_digitize_monotonicity_as_numpy_checks_it() -> None:
+    """soak seed 'gather-probe-2', program 1661 (compile_error: "bins must be monotonically
+    increasing or decreasing" where NumPy accepted NaN bins): NumPy's check_array_monotonic
+    takes the direction from the first element that differs from the first (a NaN does) and
+    then only refuses a pair that goes the other way (NaN compares false). Fixed in
+    trace/composites/indexing.py ``_monotonicity``."""
+    x = np.array([-1.0, 0.0, 1.0, 2.0, np.nan, 5.0])
+    for bins in ([np.nan, 1.0], [1.0, np.nan], [2.0, 2.0, 1.0], [2.0, 2.0, 3.0, 1.0],
+                 [1.0, 1.0], [np.nan, np.nan], [0.0, 1.0, 1.0, 2.0], [3.0, 1.0, 2.0]):
+        for right in (False, True):
+            assert_matches_numpy(lambda v: np.digitize(v, bins, right=right), x, device="cpu")
+            assert_matches_numpy(lambda v, b: np.digitize(v, b, right=right), x,
+                                 np.array(bins), device="cpu")
+
+
+def test_known_indices_are_checked_after_broadcasting() -> None:
+    """soak seed 'gather-probe-2', program 2874 (compile_error: IndexError where NumPy
+    returned an empty array): in ``x[None, [], [0]]`` the index arrays broadcast to shape
+    (0,), so NumPy checks no index; the tracer checked the [0] before broadcasting. Fixed in
+    trace/indexing.py."""
+    assert_matches_numpy(lambda x: x[None, [], [0]], np.zeros((1, 0), np.uint16), device="cpu")
+    assert_matches_numpy(lambda x: x[[], [5]], np.zeros((2, 3)), device="cpu")

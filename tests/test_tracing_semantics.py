@@ -829,3 +829,23 @@ def test_a_failure_after_tracing_names_the_ops_and_lines(monkeypatch) -> None:
     g = tracearray.compile(_two_ops, device="cpu", fallback="numpy")
     with pytest.warns(RuntimeWarning, match="fallback"):
         np.testing.assert_allclose(g(X), np.exp(X).sum(), rtol=1e-6)
+
+
+def _index_a_numpy_array(i: Any) -> Any:
+    table = np.array([1.0, 2.0, 3.0])
+    return table[i]  # <- table
+
+
+LOOKUP_TABLE = np.array([1.0, 2.0, 3.0])
+
+
+def test_indexing_a_numpy_array_with_a_traced_index_says_how_to() -> None:
+    """NumPy's own indexing of an ndarray the function made needs the index's value (soak
+    cpu-2026-12-01-d, programs 2504 and 2971): the error says so and how to make the array
+    traced; a global array is traced, so indexing it compiles."""
+    with pytest.raises(ConcretizationError) as info:
+        trace(_index_a_numpy_array, np.array([0, 2]))
+    assert "pass the array in as an argument" in str(info.value)
+    assert_points_at(info.value, _index_a_numpy_array, "<- table")
+    f = tracearray.compile(lambda i: LOOKUP_TABLE[i] * 2, device="cpu")
+    np.testing.assert_array_equal(f(np.array([0, 2])), [2.0, 6.0])

@@ -72,8 +72,35 @@ def _llvm() -> "llvm_binding":
             import llvmlite.binding as llvm
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            _register_runtime_helpers(llvm)
             _llvm_module = llvm
         return _llvm_module
+
+
+# Conversions the x86 backend may emit as libcalls (no instruction converts double <-> half
+# without AVX512-FP16; e.g. copysign(half, fptrunc(fptrunc(double))) takes the sign from the
+# double, which the backend rounds to half with __truncdfhf2). MCJIT resolves them from the
+# process's symbols, where they are not: an unresolved call jumped to address 0 (soak seed
+# cpu-2026-12-01-d, program 7456). libgcc provides them with the _Float16 ABI LLVM uses.
+_HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2", "__extendhfdf2",
+                 "__truncxfhf2", "__extendhfxf2")
+
+
+def _register_runtime_helpers(llvm: "llvm_binding") -> None:
+    import ctypes
+    missing = [s for s in _HALF_HELPERS if not llvm.address_of_symbol(s)]
+    if not missing:
+        return
+    for name in ("libgcc_s.so.1", "libgcc_s.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        for sym in missing:
+            fn = getattr(lib, sym, None)
+            if fn is not None:
+                llvm.add_symbol(sym, ctypes.cast(fn, ctypes.c_void_p).value)
+        return
 
 
 def _excerpt(text: str, message: str, context: int = 3) -> str:

@@ -135,6 +135,9 @@ class _Builder:
         self.names = [f"x{i}" for i in range(len(inputs))]
         self.values: dict[str, Any] = dict(zip(self.names, inputs))
         self.steps: list[Step] = []
+        # values that are constants in the trace (NumPy arrays made by creation functions,
+        # and what is computed from them alone)
+        self.constants: set[str] = set()
 
     def pick(self, pred: Callable[[Any], bool] = lambda v: True) -> str | None:
         cands = [n for n in self.names if pred(self.values[n])]
@@ -162,10 +165,16 @@ class _Builder:
         if out.size > MAX_VALUE_SIZE:
             return False
         uses = tuple(n for n in self.names if re.search(rf"\b{n}\b", expr))
+        if _CREATION.match(expr) or (uses and all(u in self.constants for u in uses)):
+            self.constants.add(target)
         self.steps.append(Step(target, expr, uses))
         self.names.append(target)
         self.values[target] = out
         return True
+
+
+_CREATION = re.compile(r"np\.(zeros|ones|empty|full|eye|identity|arange|linspace|logspace|"
+                       r"tri|geomspace)\(")
 
 
 def _fits(*shapes: Sequence[int]) -> bool:
@@ -421,13 +430,15 @@ def f_index(b: _Builder) -> str | None:
     return f"{x}[{_index_key(b.src, np.shape(b.v(x)))}]"
 
 
-def _index_array(b: _Builder, n: int) -> str:
+def _index_array(b: _Builder, n: int, raw: bool = True) -> str:
     """An index array for an axis of ``n`` elements: a list, a traced integer value of the
-    program made an index (``% n``, sometimes negative), or rarely one out of range."""
+    program made an index (``% n``, sometimes negative), or rarely one out of range (not with
+    ``raw=False``: NumPy's take in mode 'wrap' loops |i| / n times, so a huge index hangs)."""
     src = b.src
     y = b.pick(lambda v: np.asarray(v).dtype.kind in "iu" and np.ndim(v) <= 2)
     if y is not None and n > 0 and src.boolean(0.6):
-        form = src.choice((f"{y} % {n}", f"{y} % {n} - {n}", f"{y} % {n}", f"{y}"))
+        forms = (f"{y} % {n}", f"{y} % {n} - {n}", f"{y} % {n}") + ((f"{y}",) if raw else ())
+        form = src.choice(forms)
         return f"({form})"
     k = src.integer(0, 4)
     lo, hi = (-n, n - 1) if n else (0, 0)
@@ -438,8 +449,13 @@ def _index_array(b: _Builder, n: int) -> str:
 def f_gather(b: _Builder) -> str | None:
     """Integer-array indexing in NumPy's forms, np.take and take_along_axis."""
     src = b.src
-    x = b.pick(lambda v: np.ndim(v) >= 1)
-    if x is None:
+    # (a NumPy array made in the function is a constant of the trace, and NumPy's own
+    # indexing of it cannot take a traced index: np.take can)
+    names = [n for n in b.names if n not in b.constants and np.ndim(b.v(n)) >= 1]
+    if not names:
+        return None
+    x = b.pick(lambda v: any(v is b.v(n) for n in names))
+    if x is None or x in b.constants:
         return None
     shape = np.shape(b.v(x))
     d = src.integer(0, len(shape) - 1)
@@ -463,7 +479,7 @@ def f_gather(b: _Builder) -> str | None:
         n = int(np.prod(shape)) if axis is None else shape[d]
         # (NumPy's take loops forever in mode 'wrap' on an empty axis: never drawn)
         mode = src.choice(("raise", "wrap", "clip")) if n else "raise"
-        return f"np.take({x}, {_index_array(b, n)}, axis={axis}, mode={mode!r})"
+        return f"np.take({x}, {_index_array(b, n, mode != 'wrap')}, axis={axis}, mode={mode!r})"
     if form == 3 and shape[d] > 0:
         op = src.choice(("argmax", "argmin"))
         return f"np.take_along_axis({x}, np.{op}({x}, axis={d}, keepdims=True), axis={d})"

@@ -392,7 +392,9 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> N
                 row, col = col, row
             absx = apply_ufunc(np.absolute, x)
             sums = reduce("sum", absx, (row,), keepdims=True)
-            out = reduce("max" if ord > 0 else "min", sums, (col,), keepdims=True)
+            # (NumPy's max has initial=0: an empty matrix has norm 0; its min has none)
+            out = reduce_with("max", sums, (col,), True, None, 0.0) if ord > 0 else \
+                reduce("min", sums, (col,), keepdims=True)
             return out if keepdims else squeeze(out, tuple(sorted((row, col))))
         if ord in (2, -2, "nuc"):
             raise unsupported(f"np.linalg.norm(ord={ord!r}) of a matrix",

@@ -209,6 +209,11 @@ class Tracer:
         if _SUBSCRIPT_ASSIGNMENT.search(code):
             return self._concrete("assigning a traced value into a NumPy array "
                                   "(`out[...] = value` where `out` is a NumPy array)")
+        if re.search(r"\w\s*\[", code):
+            return self._concrete("converting to a NumPy array (indexing a NumPy array with a "
+                                  "traced index? NumPy's own indexing needs the index's "
+                                  "values: pass the array in as an argument, or make it a "
+                                  "module-level global, and it is traced)")
         return self._concrete("converting to a NumPy array (a NumPy function or method that "
                               "needs the data itself)")
 
