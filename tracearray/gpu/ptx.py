@@ -338,14 +338,20 @@ def _optimized_module(ir_text: str, target: GpuTarget):
 #   widened (a 16-bit compare is done in 32-bit registers), ptxas sign-extends the operand and
 #   negates in 32 bits, so ``-(-32768)`` compared as +32768: ``np.argmin(-x)`` on int16 was
 #   wrong. ``not`` + ``add`` wraps correctly (the sum is sign-extended from 16 bits again).
+# - ``neg.s32`` feeding ``max.s32``/``min.s32`` chains: ptxas fuses three operands into one
+#   ``VIMNMX3`` and drops the negation of one of them (folded as an operand modifier the
+#   instruction does not have): ``np.max(-x, axis=1)`` over [0, -7, -4] gave 4 (GPU soak
+#   gpu-2026-12-01-b, program 2691). The same ``not`` + ``add`` is compiled correctly
+#   (``VIADDMNMX``).
 #
 # The replacements are written so that ptxas cannot recognise them as abs / neg again.
 _GUARD = r"(?P<guard>@!?%\w+\s+)?"
 _ABS = re.compile(r"^(?P<ind>[ \t]*)" + _GUARD +
                   r"abs\.s(?P<bits>16|32|64)\s+(?P<d>%\w+),\s*(?P<s>%\w+);", re.MULTILINE)
-_NEG16 = re.compile(r"^(?P<ind>[ \t]*)" + _GUARD +
-                    r"neg\.s16\s+(?P<d>%\w+),\s*(?P<s>%\w+);", re.MULTILINE)
-_INT_ABS_LEFT = re.compile(r"^\s*(@!?%\w+\s+)?(abs\.s(16|32|64)|neg\.s16)\b", re.MULTILINE)
+_NEG = re.compile(r"^(?P<ind>[ \t]*)" + _GUARD +
+                  r"neg\.s(?P<bits>16|32)\s+(?P<d>%\w+),\s*(?P<s>%\w+);", re.MULTILINE)
+_INT_ABS_LEFT = re.compile(r"^\s*(@!?%\w+\s+)?(abs\.s(16|32|64)|neg\.s(16|32))\b",
+                           re.MULTILINE)
 
 
 def _rewrite_abs(m: re.Match) -> str:
@@ -356,17 +362,17 @@ def _rewrite_abs(m: re.Match) -> str:
             f"{ind}}}")
 
 
-def _rewrite_neg16(m: re.Match) -> str:
-    ind, g, d, s = m["ind"], m["guard"] or "", m["d"], m["s"]
-    return (f"{ind}{{\n{ind}.reg .b16 %tn_t;\n{ind}{g}not.b16 %tn_t, {s};\n"
-            f"{ind}{g}add.s16 {d}, %tn_t, 1;\n{ind}}}")
+def _rewrite_neg(m: re.Match) -> str:
+    ind, g, n, d, s = m["ind"], m["guard"] or "", m["bits"], m["d"], m["s"]
+    return (f"{ind}{{\n{ind}.reg .b{n} %tn_t;\n{ind}{g}not.b{n} %tn_t, {s};\n"
+            f"{ind}{g}add.s{n} {d}, %tn_t, 1;\n{ind}}}")
 
 
 def ptxas_workarounds(ptx: str) -> str:
     """``ptx`` with the integer instructions ptxas miscompiles replaced by equivalents."""
-    if "abs.s" not in ptx and "neg.s16" not in ptx:
+    if "abs.s" not in ptx and "neg.s16" not in ptx and "neg.s32" not in ptx:
         return ptx
-    out = _NEG16.sub(_rewrite_neg16, _ABS.sub(_rewrite_abs, ptx))
+    out = _NEG.sub(_rewrite_neg, _ABS.sub(_rewrite_abs, ptx))
     left = _INT_ABS_LEFT.search(out)
     if left:   # a form the patterns do not know: refuse rather than risk a wrong result
         raise GpuCodegenError(f"unexpected PTX form {left.group(0).strip()!r}: the ptxas "
@@ -375,7 +381,7 @@ def ptxas_workarounds(ptx: str) -> str:
 
 
 # Bumped whenever the PTX produced for the same IR changes (the disk cache key includes it).
-PIPELINE_REVISION = 2
+PIPELINE_REVISION = 3
 
 
 def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
