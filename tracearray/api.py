@@ -222,9 +222,13 @@ class CompiledFunction:
             hit = self._fast.get(fast_key)
             if hit is not None and self._guards_hold(hit[1]):
                 self.stats.calls += 1
-                inputs = list(args) + self._global_arrays(hit[1]) if hit[1].graph.globals \
-                    else args
-                return _results(hit[0].run(inputs), hit[1].graph)
+                graph = hit[1].graph
+                inputs = list(args) + self._global_arrays(hit[1]) if graph.globals else args
+                if graph.updates:
+                    targets = list(args) + [self._globals[n] for n in graph.globals]
+                    _check_update_targets(graph, targets)
+                    return _results(hit[0].run(inputs), graph, targets)
+                return _results(hit[0].run(inputs), graph)
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:
@@ -238,7 +242,25 @@ class CompiledFunction:
                 a is b for a, b in zip(leaves, args)):
             self._fast[fast_key] = (lowered.executable, self._traces_entry(lowered.graph))
         self.stats.calls += 1
-        return _results(lowered.executable.run(leaves), lowered.graph)
+        graph = lowered.graph
+        if graph.updates:
+            targets = self._update_targets(args, kwargs, graph)
+            _check_update_targets(graph, targets)
+            return _results(lowered.executable.run(leaves), graph, targets)
+        return _results(lowered.executable.run(leaves), graph)
+
+    def _update_targets(self, args: tuple, kwargs: dict, graph: Graph) -> list[Any]:
+        """The caller's objects behind the graph's inputs (argument leaves, then global
+        arrays): where the function's in-place updates are written back."""
+        args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)
+        out: list[Any] = []
+        for i, a in enumerate(args):
+            if i not in self.static_argnums:
+                out.extend(pytree.flatten(a, is_array_leaf)[0])
+        for k in sorted(kwargs):
+            if k not in self.static_argnames:
+                out.extend(pytree.flatten(kwargs[k], is_array_leaf)[0])
+        return out + [self._globals[n] for n in graph.globals]
 
     def _traces_entry(self, graph: Graph) -> Trace:
         for trace, _plan, _tiles in self._traces.values():
@@ -277,18 +299,59 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
     return wrap if fn is None else wrap(fn)
 
 
-def _results(outs: list[Any], graph: Graph) -> Any:
+def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) -> Any:
     """The function's return structure, 0-d results as NumPy scalars (as NumPy returns them),
     after the run-time checks of the graph (the error NumPy would raise, at the user's
-    line)."""
+    line) and the in-place updates written back into the caller's arrays (``targets``)."""
+    n = len(graph.results)
     if graph.checks:
-        n = len(graph.results)
-        for (error, message), ok in zip(graph.checks, outs[n:]):
+        m = n + len(graph.updates)
+        for (error, message), ok in zip(graph.checks, outs[m:]):
             if not bool(np.asarray(ok.numpy() if hasattr(ok, "numpy") else ok)):
                 raise error(message)
-        outs = outs[:n]
+    if graph.updates:
+        for i, value in zip(graph.updates, outs[n:n + len(graph.updates)]):
+            _write_into(targets[i], value)
+    outs = outs[:n]
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
     return pytree.unflatten(graph.out_tree, outs)
+
+
+def _check_update_targets(graph: Graph, targets: list[Any]) -> None:
+    """Before a call that writes into the caller's arrays: each must be writeable, and none
+    may share memory with another input (NumPy would see the write through the other name;
+    the compiled function read that input before writing)."""
+    for i in graph.updates:
+        t = targets[i]
+        name = graph.input_names[i]
+        if isinstance(t, np.ndarray) and not t.flags.writeable:
+            raise ValueError(f"the compiled function writes into {name!r} (as NumPy would), "
+                             f"but that array is read-only")
+        for j, other in enumerate(targets):
+            if j != i and _may_share_memory(t, other):
+                raise InputError(
+                    f"{name!r} and {graph.input_names[j]!r} share memory and the compiled "
+                    f"function writes into {name!r}: NumPy would see the write through "
+                    f"{graph.input_names[j]!r} too, which the compiled function does not "
+                    f"model; pass separate arrays (or a copy of one)")
+
+
+def _may_share_memory(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    if isinstance(a, _gpu_array.Array) and isinstance(b, _gpu_array.Array):
+        return _gpu_array.may_share_memory(a, b)
+    return a is b and a is not None
+
+
+def _write_into(target: Any, value: Any) -> None:
+    """Write an updated input's final value into the caller's array."""
+    if isinstance(target, np.ndarray):
+        np.copyto(target, value.numpy() if hasattr(value, "numpy") else value,
+                  casting="unsafe")
+    elif isinstance(target, _gpu_array.Array):
+        _gpu_array.write_into(target, value)
+    # else a NumPy scalar: immutable, so NumPy's in-place operator rebinds the name
 
 
 _MISSING = object()

@@ -21,7 +21,7 @@ merges in slot order; ``scan`` runs a sequential accumulator along its axis.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -249,6 +249,36 @@ class KernelLowering:
         v = memo.get(id(e))
         if v is not None:
             return v
+        # Operands first, in post-order with an explicit stack: an expression thousands of
+        # ops deep (an unrolled Python loop) must not recurse once per op.
+        order, stack, seen = [], [(e, False)], set()
+        while stack:
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if id(n) in memo or id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((c, False) for c in self._operands(n))
+        for n in order[:-1]:
+            if id(n) not in memo:
+                self._ev_one(n, memo)
+        return self._ev_one(e, memo)
+
+    def _operands(self, e: KExpr) -> Sequence[KExpr]:
+        """The expressions ``_ev_one(e)`` evaluates at e's own position (a nested reduction's
+        body runs inside its loop, so it is not one of them)."""
+        if isinstance(e, KOp):
+            return e.args
+        if isinstance(e, KLoad):
+            return loaded_indices(self.kernel.body.accesses[e.access].index)
+        if isinstance(e, KIndex):
+            return (e.expr, e.bound)
+        return ()
+
+    def _ev_one(self, e: KExpr, memo: dict[int, ir.Value]) -> ir.Value:
         if isinstance(e, KLoad):
             access = self.kernel.body.accesses[e.access]
             loaded = [self.ev(x, memo) for x in loaded_indices(access.index)]

@@ -71,9 +71,10 @@ class Plan:
 def plan_graph(graph: Graph) -> Plan:
     """Entry point of the fuse stage."""
     stores = choose_stores(graph)
+    cuts = _bound_inline_depth(graph, stores)
     for _ in range(10 * len(stores) + 10):
         try:
-            kernels, notes = group(graph, stores)
+            kernels, notes = group(graph, stores, cuts)
             return finish(graph, kernels, stores, notes)
         except NotFusable as e:
             if e.store is None or e.store in stores:
@@ -104,6 +105,32 @@ def choose_stores(graph: Graph) -> set[Node]:
                 if not _is_view_of(a, stores):
                     stores.add(a)
     return stores
+
+
+# An expression computed inline is at most this many ops deep: a deeper one is stored where
+# it reaches the bound. Long chains come from unrolled Python loops (``for i in range(n):
+# out[i] = ...`` nests one select per write); inline, each element would recompute the whole
+# chain, and the kernel walker's recursion would grow with it. Each such store starts a
+# kernel of its own (``group``), so that planning a long chain stays linear in its length.
+MAX_INLINE_DEPTH = 48
+
+
+def _bound_inline_depth(graph: Graph, stores: set[Node]) -> set[Node]:
+    """Store every elementwise or gather node whose inline expression would be deeper than
+    MAX_INLINE_DEPTH (added to ``stores``); returns those cuts."""
+    cuts: set[Node] = set()
+    depth: dict[Node, int] = {}
+    for node in graph.nodes():
+        if node in stores or not node.args:
+            depth[node] = 0
+            continue
+        d = 1 + max(depth[a] for a in node.args)
+        if d > MAX_INLINE_DEPTH and OPS[node.op].kind in (Kind.ELEMENTWISE, Kind.GATHER):
+            stores.add(node)
+            cuts.add(node)
+            d = 0
+        depth[node] = d
+    return cuts
 
 
 # A reduction over at most this many elements per result, read by one consumer that reduces
@@ -148,7 +175,8 @@ def _is_view_of(node: Node, stores: set[Node]) -> bool:
     return True
 
 
-def group(graph: Graph, stores: set[Node]) -> tuple[list[Kernel], list[str]]:
+def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozenset()
+          ) -> tuple[list[Kernel], list[str]]:
     kernels: list[Kernel] = []
     produced_by: dict[Node, int] = {}
     notes: list[str] = []
@@ -158,6 +186,10 @@ def group(graph: Graph, stores: set[Node]) -> tuple[list[Kernel], list[str]]:
         kind = OPS[node.op].kind
         if kind is Kind.REDUCE:
             k = _place_reduction(node, kernels, produced_by, stores, notes)
+        elif node in cuts:   # the end of a long inline chain: a kernel of its own
+            kernel = Kernel("map", node.shape, roots=[Store(node, space_index(node.shape), node)])
+            _try(kernel, stores, produced_by, len(kernels))
+            k = _new_kernel(kernels, kernel)
         elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
             k = _place_root(node, kernels, produced_by, stores, notes)
         elif kind is Kind.SCAN:

@@ -393,3 +393,34 @@ def adopt_device_arrays(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 def to_host(a: Any) -> Any:
     """NumPy data for the CPU backend (a copy of a device array)."""
     return a.numpy() if isinstance(a, Array) else a
+
+
+def may_share_memory(a: Array, b: Array) -> bool:
+    """Whether the byte ranges two device arrays span overlap."""
+    if a.size == 0 or b.size == 0:
+        return False
+    lo_a, hi_a = _extent(a.shape, a.strides, a.itemsize)
+    lo_b, hi_b = _extent(b.shape, b.strides, b.itemsize)
+    return a.ptr + lo_a < b.ptr + hi_b and b.ptr + lo_b < a.ptr + hi_a
+
+
+def write_into(target: Array, value: Any) -> None:
+    """Copy ``value`` (a device Array or host data of target's shape) into ``target``'s
+    memory: an in-place update of a device array argument, written on the device."""
+    from .driver import get_device
+    from ..errors import UnsupportedOperationError
+    if target.size == 0:
+        return
+    if not target.is_c_contiguous:
+        raise UnsupportedOperationError(
+            "the compiled function writes into a non-contiguous device array argument; "
+            "writing back into strided device memory is not supported yet: pass a "
+            "contiguous array")
+    dev = get_device()
+    if isinstance(value, Array):
+        src = value if value.is_c_contiguous and value.dtype == target.dtype else \
+            Array.from_numpy(value.numpy().astype(target.dtype))
+        dev.dtod(target.ptr, src.ptr, target.nbytes)
+    else:
+        host = np.ascontiguousarray(np.asarray(value), dtype=target.dtype)
+        dev.htod(target.ptr, host.ctypes.data, host.nbytes)

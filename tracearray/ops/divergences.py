@@ -138,10 +138,15 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "trace and cache key (as NumPy's weak scalars they can change the result dtype), so a "
         "new value re-traces. NumPy scalars and arrays are traced.", "not-compared"),
     Divergence(
-        "in-place-refused", "api", ("__iadd__", "__setitem__"),
-        "Updating an argument (or a view of it) in place (`x += 1`) and item assignment "
-        "(`x[0] = 1`) are refused with UnsupportedOperationError: a compiled function never "
-        "writes to its inputs. Rebind the name (`x = x + 1`) or use np.where.", "error"),
+        "writes-refused", "api", ("__setitem__",),
+        "Writes are NumPy's (into arrays the function made and, written back after the call, "
+        "into arguments and global arrays), except these, refused with "
+        "UnsupportedOperationError: assignment with a traced integer index array (a scatter: "
+        "`x[idx] = v`, np.put with traced indices); writing through a reshape or ravel of an "
+        "argument (NumPy makes it a view or a copy depending on the caller's strides, unknown "
+        "when tracing); a call whose written argument shares memory with another argument "
+        "(InputError). Writing into np.broadcast_arrays results raises NumPy's read-only "
+        "ValueError (NumPy 2 still writes, with a DeprecationWarning).", "error"),
     Divergence(
         "zero-d-results-are-scalars", "api", ("*",),
         "A 0-d result is always returned as a NumPy scalar (np.float32(...)), as NumPy's "
@@ -158,8 +163,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "not-compared"),
     Divergence(
         "views-are-copies", "api", ("reshape", "transpose", "slice", "broadcast_to"),
-        "A function that returns a view of its argument returns a new array (a copy) when "
-        "compiled; writing to it does not modify the argument.", "not-compared"),
+        "A function that returns a view of its argument (or the argument itself, after "
+        "updating it in place) returns a new array with the same values when compiled; "
+        "writing to that result later does not modify the argument.", "not-compared"),
     Divergence(
         "recycled-result-memory", "api", ("*",),
         "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "

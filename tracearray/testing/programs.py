@@ -643,6 +643,57 @@ def f_composite(b: _Builder) -> str | None:
     return src.choice(c.calls).format(*names)
 
 
+def _broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
+
+
+def f_assign(b: _Builder) -> str | None:
+    """Writes, as expressions: ``(lambda t: (t.__setitem__(KEY, VALUE), t)[1])(x.copy())``
+    with a basic key, a list, a boolean mask of t (sometimes through a view, ``t.T``), into
+    a copy or an array made with np.zeros / np.full; or an in-place operator through a view
+    (``t[KEY].__iadd__(VALUE)``), which NumPy writes into t."""
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    xv = np.asarray(b.v(x))
+    shape, dt = xv.shape, xv.dtype
+    base = f"{x}.copy()"
+    if src.boolean(0.25):
+        fill = _literal(src, dt) if dt.kind != "b" else "True"
+        base = (f"np.zeros({tuple(shape)}, dtype=np.{dt.name})" if src.boolean() else
+                f"np.full({tuple(shape)}, {fill}, dtype=np.{dt.name})")
+    view = "t.T" if len(shape) > 1 and src.boolean(0.2) else "t"
+    vshape = shape[::-1] if view == "t.T" else shape
+    form = src.integer(0, 5)
+    if form <= 2:
+        key = f"np.s_[{_index_key(src, vshape)}]"
+    elif form == 3:
+        key = f"{view} > {_literal(src, dt)}" if dt.kind != "b" else f"~{view}"
+    elif form == 4 and vshape[0] > 0:
+        key = str([src.integer(-vshape[0], vshape[0] - 1) for _ in range(src.integer(0, 3))])
+    else:
+        key = "..."
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = np.zeros(shape, dt)
+            region = np.shape(eval(f"({view})[{key}]", {"np": np, "t": t}))  # noqa: S307
+    except Exception:   # noqa: BLE001 -- not a valid key: draw another step
+        return None
+    if src.boolean(0.35):
+        value = _literal(src, dt)
+    else:
+        value = b.pick(lambda v: _broadcasts_to(np.shape(v), region)) or _literal(src, dt)
+    if form <= 2 and src.boolean(0.3) and "," not in key.replace("np.s_[", "") or form == 5:
+        op = src.choice(("__iadd__", "__imul__", "__isub__"))
+        return f"(lambda t: ({view}[{key}].{op}({value}), t)[1])({base})"
+    return f"(lambda t: ({view}.__setitem__({key}, {value}), t)[1])({base})"
+
+
 # family name -> (builder, weight)
 FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
@@ -652,6 +703,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "broadcast": (f_broadcast, 3), "dims": (f_dims, 3), "flip": (f_flip, 2),
     "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
     "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
+    "assign": (f_assign, 6),
 }
 
 

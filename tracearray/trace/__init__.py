@@ -126,6 +126,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
     (by shape and dtype); everything else is passed to ``fn`` unchanged."""
     names = _arg_names(fn, len(args))
     inputs: list[Node] = []
+    input_tracers: list[Tracer] = []
     input_names: list[str] = []
     global_inputs: list[str] = []
     guards: dict[str, Any] = {}
@@ -139,7 +140,9 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
                          arr.shape, dtype)
         inputs.append(node)
         input_names.append(name)
-        return Tracer(node, alias=alias)   # the caller's array: no in-place updates
+        t = Tracer(node, alias=alias)   # the caller's memory: written back if written to
+        input_tracers.append(t)
+        return t
 
     def substitute(value: Any, name: str) -> Any:
         leaves, tree = pytree.flatten(value, is_array_leaf)
@@ -209,10 +212,15 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
     outputs = [leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves]
+    # the arguments (and global arrays) the function wrote into: their final values
+    updates = [(i, t._buf.node) for i, t in enumerate(input_tracers)
+               if t._buf.written and t._buf.node is not inputs[i]]
+    outputs += [node for _i, node in updates]
     checks = tuple((c.error, c.message) for c in state.checks)
     outputs += [c.node for c in state.checks]
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
-                  tuple(global_inputs), dict(state.locations))
+                  tuple(global_inputs), dict(state.locations),
+                  tuple(i for i, _n in updates))
     verify(graph)
     return Trace(graph, guards)
 

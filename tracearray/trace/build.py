@@ -64,6 +64,33 @@ def constant(value: Any, dtype: Any = None) -> Node:
                      arr.shape, dt)
 
 
+def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
+    """The value of a node known at trace time: a constant, or small ops of constants a few
+    steps deep (arrays the function made with np.arange, np.zeros, ..., a
+    loop variable over one, ``np.arange(n) * 2``) -- not after traced data was written in."""
+    if not isinstance(node, Node):
+        return None
+    if node.op == "constant":
+        return np.frombuffer(node.attr("value"), dtype=node.dtype).reshape(node.shape)
+    spec = OPS[node.op]
+    if depth == 0 or not node.args or spec.kind is Kind.SOURCE or node.size > 1 << 16 or \
+            sum(a.size for a in node.args) > 1 << 16:
+        return None
+    args = []
+    for a in node.args:
+        v = known_value(a, depth - 1)
+        if v is None:
+            return None
+        args.append(v)
+    try:
+        with np.errstate(all="ignore"):
+            out = spec.ufunc(*args) if spec.ufunc is not None else \
+                spec.numpy_ref(*args, **dict(node.attrs))
+    except Exception:   # noqa: BLE001 -- not known then: the kernel computes (and checks) it
+        return None
+    return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+
+
 def size_scalar(value: float | int, dtype: Any) -> Node:
     """A size-derived scalar (an element count): a run-time kernel argument, not an immediate."""
     arr = np.asarray(value, dtype=dtype)

@@ -27,6 +27,7 @@ the duration of the trace and undoes them afterwards:
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -51,11 +52,27 @@ class TraceState:
     # the user's line that made each node in this trace (nodes are interned: another trace
     # may have made the same node at another line)
     locations: dict = field(default_factory=dict)
+    ops: int = 0            # graph operations made so far (see MAX_TRACE_OPS)
+
+
+# A trace that makes more operations than this stops: a Python loop over array elements
+# unrolls into operations per step, and past this size compiling takes minutes.
+MAX_TRACE_OPS = int(os.environ.get("TRACEARRAY_MAX_TRACE_OPS", "200000"))
 
 
 def note_location(node: Any) -> None:
     state = current()
-    if state is not None and node not in state.locations:
+    if state is None:
+        return
+    state.ops += 1
+    if state.ops > MAX_TRACE_OPS:
+        state.ops = -(1 << 62)   # raise once
+        raise UnsupportedOperationError(with_location(
+            f"the traced program grew past {MAX_TRACE_OPS} operations (a Python loop over "
+            f"array elements unrolls into operations for every step); write the loop with "
+            f"whole-array operations (slices, np.where, np.cumsum, ...), or raise the limit "
+            f"with TRACEARRAY_MAX_TRACE_OPS"))
+    if node not in state.locations:
         where = user_location()
         if where:
             state.locations[node] = where
@@ -113,7 +130,13 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
 def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callable[..., Any]:
     def convert(a: Any = None, *args: Any, **kwargs: Any) -> Any:
         if not _holds_tracer(a):
-            return original(a, *args, **kwargs)
+            out = original(a, *args, **kwargs)
+            # np.array(...) of Python data in the user's code: an array of the function's
+            # own (np.asarray of an existing NumPy array stays that array: it may alias it)
+            if current() is not None and (copies or not isinstance(a, np.ndarray)) and \
+                    not isinstance(a, np.generic) and _from_user_code(2):
+                return owned(out)
+            return out
         dtype = kwargs.get("dtype", args[0] if args else None)
         copy = kwargs.get("copy", True if copies else None)
         return _traced(a, dtype, copy=bool(copy) if copies else False,
@@ -138,6 +161,60 @@ def _asarray_chkfinite(original: Callable[..., Any]) -> Callable[..., Any]:
     return asarray_chkfinite
 
 
+# ============================================================================================
+# Arrays the function makes are its own memory
+# ============================================================================================
+
+# NumPy functions that make a new array from Python values. Called from the user's code
+# while tracing, their result is a traced value of the function's own (its values known, so
+# Python can still use them as indices, sizes or loop ranges): ``out = np.zeros(n);
+# out[1:-1] = ...`` writes into it. Calls from NumPy's own implementations keep getting
+# NumPy arrays (their code may need concrete ones).
+_CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
+              "full_like", "arange", "linspace", "eye", "identity", "tri")
+_UNIFORM = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like",
+                      "empty_like", "full_like"})
+
+
+def _from_user_code(depth: int) -> bool:
+    name = sys._getframe(depth).f_globals.get("__name__", "") or ""
+    return not (name == "numpy" or name.startswith("numpy.") or name == "tracearray"
+                or name.startswith("tracearray."))
+
+
+def owned(arr: Any, uniform: bool = False) -> Any:
+    """A NumPy array made inside the function as a traced value of its own memory (arrays of
+    a dtype tracearray lacks stay NumPy arrays). A uniform fill is one constant broadcast,
+    not a copy of every element."""
+    from . import numpy_api as api
+    from .build import SUPPORTED_DTYPES, constant
+    from .tracer import Tracer
+    if not isinstance(arr, np.ndarray) or arr.dtype not in SUPPORTED_DTYPES:
+        return arr
+    if uniform and arr.size > 1:
+        first = np.ascontiguousarray(arr).reshape(-1)[:1]
+        if np.ascontiguousarray(arr).tobytes() == first.tobytes() * arr.size:   # bit-equal
+            return Tracer(api.broadcast_to(constant(first.reshape(())), arr.shape))
+    return Tracer(constant(arr))
+
+
+def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    uniform = name in _UNIFORM
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
+                or not _from_user_code(2):
+            return original(*args, **kwargs)
+        out = original(*args, **kwargs)
+        if name.startswith("empty"):   # NumPy's values are arbitrary: zeros will do
+            out = np.zeros_like(out)
+        return owned(out, uniform)
+    create.__name__ = create.__qualname__ = name
+    create.__doc__ = original.__doc__
+    create.__wrapped__ = original   # type: ignore[attr-defined]
+    return create
+
+
 _CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": False,
                 "asfortranarray": False, "array": True}
 
@@ -154,6 +231,9 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             _REPLACEMENTS[id(fn)] = (fn, _conversion(name, fn, copies))
         fn = np.asarray_chkfinite
         _REPLACEMENTS[id(fn)] = (fn, _asarray_chkfinite(fn))
+        for name in _CREATIONS:
+            fn = getattr(np, name)
+            _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
     return _REPLACEMENTS
 
 

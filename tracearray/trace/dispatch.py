@@ -54,8 +54,9 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     from .tracer import Tracer, unwrap
     name = f"np.{uf.__name__}" + (f".{method}" if method != "__call__" else "")
     out = kwargs.pop("out", None)
-    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
-        raise unsupported(f"{name}(..., out=...)", "compiled functions return new arrays")
+    outs = out if isinstance(out, tuple) else (out,)
+    if any(o is not None for o in outs):
+        return _with_out(uf, method, name, inputs, kwargs, outs)
     for k, allowed in _IGNORED_KW.items():
         if k in kwargs and kwargs[k] in allowed:
             kwargs.pop(k)
@@ -121,6 +122,44 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         a2 = a2.reshape(a2.shape + (1,) * b2.ndim) if na or b2.ndim else a2
         return uf(a2, b2, **kwargs)
     raise unsupported(name)
+
+
+def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
+              outs: tuple) -> Any:
+    """``ufunc(..., out=o)``: computed as without it, then written into ``o`` (NumPy's
+    casting rule for ufunc outputs, same_kind unless ``casting=``; reductions and scans cast
+    unsafely); ``where=`` leaves o's other elements as they are."""
+    from .tracer import Tracer, store_out
+    where = kwargs.pop("where", True) if method == "__call__" else True
+    casting = kwargs.get("casting", "same_kind") if method == "__call__" else "unsafe"
+    results = ufunc(uf, method, inputs, kwargs)
+    results = results if isinstance(results, tuple) else (results,)
+    if len(outs) != len(results):
+        raise ValueError(with_location(
+            f"{name}: The 'out' tuple must have exactly {len(results)} entries: one per "
+            f"ufunc output"))
+    written = []
+    for r, o in zip(results, outs):
+        if o is None:
+            written.append(r)
+            continue
+        if where is not True:
+            if isinstance(o, Tracer) and not np.can_cast(r.dtype, o.dtype, casting=casting):
+                raise TypeError(with_location(
+                    f"Cannot cast ufunc '{uf.__name__}' output from {r.dtype!r} to "
+                    f"{o.dtype!r} with casting rule {casting!r}"))
+            if isinstance(o, Tracer):
+                mask = composites.as_tracer(where).node
+                r = Tracer(api.where(mask, api.cast(unwrap_(r), o.dtype), o.node))
+            written.append(store_out(name, r, o, "unsafe"))
+            continue
+        written.append(store_out(name, r, o, casting))
+    return tuple(written) if len(written) > 1 else written[0]
+
+
+def unwrap_(x: Any) -> Any:
+    from .tracer import unwrap
+    return unwrap(x)
 
 
 # ============================================================================================

@@ -102,10 +102,14 @@ class Graph:
     array global the function read), its output nodes, and how to rebuild the function's
     return structure from them.
 
+    ``updates``: inputs the function wrote into (``x += 1``, ``x[i] = v`` on an argument or
+    a global array): after the results come their final values, one per entry, which the
+    call writes back into the caller's arrays, as NumPy would have left them.
     ``checks``: run-time checks (``trace.context.require``): the last ``len(checks)`` outputs
     are bool 0-d nodes that must be True when the compiled function runs, else the paired
-    error is raised. ``results`` are the outputs without them. ``globals``: the names of the
-    global arrays, read at every call, that are the last ``len(globals)`` inputs."""
+    error is raised. ``results`` are the outputs without the updates and checks.
+    ``globals``: the names of the global arrays, read at every call, that are the last
+    ``len(globals)`` inputs."""
 
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
@@ -115,10 +119,16 @@ class Graph:
     globals: tuple[str, ...] = ()
     # node -> the user's line that made it in this trace (for run-time errors)
     locations: Any = field(default=None, compare=False, hash=False, repr=False)
+    updates: tuple[int, ...] = ()
 
     @property
     def results(self) -> tuple[Node, ...]:
-        return self.outputs[:len(self.outputs) - len(self.checks)]
+        return self.outputs[:len(self.outputs) - len(self.checks) - len(self.updates)]
+
+    @property
+    def update_values(self) -> tuple[Node, ...]:
+        n = len(self.results)
+        return self.outputs[n:n + len(self.updates)]
 
     def nodes(self) -> list[Node]:
         """All nodes reachable from the outputs, in topological order (operands first)."""
@@ -167,7 +177,10 @@ def format_graph(graph: Graph) -> str:
         lines.append(f"{names[node]} = {node.op}({inner}) : {type_str(node)}")
     outs = ", ".join(names[o] for o in graph.results)
     lines.append(f"return {outs}")
-    for o, (err, msg) in zip(graph.outputs[len(graph.results):], graph.checks):
+    for i, o in zip(graph.updates, graph.update_values):
+        lines.append(f"write {names[o]} into input {i} ({graph.input_names[i]})")
+    for o, (err, msg) in zip(graph.outputs[len(graph.results) + len(graph.updates):],
+                             graph.checks):
         lines.append(f"check {names[o]} else {err.__name__}({msg.splitlines()[0]!r})")
     return "\n".join(lines)
 

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import with_location
-from .build import as_node, cast, constant, make, unsupported
+from .build import as_node, cast, constant, known_value, make, unsupported
 from .graph import Node
 
 _VALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
@@ -55,6 +55,13 @@ def _classify(k: Any) -> Any:
         return operator.index(k)
     if isinstance(k, list) and _holds_nodes(k):
         k = array_from_nested(k)
+    if isinstance(k, Node) and known_value(k) is not None:
+        # an index array the function made (np.arange(n), a loop variable over one): known
+        k = known_value(k)
+        if k.ndim == 0 and k.dtype.kind in "iu":
+            return operator.index(k[()])   # a NumPy integer scalar, as iterating gives
+        if k.ndim == 0 and k.dtype == np.dtype(bool):
+            return _Adv(np.asarray(bool(k)), 0)
     if isinstance(k, Node):
         if k.dtype == np.dtype(bool):
             if k.ndim == 0:
@@ -312,3 +319,87 @@ def take(a: Any, indices: Any, axis: Any = None, mode: str = "raise") -> Node:
     if gmode == "raise" and out.size == 0 and node.size > 0 and checked:
         _check_unread_indices(x, [node], (ax,), (message,))
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# setitem
+# ------------------------------------------------------------------------------------------
+
+def assigned_value(value: Any, dtype: np.dtype) -> Node:
+    """The right-hand side of ``x[key] = value`` in x's dtype, converted as NumPy's
+    assignment does (unsafe casting of arrays; Python scalars out of range raise)."""
+    from .numpy_api import array_from_nested
+    if isinstance(value, list) and _holds_nodes(value):
+        value = array_from_nested(value)
+    if isinstance(value, Node):
+        return cast(value, dtype)
+    try:
+        arr = np.empty(np.shape(value), dtype=dtype)
+        arr[...] = value
+    except (OverflowError, ValueError, TypeError) as e:
+        raise type(e)(with_location(str(e))) from None
+    return constant(arr)
+
+
+def broadcast_value(v: Node, shape: tuple, what: str = "") -> Node:
+    """``v`` broadcast to the assignment target's ``shape`` (extra leading 1s dropped), with
+    NumPy's error when it does not fit."""
+    from . import numpy_api as api
+    vs = v.shape
+    while len(vs) > len(shape) and vs[0] == 1:
+        vs = vs[1:]
+    try:
+        ok = np.broadcast_shapes(vs, shape) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        def fmt(s):
+            return "(" + ",".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+        raise ValueError(with_location(
+            f"could not broadcast input array from shape {fmt(v.shape)} into shape "
+            f"{fmt(shape)}"))
+    if vs != v.shape:
+        v = api.reshape(v, vs)
+    return api.broadcast_to(v, shape)
+
+
+def setitem(x: Node, key: Any, value: Any) -> Node:
+    """The value of ``x`` after ``x[key] = value``, with NumPy's rules: basic keys write a
+    region (selects, ``buffers.region_update``), keys known at trace time a table of
+    positions (``buffers.table_update``), a traced boolean mask a select
+    (``buffers.mask_update``)."""
+    from . import buffers
+    raw = key if isinstance(key, tuple) else (key,)
+    masks = [i for i, k in enumerate(raw) if isinstance(k, Node) and k.dtype == np.dtype(bool)
+             and known_value(k) is None]
+    v = assigned_value(value, x.dtype)
+    if masks:
+        others = [k for i, k in enumerate(raw) if i != masks[0]]
+        if len(masks) > 1 or any(not (k is Ellipsis or k == slice(None)) for k in others) or \
+                raw[masks[0]].ndim == 0:
+            raise unsupported("assignment through a traced boolean mask combined with other "
+                              "indices", "only x[mask] = v, x[:, mask] = v and x[..., mask] = v "
+                              "forms (the other indices full slices)")
+        mask = raw[masks[0]]
+        before = raw[:masks[0]]
+        if Ellipsis in before:
+            lead = x.ndim - mask.ndim - sum(1 for k in raw[masks[0] + 1:] if k is not Ellipsis)
+        else:
+            lead = len(before)
+        if lead < 0 or lead + mask.ndim > x.ndim:
+            raise IndexError(with_location(
+                f"too many indices for array: array is {x.ndim}-dimensional, but "
+                f"{len(raw) - 1 + mask.ndim} were indexed"))
+        return buffers.mask_update(x, lead, mask, v)
+    items = [_classify(k) for k in raw]
+    if any(isinstance(k, _Adv) and isinstance(k.value, Node) for k in items):
+        raise unsupported("assignment with a traced integer index array (x[idx] = v, a "
+                          "scatter)", "write with a known index, a mask, or build the result "
+                          "with np.where")
+    if any(isinstance(k, _Adv) for k in items):
+        target = _advanced(x, list(items))       # NumPy's checks of the key
+        numpy_key = tuple(k.value if isinstance(k, _Adv) else k for k in items)
+        return buffers.table_update(x, numpy_key, broadcast_value(v, target.shape))
+    target = basic_getitem(x, tuple(items))
+    path = buffers.movement_path(x, target)
+    return buffers.carry_up(x, path, broadcast_value(v, target.shape))

@@ -164,7 +164,8 @@ def _operator_entries() -> list[Entry]:
     out = [Entry(text, "operator", "primitive" if uf in UFUNC_OPS or uf is np.matmul
                  else "composite", "", f"np.{uf.__name__}") for text, uf in _OPERATORS]
     out.append(Entry("x += y (and every augmented assignment)", "operator", "tracer", "",
-                     "on values the function made; arguments and views of them are refused"))
+                     "writes x's memory as NumPy does: every view and name of it sees the "
+                     "update; an argument's is written back to the caller's array"))
     out.append(Entry("len(x), iteration over x", "operator", "tracer"))
     out.append(Entry("bool(x), int(x), float(x), if x", "operator", None, "",
                      "needs the concrete value (ConcretizationError)"))
@@ -181,7 +182,16 @@ _INDEXING = [
      "gather at its nonzero() positions"),
     ("x.flat[idx]", "tracer", ""),
     ("x[mask] (a traced boolean mask)", None, "a data-dependent size: not yet"),
-    ("x[...] = v (assignment)", None, "not yet"),
+    ("x[...] = v, x[i, :] = v, x[1:-1] += v (assignment, basic keys)", "tracer",
+     "a select into the region, fused with what follows; through views (x.T[0] = v) too"),
+    ("x[[0, 2]] = v, x[known_mask] = v (assignment, keys known when tracing)", "tracer",
+     "NumPy's order for repeated indices"),
+    ("x[mask] = v (assignment, a traced boolean mask)", "tracer",
+     "a select; an array of values is placed by a prefix count of the mask"),
+    ("x[idx] = v (assignment, a traced integer index array)", None, "a scatter: not yet"),
+    ("x.flat[idx] = v, x.fill(v), x.put(...)", "tracer", ""),
+    ("ufunc(..., out=o), reductions and scans with out=o", "tracer",
+     "o an argument, a global array or an array the function made"),
 ]
 
 

@@ -8,13 +8,16 @@ raises ``ConcretizationError`` pointing at the user's line.
 """
 from __future__ import annotations
 
+import operator
 import re
 from typing import Any, Callable
 
 import numpy as np
 
+from . import buffers
 from . import numpy_api as api
-from .build import check_dtype, dtype_key, shape_str, unsupported
+from .buffers import Buffer
+from .build import as_node as as_node_, check_dtype, dtype_key, known_value, shape_str, unsupported
 from ..errors import (ConcretizationError, UnsupportedAttributeError, UnsupportedOperationError,
                       user_location, with_location)
 from .graph import Node, type_str
@@ -58,25 +61,16 @@ def _unary(ufunc: np.ufunc) -> Callable[[Any], Any]:
 
 
 def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
-    """``x op= y``: a new traced value bound to the same name, cast back to x's dtype with
-    NumPy's same_kind rule. Updating an argument in place is refused: NumPy would modify the
-    caller's array, and a compiled function never writes to its inputs."""
+    """``x op= y``: NumPy's ``ufunc(x, y, out=x)``. The result is cast back to x's dtype with
+    the same_kind rule and written into x's memory, so every view and name of that memory
+    sees it (an argument's final value is written back to the caller's array)."""
     def method(self: "Tracer", other: Any) -> Any:
-        # Checked on the tracer, not on ``node.op == "input"``: hash-consing makes
-        # ``x.copy()`` the same node as ``x`` (and updating a copy is fine), while a view such
-        # as ``x[0]`` or ``x.T`` is a different node whose update would still write to the
-        # caller's array in NumPy.
-        if self._alias is not None:
-            raise UnsupportedOperationError(with_location(
-                f"in-place update of argument {self._alias!r} (or a view of it) would modify "
-                f"the caller's array, which a compiled function cannot do; write "
-                f"`x = x {_SYMBOLS.get(ufunc, '?')} ...` (or update a copy) instead"))
-        # A 0-d value that is not an argument is, in NumPy, almost always a NumPy *scalar*
-        # (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values). Scalars are immutable:
+        # A 0-d value that is not (a view of) an argument is, in NumPy, almost always a NumPy
+        # *scalar* (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values). Scalars are immutable:
         # ``s += 0.5`` rebinds s to ``s + 0.5`` (promoting, broadcasting, and without
         # ndarray.__pow__'s fast paths), with none of the array rules below. (A 0-d *array*
         # local such as ``x0d.copy()`` would follow them; tracing cannot tell the two apart.)
-        scalar = self.node.ndim == 0
+        scalar = self.node.ndim == 0 and self._buf.argument is None and not self._path
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
@@ -106,9 +100,9 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
             raise ValueError(with_location(
                 f"non-broadcastable output operand with shape {shape_str(self.node.shape)} "
                 f"doesn't match the broadcast shape {shape_str(result.node.shape)}"))
-        if result.node.dtype == self.node.dtype:
-            return result
-        return Tracer(api.astype(result.node, self.node.dtype))
+        self._write(api.astype(result.node, self.node.dtype)
+                    if result.node.dtype != self.node.dtype else result.node)
+        return self
     return method
 
 
@@ -122,18 +116,71 @@ _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
-    __slots__ = ("node", "_alias")
+    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
-    def __init__(self, node: Node, alias: str | None = None):
-        self.node = node
-        # Name of the argument whose memory this value may share in NumPy (the argument
-        # itself or a view of it), else None: in-place updates of such values are refused.
-        self._alias = alias
+    def __init__(self, node: Node, alias: str | None = None, *, buffer: Buffer | None = None,
+                 path: tuple = (), ambiguous: bool = False):
+        # ``buffer``: the NumPy memory this value lives in (``trace/buffers.py``), new unless
+        # given; ``alias`` names the caller's array when that memory is an argument's.
+        # ``path``: the views from the buffer's base to this value. ``ambiguous``: a view
+        # that NumPy makes a view or a copy depending on the caller's memory layout (a
+        # reshape of an argument), which cannot be written through.
+        self._buf = buffer if buffer is not None else Buffer(node, alias)
+        self._path = path
+        self._node = node
+        self._version = self._buf.version
+        self._ambiguous = ambiguous
 
-    def _view(self, node: Node) -> "Tracer":
-        """A NumPy view of this value: shares its memory (and so its alias)."""
-        return Tracer(node, self._alias)
+    @property
+    def node(self) -> Node:
+        """The current value (the views of the path replayed after a write to the buffer)."""
+        buf = self._buf
+        if self._version != buf.version:
+            self._node = buffers.replay(buf.node, self._path)
+            self._version = buf.version
+        return self._node
+
+    @property
+    def _alias(self) -> str | None:
+        return self._buf.argument
+
+    def _view(self, node: Node, ambiguous: bool = False) -> "Tracer":
+        """A NumPy view of this value (``node``: movement ops of ``self.node``): shares its
+        memory, so writes through either are seen by both."""
+        path = buffers.movement_path(self.node, node)
+        if path is None:   # not a view after all (a copy was made): new memory
+            return Tracer(node)
+        return Tracer(node, buffer=self._buf, path=self._path + path,
+                      ambiguous=self._ambiguous or ambiguous)
+
+    def _layout(self) -> np.ndarray | None:
+        """The strides NumPy gives this view (a shadow array), or None for an argument's
+        memory, whose layout is the caller's."""
+        if self._buf.argument is not None:
+            return None
+        return buffers.shadow(self._buf.node.shape, self._path)
+
+    def _write(self, new: Node) -> None:
+        """This value's memory now holds ``new`` (same shape and dtype): carried up to the
+        base through the views, so every view and name of the memory sees it."""
+        buf = self._buf
+        if not buf.writeable:
+            raise ValueError(with_location("assignment destination is read-only"))
+        ro = buffers.readonly_step(self._path)
+        if ro is not None:
+            raise ValueError(with_location(
+                f"assignment destination is read-only (a view made by {ro.op}, which NumPy "
+                f"returns read-only)"))
+        if self._ambiguous:
+            raise UnsupportedOperationError(with_location(
+                "writing through a reshaped or raveled view of an argument is not supported "
+                "by tracearray: NumPy makes it a view or a copy depending on the caller's "
+                "memory layout, so whether the argument changes is not known when tracing; "
+                "index the argument itself (x[...] = ...)"))
+        buf.node = buffers.carry_up(buf.node, self._path, new)
+        buf.version += 1
+        self._node, self._version = new, buf.version
 
     # --- properties -----------------------------------------------------------------
     shape = property(lambda self: self.node.shape)
@@ -146,7 +193,9 @@ class Tracer:
     mT = property(lambda self: self._view(api.swapaxes(self.node, -1, -2)))
     # Real arrays: real is the array itself (a view), imag a read-only zero array.
     real = property(lambda self: self)
-    imag = property(lambda self: Tracer(api.full_like(self.node, 0)))
+    imag = property(lambda self: Tracer(api.full_like(self.node, 0),
+                                        buffer=Buffer(api.full_like(self.node, 0),
+                                                      writeable=False)))
 
     @property
     def flags(self) -> "TracerFlags":
@@ -186,22 +235,42 @@ class Tracer:
             f"on array values: use np.where(cond, a, b) for elementwise choices, or mark the "
             f"argument static with static_argnums / static_argnames."))
 
+    # A value the function made from constants (np.arange(n), np.zeros(3), a loop variable
+    # over them) and has not written traced data into is known: Python can use it.
+    def _known(self) -> np.ndarray | None:
+        return known_value(self.node)
+
     def __bool__(self) -> bool:
+        v = self._known()
+        if v is not None:
+            return bool(v)
         return self._concrete("bool() (e.g. `if` or `while` on an array)")
 
     def __int__(self) -> int:
+        v = self._known()
+        if v is not None:
+            return int(v)
         return self._concrete("int()")
 
     def __float__(self) -> float:
+        v = self._known()
+        if v is not None:
+            return float(v)
         return self._concrete("float()")
 
     def __complex__(self) -> complex:
         return self._concrete("complex()")
 
     def __index__(self) -> int:
+        v = self._known()
+        if v is not None:
+            return operator.index(v[()]) if v.ndim == 0 else operator.index(v)
         return self._concrete("using an array as an index or size")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self._known()
+        if v is not None:
+            return np.array(v, dtype=dtype)
         # While tracing, np.asarray & co. pass tracers through, so this is NumPy's C code
         # asking for the data: most often an assignment into a NumPy array.
         where = user_location() or ""
@@ -218,9 +287,15 @@ class Tracer:
                               "needs the data itself)")
 
     def item(self, *args: Any) -> Any:
+        v = self._known()
+        if v is not None:
+            return v.item(*args)
         return self._concrete(".item()")
 
     def tolist(self) -> Any:
+        v = self._known()
+        if v is not None:
+            return v.tolist()
         return self._concrete(".tolist()")
 
     __hash__ = None  # type: ignore[assignment]  # arrays are unhashable, as in NumPy
@@ -288,9 +363,14 @@ class Tracer:
         return self._view(node)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise unsupported("item assignment (x[...] = v)",
-                          "arrays are immutable while tracing; build the result with np.where "
-                          "or np.concatenate")
+        from .indexing import setitem
+        self._write(setitem(self.node, unwrap(key), unwrap(value)))
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        np.put(self, indices, values, mode)
 
     # --- NumPy protocols ----------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -314,7 +394,7 @@ class Tracer:
         return Tracer(api.astype(self.node, dtype))
 
     def copy(self, order: str = "C") -> "Tracer":
-        return Tracer(self.node)   # same node (values are immutable), but no longer an alias
+        return Tracer(self.node)   # same value, new memory
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
         if type is not None:
@@ -353,36 +433,29 @@ class Tracer:
         return reduction("all", self, axis, None, out, keepdims, np._NoValue, where)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
-        no_out("mean", out)
-        return Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(where)))
+        return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(where))), out)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
-        no_out("var", out)
-        return Tracer(api.var(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(where), unwrap(mean)))
+        return store_out("var", Tracer(api.var(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
+                              unwrap(where), unwrap(mean))), out)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
-        no_out("std", out)
-        return Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(where), unwrap(mean)))
+        return store_out("std", Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
+                              unwrap(where), unwrap(mean))), out)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
-        no_out("argmax", out)
-        return Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims)))
+        return store_out("argmax", Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims))), out)
 
     def argmin(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
-        no_out("argmin", out)
-        return Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims)))
+        return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        no_out("cumsum", out)
-        return Tracer(api.scan("cumsum", self.node, axis, dtype))
+        return store_out("cumsum", Tracer(api.scan("cumsum", self.node, axis, dtype)), out)
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        no_out("cumprod", out)
-        return Tracer(api.scan("cumprod", self.node, axis, dtype))
+        return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out)
 
     def ptp(self, *args: Any, **kwargs: Any) -> Any:
         raise AttributeError(with_location(
@@ -405,7 +478,28 @@ class Tracer:
             raise TypeError(with_location("reshape() takes exactly 1 argument (0 given)"))
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return self._view(api.reshape(self.node, shape, order))
+        return self._reshaped(api.reshape(self.node, shape, order), ravel=False)
+
+    def _reshaped(self, node: Node, ravel: bool) -> "Tracer":
+        """A reshape (or ravel) of this value: a view when NumPy makes one, else new memory.
+        For an argument's memory NumPy's choice depends on the caller's strides: the result
+        is a view that cannot be written through, unless only size-1 axes change."""
+        if node is self.node:
+            return self._view(node)
+        layout = self._layout()
+        if layout is None:
+            if [n for n in node.shape if n != 1] == [n for n in self.node.shape if n != 1]:
+                return self._view(node)
+            return self._view(node, ambiguous=True)
+        if ravel:
+            is_view = layout.flags.c_contiguous
+        else:
+            try:
+                np.reshape(layout, node.shape, copy=False)
+                is_view = True
+            except ValueError:
+                is_view = False
+        return self._view(node) if is_view else Tracer(node)
 
     def transpose(self, *axes: Any) -> "Tracer":
         return self._view(api.transpose(self.node, axes or None))
@@ -417,7 +511,7 @@ class Tracer:
         return self._view(api.squeeze(self.node, axis))
 
     def ravel(self, order: str = "C") -> "Tracer":
-        return self._view(api.ravel(self.node, order))  # a view when NumPy can: assume so
+        return self._reshaped(api.ravel(self.node, order), ravel=True)
 
     def flatten(self, order: str = "C") -> "Tracer":
         return Tracer(api.ravel(self.node, order))
@@ -442,8 +536,7 @@ class Tracer:
         return np.searchsorted(self, v, side, sorter)
 
     def dot(self, other: Any, out: Any = None) -> "Tracer":
-        no_out("dot", out)
-        return Tracer(api.dot(self.node, unwrap(other)))
+        return store_out("dot", Tracer(api.dot(self.node, unwrap(other))), out)
 
     def __array_namespace__(self, *, api_version: Any = None) -> Any:
         return np
@@ -482,6 +575,14 @@ class FlatIter:
         out = flat[key]
         return out
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        # x.flat[k] = v writes into x's memory in x's C order, whatever x's layout: the
+        # update is made on the flattened value and written back into x.
+        from .indexing import setitem
+        flat = api.reshape(self.base.node, (-1,))
+        new = setitem(flat, unwrap(key), unwrap(value))
+        self.base._write(api.reshape(new, self.base.shape))
+
     def __len__(self) -> int:
         return self.base.size
 
@@ -506,14 +607,44 @@ def _ddof(ddof: Any, correction: Any) -> Any:
 
 def no_out(name: str, out: Any) -> None:
     if out is not None:
-        raise unsupported(f"{name}(out=...)", "compiled functions return new arrays")
+        raise unsupported(f"{name}(out=...)", "write the result with `a[...] = ...` instead")
+
+
+def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
+    """``result`` written into ``out=`` as NumPy does (broadcast to out's shape, cast with
+    ``casting``: reductions and scans cast unsafely, ufuncs same_kind), and ``out``
+    returned; just ``result`` without one."""
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(with_location(f"{name}: out must be a single array"))
+        out = out[0]
+    if out is None:
+        return result
+    if not isinstance(out, Tracer):
+        raise unsupported(f"{name}(out=<a NumPy array>)",
+                          "out= must be an array the function traces (an argument, a global "
+                          "array or one it made)")
+    r = result.node if isinstance(result, Tracer) else as_node_(result)
+    if not np.can_cast(r.dtype, out.dtype, casting=casting):
+        raise TypeError(with_location(
+            f"Cannot cast ufunc '{name.split('.')[-1]}' output from {r.dtype!r} to "
+            f"{out.dtype!r} with casting rule {casting!r}"))
+    try:
+        shape = np.broadcast_shapes(r.shape, out.shape)
+    except ValueError:
+        shape = r.shape
+    if shape != tuple(out.shape):
+        raise ValueError(with_location(
+            f"non-broadcastable output operand with shape {shape_str(out.shape)} doesn't "
+            f"match the broadcast shape {shape_str(shape)}"))
+    out[...] = Tracer(r)
+    return out
 
 
 def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
               initial: Any, where: Any) -> Tracer:
     """A reduction method or function: ``initial=`` and ``where=`` as NumPy's."""
-    no_out(kind, out)
     if kind not in ("sum", "prod") and dtype is not None:
         raise unsupported(f"{kind}(dtype=...)")
-    return Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype, initial,
-                                  unwrap(where)))
+    return store_out(kind, Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype,
+                                                  initial, unwrap(where))), out)

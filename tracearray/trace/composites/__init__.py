@@ -103,7 +103,7 @@ def node(x: Any) -> Any:
 
 
 # The definitions (imported for their registration).
-from . import functions, indexing, linalg, reductions, shapes, ufuncs  # noqa: E402,F401
+from . import assignment, functions, indexing, linalg, reductions, shapes, ufuncs  # noqa: E402,F401
 
 __all__ = ["COMPOSITES", "Composite", "composite", "lookup", "as_tracer", "node",
            "NUMPY_IMPLEMENTATION", "ALL", "NUMERIC", "FLOATS", "INTS", "SIGNED"]

@@ -11,7 +11,7 @@ from .. import context
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
-from ..tracer import Tracer, no_out, reduction, unwrap
+from ..tracer import Tracer, no_out, reduction, store_out, unwrap
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
 
 
@@ -82,8 +82,8 @@ composite(np.std, calls=['np.std({0}, axis=0, keepdims=True)'], impl=_stat_fn("s
 
 def _arg_fn(kind: str):
     def fn(a, axis=None, out=None, *, keepdims=np._NoValue):  # type: ignore[no-untyped-def]
-        no_out(kind, out)
-        return Tracer(api.arg_reduce(kind, unwrap(as_tracer(a)), axis, _keep(keepdims)))
+        return store_out(f"np.{kind}", Tracer(api.arg_reduce(kind, unwrap(as_tracer(a)), axis,
+                                                             _keep(keepdims))), out)
     return fn
 
 
@@ -94,8 +94,8 @@ composite(np.argmin, calls=['np.argmin({0}, axis=0)'], min_dims=1, impl=_arg_fn(
 
 def _cumulative(kind: str):
     def fn(a, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        no_out(kind, out)
-        return Tracer(api.scan(kind, unwrap(as_tracer(a)), axis, dtype))
+        return store_out(f"np.{kind}", Tracer(api.scan(kind, unwrap(as_tracer(a)), axis,
+                                                       dtype)), out)
     return fn
 
 

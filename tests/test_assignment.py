@@ -1,0 +1,433 @@
+"""Writing into arrays with NumPy's semantics (``trace/buffers.py``), against NumPy.
+
+- ``WRITE_PROGRAMS``: assignment with basic keys (any step, negative steps, integers, None,
+  ``...``), through views (transposes, reshapes, slices of slices), with keys known at trace
+  time (lists, integer and boolean arrays, repeated indices), through traced boolean masks
+  (a scalar, a row, an array of values placed by a prefix count), in-place operators and
+  their aliasing (names, views, list elements), arrays the function made (np.zeros, np.empty,
+  np.arange, ...), element-by-element Python loops, np.copyto / putmask / place / put /
+  fill_diagonal, ndarray.fill, x.flat[...] = v and ufunc / reduction ``out=``; on the CPU,
+  assembled by ptxas, under the GPU emulator and (``-m gpu``) on the GPU;
+- in-place updates of arguments (C, Fortran, strided and negative-stride views) are written
+  back into the caller's arrays; overlapping arguments are refused;
+- ``test_random_writes``: Hypothesis draws keys and values and compares with NumPy;
+- fusion: a write is a select inside the kernel that reads the result.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracearray
+from tracearray.errors import UnsupportedOperationError
+from tracearray.gpu import driver
+from tracearray.gpu import ptx as P
+from tracearray.testing import assert_matches_numpy
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+HAVE_GPU = driver.is_available()
+
+RNG = np.random.default_rng(1)
+X = RNG.standard_normal((4, 5, 6))
+V = RNG.standard_normal((5, 6))
+
+
+def _loop(x, v):
+    out = np.zeros(x.shape[1])
+    for i in range(x.shape[1]):
+        out[i] = x[0, i].sum() * 2 + i
+    return out
+
+
+def _stencil(x, v):
+    u = x[0].copy()
+    u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return u
+
+
+def _aliases(x, v):
+    y = x.copy()
+    names = [y, y[1], y.T, y.reshape(-1)]
+    y += 1
+    y[:, 0] *= -1
+    names[1][...] = 5
+    return tuple(n.copy() for n in names) + (y,)
+
+
+def _made(x, v):
+    a = np.zeros((3, 6))
+    a[0] = v[0]
+    b = np.empty_like(v)
+    b[...] = v * 2
+    c = np.arange(6.0)
+    c[::2] = v[1, ::2]
+    d = np.full((2, 6), 7, dtype=np.int32)
+    d[1] = v[2]             # cast to int32 (NumPy's unsafe assignment cast)
+    e = np.eye(4)
+    e[1:3, 1:3] = -1
+    return a, b, c, d, e
+
+
+def _functions(x, v):
+    a = v.copy()
+    np.copyto(a, x[0], where=x[0] > 0)
+    b = v.copy()
+    np.putmask(b, v > 0, [1.0, 2.0, 3.0])
+    c = v.copy()
+    np.place(c, v < 0, [9.0, 8.0])
+    d = v.copy()
+    np.put(d, [0, 7, -1, 7], [4.0, 5.0])
+    e = np.zeros((5, 5))
+    np.fill_diagonal(e, v[0, 0])
+    f = v.copy()
+    f.fill(2.5)
+    g = v.copy()
+    g.flat[[1, 3, 29]] = -7
+    return a, b, c, d, e, f, g
+
+
+def _out(x, v):
+    o = np.zeros((5, 6))
+    np.add(x[0], v, out=o)
+    p = np.zeros(6)
+    np.sum(x[1], axis=0, out=p)
+    q = np.zeros((5, 6), np.int64)
+    np.floor_divide(v * 10, 3, out=q, casting="unsafe")
+    r = v.copy()
+    np.multiply(r, 2, out=r, where=r > 0)
+    s = np.ones(5)
+    v.max(axis=1, out=s)
+    return o, p, q, r, s
+
+
+# name -> fn(x, v): each returns the arrays it wrote (NumPy inputs are not written)
+WRITE_PROGRAMS: dict[str, Callable[..., Any]] = {
+    "y[1:-1] = v": lambda x, v: _set(x, (slice(1, -1),), v[0]),
+    "y[::-2, 1] = v": lambda x, v: _set(x, (slice(None, None, -2), 1), v[0]),
+    "y[0, :, 3] = scalar": lambda x, v: _set(x, (0, slice(None), 3), 2.0),
+    "y[..., 0] = v": lambda x, v: _set(x, (Ellipsis, 0), v[:, :4].T[0]),
+    "y[None, 1] = v": lambda x, v: _set(x, (None, 1), v[None]),
+    "y[2:1] = v (empty region)": lambda x, v: _set(x, (slice(2, 1),), 3.0),
+    "y[...] = v (broadcast)": lambda x, v: _set(x, (Ellipsis,), v[0]),
+    "y[i, :] += v": lambda x, v: _iset(x, (1, slice(None)), v),
+    "y[[0, 2, 0]] = v (repeated)": lambda x, v: _set(x, ([0, 2, 0],), v),
+    "y[[0, 3], :, [1, 5]] = v": lambda x, v: _set(x, ([0, 3], slice(None), [1, 5]), v[:2, :2]),
+    "y[known mask] = v": lambda x, v: _set(x, (np.array([True, False, True, False]),), v),
+    "y[mask] = 0": lambda x, v: _mset(x, x > 0, 0.0),
+    "y[mask] = v (rows)": lambda x, v: _mset(x, x[:, 0, 0] > 0, v),
+    "y[mask] = values": lambda x, v: (
+        _mset(x[0, 0], (x[0, 0] * 0 + np.arange(6)) % 2 == 0, v[0, :3]),
+        _mset(x[0, 0], x[0, 0] > 10.0, np.zeros(0))),
+    "y[:, mask] = v": lambda x, v: _colmask(x, v),
+    "y.T[1] = v (through a view)": lambda x, v: _tset(x, v),
+    "y.reshape(...)[k] = v": lambda x, v: _rset(x, v),
+    "y[1:][::2][0] = v (slices of slices)": lambda x, v: _sset(x, v),
+    "y += v, aliases": _aliases,
+    "arrays the function made": _made,
+    "element-by-element loop": _loop,
+    "stencil": _stencil,
+    "copyto, putmask, place, put, fill_diagonal, fill, flat": _functions,
+    "out=": _out,
+    "int16 y[0] = int64 values (wrapping cast)": lambda x, v: _set(
+        (x * 3).astype(np.int16), (0,), (v * 100000).astype(np.int64)),
+}
+
+
+def _set(x, key, value):
+    y = x.copy()
+    y[key] = value
+    return y
+
+
+def _iset(x, key, value):
+    y = x.copy()
+    y[key] += value
+    return y
+
+
+def _mset(x, mask, value):
+    y = x.copy()
+    y[mask] = value
+    return y
+
+
+def _colmask(x, v):
+    y = x[0].copy()
+    m = y[0] > 0
+    y[:, m] = -1.0
+    z = x[0].copy()
+    z[..., m] = 2 * z[..., m] if False else 3.0
+    return y, z
+
+
+def _tset(x, v):
+    y = x[0].copy()
+    y.T[1] = v[0, :5]
+    return y
+
+
+def _rset(x, v):
+    y = x[0].copy()
+    y.reshape(3, 10)[1] = v[0, 0]
+    y.ravel()[::7] = -v[0, 1]
+    return y
+
+
+def _sset(x, v):
+    y = x.copy()
+    y[1:][::2][0] = v
+    return y
+
+
+def _args() -> tuple:
+    return X, V
+
+
+@pytest.mark.parametrize("name", sorted(WRITE_PROGRAMS))
+def test_writes_cpu(name: str) -> None:
+    assert_matches_numpy(WRITE_PROGRAMS[name], *_args(), device="cpu")
+    assert_matches_numpy(WRITE_PROGRAMS[name], np.asfortranarray(X), V[::-1].copy()[::-1],
+                         device="cpu")
+
+
+@pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
+@pytest.mark.parametrize("name", ["stencil", "y[mask] = v (rows)", "y[[0, 2, 0]] = v (repeated)",
+                                  "element-by-element loop", "out="])
+def test_writes_ptx(name: str) -> None:
+    lowered = tracearray.compile(WRITE_PROGRAMS[name], device="cuda").lower(*_args())
+    seen = set()
+    for kern in lowered.executable.kernels:
+        key = hashlib.sha256(kern.ptx.encode()).hexdigest()
+        if key not in seen:
+            P.ptxas(kern.ptx, "sm_90")
+            seen.add(key)
+
+
+@pytest.fixture
+def emulated_gpu():
+    from gpu_emulator import EmulatedDevice
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    yield
+    driver.set_device_for_testing(prev)
+
+
+@pytest.mark.parametrize("name", ["stencil", "y[mask] = v (rows)", "y[:, mask] = v",
+                                  "y += v, aliases"])
+def test_writes_emulated_gpu(name: str, emulated_gpu) -> None:
+    assert_matches_numpy(WRITE_PROGRAMS[name], *_args(), device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("name", sorted(WRITE_PROGRAMS))
+def test_writes_cuda(name: str) -> None:
+    assert_matches_numpy(WRITE_PROGRAMS[name], *_args(), device="cuda")
+
+
+# ------------------------------------------------------------------------------------------
+# Updating arguments in place
+# ------------------------------------------------------------------------------------------
+
+def _k_axpy(a, x, y):
+    y += a * x
+
+
+def _k_jacobi(u):
+    u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+
+
+def _k_rows(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i].max()
+
+
+def _k_mask(x):
+    x[x < 0] = 0
+    x.T[0] = -1
+    return x.sum()
+
+
+def _k_out(x, o):
+    np.exp(x, out=o)
+    o *= 2
+
+
+KERNELS = [(_k_axpy, lambda: (2.0, RNG.standard_normal((7, 5)), RNG.standard_normal((7, 5)))),
+           (_k_jacobi, lambda: (RNG.standard_normal((6, 7)),)),
+           (_k_rows, lambda: (RNG.standard_normal((5, 3)), np.zeros(5))),
+           (_k_mask, lambda: (RNG.standard_normal((4, 6)),)),
+           (_k_out, lambda: (RNG.standard_normal((3, 4)), np.zeros((3, 4))))]
+
+
+def _layouts(a):
+    """The same values as a C, a Fortran, a strided and a negative-stride array."""
+    if not isinstance(a, np.ndarray) or a.ndim == 0:
+        return [a] * 4
+    big = np.zeros(tuple(2 * n for n in a.shape))
+    strided = big[tuple(slice(None, None, 2) for _ in a.shape)]
+    strided[...] = a
+    rev = np.array(a[::-1])[::-1]
+    return [a.copy(), np.asfortranarray(a), strided, rev]
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+@pytest.mark.parametrize("fn,make", KERNELS, ids=[k[0].__name__ for k in KERNELS])
+def test_arguments_updated_in_place(fn, make, device, request) -> None:
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    compiled = tracearray.compile(fn, device="cuda" if device == "emulated" else "cpu")
+    args = make()
+    for layout in range(4 if device == "cpu" else 1):
+        ref = [_layouts(a)[layout] for a in args]
+        got = [_layouts(a)[layout] for a in args]
+        want = fn(*ref)
+        result = compiled(*got)
+        for g, w in zip(got, ref):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+        if want is not None:
+            np.testing.assert_allclose(result, want, rtol=1e-12)
+
+
+def test_global_array_updated_in_place() -> None:
+    global STATE
+    STATE = np.zeros(4)
+
+    def step(x):
+        STATE[...] = STATE * 0.5 + x
+        return STATE.sum()
+
+    f = tracearray.compile(step, device="cpu")
+    ref = np.zeros(4)
+    for k in range(3):
+        x = np.full(4, float(k))
+        ref = ref * 0.5 + x
+        assert f(x) == pytest.approx(ref.sum())
+    np.testing.assert_allclose(STATE, ref)
+
+
+STATE = np.zeros(4)
+
+
+# ------------------------------------------------------------------------------------------
+# Errors and fusion
+# ------------------------------------------------------------------------------------------
+
+def test_write_errors_are_numpys() -> None:
+    def too_long(x):
+        y = x.copy()
+        y[0] = x[:2]
+    with pytest.raises(ValueError, match="could not broadcast"):
+        tracearray.compile(too_long, device="cpu")(X)
+
+    def overflow(x):
+        y = x.astype(np.int8)
+        y[0] = 300
+    with pytest.raises(OverflowError):
+        tracearray.compile(overflow, device="cpu")(X)
+
+    def readonly(x):
+        y = np.broadcast_to(x[0], (3, 5, 6))
+        y[0] = 1
+    with pytest.raises(ValueError, match="read-only"):
+        tracearray.compile(readonly, device="cpu")(X)
+
+    def wrong_count(x):
+        y = x.copy()
+        y[y > 0] = np.arange(3.0)
+    with pytest.raises(ValueError, match="cannot assign 3 input values"):
+        tracearray.compile(wrong_count, device="cpu")(X)
+
+    def scatter(x):
+        y = x.copy()
+        y[(x[0, 0] > 0).astype(np.int64)] = 1
+    with pytest.raises(UnsupportedOperationError, match="scatter"):
+        tracearray.compile(scatter, device="cpu")(X)
+
+    def reshaped_argument(x):
+        x.reshape(-1)[0] = 1
+    with pytest.raises(UnsupportedOperationError, match="memory layout"):
+        tracearray.compile(reshaped_argument, device="cpu")(X.copy())
+
+
+def test_long_loops_compile_and_huge_ones_stop_clearly(monkeypatch) -> None:
+    def loop(x):
+        out = np.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2 + i
+        return out
+    x = RNG.standard_normal(600)
+    np.testing.assert_allclose(tracearray.compile(loop, device="cpu")(x), loop(x))
+    from tracearray.trace import context
+    monkeypatch.setattr(context, "MAX_TRACE_OPS", 500)
+    with pytest.raises(UnsupportedOperationError, match="grew past 500 operations"):
+        tracearray.compile(loop, device="cpu")(x)
+
+
+def _kernels(fn, *args) -> int:
+    return len(tracearray.compile(fn, device="cpu").lower(*args).plan.kernels)
+
+
+def test_writes_fuse_into_their_readers() -> None:
+    assert _kernels(lambda x: _set(x, (slice(1, -1),), x[0] * 2) + 1, X) == 1
+    assert _kernels(_stencil, *_args()) == 1
+    assert _kernels(lambda x: _mset(x, x > 0, 0.0).sum(), X) == 1
+
+
+# ------------------------------------------------------------------------------------------
+# Random keys and values
+# ------------------------------------------------------------------------------------------
+
+def _item(draw, n):
+    kind = draw(st.sampled_from(["slice", "int", "full"] if n else ["slice", "full"]))
+    if kind == "int":
+        return draw(st.integers(-n, n - 1))
+    if kind == "full":
+        return slice(None)
+    start = draw(st.none() | st.integers(-n - 1, n + 1))
+    stop = draw(st.none() | st.integers(-n - 1, n + 1))
+    step = draw(st.none() | st.sampled_from([1, 2, 3, -1, -2]))
+    return slice(start, stop, step)
+
+
+@st.composite
+def _writes(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=1, max_size=3)))
+    steps = []
+    for _ in range(draw(st.integers(1, 3))):
+        key = tuple(_item(draw, n) for n in shape[:draw(st.integers(1, len(shape)))])
+        op = draw(st.sampled_from(["=", "+=", "mask"]))
+        steps.append((key, op, draw(st.floats(-3, 3, allow_nan=False))))
+    view = draw(st.sampled_from(["none", "T", "slice"]))
+    return shape, steps, view
+
+
+@settings(max_examples=60, deadline=None)
+@given(_writes())
+def test_random_writes(case) -> None:
+    shape, steps, view = case
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) - 3
+
+    def fn(a):
+        y = a.copy()
+        t = y.T if view == "T" else y[::-1] if view == "slice" else y
+        for key, op, c in steps:
+            if op == "mask":
+                t[t > c] = c * 2
+            elif op == "+=":
+                t[key] += c
+            else:
+                t[key] = c
+        return y
+
+    try:
+        want = fn(x)
+    except (IndexError, ValueError) as e:
+        with pytest.raises(type(e)):
+            tracearray.compile(fn, device="cpu")(x)
+        return
+    np.testing.assert_array_equal(tracearray.compile(fn, device="cpu")(x), want)

@@ -1,0 +1,250 @@
+"""NumPy's mutable arrays over the graph's immutable values: buffers, views and writes.
+
+In NumPy an array is memory; views share it, and a write through any of them is seen by
+every other view and name of the same memory. Graph nodes are immutable values. A
+``Buffer`` stands for one piece of NumPy memory: ``node`` is the current value of its whole
+base array, replaced by every write. A ``Tracer`` is a buffer and a *path*: the movement
+nodes (``slice``, ``squeeze``, ``expand_dims``, ``reshape``, ``transpose``, and the
+read-only ``broadcast_to``, ``diagonal``, ``sliding_window``) that lead from the base to it.
+Reading a tracer replays its path on the buffer's current value (``replay``), so after a
+write every view reads the new values, as in NumPy.
+
+A write makes the new value of the tracer written to, then carries it up the path
+(``carry_up``): a transpose is undone by the inverse transpose, a squeeze / expand_dims /
+reshape by reshaping back, and a ``slice`` by ``region_update``, a select of the new values
+into the region the slice covers (positions from one small table per sliced dimension, the
+new values read with a gather), so a write fuses into the kernels that read the result and
+costs no copy of its own. Writes with advanced keys known at trace time use a table of
+positions over the whole array (``table_update``, NumPy's own indexing computes it, with
+NumPy's order for repeated indices); a traced boolean mask a select and, for an array of
+values, a prefix count that says which value each selected element takes
+(``mask_update``).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import UnsupportedOperationError, with_location
+from .build import cast, constant, make
+from ..ops import OPS
+from .graph import Node
+
+# Movement ops a write can go back through, and the read-only ones (NumPy's broadcast_to,
+# diagonal and sliding_window_view return read-only views).
+WRITABLE_VIEWS = frozenset({"slice", "squeeze", "expand_dims", "reshape", "transpose"})
+READONLY_VIEWS = frozenset({"broadcast_to", "diagonal", "sliding_window"})
+VIEW_OPS = WRITABLE_VIEWS | READONLY_VIEWS
+
+
+class Buffer:
+    """One piece of NumPy memory while tracing: ``node`` is the value of its base array now.
+
+    ``argument``: the name of the caller's array this is (an argument or a global array),
+    whose final value the compiled function writes back; None for memory the function made.
+    ``version`` counts writes (tracers cache their value until it changes)."""
+
+    __slots__ = ("node", "version", "argument", "writeable")
+
+    def __init__(self, node: Node, argument: str | None = None, writeable: bool = True):
+        self.node = node
+        self.version = 0
+        self.argument = argument
+        self.writeable = writeable
+
+    @property
+    def written(self) -> bool:
+        return self.version > 0
+
+
+def movement_path(base: Node, view: Node) -> tuple[Node, ...] | None:
+    """The movement nodes from ``base`` to ``view`` (outermost last), or None when ``view``
+    is not a chain of views of ``base``."""
+    chain = []
+    n = view
+    while n is not base:
+        if n.op not in VIEW_OPS or not n.args:
+            return None
+        chain.append(n)
+        n = n.args[0]
+    return tuple(reversed(chain))
+
+
+def replay(node: Node, path: Sequence[Node]) -> Node:
+    """The same views applied to a new value of the base."""
+    for step in path:
+        node = make(step.op, [node] + list(step.args[1:]), **dict(step.attrs))
+    return node
+
+
+def values_along(node: Node, path: Sequence[Node]) -> list[Node]:
+    """``[base, view 1, ..., view k]``: the value at every step of ``path``."""
+    out = [node]
+    for step in path:
+        out.append(make(step.op, [out[-1]] + list(step.args[1:]), **dict(step.attrs)))
+    return out
+
+
+def readonly_step(path: Sequence[Node]) -> Node | None:
+    return next((s for s in path if s.op in READONLY_VIEWS), None)
+
+
+def carry_up(base: Node, path: Sequence[Node], new: Node) -> Node:
+    """The new value of the base when the view at the end of ``path`` becomes ``new``."""
+    olds = values_along(base, path)
+    for step, old in zip(reversed(path), reversed(olds[:-1])):
+        new = _step_update(step, old, new)
+    return new
+
+
+def _step_update(step: Node, old: Node, new: Node) -> Node:
+    from . import numpy_api as api
+    op = step.op
+    if op in ("squeeze", "expand_dims", "reshape"):
+        return api.reshape(new, old.shape)
+    if op == "transpose":
+        perm = step.attr("perm")
+        return api.transpose(new, tuple(int(i) for i in np.argsort(perm)))
+    if op == "slice":
+        return region_update(old, step.attr("slices"), new)
+    raise ValueError(with_location("assignment destination is read-only"))
+
+
+# ------------------------------------------------------------------------------------------
+# Regions
+# ------------------------------------------------------------------------------------------
+
+def region_update(x: Node, slices: Sequence[tuple[int, int, int]], y: Node) -> Node:
+    """``x`` with ``x[slices]`` replaced by ``y`` (``slices``: per dimension, the range()
+    bounds of a ``slice`` node; ``y`` has the sliced shape and x's dtype)."""
+    from . import numpy_api as api
+    ranges = [range(a, b, c) for a, b, c in slices]
+    if any(len(r) == 0 for r in ranges):
+        return x                                   # an empty region: nothing is written
+    full = [r == range(n) for r, n in zip(ranges, x.shape)]
+    if all(full):
+        return y
+    picked = [d for d in range(x.ndim) if not full[d]]
+    rest = [d for d in range(x.ndim) if full[d]]
+    b_shape = tuple(x.shape[d] for d in picked)
+    index_nodes, mask = [], None
+    for j, d in enumerate(picked):
+        r, n = ranges[d], x.shape[d]
+        pos = np.arange(n, dtype=np.int64)
+        off = pos - r.start
+        q = off // r.step
+        inside = (off % r.step == 0) & (q >= 0) & (q < len(r))
+        idx = np.clip(q, 0, len(r) - 1).astype(np.int32 if n < 2**31 else np.int64)
+        shape_b = tuple(n if k == j else 1 for k in range(len(picked)))
+        index_nodes.append(api.broadcast_to(constant(idx.reshape(shape_b)), b_shape))
+        m = constant(inside.reshape(tuple(n if k == d else 1 for k in range(x.ndim))))
+        mask = m if mask is None else api.apply_ufunc(np.logical_and, mask, m)
+    gathered = make("gather", [y] + index_nodes, axes=tuple(picked), at=0, mode="valid",
+                    messages=("",) * len(picked))
+    # the gather's dimensions: the picked ones first, then the full ones; back to x's order
+    order = picked + rest
+    gathered = api.transpose(gathered, tuple(order.index(d) for d in range(x.ndim)))
+    return make("where", [mask, gathered, x])
+
+
+def table_update(x: Node, key: Any, y: Node) -> Node:
+    """``x`` with ``x[key] = y`` for a key NumPy can apply at trace time (integer arrays,
+    lists, boolean arrays known then, mixed with basic items); ``y`` already has the shape
+    of ``x[key]`` and x's dtype. Repeated positions take the value NumPy's own assignment
+    leaves there."""
+    from . import numpy_api as api
+    positions = np.arange(x.size, dtype=np.int64).reshape(x.shape)[key]
+    if positions.size == 0:
+        return x
+    table = np.full(x.size, -1, dtype=np.int64)
+    table[np.asarray(positions).ravel()] = np.arange(positions.size)
+    inside = table >= 0
+    idx = np.where(inside, table, 0).astype(np.int32 if positions.size < 2**31 else np.int64)
+    values = api.reshape(y, (-1,))
+    gathered = make("gather", [values, constant(idx.reshape(x.shape))], axes=(0,), at=0,
+                    mode="valid", messages=("",))
+    return make("where", [constant(inside.reshape(x.shape)), gathered, x])
+
+
+def mask_update(x: Node, lead: int, mask: Node, value: Node) -> Node:
+    """``x[(:,) * lead + (mask, ...)] = value`` for a traced boolean ``mask`` covering dims
+    ``lead .. lead + mask.ndim`` of x; ``value`` has x's dtype and any shape NumPy accepts."""
+    from . import context
+    from . import numpy_api as api
+    m = mask.ndim
+    want = x.shape[lead:lead + m]
+    if mask.shape != want:
+        bad = next(d for d in range(m) if mask.shape[d] != want[d])
+        raise IndexError(with_location(
+            f"boolean index did not match indexed array along axis {lead + bad}; size of axis "
+            f"is {want[bad]} but size of corresponding boolean axis is {mask.shape[bad]}"))
+    # work on x with the masked dims first
+    perm = tuple(range(lead, lead + m)) + tuple(range(lead)) + tuple(range(lead + m, x.ndim))
+    xt = api.transpose(x, perm)
+    trailing = xt.shape[m:]
+    # NumPy broadcasts value to x[mask]'s shape: (count,) + trailing
+    t = len(trailing)
+    vshape = value.shape
+    while len(vshape) > t + 1 and vshape[0] == 1:
+        value = api.reshape(value, vshape[1:])
+        vshape = value.shape
+    rows_given = len(vshape) == t + 1
+    rest = vshape[1:] if rows_given else vshape
+    try:
+        fits = len(vshape) <= t + 1 and np.broadcast_shapes(rest, trailing) == tuple(trailing)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(with_location(
+            f"shape mismatch: value array of shape {tuple(vshape)} could not be broadcast to "
+            f"indexing result of shape {('n',) + tuple(trailing)}".replace("'n'", "n")))
+    mask_x = api.reshape(mask, mask.shape + (1,) * len(trailing))
+    count = api.reduce("sum", cast(mask, np.int64))
+    if not rows_given or vshape[0] == 1:
+        # one value row for every selected element: a select
+        row = api.reshape(value, vshape[1:]) if rows_given else value
+        new = make("where", [api.broadcast_to(mask_x, xt.shape),
+                             api.broadcast_to(row, xt.shape), xt])
+    else:
+        n_values = vshape[0]
+        ok = api.apply_ufunc(np.equal, count, constant(np.int64(n_values)))
+        context.require(ok, ValueError,
+                        f"NumPy boolean array indexing assignment cannot assign {n_values} "
+                        f"input values to the output values where the mask is true (their "
+                        f"number differs)")
+        if n_values == 0:
+            new = xt
+        else:
+            # the k-th selected element (in C order) takes value row k
+            flat = api.reshape(cast(mask, np.int64), (-1,))
+            k = api.apply_ufunc(np.subtract, api.scan("cumsum", flat, 0), constant(np.int64(1)))
+            k = api.clip(k, 0, n_values - 1)
+            rows = api.broadcast_to(value, (n_values,) + tuple(trailing))
+            g = make("gather", [rows, api.reshape(k, mask.shape)], axes=(0,), at=0,
+                     mode="valid", messages=("",))
+            new = make("where", [api.broadcast_to(mask_x, xt.shape), g, xt])
+    return api.transpose(new, tuple(int(i) for i in np.argsort(perm)))
+
+
+def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
+    """An array with the layout (element strides) NumPy gives the view at the end of
+    ``path`` of a C-contiguous base, over one byte of memory that is never read: NumPy's own
+    view functions compute it, so whether a reshape or ravel of it is a view is NumPy's call."""
+    strides, acc = [], 1
+    for n in reversed(base_shape):
+        strides.insert(0, acc)
+        acc *= max(int(n), 1)
+    arr = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(base_shape),
+                                          tuple(strides), writeable=False)
+    for step in path:
+        if step.op == "reshape":
+            arr = np.reshape(arr, step.attr("shape"), copy=False)
+        else:
+            arr = OPS[step.op].numpy_ref(arr, **dict(step.attrs))
+    return arr
+
+
+def refuse_write(what: str, why: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(with_location(
+        f"{what} is not supported by tracearray: {why}"))
