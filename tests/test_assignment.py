@@ -431,3 +431,30 @@ def test_random_writes(case) -> None:
             tracearray.compile(fn, device="cpu")(x)
         return
     np.testing.assert_array_equal(tracearray.compile(fn, device="cpu")(x), want)
+
+
+def _device_array_update(device_ok: bool) -> None:
+    def fn(u, v):
+        u[1:] += v[:-1]
+        v *= 2
+        return u.sum()
+
+    u0, v0 = RNG.standard_normal(9), RNG.standard_normal(9)
+    ru, rv = u0.copy(), v0.copy()
+    want = fn(ru, rv)
+    du, dv = tracearray.Array.from_numpy(u0), tracearray.Array.from_numpy(v0)
+    got = tracearray.compile(fn, device="cuda")(du, dv)
+    np.testing.assert_allclose(du.numpy(), ru, rtol=1e-12)
+    np.testing.assert_allclose(dv.numpy(), rv, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.numpy() if hasattr(got, "numpy") else got), want,
+                               rtol=1e-12)
+
+
+def test_device_array_arguments_updated_on_the_device_emulated(emulated_gpu) -> None:
+    _device_array_update(True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+def test_device_array_arguments_updated_on_the_device() -> None:
+    _device_array_update(True)
