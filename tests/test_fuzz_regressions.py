@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tracearray
 from tracearray.testing import assert_matches_numpy
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -285,3 +286,26 @@ def test_known_indices_are_checked_after_broadcasting() -> None:
     trace/indexing.py."""
     assert_matches_numpy(lambda x: x[None, [], [0]], np.zeros((1, 0), np.uint16), device="cpu")
     assert_matches_numpy(lambda x: x[[], [5]], np.zeros((2, 3)), device="cpu")
+
+
+def test_an_in_place_update_through_x_ellipsis_of_a_gather_result() -> None:
+    """soak seed 'cpu-2026-12-01-f', program 8314 (mismatch): ``t[...]`` of a value that is a
+    gather (``v = x[mask].copy()``) was taken for advanced indexing, a copy, so
+    ``t[...].__iadd__(1)`` did not write t. Fixed in trace/tracer.py ``__getitem__``: a key
+    that leaves the value as it is gives a view."""
+    def program(x0):
+        v2 = x0[np.array([True], dtype=bool).reshape((1,))]
+        return (lambda t: (t[...].__iadd__(True), t)[1])(v2.copy())
+
+    assert_matches_numpy(program, np.array([[[-0.001388021046295762]]], np.float32),
+                         device="cpu")
+
+
+def test_delete_with_many_runs_is_one_gather() -> None:
+    """soak seed 'cpu-2026-12-01-f', program 2531 (timeout): np.delete(x, slice(None, None, 2))
+    of a 34,318-element axis joined 17,159 one-element slices into one concatenation. Fixed
+    in trace/composites/shapes.py ``_join_runs``: more than 8 runs are a gather."""
+    x = np.arange(34318.0)
+    f = tracearray.compile(lambda v: np.delete(v, slice(None, None, 2), axis=-1), device="cpu")
+    np.testing.assert_array_equal(f(x), np.delete(x, slice(None, None, 2)))
+    assert len(f.lower(x).plan.kernels) == 1

@@ -356,6 +356,8 @@ class Tracer:
     def __getitem__(self, key: Any) -> "Tracer":
         node = api.getitem(self.node, unwrap(key))
         keys = key if isinstance(key, tuple) else (key,)
+        if node is self.node:
+            return self._view(node)   # x[...], x[:]: a view of all of x
         if node.op == "gather":
             return Tracer(node)   # advanced indexing copies
         if node.ndim == 0 and not any(k is Ellipsis for k in keys):

@@ -467,10 +467,19 @@ def delete(arr: Any, obj: Any, axis: Any = None) -> Tracer:
     return _join_runs(t, ax, keep)
 
 
+# More runs than this are gathered (one kernel reading a table of positions) instead of
+# joined slice by slice: np.delete(x, slice(None, None, 2)) of a long axis has n/2 runs.
+MAX_JOINED_RUNS = 8
+
+
 def _join_runs(t: Tracer, ax: int, keep: Sequence[int]) -> Tracer:
-    """The elements ``keep`` (ascending) of axis ``ax``: slices of consecutive runs, joined."""
+    """The elements ``keep`` (ascending) of axis ``ax``: slices of consecutive runs, joined
+    (or, for many runs, gathered)."""
     if not keep:
         return _take_slice(t, ax, 0, 0)
+    runs = 1 + sum(1 for a, b in zip(keep, keep[1:]) if b != a + 1)
+    if runs > MAX_JOINED_RUNS:
+        return np.take(t, np.asarray(keep, dtype=np.int64), axis=ax)
     parts = []
     start = prev = keep[0]
     for i in list(keep[1:]) + [None]:
