@@ -75,12 +75,14 @@ def node_location(node: object) -> str | None:
     return _LOCATIONS.get(node)
 
 
-def describe_nodes(nodes, limit: int = 3) -> str:
-    """``sum (at file.py:12), exp (at file.py:11)``: ops with the lines that made them."""
+def describe_nodes(nodes, limit: int = 3, locations=None) -> str:
+    """``sum (at file.py:12), exp (at file.py:11)``: ops with the lines that made them (in
+    this trace, from ``locations``, the graph's: an interned node may have been made first
+    by another function)."""
     parts = []
     seen = set()
     for n in nodes:
-        where = node_location(n)
+        where = (locations or {}).get(n) or node_location(n)
         key = (n.op, where)
         if key in seen:
             continue
@@ -110,10 +112,11 @@ def with_location(message: str) -> str:
 
 
 
-def stage_error(stage: str, nodes, exc: BaseException) -> CompileError:
+def stage_error(stage: str, nodes, exc: BaseException, locations=None) -> CompileError:
     """A CompileError for an unexpected failure of ``stage`` on the kernel computing
     ``nodes``: what failed, the ops and the user's lines, and that it is worth reporting."""
-    ops = describe_nodes(sorted(nodes, key=lambda n: n.op) if nodes else [])
+    ops = describe_nodes(sorted(nodes, key=lambda n: n.op) if nodes else [],
+                         locations=locations)
     return CompileError(
         f"{stage} failed{' on ' + ops if ops else ''}: {type(exc).__name__}: {exc}\n"
         f"  (an internal error of tracearray, not of your code: please report it; "

@@ -91,7 +91,7 @@ class Executable:
                 raise
             except Exception as e:   # noqa: BLE001 -- named with the kernel's ops and lines
                 raise stage_error(f"compiling kernel {name}{i} for the CPU",
-                                  spec.kernel.nodes, e) from e
+                                  spec.kernel.nodes, e, plan.graph.locations) from e
         self._plan_call(buffers)
 
     def _plan_call(self, buffers: dict[Node, np.ndarray]) -> None:

@@ -79,7 +79,8 @@ def plan_graph(graph: Graph) -> Plan:
         except NotFusable as e:
             if e.store is None or e.store in stores:
                 raise stage_error("planning", [e.store] if e.store is not None else [],
-                                  AssertionError(f"no kernel can compute it: {e}")) from None
+                                  AssertionError(f"no kernel can compute it: {e}"),
+                                  graph.locations) from None
             stores.add(e.store)
     raise stage_error("planning", [], AssertionError("the planner did not converge"))
 

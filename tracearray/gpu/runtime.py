@@ -205,7 +205,7 @@ class GpuExecutable:
                 raise
             except Exception as e:   # noqa: BLE001 -- named with the kernel's ops and lines
                 raise stage_error(f"compiling kernel {name}{i} for the GPU", spec.kernel.nodes,
-                                  e) from e
+                                  e, plan.graph.locations) from e
             self.kernels.append(gk)
         self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}
