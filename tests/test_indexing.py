@@ -286,3 +286,59 @@ def test_gathers_fuse_into_their_consumers() -> None:
 
 def test_a_gather_read_in_part_is_stored_once() -> None:
     assert _kernels(lambda x, i: x[i][::2] * 2, X, I) == 2
+
+
+# ------------------------------------------------------------------------------------------
+# x[mask] with a traced mask, reduced (trace/selection.py): no compaction, one kernel
+# ------------------------------------------------------------------------------------------
+
+Y = RNG.standard_normal((4, 5, 6))
+
+SELECTION_PROGRAMS: dict[str, Callable[..., Any]] = {
+    "x[x > 0].sum()": lambda x, y: x[x > 0].sum(),
+    "x[m].mean()": lambda x, y: x[y > 0.3].mean(),
+    "np.abs(x[m] - y[m]).max()": lambda x, y: np.abs(x[y > 0] - y[y > 0]).max(),
+    "(x[m] ** 2).sum()": lambda x, y: (x[x > 0.5] ** 2).sum(),
+    "np.sum(x[m])": lambda x, y: np.sum(x[x < 0]),
+    "x[row mask].mean(axis=0)": lambda x, y: np.mean(x[x[:, 0, 0] > 0], axis=0),
+    "x[row mask].std(axis=0, ddof=1)": lambda x, y: x[x[:, 0, 0] > -1].std(axis=0, ddof=1),
+    "np.count_nonzero(x[m] > 1)": lambda x, y: np.count_nonzero(x[x > 0] > 1),
+    "x[m].min(initial=)": lambda x, y: x[x > 0].min(initial=10.0),
+    "x[m, ...].prod() float32": lambda x, y: (x[x[..., 0] > 0, ...].astype(np.float32)).prod(),
+    "x[m & n].sum(dtype=)": lambda x, y: x[(x > 0) & (y > 0)].sum(dtype=np.float32),
+    "int x[m].max()": lambda x, y: (x * 100).astype(np.int16)[y > 0].max(),
+    "nothing selected: sum, mean": lambda x, y: (x[x > 100].sum(), x[x > 100].mean()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SELECTION_PROGRAMS))
+def test_masked_selection_cpu(name: str) -> None:
+    assert_matches_numpy(SELECTION_PROGRAMS[name], X, Y, device="cpu")
+    assert len(tracearray.compile(SELECTION_PROGRAMS[name], device="cpu")
+               .lower(X, Y).plan.kernels) <= 2
+
+
+@pytest.mark.parametrize("name", ["x[x > 0].sum()", "np.abs(x[m] - y[m]).max()",
+                                  "x[row mask].mean(axis=0)"])
+def test_masked_selection_emulated_gpu(name: str, emulated_gpu) -> None:
+    assert_matches_numpy(SELECTION_PROGRAMS[name], X, Y, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("name", sorted(SELECTION_PROGRAMS))
+def test_masked_selection_cuda(name: str) -> None:
+    assert_matches_numpy(SELECTION_PROGRAMS[name], X, Y, device="cuda")
+
+
+def test_masked_selection_errors() -> None:
+    from tracearray.errors import UnsupportedOperationError
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        tracearray.compile(lambda x: x[x > 100].max(), device="cpu")(X)
+    for fn in (lambda x: x[x > 0] * 2, lambda x: len(x[x > 0]), lambda x: x[x > 0][0],
+               lambda x: x[x > 0].sum(axis=1 if False else -1) if x.ndim > 5 else
+               x[x[:, 0, 0] > 0].sum(axis=1)):
+        with pytest.raises(UnsupportedOperationError, match="traced boolean mask"):
+            tracearray.compile(fn, device="cpu")(X)
+    assert len(tracearray.compile(lambda x: x[x > 0].sum(), device="cpu")
+               .lower(X).plan.kernels) == 1

@@ -211,6 +211,14 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
         return isinstance(x, (Tracer, np.ndarray, np.generic))
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
+    from .selection import MaskedSelection
+    for leaf in pytree.flatten(result, lambda x: isinstance(x, MaskedSelection))[0]:
+        if isinstance(leaf, MaskedSelection):
+            raise UnsupportedOperationError(
+                "returning x[mask] with a traced boolean mask is not supported by tracearray "
+                "yet: its size depends on the data. Return a reduction of it "
+                "(x[mask].sum(), ...), or np.where(mask, x, fill)"
+                + (f"\n  x[mask] made at {leaf.made_at.strip()}" if leaf.made_at else ""))
     outputs = [leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves]
     # the arguments (and global arrays) the function wrote into: their final values
     updates = [(i, t._buf.node) for i, t in enumerate(input_tracers)

@@ -354,6 +354,10 @@ class Tracer:
         return other // self, other % self
 
     def __getitem__(self, key: Any) -> "Tracer":
+        mask = _traced_mask(key)
+        if mask is not None:   # x[mask]: a size known only at run time (trace/selection.py)
+            from .selection import select
+            return select(self.node, *mask)
         node = api.getitem(self.node, unwrap(key))
         keys = key if isinstance(key, tuple) else (key,)
         if node is self.node:
@@ -593,6 +597,23 @@ class FlatIter:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.base.__array__()
+
+
+def _traced_mask(key: Any) -> tuple[int, Node] | None:
+    """(leading dims, mask) for ``x[mask]`` / ``x[mask, ...]`` / ``x[mask, :]`` with a traced
+    boolean mask of one or more dims (whose values are not known while tracing)."""
+    items = key if isinstance(key, tuple) else (key,)
+    found = [i for i, k in enumerate(items) if isinstance(k, Tracer) and
+             k.dtype == np.dtype(bool) and k.ndim > 0 and known_value(k.node) is None]
+    if len(found) != 1:
+        return None
+    i = found[0]
+    others = items[:i] + items[i + 1:]
+    if any(not (k is Ellipsis or (isinstance(k, slice) and k == slice(None))) for k in others):
+        return None    # other forms: indexing says what is not supported
+    if any(k is Ellipsis for k in items[:i]):
+        return None
+    return i, items[i].node
 
 
 def _keep(keepdims: Any) -> bool:
