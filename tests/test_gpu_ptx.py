@@ -152,6 +152,7 @@ def _op_programs():
             ("broadcast", lambda a: np.broadcast_to(a[:, :1], (4, 6, 5)).squeeze() * 2, (x,)),
             ("reshape-gather", lambda a: a.transpose(1, 0, 2).reshape(6, 20) * 2, (x,)),
             ("concatenate", lambda a: np.concatenate([a, a * 2], axis=1), (x,)),
+            ("concatenate", lambda a: np.concatenate([a, a * 2, a, -a, a + 1], axis=1), (x,)),
             ("bmm", lambda a, b: a @ b, (x, x.transpose(0, 2, 1))),
             ("gather", lambda a, i: (a[i] * 2, a[:, i % 6].sum(axis=1), np.take(a, i, mode="clip")),
              (x, np.array([3, -1, 0])))]

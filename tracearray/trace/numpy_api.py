@@ -657,7 +657,38 @@ def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None,
     nodes = [cast(n, dt) for n in nodes]
     if len(nodes) == 1:
         return nodes[0]
+    parts = [n for n in nodes if n.shape[ax] > 0]
+    if 2 <= len(parts) <= MAX_SELECTED_PARTS:
+        return _concatenate_by_selects(parts, ax)
     return make("concatenate", nodes, axis=ax)
+
+
+# A concatenation of at most this many (non-empty) parts is a select between gathers of its
+# parts, computed where it is read (fused into its consumer, like Inductor's pointwise cat);
+# longer ones are a concatenation kernel (one copy per part).
+MAX_SELECTED_PARTS = 4
+
+
+def _concatenate_by_selects(parts: Sequence[Node], ax: int) -> Node:
+    """Position p along ``ax`` reads part i at p - offset_i (clipped into the part, so every
+    read is in bounds) and the select keeps the part whose range holds p."""
+    total = sum(n.shape[ax] for n in parts)
+    pos = np.arange(total, dtype=np.int64)
+    shape_ax = tuple(total if d == ax else 1 for d in range(parts[0].ndim))
+    out = None
+    offset = total
+    for n in reversed(parts):
+        offset -= n.shape[ax]
+        idx = np.clip(pos - offset, 0, n.shape[ax] - 1).astype(
+            np.int32 if total < 2**31 else np.int64)
+        g = make("gather", [n, constant(idx)], axes=(ax,), at=ax, mode="valid",
+                 messages=("",))
+        if out is None:
+            out = g
+            continue
+        inside = constant(((pos >= offset) & (pos < offset + n.shape[ax])).reshape(shape_ax))
+        out = make("where", [inside, g, out])
+    return out
 
 
 def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None,
