@@ -458,3 +458,9 @@ def test_device_array_arguments_updated_on_the_device_emulated(emulated_gpu) -> 
 @pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
 def test_device_array_arguments_updated_on_the_device() -> None:
     _device_array_update(True)
+
+
+def test_full_of_a_traced_value() -> None:
+    assert_matches_numpy(lambda x: (np.full((4, 6), x[0, 0]), np.full(5, x.sum()),
+                                    np.full((2, 2), x[1, 1, 1], dtype=np.int32)), X,
+                         device="cpu")

@@ -1,6 +1,6 @@
 """What is in force while a function is being traced, and only then.
 
-``tracing()`` (a context manager, one per ``trace_function`` call) makes three things true for
+``tracing()`` (a context manager, one per ``trace_function`` call) makes four things true for
 the duration of the trace and undoes them afterwards:
 
 1. **Argument conversion passes tracers through.** ``np.asarray``, ``np.array``,
@@ -20,7 +20,12 @@ the duration of the trace and undoes them afterwards:
    same numbers. Until random generation exists in kernels, the legacy functions and
    ``default_rng`` raise ``UnsupportedOperationError`` naming the call and the user's line;
    generators passed in or reachable from the function are refused by ``trace_function``.
-3. **Run-time checks can be recorded** (``require``): a boolean 0-d value that must be True
+3. **Arrays the user's code makes are its own.** ``np.zeros``, ``np.ones``, ``np.empty``,
+   ``np.full`` (and their ``_like`` forms of NumPy arrays), ``np.arange``, ``np.linspace``,
+   ``np.eye``, ``np.identity``, ``np.tri`` and ``np.array`` of Python data, called from the
+   traced function (not from NumPy's own code), return traced values in memory of their own
+   (``buffers.Buffer``): writable, with values known while tracing (``build.known_value``).
+4. **Run-time checks can be recorded** (``require``): a boolean 0-d value that must be True
    when the compiled function runs (``np.asarray_chkfinite`` of a value with an inf), with the
    error NumPy would raise. The graph carries them as extra outputs; the call raises.
 """
@@ -198,10 +203,26 @@ def owned(arr: Any, uniform: bool = False) -> Any:
     return Tracer(constant(arr))
 
 
+def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order: str = "C",
+                    **_: Any) -> Any:
+    """``np.full(shape, traced_fill)``: the fill broadcast (its dtype unless ``dtype=``)."""
+    from . import numpy_api as api
+    from .tracer import Tracer
+    if not _is_tracer(fill_value) or _holds_tracer(shape):
+        return None
+    node = fill_value.node if dtype is None else api.astype(fill_value.node, dtype)
+    shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return Tracer(api.broadcast_to(node, shp))
+
+
 def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     uniform = name in _UNIFORM
 
     def create(*args: Any, **kwargs: Any) -> Any:
+        if name == "full" and current() is not None and _from_user_code(2):
+            filled = _full_of_traced(*args, **kwargs)
+            if filled is not None:
+                return filled
         if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
                 or not _from_user_code(2):
             return original(*args, **kwargs)

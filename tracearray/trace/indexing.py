@@ -14,8 +14,11 @@ array, NumPy's advanced indexing applies (numpy/_core/src/multiarray/mapping.c):
 Index values known at trace time (lists, NumPy arrays, integers) are checked then, with
 NumPy's IndexError, and made non-negative; traced index arrays are checked by the kernel that
 reads them (``mode='raise'``: the runtime raises NumPy's IndexError at the user's line). A
-boolean mask that is itself traced gives a result whose size depends on the data: not
-supported yet.
+boolean mask that is itself traced gives a result whose size depends on the data: reduced, it
+compiles (``trace/selection.py``); as an array it is not supported yet.
+
+``setitem`` gives the value of x after ``x[key] = value`` (``trace/buffers.py`` carries it
+up to the memory x is a view of).
 """
 from __future__ import annotations
 
@@ -341,7 +344,7 @@ def assigned_value(value: Any, dtype: np.dtype) -> Node:
     return constant(arr)
 
 
-def broadcast_value(v: Node, shape: tuple, what: str = "") -> Node:
+def broadcast_value(v: Node, shape: tuple) -> Node:
     """``v`` broadcast to the assignment target's ``shape`` (extra leading 1s dropped), with
     NumPy's error when it does not fit."""
     from . import numpy_api as api

@@ -2,9 +2,11 @@
 
 It implements Python's operators, NumPy's ``__array_ufunc__`` and ``__array_function__``
 protocols (``dispatch.py`` chooses the implementation: a primitive, a composite, or NumPy's own
-Python code), ndarray methods and properties, and basic indexing, so that unmodified NumPy
-code records a graph. Anything that would need a concrete value (``if x > 0``, ``float(x)``)
-raises ``ConcretizationError`` pointing at the user's line.
+Python code), ndarray methods and properties, indexing and writes (``x[key] = v``,
+``x += v``: a tracer is a view of a ``buffers.Buffer``, NumPy's memory), so that unmodified NumPy code records a graph. Anything
+that would need a concrete value (``if x > 0``, ``float(x)``) raises ``ConcretizationError``
+pointing at the user's line, unless the value is known while tracing (an array the function
+made from constants).
 """
 from __future__ import annotations
 
@@ -140,10 +142,6 @@ class Tracer:
             self._node = buffers.replay(buf.node, self._path)
             self._version = buf.version
         return self._node
-
-    @property
-    def _alias(self) -> str | None:
-        return self._buf.argument
 
     def _view(self, node: Node, ambiguous: bool = False) -> "Tracer":
         """A NumPy view of this value (``node``: movement ops of ``self.node``): shares its
