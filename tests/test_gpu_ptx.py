@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -196,3 +197,17 @@ def test_every_op_lowers_to_ptx_that_ptxas_accepts() -> None:
     assert not failures, "\n".join(failures)
     missing = set(OPS) - seen_ops
     assert not missing, f"ops never lowered here: {sorted(missing)}"
+
+
+def test_nested_concatenations_stay_within_the_kernel_parameter_space() -> None:
+    """GPU test run 8 (H200): np.pad(x, 2, mode='symmetric') of a 3-d array nested a
+    concatenation by selects per axis into one kernel of 1,212 parameters (9,696 bytes; PTX 8.0
+    allows 4,352). A concatenation of parts that read one is a concatenation kernel."""
+    x = np.random.default_rng(0).standard_normal((3, 4, 5))
+    for fn in (lambda a: np.pad(a, 2, mode="symmetric"), lambda a: np.pad(a, 1, mode="wrap"),
+               lambda a: np.concatenate([np.concatenate([a, a]), np.concatenate([a, -a])])):
+        lowered = tracearray.compile(fn, device="cuda").lower(x)
+        for k in lowered.executable.kernels:
+            if k is not None:
+                params = re.search(r"\.entry\s+\w+\(([^)]*)\)", k.ptx).group(1)
+                assert params.count(".param") * 8 <= 4352, k.name

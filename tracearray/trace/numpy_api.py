@@ -9,6 +9,7 @@ of ints works in float64, float16 ``mean`` sums in float32), the expansion follo
 from __future__ import annotations
 
 import operator
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -658,7 +659,7 @@ def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None,
     if len(nodes) == 1:
         return nodes[0]
     parts = [n for n in nodes if n.shape[ax] > 0]
-    if 2 <= len(parts) <= MAX_SELECTED_PARTS:
+    if 2 <= len(parts) <= MAX_SELECTED_PARTS and not any(_reads_selected(n) for n in parts):
         return _concatenate_by_selects(parts, ax)
     return make("concatenate", nodes, axis=ax)
 
@@ -667,6 +668,26 @@ def concatenate(arrays: Sequence[Any], axis: Any = 0, dtype: Any = None,
 # parts, computed where it is read (fused into its consumer, like Inductor's pointwise cat);
 # longer ones are a concatenation kernel (one copy per part).
 MAX_SELECTED_PARTS = 4
+
+
+# Concatenations made as selects (interned nodes, so a set is enough). A concatenation of
+# parts that read one is a concatenation kernel: nested selects (np.pad pads each axis with a
+# concatenation of views of the previous one) multiply the loads of one kernel, past what a
+# GPU kernel's parameters can hold.
+_SELECTED: "weakref.WeakSet[Node]" = weakref.WeakSet()
+
+
+def _reads_selected(node: Node, budget: int = 64) -> bool:
+    stack, seen = [node], set()
+    while stack and len(seen) < budget:
+        n = stack.pop()
+        if n in _SELECTED:
+            return True
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.extend(n.args)
+    return bool(stack)   # too deep to tell: assume it does
 
 
 def _concatenate_by_selects(parts: Sequence[Node], ax: int) -> Node:
@@ -688,6 +709,7 @@ def _concatenate_by_selects(parts: Sequence[Node], ax: int) -> Node:
             continue
         inside = constant(((pos >= offset) & (pos < offset + n.shape[ax])).reshape(shape_ax))
         out = make("where", [inside, g, out])
+    _SELECTED.add(out)
     return out
 
 
