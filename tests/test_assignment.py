@@ -124,6 +124,7 @@ WRITE_PROGRAMS: dict[str, Callable[..., Any]] = {
         _mset(x[0, 0], (x[0, 0] * 0 + np.arange(6)) % 2 == 0, v[0, :3]),
         _mset(x[0, 0], x[0, 0] > 10.0, np.zeros(0))),
     "y[:, mask] = v": lambda x, v: _colmask(x, v),
+    "y[m] = z[m], y[m] += 1, y[rows] *= 2": lambda x, v: _selected_values(x, v),
     "y.T[1] = v (through a view)": lambda x, v: _tset(x, v),
     "y.reshape(...)[k] = v": lambda x, v: _rset(x, v),
     "y[1:][::2][0] = v (slices of slices)": lambda x, v: _sset(x, v),
@@ -163,6 +164,20 @@ def _colmask(x, v):
     z = x[0].copy()
     z[..., m] = 2 * z[..., m] if False else 3.0
     return y, z
+
+
+def _selected_values(x, v):
+    a = x[0].copy()
+    m = a > 0
+    a[m] = v[m]
+    b = x[0].copy()
+    b[b < 0] += 10
+    c = x.copy()
+    rows = c[:, 0, 0] > 0
+    c[rows] *= 2
+    d = x[1].copy()
+    d[d > 0] = np.sqrt(d[d > 0])
+    return a, b, c, d
 
 
 def _tset(x, v):
@@ -217,7 +232,7 @@ def emulated_gpu():
 
 
 @pytest.mark.parametrize("name", ["stencil", "y[mask] = v (rows)", "y[:, mask] = v",
-                                  "y += v, aliases"])
+                                  "y += v, aliases", "y[m] = z[m], y[m] += 1, y[rows] *= 2"])
 def test_writes_emulated_gpu(name: str, emulated_gpu) -> None:
     assert_matches_numpy(WRITE_PROGRAMS[name], *_args(), device="cuda")
 

@@ -167,11 +167,16 @@ def table_update(x: Node, key: Any, y: Node) -> Node:
     return make("where", [constant(inside.reshape(x.shape)), gathered, x])
 
 
-def mask_update(x: Node, lead: int, mask: Node, value: Node) -> Node:
+def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool = False) -> Node:
     """``x[(:,) * lead + (mask, ...)] = value`` for a traced boolean ``mask`` covering dims
-    ``lead .. lead + mask.ndim`` of x; ``value`` has x's dtype and any shape NumPy accepts."""
+    ``lead .. lead + mask.ndim`` of x; ``value`` has x's dtype and any shape NumPy accepts
+    (``elementwise``: value has x's shape and element p goes to position p, as for
+    ``x[mask] = y[mask]``)."""
     from . import context
     from . import numpy_api as api
+    if elementwise:
+        m = api.reshape(mask, mask.shape + (1,) * (x.ndim - mask.ndim))
+        return make("where", [api.broadcast_to(m, x.shape), value, x])
     m = mask.ndim
     want = x.shape[lead:lead + m]
     if mask.shape != want:

@@ -372,9 +372,19 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
     positions (``buffers.table_update``), a traced boolean mask a select
     (``buffers.mask_update``)."""
     from . import buffers
+    from .selection import MaskedSelection
     raw = key if isinstance(key, tuple) else (key,)
     masks = [i for i, k in enumerate(raw) if isinstance(k, Node) and k.dtype == np.dtype(bool)
              and known_value(k) is None]
+    if isinstance(value, MaskedSelection):
+        # x[mask] = y[mask], x[mask] += 1, x[mask] = np.sqrt(x[mask]): element k of the
+        # selection goes back where it was taken from, a select with the same mask
+        if masks != [0] or len(raw) > 1 and any(k is not Ellipsis and k != slice(None)
+                                                for k in raw[1:]) \
+                or value.mask is not raw[0] or value.values.shape != x.shape:
+            raise value.refusal("assigning it somewhere other than x[mask] with its own mask")
+        return buffers.mask_update(x, 0, raw[0], cast(value.values, x.dtype),
+                                   elementwise=True)
     v = assigned_value(value, x.dtype)
     if masks:
         others = [k for i, k in enumerate(raw) if i != masks[0]]

@@ -189,7 +189,8 @@ _INDEXING = [
     ("x[[0, 2]] = v, x[known_mask] = v (assignment, keys known when tracing)", "tracer",
      "NumPy's order for repeated indices"),
     ("x[mask] = v (assignment, a traced boolean mask)", "tracer",
-     "a select; an array of values is placed by a prefix count of the mask"),
+     "a select; an array of values is placed by a prefix count of the mask; x[m] = y[m], "
+     "x[m] += v, x[m] = f(x[m]) element by element"),
     ("x[idx] = v (assignment, a traced integer index array)", None, "a scatter: not yet"),
     ("x.flat[idx] = v, x.fill(v), x.put(...)", "tracer", ""),
     ("ufunc(..., out=o), reductions and scans with out=o", "tracer",

@@ -53,6 +53,9 @@ class MaskedSelection:
         m = api.reshape(self.mask, self.mask.shape + (1,) * len(self._trailing))
         return api.broadcast_to(m, self.values.shape)
 
+    def refusal(self, what: str) -> UnsupportedOperationError:
+        return _refuse(what)
+
     def __repr__(self) -> str:
         return f"MaskedSelection({self.values.dtype}[n{''.join(f', {d}' for d in self._trailing)}])"
 
