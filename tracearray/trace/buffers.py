@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, with_location
+from ..errors import with_location
 from .build import cast, constant, make
 from ..ops import OPS
 from .graph import Node
@@ -248,8 +248,3 @@ def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
         else:
             arr = OPS[step.op].numpy_ref(arr, **dict(step.attrs))
     return arr
-
-
-def refuse_write(what: str, why: str) -> UnsupportedOperationError:
-    return UnsupportedOperationError(with_location(
-        f"{what} is not supported by tracearray: {why}"))

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import UnsupportedOperationError, with_location
 from . import context
 from . import numpy_api as api
-from .build import cast, constant
+from .build import cast
 from .graph import Node
 
 
