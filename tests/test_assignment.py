@@ -177,7 +177,11 @@ def _selected_values(x, v):
     c[rows] *= 2
     d = x[1].copy()
     d[d > 0] = np.sqrt(d[d > 0])
-    return a, b, c, d
+    e = x.copy()
+    cols = e[0, :, 0] > 0
+    e[:, cols] = e[:, cols] * 2
+    e[:, cols] += 1
+    return a, b, c, d, e
 
 
 def _tset(x, v):

@@ -175,7 +175,7 @@ def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool =
     from . import context
     from . import numpy_api as api
     if elementwise:
-        m = api.reshape(mask, mask.shape + (1,) * (x.ndim - mask.ndim))
+        m = api.reshape(mask, (1,) * lead + mask.shape + (1,) * (x.ndim - lead - mask.ndim))
         return make("where", [api.broadcast_to(m, x.shape), value, x])
     m = mask.ndim
     want = x.shape[lead:lead + m]

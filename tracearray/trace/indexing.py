@@ -379,11 +379,13 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
     if isinstance(value, MaskedSelection):
         # x[mask] = y[mask], x[mask] += 1, x[mask] = np.sqrt(x[mask]): element k of the
         # selection goes back where it was taken from, a select with the same mask
-        if masks != [0] or len(raw) > 1 and any(k is not Ellipsis and k != slice(None)
-                                                for k in raw[1:]) \
-                or value.mask is not raw[0] or value.values.shape != x.shape:
+        lead = value.lead
+        others = raw[:lead] + raw[lead + 1:]
+        if masks != [lead] or value.mask is not raw[lead] or value.values.shape != x.shape \
+                or any(not (k is Ellipsis or k == slice(None)) for k in others) \
+                or Ellipsis in raw[:lead]:
             raise value.refusal("assigning it somewhere other than x[mask] with its own mask")
-        return buffers.mask_update(x, 0, raw[0], cast(value.values, x.dtype),
+        return buffers.mask_update(x, lead, raw[lead], cast(value.values, x.dtype),
                                    elementwise=True)
     v = assigned_value(value, x.dtype)
     if masks:

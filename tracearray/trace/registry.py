@@ -181,8 +181,9 @@ _INDEXING = [
     ("x[known_mask] (a boolean array known when tracing)", "primitive",
      "gather at its nonzero() positions"),
     ("x.flat[idx]", "tracer", ""),
-    ("x[mask].sum(), np.abs(x[m] - y[m]).max(), x[rows].mean(axis=0) (a traced boolean "
-     "mask, reduced)", "tracer", "the reduction with where=mask, one kernel, no compaction"),
+    ("x[mask].sum(), np.abs(x[m] - y[m]).max(), x[rows].mean(axis=0), x[:, m].sum(1) "
+     "(a traced boolean mask, reduced)", "tracer",
+     "the reduction with where=mask, one kernel, no compaction"),
     ("x[mask] as an array (a traced boolean mask)", None, "a data-dependent size: not yet"),
     ("x[...] = v, x[i, :] = v, x[1:-1] += v (assignment, basic keys)", "tracer",
      "a select into the region, fused with what follows; through views (x.T[0] = v) too"),

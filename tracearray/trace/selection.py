@@ -34,10 +34,11 @@ class MaskedSelection:
 
     __array_priority__ = 2000
 
-    def __init__(self, values: Node, mask: Node, made_at: str | None = None):
+    def __init__(self, values: Node, mask: Node, made_at: str | None = None, lead: int = 0):
         from ..errors import user_location
         self.values = values
-        self.mask = mask
+        self.mask = mask          # covers the dims lead .. lead + mask.ndim of values
+        self.lead = lead          # x[:, mask]: the selection is axis ``lead`` of the result
         self.made_at = made_at or user_location()   # the user's line of x[mask]
 
     # --- what it is -------------------------------------------------------------------
@@ -46,18 +47,21 @@ class MaskedSelection:
 
     @property
     def _trailing(self) -> tuple[int, ...]:
-        return self.values.shape[self.mask.ndim:]
+        return self.values.shape[self.lead + self.mask.ndim:]
 
     def _where(self) -> Node:
         """The mask broadcast over the values."""
-        m = api.reshape(self.mask, self.mask.shape + (1,) * len(self._trailing))
+        m = api.reshape(self.mask, (1,) * self.lead + self.mask.shape +
+                        (1,) * len(self._trailing))
         return api.broadcast_to(m, self.values.shape)
 
     def refusal(self, what: str) -> UnsupportedOperationError:
         return _refuse(what)
 
     def __repr__(self) -> str:
-        return f"MaskedSelection({self.values.dtype}[n{''.join(f', {d}' for d in self._trailing)}])"
+        dims = [str(d) for d in self.values.shape[:self.lead]] + ["n"] + \
+            [str(d) for d in self._trailing]
+        return f"MaskedSelection({self.values.dtype}[{', '.join(dims)}])"
 
     shape = property(lambda self: (_ for _ in ()).throw(_refuse("the shape")))
     size = property(lambda self: (_ for _ in ()).throw(_refuse("the size")))
@@ -81,7 +85,7 @@ class MaskedSelection:
     def _operand(self, other: Any) -> Any:
         from .tracer import Tracer
         if isinstance(other, MaskedSelection):
-            if other.mask is not self.mask:
+            if other.mask is not self.mask or other.lead != self.lead:
                 raise UnsupportedOperationError(with_location(
                     "combining selections made with two different traced masks is not "
                     "supported by tracearray (which elements pair up depends on the data)"))
@@ -111,7 +115,7 @@ class MaskedSelection:
         node = result.node
         if node.shape != self.values.shape:
             node = api.broadcast_to(node, self.values.shape)
-        return MaskedSelection(node, self.mask, self.made_at)
+        return MaskedSelection(node, self.mask, self.made_at, self.lead)
 
     def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[..., Any]:  # noqa: N805
         def method(self, other):
@@ -144,7 +148,7 @@ class MaskedSelection:
         return self.__array_ufunc__(np.invert, "__call__", self)
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> "MaskedSelection":
-        return MaskedSelection(cast(self.values, dtype), self.mask, self.made_at)
+        return MaskedSelection(cast(self.values, dtype), self.mask, self.made_at, self.lead)
 
     def copy(self, order: str = "C") -> "MaskedSelection":
         return self
@@ -155,14 +159,15 @@ class MaskedSelection:
         if axis is None:
             return None
         a = axis[0] if isinstance(axis, tuple) and len(axis) == 1 else axis
-        if isinstance(a, (int, np.integer)) and int(a) in (0, -self.ndim):
-            return tuple(range(self.mask.ndim))
+        if isinstance(a, (int, np.integer)) and int(a) in (self.lead, self.lead - self.ndim):
+            return tuple(range(self.lead, self.lead + self.mask.ndim))
         raise _refuse(f"a reduction along axis {axis!r} (a result of data-dependent size)")
 
     def _finish(self, node: Node, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
         from .tracer import Tracer
         if keepdims:
-            shape = (1,) * self.ndim if axes is None else (1,) + self._trailing
+            shape = (1,) * self.ndim if axes is None else \
+                self.values.shape[:self.lead] + (1,) + self._trailing
             node = api.reshape(node, shape)
         return Tracer(node)
 
@@ -180,39 +185,39 @@ class MaskedSelection:
         node = api.reduce_with(kind, self.values, ax, False, dtype, initial, self._where())
         return self._finish(node, axes, keepdims)
 
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
             where=True):
         return self._reduce("sum", axis, _kd(keepdims, out, where), dtype, initial)
 
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
              where=True):
         return self._reduce("prod", axis, _kd(keepdims, out, where), dtype, initial)
 
-    def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+    def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
         return self._reduce("max", axis, _kd(keepdims, out, where), None, initial)
 
-    def min(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+    def min(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
         return self._reduce("min", axis, _kd(keepdims, out, where), None, initial)
 
-    def any(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+    def any(self, axis=None, out=None, keepdims=False, *, where=True):
         return self._reduce("any", axis, _kd(keepdims, out, where))
 
-    def all(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+    def all(self, axis=None, out=None, keepdims=False, *, where=True):
         return self._reduce("all", axis, _kd(keepdims, out, where))
 
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.mean(self.values, ax, dtype, False, self._where())
         return self._finish(node, axes, _kd(keepdims, out, where))
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.var(self.values, ax, dtype, ddof, False, self._where())
         return self._finish(node, axes, _kd(keepdims, out, where))
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.std(self.values, ax, dtype, ddof, False, self._where())
@@ -268,10 +273,4 @@ def select(x: Node, lead: int, mask: Node) -> MaskedSelection:
             f"boolean index did not match indexed array along axis {lead + bad}; size of axis "
             f"is {want[bad] if bad < len(want) else 0} but size of corresponding boolean axis "
             f"is {mask.shape[bad]}"))
-    perm = tuple(range(lead, lead + mask.ndim)) + tuple(range(lead)) + \
-        tuple(range(lead + mask.ndim, x.ndim))
-    if lead:
-        raise UnsupportedOperationError(with_location(
-            "x[:, mask] with a traced mask is not supported by tracearray yet (the selected "
-            "axis moves); select along the leading axes"))
-    return MaskedSelection(api.transpose(x, perm), mask)
+    return MaskedSelection(x, mask, lead=lead)
