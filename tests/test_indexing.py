@@ -308,9 +308,10 @@ SELECTION_PROGRAMS: dict[str, Callable[..., Any]] = {
     "x[m & n].sum(dtype=)": lambda x, y: x[(x > 0) & (y > 0)].sum(dtype=np.float32),
     "int x[m].max()": lambda x, y: (x * 100).astype(np.int16)[y > 0].max(),
     "nothing selected: sum, mean": lambda x, y: (x[x > 100].sum(), x[x > 100].mean()),
-    "x[:, m].sum(axis=1), x[:, m2d] ** 2 max": lambda x, y: (
-        x[:, x[0, :, 0] > 0].sum(axis=1), x[:, x[0, :, 0] > 0].mean(axis=-2, keepdims=True),
-        (x[:, y[0] > 0] ** 2).max()),
+    "x[:, m].sum(axis=1)": lambda x, y: x[:, x[0, :, 0] > 0].sum(axis=1),
+    "x[:, m].mean(axis=-2, keepdims=True)": lambda x, y: x[:, x[0, :, 0] > 0].mean(
+        axis=-2, keepdims=True),
+    "(x[:, m2d] ** 2).max()": lambda x, y: (x[:, y[0] > 0] ** 2).max(),
 }
 
 
