@@ -900,3 +900,21 @@ def test_indexing_an_array_the_function_made_with_a_traced_index() -> None:
         tracearray.compile(_index_a_numpy_array, device="cpu")(np.array([0, 2])), [1.0, 3.0])
     f = tracearray.compile(lambda i: LOOKUP_TABLE[i] * 2, device="cpu")
     np.testing.assert_array_equal(f(np.array([0, 2])), [2.0, 6.0])
+
+
+def test_keyword_arguments_in_any_order() -> None:
+    """Keyword arguments given out of sorted order were bound to the wrong graph inputs
+    (f(y=b, x=a) computed b - a): found rereading the write-back path, which flattens them
+    sorted as the call path does."""
+    f = tracearray.compile(lambda x, y: x - y * 2, device="cpu")
+    a, b = np.arange(3.0), np.ones(3) * 10
+    np.testing.assert_array_equal(f(y=b, x=a), a - b * 2)
+    np.testing.assert_array_equal(f(x=a, y=b), a - b * 2)
+    np.testing.assert_array_equal(f(a, y=b), a - b * 2)
+
+    def update(*, z, w):
+        w += z
+    g = tracearray.compile(update, device="cpu")
+    w, z = np.zeros(3), np.arange(3.0)
+    g(z=z, w=w)
+    np.testing.assert_array_equal(w, z)

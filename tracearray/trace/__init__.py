@@ -159,7 +159,11 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
             context.refuse_random_state(v, f"static argument {k!r}")
     t_args = tuple(a if i in static_argnums else substitute(a, names[i])
                    for i, a in enumerate(args))
-    t_kwargs = {k: v if k in static_argnames else substitute(v, k) for k, v in kwargs.items()}
+    # Keyword arguments become inputs in sorted order, the order in which the call path
+    # flattens them (api.CompiledFunction._flatten_args): in the order given, f(y=b, x=a)
+    # read b as x.
+    t_kwargs = {k: kwargs[k] if k in static_argnames else substitute(kwargs[k], k)
+                for k in sorted(kwargs)}
 
     plain, bound, bound_kw = plain_function(fn)
     _refuse_random_in(plain, bound, bound_kw)
