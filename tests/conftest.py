@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import pytest
 
 from hypothesis import HealthCheck, settings
 
@@ -46,3 +47,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 # The ``gpu`` marker is declared in pyproject.toml. Skip logic for tests that need a GPU
 # (pytest_collection_modifyitems / a fixture probing the driver) belongs in this section.
 # ============================================================================================
+
+
+@pytest.fixture
+def emulated_gpu():
+    """tracearray's GPU driver replaced by the SIMT emulator (tests/gpu_emulator.py)."""
+    from gpu_emulator import EmulatedDevice
+    from tracearray.gpu import driver
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    yield
+    driver.set_device_for_testing(prev)

@@ -60,3 +60,15 @@ def patch_compiled(monkeypatch: Any, mods: list[Any],
             return _cache[fn]
 
         monkeypatch.setattr(mod, "compiled", compiled)
+
+
+def assemble_kernels(lowered) -> None:
+    """ptxas for sm_90 on every distinct kernel of a lowered GPU function."""
+    import hashlib
+    from tracearray.gpu import ptx as P
+    seen = set()
+    for kern in lowered.executable.kernels:
+        key = hashlib.sha256(kern.ptx.encode()).hexdigest()
+        if key not in seen:
+            P.ptxas(kern.ptx, "sm_90")
+            seen.add(key)

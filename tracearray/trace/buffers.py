@@ -71,19 +71,16 @@ def movement_path(base: Node, view: Node) -> tuple[Node, ...] | None:
     return tuple(reversed(chain))
 
 
-def replay(node: Node, path: Sequence[Node]) -> Node:
-    """The same views applied to a new value of the base."""
-    for step in path:
-        node = make(step.op, [node] + list(step.args[1:]), **dict(step.attrs))
-    return node
-
-
 def values_along(node: Node, path: Sequence[Node]) -> list[Node]:
-    """``[base, view 1, ..., view k]``: the value at every step of ``path``."""
+    """``[base, view 1, ..., view k]``: the same views applied to a new value of the base."""
     out = [node]
     for step in path:
         out.append(make(step.op, [out[-1]] + list(step.args[1:]), **dict(step.attrs)))
     return out
+
+
+def replay(node: Node, path: Sequence[Node]) -> Node:
+    return values_along(node, path)[-1]
 
 
 def readonly_step(path: Sequence[Node]) -> Node | None:
@@ -178,12 +175,7 @@ def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool =
         m = api.reshape(mask, (1,) * lead + mask.shape + (1,) * (x.ndim - lead - mask.ndim))
         return make("where", [api.broadcast_to(m, x.shape), value, x])
     m = mask.ndim
-    want = x.shape[lead:lead + m]
-    if mask.shape != want:
-        bad = next(d for d in range(m) if mask.shape[d] != want[d])
-        raise IndexError(with_location(
-            f"boolean index did not match indexed array along axis {lead + bad}; size of axis "
-            f"is {want[bad]} but size of corresponding boolean axis is {mask.shape[bad]}"))
+    check_mask_shape(x.shape, lead, mask)
     # work on x with the masked dims first
     perm = tuple(range(lead, lead + m)) + tuple(range(lead)) + tuple(range(lead + m, x.ndim))
     xt = api.transpose(x, perm)
@@ -230,6 +222,18 @@ def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool =
                      mode="valid", messages=("",))
             new = make("where", [api.broadcast_to(mask_x, xt.shape), g, xt])
     return api.transpose(new, tuple(int(i) for i in np.argsort(perm)))
+
+
+def check_mask_shape(shape: Sequence[int], lead: int, mask: Node) -> None:
+    """NumPy's IndexError for a boolean mask that does not cover ``shape[lead:]``."""
+    want = tuple(shape[lead:lead + mask.ndim])
+    if mask.shape == want:
+        return
+    bad = next((d for d in range(mask.ndim) if d >= len(want) or mask.shape[d] != want[d]), 0)
+    raise IndexError(with_location(
+        f"boolean index did not match indexed array along axis {lead + bad}; size of axis is "
+        f"{want[bad] if bad < len(want) else 0} but size of corresponding boolean axis is "
+        f"{mask.shape[bad]}"))
 
 
 def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:

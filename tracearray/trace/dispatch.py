@@ -129,7 +129,7 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
     """``ufunc(..., out=o)``: computed as without it, then written into ``o`` (NumPy's
     casting rule for ufunc outputs, same_kind unless ``casting=``; reductions and scans cast
     unsafely); ``where=`` leaves o's other elements as they are."""
-    from .tracer import Tracer, store_out
+    from .tracer import Tracer, store_out, unwrap
     where = kwargs.pop("where", True) if method == "__call__" else True
     casting = kwargs.get("casting", "same_kind") if method == "__call__" else "unsafe"
     results = ufunc(uf, method, inputs, kwargs)
@@ -150,16 +150,11 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
                     f"{o.dtype!r} with casting rule {casting!r}"))
             if isinstance(o, Tracer):
                 mask = composites.as_tracer(where).node
-                r = Tracer(api.where(mask, api.cast(unwrap_(r), o.dtype), o.node))
+                r = Tracer(api.where(mask, api.cast(unwrap(r), o.dtype), o.node))
             written.append(store_out(name, r, o, "unsafe"))
             continue
         written.append(store_out(name, r, o, casting))
     return tuple(written) if len(written) > 1 else written[0]
-
-
-def unwrap_(x: Any) -> Any:
-    from .tracer import unwrap
-    return unwrap(x)
 
 
 # ============================================================================================

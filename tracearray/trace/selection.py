@@ -63,8 +63,13 @@ class MaskedSelection:
             [str(d) for d in self._trailing]
         return f"MaskedSelection({self.values.dtype}[{', '.join(dims)}])"
 
-    shape = property(lambda self: (_ for _ in ()).throw(_refuse("the shape")))
-    size = property(lambda self: (_ for _ in ()).throw(_refuse("the size")))
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise _refuse("the shape")
+
+    @property
+    def size(self) -> int:
+        raise _refuse("the size")
 
     def __len__(self) -> int:
         raise _refuse("len()")
@@ -265,12 +270,6 @@ _BY_METHOD.update({np.amax: _method("max"), np.amin: _method("min")})
 
 def select(x: Node, lead: int, mask: Node) -> MaskedSelection:
     """``x[(:,) * lead + (mask, ...)]``."""
-    if mask.shape != x.shape[lead:lead + mask.ndim]:
-        want = x.shape[lead:lead + mask.ndim]
-        bad = next((d for d in range(mask.ndim) if d >= len(want) or mask.shape[d] != want[d]),
-                   0)
-        raise IndexError(with_location(
-            f"boolean index did not match indexed array along axis {lead + bad}; size of axis "
-            f"is {want[bad] if bad < len(want) else 0} but size of corresponding boolean axis "
-            f"is {mask.shape[bad]}"))
+    from .buffers import check_mask_shape
+    check_mask_shape(x.shape, lead, mask)
     return MaskedSelection(x, mask, lead=lead)
