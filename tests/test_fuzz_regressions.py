@@ -224,11 +224,14 @@ def test_drawing_programs_never_runs_numpys_endless_takes() -> None:
     drawing the program hung in NumPy itself: np.take in mode 'wrap' loops |i| / n times per
     index (forever on an empty axis, ~2**62 times for a huge uint64 index). The generator
     (testing/programs.py ``f_gather``) no longer draws those; the soak's parent regenerates a
-    timed-out program in a subprocess with a limit, so it cannot hang either."""
+    timed-out program in a subprocess with a limit, so it cannot hang either. GPU soak
+    'gpu-2026-12-01-e' (program 1745): the index ``x % n - n`` of a uint32 value wrapped to
+    ~4e9 in a wrap-mode take; unsigned values no longer get the ``- n`` form there."""
     import subprocess
     import sys
     code = ("from tracearray.testing import fuzz; fuzz.program_for('gather-probe-2', 4078); "
-            "fuzz.program_for('cpu-2026-12-01-d', 2661)")
+            "fuzz.program_for('cpu-2026-12-01-d', 2661); "
+            "fuzz.program_for('gpu-2026-12-01-e', 1745)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, capture_output=True)
 
 

@@ -437,7 +437,10 @@ def _index_array(b: _Builder, n: int, raw: bool = True) -> str:
     src = b.src
     y = b.pick(lambda v: np.asarray(v).dtype.kind in "iu" and np.ndim(v) <= 2)
     if y is not None and n > 0 and src.boolean(0.6):
-        forms = (f"{y} % {n}", f"{y} % {n} - {n}", f"{y} % {n}") + ((f"{y}",) if raw else ())
+        # (``% n - n`` of an unsigned value wraps around to a huge index: not with raw=False)
+        negative = raw or np.asarray(b.v(y)).dtype.kind == "i"
+        forms = (f"{y} % {n}",) + ((f"{y} % {n} - {n}",) if negative else ()) + \
+            (f"{y} % {n}",) + ((f"{y}",) if raw else ())
         form = src.choice(forms)
         return f"({form})"
     k = src.integer(0, 4)
