@@ -16,7 +16,8 @@ Strategies (see tile/geometry.py): ``map`` and ``map2d`` evaluate the stored roo
 point; ``row`` sweeps a row once per reduction phase, then once for the full-space outputs,
 then writes the row outputs; ``col`` does the same for a tile of columns at once with an
 array of accumulators; ``full`` accumulates one slot's partial results, which ``combine``
-merges in slot order; ``scan`` runs a sequential accumulator along its axis.
+merges in slot order; ``scan`` runs a sequential accumulator along its axis; ``scatter``
+writes values at positions loaded from data, in order along its index dimensions.
 """
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ class KernelLowering:
         self._begin_function(body, len(dts))
         begin, end, slot = body.args[len(dts) + 1:]
         {"map": self._map_body, "map2d": self._map2d_body, "row": self._row_body,
-         "col": self._col_body, "scan": self._scan_body,
+         "col": self._col_body, "scan": self._scan_body, "scatter": self._scatter_body,
          "full": lambda b, e: self._full_body(b, e, slot)}[self.geo.strategy](begin, end)
         self._end_function()
         self._emit_entry(self.name, body, ptr_types, [I64, I64, I64])
@@ -324,6 +325,7 @@ class KernelLowering:
             return b.select(b.icmp_signed("<", r, zero), b.add(r, n), r)
         w = b.select(b.icmp_signed("<", v, zero), b.add(v, n), v)
         bad = b.icmp_unsigned(">=", w, n)      # also below -n: still negative after wrapping
+        memo[("bad", id(e))] = bad             # a scatter skips the write (_scatter_row)
         with b.if_then(bad, likely=False):
             flag = self.error_flag
             res = b.cmpxchg(flag, zero, self.const(e.check + 1), "monotonic", "monotonic")
@@ -556,6 +558,48 @@ class KernelLowering:
             self.b.store(v, acc)
             self.store(0, k.stores[0], v)
 
+    def _scatter_body(self, begin: ir.Value, end: ir.Value) -> None:
+        with self.loop(begin, end) as p:
+            self.set_par_index(p)
+            self._scatter_row()
+
+    def _scatter_row(self) -> None:
+        """One column of a scatter (the parallel indices are set): its positions in order,
+        each written (assignment) or read, combined and written back (``ufunc.at``) -- so a
+        repeated position sees the earlier writes, as in NumPy's loop. A position whose
+        index is out of range is recorded in the error flag and not written. Shared with
+        the GPU driver."""
+        k = self.kernel
+        node, st = k.scatter, k.stores[0]
+        combine = node.attr("combine")
+        dt = node.dtype
+        with self.nest(self.geo.inner_dims):
+            memo: dict = {}
+            terms = loaded_indices(st.index)
+            loaded = [self.ev(x, memo) for x in terms]
+            value = self.ev(k.root_exprs[0], memo) if k.root_exprs else None
+            ptr = self._address(self.ptrs[len(k.body.accesses)], self.layout.store_slots[0],
+                                self.geo.store_vstrides[0], loaded)
+            bad = [memo[("bad", id(x))] for x in terms if ("bad", id(x)) in memo]
+            ok = None
+            for flag in bad:
+                good = self.b.not_(flag)
+                ok = good if ok is None else self.b.and_(ok, good)
+            with (self.b.if_then(ok) if ok is not None else _nothing()):
+                if combine is not None:
+                    value = self._combine_at(combine, node.attr("loop"), ptr, dt, value)
+                scalar.store_value(self.b, value, ptr, dt)
+
+    def _combine_at(self, op: str, loop: tuple[str, ...], ptr: ir.Value, dt: np.dtype,
+                    value: ir.Value | None) -> ir.Value:
+        """``ufunc.at``'s step: the ufunc's loop applied to the current element (cast to the
+        loop's first dtype) and the value, the result cast back to the target's dtype."""
+        loop_dts = [np.dtype(d) for d in loop]
+        cur = scalar.cast(self.b, scalar.load_value(self.b, ptr, dt), dt, loop_dts[0])
+        args = [cur] + ([value] if value is not None else [])
+        r = scalar.lower_op(self.b, op, args, loop_dts[:len(args)], loop_dts[-1], self.math)
+        return scalar.cast(self.b, r, loop_dts[-1], dt)
+
     def _partial_ptrs(self) -> list[tuple[ir.Value, ir.Value | None]]:
         i = len(self.kernel.body.accesses) + len(self.kernel.stores)
         out = []
@@ -610,6 +654,11 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 def _expr_dtype(e: KExpr) -> np.dtype:

@@ -115,6 +115,9 @@ class KernelBody:
     space_rank: int = 0
     nested_extents: list[int] = field(default_factory=list)   # extent of each extra loop var
     checks: list[IndexCheck] = field(default_factory=list)    # bounds checks of gathers
+    # A scatter kernel's store position in its target (loaded ``KIndex`` terms along the
+    # indexed axes, loop variables along the others); None for other kernels.
+    scatter_index: Index | None = None
     _access_ids: dict[Access, int] = field(default_factory=dict)
     _param_ids: dict[Node, int] = field(default_factory=dict)
 
@@ -225,6 +228,21 @@ class Walker:
             raise NotFusable("a gather read in part (its indices are checked where it is "
                              "computed in full)", store=node)
         x, index_args = node.args[0], node.args[1:]
+        return self.expr(x, self._positions(node, x, index_args, idx))
+
+    def scatter_index(self, node: Node, idx: Index) -> Index:
+        """Where a scatter kernel at ``idx`` (an index into the values' space: the shape of
+        the gather with the scatter's attributes) writes into its target: the position that
+        gather would read there."""
+        from ..ops.indexing import scatter_parts
+        x, index_args, _values = scatter_parts(node.args, node.attr("axes"))
+        return self._positions(node, x, index_args, idx)
+
+    def _positions(self, node: Node, x: Node, index_args: tuple[Node, ...] | list[Node],
+                   idx: Index) -> Index:
+        """The index into ``x`` of a gather (or scatter) ``node`` at ``idx``: the index arrays
+        read at the broadcast part of ``idx``, made positions by the node's mode, along its
+        axes; the other parts of ``idx`` along the other axes."""
         axes, mode = node.attr("axes"), node.attr("mode")
         nb = index_args[0].ndim
         start = node.attr("at")
@@ -241,7 +259,7 @@ class Walker:
             check = self.body.check(IndexCheck(node, node.attr("messages")[axes.index(d)])) \
                 if mode == "raise" else -1
             src.append(Aff.loaded(KIndex(value, bound, mode, check)))
-        return self.expr(x, tuple(src))
+        return tuple(src)
 
     def _covers(self, node: Node, idx: Index) -> bool:
         """Does the kernel, reading ``node`` at ``idx``, visit each of its elements?"""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import stage_error
 from ..trace.graph import Graph, Node
 from ..ops import OPS, TRANSCENDENTAL, Kind
+from ..ops.indexing import gather_shape, scatter_parts
 from .index import Index
 from .kexpr import (Access, KernelBody, KExpr, NotFusable, Walker, is_scalar_source, row_index,
                     space_index)
@@ -39,7 +40,7 @@ class Store:
 
 @dataclass(eq=False)
 class Kernel:
-    kind: str                                    # "map" | "reduce" | "scan" | "matmul"
+    kind: str                                    # "map" | "reduce" | "scan" | "matmul" | "scatter"
     space: tuple[int, ...]
     reduce_axes: tuple[int, ...] = ()
     reductions: list[Node] = field(default_factory=list)   # phases of a reduce kernel; the scan
@@ -50,6 +51,9 @@ class Kernel:
     stores: list[Store] = field(default_factory=list)      # what is written to memory
     nodes: set[Node] = field(default_factory=set)          # graph nodes computed here
     matmul: Node | None = None
+    # kind "scatter": the scatter node; its space is the values' (the gather's shape), its
+    # reduce_axes the index dimensions, visited in order (body.scatter_index: where it writes)
+    scatter: Node | None = None
 
     @property
     def full_rows(self) -> bool:
@@ -95,7 +99,7 @@ def choose_stores(graph: Graph) -> set[Node]:
                 stores.add(node)
         elif kind is Kind.REDUCE and _inline_reduction(node, users, graph):
             pass   # recomputed where it is used (a nested loop), never stored
-        elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT):
+        elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT, Kind.SCATTER):
             stores.add(node)
         elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and _has_transcendental(node, stores):
             stores.add(node)
@@ -198,6 +202,8 @@ def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozens
                                             reductions=[node]))
         elif kind is Kind.CONTRACT:
             k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node))
+        elif kind is Kind.SCATTER:
+            k = _place_scatter(node, kernels, produced_by, stores)
         else:  # CONCAT: one copy kernel per operand, each writing a slab of the result
             k = _place_concat(node, kernels, produced_by, stores)
         produced_by[node] = k
@@ -228,6 +234,12 @@ def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: s
                     {r: (i, row) for i, r in enumerate(reds)},
                     reductions_readable=kernel.full_rows, planned=planned,
                     space=kernel.space)
+    if kernel.scatter is not None:
+        # the values (if any) at each point of the space, and where each goes
+        body.scatter_index = walker.scatter_index(kernel.scatter, space_index(kernel.space))
+        values = scatter_parts(kernel.scatter.args, kernel.scatter.attr("axes"))[2]
+        return [], ([walker.expr(values, space_index(kernel.space))] if values is not None
+                    else [])
     red_exprs = []
     for i, r in enumerate(reds):
         # A reduction's input may use only the reductions of earlier phases, and only when
@@ -305,6 +317,23 @@ def _place_reduction(node: Node, kernels: list[Kernel], produced_by: dict[Node, 
     return _new_kernel(kernels, kernel)
 
 
+def _place_scatter(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
+                   stores: set[Node]) -> int:
+    """Two kernels: the target copied into the scatter's buffer (a map), then the scatter
+    kernel writing (or combining) the values at their positions, in NumPy's order."""
+    target = node.args[0]
+    copy = Kernel("map", target.shape, roots=[Store(target, space_index(target.shape), node)])
+    _try(copy, stores, produced_by, len(kernels))
+    _new_kernel(kernels, copy)
+    axes = node.attr("axes")
+    index_args = scatter_parts(node.args, axes)[1]
+    space = gather_shape([target.shape, index_args[0].shape], dict(node.attrs))
+    at, nb = node.attr("at"), index_args[0].ndim
+    kernel = Kernel("scatter", space, tuple(range(at, at + nb)), scatter=node)
+    _try(kernel, stores, produced_by, len(kernels))
+    return _new_kernel(kernels, kernel)
+
+
 def _place_concat(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
                   stores: set[Node]) -> int:
     axis = node.attr("axis")
@@ -326,6 +355,8 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
             produced_by[n] = k
         if kernel.matmul is not None:
             produced_by[kernel.matmul] = k
+        if kernel.scatter is not None:
+            produced_by[kernel.scatter] = k
         for r in kernel.roots:
             if r.dest is not r.node:
                 produced_by[r.dest] = k
@@ -352,6 +383,8 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
         if kernel.kind == "scan":
             kernel.stores = [Store(kernel.reductions[0], space_index(kernel.space),
                                    kernel.reductions[0])]
+        if kernel.kind == "scatter":
+            kernel.stores = [Store(kernel.scatter, kernel.body.scatter_index, kernel.scatter)]
         kernel.nodes = _computed_nodes(kernel, stores)
     stored = {n for n in stores if n in needed or OPS[n.op].kind is Kind.SOURCE}
     return Plan(graph, kernels, stored, notes)
@@ -368,6 +401,9 @@ def _computed_nodes(kernel: Kernel, stores: set[Node]) -> set[Node]:
     out: set[Node] = set()
     stack = [r.node for r in kernel.roots] + list(kernel.reductions)
     own = set(stack)
+    if kernel.scatter is not None:
+        out.add(kernel.scatter)
+        stack += list(kernel.scatter.args[1:])   # the indices and values, not the target
     while stack:
         n = stack.pop()
         if n in out or (n in stores and n not in own) or OPS[n.op].kind is Kind.SOURCE:

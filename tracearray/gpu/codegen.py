@@ -22,6 +22,8 @@ size is correct:
   in a fixed tree and writes the outputs. For a given size and grid the result does not
   depend on thread timing;
 - ``scan``: a thread per row, sequential along the scan axis;
+- ``scatter``: a thread per column of the dimensions that are not indexed, sequential along
+  the index dimensions (repeated positions in NumPy's order);
 - matmul: ``MatmulLowering``, 64x64 output tiles staged through shared memory, 4x4 per thread,
   with the consumer map kernel's expressions (bias, activation, ...) applied to the
   accumulators before the store.
@@ -61,7 +63,7 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
     if s == "row":
         return "thread_row" if inner_size is not None and inner_size <= THREAD_ROW_MAX \
             else "block_row"
-    return s   # full, scan
+    return s   # full, scan, scatter
 
 
 def entry_names(strategy: str, name: str) -> list[str]:
@@ -333,7 +335,8 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         body = self._internal_function(f"{self.name}_body", ptr_types, [])
         self._begin_function(body, len(dts))
         {"map": self._map, "block_row": self._block_row, "thread_row": self._thread_row,
-         "full": self._full_stage1, "scan": self._scan}[self.strategy]()
+         "full": self._full_stage1, "scan": self._scan,
+         "scatter": self._scatter}[self.strategy]()
         self._end_function()
         self.emit_kernel(self.name, body, ptr_types, self.layout.size, 0)
         if self.strategy == "full":
@@ -401,6 +404,14 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         with self.loop(gid, self.product(geo.par_dims), gstride) as p:
             self.set_dims(p, geo.par_dims)
             self._scan_row(acc)    # the CPU's row: same start value and per-step rounding
+
+    def _scatter(self) -> None:
+        """A thread per column of the not-indexed dimensions, sequential along the index
+        dimensions: NumPy's order for repeated positions, on one thread (deterministic)."""
+        gid, gstride = self.global_ids()
+        with self.loop(gid, self.product(self.geo.par_dims), gstride) as p:
+            self.set_dims(p, self.geo.par_dims)
+            self._scatter_row()
 
     def _full_stage1(self) -> None:
         k = self.kernel

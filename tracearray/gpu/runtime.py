@@ -294,7 +294,7 @@ class GpuExecutable:
             n = prod(range(geo.rank))
             if n:
                 launches.append(Launch(name, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK))
-        elif strategy in ("thread_row", "scan"):
+        elif strategy in ("thread_row", "scan", "scatter"):
             kept = [d for d in range(geo.rank) if not geo.reduced[d]] if strategy == "thread_row" \
                 else list(geo.par_dims)
             n = prod(kept)

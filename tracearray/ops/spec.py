@@ -35,6 +35,7 @@ class Kind(enum.Enum):
     CONTRACT = "contract"        # matmul
     CONCAT = "concat"            # concatenate
     GATHER = "gather"            # integer-array indexing: an index map computed from data
+    SCATTER = "scatter"          # writes at positions loaded from data (x[idx] = v, ufunc.at)
 
 
 ALL_DTYPES = tuple(np.dtype(t) for t in (

@@ -233,6 +233,8 @@ class Evaluator:
                     bounds[node] = self.matmul(node, *args)
                 elif spec.kind is Kind.GATHER:
                     bounds[node] = self.gather(node, args)
+                elif spec.kind is Kind.SCATTER:
+                    bounds[node] = self.scatter(node, args)
                 else:   # movement, concatenation: the same op on every field
                     bounds[node] = self.structural(node, args)
         return [bounds[o] for o in graph.results]
@@ -268,6 +270,51 @@ class Evaluator:
             rest = node.ndim - nb
             top = top | ~known.reshape((1,) * at + known.shape + (1,) * (rest - at))
         return Bound(value, field("exact") & ~top, top, lo, hi, x.why)
+
+    def scatter(self, node: Node, args: list[Bound]) -> Bound:
+        """An assignment moves every field as it moves the values (the last write wins in
+        each); ``ufunc.at`` combines in NumPy's order with NumPy's rounding, so an element is
+        exact where it and every contribution to it were, unverifiable elsewhere. Indices
+        that are not exact leave the written positions unknown: all unverifiable."""
+        attrs = dict(node.attrs)
+        k = len(attrs["axes"])
+        x, indices = args[0], args[1:1 + k]
+        vals = args[1 + k] if len(args) > 1 + k else None
+        positions = [a.value for a in indices]
+        ref = OPS[node.op].numpy_ref
+
+        def put(xf: np.ndarray, vf: np.ndarray | None, **override: Any) -> np.ndarray:
+            a = dict(attrs, **override)
+            out = ref(xf, *positions, *([vf] if vf is not None else []), **a)
+            return np.asarray(out).reshape(node.shape)
+
+        value = put(x.value, vals.value if vals is not None else None).astype(node.dtype)
+        known = np.logical_and.reduce([(a.exact & ~a.top).all() for a in indices])
+        if not known:
+            return Bound(value, np.zeros(node.shape, bool), np.ones(node.shape, bool),
+                         *( (value.astype(F64), value.astype(F64)) if x.is_float else ()),
+                         why="scatter")
+        if attrs["combine"] is None:
+            lo = put(x.lo, vals.lo, combine=None) if x.is_float else None
+            hi = put(x.hi, vals.hi, combine=None) if x.is_float else None
+            return Bound(value, put(x.exact, vals.exact, combine=None),
+                         put(x.top, vals.top, combine=None), lo, hi,
+                         vals.why if vals.why != "exact" else x.why)
+        from ..ops.indexing import gather_shape
+        v_shape = gather_shape([x.value.shape, np.shape(positions[0])], attrs)
+        touched = put(np.zeros(node.shape, bool), np.ones(v_shape, bool), combine=None,
+                      loop=())
+        ok = np.ones(node.shape, bool)
+        if vals is not None:
+            ok = put(ok, vals.exact & ~vals.top, combine="logical_and", loop=("?", "?", "?"))
+        good = x.exact & ~x.top & ok
+        exact = np.where(touched, good, x.exact)
+        top = np.where(touched, ~good, x.top)
+        lo = hi = None
+        if x.is_float:
+            lo = np.where(touched, value.astype(F64), x.lo)
+            hi = np.where(touched, value.astype(F64), x.hi)
+        return Bound(value, exact, top, lo, hi, "scatter" if top.any() else x.why)
 
     # --- elementwise ----------------------------------------------------------------------------
     def _candidates(self, b: Bound, dtype: np.dtype) -> list[np.ndarray]:

@@ -14,6 +14,8 @@ chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each 
 - ``full``: reductions over everything: parallel over the first reduced dimension in a fixed
   number of slots (partial results combined in slot order: deterministic for any thread count).
 - ``scan``: parallel over the kept dimensions, sequential along the scan axis.
+- ``scatter``: parallel over the dimensions that are not indexed, sequential (in C order)
+  along the index dimensions, so repeated positions are written in NumPy's order.
 - ``matmul``: an external BLAS call, no loops of ours.
 
 At launch, ``make_geometry`` (geometry.py) refines a TileSpec for the strides it meets:
@@ -36,7 +38,7 @@ MAX_FULL_REDUCTION_SLOTS = 64
 @dataclass(frozen=True)
 class TileSpec:
     kernel: Kernel
-    strategy: str                 # "map" | "row" | "full" | "scan" | "matmul"
+    strategy: str                 # "map" | "row" | "full" | "scan" | "scatter" | "matmul"
     par_dims: tuple[int, ...]     # flattened into the parallel range, outer to inner
     inner_dims: tuple[int, ...]   # looped inside each parallel iteration, outer to inner
 
@@ -50,8 +52,9 @@ def tile_kernel(kernel: Kernel) -> TileSpec:
         return TileSpec(kernel, "map", dims[:-1] if len(dims) > 1 else dims,
                         dims[-1:] if len(dims) > 1 else ())
     kept = tuple(d for d in dims if d not in kernel.reduce_axes)
-    if kernel.kind == "scan":
-        return TileSpec(kernel, "scan", kept, kernel.reduce_axes)
+    if kernel.kind in ("scan", "scatter"):
+        # sequential along the scanned / index dimensions, in order
+        return TileSpec(kernel, kernel.kind, kept, kernel.reduce_axes)
     if kept:
         return TileSpec(kernel, "row", kept, kernel.reduce_axes)
     return TileSpec(kernel, "full", kernel.reduce_axes[:1], kernel.reduce_axes[1:])

@@ -37,7 +37,7 @@ COL_TILE = 1024       # columns per accumulator tile of a column reduction (4 Ki
 @dataclass(frozen=True)
 class Geometry:
     kernel: Kernel
-    strategy: str                          # map | map2d | row | col | full | scan
+    strategy: str                          # map | map2d | row | col | full | scan | scatter
     groups: tuple[tuple[int, ...], ...]    # original space dims of each loop dim, outer to inner
     reduced: tuple[bool, ...]              # whether each loop dim is reduced (or scanned)
     par_dims: tuple[int, ...]              # loop dims flattened into the parallel range
@@ -126,9 +126,10 @@ def make_geometry(kernel: Kernel, strategy: str, load_strides: Sequence[Sequence
             par, inner = dims[:-1], dims[-1:]
         else:
             par, inner = dims, ()
-    elif strategy in ("scan", "full"):
-        # scan: sequential along the scan axis; full: parallel over the first reduced dim
-        par, inner = (kept, red) if strategy == "scan" else (red[:1], red[1:])
+    elif strategy in ("scan", "scatter", "full"):
+        # scan, scatter: sequential along the scanned / index dims; full: parallel over the
+        # first reduced dim
+        par, inner = (red[:1], red[1:]) if strategy == "full" else (kept, red)
     elif kept and red and kept[-1] == rank - 1 and not solo:
         strategy, par, inner, tile = "col", kept[:-1], red, COL_TILE
     else:

@@ -114,6 +114,8 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         if kwargs:
             raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
         return Tracer(api.scan(kind, unwrap(x), axis, dtype, ufunc_method=True))
+    if method == "at":
+        return _ufunc_at(uf, name, inputs, kwargs)
     if method == "outer":
         a, b = inputs
         na = np.ndim(a)
@@ -122,6 +124,22 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         a2 = a2.reshape(a2.shape + (1,) * b2.ndim) if na or b2.ndim else a2
         return uf(a2, b2, **kwargs)
     raise unsupported(name)
+
+
+def _ufunc_at(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> None:
+    """``uf.at(a, indices[, b])``: an unbuffered in-place update of ``a``, which must be an
+    array the trace holds (an argument, or one the function made)."""
+    from .indexing import ufunc_at
+    from .tracer import Tracer, unwrap
+    if kwargs or len(inputs) not in (2, 3):
+        raise TypeError(with_location(f"{name} takes (a, indices[, b])"))
+    a = inputs[0]
+    if not isinstance(a, Tracer):
+        raise unsupported(f"{name} into an array the compiled function does not hold",
+                          "update an argument or an array the function made")
+    a._write(ufunc_at(uf, a.node, unwrap(inputs[1]),
+                      unwrap(inputs[2]) if len(inputs) == 3 else None))
+    return None
 
 
 def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,

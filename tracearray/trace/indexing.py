@@ -23,6 +23,7 @@ up to the memory x is a view of).
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -155,7 +156,50 @@ def basic_getitem(x: Node, key: tuple) -> Node:
     return out
 
 
+@dataclass(frozen=True)
+class AdvancedKey:
+    """An advanced key applied NumPy's way: the view ``view`` of x that its slices, ``None``
+    and ``...`` make, then the broadcast index arrays ``nodes`` along ``axes`` of that view
+    (``at``: where their dimensions go among the view's other ones). ``mode`` 'raise' for
+    traced indices (checked by the kernel), 'valid' for known ones (checked here)."""
+    view: Node
+    nodes: tuple[Node, ...]
+    axes: tuple[int, ...]
+    at: int
+    mode: str
+    messages: tuple[str, ...]
+
+    @property
+    def index_shape(self) -> tuple[int, ...]:
+        return self.nodes[0].shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of ``x[key]`` (the gather's)."""
+        from ..ops.indexing import gather_shape
+        return gather_shape([self.view.shape, self.index_shape],
+                            {"axes": self.axes, "at": self.at})
+
+    def check_unread(self) -> None:
+        """Where nothing is read or written (another dimension is empty) NumPy still checks
+        every index: a run-time check of the trace does."""
+        if self.mode == "raise" and 0 in self.shape and 0 not in self.index_shape:
+            _check_unread_indices(self.view, self.nodes, self.axes, self.messages)
+
+
 def _advanced(x: Node, items: list) -> Node:
+    key = advanced_key(x, items)
+    if isinstance(key, Node):
+        return key
+    out = make("gather", [key.view, *key.nodes], axes=key.axes, at=key.at, mode=key.mode,
+               messages=key.messages)
+    key.check_unread()
+    return out
+
+
+def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
+    """NumPy's advanced indexing of ``x`` by the classified ``items`` (see AdvancedKey); the
+    plain view for ``x[..., True, ...]``, which is ``x[..., None, ...]``."""
     advanced = [k for k in items if isinstance(k, (_Adv, int))]
     if len(advanced) == 1 and advanced[0].dims == 0 and advanced[0].value:
         # x[..., True, ...] alone is x[..., None, ...]
@@ -248,11 +292,7 @@ def _advanced(x: Node, items: list) -> Node:
     positions = sorted(set(adv_key_pos))      # (a mask's index arrays share one position)
     consecutive = positions == list(range(positions[0], positions[0] + len(positions)))
     at = sum(1 for d in range(axes[0]) if d not in axes) if consecutive else 0
-    mode = "raise" if traced else "valid"
-    out = make("gather", [y] + nodes, axes=axes, at=at, mode=mode, messages=messages)
-    if traced and out.size == 0 and int(np.prod(b_shape)) > 0:
-        _check_unread_indices(y, nodes, axes, messages)
-    return out
+    return AdvancedKey(y, tuple(nodes), axes, at, "raise" if traced else "valid", messages)
 
 
 def _check_unread_indices(y: Node, nodes: Sequence[Node], axes: Sequence[int],
@@ -408,9 +448,11 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
         return buffers.mask_update(x, lead, mask, v)
     items = [_classify(k) for k in raw]
     if any(isinstance(k, _Adv) and isinstance(k.value, Node) for k in items):
-        raise unsupported("assignment with a traced integer index array (x[idx] = v, a "
-                          "scatter)", "write with a known index, a mask, or build the result "
-                          "with np.where")
+        # a scatter: positions known when the kernel runs (the last write to one wins)
+        akey = advanced_key(x, list(items))
+        assert isinstance(akey, AdvancedKey)   # a traced index is never x[True]
+        new_view = scatter(akey, broadcast_value(v, akey.shape))
+        return buffers.carry_up(x, buffers.movement_path(x, akey.view), new_view)
     if any(isinstance(k, _Adv) for k in items):
         target = _advanced(x, list(items))       # NumPy's checks of the key
         numpy_key = tuple(k.value if isinstance(k, _Adv) else k for k in items)
@@ -418,3 +460,69 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
     target = basic_getitem(x, tuple(items))
     path = buffers.movement_path(x, target)
     return buffers.carry_up(x, path, broadcast_value(v, target.shape))
+
+
+# ------------------------------------------------------------------------------------------
+# scatter: x[idx] = v with traced indices, ufunc.at
+# ------------------------------------------------------------------------------------------
+
+def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
+            loop: tuple[np.dtype, ...] = ()) -> Node:
+    """The new value of ``key.view`` when the elements ``key`` selects are assigned
+    ``values`` (shape ``key.shape``, the view's dtype), or combined with them by the ufunc
+    primitive ``combine`` (``loop``: its dtypes; ``values`` of the second; None for a unary
+    ufunc) in the order NumPy visits them."""
+    if 0 in key.index_shape:
+        return key.view                         # no position: nothing is written or checked
+    key.check_unread()
+    args = [key.view, *key.nodes] + ([values] if values is not None else [])
+    return make("scatter", args, axes=key.axes, at=key.at, mode=key.mode,
+                messages=key.messages, combine=combine,
+                loop=tuple(np.dtype(d).str for d in loop))
+
+
+def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:
+    """The value of ``x`` after ``uf.at(x, indices[, values])``: ``x[indices] = uf(x[indices],
+    values)`` where every occurrence of a repeated position counts (unbuffered). As NumPy's
+    ufunc.at does, values are converted with ``np.asarray`` (no weak scalars) and the result
+    is cast back to x's dtype unsafely."""
+    from . import buffers
+    from ..ops import OPS, UFUNC_OPS, Kind
+    name = f"np.{uf.__name__}.at"
+    op = UFUNC_OPS.get(uf)
+    if op is None or OPS[op].kind is not Kind.ELEMENTWISE or uf.nout != 1 or uf.nin > 2:
+        raise unsupported(name, "tracearray's ufunc.at takes unary and binary ufuncs with one "
+                          "output")
+    # (NumPy itself checks the number of operands before dispatching to the tracer)
+    raw = indices if isinstance(indices, tuple) else (indices,)
+    if any(isinstance(k, Node) and k.dtype == np.dtype(bool) and known_value(k) is None
+           for k in raw):
+        raise unsupported(f"{name} with a traced boolean mask",
+                          "use np.where(mask, f(x), x) for the same result")
+    items = [_classify(k) for k in raw]
+    v = None
+    if values is not None:
+        from .numpy_api import array_from_nested
+        v = (values if isinstance(values, Node) else
+             array_from_nested(values) if isinstance(values, list) and _holds_nodes(values)
+             else constant(np.asarray(values)))
+    try:
+        loop = uf.resolve_dtypes((x.dtype,) + ((v.dtype,) if v is not None else ()) + (None,),
+                                 casting="unsafe")
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise type(e)(with_location(f"{name}: {e}")) from None
+    if not any(isinstance(k, _Adv) for k in items):
+        # a basic key selects every position once: the plain ufunc, written back
+        target = basic_getitem(x, tuple(items))
+        args = [cast(target, loop[0])] + ([broadcast_value(cast(v, loop[1]), target.shape)]
+                                          if v is not None else [])
+        new = cast(make(op, args), x.dtype)
+        return buffers.carry_up(x, buffers.movement_path(x, target), new)
+    akey = advanced_key(x, list(items))
+    if isinstance(akey, Node):       # x[..., True]: one position each, as above
+        return ufunc_at(uf, x, tuple(None if isinstance(k, _Adv) else k for k in items),
+                        values)
+    if v is not None:
+        v = broadcast_value(cast(v, loop[1]), akey.shape)
+    new_view = scatter(akey, v, combine=op, loop=tuple(loop))
+    return buffers.carry_up(x, buffers.movement_path(x, akey.view), new_view)
