@@ -192,7 +192,14 @@ _INDEXING = [
     ("x[mask] = v (assignment, a traced boolean mask)", "tracer",
      "a select; an array of values is placed by a prefix count of the mask; x[m] = y[m], "
      "x[m] += v, x[m] = f(x[m]) element by element"),
-    ("x[idx] = v (assignment, a traced integer index array)", None, "a scatter: not yet"),
+    ("x[idx] = v, x[i, :, j] = v, x[idx] += v (assignment, traced integer index arrays)",
+     "primitive", "scatter: sequential along the index dimensions, parallel along the others; "
+     "a repeated position keeps the last value, as in NumPy; out-of-range indices raise "
+     "IndexError"),
+    ("np.add.at(x, idx, v) and every unary and binary ufunc's .at", "primitive",
+     "scatter: repeated positions accumulate in NumPy's order (float sums bit for bit), "
+     "deterministic on both targets; values converted as np.asarray, the result cast back "
+     "unsafely, as NumPy does"),
     ("x.flat[idx] = v, x.fill(v), x.put(...)", "tracer", ""),
     ("ufunc(..., out=o), reductions and scans with out=o", "tracer",
      "o an argument, a global array or an array the function made"),

@@ -103,7 +103,8 @@ def node(x: Any) -> Any:
 
 
 # The definitions (imported for their registration).
-from . import assignment, functions, indexing, linalg, reductions, shapes, ufuncs  # noqa: E402,F401
+from . import (assignment, counting, functions, indexing, linalg, reductions, shapes,  # noqa: E402,F401
+               ufuncs)
 
 __all__ = ["COMPOSITES", "Composite", "composite", "lookup", "as_tracer", "node",
            "NUMPY_IMPLEMENTATION", "ALL", "NUMERIC", "FLOATS", "INTS", "SIGNED"]

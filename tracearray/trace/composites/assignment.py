@@ -83,20 +83,38 @@ def place(arr: Any, mask: Any, vals: Any) -> None:
 
 
 @composite(np.put, calls=[_written("np.put(t, [0, -1], {1}.ravel()[:2])"),
-                          _written("np.put(t, [1, 5, 1], [7, 8, 9], mode='wrap')")],
+                          _written("np.put(t, [1, 5, 1], [7, 8, 9], mode='wrap')"),
+                          _written("np.put(t, ({1}.ravel() * 7).astype(np.int64), {0}.ravel(), "
+                                   "mode='wrap')"),
+                          _written("np.put(t, ({1}.ravel() * 3).astype(np.int32), [5, 6], "
+                                   "mode='clip')")],
            arrays=2, same_shape=True, dtypes=NUMERIC, min_dims=1)
 def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     """``a.flat[ind] = v`` (v repeated to ind's length), ``mode`` as np.take's."""
     t = _target(a, "put")
-    if isinstance(ind, Tracer) and known_value(ind.node) is None:
-        raise unsupported("np.put with a traced index array (a scatter)",
-                          "pass the indices as a list or NumPy array")
-    idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind).astype(np.int64)
-    idx = idx.reshape(-1)
     n = t.size
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(with_location(f"clipmode must be one of 'clip', 'raise', or 'wrap' "
                                        f"(got {mode!r})"))
+    if isinstance(ind, Tracer) and known_value(ind.node) is None:
+        # traced indices: a scatter (the kernel checks them in mode 'raise')
+        if ind.dtype.kind not in "iu":
+            raise TypeError(with_location(
+                f"Cannot cast array data from {ind.dtype!r} to dtype('int64') according to "
+                f"the rule 'safe'"))
+        tidx = ind.reshape(-1).astype(np.int64)
+        if tidx.size == 0:
+            return
+        if n == 0:
+            raise IndexError(with_location("cannot replace elements of an empty array"))
+        if mode == "wrap":
+            tidx = np.mod(tidx, n)
+        elif mode == "clip":
+            tidx = np.clip(tidx, 0, n - 1)
+        _put_values(t, tidx, v)
+        return
+    idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind).astype(np.int64)
+    idx = idx.reshape(-1)
     if idx.size == 0:
         return
     if n == 0:
@@ -111,6 +129,11 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
             raise IndexError(with_location(
                 f"index {int(idx[bad][0])} is out of bounds for axis 0 with size {n}"))
         idx = np.where(idx < 0, idx + n, idx)
+    _put_values(t, idx, v)
+
+
+def _put_values(t: Tracer, idx: Any, v: Any) -> None:
+    """``t.flat[idx] = v`` with v repeated (or cut) to idx's length, as np.put does."""
     vals = as_tracer(v).reshape(-1)
     if vals.size == 0:
         return

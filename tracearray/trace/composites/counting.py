@@ -1,0 +1,173 @@
+"""Counting into bins: np.histogram (and np.bincount, whose length depends on the data), built
+on the ``scatter`` primitive: each element's bin is computed elementwise, then added to its
+bin in element order, as NumPy's ``bincount`` loop does (so weighted sums are bit for bit
+NumPy's).
+
+numpy/lib/_histograms_impl.py is followed step by step for equal-width bins (the bin of each
+element from its offset, corrected by one where rounding put it next to its edge, blocks of
+65536 elements accumulated into the result's dtype); explicit bin edges are searched
+(``searchsorted`` by bisection) instead of sorting the data, which gives NumPy's counts.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .. import context
+from ..build import unsupported
+from ...errors import with_location
+from ..tracer import Tracer
+from . import NUMERIC, as_tracer, composite
+
+_BLOCK = 65536          # NumPy's histogram block (the weighted sums are made per block)
+
+
+def _zeros(n: int, dtype: Any) -> Tracer:
+    """An array of zeros the expansion owns (it can be written, like np.zeros in user code)."""
+    return context.owned(np.zeros(n, dtype), uniform=True)
+
+
+def _unsigned_subtract(a: Any, b: Any) -> Any:
+    """NumPy's ``_unsigned_subtract``: b - a of signed integers in the unsigned type of their
+    width (no overflow); others subtract normally."""
+    dt = np.result_type(*[v.dtype if isinstance(v, Tracer) else v for v in (a, b)])
+    if dt.kind == "i":
+        unsigned = np.dtype(f"u{dt.itemsize}")
+        return np.subtract(as_tracer(a).astype(dt), as_tracer(b).astype(dt), casting="unsafe",
+                           dtype=unsigned)
+    return np.subtract(a, b, dtype=dt)
+
+
+def _outer_edges(a: Tracer, range_: Any) -> tuple[Any, Any]:
+    if range_ is not None:
+        first, last = range_
+        if isinstance(first, Tracer) or isinstance(last, Tracer):
+            raise unsupported("np.histogram with a traced range",
+                              "pass range as numbers (or leave it out)")
+        if first > last:
+            raise ValueError(with_location("max must be larger than min in range parameter."))
+        if not (np.isfinite(first) and np.isfinite(last)):
+            raise ValueError(with_location(
+                f"supplied range of [{first}, {last}] is not finite"))
+    elif a.size == 0:
+        first, last = 0, 1
+    else:
+        first, last = a.min(), a.max()
+        finite = np.isfinite(first) & np.isfinite(last)
+        context.require(finite.node, ValueError,
+                        "autodetected range of the data is not finite")
+    if isinstance(first, Tracer):
+        same = first == last
+        return np.where(same, first - 0.5, first), np.where(same, last + 0.5, last)
+    if first == last:
+        first, last = first - 0.5, last + 0.5
+    return first, last
+
+
+def _linspace(first: Any, last: Any, num: int, dtype: np.dtype) -> Tracer:
+    """np.linspace(first, last, num, dtype=dtype) for 0-d first and last (NumPy's steps:
+    ``arange * (delta / div) + start``, the last element ``stop``)."""
+    f, l = as_tracer(first), as_tracer(last)
+    dt = np.result_type(f.dtype, l.dtype)
+    if dt.kind != "f":
+        dt = np.dtype(np.float64)
+    delta = np.subtract(l, f, dtype=dt)
+    y = np.arange(num, dtype=dt)
+    div = num - 1
+    step = delta / div
+    y = np.where(step == 0, y / div * delta, y * step)   # NumPy: the denormal-step case
+    y = y + f
+    y[-1] = l
+    return y.astype(dtype)
+
+
+@composite(np.histogram,
+           calls=["np.histogram({0}, bins=7)[0]", "np.histogram({0}, bins=4)[1]",
+                  "np.histogram({0}, bins=5, range=(-1, 2))[0]",
+                  "np.histogram({0}, bins=3, weights={1})[0]",
+                  "np.histogram({0}, bins=6, density=True)[0]",
+                  "np.histogram({0}, bins=[-1.0, 0.0, 0.0, 0.5, 3.0])[0]"],
+           arrays=2, same_shape=True, dtypes=NUMERIC, values="small")
+def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,
+              weights: Any = None) -> tuple[Tracer, Tracer]:
+    x = as_tracer(a).reshape(-1)
+    w = None
+    if weights is not None:
+        w = as_tracer(weights)
+        if w.shape != as_tracer(a).shape:
+            raise ValueError(with_location("weights should have the same shape as a."))
+        w = w.reshape(-1)
+    if isinstance(bins, str):
+        raise unsupported(f"np.histogram(bins={bins!r})", "pass the number of bins or "
+                          "their edges")
+    if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
+        try:
+            n_bins = operator.index(bins)
+        except TypeError:
+            raise TypeError(with_location("`bins` must be an integer, a string, or an array")
+                            ) from None
+        if n_bins < 1:
+            raise ValueError(with_location("`bins` must be positive, when an integer"))
+        n, edges = _equal_bins(x, w, n_bins, range)
+    else:
+        n, edges = _edge_bins(x, w, as_tracer(bins), range)
+    if density:
+        db = np.diff(edges).astype(np.float64)
+        return n / db / n.sum(), edges
+    return n, edges
+
+
+def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
+                ) -> tuple[Tracer, Tracer]:
+    first, last = _outer_edges(x, range_)
+    bin_type = np.result_type(first, last, x.dtype) if not isinstance(first, Tracer) else \
+        np.result_type(first.dtype, x.dtype)
+    if bin_type.kind in "biu":
+        bin_type = np.result_type(bin_type, float)
+    edges = _linspace(first, last, n_bins + 1, bin_type)
+    ntype = np.dtype(np.intp) if w is None else w.dtype
+    n = _zeros(n_bins, ntype)
+    denom = _unsigned_subtract(last, first)
+    for i in range(0, x.size, _BLOCK):
+        a = x[i:i + _BLOCK]
+        keep = (a >= first) & (a <= last)
+        ta = a.astype(bin_type)
+        f = (_unsigned_subtract(ta, first) / denom) * n_bins
+        # NaN and far-away elements are dropped below; keep their index in range until then
+        idx = np.where(keep, f, 0).astype(np.intp)
+        idx = np.where(idx == n_bins, idx - 1, idx)
+        idx = np.where(ta < edges[idx], idx - 1, idx)
+        idx = np.where((ta >= edges[idx + 1]) & (idx != n_bins - 1), idx + 1, idx)
+        # the dropped ones go to an extra bin past the end
+        idx = np.where(keep, idx, n_bins)
+        counts = _zeros(n_bins + 1, np.intp if w is None else np.float64)
+        np.add.at(counts, idx, 1 if w is None else w[i:i + _BLOCK].astype(np.float64))
+        n += counts[:n_bins].astype(ntype)
+    return n, edges
+
+
+def _edge_bins(x: Tracer, w: Tracer | None, edges: Tracer, range_: Any
+               ) -> tuple[Tracer, Tracer]:
+    if edges.ndim != 1:
+        raise ValueError(with_location("`bins` must be 1d, when an array"))
+    if w is not None:
+        raise unsupported("np.histogram with weights and explicit bin edges",
+                          "NumPy sums such weights over the sorted data; pass a number of "
+                          "bins, or compute np.digitize and np.add.at")
+    m = edges.shape[0] - 1
+    if m >= 1:
+        context.require(np.logical_not(np.any(edges[:-1] > edges[1:])).node, ValueError,
+                        "`bins` must increase monotonically, when an array")
+    n = _zeros(max(m, 0), np.intp)
+    if m < 1:
+        return n, edges
+    # bin k holds edges[k] <= x < edges[k + 1]; the last also x == edges[-1]
+    idx = np.searchsorted(edges, x, side="right") - 1
+    idx = np.where(x == edges[-1], m - 1, idx)
+    keep = (x >= edges[0]) & (x <= edges[-1])
+    idx = np.where(keep, idx, m)
+    counts = _zeros(m + 1, np.intp)
+    np.add.at(counts, idx, 1)
+    return n + counts[:m], edges
