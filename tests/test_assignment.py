@@ -347,12 +347,6 @@ def test_write_errors_are_numpys() -> None:
     with pytest.raises(ValueError, match="cannot assign 3 input values"):
         tracearray.compile(wrong_count, device="cpu")(X)
 
-    def scatter(x):
-        y = x.copy()
-        y[(x[0, 0] > 0).astype(np.int64)] = 1
-    with pytest.raises(UnsupportedOperationError, match="scatter"):
-        tracearray.compile(scatter, device="cpu")(X)
-
     def reshaped_argument(x):
         x.reshape(-1)[0] = 1
     with pytest.raises(UnsupportedOperationError, match="memory layout"):

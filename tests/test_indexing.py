@@ -322,13 +322,12 @@ def test_masked_selection_cuda(name: str) -> None:
 
 
 def test_masked_selection_errors() -> None:
-    from tracearray.errors import UnsupportedOperationError
     with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
         tracearray.compile(lambda x: x[x > 100].max(), device="cpu")(X)
+    # what needs the selected elements themselves compacts the selection (a data-dependent
+    # size: tests/test_data_sizes.py)
     for fn in (lambda x: x[x > 0] * 2, lambda x: len(x[x > 0]), lambda x: x[x > 0][0],
-               lambda x: x[x > 0].sum(axis=1 if False else -1) if x.ndim > 5 else
-               x[x[:, 0, 0] > 0].sum(axis=1)):
-        with pytest.raises(UnsupportedOperationError, match="traced boolean mask"):
-            tracearray.compile(fn, device="cpu")(X)
+               lambda x: x[x[:, 0, 0] > 0].sum(axis=1)):
+        np.testing.assert_array_equal(tracearray.compile(fn, device="cpu")(X), fn(X))
     assert len(tracearray.compile(lambda x: x[x > 0].sum(), device="cpu")
                .lower(X).plan.kernels) == 1

@@ -41,6 +41,7 @@ class Lowered:
     plan: Plan
     tiles: list[TileSpec]
     executable: Any
+    probe: str | None = None     # a probe's graph computes this data-dependent size
 
     def as_text(self, stage: str = "graph") -> str:
         """``"graph"``, ``"plan"``, ``"llvm"`` (unoptimised), ``"llvm-opt"`` or ``"asm"``."""
@@ -87,6 +88,7 @@ class CompiledFunction:
         # Call fast path (see _fast_key): plain-array signature -> (executable, trace).
         self._fast: dict[Any, tuple[Any, Trace]] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
+        self._staged = False   # sizes depend on the data: every call runs probes first
         self._build_lock = threading.RLock()
         plain = plain_function(fn)[0]
         # The globals the traced function reads (checked at every call: see _guards_hold).
@@ -129,22 +131,34 @@ class CompiledFunction:
 
     # --------------------------------------------------------------- stages
     def _lower(self, args: tuple, kwargs: dict) -> tuple[Lowered, list[np.ndarray]]:
+        """The lowered function for these arguments. A function whose sizes depend on the
+        data (``x[mask]``, ``np.nonzero``) is traced in stages: each probe runs on these
+        arguments to find the next size, and the trace for the sizes found is used."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
         leaves, statics = self._flatten_args(args, kwargs)
-        tkey = (statics, tuple((a.shape, a.dtype.str) for a in leaves))
+        shapes = tuple((a.shape, a.dtype.str) for a in leaves)
         name = _kernel_prefix(self.fn)
-        with self._build_lock:   # concurrent first calls build one trace and one executable
-            return self._lower_locked(args, kwargs, leaves, tkey, name)
+        sizes: tuple[int, ...] = ()
+        while True:
+            with self._build_lock:   # concurrent first calls build one trace and executable
+                lowered, all_leaves = self._lower_locked(args, kwargs, leaves,
+                                                         (statics, shapes, sizes), sizes, name)
+            if lowered.probe is None:
+                return lowered, all_leaves
+            (count,) = lowered.executable.run(all_leaves)
+            count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
+            config.log(1, f"{self.__name__}: {lowered.probe} is {count}")
+            sizes += (count,)
 
-    def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any, name: str
-                      ) -> tuple[Lowered, list[np.ndarray]]:
+    def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
+                      sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
         if traced is not None and not self._guards_hold(traced[0]):
             config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
             traced = None
         if traced is None:
             trace = trace_function(self.fn, args, kwargs, self.static_argnums,
-                                   self.static_argnames)
+                                   self.static_argnames, sizes)
             graph = trace.graph
             plan = plan_graph(graph)
             traced = (trace, plan, tile_plan(plan))
@@ -154,6 +168,8 @@ class CompiledFunction:
             self._traces[tkey] = traced
             self._fast.clear()
             self.stats.traces += 1
+            if sizes or trace.probe is not None:
+                self._staged = True
             self._report(name, Lowered(graph, plan, traced[2], None))
         leaves = leaves + self._global_arrays(traced[0])
         device = self._resolve_device()
@@ -178,7 +194,7 @@ class CompiledFunction:
                     config.dump(k.name, "ll", k.ir)
         else:
             config.log(1, f"{self.__name__}: cache hit")
-        return Lowered(traced[0].graph, traced[1], traced[2], exe), leaves
+        return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
@@ -238,7 +254,7 @@ class CompiledFunction:
                           f"NumPy (fallback='numpy')", RuntimeWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
         n_args = len(leaves) - len(lowered.graph.globals)
-        if fast_key is not None and n_args == len(args) and all(
+        if fast_key is not None and not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
             self._fast[fast_key] = (lowered.executable, self._traces_entry(lowered.graph))
         self.stats.calls += 1

@@ -82,7 +82,7 @@ class KNested:
     dtype: np.dtype
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class KIndex:
     """An index loaded from data (a gather's index array): the integer ``expr`` made a
     position along an axis of ``bound`` elements (a run-time parameter). ``mode``: 'raise'
@@ -94,6 +94,11 @@ class KIndex:
     mode: str
     check: int = -1          # position in KernelBody.checks when mode == 'raise'
     dtype: np.dtype = np.dtype(np.int64)
+
+    def __repr__(self) -> str:
+        # not the expression: a bisection's index reads earlier ones, and printing the DAG
+        # as a tree doubles with every step (explain() and debug output hung)
+        return f"loaded<{self.mode}>"
 
 
 KExpr = Union[KLoad, KParam, KOp, KRed, KNested, KIndex]

@@ -329,7 +329,8 @@ def _place_scatter(node: Node, kernels: list[Kernel], produced_by: dict[Node, in
     index_args = scatter_parts(node.args, axes)[1]
     space = gather_shape([target.shape, index_args[0].shape], dict(node.attrs))
     at, nb = node.attr("at"), index_args[0].ndim
-    kernel = Kernel("scatter", space, tuple(range(at, at + nb)), scatter=node)
+    ordered = () if node.attr("unique") else tuple(range(at, at + nb))
+    kernel = Kernel("scatter", space, ordered, scatter=node)
     _try(kernel, stores, produced_by, len(kernels))
     return _new_kernel(kernels, kernel)
 

@@ -96,7 +96,9 @@ register(OpSpec("gather", Kind.GATHER, _gather_ref, gather_shape, _gather_dtype,
 # second one; a unary ufunc has no ``v``). Positions are visited in C order of the index
 # arrays' broadcast shape and repeated positions combine in that order, as NumPy's own
 # loops do: the last assignment wins, every ``at`` contribution counts. The planner gives it
-# a kernel of its own, sequential along the index dimensions (``fuse/plan``).
+# a kernel of its own, sequential along the index dimensions (``fuse/plan``). ``unique``
+# (an assignment whose positions are distinct, except some sent to a slot no one reads: a
+# compaction's) runs in parallel over every dimension.
 
 def scatter_parts(node_args: Sequence[Any], axes: Sequence[int]) -> tuple[Any, list, Any]:
     """(target, index arrays, values or None) of a scatter's arguments."""
@@ -117,7 +119,7 @@ def _scatter_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:
 
 def _scatter_ref(x: np.ndarray, *args: np.ndarray, axes: tuple[int, ...], at: int, mode: str,
                  messages: tuple[str, ...], combine: str | None,
-                 loop: tuple[str, ...] = ()) -> np.ndarray:
+                 loop: tuple[str, ...] = (), unique: bool = False) -> np.ndarray:
     out = np.array(x, copy=True)
     indices, values = list(args[:len(axes)]), (args[len(axes)] if len(args) > len(axes)
                                                 else None)

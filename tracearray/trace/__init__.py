@@ -75,9 +75,13 @@ class _RecordingGlobals(dict):
 @dataclass
 class Trace:
     """The result of a trace: the graph, and what a later call must check before reusing it
-    (``guards``: global name -> the object the trace saw; array globals are graph inputs)."""
+    (``guards``: global name -> the object the trace saw; array globals are graph inputs).
+    A *probe* (``probe`` names what it counts) stopped at a size the data decides: its graph's
+    one output is that number, and the function is traced again once it is known
+    (``context.data_size``)."""
     graph: Graph
     guards: dict[str, Any] = field(default_factory=dict)
+    probe: str | None = None
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -121,9 +125,10 @@ def _refuse_random_in(fn: types.FunctionType | None, bound: tuple, kwargs: dict)
 
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: frozenset[int],
-                   static_argnames: frozenset[str]) -> Trace:
+                   static_argnames: frozenset[str], sizes: tuple[int, ...] = ()) -> Trace:
     """Trace ``fn(*args, **kwargs)``: array leaves of non-static arguments become graph inputs
-    (by shape and dtype); everything else is passed to ``fn`` unchanged."""
+    (by shape and dtype); everything else is passed to ``fn`` unchanged. ``sizes``: the
+    data-dependent sizes found by earlier probes of this call (see ``Trace``)."""
     names = _arg_names(fn, len(args))
     inputs: list[Node] = []
     input_tracers: list[Tracer] = []
@@ -196,14 +201,27 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
         def call(*a: Any, **k: Any) -> Any:
             return inner(*bound, *a, **{**bound_kw, **k})
 
-    with context.tracing(recorder if recorder is not None else None) as state:
+    probe: context.SizeNeeded | None = None
+    with context.tracing(recorder if recorder is not None else None, sizes) as state:
         if recorder is not None:
             recorder.recording = True
         try:
             result = call(*t_args, **t_kwargs)
+            if not inspect.isgenerator(result):
+                from .selection import compact_all
+                result = compact_all(result)   # x[mask] returned: the selected elements
+        except context.SizeNeeded as e:
+            probe = e
         finally:
             if recorder is not None:
                 recorder.recording = False
+    if probe is not None:
+        # the graph so far, up to the number it needs (nothing is written back: the trace
+        # runs again, to the end, once the number is known)
+        graph = Graph(tuple(inputs), (probe.count,), ("leaf",), tuple(input_names), (),
+                      tuple(global_inputs), dict(state.locations))
+        verify(graph)
+        return Trace(graph, guards, probe=probe.what)
     if recorder is not None:
         _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result):
@@ -215,14 +233,6 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
         return isinstance(x, (Tracer, np.ndarray, np.generic))
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
-    from .selection import MaskedSelection
-    for leaf in pytree.flatten(result, lambda x: isinstance(x, MaskedSelection))[0]:
-        if isinstance(leaf, MaskedSelection):
-            raise UnsupportedOperationError(
-                "returning x[mask] with a traced boolean mask is not supported by tracearray "
-                "yet: its size depends on the data. Return a reduction of it "
-                "(x[mask].sum(), ...), or np.where(mask, x, fill)"
-                + (f"\n  x[mask] made at {leaf.made_at.strip()}" if leaf.made_at else ""))
     outputs = [leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves]
     # the arguments (and global arrays) the function wrote into: their final values
     updates = [(i, t._buf.node) for i, t in enumerate(input_tracers)

@@ -28,6 +28,12 @@ the duration of the trace and undoes them afterwards:
 4. **Run-time checks can be recorded** (``require``): a boolean 0-d value that must be True
    when the compiled function runs (``np.asarray_chkfinite`` of a value with an inf), with the
    error NumPy would raise. The graph carries them as extra outputs; the call raises.
+5. **Sizes that depend on the data are asked for** (``data_size``): ``x[mask]``, ``nonzero``,
+   ``bincount`` need a number only the data knows (how many elements are True). The trace
+   stops there (``SizeNeeded``) with that number as the graph's only output (a *probe*); the
+   compiled function runs the probe on the call's arguments and traces again with the number
+   known (``TraceState.sizes``), up to the next such point. Each distinct number is a trace of
+   its own (kernels are size-generic, so a new number compiles nothing new).
 """
 from __future__ import annotations
 
@@ -58,6 +64,20 @@ class TraceState:
     # may have made the same node at another line)
     locations: dict = field(default_factory=dict)
     ops: int = 0            # graph operations made so far (see MAX_TRACE_OPS)
+    # data-dependent sizes known from earlier stages of this call, in the order asked for
+    sizes: tuple[int, ...] = ()
+    sizes_used: int = 0
+
+
+class SizeNeeded(BaseException):
+    """Raised by ``data_size`` when the trace needs a number the data decides: ``count`` (an
+    integer 0-d node) is computed by a probe and the trace runs again with it. A
+    BaseException, so that the user's ``except Exception`` does not swallow it."""
+
+    def __init__(self, count: Any, what: str):
+        super().__init__(what)
+        self.count = count
+        self.what = what
 
 
 # A trace that makes more operations than this stops: a Python loop over array elements
@@ -90,6 +110,19 @@ def current() -> TraceState | None:
     """The state of the trace running in this thread (None outside a trace)."""
     stack = getattr(_local, "stack", None)
     return stack[-1] if stack else None
+
+
+def data_size(count: Any, what: str) -> int:
+    """The run-time value of the integer 0-d node ``count``, a size the data decides (see
+    the module docstring, item 5)."""
+    state = current()
+    if state is None:   # pragma: no cover - only expansions inside a trace ask
+        raise RuntimeError("data_size() outside a trace")
+    if state.sizes_used < len(state.sizes):
+        n = state.sizes[state.sizes_used]
+        state.sizes_used += 1
+        return n
+    raise SizeNeeded(count, what)
 
 
 def require(node: Any, error: type[BaseException], message: str) -> None:
@@ -215,10 +248,27 @@ def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order
     return Tracer(api.broadcast_to(node, shp))
 
 
+def _as_sizes(x: Any) -> Any:
+    """A 0-d integer tracer (or a tuple or list of sizes holding them) as Python ints."""
+    import operator
+    if _is_tracer(x) and x.ndim == 0 and x.dtype.kind in "iu":
+        return operator.index(x)
+    if isinstance(x, (tuple, list)) and any(_is_tracer(v) for v in x):
+        return type(x)(_as_sizes(v) for v in x)
+    return x
+
+
 def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     uniform = name in _UNIFORM
 
     def create(*args: Any, **kwargs: Any) -> Any:
+        if current() is not None and _from_user_code(2):
+            # traced integers as sizes (np.zeros(np.count_nonzero(m))): sizes the data
+            # decides (data_size, through Tracer.__index__); a fill value stays traced
+            sized = 1 if name in ("full", "full_like") else len(args)
+            args = tuple(_as_sizes(a) if i < sized else a for i, a in enumerate(args))
+            kwargs = {k: _as_sizes(v) if k in ("shape", "N", "M", "k", "start", "stop", "step")
+                      else v for k, v in kwargs.items()}
         if name == "full" and current() is not None and _from_user_code(2):
             filled = _full_of_traced(*args, **kwargs)
             if filled is not None:
@@ -376,11 +426,13 @@ def _release_user(keys: list[tuple[int, str]]) -> None:
 
 
 @contextlib.contextmanager
-def tracing(user_globals: dict | None = None) -> Iterator[TraceState]:
+def tracing(user_globals: dict | None = None, sizes: tuple[int, ...] = ()
+            ) -> Iterator[TraceState]:
     """Run a trace: conversions pass tracers through, random calls are refused, checks are
-    collected into the returned state (see the module docstring)."""
+    collected into the returned state, ``sizes`` answer ``data_size`` (see the module
+    docstring)."""
     global _active
-    state = TraceState()
+    state = TraceState(sizes=tuple(sizes))
     with _lock:
         if _active == 0:
             for ns, name, new in _numpy_sites():

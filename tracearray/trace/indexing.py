@@ -421,12 +421,12 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
         # selection goes back where it was taken from, a select with the same mask
         lead = value.lead
         others = raw[:lead] + raw[lead + 1:]
-        if masks != [lead] or value.mask is not raw[lead] or value.values.shape != x.shape \
-                or any(not (k is Ellipsis or k == slice(None)) for k in others) \
-                or Ellipsis in raw[:lead]:
-            raise value.refusal("assigning it somewhere other than x[mask] with its own mask")
-        return buffers.mask_update(x, lead, raw[lead], cast(value.values, x.dtype),
-                                   elementwise=True)
+        if masks == [lead] and value.mask is raw[lead] and value.values.shape == x.shape \
+                and all(k is Ellipsis or k == slice(None) for k in others) \
+                and Ellipsis not in raw[:lead]:
+            return buffers.mask_update(x, lead, raw[lead], cast(value.values, x.dtype),
+                                       elementwise=True)
+        value = value.compact().node           # elsewhere: the selected elements, in order
     v = assigned_value(value, x.dtype)
     if masks:
         others = [k for i, k in enumerate(raw) if i != masks[0]]
@@ -478,7 +478,7 @@ def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
     args = [key.view, *key.nodes] + ([values] if values is not None else [])
     return make("scatter", args, axes=key.axes, at=key.at, mode=key.mode,
                 messages=key.messages, combine=combine,
-                loop=tuple(np.dtype(d).str for d in loop))
+                loop=tuple(np.dtype(d).str for d in loop), unique=False)
 
 
 def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:

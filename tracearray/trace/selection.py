@@ -1,12 +1,15 @@
-"""``x[mask]`` with a traced boolean mask, as far as it needs no compaction.
+"""``x[mask]`` with a traced boolean mask.
 
 The selection's length is the number of True elements, known only when the compiled function
 runs. Most code reduces it right away (``x[x > 0].sum()``, ``np.abs(d[m]).mean()``,
 ``(a[m] - b[m]).max()``): a ``MaskedSelection`` keeps the whole array and the mask, applies
 elementwise operations to the whole array (the mask picks the results later), and turns a
 reduction into the same reduction with ``where=mask`` -- one fused kernel, no compaction.
-Anything that needs the selected elements themselves (their number as a Python int, a
-result array of data-dependent size, indexing) raises ``UnsupportedOperationError``.
+Anything that needs the selected elements themselves (a result, its shape, indexing, another
+function) *compacts* it (``compact``): the number of True elements is a data-dependent size
+(``context.data_size``: a probe counts them), and element k of the result is read at the
+k-th True position, found by a bisection of the mask's prefix count (``true_positions``),
+so the compaction is a gather fused into whatever reads it.
 """
 from __future__ import annotations
 
@@ -21,11 +24,30 @@ from .build import cast
 from .graph import Node
 
 
-def _refuse(what: str) -> UnsupportedOperationError:
-    return UnsupportedOperationError(with_location(
-        f"{what} of x[mask] with a traced boolean mask is not supported by tracearray: its size "
-        f"depends on the data. Reduce the selection (x[mask].sum(), .mean(), .max(), ...), "
-        f"apply elementwise operations before reducing, or use np.where(mask, x, fill)"))
+I64 = np.dtype(np.int64)
+
+
+def true_positions(mask: Node) -> Node:
+    """The flat (C-order) positions of the True elements of ``mask``, in order: an int64
+    array of a length ``k`` the data decides. Element i of the mask, when True, is the
+    (prefix count at i)-th: position i is scattered there (the others to a slot k, cut off),
+    a scatter whose positions are distinct, so it runs in parallel."""
+    from .build import constant, make
+    n = int(np.prod(mask.shape))
+    flat = api.reshape(cast(mask, np.dtype(bool)), (n,))
+    if n == 0:
+        return constant(np.zeros(0, I64))
+    counts = cast(flat, I64)
+    k = context.data_size(api.reduce("sum", counts), "the number of True elements")
+    if k == 0:
+        return constant(np.zeros(0, I64))
+    prefix = api.scan("cumsum", counts, 0, None)
+    one, dump = constant(np.int64(1)), constant(np.int64(k))
+    slot = api.where(flat, api.apply_ufunc(np.subtract, prefix, one), dump)
+    target = api.broadcast_to(constant(np.int64(0)), (k + 1,))
+    pos = make("scatter", [target, slot, constant(np.arange(n, dtype=I64))], axes=(0,), at=0,
+               mode="valid", messages=("",), combine=None, loop=(), unique=True)
+    return make("slice", [pos], slices=((0, k, 1),))
 
 
 class MaskedSelection:
@@ -40,6 +62,7 @@ class MaskedSelection:
         self.mask = mask          # covers the dims lead .. lead + mask.ndim of values
         self.lead = lead          # x[:, mask]: the selection is axis ``lead`` of the result
         self.made_at = made_at or user_location()   # the user's line of x[mask]
+        self._compacted: Any = None
 
     # --- what it is -------------------------------------------------------------------
     dtype = property(lambda self: self.values.dtype)
@@ -55,51 +78,59 @@ class MaskedSelection:
                         (1,) * len(self._trailing))
         return api.broadcast_to(m, self.values.shape)
 
-    def refusal(self, what: str) -> UnsupportedOperationError:
-        return _refuse(what)
+    def compact(self) -> Any:
+        """The selected elements as an array (``values`` with the masked dims replaced by
+        one of the data's length): a gather at the mask's True positions."""
+        from .build import make
+        from .tracer import Tracer
+        if self._compacted is None:
+            positions = true_positions(self.mask)
+            flat = api.reshape(self.values, self.values.shape[:self.lead] + (-1,) +
+                               self._trailing)
+            self._compacted = Tracer(make("gather", [flat, positions], axes=(self.lead,),
+                                          at=self.lead, mode="valid", messages=("",)))
+        return self._compacted
 
     def __repr__(self) -> str:
         dims = [str(d) for d in self.values.shape[:self.lead]] + ["n"] + \
             [str(d) for d in self._trailing]
         return f"MaskedSelection({self.values.dtype}[{', '.join(dims)}])"
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        raise _refuse("the shape")
-
-    @property
-    def size(self) -> int:
-        raise _refuse("the size")
+    # --- everything else sees the compacted array ----------------------------------------
+    shape = property(lambda self: self.compact().shape)
+    size = property(lambda self: self.compact().size)
+    T = property(lambda self: self.compact().T)
 
     def __len__(self) -> int:
-        raise _refuse("len()")
+        return len(self.compact())
 
     def __iter__(self):
-        raise _refuse("iteration")
+        return iter(self.compact())
 
     def __getitem__(self, key: Any) -> Any:
-        raise _refuse("indexing")
+        return self.compact()[key]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise _refuse("converting to an array")
+        return self.compact().__array__(dtype)
 
     def __bool__(self) -> bool:
-        raise _refuse("bool()")
+        return bool(self.compact())
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_compacted":
+            raise AttributeError(name)
+        return getattr(self.compact(), name)
 
     # --- elementwise: on every element, picked by the mask later ------------------------
-    def _operand(self, other: Any) -> Any:
+    def _pairs_with(self, other: Any) -> bool:
+        """Can ``other`` be applied to the whole array, element for element, and picked by
+        the mask later (a selection of the same mask, a scalar, rows broadcast along)?"""
         from .tracer import Tracer
         if isinstance(other, MaskedSelection):
-            if other.mask is not self.mask or other.lead != self.lead:
-                raise UnsupportedOperationError(with_location(
-                    "combining selections made with two different traced masks is not "
-                    "supported by tracearray (which elements pair up depends on the data)"))
-            return Tracer(other.values)
+            return other.mask is self.mask and other.lead == self.lead
         if isinstance(other, Tracer):
-            if other.ndim > len(self._trailing):
-                raise _refuse("combining with an array of more dimensions than its rows")
-            return other
-        return other
+            return other.ndim <= len(self._trailing)
+        return np.ndim(other) <= len(self._trailing) and not isinstance(other, (list, tuple))
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from .tracer import Tracer
@@ -109,14 +140,13 @@ class MaskedSelection:
             if kind is not None and kwargs.get("axis", 0) in (0, None):
                 return self._reduce(kind, kwargs.get("axis", 0), kwargs.get("keepdims", False),
                                     kwargs.get("dtype"), kwargs.get("initial", np._NoValue))
-        if method != "__call__" or kwargs.get("out") is not None or ufunc.nout != 1:
-            raise _refuse(f"np.{ufunc.__name__}.{method}" if method != "__call__"
-                          else f"np.{ufunc.__name__}(..., out=)")
-        args = [self._operand(a) for a in inputs]
+        if method != "__call__" or kwargs.get("out") is not None or ufunc.nout != 1 or \
+                not all(self._pairs_with(a) for a in inputs):
+            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         result = ufunc(*[a if not isinstance(a, MaskedSelection) else Tracer(a.values)
-                         for a in args], **kwargs)
+                         for a in inputs], **kwargs)
         if not isinstance(result, Tracer):
-            raise _refuse(f"np.{ufunc.__name__}")
+            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         node = result.node
         if node.shape != self.values.shape:
             node = api.broadcast_to(node, self.values.shape)
@@ -166,7 +196,7 @@ class MaskedSelection:
         a = axis[0] if isinstance(axis, tuple) and len(axis) == 1 else axis
         if isinstance(a, (int, np.integer)) and int(a) in (self.lead, self.lead - self.ndim):
             return tuple(range(self.lead, self.lead + self.mask.ndim))
-        raise _refuse(f"a reduction along axis {axis!r} (a result of data-dependent size)")
+        return _OTHER_AXIS
 
     def _finish(self, node: Node, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
         from .tracer import Tracer
@@ -179,6 +209,11 @@ class MaskedSelection:
     def _reduce(self, kind: str, axis: Any = None, keepdims: bool = False, dtype: Any = None,
                 initial: Any = np._NoValue) -> Any:
         axes = self._axes(axis)
+        if axes is _OTHER_AXIS:     # along the kept dims: a result of the data's length
+            kw = {} if initial is np._NoValue else {"initial": initial}
+            if dtype is not None:
+                kw["dtype"] = dtype
+            return getattr(self.compact(), kind)(axis=axis, keepdims=keepdims, **kw)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         if kind in ("max", "min") and (initial is np._NoValue or initial is None):
             # NumPy refuses an empty selection; the start value never wins otherwise
@@ -192,37 +227,55 @@ class MaskedSelection:
 
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
             where=True):
+        if out is not None or where is not True:
+            return self.compact().sum(axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where)
         return self._reduce("sum", axis, _kd(keepdims, out, where), dtype, initial)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
              where=True):
+        if out is not None or where is not True:
+            return self.compact().prod(axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where)
         return self._reduce("prod", axis, _kd(keepdims, out, where), dtype, initial)
 
     def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
+        if out is not None or where is not True:
+            return self.compact().max(axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
         return self._reduce("max", axis, _kd(keepdims, out, where), None, initial)
 
     def min(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):
+        if out is not None or where is not True:
+            return self.compact().min(axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
         return self._reduce("min", axis, _kd(keepdims, out, where), None, initial)
 
     def any(self, axis=None, out=None, keepdims=False, *, where=True):
+        if out is not None or where is not True:
+            return self.compact().any(axis=axis, out=out, keepdims=keepdims, where=where)
         return self._reduce("any", axis, _kd(keepdims, out, where))
 
     def all(self, axis=None, out=None, keepdims=False, *, where=True):
+        if out is not None or where is not True:
+            return self.compact().all(axis=axis, out=out, keepdims=keepdims, where=where)
         return self._reduce("all", axis, _kd(keepdims, out, where))
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+            return self.compact().mean(axis, dtype, out, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.mean(self.values, ax, dtype, False, self._where())
         return self._finish(node, axes, _kd(keepdims, out, where))
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+            return self.compact().var(axis, dtype, out, ddof, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.var(self.values, ax, dtype, ddof, False, self._where())
         return self._finish(node, axes, _kd(keepdims, out, where))
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+            return self.compact().std(axis, dtype, out, ddof, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
         node = api.std(self.values, ax, dtype, ddof, False, self._where())
@@ -237,14 +290,31 @@ class MaskedSelection:
                 return nz.astype(np.intp).sum()
         if func in _BY_METHOD:
             return _BY_METHOD[func](*args, **kwargs)
-        raise _refuse(f"np.{getattr(func, '__name__', func)}")
+        return func(*_compacted(args), **_compacted(kwargs))
+
+
+_OTHER_AXIS = object()   # a reduction of a selection along a dimension it keeps
+
+
+def _compacted(x: Any) -> Any:
+    """``x`` with every selection in it (args tuples, lists, dicts) compacted."""
+    if isinstance(x, MaskedSelection):
+        return x.compact()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_compacted(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _compacted(v) for k, v in x.items()}
+    return x
+
+
+def compact_all(x: Any) -> Any:
+    """A function's result with its selections compacted (arrays of the data's length)."""
+    return _compacted(x)
 
 
 def _kd(keepdims: Any, out: Any, where: Any) -> bool:
-    if out is not None:
-        raise _refuse("out=")
-    if where is not True:
-        raise _refuse("where=")
+    """keepdims of a reduction made with where=mask (the methods compact the selection
+    first when out= or where= is given)."""
     return bool(keepdims) if keepdims is not np._NoValue else False
 
 

@@ -263,6 +263,13 @@ class Tracer:
         v = self._known()
         if v is not None:
             return operator.index(v[()]) if v.ndim == 0 else operator.index(v)
+        if self.node.ndim == 0 and self.node.dtype.kind in "iu":
+            # a size the data decides (np.zeros(np.count_nonzero(m)), range(n)): the trace
+            # stops here, a probe computes it, and the function is traced again with it
+            # (context.data_size; each distinct value is a trace of its own)
+            from . import context
+            return context.data_size(api.cast(self.node, np.dtype(np.int64)),
+                                     "an integer used as an index or size")
         return self._concrete("using an array as an index or size")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -375,6 +382,9 @@ class Tracer:
 
     def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
         np.put(self, indices, values, mode)
+
+    def nonzero(self) -> tuple["Tracer", ...]:
+        return np.nonzero(self)
 
     # --- NumPy protocols ----------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:

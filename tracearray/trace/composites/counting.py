@@ -171,3 +171,44 @@ def _edge_bins(x: Tracer, w: Tracer | None, edges: Tracer, range_: Any
     counts = _zeros(m + 1, np.intp)
     np.add.at(counts, idx, 1)
     return n + counts[:m], edges
+
+
+@composite(np.bincount, calls=["np.bincount(np.abs({0}.ravel()).astype(np.int64))",
+                               "np.bincount(np.abs({0}.ravel()).astype(np.int32), minlength=9)",
+                               "np.bincount(np.abs({0}.ravel()).astype(np.int64), "
+                               "weights={1}.ravel())"],
+           arrays=2, same_shape=True, dtypes=NUMERIC, values="small")
+def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
+    """Counts (or sums of weights, in float64) of each value of a 1-d array of non-negative
+    integers. Its length, ``max(x.max() + 1, minlength)``, is decided by the data (a probe
+    computes it: ``context.data_size``); the values are added in element order."""
+    t = as_tracer(x)
+    if t.ndim != 1:
+        raise ValueError(with_location("object too deep for desired array" if t.ndim > 1 else
+                                       "object of too small depth for desired array"))
+    if not np.can_cast(t.dtype, np.intp, casting="safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {t.dtype!r} to dtype('int64') according to the "
+            f"rule 'safe'"))
+    minlength = operator.index(minlength)
+    if minlength < 0:
+        raise ValueError(with_location("'minlength' must not be negative"))
+    w = None
+    if weights is not None:
+        w = as_tracer(weights)
+        if w.shape != t.shape:
+            raise ValueError(with_location("The weights and list don't have the same length."))
+        w = w.astype(np.float64)
+    idx = t.astype(np.intp)
+    if t.size == 0:
+        return _zeros(minlength, np.intp if w is None else np.float64)
+    context.require((idx.min() >= 0).node, ValueError,
+                    "'list' argument must have no negative elements")
+    longest = np.maximum(idx.max() + 1, minlength)
+    n = context.data_size(longest.node, "the length of np.bincount's result")
+    # a negative element (refused by the check above when the function runs) must not leave
+    # the array while the kernel runs: it is sent to the last bin
+    safe = np.where(idx >= 0, idx, n - 1)
+    out = _zeros(n, np.intp if w is None else np.float64)
+    np.add.at(out, safe, 1 if w is None else w)
+    return out

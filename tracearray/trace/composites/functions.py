@@ -22,13 +22,7 @@ from . import ALL, FLOATS, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, co
 # ------------------------------------------------------------------------------------------
 
 
-@composite(np.where, calls=['np.where({0} > 0, {0}, {1})', 'np.where({0} > 1, {0}, 0)'],
-           arrays=2)
-def where(condition: Any, x: Any = None, y: Any = None) -> Tracer:
-    if x is None or y is None:
-        raise unsupported("np.where(condition) with one argument",
-                          "its result size depends on the data")
-    return Tracer(api.where(unwrap(condition), unwrap(x), unwrap(y)))
+# np.where is with nonzero (composites/indexing.py): one argument is np.nonzero
 
 
 @composite(np.select, calls=['np.select([{0} < 0, {0} > 2], [-{0}, {0} * 2], 7)'], dtypes=NUMERIC)

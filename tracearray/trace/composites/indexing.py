@@ -1,5 +1,7 @@
 """Indexing with data as NumPy functions: take, take_along_axis, choose, compress,
-searchsorted, digitize and interp, built on the ``gather`` primitive.
+searchsorted, digitize and interp, built on the ``gather`` primitive; nonzero and the
+functions built on it (argwhere, flatnonzero, extract, one-argument where), whose length the
+data decides (``selection.true_positions``).
 
 searchsorted, digitize and interp search a sorted array by bisection: a fixed number of
 steps (the bit length of its size), each a gather at the current midpoint, so the whole search
@@ -18,7 +20,7 @@ from .. import numpy_api as api
 from ..build import constant, make, normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, no_out
-from . import FLOATS, NUMERIC, as_tracer, composite
+from . import FLOATS, NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
 
 I64 = np.dtype(np.int64)
 
@@ -305,3 +307,61 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
 def _interp_periodic(x: Any, xp: Any, fp: Any, period: Any) -> Tracer:
     raise unsupported("np.interp(..., period=...)",
                       "it sorts xp, which needs np.sort (not supported yet)")
+
+
+# ------------------------------------------------------------------------------------------
+# nonzero: positions of a length the data decides
+# ------------------------------------------------------------------------------------------
+
+_NONZERO_0D = ("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar)."
+               "nonzero() instead. If the context of this error is of the form "
+               "`arr[nonzero(cond)]`, just use `arr[cond]`.")
+
+
+@composite(np.nonzero, calls=['np.nonzero({0} > 0)[0]', 'np.nonzero({0})[-1]',
+                              'np.nonzero({0} > 5)[0]', '{0}[np.nonzero({0} < 0)] * 2'],
+           min_dims=1)
+def nonzero(a: Any) -> tuple[Tracer, ...]:
+    """The indices of the non-zero elements, one int64 array per dimension, in C order: the
+    flat positions (``selection.true_positions``: a probe counts them first) unravelled."""
+    from ..selection import true_positions
+    t = as_tracer(a)
+    if t.ndim == 0:
+        raise ValueError(with_location(_NONZERO_0D))
+    flat = Tracer(true_positions(api.cast(t.node, np.dtype(bool))))
+    if t.ndim == 1:
+        return (flat,)
+    if t.size == 0:
+        return tuple(flat for _ in range(t.ndim))
+    out, stride = [], 1
+    for n in reversed(t.shape):
+        out.append((flat // stride) % n if stride > 1 else flat % n)
+        stride *= n
+    return tuple(reversed(out))
+
+
+@composite(np.where, calls=['np.where({0} > 0, {0}, {1})', 'np.where({0} > 1, {0}, 0)',
+                            'np.where({0} > 0)[0]'],
+           arrays=2)
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None and y is None:
+        return nonzero(condition)         # NumPy: np.asarray(condition).nonzero()
+    if x is None or y is None:
+        raise ValueError(with_location("either both or neither of x and y should be given"))
+    from ..tracer import unwrap
+    return Tracer(api.where(unwrap(condition), unwrap(x), unwrap(y)))
+
+
+@composite(np.argwhere, calls=['np.argwhere({0} > 0)', 'np.argwhere({0})'])
+def argwhere(a: Any) -> Tracer:
+    """The indices of the non-zero elements as rows (NumPy: ``transpose(nonzero(a))``; a 0-d
+    array has one row of no columns, or none)."""
+    t = as_tracer(a)
+    if t.ndim == 0:
+        return argwhere(t.reshape(1))[:, :0]
+    return np.stack(nonzero(t), axis=-1)
+
+
+composite(np.flatnonzero, calls=['np.flatnonzero({0} > 0)'], impl=NUMPY_IMPLEMENTATION)
+composite(np.extract, calls=['np.extract({0} > 0, {0})', 'np.extract({1} < 0, {0} * 2)'],
+          arrays=2, same_shape=True, impl=NUMPY_IMPLEMENTATION)
