@@ -18,8 +18,9 @@ import pytest
 from llvmlite import ir
 
 from tracearray import config
-from tracearray.cpu import diskcache, jit as jit_module
-from tracearray.cpu.diskcache import CacheWarning, CorruptEntry, ObjectCache, decode_entry, encode_entry
+from tracearray import diskcache
+from tracearray.cpu import jit as jit_module
+from tracearray.diskcache import CacheWarning, CorruptEntry, ObjectCache, decode_entry, encode_entry
 from tracearray.cpu.jit import KEY_COMPONENTS, CpuJit, object_key
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)

@@ -24,7 +24,7 @@ llvmlite, LLVM and tracearray versions, and a digest of this file (editable
 installs keep one version while the pipeline below changes).  Then:
 
 - in memory: the engine built for that key earlier in this process;
-- on disk (``tracearray.cpu.diskcache``, folder ``config.cache_dir()/cpu``):
+- on disk (``tracearray.diskcache``, folder ``config.cache_dir()/cpu``):
   the relocatable object MCJIT produced for that key in an earlier process.
   It is loaded into an engine built on an empty module (``add_object_file``),
   so neither parsing, optimisation nor code generation runs again; external
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from .. import config
 from . import mathlib
-from .diskcache import ObjectCache
+from ..diskcache import ObjectCache
 
 if TYPE_CHECKING:  # pragma: no cover
     import llvmlite.binding as llvm_binding
