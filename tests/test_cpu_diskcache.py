@@ -192,7 +192,7 @@ def test_corrupt_entry_is_discarded_and_rebuilt(cache_root, damage) -> None:
     run_exp(jit, exp_module())                       # right results, no crash
     assert (jit.stats.disk_hits, jit.stats.compiles, jit.stats.disk_writes) == (0, 1, 1)
     assert jit.stats.disk_discarded == 1
-    assert decode_entry(name[:-4], open(path, "rb").read())     # rewritten, valid
+    assert decode_entry(name[:-4], open(path, "rb").read(), None)     # rewritten, valid
     again = CpuJit()
     run_exp(again, exp_module())
     assert again.stats.disk_hits == 1
