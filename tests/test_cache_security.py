@@ -25,14 +25,17 @@ from tracearray import diskcache
 from tracearray.cpu import elf
 from tracearray.cpu.jit import KEY_COMPONENTS, CpuJit
 from tracearray.diskcache import CacheWarning, CorruptEntry, decode_entry, encode_entry, key_record
+from tracearray.gpu import ptx as P
 
 _KEY_FIELD = slice(12, 44)       # the raw key in an entry's header (magic, format, reserved, key)
 
 
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch):
-    """Each test sees its own "once per process" warnings."""
+    """Each test sees its own "once per process" warnings and PTX caches."""
     monkeypatch.setattr(diskcache, "_warned", set())
+    monkeypatch.setattr(P, "_memory_cache", {})
+    monkeypatch.setattr(P, "_disk_caches", {})
 
 
 @pytest.fixture
@@ -291,3 +294,98 @@ def test_crafted_entries_are_refused_without_a_crash(cache_root, good_object) ->
     for path in paths:
         assert sum(path in m for m in out["warnings"]) == 1, path
         assert stat.S_ISREG(os.lstat(path).st_mode)               # rewritten with a good entry
+
+
+# ----------------------------------------------------------------------- PTX
+
+def ptx_module(value: float = 1.0) -> str:
+    return textwrap.dedent(f"""
+        define void @k(ptr addrspace(1) %p) {{
+          %x = load float, ptr addrspace(1) %p
+          %y = fadd float %x, {value:.6e}
+          store float %y, ptr addrspace(1) %p
+          ret void
+        }}""")
+
+
+def ptx_entries(root) -> list:
+    folder = root / "ptx"
+    return sorted(folder.glob("*.bin")) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def ptx_components() -> dict[str, str]:
+    return P.key_components(ptx_module(), P.DEFAULT_TARGET)
+
+
+def test_ptx_key_covers_exactly_the_listed_components(ptx_components) -> None:
+    import llvmlite
+    import llvmlite.binding as llvm
+    assert set(ptx_components) == set(P.PTX_KEY_COMPONENTS)
+    assert ptx_components["llvm"] == ".".join(map(str, llvm.llvm_version_info))
+    assert ptx_components["llvmlite"] == llvmlite.__version__
+    assert "sm_90" in ptx_components["target"] and "+ptx80" in ptx_components["target"]
+    assert ptx_components["libdevice"] == ""           # this module calls no libdevice function
+    assert str(P.PIPELINE_REVISION) == ptx_components["pipeline"]
+    assert P.key_components(ptx_module(), P.GpuTarget(80, 78))["target"] != ptx_components["target"]
+
+
+@pytest.mark.parametrize("component", P.PTX_KEY_COMPONENTS)
+def test_each_ptx_component_changes_the_key(ptx_components, component) -> None:
+    def key(components):
+        return diskcache.record_key(key_record(components, P.PTX_KEY_COMPONENTS))
+    altered = {**ptx_components, component: ptx_components[component] + " "}
+    assert key(altered) != key(ptx_components), f"{component} does not reach the PTX key"
+
+
+def test_ptx_cache_round_trip_and_refusals(cache_root) -> None:
+    first = P.compile_ptx(ptx_module(1.0))
+    (entry,) = ptx_entries(cache_root)
+    P._memory_cache.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        assert P.compile_ptx(ptx_module(1.0)) == first           # a disk hit
+    assert P._disk_cache().counts.hits == 1
+    # A damaged byte of the PTX: the digest refuses it.
+    data = bytearray(entry.read_bytes())
+    data[-3] ^= 0x01
+    entry.write_bytes(bytes(data))
+    P._memory_cache.clear()
+    with pytest.warns(CacheWarning, match="digest") as record:
+        assert P.compile_ptx(ptx_module(1.0)) == first
+    assert any(str(entry) in m for m in cache_warnings(record))
+    # Another module's valid entry, relabelled in its header: the full key refuses it.
+    other_key, _ = P._key(ptx_module(2.0), P.DEFAULT_TARGET)
+    relabelled = bytearray(entry.read_bytes())
+    relabelled[_KEY_FIELD] = bytes.fromhex(other_key)
+    planted = cache_root / "ptx" / f"{other_key}.bin"
+    planted.write_bytes(bytes(relabelled))
+    P._memory_cache.clear()
+    with pytest.warns(CacheWarning, match="another key") as record:
+        second = P.compile_ptx(ptx_module(2.0))
+    assert second != first and "0f40000000" in second           # 2.0, as PTX writes it
+    assert any(str(planted) in m for m in cache_warnings(record))
+
+
+def test_ptx_entry_that_is_not_ptx_is_refused(cache_root) -> None:
+    key, record = P._key(ptx_module(), P.DEFAULT_TARGET)
+    folder = cache_root / "ptx"
+    folder.mkdir(parents=True)
+    (folder / f"{key}.bin").write_bytes(encode_entry(key, b"\xff\xfe not text", record))
+    with pytest.warns(CacheWarning, match="not PTX"):
+        text = P.compile_ptx(ptx_module())
+    assert ".target sm_90" in text
+
+
+def test_ptx_cache_in_a_world_writable_folder_is_refused(cache_root) -> None:
+    cache_root.mkdir()
+    os.chmod(cache_root, 0o757)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        first = P.compile_ptx(ptx_module(1.0))
+        P.compile_ptx(ptx_module(2.0))
+        run_exp(CpuJit(), exp_module())                # the CPU cache: the same folder, no warning
+    (message,) = cache_warnings(record)
+    assert "writable by others" in message
+    assert ".entry" in first or ".func" in first or ".visible" in first
+    assert not (cache_root / "ptx").exists() and not (cache_root / "cpu").exists()
