@@ -78,7 +78,7 @@ def host_machine(triple: str) -> int | None:
     """The ELF ``e_machine`` of objects MCJIT emits for ``triple``; None when they are not
     ELF64 objects this module knows (then no object may be loaded from the disk)."""
     arch, _, rest = triple.partition("-")
-    if arch in ("x86_64", "amd64") and not any(os in rest for os in ("darwin", "macos", "windows", "win32")):
+    if arch in ("x86_64", "amd64") and not any(s in rest for s in ("darwin", "macos", "windows", "win32")):
         return EM_X86_64
     return None
 
