@@ -225,7 +225,7 @@ def secure_folder(folder: str, root: str | None = None) -> str | None:
     chain = [os.path.abspath(folder)]          # the folder, then each parent up to "/"
     while os.path.dirname(chain[-1]) != chain[-1]:
         chain.append(os.path.dirname(chain[-1]))
-    existing = next(i for i, path in enumerate(chain) if os.path.exists(path) or i == len(chain) - 1)
+    existing = next((i for i, path in enumerate(chain) if os.path.exists(path)), len(chain) - 1)
     top = os.path.abspath(root) if root else chain[0]
     depth = max(existing, chain.index(top) + 1 if top in chain else 1)
     reason = _unsafe_folders(reversed(chain[existing:depth]))

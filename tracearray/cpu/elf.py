@@ -78,7 +78,8 @@ def host_machine(triple: str) -> int | None:
     """The ELF ``e_machine`` of objects MCJIT emits for ``triple``; None when they are not
     ELF64 objects this module knows (then no object may be loaded from the disk)."""
     arch, _, rest = triple.partition("-")
-    if arch in ("x86_64", "amd64") and not any(s in rest for s in ("darwin", "macos", "windows", "win32")):
+    not_elf = ("darwin", "macos", "windows", "win32")        # Mach-O and COFF objects
+    if arch in ("x86_64", "amd64") and not any(s in rest for s in not_elf):
         return EM_X86_64
     return None
 
@@ -98,10 +99,11 @@ def check_object(data: bytes, machine: int) -> None:
     if ident[4] != 2 or ident[5] != 1 or ident[6] != 1:
         raise MalformedObject(f"not 64-bit little-endian ELF version 1 (ident {ident[4:7].hex()})")
     if e_type != ET_REL or e_machine != machine or e_version != 1:
-        raise MalformedObject(f"type {e_type}, machine {e_machine}, version {e_version}: expected a "
-                              f"relocatable object ({ET_REL}) for machine {machine}, version 1")
+        raise MalformedObject(f"type {e_type}, machine {e_machine}, version {e_version}: expected "
+                              f"a relocatable object ({ET_REL}) for machine {machine}, version 1")
     if e_ehsize != _EHDR.size or e_shentsize != _SHDR.size:
-        raise MalformedObject(f"header sizes {e_ehsize}/{e_shentsize}, expected {_EHDR.size}/{_SHDR.size}")
+        raise MalformedObject(f"header sizes {e_ehsize}/{e_shentsize}, expected "
+                              f"{_EHDR.size}/{_SHDR.size}")
     if e_phnum or e_phoff:
         raise MalformedObject("a relocatable object with program headers")
     if not 1 <= e_shnum <= MAX_SECTIONS or not 0 < e_shstrndx < e_shnum:
@@ -113,7 +115,8 @@ def check_object(data: bytes, machine: int) -> None:
     zero_fill = 0
     for i, (_n, sh_type, _f, _a, offset, sh_size, _l, _i, align, _e) in enumerate(sections[1:], 1):
         if sh_type in (SHT_NULL, SHT_SYMTAB_SHNDX, SHT_DYNSYM, SHT_DYNAMIC):
-            raise MalformedObject(f"section {i} has type {sh_type}, not found in a relocatable object")
+            raise MalformedObject(f"section {i} has type {sh_type}, not found in a relocatable "
+                                  f"object")
         if align & (align - 1) or align > MAX_ALIGN:
             raise MalformedObject(f"section {i} is aligned to {align}")
         if sh_type == SHT_NOBITS:
@@ -163,7 +166,8 @@ def _check_symbols(data: bytes, sections: list[tuple], index: int, zero_fill: in
         raise MalformedObject(f"{count} symbols, the first global at {info}")
     strings = _string_table(data, sections, link, "the symbol names")
     for k in range(count):
-        st_name, st_info, _other, shndx, value, sym_size = _SYM.unpack_from(data, offset + k * _SYM.size)
+        st_name, st_info, _other, shndx, value, sym_size = _SYM.unpack_from(
+            data, offset + k * _SYM.size)
         if st_name >= len(strings):
             raise MalformedObject(f"symbol {k}'s name is outside the symbol-name table")
         if st_info & 0xF in (STT_TLS, STT_GNU_IFUNC):
@@ -177,7 +181,8 @@ def _check_symbols(data: bytes, sections: list[tuple], index: int, zero_fill: in
         elif shndx >= len(sections) or shndx >= SHN_LORESERVE:
             raise MalformedObject(f"symbol {k} is in section {shndx}, which does not exist")
         elif value > sections[shndx][5] or sym_size > sections[shndx][5] - value:
-            raise MalformedObject(f"symbol {k} ({sym_size} bytes at {value}) is outside its section")
+            raise MalformedObject(f"symbol {k} ({sym_size} bytes at {value}) is outside its "
+                                  f"section")
     return count
 
 
