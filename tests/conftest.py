@@ -33,7 +33,7 @@ settings.register_profile(
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-# Compiled kernels go to a disk cache (tracearray/cpu/diskcache.py); tests use a fresh one per
+# Compiled kernels go to a disk cache (tracearray/diskcache.py); tests use a fresh one per
 # session, so they never read or fill the user's ~/.cache and always exercise compilation.
 os.environ.setdefault("TRACEARRAY_CACHE_DIR", tempfile.mkdtemp(prefix="tracearray-test-cache-"))
 

@@ -18,8 +18,9 @@ import pytest
 from llvmlite import ir
 
 from tracearray import config
-from tracearray.cpu import diskcache, jit as jit_module
-from tracearray.cpu.diskcache import CacheWarning, CorruptEntry, ObjectCache, decode_entry, encode_entry
+from tracearray import diskcache
+from tracearray.cpu import jit as jit_module
+from tracearray.diskcache import CacheWarning, CorruptEntry, ObjectCache, decode_entry, encode_entry
 from tracearray.cpu.jit import KEY_COMPONENTS, CpuJit, object_key
 
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -191,7 +192,7 @@ def test_corrupt_entry_is_discarded_and_rebuilt(cache_root, damage) -> None:
     run_exp(jit, exp_module())                       # right results, no crash
     assert (jit.stats.disk_hits, jit.stats.compiles, jit.stats.disk_writes) == (0, 1, 1)
     assert jit.stats.disk_discarded == 1
-    assert decode_entry(name[:-4], open(path, "rb").read())     # rewritten, valid
+    assert decode_entry(name[:-4], open(path, "rb").read(), None)     # rewritten, valid
     again = CpuJit()
     run_exp(again, exp_module())
     assert again.stats.disk_hits == 1

@@ -24,11 +24,15 @@ llvmlite, LLVM and tracearray versions, and a digest of this file (editable
 installs keep one version while the pipeline below changes).  Then:
 
 - in memory: the engine built for that key earlier in this process;
-- on disk (``tracearray.cpu.diskcache``, folder ``config.cache_dir()/cpu``):
-  the relocatable object MCJIT produced for that key in an earlier process.
-  It is loaded into an engine built on an empty module (``add_object_file``),
-  so neither parsing, optimisation nor code generation runs again; external
-  symbols (libm, libmvec) resolve at load time as for a fresh compile;
+- on disk (``tracearray.diskcache``, folder ``config.cache_dir()/cpu``):
+  the relocatable object MCJIT produced for that key in an earlier process,
+  stored with the full key (every component's text, compared on load) and
+  checked by ``elf.check_object`` before LLVM sees it (a malformed object
+  would crash LLVM's loader).  It is loaded into an engine built on an empty
+  module (``add_object_file``), so neither parsing, optimisation nor code
+  generation runs again; external symbols (libm, libmvec) resolve at load time
+  as for a fresh compile.  Hosts whose objects ``elf`` cannot check (not
+  x86-64 ELF) read nothing from the disk;
 - otherwise steps 2-4, with MCJIT's object-cache hook capturing the object it
   emits, which is then written to disk.
 
@@ -49,8 +53,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .. import config
-from . import mathlib
-from .diskcache import ObjectCache
+from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
+from . import elf, mathlib
 
 if TYPE_CHECKING:  # pragma: no cover
     import llvmlite.binding as llvm_binding
@@ -159,19 +163,7 @@ def object_key(components: Mapping[str, str]) -> str:
 
     Each value is length-prefixed, so no two different component tuples hash the same text.
     """
-    if set(components) != set(KEY_COMPONENTS):
-        missing = sorted(set(KEY_COMPONENTS) - set(components))
-        extra = sorted(set(components) - set(KEY_COMPONENTS))
-        raise ValueError(f"object_key: missing {missing}, unexpected {extra}")
-    h = hashlib.sha256()
-    for name in KEY_COMPONENTS:
-        value = components[name]
-        if not isinstance(value, str):
-            raise TypeError(f"object_key: {name} must be a str, got {type(value).__name__}")
-        data = value.encode()
-        h.update(f"{name}:{len(data)}:".encode())
-        h.update(data)
-    return h.hexdigest()
+    return record_key(key_record(components, KEY_COMPONENTS, "object_key"))
 
 
 def _pipeline_digest() -> str:
@@ -181,17 +173,6 @@ def _pipeline_digest() -> str:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:  # pragma: no cover - e.g. run from a zip without sources
         return "unavailable"
-
-
-def _tracearray_version() -> str:
-    version = getattr(sys.modules.get("tracearray"), "__version__", None)
-    if version:
-        return str(version)
-    from importlib import metadata
-    try:  # pragma: no cover - tracearray/__init__ defines __version__
-        return metadata.version("tracearray")
-    except metadata.PackageNotFoundError:  # pragma: no cover
-        return "unknown"
 
 
 @dataclass
@@ -239,6 +220,7 @@ class CpuJit:
         self._engines: dict[str, _Engine] = {}
         self._cache_dir = cache_dir
         self._disk_caches: dict[str, ObjectCache] = {}
+        self._machine = elf.host_machine(self.triple)    # None: objects are never read from disk
         self.stats = JitStats()
         # Everything in the key but the module text; fixed for the life of the JIT.
         self._key_base: dict[str, str] = {
@@ -250,7 +232,7 @@ class CpuJit:
             "codegen_options": repr(sorted(CODEGEN_OPTIONS.items())),
             "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)),
-            "tracearray": _tracearray_version(),
+            "tracearray": tracearray_version(),
             "pipeline": _pipeline_digest(),
         }
 
@@ -309,15 +291,16 @@ class CpuJit:
         """JIT the module (or reuse a cached one); addresses of ``names``."""
         with self._lock:
             components = self.key_components(module_text)
-            key = object_key(components)
+            record = key_record(components, KEY_COMPONENTS, "object_key")   # the full key
+            key = record_key(record)
             engine = self._engines.get(key)
             if engine is not None:
                 self.stats.memory_hits += 1
             else:
                 cache = self._disk_cache()
-                engine = self._load(cache, key, names) if cache is not None else None
+                engine = self._load(cache, key, record, names) if cache is not None else None
                 if engine is None:
-                    engine = self._compile(components["module"], key, cache)
+                    engine = self._compile(components["module"], key, cache, record)
                 self._engines[key] = engine
             addresses = self._addresses(engine, names)
             if addresses is None:
@@ -337,21 +320,28 @@ class CpuJit:
 
     def _disk_cache(self) -> ObjectCache | None:
         root = config.cache_dir() if self._cache_dir is _FROM_ENV else self._cache_dir
-        if not root:
+        if not root or self._machine is None:
             return None
         folder = os.path.join(str(root), "cpu")
         cache = self._disk_caches.get(folder)
         if cache is None:
-            cache = self._disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes())
+            cache = self._disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(),
+                                                            root=str(root))
         return cache
 
-    def _load(self, cache: ObjectCache, key: str, names: list[str]) -> _Engine | None:
+    def _load(self, cache: ObjectCache, key: str, record: bytes, names: list[str]) -> _Engine | None:
         """An engine running the object cached on disk for ``key``, or None."""
         discarded = cache.counts.discarded
-        payload = cache.load(key)
+        payload = cache.load(key, record)
         if payload is None:
-            if cache.counts.discarded != discarded:     # corrupt: deleted by the cache
+            if cache.counts.discarded != discarded:     # refused: deleted by the cache
                 self._note_discard(key, cache.last_error)
+            return None
+        try:    # LLVM's loader trusts the object's structure: a malformed one crashes it
+            elf.check_object(payload, self._machine)
+        except elf.MalformedObject as e:
+            cache.refuse(key, f"not a well-formed object: {e}")
+            self._note_discard(key, cache.last_error)
             return None
         llvm = _llvm()
         start = time.perf_counter()
@@ -363,11 +353,11 @@ class CpuJit:
             engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
             engine.engine.finalize_object()
         except RuntimeError as e:   # LLVM refused the object (cannot happen for our own writes)
-            cache.discard(key, f"LLVM could not load the cached object: {e}")
+            cache.refuse(key, f"LLVM could not load the cached object: {e}")
             self._note_discard(key, cache.last_error)
             return None
         if self._addresses(engine, names) is None:   # a key collision or a foreign file
-            cache.discard(key, f"cached object lacks one of {names}")
+            cache.refuse(key, f"the cached object lacks one of {names}")
             self._note_discard(key, cache.last_error)
             return None
         self.stats.disk_hits += 1
@@ -380,7 +370,7 @@ class CpuJit:
         self.stats.disk_discarded += 1
         config.log(1, f"cpu jit: discarded disk entry {key[:12]}: {reason}; recompiling")
 
-    def _compile(self, text: str, key: str, cache: ObjectCache | None) -> _Engine:
+    def _compile(self, text: str, key: str, cache: ObjectCache | None, record: bytes) -> _Engine:
         """Steps 2-4 on rewritten text; the object goes to ``cache`` when there is one."""
         llvm = _llvm()
         start = time.perf_counter()
@@ -392,7 +382,7 @@ class CpuJit:
             engine.engine.set_object_cache(lambda _module, buf: objects.append(bytes(buf)))
         engine.engine.finalize_object()
         self.stats.compiles += 1
-        written = len(objects) == 1 and cache is not None and cache.store(key, objects[0])
+        written = len(objects) == 1 and cache is not None and cache.store(key, objects[0], record)
         objects.clear()     # the hook's closure lives as long as the engine
         self.stats.disk_writes += written
         config.log(1, f"cpu jit: compiled {key[:12]} in {1e3 * (time.perf_counter() - start):.1f} ms"

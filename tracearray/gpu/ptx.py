@@ -15,9 +15,14 @@ Pipeline of ``compile_ptx`` (one lock; LLVM work in a context private to this mo
 4. O3 (NVVMReflect runs inside; ``nvvm-reflect-ftz`` is 0: no flush-to-zero, as NumPy);
 5. ``emit_assembly``.
 
-PTX is cached in memory and on disk (``$TRACEARRAY_CACHE_DIR`` or ``~/.cache/tracearray``,
-``ptx/<sha256>.ptx``, written atomically; an entry that does not look like PTX is discarded),
-keyed by the IR text, the target, and the llvmlite, LLVM and libdevice identities.
+PTX is cached in memory and on disk (``tracearray.diskcache``, folder
+``config.cache_dir()/ptx``: atomic writes, a digest, the folder's ownership and mode checked),
+keyed by ``PTX_KEY_COMPONENTS``: the IR text, the triple, the target (architecture and PTX
+version), ``PTX_OPTIONS``, the llvmlite, LLVM, libdevice (content digest, when the kernel calls
+it) and tracearray identities, ``PIPELINE_REVISION`` and a digest of this file (the pipeline
+and the ptxas workarounds are code; an editable install keeps its version).  The full key is
+stored in each entry and compared on load, and a loaded entry must be UTF-8 PTX for the
+target's architecture; anything else is refused with a warning and compiled again.
 """
 from __future__ import annotations
 
@@ -31,8 +36,10 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from .. import config
+from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from ..errors import TracearrayError
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -206,6 +213,13 @@ _llvm_state: dict = {}
 _memory_cache: dict[str, str] = {}
 _MODULE_FLAGS = '!llvm.module.flags = !{!9000}\n!9000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
 
+# Every option given to LLVM below; part of the disk key, so the key cannot miss one.
+PTX_OPTIONS: Mapping[str, object] = {
+    "opt": 3,                       # target machine
+    "speed_level": 3,               # new pass manager pipeline: O3
+    "module_flags": _MODULE_FLAGS,  # appended to modules without flags (no flush-to-zero)
+}
+
 
 def _llvm():
     """llvmlite.binding with the NVPTX target initialised, and our private context."""
@@ -224,7 +238,7 @@ def _machine(target: GpuTarget):
     tms = _llvm_state["machines"]
     if target not in tms:
         tms[target] = llvm.Target.from_triple(TRIPLE).create_target_machine(
-            cpu=target.arch, features=target.features, opt=3)
+            cpu=target.arch, features=target.features, opt=PTX_OPTIONS["opt"])
     return tms[target]
 
 
@@ -234,15 +248,39 @@ def cache_dir() -> Path | None:
     return None if root is None else Path(root) / "ptx"
 
 
-def _key(ir_text: str, target: GpuTarget) -> str:
+# The inputs of the PTX cache key, in hashing order.
+PTX_KEY_COMPONENTS = ("module", "triple", "target", "options", "llvmlite", "llvm", "libdevice",
+                      "tracearray", "pipeline", "pipeline_source")
+
+
+def key_components(ir_text: str, target: GpuTarget) -> dict[str, str]:
+    """Everything that changes the PTX made from ``ir_text`` for ``target`` (and so the cubin
+    assembled from it), each as a string."""
     import llvmlite
-    from .. import __version__
-    lib = _libdevice_digest() if "@__nv_" in ir_text or '@"__nv_' in ir_text else ""
-    salt = f"\0{target}\0{llvmlite.__version__}\0{__version__}\0{lib}\0{PIPELINE_REVISION}"
-    return hashlib.sha256((ir_text + salt).encode()).hexdigest()
+    import llvmlite.binding as llvm
+    uses_libdevice = "@__nv_" in ir_text or '@"__nv_' in ir_text
+    return {
+        "module": ir_text,
+        "triple": TRIPLE,
+        "target": f"{target.arch} {target.features}",
+        "options": repr(sorted(PTX_OPTIONS.items())),
+        "llvmlite": llvmlite.__version__,
+        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        "libdevice": _libdevice_digest() if uses_libdevice else "",
+        "tracearray": tracearray_version(),
+        "pipeline": str(PIPELINE_REVISION),
+        "pipeline_source": _source_digest(),
+    }
+
+
+def _key(ir_text: str, target: GpuTarget) -> tuple[str, bytes]:
+    """The cache key of a module and the full key (record) it hashes."""
+    record = key_record(key_components(ir_text, target), PTX_KEY_COMPONENTS, "PTX cache key")
+    return record_key(record), record
 
 
 _libdevice_hash: str | None = None
+_source_hash: str | None = None
 
 
 def _libdevice_digest() -> str:
@@ -253,36 +291,54 @@ def _libdevice_digest() -> str:
     return _libdevice_hash
 
 
-def _disk_get(key: str) -> str | None:
+def _source_digest() -> str:
+    """sha256 of this file: the pipeline and the ptxas workarounds below are code."""
+    global _source_hash
+    if _source_hash is None:
+        try:
+            _source_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+        except OSError:  # pragma: no cover - e.g. run from a zip without sources
+            _source_hash = "unavailable"
+    return _source_hash
+
+
+_disk_caches: dict[str, ObjectCache] = {}
+
+
+def _disk_cache() -> ObjectCache | None:
+    """The PTX folder's cache (one per folder; ``TRACEARRAY_CACHE_DIR`` is read each time)."""
     folder = cache_dir()
     if folder is None:
         return None
-    path = folder / f"{key}.ptx"
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError):
+    cache = _disk_caches.get(str(folder))
+    if cache is None:
+        cache = _disk_caches[str(folder)] = ObjectCache(str(folder), config.cache_max_bytes(),
+                                                        root=str(folder.parent))
+    return cache
+
+
+def _disk_get(key: str, record: bytes, target: GpuTarget) -> str | None:
+    cache = _disk_cache()
+    payload = cache.load(key, record) if cache is not None else None
+    if payload is None:
         return None
-    if ".version" in text and ".target" in text and text.rstrip().endswith("}"):
+    try:
+        text = payload.decode()
+    except UnicodeDecodeError:
+        text = ""
+    header = text[:4096]
+    if (".version" in header and f".target {target.arch}" in header
+            and text.rstrip().endswith("}")):
+        config.log(1, f"gpu ptx: loaded {key[:12]} from {cache.folder}")
         return text
-    try:  # corrupt entry: discard, rebuild
-        path.unlink()
-    except OSError:
-        pass
+    cache.refuse(key, f"not PTX for {target.arch}")
     return None
 
 
-def _disk_put(key: str, ptx: str) -> None:
-    d = cache_dir()
-    if d is None:
-        return
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(ptx)
-        os.replace(tmp, d / f"{key}.ptx")
-    except OSError:
-        pass
+def _disk_put(key: str, record: bytes, ptx: str) -> None:
+    cache = _disk_cache()
+    if cache is not None:
+        cache.store(key, ptx.encode(), record)
 
 
 def _optimized_module(ir_text: str, target: GpuTarget):
@@ -290,7 +346,7 @@ def _optimized_module(ir_text: str, target: GpuTarget):
     llvm = _llvm()
     ctx = _llvm_state["context"]
     tm = _machine(target)
-    text = ir_text if "!llvm.module.flags" in ir_text else ir_text + "\n" + _MODULE_FLAGS
+    text = ir_text if "!llvm.module.flags" in ir_text else ir_text + "\n" + PTX_OPTIONS["module_flags"]
     try:
         mod = llvm.parse_assembly(text, context=ctx)
     except RuntimeError as e:
@@ -302,7 +358,7 @@ def _optimized_module(ir_text: str, target: GpuTarget):
     except RuntimeError as e:
         raise GpuCodegenError(f"LLVM rejected the kernel: {e}") from None
     check_lowerable(mod)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=PTX_OPTIONS["speed_level"])
     pb = llvm.create_pass_builder(tm, pto)
     if any(f.name.startswith("__nv_") and f.is_declaration for f in mod.functions):
         lib = llvm.parse_bitcode(find_libdevice().read_bytes(), context=ctx)
@@ -386,15 +442,15 @@ PIPELINE_REVISION = 3
 
 def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
     """PTX for an LLVM module (cached in memory and on disk)."""
-    key = _key(ir_text, target)
+    key, record = _key(ir_text, target)
     with _lock:
         ptx = _memory_cache.get(key)
         if ptx is None:
-            ptx = _disk_get(key)
+            ptx = _disk_get(key, record, target)
             if ptx is None:
                 mod, tm = _optimized_module(ir_text, target)
                 ptx = ptxas_workarounds(tm.emit_assembly(mod))
-                _disk_put(key, ptx)
+                _disk_put(key, record, ptx)
             _memory_cache[key] = ptx
         return ptx
 
