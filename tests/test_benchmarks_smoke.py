@@ -51,9 +51,11 @@ def test_all_thirteen_workloads_defined():
     assert NAMES == ["ew_chain", "gelu_tanh", "softmax", "logsumexp", "layernorm", "rmsnorm",
                      "l2_normalize", "adam_step", "black_scholes", "haversine", "moments",
                      "pairwise_min", "linear_relu"]
+    assert W.SIZES == ("check", "cpu", "gpu")
     for w in W.WORKLOADS.values():
         assert set(w.sizes) == set(W.SIZES)
         assert w.bytes("cpu") > 0 and w.flops("cpu") > 0
+        assert w.flops("gpu") > w.flops("cpu")   # the GPU shapes are the larger ones
 
 
 @pytest.mark.parametrize("name", NAMES)
