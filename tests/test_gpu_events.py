@@ -29,7 +29,7 @@ class RecordingDevice:
         if fname == "cuEventCreate":
             self._next_event += 1
             return self._next_event
-        if fname == "cuEventElapsedTime":
+        if fname.startswith("cuEventElapsedTime"):
             return 2.5
         return None
 
@@ -62,3 +62,14 @@ def test_an_event_is_destroyed_with_its_object(recording) -> None:
     ev = Event()
     del ev
     assert recording.calls[-1] == ("cuEventDestroy", (101,))
+
+
+def test_elapsed_time_uses_the_v2_call_where_the_bindings_have_only_that(recording) -> None:
+    class Bindings:   # cuda-bindings without the pre-12.8 name
+        def cuEventElapsedTime_v2(self):
+            raise AssertionError("called through Device.call, never directly")
+
+    recording.cu = Bindings()
+    start, end = Event(), Event()
+    start.elapsed_ms(end)
+    assert recording.calls[-1] == ("cuEventElapsedTime_v2", (101, 102))

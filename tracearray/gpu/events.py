@@ -15,6 +15,8 @@ Creating an event initialises CUDA (``GpuUnavailableError`` without a GPU).
 from __future__ import annotations
 
 CU_EVENT_DEFAULT = 0   # timing enabled (CU_EVENT_DISABLE_TIMING not set)
+# CUDA 12.8 added cuEventElapsedTime_v2; bindings that drop the old name have only the new one.
+ELAPSED_TIME_CALLS = ("cuEventElapsedTime", "cuEventElapsedTime_v2")
 
 
 class Event:
@@ -26,6 +28,10 @@ class Event:
         dev.make_current()
         self._device = dev
         self._handle = dev.call("cuEventCreate", CU_EVENT_DEFAULT)
+        bindings = getattr(dev, "cu", None)
+        self._elapsed_call = next((n for n in ELAPSED_TIME_CALLS
+                                   if bindings is None or hasattr(bindings, n)),
+                                  ELAPSED_TIME_CALLS[0])
 
     def record(self) -> None:
         """Mark the point reached by everything queued on tracearray's stream so far."""
@@ -38,7 +44,7 @@ class Event:
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds of device time from this event to ``end`` (both recorded, ``end``
         reached: call ``end.synchronize()`` first)."""
-        return float(self._device.call("cuEventElapsedTime", self._handle, end._handle))
+        return float(self._device.call(self._elapsed_call, self._handle, end._handle))
 
     def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
