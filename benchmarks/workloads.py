@@ -11,7 +11,8 @@ that has the same NumPy.  That is what lets a benchmark in another interpreter (
 worker in ``baselines.py``) work on the very same data without shipping arrays around.
 
 Sizes: ``check`` is tiny (correctness, seconds of test time); ``cpu`` is 8-34 MB per workload,
-sized for a 2-core machine.
+sized for a 2-core machine; ``gpu`` (the public suite's GPU shapes) moves up to 5.4 GB per call,
+enough to fill an H200 and run far past launch overhead.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Callable, Dict, Tuple
 import numpy as np
 
 F32_BYTES = 4
-SIZES = ("check", "cpu")
+SIZES = ("check", "cpu", "gpu")
 
 
 # ======================================================================================
@@ -222,64 +223,70 @@ def _per_row(d):      # one value per row
     return (d["M"],)
 
 
-def _elementwise(name, fn, ranges, n_out, flops_per_elem, n_cpu, kind="elementwise"):
+def _elementwise(name, fn, ranges, n_out, flops_per_elem, n_cpu, n_gpu, kind="elementwise"):
     """Spec of an elementwise workload over vectors of N elements."""
     args = tuple(Arg(a, _vec, lo, hi) for a, (lo, hi) in ranges)
     return Workload(name, fn, kind, args,
                     out_shapes=lambda d: (_vec(d),) * n_out,
                     flops_fn=lambda d: flops_per_elem * d["N"],
-                    sizes={"check": {"N": 10007}, "cpu": {"N": n_cpu}})
+                    sizes={"check": {"N": 10007}, "cpu": {"N": n_cpu}, "gpu": {"N": n_gpu}})
 
 
 ROW_CHECK = {"M": 37, "N": 300}
 
 _SPECS = [
-    _elementwise("ew_chain", ew_chain, [(c, (-2.0, 2.0)) for c in "abcd"], 1, 5, 1 << 21),
-    _elementwise("gelu_tanh", gelu_tanh, [("x", (-5.0, 5.0))], 1, 9, 1 << 22),
+    _elementwise("ew_chain", ew_chain, [(c, (-2.0, 2.0)) for c in "abcd"], 1, 5, 1 << 21, 1 << 28),
+    _elementwise("gelu_tanh", gelu_tanh, [("x", (-5.0, 5.0))], 1, 9, 1 << 22, 1 << 29),
     Workload("softmax", softmax, "row reduction", (Arg("x", _mat, -6.0, 6.0),),
              out_shapes=lambda d: (_mat(d),),
              flops_fn=lambda d: 5 * d["M"] * d["N"],
-             sizes={"check": ROW_CHECK, "cpu": {"M": 2048, "N": 2048}}),
+             sizes={"check": ROW_CHECK, "cpu": {"M": 2048, "N": 2048},
+                    "gpu": {"M": 1 << 17, "N": 4096}}),
     Workload("logsumexp", logsumexp, "row reduction", (Arg("x", _mat, -6.0, 6.0),),
              out_shapes=lambda d: (_per_row(d),),
              flops_fn=lambda d: 4 * d["M"] * d["N"] + 2 * d["M"],
-             sizes={"check": ROW_CHECK, "cpu": {"M": 2048, "N": 2048}}),
+             sizes={"check": ROW_CHECK, "cpu": {"M": 2048, "N": 2048},
+                    "gpu": {"M": 1 << 17, "N": 4096}}),
     Workload("layernorm", layernorm, "row reduction",
              (Arg("x", _mat, -3.0, 5.0), Arg("gamma", _row_vec, 0.5, 1.5),
               Arg("beta", _row_vec, -0.5, 0.5)),
              out_shapes=lambda d: (_mat(d),),
              flops_fn=lambda d: 7 * d["M"] * d["N"] + 2 * d["M"],
-             sizes={"check": ROW_CHECK, "cpu": {"M": 1024, "N": 4096}}),
+             sizes={"check": ROW_CHECK, "cpu": {"M": 1024, "N": 4096},
+                    "gpu": {"M": 1 << 16, "N": 8192}}),
     Workload("rmsnorm", rmsnorm, "row reduction",
              (Arg("x", _mat, -3.0, 3.0), Arg("w", _row_vec, 0.5, 1.5)),
              out_shapes=lambda d: (_mat(d),),
              flops_fn=lambda d: 4 * d["M"] * d["N"] + 2 * d["M"],
-             sizes={"check": ROW_CHECK, "cpu": {"M": 1024, "N": 4096}}),
+             sizes={"check": ROW_CHECK, "cpu": {"M": 1024, "N": 4096},
+                    "gpu": {"M": 1 << 16, "N": 8192}}),
     Workload("l2_normalize", l2_normalize, "row reduction, short rows",
              (Arg("x", _mat, -1.0, 1.0),),
              out_shapes=lambda d: (_mat(d),),
              flops_fn=lambda d: 3 * d["M"] * d["N"] + 2 * d["M"],
-             sizes={"check": {"M": 301, "N": 33}, "cpu": {"M": 32768, "N": 128}}),
+             sizes={"check": {"M": 301, "N": 33}, "cpu": {"M": 32768, "N": 128},
+                    "gpu": {"M": 1 << 22, "N": 128}}),
     _elementwise("adam_step", adam_step,
                  [("p", (-1.0, 1.0)), ("g", (-1.0, 1.0)), ("m", (-0.1, 0.1)), ("v", (1e-4, 1e-2))],
-                 3, 14, 1 << 20, kind="elementwise, 4 in / 3 out"),
+                 3, 14, 1 << 20, 1 << 27, kind="elementwise, 4 in / 3 out"),
     _elementwise("black_scholes", black_scholes,
                  [("S", (10.0, 200.0)), ("K", (10.0, 200.0)), ("T", (0.1, 3.0))],
-                 2, 64, 1 << 21, kind="elementwise, 3 in / 2 out, 9 transcendentals"),
+                 2, 64, 1 << 21, 1 << 28, kind="elementwise, 3 in / 2 out, 9 transcendentals"),
     _elementwise("haversine", haversine,
                  [("lat1", (-1.5, 1.5)), ("lon1", (-3.1, 3.1)),
                   ("lat2", (-1.5, 1.5)), ("lon2", (-3.1, 3.1))],
-                 1, 18, 1 << 21, kind="elementwise, trig-heavy"),
+                 1, 18, 1 << 21, 1 << 28, kind="elementwise, trig-heavy"),
     Workload("moments", moments, "full reduction", (Arg("x", _vec, 1.0, 5.0),),
              out_shapes=lambda d: ((), ()),
              flops_fn=lambda d: 4 * d["N"],
-             sizes={"check": {"N": 100003}, "cpu": {"N": 1 << 23}}),
+             sizes={"check": {"N": 100003}, "cpu": {"N": 1 << 23}, "gpu": {"N": 1 << 30}}),
     Workload("pairwise_min", pairwise_min, "broadcast + reduction, compute-bound",
              (Arg("X", lambda d: (d["M"], d["D"]), 0.0, 1.0),
               Arg("Y", lambda d: (d["N"], d["D"]), 0.0, 1.0)),
              out_shapes=lambda d: (_per_row(d),),
              flops_fn=lambda d: d["M"] * d["N"] * (3 * d["D"] + 1),
-             sizes={"check": {"M": 67, "N": 129, "D": 3}, "cpu": {"M": 2048, "N": 2048, "D": 3}},
+             sizes={"check": {"M": 67, "N": 129, "D": 3}, "cpu": {"M": 2048, "N": 2048, "D": 3},
+                    "gpu": {"M": 32768, "N": 32768, "D": 3}},
              tol=1e-3),
     Workload("linear_relu", linear_relu, "matmul + epilogue, compute-bound",
              (Arg("x", lambda d: (d["M"], d["K"]), -1.0, 1.0),
@@ -287,7 +294,8 @@ _SPECS = [
               Arg("b", lambda d: (d["N"],), -0.5, 0.5)),
              out_shapes=lambda d: ((d["M"], d["N"]),),
              flops_fn=lambda d: 2 * d["M"] * d["K"] * d["N"] + 2 * d["M"] * d["N"],
-             sizes={"check": {"M": 65, "K": 96, "N": 80}, "cpu": {"M": 1024, "K": 1024, "N": 1024}},
+             sizes={"check": {"M": 65, "K": 96, "N": 80}, "cpu": {"M": 1024, "K": 1024, "N": 1024},
+                    "gpu": {"M": 8192, "K": 4096, "N": 4096}},
              tol=1e-2),  # same tolerance as the GPU suite, which allows TF32 matmuls
 ]
 

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -51,9 +52,11 @@ def test_all_thirteen_workloads_defined():
     assert NAMES == ["ew_chain", "gelu_tanh", "softmax", "logsumexp", "layernorm", "rmsnorm",
                      "l2_normalize", "adam_step", "black_scholes", "haversine", "moments",
                      "pairwise_min", "linear_relu"]
+    assert W.SIZES == ("check", "cpu", "gpu")
     for w in W.WORKLOADS.values():
         assert set(w.sizes) == set(W.SIZES)
         assert w.bytes("cpu") > 0 and w.flops("cpu") > 0
+        assert w.flops("gpu") > w.flops("cpu")   # the GPU shapes are the larger ones
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -167,3 +170,226 @@ def test_tracearray_compile_matches_reference(name):
     for out in (first, second):
         assert _dtypes(out) == expected
         assert W.max_rel_err(out, ref) <= w.tol
+
+
+# --------------------------------------------------------------------------------------
+# The GPU benchmarks (benchmarks/gpu.py, gpu_writes.py): their dry runs check tracearray on
+# the CPU; their checking, namespace and timing machinery is tested without a GPU here
+# --------------------------------------------------------------------------------------
+
+DRY_WORKLOADS = ["ew_chain", "softmax", "adam_step", "moments"]   # arrays, tuples, scalars
+
+
+def _dry_run(tmp_path, script: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / f"{script}.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--dry-run", "--size", "check",
+         "--repeat", "2", "--warmup", "0", "--json", str(out), *extra],
+        capture_output=True, text=True, timeout=300)
+    assert out.exists(), proc.stdout + proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def test_gpu_benchmark_dry_run_checks_tracearray_and_writes_json(tmp_path):
+    proc, doc = _dry_run(tmp_path, "gpu.py", "--workloads", ",".join(DRY_WORKLOADS))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| workload | floor ms | tracearray | torch.compile | jax.jit | cupy | cupy.fuse |" \
+        in proc.stdout
+    assert doc["dry_run"] and doc["size"] == SIZE and doc["date"] and doc["device"]
+    assert doc["bandwidth"]["bytes_per_s"] > 0
+    assert [(r["workload"], r["framework"], r["status"]) for r in doc["results"]] == \
+        [(name, "tracearray", "ok") for name in DRY_WORKLOADS]
+    for r in doc["results"]:
+        assert r["ms"] > 0 and r["pct_floor"] > 0 and r["reps"] == 2
+        assert r["rel_err"] <= W.get(r["workload"]).tol
+    others = [doc["frameworks"][fw] for fw in ("torch.compile", "jax.jit", "cupy", "cupy.fuse")]
+    assert all(not o["available"] and o["reason"] for o in others)
+
+
+def test_gpu_writes_dry_run_checks_tracearray_and_reports_refusals(tmp_path):
+    proc, doc = _dry_run(tmp_path, "gpu_writes.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = {r["workload"]: r for r in doc["results"]}
+    assert list(status) == ["gather", "masked_sum", "masked_zero_sum", "scatter_add",
+                            "jacobi_inplace"]
+    for name, r in status.items():
+        if name == "scatter_add" and r["status"] == "refused":   # until np.add.at compiles
+            assert "add.at" in r["reason"] and f"refused: {r['reason']}" in proc.stdout
+        else:
+            assert r["status"] == "ok" and r["rel_err"] <= 1e-4, r
+    assert doc["workloads"]["jacobi_inplace"]["inplace"] == ["u"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_check_samples_rows_of_the_full_reference(name):
+    """At large sizes gpu.py checks sampled rows: their reference must be the full one's rows,
+    and a wrong output must fail the comparison."""
+    from benchmarks import gpu as G
+
+    w, inputs, full, args = _case(name)
+    check = G.Check(w, inputs, max_rows=7, max_elements=101)
+    assert (check.rows is None) == (G.SAMPLED_ARGS[name] == ())
+    for ref, whole in zip(check.ref, full, strict=True):
+        want = whole[check.rows] if check.rows is not None and whole.ndim else whole
+        np.testing.assert_allclose(ref, want, rtol=1e-12)
+    outs = [np.asarray(o) for o in W.as_outputs(w.fn(*args))]
+    assert check.compare(outs)[1] == []
+    wrong = [o * np.float32(1 + 10 * w.tol) for o in outs]
+    assert any("relative error" in p for p in check.compare(wrong)[1])
+    assert check.compare([o.astype(np.float64) for o in outs])[1]   # float64 is not NumPy's
+    if check.rows is not None:
+        short = [o[:-1] if o.ndim else o for o in outs]
+        assert any("shape" in p for p in check.compare(short)[1])
+
+
+class _Counting:
+    """NumPy as a namespace that records which names were looked up."""
+
+    def __init__(self):
+        self.used = set()
+
+    def __getattr__(self, name):
+        self.used.add(name)
+        return getattr(np, name)
+
+
+def test_with_namespace_rebinds_np_in_called_functions_too():
+    from benchmarks import gpu as G
+
+    ns = _Counting()
+    w, inputs, ref, args = _case("black_scholes")
+    out = G.with_namespace(w.fn, ns)(*args)
+    assert {"sqrt", "log", "exp", "abs", "where"} <= ns.used   # abs, where: in normal_cdf
+    for got, want in zip(out, w.fn(*args), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+class _FakeTorch:
+    """The torch functions torch_numpy uses, with torch's signatures, over NumPy."""
+    exp, log, sqrt, tanh, sin, cos, abs, where = (np.exp, np.log, np.sqrt, np.tanh, np.sin,
+                                                  np.cos, np.abs, np.where)
+    asin, maximum, minimum = np.arcsin, np.maximum, np.minimum
+
+    @staticmethod
+    def clamp(x, min=None, max=None):
+        return np.clip(x, min, max)
+
+    @staticmethod
+    def amax(x, dim=None, keepdim=False):
+        return np.max(x, axis=dim, keepdims=keepdim)
+
+    @staticmethod
+    def amin(x, dim=None, keepdim=False):
+        return np.min(x, axis=dim, keepdims=keepdim)
+
+    @staticmethod
+    def sum(x, dim=None, keepdim=False):
+        return np.sum(x, axis=dim, keepdims=keepdim)
+
+    @staticmethod
+    def mean(x, dim=None, keepdim=False):
+        return np.mean(x, axis=dim, keepdims=keepdim)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torch_numpy_covers_every_numpy_call_of_the_workloads(name):
+    from benchmarks import gpu as G
+
+    w, inputs, ref, args = _case(name)
+    out = G.with_namespace(w.fn, G.torch_numpy(_FakeTorch))(*args)
+    for got, want in zip(W.as_outputs(out), W.as_outputs(w.fn(*args)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_gpu_run_cell_reports_wrong_results_refusals_and_missed_writes():
+    import argparse
+
+    from benchmarks import gpu as G
+    from benchmarks import gpu_writes as GW
+
+    fw = G.TracearrayCPU()
+    opts = argparse.Namespace(repeat=2, warmup=0, budget=10.0)
+    w, inputs, ref, args = _case("ew_chain")
+    check = G.Check(w, inputs)
+    ok = G.run_cell(fw, w.fn, args, check.compare, opts)
+    assert ok["status"] == "ok" and ok["reps"] == 2
+
+    wrong = G.run_cell(fw, lambda a, b, c, d: a * b + c, args, check.compare, opts)
+    assert wrong["status"] == "FAIL" and "relative error" in wrong["reason"]
+
+    def python_if_on_a_value(a, b, c, d):
+        return a if (a > 0).all() else b
+    refused = G.run_cell(fw, python_if_on_a_value, args, check.compare, opts)
+    assert refused["status"] == "refused" and "ConcretizationError" in refused["reason"]
+
+    stencil = GW.WORKLOADS["jacobi_inplace"]
+    grid = GW.make_inputs("jacobi_inplace", SIZE)
+    grid_check = GW.WriteCheck(stencil, grid)
+    written = G.run_cell(fw, stencil.fn, list(grid.values()), grid_check.compare, opts, [0])
+    assert written["status"] == "ok"
+    missed = G.run_cell(fw, lambda u: u * 0.25, list(grid.values()), grid_check.compare, opts,
+                        [0])
+    assert missed["status"] == "FAIL"
+
+
+def _timed_emulated_device():
+    """The SIMT emulator (tests/gpu_emulator.py) with timing events: its kernels run when
+    launched, so the host clock when an event is recorded is that event's time."""
+    from gpu_emulator import EmulatedDevice
+
+    class TimedEmulatedDevice(EmulatedDevice):
+        stream = "emulated stream"
+        driver_version = 0
+
+        def __init__(self):
+            super().__init__()
+            self.events = {}
+
+        def call(self, fname, *args):
+            if fname == "cuEventCreate":
+                self.events[len(self.events) + 1] = None
+                return len(self.events)
+            if fname == "cuEventRecord":
+                assert args[1] == self.stream
+                self.events[args[0]] = time.perf_counter()
+            if fname == "cuEventElapsedTime":
+                return (self.events[args[1]] - self.events[args[0]]) * 1e3
+            return None
+
+    return TimedEmulatedDevice()
+
+
+@pytest.fixture
+def timed_emulator():
+    from tracearray.gpu import driver
+
+    dev = _timed_emulated_device()
+    prev = driver.set_device_for_testing(dev)
+    yield dev
+    driver.set_device_for_testing(prev)
+
+
+def test_gpu_benchmark_device_path_under_the_emulator(timed_emulator):
+    """The GPU path of both scripts for tracearray (device arrays in and out, events on its
+    stream, in-place copies, memory given back), with the emulator as the GPU."""
+    import argparse
+
+    from benchmarks import gpu as G
+    from benchmarks import gpu_writes as GW
+
+    fw = G.Tracearray()
+    assert fw.describe()["device"] == "emulated GPU"
+    opts = argparse.Namespace(repeat=3, warmup=1, budget=30.0)
+    bandwidth = G.copy_bandwidth({"tracearray": fw}, SIZE, 2)
+    assert bandwidth["bytes_per_s"] > 0 and "tracearray.gpu.Event" in bandwidth["measured_with"]
+
+    w, inputs, ref, args = _case("ew_chain")
+    rec = G.run_cell(fw, w.fn, args, G.Check(w, inputs).compare, opts)
+    assert rec["status"] == "ok" and rec["reps"] == 3 and rec["ms"] > 0, rec
+
+    stencil = GW.WORKLOADS["jacobi_inplace"]
+    grid = GW.make_inputs("jacobi_inplace", SIZE)
+    rec = G.run_cell(fw, stencil.fn, list(grid.values()), GW.WriteCheck(stencil, grid).compare,
+                     opts, [0])
+    assert rec["status"] == "ok", rec
+    assert timed_emulator.allocator.in_use == 0   # every array of the cells freed

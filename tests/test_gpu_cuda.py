@@ -234,6 +234,28 @@ def test_bandwidth_report(dev) -> None:
         del out
 
 
+def test_events_time_work_on_tracearrays_stream(dev) -> None:
+    """tracearray.gpu.Event brackets a compiled call queued on tracearray's stream: its device
+    time is no faster than the memory allows (events on another stream would see ~0) and no
+    longer than a host clock around the call and the wait."""
+    n = 1 << 26
+    x = Array.from_numpy(np.ones(n, np.float32))
+    f = gpu(lambda a: np.sqrt(a) * 2.0 + 1.0)
+    f(x)
+    dev.synchronize()
+    start, end = tracearray.gpu.Event(), tracearray.gpu.Event()
+    t0 = time.perf_counter()
+    start.record()
+    y = f(x)
+    end.record()
+    end.synchronize()
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    ms = start.elapsed_ms(end)
+    fastest_ms = 2 * 4 * n / 6e12 * 1e3   # read + write at 6 TB/s, above any GPU's memory
+    assert fastest_ms <= ms <= wall_ms
+    assert float(y.numpy()[0]) == 3.0
+
+
 # ------------------------------------------------------------------------------------------
 # The CPU differential suite, on the GPU (collected last: the checks above run first)
 # ------------------------------------------------------------------------------------------
