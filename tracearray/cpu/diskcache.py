@@ -48,6 +48,8 @@ import time
 import warnings
 from dataclasses import dataclass
 
+from .. import forksafe
+
 MAGIC = b"TRCARRAY"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sHH32sQ32s")
@@ -117,6 +119,7 @@ class ObjectCache:
         self._total: int | None = None       # bytes in the folder as of the last scan, plus ours
         self._since_scan = 0
         self._lock = threading.Lock()
+        forksafe.renew_at_fork(self, "_lock")
 
     def path(self, key: str) -> str:
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):

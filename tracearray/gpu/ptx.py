@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import config
+from .. import config, forksafe
 from ..errors import TracearrayError
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -202,6 +202,7 @@ def find_libdevice() -> Path:
 # ------------------------------------------------------------------------------------------
 
 _lock = threading.RLock()
+forksafe.wait_at_fork(sys.modules[__name__], "_lock", 10)   # LLVM work: waited for at fork
 _llvm_state: dict = {}
 _memory_cache: dict[str, str] = {}
 _MODULE_FLAGS = '!llvm.module.flags = !{!9000}\n!9000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
