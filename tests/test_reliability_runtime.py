@@ -323,6 +323,23 @@ def test_code_shared_by_a_live_function_is_kept():
         assert jit.stats.compiles == compiles
 
 
+def test_modules_llvm_rejects_are_freed_before_their_contexts():
+    """Each module has an LLVM context of its own, closed after it: a module that fails
+    verification (it parses) is closed first, in compile, asm and optimized_ir alike (a
+    context disposed first freed the module under its Python object: a crash at the next
+    garbage collection)."""
+    jit = get_jit()
+    bad = ("define i32 @v(i1 %c) {\nentry:\n  br i1 %c, label %a, label %b\na:\n"
+           "  %x = add i32 1, 2\n  br label %b\nb:\n  ret i32 %x\n}\n")
+    for _ in range(10):
+        for call in (lambda: jit.compile(bad, ["v"]), lambda: jit.asm(bad),
+                     lambda: jit.optimized_ir(bad)):
+            with pytest.raises(jit_module.JitError, match="rejected"):
+                call()
+        gc.collect()
+    assert "ret i32" in jit.optimized_ir("define i32 @w(i32 %x) {\n  ret i32 %x\n}\n")
+
+
 RSS_SCRIPT = """
 import ctypes, gc, json, numpy as np, tracearray
 libc = ctypes.CDLL("libc.so.6")

@@ -355,6 +355,7 @@ class CpuJit:
         try:
             mod.verify()
         except RuntimeError as e:
+            mod.close()   # before its context: disposing a context frees the modules left in it
             raise JitError(f"LLVM rejected the module: {e}\n{_excerpt(text, str(e))}") from None
         pto = llvm.create_pipeline_tuning_options(speed_level=CODEGEN_OPTIONS["speed_level"])
         pto.loop_vectorization = CODEGEN_OPTIONS["loop_vectorization"]
