@@ -422,6 +422,17 @@ def test_changing_python_float_warns_once_with_the_fix():
     assert len(scale._traces) <= scale.max_traces
 
 
+def test_retrace_warning_names_a_keyword_argument_in_a_pytree():
+    @tracearray.compile(device="cpu")
+    def affine(x, *, params):
+        return x * params["w"] + params["b"]
+
+    x = np.ones(3)
+    with pytest.warns(tracearray.RetraceWarning, match="'params'"):
+        for i in range(tracearray.api.RETRACE_WARN_AFTER):
+            affine(x, params={"w": x, "b": float(i)})
+
+
 def test_no_retrace_warning_for_numpy_scalars_static_arguments_or_repeated_values():
     def body(x, s):
         return x * s
