@@ -197,11 +197,13 @@ def test_lower_and_explain_do_not_run_or_recompile() -> None:
 
 def test_kernels_are_shared_between_functions_with_the_same_program() -> None:
     """Kernels are cached by their IR text, process-wide: a second function with the same
-    body and name compiles nothing."""
+    body and name compiles nothing while the first one lives (machine code no function
+    uses any more is freed: see test_reliability_runtime.py)."""
     def body(x):
         return np.sqrt(np.abs(x)) + x.mean(axis=0)
 
-    tracearray.compile(body)(_f32(6, 7))
+    f = tracearray.compile(body)
+    f(_f32(6, 7))
     g = tracearray.compile(body)
     with compiles(expected=0):
         x = _f32(60, 70)

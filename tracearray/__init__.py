@@ -4,7 +4,7 @@
     def f(x, y):
         return np.exp(x) * y + 1.0
 """
-from .api import CompiledFunction, Lowered, compile
+from .api import CompiledFunction, Lowered, RetraceWarning, compile
 from .gpu import Array
 from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                            TraceShapeError, UnsupportedOperationError)
@@ -12,4 +12,5 @@ from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTyp
 __version__ = "0.1.0"
 
 __all__ = ["compile", "CompiledFunction", "Lowered", "Array", "TracearrayError", "ConcretizationError",
-           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
+           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError",
+           "RetraceWarning"]

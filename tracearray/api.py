@@ -3,18 +3,28 @@
 Call path: argument signature -> trace (cached per shapes/dtypes/static values) -> plan ->
 tiles -> executable (cached per signature including strides; kernels themselves are cached
 by their IR text, so a new size compiles nothing new) -> run.
+
+Both per-function caches are bounded LRUs (``CompiledFunction.max_traces``,
+``max_executables``): a function called with ever new shapes or static values keeps the most
+recent ones, and the machine code of evicted executables is freed once no other executable
+uses it. A Python scalar argument is a static value (NumPy treats it as weakly typed: its
+value, not only its type, can decide a result's dtype), so a float that changes on every
+call traces on every call; after ``RETRACE_WARN_AFTER`` such traces the function warns once
+(``RetraceWarning``) with the fix.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from . import config
+from . import config, forksafe
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -24,6 +34,14 @@ from .errors import InputError, TracearrayError
 from .trace.graph import Graph
 
 DEVICES = ("auto", "cpu", "cuda")
+
+# New traces for arguments that differ from an earlier call's only in the values of Python
+# scalars, after which a function warns (once) that a changing value re-traces every call.
+RETRACE_WARN_AFTER = 8
+
+
+class RetraceWarning(UserWarning):
+    """A compiled function keeps tracing again because a Python scalar argument changes."""
 
 
 @dataclass
@@ -67,7 +85,18 @@ class Lowered:
 
 
 class CompiledFunction:
-    """A NumPy function compiled by tracearray. Call it like the original."""
+    """A NumPy function compiled by tracearray. Call it like the original.
+
+    Caches are bounded, least recently used first out: ``max_traces`` traces (one per
+    argument shapes, dtypes and static values; a few KB each) and ``max_executables``
+    executables (one per trace and strides and device; each holds its kernels' machine
+    code, about 1 MB per kernel, while no other executable shares it). 64 of each cover any
+    realistic set of shapes a function is called with; past that, the least recently used
+    signature is traced and built again when it returns.
+    """
+
+    max_traces = 64
+    max_executables = 64
 
     def __init__(self, fn: Callable, device: str = "auto", static_argnums: Any = (),
                  static_argnames: Any = (), fallback: str | None = None):
@@ -83,13 +112,15 @@ class CompiledFunction:
                                          else static_argnames)
         self.fallback = fallback
         self.stats = Stats()
-        self._traces: dict[Any, tuple[Trace, Plan, list[TileSpec]]] = {}
-        self._executables: dict[Any, Any] = {}
+        self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
+        self._executables: OrderedDict[Any, Any] = OrderedDict()
         # Call fast path (see _fast_key): plain-array signature -> (executable, trace).
         self._fast: dict[Any, tuple[Any, Trace]] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
         self._staged = False   # sizes depend on the data: every call runs probes first
         self._build_lock = threading.RLock()
+        forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
+        self._retraces = _RetraceCounter()
         plain = plain_function(fn)[0]
         # The globals the traced function reads (checked at every call: see _guards_hold).
         self._globals: dict = plain.__globals__ if plain is not None else {}
@@ -99,25 +130,39 @@ class CompiledFunction:
             self.__qualname__ = getattr(plain, "__qualname__", self.__name__)
 
     # --------------------------------------------------------------- signatures
-    def _flatten_args(self, args: tuple, kwargs: dict) -> tuple[list[np.ndarray], Any]:
-        """Array leaves in graph-input order, and the cache key of everything else."""
+    def _flatten_args(self, args: tuple, kwargs: dict
+                      ) -> tuple[list[np.ndarray], Any, tuple[Any, ...]]:
+        """Array leaves in graph-input order, the cache key of everything else, and that key
+        with the values of Python scalars in the argument trees replaced by their types
+        (explicitly static arguments keep theirs): the key up to values that re-trace."""
         leaves: list[np.ndarray] = []
         statics: list[Any] = []
+        blind: list[Any] = []
 
         def visit(value: Any, static: bool) -> None:
             if static:
                 statics.append(_hashable(value))
+                blind.append(statics[-1])
                 return
             flat, tree = pytree.flatten(value, is_array_leaf)
             statics.append(_hashable(tree))
+            blind.append(_value_blind(tree))
             leaves.extend(_as_input_array(v) for v in flat)
 
         for i, a in enumerate(args):
             visit(a, i in self.static_argnums)
         for k in sorted(kwargs):
             statics.append(k)
+            blind.append(k)
             visit(kwargs[k], k in self.static_argnames)
-        return leaves, tuple(statics)
+        return leaves, tuple(statics), tuple(blind)
+
+    def _static_labels(self, args: tuple, kwargs: dict) -> list[str]:
+        """The argument each element of ``_flatten_args``'s key belongs to, by name."""
+        labels = _positional_names(self.fn, len(args))
+        for k in sorted(kwargs):
+            labels += [k, k]
+        return labels
 
     def _resolve_device(self) -> str:
         # GPU hook: "cuda" always builds GPU code (running it needs a GPU; PTX does not);
@@ -135,20 +180,44 @@ class CompiledFunction:
         data (``x[mask]``, ``np.nonzero``) is traced in stages: each probe runs on these
         arguments to find the next size, and the trace for the sizes found is used."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
-        leaves, statics = self._flatten_args(args, kwargs)
+        leaves, statics, blind = self._flatten_args(args, kwargs)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
         name = _kernel_prefix(self.fn)
         sizes: tuple[int, ...] = ()
         while True:
+            tkey = (statics, shapes, sizes)
             with self._build_lock:   # concurrent first calls build one trace and executable
-                lowered, all_leaves = self._lower_locked(args, kwargs, leaves,
-                                                         (statics, shapes, sizes), sizes, name)
+                lowered, all_leaves = self._lower_locked(args, kwargs, leaves, tkey, sizes,
+                                                         name)
+                # (a new data-dependent size is not a changed Python scalar: sizes are part
+                # of the value-blind key too)
+                changed = self._retraces.note(tkey, (blind, shapes, sizes)) \
+                    if self.stats.traces != self._retraces.traces_seen else None
+                self._retraces.traces_seen = self.stats.traces
+            if changed:
+                self._warn_retrace(args, kwargs, changed)
             if lowered.probe is None:
                 return lowered, all_leaves
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
             config.log(1, f"{self.__name__}: {lowered.probe} is {count}")
             sizes += (count,)
+
+    def _warn_retrace(self, args: tuple, kwargs: dict, changed: tuple[int, ...]) -> None:
+        labels = self._static_labels(args, kwargs)
+        names = sorted({labels[i] for i in changed if i < len(labels)})
+        which = ", ".join(repr(n) for n in names) or "a Python scalar argument"
+        warnings.warn(
+            f"{self.__name__} was traced {RETRACE_WARN_AFTER} times for arguments that differ "
+            f"only in the value of {which}: a Python scalar is a static value (NumPy treats "
+            f"it as weakly typed), so every new value traces the function and builds it "
+            f"again (milliseconds per call). If it changes from call to call, pass a NumPy "
+            f"scalar or 0-d array instead (np.float32(v) beside float32 arrays: a NumPy scalar "
+            f"takes part in dtype promotion, a Python float does not): it becomes a run-time "
+            f"input and one trace serves every value. If it takes a few values that should "
+            f"specialise the function, mark it static (static_argnums / static_argnames), "
+            f"which also silences this warning. (Warned once per function.)",
+            RetraceWarning, stacklevel=4)
 
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
                       sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
@@ -162,15 +231,17 @@ class CompiledFunction:
             graph = trace.graph
             plan = plan_graph(graph)
             traced = (trace, plan, tile_plan(plan))
-            if tkey in self._traces:   # a re-trace: the executables of the old graph go
-                self._executables = {k: v for k, v in self._executables.items()
-                                     if k[0] != tkey}
+            self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
+            while len(self._traces) > self.max_traces:
+                self._forget_trace(next(iter(self._traces)))
             self._fast.clear()
             self.stats.traces += 1
             if sizes or trace.probe is not None:
                 self._staged = True
             self._report(name, Lowered(graph, plan, traced[2], None))
+        else:
+            self._traces.move_to_end(tkey)
         leaves = leaves + self._global_arrays(traced[0])
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
@@ -185,6 +256,8 @@ class CompiledFunction:
                 from .cpu.runtime import Executable
             exe = Executable(traced[1], traced[2], leaves, name=name)
             self._executables[ekey] = exe
+            while len(self._executables) > self.max_executables:
+                self._forget_executable(next(iter(self._executables)))
             self.stats.executables += 1
             config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
                           f"{[a.shape for a in leaves]}")
@@ -193,8 +266,23 @@ class CompiledFunction:
                     config.log(6, f"{k.name} ({k.geometry.strategy}):\n{k.ir}")
                     config.dump(k.name, "ll", k.ir)
         else:
+            self._executables.move_to_end(ekey)
             config.log(1, f"{self.__name__}: cache hit")
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
+
+    def _forget_trace(self, tkey: Any) -> None:
+        """Drop a trace and the executables built from it (the caller holds the build lock)."""
+        if self._traces.pop(tkey, None) is not None:
+            for ekey in [k for k in self._executables if k[0] == tkey]:
+                self._forget_executable(ekey)
+
+    def _forget_executable(self, ekey: Any) -> None:
+        """Drop an executable and the fast-path entries that call it; its machine code is
+        freed with the last executable that uses it (``cpu.jit``)."""
+        exe = self._executables.pop(ekey)
+        stale = [k for k, (e, _trace) in self._fast.items() if e is exe]
+        for k in stale:
+            del self._fast[k]
 
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
@@ -221,10 +309,16 @@ class CompiledFunction:
 
     def _report(self, name: str, lowered: "Lowered") -> None:
         config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
-        config.log(4, f"graph of {self.__name__}:\n{lowered.as_text('graph')}")
-        config.log(3, f"plan of {self.__name__}:\n{lowered.as_text('plan')}")
-        config.dump(name, "graph", lowered.as_text("graph"))
-        config.dump(name, "plan", lowered.as_text("plan"))
+        # Formatting a graph costs about as much as tracing it: only when it is shown.
+        level, dumping = config.debug_level(), config.dump_dir() is not None
+        if level >= 4 or dumping:
+            graph = lowered.as_text("graph")
+            config.log(4, f"graph of {self.__name__}:\n{graph}")
+            config.dump(name, "graph", graph)
+        if level >= 3 or dumping:
+            plan = lowered.as_text("plan")
+            config.log(3, f"plan of {self.__name__}:\n{plan}")
+            config.dump(name, "plan", plan)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self._lower(args, kwargs)[0]
@@ -410,6 +504,66 @@ def _static_key(value: Any) -> Any:
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (type(value), np.asarray(value).tobytes())
     return (type(value), value)
+
+
+def _value_blind(tree: Any) -> Any:
+    """A pytree definition with every constant's value replaced by its type (which kinds
+    of nodes a tree has is ``pytree``'s; any other kind is kept whole)."""
+    kind = tree[0]
+    if kind == "const":
+        return ("const", type(tree[1]))
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_value_blind(c) for c in tree[1]))
+    if kind == "dict":
+        return (kind, tree[1], tuple(_value_blind(c) for c in tree[2]))
+    return _hashable(tree)
+
+
+class _RetraceCounter:
+    """Counts new traces whose key differs from an earlier one's only in Python scalar
+    values, and says when to warn (once). Bounded: at most ``KEEP`` value-blind keys."""
+
+    KEEP = 256
+
+    def __init__(self) -> None:
+        self.traces_seen = 0      # the function's trace count when ``note`` last looked
+        self.warned = False
+        # value-blind key -> [new traces made for it, the last full key seen, positions that
+        # changed between them]
+        self._by_blind: OrderedDict[Any, list] = OrderedDict()
+
+    def note(self, tkey: Any, blind: Any) -> tuple[int, ...] | None:
+        """A new trace for ``tkey``; the key positions whose values changed when it is time
+        to warn, else None."""
+        if self.warned:
+            return None
+        entry = self._by_blind.get(blind)
+        if entry is None:
+            self._by_blind[blind] = [1, tkey, set()]
+            if len(self._by_blind) > self.KEEP:
+                self._by_blind.popitem(last=False)
+            return None
+        self._by_blind.move_to_end(blind)
+        before, entry[1] = entry[1], tkey
+        if before == tkey:   # the same key again: a global changed, or the LRU evicted it
+            return None
+        entry[0] += 1
+        entry[2].update(i for i, (a, b) in enumerate(zip(before[0], tkey[0])) if a != b)
+        if entry[0] < RETRACE_WARN_AFTER:
+            return None
+        self.warned = True
+        self._by_blind.clear()
+        return tuple(sorted(entry[2]))
+
+
+def _positional_names(fn: Callable, n: int) -> list[str]:
+    """Names of the first ``n`` positional parameters (``argument i`` where unknown)."""
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i].name if i < len(params) else f"argument {i}" for i in range(n)]
 
 
 def _kernel_prefix(fn: Callable) -> str:

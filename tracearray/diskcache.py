@@ -71,6 +71,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from . import forksafe
+
 MAGIC = b"TRCARRAY"
 FORMAT_VERSION = 2
 _HEADER = struct.Struct("<8sHH32sIQ32s")
@@ -283,6 +285,7 @@ class ObjectCache:
         self._total: int | None = None       # bytes in the folder as of the last scan, plus ours
         self._since_scan = 0
         self._lock = threading.Lock()
+        forksafe.renew_at_fork(self, "_lock")
 
     def path(self, key: str) -> str:
         if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):

@@ -7,13 +7,21 @@ through the same pipeline, shared by ``compile``, ``asm`` and
 
 1. ``mathlib.apply_vector_abi`` attaches libmvec vector variants to libm
    declarations (text rewrite, see ``tracearray.cpu.mathlib``);
-2. parse into a context private to the JIT (llvmlite's global context is not
-   thread safe and other backends use it), set the host triple and data
-   layout, verify - bad IR raises ``JitError`` with an excerpt instead of
-   reaching the code generator, where LLVM errors abort the process;
+2. parse into an LLVM context of the module's own (llvmlite's global context is
+   not thread safe and other backends use it; one context per module is freed
+   with it, where a shared one kept every module's types and constants), set the
+   host triple and data layout, verify - bad IR raises ``JitError`` with an
+   excerpt instead of reaching the code generator, where LLVM errors abort the
+   process;
 3. O3 with loop and SLP vectorisation (the tuning-option default leaves SLP
    off);
-4. MCJIT, one engine per module, kept alive for the life of the process.
+4. MCJIT, one engine per module.
+
+Machine code is freed when nothing uses it: ``load_module`` returns a
+``NativeModule`` that holds its engine, the in-memory cache holds engines
+weakly, and an engine no ``NativeModule`` refers to is closed (its code pages
+unmapped, about 0.9 MB per kernel). ``compile`` (addresses only, for callers
+that keep no handle) pins its engine for the life of the JIT.
 
 Caches (ARCHITECTURE.md decision 7)
 -----------------------------------
@@ -23,7 +31,8 @@ layout, CPU name and features, vector-math variants, ``CODEGEN_OPTIONS``, the
 llvmlite, LLVM and tracearray versions, and a digest of this file (editable
 installs keep one version while the pipeline below changes).  Then:
 
-- in memory: the engine built for that key earlier in this process;
+- in memory: the engine built for that key earlier in this process, while
+  something still uses it;
 - on disk (``tracearray.diskcache``, folder ``config.cache_dir()/cpu``):
   the relocatable object MCJIT produced for that key in an earlier process,
   stored with the full key (every component's text, compared on load) and
@@ -38,21 +47,25 @@ installs keep one version while the pipeline below changes).  Then:
 
 ``CpuJit.stats`` counts memory hits, disk hits and compiles.  Disk failures
 never fail a compile (see ``diskcache``).  All LLVM work happens under one
-lock, so every method may be called from any thread.
+lock, so every method may be called from any thread; a fork waits for that lock
+(``tracearray.forksafe``), so a child forked while another thread compiles
+starts with LLVM idle and compiles.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
-from .. import config
+from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from . import elf, mathlib
 
@@ -66,6 +79,10 @@ class JitError(RuntimeError):
 
 _init_lock = threading.Lock()
 _llvm_module = None
+# Fork ranks (outer locks first, as the code nests them): get_jit's lock, then a JIT's own
+# lock, then LLVM's one-time initialisation.
+_RANK_GET_JIT, _RANK_JIT, _RANK_INIT = 0, 10, 30
+forksafe.wait_at_fork(sys.modules[__name__], "_init_lock", _RANK_INIT)
 
 
 def _llvm() -> "llvm_binding":
@@ -127,20 +144,46 @@ def _excerpt(text: str, message: str, context: int = 3) -> str:
 class _Engine:
     """An MCJIT engine plus the LLVM context its module lives in.
 
-    Disposing the context first would free the module under the engine;
-    ``__del__`` closes the engine before the context reference is dropped.
+    Disposing the context first would free the module under the engine, so the
+    context is closed by ``close`` after the engine, and is held until then in
+    ``_CONTEXTS``, outside any reference cycle the engine may be part of (the
+    garbage collector finalizes a cycle's objects in no particular order: a
+    context finalized first crashed in the engine's dispose). ``close`` runs
+    under the JIT's lock (``lock``): the last reference may go in any thread, and
+    LLVM must not run two operations at once.
     """
 
-    def __init__(self, engine, context) -> None:
+    def __init__(self, engine, context, lock) -> None:
         self.engine = engine
-        self.context = context
+        self._lock = lock
+        _CONTEXTS[id(self)] = context
+
+    def close(self) -> None:
+        """Free the machine code now (the engine must not be used afterwards)."""
+        with self._lock:
+            if self.engine is not None:
+                self.engine.close()
+                self.engine = None
+                _CONTEXTS.pop(id(self)).close()
 
     # ``sys.is_finalizing`` is bound here: at interpreter exit module globals (``sys``) may
     # already be None when the last engines are collected, which printed an ignored
     # AttributeError per engine.
     def __del__(self, _is_finalizing=sys.is_finalizing) -> None:
         if not _is_finalizing():  # at exit the process takes everything down anyway
-            self.engine.close()
+            self.close()
+
+
+_CONTEXTS: dict[int, object] = {}   # id(_Engine) -> its LLVM context, until it is closed
+
+
+@dataclass(frozen=True)
+class NativeModule:
+    """Compiled functions of one module: their addresses, valid while this object lives
+    (it holds the engine whose code they point into)."""
+
+    addresses: Mapping[str, int]
+    engine: _Engine
 
 
 # Every option given to LLVM below; part of the cache key, so the key cannot miss one.
@@ -215,9 +258,12 @@ class CpuJit:
         self.data_layout: str = str(self._tm.target_data)
         use_vector = config.vector_math() if vector_math is None else vector_math
         self.vector_variants = mathlib.host_vector_variants(self.features, self.triple) if use_vector else {}
-        self._context = llvm.create_context()
         self._lock = threading.RLock()
-        self._engines: dict[str, _Engine] = {}
+        forksafe.wait_at_fork(self, "_lock", _RANK_JIT)
+        # key -> engine, while a NativeModule uses it (see the module docstring)
+        self._engines: "weakref.WeakValueDictionary[str, _Engine]" = \
+            weakref.WeakValueDictionary()
+        self._pinned: dict[str, _Engine] = {}   # engines of ``compile``: never freed
         self._cache_dir = cache_dir
         self._disk_caches: dict[str, ObjectCache] = {}
         self._machine = elf.host_machine(self.triple)    # None: objects are never read from disk
@@ -263,15 +309,27 @@ class CpuJit:
         """Key of the module in the memory and disk caches."""
         return object_key(self.key_components(module_text))
 
-    def _optimized_module(self, module_text: str):
-        """Steps 1-3 of the pipeline; the caller holds the lock."""
-        return self._parse_and_optimize(mathlib.apply_vector_abi(module_text, self.vector_variants))
+    @contextlib.contextmanager
+    def _optimized_module(self, module_text: str) -> Iterator[object]:
+        """Steps 1-3 of the pipeline, the module freed (with its context) afterwards; the
+        caller holds the lock."""
+        text = mathlib.apply_vector_abi(module_text, self.vector_variants)
+        context = _llvm().create_context()
+        try:
+            mod = self._parse_and_optimize(text, context)
+            try:
+                yield mod
+            finally:
+                mod.close()
+        finally:
+            context.close()
 
-    def _parse_and_optimize(self, text: str):
-        """Steps 2-3 on text already through step 1."""
+    def _parse_and_optimize(self, text: str, context):
+        """Steps 2-3 on text already through step 1, into ``context`` (which the module
+        keeps alive)."""
         llvm = _llvm()
         try:
-            mod = llvm.parse_assembly(text, context=self._context)
+            mod = llvm.parse_assembly(text, context=context)
         except RuntimeError as e:
             raise JitError(f"LLVM could not parse the module: {e}\n{_excerpt(text, str(e))}") from None
         mod.triple = self.triple
@@ -279,6 +337,7 @@ class CpuJit:
         try:
             mod.verify()
         except RuntimeError as e:
+            mod.close()   # before its context: disposing a context frees the modules left in it
             raise JitError(f"LLVM rejected the module: {e}\n{_excerpt(text, str(e))}") from None
         pto = llvm.create_pipeline_tuning_options(speed_level=CODEGEN_OPTIONS["speed_level"])
         pto.loop_vectorization = CODEGEN_OPTIONS["loop_vectorization"]
@@ -288,7 +347,17 @@ class CpuJit:
         return mod
 
     def compile(self, module_text: str, names: list[str]) -> dict[str, int]:
-        """JIT the module (or reuse a cached one); addresses of ``names``."""
+        """JIT the module (or reuse a cached one); addresses of ``names``. The engine stays
+        for the life of the JIT: callers that keep the code only as long as they use it
+        call ``load_module``."""
+        with self._lock:
+            module = self.load_module(module_text, names)
+            self._pinned[self.cache_key(module_text)] = module.engine
+            return dict(module.addresses)
+
+    def load_module(self, module_text: str, names: list[str]) -> NativeModule:
+        """JIT the module (or reuse an engine built for it that is still in use); the
+        machine code is freed once no returned ``NativeModule`` refers to it."""
         with self._lock:
             components = self.key_components(module_text)
             record = key_record(components, KEY_COMPONENTS, "object_key")   # the full key
@@ -306,7 +375,13 @@ class CpuJit:
             if addresses is None:
                 missing = [n for n in names if not engine.engine.get_function_address(n)]
                 raise JitError(f"function {missing[0]!r} is not defined by the compiled module")
-            return addresses
+            return NativeModule(addresses, engine)
+
+    @property
+    def live_engines(self) -> int:
+        """Engines (modules of machine code) alive now: in use, or pinned by ``compile``."""
+        with self._lock:
+            return len(self._engines)
 
     @staticmethod
     def _addresses(engine: _Engine, names: list[str]) -> dict[str, int] | None:
@@ -346,10 +421,12 @@ class CpuJit:
         llvm = _llvm()
         start = time.perf_counter()
         try:
-            empty = llvm.parse_assembly("", context=self._context)
+            context = llvm.create_context()
+            empty = llvm.parse_assembly("", context=context)
             empty.triple = self.triple
             empty.data_layout = self.data_layout
-            engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()), self._context)
+            engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()), context,
+                             self._lock)
             engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
             engine.engine.finalize_object()
         except RuntimeError as e:   # LLVM refused the object (cannot happen for our own writes)
@@ -374,8 +451,10 @@ class CpuJit:
         """Steps 2-4 on rewritten text; the object goes to ``cache`` when there is one."""
         llvm = _llvm()
         start = time.perf_counter()
-        mod = self._parse_and_optimize(text)
-        engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), self._context)
+        context = llvm.create_context()
+        mod = self._parse_and_optimize(text, context)
+        engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), context,
+                         self._lock)
         objects: list[bytes] = []
         if cache is not None:
             # MCJIT hands every object it emits to this hook before linking it in memory.
@@ -391,16 +470,17 @@ class CpuJit:
 
     def asm(self, module_text: str) -> str:
         """Host assembly of the optimised module."""
-        with self._lock:
-            return self._tm.emit_assembly(self._optimized_module(module_text))
+        with self._lock, self._optimized_module(module_text) as mod:
+            return self._tm.emit_assembly(mod)
 
     def optimized_ir(self, module_text: str) -> str:
-        with self._lock:
-            return str(self._optimized_module(module_text))
+        with self._lock, self._optimized_module(module_text) as mod:
+            return str(mod)
 
 
 _jit: CpuJit | None = None
 _jit_lock = threading.Lock()
+forksafe.wait_at_fork(sys.modules[__name__], "_jit_lock", _RANK_GET_JIT)
 
 
 def get_jit() -> CpuJit:

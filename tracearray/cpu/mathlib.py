@@ -32,11 +32,13 @@ d = AVX2, e = AVX-512) and only if the symbol resolves in the process after
 from __future__ import annotations
 
 import re
+import sys
 import threading
 
 import numpy as np
 from llvmlite import ir
 
+from .. import forksafe
 from ..ops import MATH
 
 # NumPy name -> (float32 symbol, float64 symbol): the C99 libm functions of the op registry
@@ -79,6 +81,9 @@ class CpuMath:
 
 _mvec_lock = threading.Lock()
 _mvec_loaded: bool | None = None
+# LLVM's dynamic-library registry is locked while a library loads: wait for it at fork (rank:
+# after the JIT's locks, which may be held around it).
+forksafe.wait_at_fork(sys.modules[__name__], "_mvec_lock", 20)
 
 
 def _load_libmvec() -> bool:

@@ -63,44 +63,74 @@ def chunk_ranges(n: int, min_chunk: int, threads: int) -> list[tuple[int, int]]:
 
 
 class _Job:
-    """One parallel_for call: chunks handed out one at a time to whoever asks."""
+    """One parallel_for call: chunks handed out one at a time to whoever asks.
+
+    Only helpers (pool workers) are counted as running: the calling thread runs its chunks
+    synchronously, so whenever it waits it runs none, even if an exception (a Ctrl-C: Python
+    raises KeyboardInterrupt in the main thread between any two bytecodes) cut its own
+    bookkeeping short. That is what lets an interrupted call wait for exactly the chunks that
+    are still writing into its buffers.
+    """
 
     def __init__(self, fn: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
         self.fn = fn
         self.chunks = chunks
         self.next = 0
-        self.running = 0
+        self.helpers_running = 0
+        self.stopped = False    # a chunk failed or the caller was interrupted: start no more
         self.error: BaseException | None = None
         self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.idle = threading.Condition(self.lock)   # notified when a helper's chunk ends
 
-    def _take(self) -> tuple[int, int] | None:
+    def _take(self, helper: bool) -> tuple[int, int] | None:
         with self.lock:
-            if self.error is not None or self.next >= len(self.chunks):
+            if self.stopped or self.next >= len(self.chunks):
                 return None
             chunk = self.chunks[self.next]
             self.next += 1
-            self.running += 1
+            self.helpers_running += helper
             return chunk
 
-    def _finish(self, error: BaseException | None) -> None:
+    def _fail(self, error: BaseException) -> None:
         with self.lock:
-            self.running -= 1
-            if error is not None and self.error is None:
+            self.stopped = True
+            if self.error is None:
                 self.error = error
-            exhausted = self.error is not None or self.next >= len(self.chunks)
-            if exhausted and self.running == 0:
-                self.done.set()
 
-    def work(self) -> None:
-        """Run chunks until none are left (or one has failed)."""
-        while (chunk := self._take()) is not None:
+    def work(self, helper: bool = True) -> None:
+        """Run chunks until none are left (or the job stopped)."""
+        while (chunk := self._take(helper)) is not None:
             try:
                 self.fn(*chunk)
             except BaseException as e:  # re-raised in the calling thread
-                self._finish(e)
-            else:
-                self._finish(None)
+                self._fail(e)
+            finally:
+                if helper:
+                    with self.lock:
+                        self.helpers_running -= 1
+                        self.idle.notify_all()
+
+    def finished(self) -> bool:
+        """No chunk is left to start and no helper is running one (lock held)."""
+        return (self.stopped or self.next >= len(self.chunks)) and self.helpers_running == 0
+
+    def wait(self) -> None:
+        """Until ``finished``: may be interrupted."""
+        with self.lock:
+            while not self.finished():
+                self.idle.wait()
+
+    def stop_and_wait(self) -> None:
+        """Start no more chunks and wait for the running ones, whatever else is raised
+        meanwhile: a second Ctrl-C must not let the call return while helpers still write."""
+        with self.lock:
+            self.stopped = True
+        while True:
+            try:
+                self.wait()
+                return
+            except BaseException:   # noqa: BLE001 - the first interrupt is the one raised
+                continue
 
 
 class _Pool:
@@ -142,13 +172,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+# Test hook: called in the calling thread when it has run its share and starts waiting for
+# the helpers, where a Ctrl-C most often lands (tests raise KeyboardInterrupt from it).
+_on_wait: Callable[[_Job], None] | None = None
+
+
 def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
     """Call ``fn_ptr_call(begin, end)`` for every chunk, in parallel.
 
     ``fn_ptr_call`` is typically a ctypes CFUNCTYPE kernel with its other
     arguments bound (e.g. ``functools.partial``).  Returns when every chunk has
     run; the first exception raised by a chunk is re-raised here (chunks not
-    yet started are then skipped).
+    yet started are then skipped). An exception raised in the calling thread
+    itself (KeyboardInterrupt) stops the handing out of chunks and propagates
+    only after every chunk already running has ended: until then helpers write
+    into the call's output and scratch buffers, which the caller may free or the
+    output arena hand to the next call as soon as this returns.
     """
     if not chunks:
         return
@@ -163,7 +202,13 @@ def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tup
     job = _Job(fn_ptr_call, list(chunks))
     for _ in range(helpers):
         pool.queue.put(job)
-    job.work()
-    job.done.wait()
+    try:
+        job.work(helper=False)
+        if _on_wait is not None:
+            _on_wait(job)
+        job.wait()
+    except BaseException:
+        job.stop_and_wait()
+        raise
     if job.error is not None:
         raise job.error

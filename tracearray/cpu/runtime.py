@@ -66,6 +66,7 @@ class CompiledKernel:
     pointer_array: Any = None     # ctypes array type of the kernel's buffer pointers
     params_address: int = 0
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
+    code: Any = None   # the jit.NativeModule ``entry`` and ``combine`` point into: keeps it alive
 
 
 class Executable:
@@ -170,7 +171,8 @@ class Executable:
         ir_text = lower_kernel(geo, self.math, name)
         ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views,
                             checks=list(kernel.body.checks))
-        addresses = self.jit.compile(ir_text, entry_names(geo, name))
+        ck.code = self.jit.load_module(ir_text, entry_names(geo, name))
+        addresses = ck.code.addresses
         ck.entry = _ENTRY(addresses[name])
         if geo.strategy == "full":
             ck.combine = _COMBINE(addresses[f"{name}_combine"])

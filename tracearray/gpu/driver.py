@@ -7,15 +7,23 @@ device 0, one non-blocking stream) or raises ``GpuUnavailableError`` saying why.
 
 Every driver call goes through ``Device.call``, which turns a failing ``CUresult`` into a
 ``CudaError`` naming the call, the error and what to do about the common ones.
+
+A CUDA context does not survive ``fork``: the process that initialised the device is
+recorded, and in a forked child ``get_device()`` and every ``Device.call`` raise
+``GpuUnavailableError`` saying so (a driver call there could hang), while ``is_available()``
+answers False, so ``device="auto"`` functions run on the CPU. A child of a process that never
+used the GPU initialises its own.
 """
 from __future__ import annotations
 
 import copy
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from .. import config
+from .. import config, forksafe
 from ..errors import TracearrayError
 from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
 
@@ -70,8 +78,10 @@ class Device:
     """Device 0: primary context, one stream, modules, launches, memory copies."""
 
     def __init__(self, ordinal: int = 0):
+        self.pid = os.getpid()   # the process whose CUDA context this is (see fork, above)
         self.cu = cu = _import_driver()
         self._lock = threading.RLock()
+        forksafe.renew_at_fork(self, "_lock")
         try:
             self.call("cuInit", 0)
         except CudaError as e:
@@ -109,6 +119,8 @@ class Device:
     # -------------------------------------------------------------- errors
     def call(self, fname: str, *args: Any) -> Any:
         """``cu.<fname>(*args)``; raise CudaError unless it returns CUDA_SUCCESS."""
+        if os.getpid() != self.pid:
+            raise GpuUnavailableError(forked_message(self.pid))
         cu = self.cu
         ret = getattr(cu, fname)(*args)
         err, out = (ret[0], ret[1:]) if isinstance(ret, tuple) else (ret, ())
@@ -253,17 +265,31 @@ class Device:
 # ------------------------------------------------------------------------------------------
 
 _device: Device | None = None
+_device_pid = 0    # the process that made ``_device``
 _device_error: Exception | None = None
 _init_lock = threading.Lock()
+forksafe.renew_at_fork(sys.modules[__name__], "_init_lock")
+
+
+def forked_message(pid: int) -> str:
+    return (f"the GPU was initialised in process {pid}, and this process ({os.getpid()}) is a "
+            f"fork of it: a CUDA context does not survive fork. Start worker processes with "
+            f"multiprocessing's 'spawn' or 'forkserver' method "
+            f"(multiprocessing.get_context('spawn')), or use the GPU only in processes that "
+            f"did not inherit it from their parent")
 
 
 def get_device() -> Device:
-    """The initialised device (first call initialises CUDA); GpuUnavailableError if none."""
-    global _device, _device_error
+    """The initialised device (first call initialises CUDA); GpuUnavailableError if none,
+    or if this process is a fork of the one that initialised it."""
+    global _device, _device_error, _device_pid
     with _init_lock:
+        if _device is not None and _device_pid != os.getpid():
+            raise GpuUnavailableError(forked_message(_device_pid))
         if _device is None and _device_error is None:
             try:
                 _device = Device(0)
+                _device_pid = os.getpid()
             except GpuUnavailableError as e:
                 _device_error = GpuUnavailableError(str(e))
             except Exception as e:   # noqa: BLE001 - report any initialisation failure
@@ -282,7 +308,7 @@ def is_available() -> bool:
     if config.gpu_disabled():
         return False
     if _device is not None:
-        return True
+        return _device_pid == os.getpid()   # a forked child cannot use its parent's context
     if _device_error is not None:
         return False
     try:
@@ -307,7 +333,7 @@ def sm_count() -> int:
 
 def set_device_for_testing(device: Any) -> Any:
     """Install a device object (tests: a fake without a GPU); returns the previous one."""
-    global _device, _device_error
+    global _device, _device_error, _device_pid
     prev = _device
-    _device, _device_error = device, None
+    _device, _device_error, _device_pid = device, None, os.getpid()
     return prev

@@ -15,6 +15,8 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+from .. import forksafe
+
 SMALL = 1 << 20
 SMALL_GRANULE = 512
 LARGE_GRANULE = 2 << 20
@@ -58,6 +60,7 @@ class CachingAllocator:
         self.device = device
         self._free: dict[int, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
+        forksafe.renew_at_fork(self, "_lock")
         self.in_use = 0          # bytes handed out and not yet freed
         self.cached = 0          # bytes held in free lists
         self.driver_allocs = 0   # cuMemAlloc calls (observable: tests check reuse)

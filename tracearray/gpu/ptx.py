@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .. import config
+from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from ..errors import TracearrayError
 
@@ -209,6 +209,7 @@ def find_libdevice() -> Path:
 # ------------------------------------------------------------------------------------------
 
 _lock = threading.RLock()
+forksafe.wait_at_fork(sys.modules[__name__], "_lock", 10)   # LLVM work: waited for at fork
 _llvm_state: dict = {}
 _memory_cache: dict[str, str] = {}
 _MODULE_FLAGS = '!llvm.module.flags = !{!9000}\n!9000 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'

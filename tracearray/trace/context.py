@@ -354,6 +354,28 @@ _site_cache: tuple[int, list[tuple[dict, str, Callable[..., Any]]]] | None = Non
 _user_patches: dict[tuple[int, str], list] = {}   # -> [namespace, original, count]
 
 
+def _after_fork_in_child() -> None:
+    """Only the forking thread survives a fork: the traces other threads were running will
+    never end in the child, so undo what they installed (each entry is recorded before its
+    replacement is made, so this holds at any point of an install) and give the child a
+    fresh lock. A fork made while this thread itself traces keeps everything."""
+    global _lock, _active
+    _lock = threading.Lock()
+    if current() is not None:
+        return
+    while _patched:
+        ns, name, old = _patched.pop()
+        ns[name] = old
+    for key, (ns, original, _count) in list(_user_patches.items()):
+        ns[key[1]] = original
+    _user_patches.clear()
+    _active = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _numpy_sites() -> list[tuple[dict, str, Callable[..., Any]]]:
     """Every (module dict, name, replacement) where a NumPy module binds a conversion
     function (cached until more modules are imported)."""

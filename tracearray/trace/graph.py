@@ -14,6 +14,8 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from .. import forksafe
+
 Shape = tuple[int, ...]
 
 
@@ -79,6 +81,9 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.op} {type_str(self)}>"
+
+
+forksafe.renew_at_fork(Node, "_lock")   # a child forked mid-``make`` elsewhere can trace
 
 
 def type_str(node: Node) -> str:
