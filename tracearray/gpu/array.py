@@ -373,9 +373,11 @@ _PLAIN = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(No
 def _adopt(v: Any) -> Any:
     if isinstance(v, _PLAIN) or isinstance(v, Array):
         return v
-    if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+    if isinstance(v, (tuple, list)):
         new = [_adopt(c) for c in v]
-        return v if all(a is b for a, b in zip(new, v)) else type(v)(new)
+        if all(a is b for a, b in zip(new, v)):
+            return v
+        return type(v)(*new) if hasattr(type(v), "_fields") else type(v)(new)   # namedtuple
     if isinstance(v, dict):
         new = {k: _adopt(c) for k, c in v.items()}
         return v if all(new[k] is v[k] for k in v) else new
