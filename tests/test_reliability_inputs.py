@@ -243,6 +243,11 @@ def test_arrays_of_up_to_64_dimensions_work_as_in_numpy() -> None:
         return x.reshape((2,) + (1,) * 38 + (3,)) * 2 + x[:3]
 
     assert_matches(cpu(deep)(x), deep(x))                 # 40 dims: NumPy's result
+
+    def along(x):
+        return np.take_along_axis(x, np.zeros(x.shape, dtype=np.intp), axis=1)
+    x40 = np.arange(24.0).reshape((2, 3) + (1,) * 36 + (4,))
+    assert_matches(cpu(along)(x40), along(x40))
     many = np.arange(8.0).reshape((2, 2, 2) + (1,) * 40)[::-1]
     assert_matches(cpu(lambda a: (a.T + 1).sum(axis=(41, 42)))(many),
                    (many.T + 1).sum(axis=(41, 42)))
