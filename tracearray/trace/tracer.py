@@ -636,9 +636,9 @@ def _escaped(t: Tracer) -> UnexpectedTracerError:
     state = t._trace
     node = t._node
     made = state.locations.get(node)
-    if made is None and node.op == "input":
-        made = f"the input {node.attr('name')!r} of the trace"
-    detail = f"\n  the value was made at {made}" if made else ""
+    detail = (f"\n  the value was made at {made}" if made else
+              f"\n  the value is the traced function's input {node.attr('name')!r}"
+              if node.op == "input" else "")
     return UnexpectedTracerError(with_location(
         f"a traced value ({type_str(node)}) of the trace of {state.function} was used after "
         f"that trace ended: it escaped the function being compiled (kept in a global, a list, "
