@@ -50,7 +50,7 @@ def _define(v: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> TreeDe
         return ("dict", keys, tuple(_define(v[k], is_leaf, leaves) for k in keys))
     if is_dataclass_instance(v):
         names = tuple(f.name for f in dataclasses.fields(v))
-        return ("dataclass", type(v),  names,
+        return ("dataclass", type(v), names,
                 tuple(_define(getattr(v, n), is_leaf, leaves) for n in names))
     return ("const", v)
 
