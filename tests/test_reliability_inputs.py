@@ -329,3 +329,23 @@ def test_a_compiled_function_called_inside_another_is_inlined() -> None:
     assert len(outer.lower(x, k).plan.kernels) >= 1
     assert_matches(_inner(x, k), x * k + x.sum())   # on its own it still compiles
     assert _inner.stats.traces == 1
+
+
+class _ForeignDeviceArray:
+    """What CuPy, Numba or PyTorch expose: only ``__cuda_array_interface__``."""
+
+    def __init__(self, arr: Any):
+        self.arr = arr
+        self.__cuda_array_interface__ = dict(arr.__cuda_array_interface__, stream=None)
+
+
+def test_device_arrays_pass_through_the_same_containers(emulated_gpu: Any) -> None:
+    from tracearray.gpu import Array
+    x = np.arange(6, dtype=np.float32)
+    a, b = Array.from_numpy(x), Array.from_numpy(x * 2)
+    f = tracearray.compile(lambda s, m: (s.mean + m.var, m.mean * 2), device="cuda")
+    total, double = f(Stats(a, b), Moments(_ForeignDeviceArray(b), a))
+    assert isinstance(total, Array) and isinstance(double, Array)   # results stay on the device
+    assert_matches(total.numpy(), x * 2)
+    assert_matches(double.numpy(), x * 4)
+    assert_matches(tracearray.compile(lambda x: x * 3, device="cuda")(a).numpy(), x * 3)

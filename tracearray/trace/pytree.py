@@ -75,11 +75,11 @@ def _build(t: TreeDef, it: Any) -> Any:
     if kind == "namedtuple":
         return t[1](*(_build(c, it) for c in t[2]))
     if kind == "dataclass":
-        return _make_dataclass(t[1], dict(zip(t[2], (_build(c, it) for c in t[3]))))
+        return make_dataclass_instance(t[1], dict(zip(t[2], (_build(c, it) for c in t[3]))))
     return t[1]
 
 
-def _make_dataclass(cls: type, values: dict[str, Any]) -> Any:
+def make_dataclass_instance(cls: type, values: dict[str, Any]) -> Any:
     """An instance of ``cls`` with these field values: made by its ``__init__`` (as
     ``dataclasses.replace`` does, so ``__post_init__`` runs), then the fields ``__init__``
     does not take set as they were (``field(init=False)``, frozen or not)."""
