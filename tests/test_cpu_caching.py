@@ -17,6 +17,7 @@ import pytest
 import tracearray
 from numpy_compare import assert_matches, assert_tree_matches
 from tracearray.cpu.jit import get_jit
+from tracearray.errors import InputError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -273,9 +274,10 @@ def test_calls_keep_no_reference_to_inputs_or_outputs(device: str) -> None:
         gc.enable()
 
 
-def test_repeat_calls_with_other_array_kinds_of_the_same_signature() -> None:
+def test_repeat_calls_with_other_array_kinds_of_the_same_signature(tmp_path: Any) -> None:
     """The plain-array call path (keyed by shape, dtype, strides) must not serve calls whose
-    arrays need the general path: misaligned data, ndarray subclasses."""
+    arrays need the general path: misaligned data, ndarray subclasses (np.memmap is taken,
+    the others refused)."""
     f = tracearray.compile(lambda x: x * 2 + 1, device="cpu")
     x = np.arange(257, dtype=np.float64)
     assert_matches(f(x), x * 2 + 1)
@@ -285,8 +287,11 @@ def test_repeat_calls_with_other_array_kinds_of_the_same_signature() -> None:
     assert not misaligned.flags.aligned
     assert_matches(f(misaligned), x[::-1] * 2 + 1)
     assert_matches(f(x), x * 2 + 1)
-    m = np.ma.masked_array(x, mask=x > 100)
-    assert_matches(f(m), np.asarray(x) * 2 + 1)
+    m = np.memmap(tmp_path / "x.dat", dtype=np.float64, mode="w+", shape=x.shape)
+    m[:] = x - 1
+    assert_matches(f(m), (x - 1) * 2 + 1)
+    with pytest.raises(InputError, match="MaskedArray"):
+        f(np.ma.masked_array(x, mask=x > 100))
     with compiles(expected=0):
         for _ in range(3):
             assert_matches(f(x + 1), (x + 1) * 2 + 1)

@@ -29,8 +29,10 @@ from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
-from .trace import Trace, format_graph, is_array_leaf, plain_function, pytree, trace_function
-from .errors import InputError, TracearrayError
+from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
+                    is_array_leaf, plain_function, pytree, trace_function)
+from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
+from .trace import context as trace_context
 from .trace.graph import Graph
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -122,6 +124,7 @@ class CompiledFunction:
         forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
         self._retraces = _RetraceCounter()
         plain = plain_function(fn)[0]
+        _refuse_lazy_function(plain if plain is not None else fn)
         # The globals the traced function reads (checked at every call: see _guards_hold).
         self._globals: dict = plain.__globals__ if plain is not None else {}
         functools.update_wrapper(self, fn)
@@ -134,12 +137,16 @@ class CompiledFunction:
                       ) -> tuple[list[np.ndarray], Any, tuple[Any, ...]]:
         """Array leaves in graph-input order, the cache key of everything else, and that key
         with the values of Python scalars in the argument trees replaced by their types
-        (explicitly static arguments keep theirs): the key up to values that re-trace."""
+        (explicitly static arguments keep theirs): the key up to values that re-trace.
+
+        Objects with ``__array__`` are array leaves, converted here at every call (their
+        data may have changed since the last one); ndarray subclasses other than np.memmap
+        are refused (``check_array_argument``)."""
         leaves: list[np.ndarray] = []
         statics: list[Any] = []
         blind: list[Any] = []
 
-        def visit(value: Any, static: bool) -> None:
+        def visit(value: Any, static: bool, name: Callable[[], str]) -> None:
             if static:
                 statics.append(_hashable(value))
                 blind.append(statics[-1])
@@ -147,14 +154,18 @@ class CompiledFunction:
             flat, tree = pytree.flatten(value, is_array_leaf)
             statics.append(_hashable(tree))
             blind.append(_value_blind(tree))
-            leaves.extend(_as_input_array(v) for v in flat)
+            for j, v in enumerate(flat):
+                check_array_argument(v, name if tree == ("leaf",) else
+                                     lambda: f"{name()}[{j}]")
+                leaves.append(_as_input_array(v))
 
         for i, a in enumerate(args):
-            visit(a, i in self.static_argnums)
+            visit(a, i in self.static_argnums,
+                  lambda: argument_names(self.fn, len(args))[i])
         for k in sorted(kwargs):
             statics.append(k)
             blind.append(k)
-            visit(kwargs[k], k in self.static_argnames)
+            visit(kwargs[k], k in self.static_argnames, lambda: k)
         return leaves, tuple(statics), tuple(blind)
 
     def _static_labels(self, args: tuple, kwargs: dict) -> list[str]:
@@ -294,7 +305,7 @@ class CompiledFunction:
             if now is seen:
                 continue
             if isinstance(seen, np.ndarray):
-                if not (isinstance(now, np.ndarray) and now.shape == seen.shape
+                if not (type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape
                         and now.dtype == seen.dtype):
                     return False
                 continue
@@ -327,6 +338,10 @@ class CompiledFunction:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if trace_context.current() is not None:
+            # Called by a function being traced (in this thread): inlined into that trace,
+            # as any Python helper is; the outer compiled function compiles it with the rest.
+            return self.fn(*args, **kwargs)
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
@@ -400,6 +415,21 @@ class CompiledFunction:
         return explain_plan(lowered.plan, lowered.tiles)
 
 
+def _refuse_lazy_function(fn: Callable) -> None:
+    """Generator and async functions produce their values after they return, so after the
+    trace: the caller would get a generator (or coroutine) of the trace's tracers, the same
+    ones on every call. Refused when compiling, before any call."""
+    kind = ("a generator function" if inspect.isgeneratorfunction(fn) else
+            "an async generator function" if inspect.isasyncgenfunction(fn) else
+            "an async function" if inspect.iscoroutinefunction(fn) else None)
+    if kind is not None:
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        raise UnsupportedOperationError(with_location(
+            f"tracearray.compile: {name} is {kind}; its values would be produced after it "
+            f"returns, after the trace, so they cannot be compiled. Compile a function that "
+            f"returns the arrays (a tuple, list, dict, namedtuple or dataclass of them)"))
+
+
 def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums: Any = (),
             static_argnames: Any = (), fallback: str | None = None) -> Any:
     """Compile a NumPy function: ``@tracearray.compile`` or ``@tracearray.compile(...)``."""
@@ -434,6 +464,12 @@ def _check_update_targets(graph: Graph, targets: list[Any]) -> None:
     for i in graph.updates:
         t = targets[i]
         name = graph.input_names[i]
+        if not isinstance(t, (np.ndarray, np.generic, _gpu_array.Array)):
+            # an object converted with __array__: what writing into it means is its own
+            raise InputError(
+                f"the compiled function writes into {name!r} (as NumPy would), but it is a "
+                f"{type(t).__name__}, not a NumPy array; pass np.asarray({name}) and use "
+                f"that array afterwards")
         if isinstance(t, np.ndarray) and not t.flags.writeable:
             raise ValueError(f"the compiled function writes into {name!r} (as NumPy would), "
                              f"but that array is read-only")

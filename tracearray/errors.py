@@ -27,6 +27,11 @@ class ConcretizationError(TracearrayError, TypeError):
     """A traced value was needed as a concrete Python value (``if x > 0:``, ``int(x)``)."""
 
 
+class UnexpectedTracerError(TracearrayError, TypeError):
+    """A traced value was used after its trace ended: it escaped the traced function (kept in
+    a global, a list, an attribute or a closure) instead of being returned (JAX's name)."""
+
+
 class UnsupportedOperationError(TracearrayError, TypeError):
     """A NumPy function, ufunc method or argument that tracearray cannot compile."""
 

@@ -12,9 +12,12 @@ Nothing here initialises CUDA until a device array is created or read.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from typing import Any
 
 import numpy as np
+
+from ..trace import pytree
 
 KDL_CUDA = 2
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
@@ -373,12 +376,19 @@ _PLAIN = (np.ndarray, np.generic, int, float, complex, bool, str, bytes, type(No
 def _adopt(v: Any) -> Any:
     if isinstance(v, _PLAIN) or isinstance(v, Array):
         return v
-    if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+    if isinstance(v, (tuple, list)):
         new = [_adopt(c) for c in v]
-        return v if all(a is b for a, b in zip(new, v)) else type(v)(new)
+        if all(a is b for a, b in zip(new, v)):
+            return v
+        return type(v)(*new) if hasattr(type(v), "_fields") else type(v)(new)   # namedtuple
     if isinstance(v, dict):
         new = {k: _adopt(c) for k, c in v.items()}
         return v if all(new[k] is v[k] for k in v) else new
+    if pytree.is_dataclass_instance(v):
+        old = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+        new = {k: _adopt(c) for k, c in old.items()}
+        return v if all(new[k] is old[k] for k in old) else \
+            pytree.make_dataclass_instance(type(v), new)
     return as_array(v) if is_device_array(v) else v
 
 

@@ -13,7 +13,20 @@ from .spec import Shape
 # --------------------------------------------------------------------------------------------
 
 def broadcast_shape(shapes: Sequence[Shape], attrs: dict | None = None) -> Shape:
-    return tuple(np.broadcast_shapes(*shapes))
+    """NumPy's broadcasting rule (ValueError when the shapes do not broadcast). Written out
+    rather than ``np.broadcast_shapes``, which is limited to 32 dimensions and reports a
+    result too large for memory as a broadcasting error: those limits are checked, with
+    NumPy's messages, where a node is made (``graph.check_shape``)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, n in enumerate(shape, ndim - len(shape)):
+            if n != 1:
+                if out[i] not in (1, n):
+                    raise ValueError("shape mismatch: objects cannot be broadcast to a single "
+                                     "shape")
+                out[i] = n
+    return tuple(int(n) for n in out)
 
 
 def reduce_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:
@@ -52,7 +65,7 @@ def expand_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:
 def matmul_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:
     a, b = shapes
     a2, b2 = (a if len(a) > 1 else (1,) + a), (b if len(b) > 1 else b + (1,))
-    batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    batch = broadcast_shape([a2[:-2], b2[:-2]])
     out = tuple(batch) + (a2[-2], b2[-1])
     if len(a) == 1:
         out = out[:-2] + out[-1:]

@@ -28,18 +28,42 @@ from .tracer import Tracer
 from .verify import verify
 
 __all__ = ["trace_function", "Trace", "Graph", "Node", "Tracer", "format_graph", "verify",
-           "is_array_leaf", "TracearrayError", "ConcretizationError",
+           "is_array_leaf", "check_array_argument", "argument_names",
+           "PLAIN_ARRAY_TYPES", "TracearrayError", "ConcretizationError",
            "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
 
 
 def is_array_leaf(x: Any) -> bool:
-    """Arguments traced as arrays: NumPy arrays and scalars, and anything exposing the
-    array interfaces (device arrays). Python scalars are static values, as in NumPy they are
-    weakly typed and their value can matter to the result dtype."""
-    return isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__")
+    """Arguments traced as arrays: NumPy arrays and scalars, anything exposing the array
+    interfaces (device arrays), and objects NumPy converts with ``__array__`` (converted again
+    at every call: their data may change between calls). Python scalars are static values, as
+    in NumPy they are weakly typed and their value can matter to the result dtype."""
+    return isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__") \
+        or (hasattr(x, "__array__") and not isinstance(x, type))
 
 
-def _arg_names(fn: Callable, n: int) -> list[str]:
+# The ndarray types a compiled function takes. Other subclasses change what operations mean
+# (np.ma.MaskedArray skips masked elements, np.matrix makes ``*`` a matrix product) and their
+# data alone, traced as an ndarray, gives silently wrong results; np.memmap is an ndarray
+# whose memory is a file.
+PLAIN_ARRAY_TYPES = (np.ndarray, np.memmap)
+
+
+def check_array_argument(value: Any, name: Callable[[], str], what: str = "argument") -> None:
+    """Refuse an ndarray subclass other than np.memmap. ``name()`` (called only to report)
+    is the argument's name as the function sees it (``x``, ``x[0]``); ``what`` says whether it
+    is an ``argument`` or a ``global``."""
+    if isinstance(value, np.ndarray) and type(value) not in PLAIN_ARRAY_TYPES:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        n = name()
+        raise InputError(
+            f"{what} {n!r} is a {kind}, an ndarray subclass: tracearray compiles plain NumPy "
+            f"arrays (np.ndarray, np.memmap), and the subclass's own meaning of operations "
+            f"(a mask, a matrix product, ...) would be lost. Pass np.asarray({n}) if its data "
+            f"alone is meant, or compile with fallback='numpy' to run such calls with NumPy")
+
+
+def argument_names(fn: Callable, n: int) -> list[str]:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -128,8 +152,22 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
                    static_argnames: frozenset[str], sizes: tuple[int, ...] = ()) -> Trace:
     """Trace ``fn(*args, **kwargs)``: array leaves of non-static arguments become graph inputs
     (by shape and dtype); everything else is passed to ``fn`` unchanged. ``sizes``: the
-    data-dependent sizes found by earlier probes of this call (see ``Trace``)."""
-    names = _arg_names(fn, len(args))
+    data-dependent sizes found by earlier probes of this call (see ``Trace``).
+
+    Every tracer made belongs to this trace; when it returns (or fails) the trace is ended,
+    and a tracer that escaped it (kept in a global, a list, a closure) raises
+    ``UnexpectedTracerError`` on any later use (``Tracer.node``)."""
+    state = context.TraceState(function=getattr(fn, "__qualname__", None) or repr(fn),
+                               sizes=tuple(sizes))
+    try:
+        return _trace(state, fn, args, kwargs, static_argnums, static_argnames)
+    finally:
+        state.ended = True
+
+
+def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
+           static_argnums: frozenset[int], static_argnames: frozenset[str]) -> Trace:
+    names = argument_names(fn, len(args))
     inputs: list[Node] = []
     input_tracers: list[Tracer] = []
     input_names: list[str] = []
@@ -137,8 +175,10 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
     guards: dict[str, Any] = {}
 
     def make_input(value: Any, name: str, alias: str | None) -> Tracer:
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value) \
-            if isinstance(value, np.generic) else value
+        # NumPy scalars and objects with __array__ as NumPy converts them (the call converts
+        # them again, every time); device arrays keep their own shape and dtype.
+        arr = value if isinstance(value, np.ndarray) or \
+            hasattr(value, "__cuda_array_interface__") else np.asarray(value)
         dtype = check_dtype(arr.dtype, f"argument {name!r}")
         node = Node.make("input", (), {"index": len(inputs), "name": name,
                                        "shape": tuple(arr.shape), "dtype": dtype.str},
@@ -152,7 +192,10 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
     def substitute(value: Any, name: str) -> Any:
         leaves, tree = pytree.flatten(value, is_array_leaf)
         if len(leaves) == 1 and tree == ("leaf",):
+            check_array_argument(value, lambda: name)
             return make_input(value, name, name)
+        for i, v in enumerate(leaves):
+            check_array_argument(v, lambda: f"{name}[{i}]")
         return pytree.unflatten(tree, [make_input(v, f"{name}[{i}]", name)
                                        for i, v in enumerate(leaves)])
 
@@ -162,14 +205,6 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
     for k, v in kwargs.items():
         if k in static_argnames:
             context.refuse_random_state(v, f"static argument {k!r}")
-    t_args = tuple(a if i in static_argnums else substitute(a, names[i])
-                   for i, a in enumerate(args))
-    # Keyword arguments become inputs in sorted order, the order in which the call path
-    # flattens them (api.CompiledFunction._flatten_args): in the order given, f(y=b, x=a)
-    # read b as x.
-    t_kwargs = {k: kwargs[k] if k in static_argnames else substitute(kwargs[k], k)
-                for k in sorted(kwargs)}
-
     plain, bound, bound_kw = plain_function(fn)
     _refuse_random_in(plain, bound, bound_kw)
     seen_global_arrays: dict[str, Tracer] = {}
@@ -179,6 +214,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
         if name in seen_global_arrays:
             return seen_global_arrays[name]
         context.refuse_random_state(value, f"the global {name!r}")
+        check_array_argument(value, lambda: name, "global")
         if isinstance(value, np.ndarray) and value.dtype.newbyteorder("=") in \
                 _SUPPORTED_DTYPES and recorder is not None and recorder.recording:
             t = make_input(value, f"global {name}", f"global {name}")
@@ -202,7 +238,15 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
             return inner(*bound, *a, **{**bound_kw, **k})
 
     probe: context.SizeNeeded | None = None
-    with context.tracing(recorder if recorder is not None else None, sizes) as state:
+    with context.tracing(recorder if recorder is not None else None, state):
+        # (the argument tracers are made inside, so that they belong to this trace)
+        t_args = tuple(a if i in static_argnums else substitute(a, names[i])
+                       for i, a in enumerate(args))
+        # Keyword arguments become inputs in sorted order, the order in which the call path
+        # flattens them (api.CompiledFunction._flatten_args): in the order given, f(y=b, x=a)
+        # read b as x.
+        t_kwargs = {k: kwargs[k] if k in static_argnames else substitute(kwargs[k], k)
+                    for k in sorted(kwargs)}
         if recorder is not None:
             recorder.recording = True
         try:
@@ -224,10 +268,13 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: froz
         return Trace(graph, guards, probe=probe.what)
     if recorder is not None:
         _write_back(recorder, plain.__globals__, seen_global_arrays)
-    if inspect.isgenerator(result):
+    if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
+        kind = "a coroutine" if inspect.iscoroutine(result) else "a generator"
+        if inspect.iscoroutine(result):
+            result.close()   # never run: no "never awaited" warning
         raise UnsupportedOperationError(with_location(
-            "the compiled function is a generator: its values would be produced lazily, "
-            "after the trace; return the arrays (a tuple or list) instead"))
+            f"the compiled function returned {kind}: its values would be produced lazily, "
+            f"after the trace; return the arrays (a tuple or list) instead"))
 
     def is_out_leaf(x: Any) -> bool:
         return isinstance(x, (Tracer, np.ndarray, np.generic))

@@ -30,6 +30,7 @@ from ..errors import with_location
 from .build import cast, constant, make
 from ..ops import OPS
 from .graph import Node
+from ..ops.rules import broadcast_shape
 
 # Movement ops a write can go back through, and the read-only ones (NumPy's broadcast_to,
 # diagonal and sliding_window_view return read-only views).
@@ -189,7 +190,7 @@ def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool =
     rows_given = len(vshape) == t + 1
     rest = vshape[1:] if rows_given else vshape
     try:
-        fits = len(vshape) <= t + 1 and np.broadcast_shapes(rest, trailing) == tuple(trailing)
+        fits = len(vshape) <= t + 1 and broadcast_shape([rest, trailing]) == tuple(trailing)
     except ValueError:
         fits = False
     if not fits:

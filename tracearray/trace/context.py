@@ -59,6 +59,9 @@ class Check:
 
 @dataclass
 class TraceState:
+    function: str = ""      # the traced function's name, for errors
+    # set when the trace is over: its tracers are dead (Tracer.node raises)
+    ended: bool = False
     checks: list[Check] = field(default_factory=list)
     # the user's line that made each node in this trace (nodes are interned: another trace
     # may have made the same node at another line)
@@ -448,13 +451,13 @@ def _release_user(keys: list[tuple[int, str]]) -> None:
 
 
 @contextlib.contextmanager
-def tracing(user_globals: dict | None = None, sizes: tuple[int, ...] = ()
+def tracing(user_globals: dict | None = None, state: TraceState | None = None
             ) -> Iterator[TraceState]:
     """Run a trace: conversions pass tracers through, random calls are refused, checks are
-    collected into the returned state, ``sizes`` answer ``data_size`` (see the module
+    collected into the returned state, whose ``sizes`` answer ``data_size`` (see the module
     docstring)."""
     global _active
-    state = TraceState(sizes=tuple(sizes))
+    state = state if state is not None else TraceState()
     with _lock:
         if _active == 0:
             for ns, name, new in _numpy_sites():

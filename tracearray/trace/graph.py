@@ -15,8 +15,31 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from .. import forksafe
+from ..errors import TraceShapeError, with_location
 
 Shape = tuple[int, ...]
+
+
+# NumPy's limits on an array (NPY_MAXDIMS of NumPy 2; sizes in bytes fit a signed intp):
+# every node is a value NumPy could hold, so a program past them fails as NumPy does, with
+# its messages, when the node is made (and not later, inside a kernel's index arithmetic).
+MAX_DIMS = 64
+MAX_BYTES = int(np.iinfo(np.intp).max)
+
+
+def check_shape(shape: Shape, dtype: np.dtype) -> None:
+    if len(shape) > MAX_DIMS:
+        raise TraceShapeError(with_location(
+            f"maximum supported dimension for an ndarray is currently {MAX_DIMS}, found "
+            f"{len(shape)}"))
+    # as NumPy counts: the nonzero dimensions' product (an empty array may not be too big)
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= n or 1
+    if nbytes > MAX_BYTES:
+        raise TraceShapeError(with_location(
+            "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum "
+            "possible size."))
 
 
 class Node:
@@ -49,6 +72,7 @@ class Node:
             node = cls._interned.get(key)
             if node is not None and node.args == args:
                 return node
+            check_shape(shape, dtype)
             node = object.__new__(cls)
             for name, value in (("op", op), ("args", args), ("attrs", attrs), ("shape", shape),
                                 ("dtype", dtype), ("_key", key)):

@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import with_location
 from .build import as_node, cast, constant, known_value, make, unsupported
 from .graph import Node
+from ..ops.rules import broadcast_shape
 
 _VALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
                 "integer or boolean arrays are valid indices")
@@ -264,7 +265,7 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
     # 2. broadcast the index arrays
     shapes = [a.shape if isinstance(a, Node) else np.shape(a) for _yd, _xd, a in adv]
     try:
-        b_shape = np.broadcast_shapes(*shapes)
+        b_shape = broadcast_shape(shapes)
     except ValueError:
         text = " ".join(str(tuple(s)).replace(" ", "").replace(",)", ",)") for s in shapes)
         raise IndexError(with_location(
@@ -392,7 +393,7 @@ def broadcast_value(v: Node, shape: tuple) -> Node:
     while len(vs) > len(shape) and vs[0] == 1:
         vs = vs[1:]
     try:
-        ok = np.broadcast_shapes(vs, shape) == tuple(shape)
+        ok = broadcast_shape([vs, shape]) == tuple(shape)
     except ValueError:
         ok = False
     if not ok:

@@ -19,6 +19,7 @@ from .build import (as_node, cast, check_dtype, constant, dtype_key, make, norma
 from ..errors import with_location
 from .graph import Node
 from ..ops import OPS, UFUNC_OPS, Kind, numel
+from ..ops.rules import broadcast_shape
 
 
 # ------------------------------------------------------------------------------------------
@@ -515,8 +516,10 @@ def expand_dims(x: Any, axis: Any) -> Node:
 def broadcast_to(x: Any, shape: Any) -> Node:
     x = as_node(x)
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(with_location("all elements of broadcast shape must be non-negative"))
     try:
-        if np.broadcast_shapes(x.shape, shape) != shape:
+        if broadcast_shape([x.shape, shape]) != shape:
             raise ValueError
     except ValueError:
         raise ValueError(with_location(

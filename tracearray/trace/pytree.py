@@ -1,10 +1,22 @@
-"""Flattening of nested tuples, lists and dicts (arguments and return values)."""
+"""Flattening of nested containers (arguments and return values): the one pytree mechanism.
+
+Containers are tuples, lists, dicts, namedtuples and dataclass instances; anything else is a
+leaf when ``is_leaf`` says so and a constant kept as it is otherwise. Namedtuples and
+dataclasses are rebuilt as the same type, so a function returning ``Result(mean=..., var=...)``
+returns a ``Result`` of arrays, never one holding the tracers of its trace.
+"""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
-# A tree definition (hashable: it is part of cache keys): ("leaf",), ("tuple", children),
-# ("list", children), ("dict", keys, children) or ("const", value) for non-array leaves kept as they are.
+# A tree definition (hashable: it is part of cache keys):
+#   ("leaf",)
+#   ("tuple", children) / ("list", children)
+#   ("dict", keys, children)
+#   ("namedtuple", type, children)
+#   ("dataclass", type, names, children): every field, in declaration order
+#   ("const", value): a non-array leaf kept as it is
 TreeDef = tuple
 
 
@@ -13,19 +25,33 @@ def flatten(x: Any, is_leaf: Callable[[Any], bool]) -> tuple[list[Any], TreeDef]
     return leaves, _define(x, is_leaf, leaves)
 
 
+def is_namedtuple(v: Any) -> bool:
+    return isinstance(v, tuple) and hasattr(type(v), "_fields")
+
+
+def is_dataclass_instance(v: Any) -> bool:
+    return dataclasses.is_dataclass(v) and not isinstance(v, type)
+
+
 def _define(v: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> TreeDef:
     # Module-level recursion (no self-referencing closure, hence no reference cycle holding
     # the leaves alive until the garbage collector runs).
     if is_leaf(v):
         leaves.append(v)
         return ("leaf",)
-    if isinstance(v, tuple) and not hasattr(v, "_fields"):
+    if is_namedtuple(v):
+        return ("namedtuple", type(v), tuple(_define(c, is_leaf, leaves) for c in v))
+    if isinstance(v, tuple):
         return ("tuple", tuple(_define(c, is_leaf, leaves) for c in v))
     if isinstance(v, list):
         return ("list", tuple(_define(c, is_leaf, leaves) for c in v))
     if isinstance(v, dict):
         keys = tuple(v)
         return ("dict", keys, tuple(_define(v[k], is_leaf, leaves) for k in keys))
+    if is_dataclass_instance(v):
+        names = tuple(f.name for f in dataclasses.fields(v))
+        return ("dataclass", type(v), names,
+                tuple(_define(getattr(v, n), is_leaf, leaves) for n in names))
     return ("const", v)
 
 
@@ -46,4 +72,20 @@ def _build(t: TreeDef, it: Any) -> Any:
         return [_build(c, it) for c in t[1]]
     if kind == "dict":
         return {k: _build(c, it) for k, c in zip(t[1], t[2])}
+    if kind == "namedtuple":
+        return t[1](*(_build(c, it) for c in t[2]))
+    if kind == "dataclass":
+        return make_dataclass_instance(t[1], dict(zip(t[2], (_build(c, it) for c in t[3]))))
     return t[1]
+
+
+def make_dataclass_instance(cls: type, values: dict[str, Any]) -> Any:
+    """An instance of ``cls`` with these field values: made by its ``__init__`` (as
+    ``dataclasses.replace`` does, so ``__post_init__`` runs), then the fields ``__init__``
+    does not take set as they were (``field(init=False)``, frozen or not)."""
+    fields = dataclasses.fields(cls)
+    obj = cls(**{f.name: values[f.name] for f in fields if f.init})
+    for f in fields:
+        if not f.init:
+            object.__setattr__(obj, f.name, values[f.name])
+    return obj

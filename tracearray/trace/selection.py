@@ -308,8 +308,16 @@ def _compacted(x: Any) -> Any:
 
 
 def compact_all(x: Any) -> Any:
-    """A function's result with its selections compacted (arrays of the data's length)."""
-    return _compacted(x)
+    """A function's result with its selections compacted (arrays of the data's length),
+    through the one pytree mechanism of results (namedtuples, dataclasses, ...)."""
+    from . import pytree
+    from .tracer import Tracer
+    leaves, tree = pytree.flatten(x, lambda v: isinstance(v, (MaskedSelection, Tracer,
+                                                              np.ndarray, np.generic)))
+    if not any(isinstance(v, MaskedSelection) for v in leaves):
+        return x
+    return pytree.unflatten(tree, [v.compact() if isinstance(v, MaskedSelection) else v
+                                   for v in leaves])
 
 
 def _kd(keepdims: Any, out: Any, where: Any) -> bool:

@@ -20,9 +20,11 @@ from . import buffers
 from . import numpy_api as api
 from .buffers import Buffer
 from .build import as_node as as_node_, check_dtype, dtype_key, known_value, shape_str, unsupported
-from ..errors import (ConcretizationError, UnsupportedAttributeError, UnsupportedOperationError,
-                      user_location, with_location)
+from . import context
+from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
+                      UnsupportedOperationError, user_location, with_location)
 from .graph import Node, type_str
+from ..ops.rules import broadcast_shape
 
 
 # ``a[...] = v`` and augmented forms (``a[i] += v``), not comparisons (``a[i] == v``).
@@ -118,7 +120,7 @@ _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
-    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous")
+    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
     def __init__(self, node: Node, alias: str | None = None, *, buffer: Buffer | None = None,
@@ -133,10 +135,15 @@ class Tracer:
         self._node = node
         self._version = self._buf.version
         self._ambiguous = ambiguous
+        self._trace = context.current()   # None outside a trace (tests of the tracer itself)
 
     @property
     def node(self) -> Node:
-        """The current value (the views of the path replayed after a write to the buffer)."""
+        """The current value (the views of the path replayed after a write to the buffer).
+        Every operation on a tracer reads it, so this is where one used after its trace
+        ended is caught."""
+        if self._trace is not None and self._trace.ended:
+            raise _escaped(self)
         buf = self._buf
         if self._version != buf.version:
             self._node = buffers.replay(buf.node, self._path)
@@ -204,7 +211,32 @@ class Tracer:
         return FlatIter(self)
 
     def __repr__(self) -> str:
-        return f"Tracer({type_str(self.node)})"
+        # never raises (debuggers, error messages): shape and dtype are the tracer's own
+        dead = ", escaped its trace" if self._trace is not None and self._trace.ended else ""
+        return f"Tracer({type_str(self._node)}{dead})"
+
+    # --- formatting: values are not known while tracing -------------------------------
+    def __format__(self, spec: str) -> str:
+        v = self._known()
+        if v is not None:
+            return format(v, spec)   # ndarray.__format__: a 0-d value formats as its item
+        return self._unformattable(f"format() or an f-string with the spec {spec!r}" if spec
+                                   else "format() or an f-string")
+
+    def __str__(self) -> str:
+        v = self._known()
+        if v is not None:
+            return str(v)
+        return self._unformattable("str() (or print)")
+
+    def _unformattable(self, what: str) -> str:
+        raise ConcretizationError(with_location(
+            f"{what} of a traced array ({type_str(self.node)}) needs its values, which are "
+            f"not known while tracing: the traced function runs once, on stand-ins, to record "
+            f"the computation, and the values exist only when the compiled function runs. "
+            f"Return the value and format it after the call; x.shape and x.dtype are known "
+            f"(repr(x) shows them), and fallback='numpy' or calling the function uncompiled "
+            f"runs it with NumPy's values."))
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes a Tracer does not define: an ndarray attribute is named
@@ -607,6 +639,24 @@ class FlatIter:
         return self.base.__array__()
 
 
+def _escaped(t: Tracer) -> UnexpectedTracerError:
+    """The error for a tracer used after its trace ended: which trace, where the value was
+    made (the user's line that made its node in that trace, or the argument it stands for),
+    and what to do."""
+    state = t._trace
+    node = t._node
+    made = state.locations.get(node)
+    detail = (f"\n  the value was made at {made}" if made else
+              f"\n  the value is the traced function's input {node.attr('name')!r}"
+              if node.op == "input" else "")
+    return UnexpectedTracerError(with_location(
+        f"a traced value ({type_str(node)}) of the trace of {state.function} was used after "
+        f"that trace ended: it escaped the function being compiled (kept in a global, a list, "
+        f"an attribute or a closure while tracing) and its value is never computed. Return it "
+        f"from the compiled function instead (results may be tuples, lists, dicts, "
+        f"namedtuples and dataclasses of arrays){detail}"))
+
+
 def _traced_mask(key: Any) -> tuple[int, Node] | None:
     """(leading dims, mask) for ``x[mask]`` / ``x[mask, ...]`` / ``x[mask, :]`` with a traced
     boolean mask of one or more dims (whose values are not known while tracing)."""
@@ -661,7 +711,7 @@ def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
             f"Cannot cast ufunc '{name.split('.')[-1]}' output from {r.dtype!r} to "
             f"{out.dtype!r} with casting rule {casting!r}"))
     try:
-        shape = np.broadcast_shapes(r.shape, out.shape)
+        shape = broadcast_shape([r.shape, out.shape])
     except ValueError:
         shape = r.shape
     if shape != tuple(out.shape):

@@ -19,6 +19,7 @@ from .. import indexing as ix
 from .. import numpy_api as api
 from ..build import constant, make, normalize_axes, unsupported
 from ...errors import with_location
+from ...ops.rules import broadcast_shape
 from ..tracer import Tracer, no_out
 from . import FLOATS, NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
 
@@ -72,8 +73,10 @@ def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tracer:
                 "`indices` and `arr` must have the same number of dimensions"))
         (ax,) = normalize_axes(axis, a.ndim, "take_along_axis")
     try:
-        shape = list(np.broadcast_shapes(tuple(n for d, n in enumerate(a.shape) if d != ax),
-                                         tuple(n for d, n in enumerate(idx.shape) if d != ax)))
+        # (NumPy's own rule, not np.broadcast_shapes: that stops at 32 dimensions, and
+        # np.take_along_axis does not)
+        shape = list(broadcast_shape([tuple(n for d, n in enumerate(a.shape) if d != ax),
+                                      tuple(n for d, n in enumerate(idx.shape) if d != ax)]))
     except ValueError:
         raise ValueError(with_location(
             f"shape mismatch: objects cannot be broadcast to a single shape.  Mismatch is "
