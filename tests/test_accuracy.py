@@ -144,3 +144,20 @@ def test_gpu_column_sums_are_compensated(emulated_gpu) -> None:
     got = tracearray.compile(lambda a: a.sum(axis=0), device="cuda")(x)
     errs = [rel_err(g, exact("sum", c)) for g, c in zip(got, x.T)]
     assert max(errs) <= 2 * EPS32, max(errs)
+
+
+# ------------------------------------------------------------------------ the comparator
+@pytest.mark.parametrize("shape,axis", [((1 << 20,), None), ((4, 1 << 18), -1),
+                                        ((1 << 18, 4), 0)])
+def test_comparator_bound_is_the_schemes(shape, axis) -> None:
+    """The comparator allows a float sum s·d(n)·eps·Σ|x| (d: tile.sum_rounding_depth, about
+    1024 + log2(n) at these sizes), no longer s·n·eps·Σ|x|; our results and NumPy's pass."""
+    from tracearray.testing import assert_matches_numpy
+    x = np.random.default_rng(0).random(shape, dtype=np.float32) + np.float32(0.5)
+    cmp = assert_matches_numpy(lambda a: a.sum(axis=axis), x, device="cpu")
+    b = cmp.bounds[0]
+    scale = np.abs(x.astype(np.float64)).sum(axis=axis)
+    width = np.asarray(b.hi, np.float64) - np.asarray(b.lo, np.float64)
+    depth = 1024 + 20 + 8        # d(n) for n <= 2^20: the slack is s = 2 on each side
+    allowed = 2 * 2 * depth * EPS32 * scale + 4 * np.spacing(np.float32(scale.max()))
+    assert (width <= allowed).all(), (width.max(), allowed.min())
