@@ -16,7 +16,9 @@ Strategies (see tile/geometry.py): ``map`` and ``map2d`` evaluate the stored roo
 point; ``row`` sweeps a row once per reduction phase, then once for the full-space outputs,
 then writes the row outputs; ``col`` does the same for a tile of columns at once with an
 array of accumulators; ``full`` accumulates one slot's partial results, which ``combine``
-merges in slot order; ``scan`` runs a sequential accumulator along its axis.
+merges in slot order; ``scan`` runs a sequential accumulator along its axis. Float sums run
+their innermost loop in blocks combined pairwise, and a column's sum is compensated
+(``summation.py``): at least NumPy's accuracy.
 """
 from __future__ import annotations
 
@@ -505,8 +507,8 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
 
     def _contiguous_sweep(self) -> bool:
-        """Whether every load of the innermost loop is contiguous or loop invariant (so the
-        vectoriser keeps its full width of partial sums)."""
+        """Whether every load of the kernel is contiguous or invariant along the innermost
+        loop and none is gathered (so the vectoriser keeps its full width of partial sums)."""
         vdim = self.geo.vector_dim
         for access, uses, vs in zip(self.kernel.body.accesses, self.geo.load_uses,
                                     self.geo.load_vstrides):
