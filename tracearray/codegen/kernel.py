@@ -17,8 +17,8 @@ point; ``row`` sweeps a row once per reduction phase, then once for the full-spa
 then writes the row outputs; ``col`` does the same for a tile of columns at once with an
 array of accumulators; ``full`` accumulates one slot's partial results, which ``combine``
 merges in slot order; ``scan`` runs a sequential accumulator along its axis. Float sums run
-their innermost loop in blocks combined pairwise, and a column's sum is compensated
-(``summation.py``): at least NumPy's accuracy.
+their innermost loop in blocks combined pairwise, and a column's sum adds blocks of rows
+with compensation (``summation.py``): at least NumPy's accuracy.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KIndex, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..ops import OPS, Reducer
-from ..tile import STRIDED_SUM_BLOCK, SUM_BLOCK
+from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, param_layout
 from . import scalar
@@ -456,6 +456,14 @@ class KernelLowering:
         self.b.store(s, acc)
         self.b.store(c, comp)
 
+    def _add_compensated(self, red, acc: ir.Value, comp: ir.Value, block: ir.Value) -> None:
+        """A block's sum (in the accumulator dtype) into the total, compensated; the block
+        restarts from the identity."""
+        s, c = compensated_add(self.b, self.b.load(acc), self.b.load(comp), self.b.load(block))
+        self.b.store(s, acc)
+        self.b.store(c, comp)
+        self._init_acc(red, block, None)
+
     def _finalize(self, red, acc: ir.Value, idx: ir.Value | None) -> ir.Value:
         if idx is not None:
             return self.b.load(idx)
@@ -552,16 +560,18 @@ class KernelLowering:
         updated for every row of the reduced dims (contiguous and vectorised along the tile)."""
         k, t, last = self.kernel, self.geo.tile, self.geo.rank - 1
         full, rows = self._split_stores()
-        accs, comps = [], []
+        inner = self.geo.inner_dims
+        accs, sums = [], []
         for red in k.reductions:
             in_dt = reduction_input_dtype(red)
             ty = scalar.llvm_type(accumulator_dtype(red.op, in_dt))
             acc = self.alloca(ty, t)
             idx = self.alloca(I64, t) if is_arg_reduction(red.op) else None
             accs.append((acc, idx))
-            # float sums: a compensation per column (Kahan), as the reduced rows are the
-            # outer loop and cannot be blocked
-            comps.append(self.alloca(ty, t) if is_float_sum(red) else None)
+            # float sums: the rows are the outer loop, so each column adds a block of rows
+            # in order, then the block's sum into its total with Kahan's compensation
+            sums.append((self.alloca(ty, t), self.alloca(ty, t))
+                        if is_float_sum(red) and inner else None)
         ext = self.extent(last)
         with self.loop(begin, end) as p:
             (tile,) = self.set_par_index(p, [self.ceil_div(ext, t)])
@@ -585,20 +595,30 @@ class KernelLowering:
             self.red_value = red_at_column
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = accs[j]
-                comp = comps[j]
                 with columns() as (_q, off):
                     self._init_acc(red, slot(acc, off), slot(idx, off))
-                    if comp is not None:
-                        self._init_acc(red, slot(comp, off), None)
-                with self.nest(self.geo.inner_dims):
-                    with columns() as (_q, off):
-                        if comp is not None:
-                            self._accumulate_compensated(red, slot(acc, off), slot(comp, off),
-                                                         self.ev(e, {}))
-                        else:
+                    for part in sums[j] or ():
+                        self._init_acc(red, slot(part, off), None)
+                if sums[j] is None:
+                    with self.nest(inner):
+                        with columns() as (_q, off):
                             pos = self._position(red) if idx is not None else None
                             self._accumulate(red, slot(acc, off), slot(idx, off),
                                              self.ev(e, {}), pos, reassociate=False)
+                    continue
+                block, comp = sums[j]
+                step = self.const(COLUMN_SUM_BLOCK)
+                with self.nest(inner[:-1]):
+                    rows_ext = self.extent(inner[-1])
+                    with self.loop(self.const(0), rows_ext, step) as r0:
+                        with self.loop(r0, self.smin(self.b.add(r0, step), rows_ext)) as r:
+                            self.loop_vars[inner[-1]] = r
+                            with columns() as (_q, off):
+                                self._accumulate(red, slot(block, off), None, self.ev(e, {}),
+                                                 None, reassociate=False)
+                        with columns() as (_q, off):
+                            self._add_compensated(red, slot(acc, off), slot(comp, off),
+                                                  slot(block, off))
             if full:
                 with self.nest(self.geo.inner_dims):
                     with columns():

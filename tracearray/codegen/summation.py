@@ -15,10 +15,10 @@ A kernel here does as well without giving up vectorisation:
   stack costs a few instructions per block, nothing per element. A loop over strided or
   gathered data vectorises into few lanes or none: its blocks are ``STRIDED_SUM_BLOCK``
   long, and a float32 sum's blocks and stack are float64.
-- ``compensated_add``: Kahan's compensated step, for loops that cannot be blocked (column
-  reductions update a tile of accumulators row after row; a GPU thread adds its strided
-  share, or its whole row, one term at a time): its error is 2·eps·Σ|x| + O(m·eps²),
-  whatever the length.
+- ``compensated_add``: Kahan's compensated step, where the terms come one at a time: a GPU
+  thread adds its strided share, or its whole row; a column reduction adds blocks of
+  ``COLUMN_SUM_BLOCK`` rows in order and each block's sums into the columns' totals. Its
+  error is 2·eps·Σ|x| + O(m·eps²), whatever the number m of terms.
 
 The worst-case depth this guarantees is ``tile.sum_rounding_depth``, which the comparator's
 summation bound uses (testing/bounds.py).

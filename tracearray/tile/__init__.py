@@ -37,6 +37,9 @@ MAX_FULL_REDUCTION_SLOTS = 64
 SUM_BLOCK = 1024
 # ... and of this many when the loop reads strided or gathered data (few vector lanes, if any)
 STRIDED_SUM_BLOCK = 128
+# Column sums add this many rows in order per column, then the block into the column's total
+# with Kahan's compensation (once per block: cheap)
+COLUMN_SUM_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ def sum_rounding_depth(n: int) -> int:
     most 2n/SUM_BLOCK blocks, whose binary-counter stack adds at most floor(log2) + 1; the
     slots of a full reduction (64 on the CPU, combined by the same stack) add at most 7. The
     GPU's compensated per-thread sums (2 each) and two 256-thread trees (8 each) stay below
-    that. No order needs more than n - 1."""
+    that, as do column sums (COLUMN_SUM_BLOCK - 1 in a block, 2 compensated across blocks).
+    No order needs more than n - 1."""
     blocks = max(1, -(-2 * n // SUM_BLOCK))
     return max(0, min(n - 1, min(n, SUM_BLOCK) + blocks.bit_length() + 7))
 
@@ -113,5 +117,5 @@ def work_per_iteration(geometry: Geometry, extents: list[int]) -> int:
 
 __all__ = ["TileSpec", "Geometry", "make_geometry", "tile_plan", "tile_kernel",
            "parallel_extent", "work_per_iteration", "full_reduction_slots", "SUM_BLOCK",
-           "STRIDED_SUM_BLOCK",
+           "STRIDED_SUM_BLOCK", "COLUMN_SUM_BLOCK",
            "sum_rounding_depth"]
