@@ -154,6 +154,25 @@ def test_cpu_cli_runs_and_writes_json(tmp_path):
     assert proc.returncode == (1 if doc["failures"] else 0)
 
 
+def test_accuracy_cli_runs_and_writes_json(tmp_path):
+    """benchmarks/accuracy.py at 2^12 terms: 16 rows, exact references that are exact (a sum
+    of small integers), and both NumPy's and tracearray's errors within a few eps."""
+    from benchmarks import accuracy as A
+    x = np.arange(1, 4097, dtype=np.float32)
+    assert A.exact("sum", x) == 4096 * 4097 / 2
+    assert A.exact("(x*x).sum()", x) == sum(i * i for i in range(1, 4097))
+    assert A.exact("var", x) == (4096 ** 2 - 1) / 12
+    out = tmp_path / "acc.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--sizes",
+                           "12", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "| dtype | op | n | NumPy |" in proc.stdout, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 8 and {r["op"] for r in rows} == set(A.OPS)
+    for r in rows:
+        eps = float(np.finfo(r["dtype"]).eps)
+        assert r["numpy"] < 4 * eps and r["tracearray"] < 4 * eps, r
+
+
 # --------------------------------------------------------------------------------------
 # tracearray itself: expected to fail until tracearray.compile handles the workload
 # --------------------------------------------------------------------------------------

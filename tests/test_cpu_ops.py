@@ -885,6 +885,13 @@ def test_extra_primitives(dt: str) -> None:
         for layout in ("C", "reversed"):
             args = [relayout(x, layout)]
             got, want = run_both(f, _extra_programs(kind), *args)
+            if kind == "f" and dt == "float32":
+                # the window sums of a reversed (strided) float32 array add in float64
+                # (codegen/summation.py), NumPy in float32: the last bit may differ
+                from numpy.lib.stride_tricks import sliding_window_view
+                scale = sliding_window_view(np.abs(args[0]), 3, axis=1).sum(-1)
+                assert_matches(got[5], want[5], "reduction", scale=scale, n=3)
+                got, want = got[:5] + got[6:], want[:5] + want[6:]
             assert_tree_matches(got, want, "exact")
 
 

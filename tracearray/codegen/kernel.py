@@ -17,7 +17,9 @@ point; ``row`` sweeps a row once per reduction phase, then once for the full-spa
 then writes the row outputs; ``col`` does the same for a tile of columns at once with an
 array of accumulators; ``full`` accumulates one slot's partial results, which ``combine``
 merges in slot order; ``scan`` runs a sequential accumulator along its axis; ``scatter``
-writes values at positions loaded from data, in order along its index dimensions.
+writes values at positions loaded from data, in order along its index dimensions. Float sums
+run their innermost loop in blocks combined pairwise, and a column's sum adds blocks of rows
+with compensation (``summation.py``): at least NumPy's accuracy.
 """
 from __future__ import annotations
 
@@ -31,10 +33,12 @@ from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KIndex, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..ops import OPS, Reducer
+from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, param_layout
 from . import scalar
 from .scalar import MathLib
+from .summation import PairwiseSum, compensated_add
 
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
@@ -65,6 +69,13 @@ def reduction_identity(op: str, acc_dt: np.dtype) -> ir.Constant:
 def reduction_input_dtype(red) -> np.dtype:
     """The dtype a reduction combines: its operand's for max/min/arg*, else its result's."""
     return red.args[0].dtype if reducer(red.op).operand_dtype else red.dtype
+
+
+def is_float_sum(red) -> bool:
+    """Whether a reduction adds floats (sum and the NumPy functions built on it): those are
+    summed pairwise or compensated (codegen/summation.py)."""
+    acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+    return reducer(red.op).combine_op == "add" and acc_dt.kind == "f"
 
 
 def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
@@ -436,6 +447,25 @@ class KernelLowering:
             x = scalar.cast(b, x, in_dt, acc_dt)
         b.store(self._combine(op, cur, x, acc_dt, reassociate), acc)
 
+    def _accumulate_compensated(self, red, acc: ir.Value, comp: ir.Value, x: ir.Value
+                                ) -> None:
+        """A float sum's step with Kahan compensation (``comp`` starts at 0)."""
+        in_dt = reduction_input_dtype(red)
+        acc_dt = accumulator_dtype(red.op, in_dt)
+        if acc_dt != in_dt:
+            x = scalar.cast(self.b, x, in_dt, acc_dt)
+        s, c = compensated_add(self.b, self.b.load(acc), self.b.load(comp), x)
+        self.b.store(s, acc)
+        self.b.store(c, comp)
+
+    def _add_compensated(self, red, acc: ir.Value, comp: ir.Value, block: ir.Value) -> None:
+        """A block's sum (in the accumulator dtype) into the total, compensated; the block
+        restarts from the identity."""
+        s, c = compensated_add(self.b, self.b.load(acc), self.b.load(comp), self.b.load(block))
+        self.b.store(s, acc)
+        self.b.store(c, comp)
+        self._init_acc(red, block, None)
+
     def _finalize(self, red, acc: ir.Value, idx: ir.Value | None) -> ir.Value:
         if idx is not None:
             return self.b.load(idx)
@@ -468,14 +498,54 @@ class KernelLowering:
                     self._store_roots(stores, {})
 
     def _reduce_phases(self) -> None:
-        """Each reduction sweeps the inner dims once; its value feeds later phases."""
-        k = self.kernel
+        """Each reduction sweeps the inner dims once; its value feeds later phases. A float
+        sum's innermost loop runs in blocks combined pairwise."""
+        k, inner = self.kernel, self.geo.inner_dims
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
             acc, idx = self._new_acc(red)
-            with self.nest(self.geo.inner_dims):
-                pos = self._position(red) if idx is not None else None
-                self._accumulate(red, acc, idx, self.ev(e, {}), pos)
+            if not (inner and is_float_sum(red)):
+                with self.nest(inner):
+                    pos = self._position(red) if idx is not None else None
+                    self._accumulate(red, acc, idx, self.ev(e, {}), pos)
+                self.red_values[j] = self._finalize(red, acc, idx)
+                continue
+            pw = self._pairwise(red)
+            with self.nest(inner[:-1]):
+                with self.blocks(self.const(0), self.extent(inner[-1]), inner[-1], [pw]):
+                    pw.add(self.ev(e, {}), reduction_input_dtype(red))
+            self.b.store(pw.total(), acc)
             self.red_values[j] = self._finalize(red, acc, idx)
+
+    def _contiguous_sweep(self) -> bool:
+        """Whether every load of the kernel is contiguous or invariant along the innermost
+        loop and none is gathered (so the vectoriser keeps its full width of partial sums)."""
+        vdim = self.geo.vector_dim
+        for access, uses, vs in zip(self.kernel.body.accesses, self.geo.load_uses,
+                                    self.geo.load_vstrides):
+            if loaded_indices(access.index):
+                return False
+            if vdim is not None and uses[vdim] and vs != 1:
+                return False
+        return True
+
+    def _pairwise(self, red, for_combine: bool = False) -> PairwiseSum:
+        acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+        wide = not for_combine and acc_dt == np.float32 and not self._contiguous_sweep()
+        return PairwiseSum(self, acc_dt, wide)
+
+    @contextmanager
+    def blocks(self, start: ir.Value, stop: ir.Value, dim: int | None,
+               sums: list[PairwiseSum]) -> Iterator[None]:
+        """``for i in range(start, stop)`` in blocks (loop dim ``dim`` set to i), each float
+        sum of ``sums`` pushing its previous block before each block."""
+        step = self.const(SUM_BLOCK if self._contiguous_sweep() else STRIDED_SUM_BLOCK)
+        with self.loop(start, stop, step) as i0:
+            for pw in sums:
+                pw.begin_block()
+            with self.loop(i0, self.smin(self.b.add(i0, step), stop)) as i:
+                if dim is not None:
+                    self.loop_vars[dim] = i
+                yield
 
     def _row_body(self, begin: ir.Value, end: ir.Value) -> None:
         full, rows = self._split_stores()
@@ -492,12 +562,18 @@ class KernelLowering:
         updated for every row of the reduced dims (contiguous and vectorised along the tile)."""
         k, t, last = self.kernel, self.geo.tile, self.geo.rank - 1
         full, rows = self._split_stores()
-        accs = []
+        inner = self.geo.inner_dims
+        accs, sums = [], []
         for red in k.reductions:
             in_dt = reduction_input_dtype(red)
-            acc = self.alloca(scalar.llvm_type(accumulator_dtype(red.op, in_dt)), t)
+            ty = scalar.llvm_type(accumulator_dtype(red.op, in_dt))
+            acc = self.alloca(ty, t)
             idx = self.alloca(I64, t) if is_arg_reduction(red.op) else None
             accs.append((acc, idx))
+            # float sums: the rows are the outer loop, so each column adds a block of rows
+            # in order, then the block's sum into its total with Kahan's compensation
+            sums.append((self.alloca(ty, t), self.alloca(ty, t))
+                        if is_float_sum(red) and inner else None)
         ext = self.extent(last)
         with self.loop(begin, end) as p:
             (tile,) = self.set_par_index(p, [self.ceil_div(ext, t)])
@@ -523,11 +599,28 @@ class KernelLowering:
                 acc, idx = accs[j]
                 with columns() as (_q, off):
                     self._init_acc(red, slot(acc, off), slot(idx, off))
-                with self.nest(self.geo.inner_dims):
-                    with columns() as (_q, off):
-                        pos = self._position(red) if idx is not None else None
-                        self._accumulate(red, slot(acc, off), slot(idx, off), self.ev(e, {}),
-                                         pos, reassociate=False)
+                    for part in sums[j] or ():
+                        self._init_acc(red, slot(part, off), None)
+                if sums[j] is None:
+                    with self.nest(inner):
+                        with columns() as (_q, off):
+                            pos = self._position(red) if idx is not None else None
+                            self._accumulate(red, slot(acc, off), slot(idx, off),
+                                             self.ev(e, {}), pos, reassociate=False)
+                    continue
+                block, comp = sums[j]
+                step = self.const(COLUMN_SUM_BLOCK)
+                with self.nest(inner[:-1]):
+                    rows_ext = self.extent(inner[-1])
+                    with self.loop(self.const(0), rows_ext, step) as r0:
+                        with self.loop(r0, self.smin(self.b.add(r0, step), rows_ext)) as r:
+                            self.loop_vars[inner[-1]] = r
+                            with columns() as (_q, off):
+                                self._accumulate(red, slot(block, off), None, self.ev(e, {}),
+                                                 None, reassociate=False)
+                        with columns() as (_q, off):
+                            self._add_compensated(red, slot(acc, off), slot(comp, off),
+                                                  slot(block, off))
             if full:
                 with self.nest(self.geo.inner_dims):
                     with columns():
@@ -613,17 +706,43 @@ class KernelLowering:
         return out
 
     def _full_body(self, begin: ir.Value, end: ir.Value, slot: ir.Value) -> None:
+        """One slot's share [begin, end) of the parallel range. Float sums run the innermost
+        loop (the parallel one for a 1-D space) in blocks combined pairwise."""
         k = self.kernel
         accs = [self._new_acc(r) for r in k.reductions]
-        par = self.geo.par_dims
-        with self.loop(begin, end) as p:
-            if par:
-                self.loop_vars[par[0]] = p
-            with self.nest(self.geo.inner_dims):
-                memo: dict = {}
-                for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
-                    pos = self._position(red) if idx is not None else None
-                    self._accumulate(red, acc, idx, self.ev(e, memo), pos)
+        par, inner = self.geo.par_dims, self.geo.inner_dims
+        pws = [self._pairwise(red) if is_float_sum(red) else None for red in k.reductions]
+        sums = [pw for pw in pws if pw is not None]
+
+        def accumulate() -> None:
+            memo: dict = {}
+            for red, e, (acc, idx), pw in zip(k.reductions, k.red_exprs, accs, pws):
+                if pw is not None:
+                    pw.add(self.ev(e, memo), reduction_input_dtype(red))
+                    continue
+                pos = self._position(red) if idx is not None else None
+                self._accumulate(red, acc, idx, self.ev(e, memo), pos)
+
+        if not sums:
+            with self.loop(begin, end) as p:
+                if par:
+                    self.loop_vars[par[0]] = p
+                with self.nest(inner):
+                    accumulate()
+        elif not inner:
+            with self.blocks(begin, end, par[0] if par else None, sums):
+                accumulate()
+        else:
+            with self.loop(begin, end) as p:
+                if par:
+                    self.loop_vars[par[0]] = p
+                with self.nest(inner[:-1]):
+                    with self.blocks(self.const(0), self.extent(inner[-1]), inner[-1],
+                                     sums):
+                        accumulate()
+        for (acc, _i), pw in zip(accs, pws):
+            if pw is not None:
+                self.b.store(pw.total(), acc)
         for red, (acc, idx), (pv, pi) in zip(k.reductions, accs, self._partial_ptrs()):
             # store_value/load_value: a bool partial (max/min/any/all/argmax of bools) is an
             # i1 register but a byte in memory; a plain store of the i1 was rejected.
@@ -641,16 +760,21 @@ class KernelLowering:
         for j, (red, (pv, pi)) in enumerate(zip(k.reductions, self._partial_ptrs())):
             acc, idx = self._new_acc(red)
             acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
+            pw = self._pairwise(red, for_combine=True) if is_float_sum(red) else None
             with self.loop(self.const(0), nslots) as s:
                 x = scalar.load_value(self.b, self.b.gep(pv, [s]), acc_dt)
                 if idx is not None:
                     self._accumulate(red, acc, idx, x, self.b.load(self.b.gep(pi, [s])))
+                elif pw is not None:
+                    pw.push(x)   # the slots pairwise, in slot order: any thread count
                 elif red.op in ("sum", "prod"):
                     # in slot order, without reassociation: deterministic for any thread count
                     self.b.store(self._combine(red.op, self.b.load(acc), x, acc_dt,
                                                reassociate=False), acc)
                 else:
                     self._accumulate(red, acc, idx, x, None)
+            if pw is not None:
+                self.b.store(pw.total(), acc)
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()

@@ -24,6 +24,9 @@ size is correct:
 - ``scan``: a thread per row, sequential along the scan axis;
 - ``scatter``: a thread per column of the dimensions that are not indexed, sequential along
   the index dimensions (repeated positions in NumPy's order);
+- float sums: a thread's own terms (its strided share of a row or of a full reduction, or
+  its whole row) are added with Kahan's compensation (``codegen.summation``), then the
+  threads' partials combine in the trees above: accurate whatever the share's length;
 - matmul: ``MatmulLowering``, 64x64 output tiles staged through shared memory, 4x4 per thread,
   with the consumer map kernel's expressions (bias, activation, ...) applied to the
   accumulators before the store.
@@ -38,8 +41,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..codegen import scalar
-from ..codegen.kernel import (KernelLowering, accumulator_dtype, is_arg_reduction, reducer,
-                              reduction_input_dtype)
+from ..codegen.kernel import (KernelLowering, accumulator_dtype, is_arg_reduction,
+                              is_float_sum, reducer, reduction_input_dtype)
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
 from ..tile.geometry import Geometry
@@ -365,10 +368,10 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
             self.set_dims(row, geo.par_dims)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
+                comp = self._new_compensation(red)
                 with self.loop(tid, ninner, ntid) as r:
                     self.set_dims(r, geo.inner_dims)
-                    pos = self._position(red) if idx is not None else None
-                    self._accumulate(red, acc, idx, self.ev(e, {}), pos, reassociate=False)
+                    self._thread_step(red, acc, idx, comp, self.ev(e, {}))
                 v, vi = self.block_reduce(j, red, self.b.load(acc),
                                           self.b.load(idx) if idx is not None else None,
                                           tid, ntid)
@@ -419,12 +422,12 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         tid, ntid, ctaid, nctaid = self.thread_ids()
         gid = self.b.add(self.b.mul(ctaid, ntid), tid)
         accs = [self._new_acc(r) for r in k.reductions]
+        comps = [self._new_compensation(r) for r in k.reductions]
         with self.loop(gid, self.product(dims), self.b.mul(nctaid, ntid)) as p:
             self.set_dims(p, dims)
             memo: dict = {}
-            for red, e, (acc, idx) in zip(k.reductions, k.red_exprs, accs):
-                pos = self._position(red) if idx is not None else None
-                self._accumulate(red, acc, idx, self.ev(e, memo), pos, reassociate=False)
+            for red, e, (acc, idx), comp in zip(k.reductions, k.red_exprs, accs, comps):
+                self._thread_step(red, acc, idx, comp, self.ev(e, memo))
         is_first = self.b.icmp_unsigned("==", tid, self.const(0))
         for j, (red, (acc, idx), (pv, pi)) in enumerate(zip(k.reductions, accs,
                                                              self._partial_ptrs())):
@@ -435,6 +438,36 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
                 scalar.store_value(self.b, v, self.b.gep(pv, [ctaid]), acc_dt)
                 if vi is not None:
                     self.b.store(vi, self.b.gep(pi, [ctaid]))
+
+    def _reduce_phases(self) -> None:
+        """A thread's own row (thread_row), one term at a time: float sums compensated, as
+        a column of 10^5 rows is one thread's."""
+        k = self.kernel
+        for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+            acc, idx = self._new_acc(red)
+            comp = self._new_compensation(red)
+            with self.nest(self.geo.inner_dims):
+                self._thread_step(red, acc, idx, comp, self.ev(e, {}))
+            self.red_values[j] = self._finalize(red, acc, idx)
+
+    def _new_compensation(self, red) -> ir.Value | None:
+        """A float sum's Kahan compensation for a thread's strided share (0 to start):
+        a thread of a long row or a large full reduction adds thousands of terms in turn."""
+        if not is_float_sum(red):
+            return None
+        comp = self.alloca(scalar.llvm_type(accumulator_dtype(red.op,
+                                                              reduction_input_dtype(red))))
+        self._init_acc(red, comp, None)
+        return comp
+
+    def _thread_step(self, red, acc: ir.Value, idx: ir.Value | None, comp: ir.Value | None,
+                     x: ir.Value) -> None:
+        """One term of a thread's share: compensated for float sums, in order otherwise."""
+        if comp is not None:
+            self._accumulate_compensated(red, acc, comp, x)
+            return
+        pos = self._position(red) if idx is not None else None
+        self._accumulate(red, acc, idx, x, pos, reassociate=False)
 
     def _full_stage2(self, nslots: ir.Value) -> None:
         k = self.kernel

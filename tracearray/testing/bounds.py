@@ -32,6 +32,7 @@ import numpy as np
 
 from ..trace.graph import Graph, Node
 from ..ops import OPS, Kind
+from ..tile import sum_rounding_depth
 from .divergences import is_x86_64
 
 F64 = np.dtype(np.float64)
@@ -558,7 +559,9 @@ class Evaluator:
              family: str = "sum") -> Bound:
         mag = np.where(fin, np.maximum(np.abs(lo), np.abs(hi)), 0.0)
         scale = mag.sum(-1) if family == "sum" else np.cumsum(mag, -1)
-        count = n if family == "sum" else np.arange(1, mag.shape[-1] + 1)
+        # a sum's terms go through at most sum_rounding_depth(n) roundings (blocks combined
+        # pairwise, tile/__init__.py); a cumsum's k-th output through k - 1, in order
+        count = sum_rounding_depth(n) if family == "sum" else np.arange(1, mag.shape[-1] + 1)
         s_lo = np.where(fin, lo, 0.0)
         s_hi = np.where(fin, hi, 0.0)
         s_lo = s_lo.sum(-1) if family == "sum" else np.cumsum(s_lo, -1)
@@ -573,7 +576,9 @@ class Evaluator:
         if dt == np.dtype(np.float16):
             self.used.add("float16-accumulation")
         return _finish(value, nan_res | inf_res, top | (risk & ~nan_res), lo_r, hi_r,
-                       f"{family}: reassociated (±{self.tol.slack('sum', dt):g}·n·eps·Σ|x|)")
+                       f"{family}: blocked pairwise (±{self.tol.slack('sum', dt):g}·d(n)·eps·Σ|x|)"
+                       if family == "sum" else
+                       f"{family}: in order (±{self.tol.slack('sum', dt):g}·k·eps·Σ|x|)")
 
     def _prod(self, dt, n, ex, fin, lo, hi, vals, nan_c, inf_c, inex_inf, value, top,
               family: str = "prod") -> Bound:

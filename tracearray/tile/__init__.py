@@ -33,6 +33,15 @@ from .geometry import Geometry, make_geometry
 MIN_TASK_WORK = 1 << 14
 FULL_REDUCTION_SLOT_WORK = 1 << 15
 MAX_FULL_REDUCTION_SLOTS = 64
+# Float sums run their innermost loop in blocks of this many elements, combined pairwise
+# (codegen/summation.py): about 16 terms per vector lane on AVX-512, as NumPy's 8 accumulators
+# of a 128-element block, and the stack's few instructions per block are not measurable.
+SUM_BLOCK = 1024
+# ... and of this many when the loop reads strided or gathered data (few vector lanes, if any)
+STRIDED_SUM_BLOCK = 128
+# Column sums add this many rows in order per column, then the block into the column's total
+# with Kahan's compensation (once per block: cheap)
+COLUMN_SUM_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,20 @@ def full_reduction_slots(n_outer: int, inner_work: int) -> int:
     return max(1, min(MAX_FULL_REDUCTION_SLOTS, n_outer, -(-work // FULL_REDUCTION_SLOT_WORK)))
 
 
+def sum_rounding_depth(n: int) -> int:
+    """The most roundings any term of an n-term float sum goes through, on either target:
+    the error is at most this times eps·Σ|x| (first order). A block of at most SUM_BLOCK
+    (or STRIDED_SUM_BLOCK, which gives a smaller depth)
+    terms is summed in any order (at most min(n, SUM_BLOCK) - 1 roundings); its row has at
+    most 2n/SUM_BLOCK blocks, whose binary-counter stack adds at most floor(log2) + 1; the
+    slots of a full reduction (64 on the CPU, combined by the same stack) add at most 7. The
+    GPU's compensated per-thread sums (2 each) and two 256-thread trees (8 each) stay below
+    that, as do column sums (COLUMN_SUM_BLOCK - 1 in a block, 2 compensated across blocks).
+    No order needs more than n - 1."""
+    blocks = max(1, -(-2 * n // SUM_BLOCK))
+    return max(0, min(n - 1, min(n, SUM_BLOCK) + blocks.bit_length() + 7))
+
+
 def parallel_extent(geometry: Geometry, extents: list[int]) -> int:
     """Length of the parallel range of a geometry for the given loop-dimension extents."""
     n = 1
@@ -96,4 +119,6 @@ def work_per_iteration(geometry: Geometry, extents: list[int]) -> int:
 
 
 __all__ = ["TileSpec", "Geometry", "make_geometry", "tile_plan", "tile_kernel",
-           "parallel_extent", "work_per_iteration", "full_reduction_slots"]
+           "parallel_extent", "work_per_iteration", "full_reduction_slots", "SUM_BLOCK",
+           "STRIDED_SUM_BLOCK", "COLUMN_SUM_BLOCK",
+           "sum_rounding_depth"]
