@@ -125,8 +125,9 @@ def test_scatter_cpu(name: str) -> None:
 
 
 @pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
-@pytest.mark.parametrize("name", ["np.add.at", "y[i, j] = v, then read",
-                                  "np.add.at float32 += float64", "np.negative.at (unary, repeated)"])
+@pytest.mark.parametrize("name", ["np.add.at", "y[i, j] = v, then read", "heavy duplication",
+                                  "np.add.at float32 += float64", "np.negative.at (unary, repeated)",
+                                  "np.add.at int8 wraps"])
 def test_scatter_ptx(name: str) -> None:
     assemble_kernels(tracearray.compile(SCATTER_PROGRAMS[name], device="cuda").lower(*_args()))
 
@@ -195,6 +196,35 @@ def test_out_of_range_index_raises(fn, line, device, request) -> None:
         f(x, bad)
     assert str(info.value).splitlines()[0] == str(got.value).splitlines()[0]
     assert line in str(got.value)
+
+
+def test_gpu_runs_order_free_integer_combines_in_parallel() -> None:
+    """On the GPU an integer add/max/min/and/or/xor of 32- or 64-bit integers is exact in
+    any order: a thread per element with an atomic read-modify-write. Float sums and
+    assignments keep NumPy's order (sequential along the index dimensions)."""
+    from tracearray.gpu.codegen import gpu_strategy
+    from tracearray.tile import tile_plan
+
+    def strategies(fn, *args):
+        plan = tracearray.compile(fn, device="cpu").lower(*args).plan
+        from tracearray.tile.geometry import make_geometry
+        out = []
+        for spec in tile_plan(plan):
+            if spec.kernel.kind == "scatter":
+                k = spec.kernel
+                geo = make_geometry(k, spec.strategy, [[0] * len(k.space)] * len(k.body.accesses),
+                                    [[0] * len(k.space)] * len(k.stores))
+                out.append(gpu_strategy(geo))
+        return out
+    hist = lambda i: _at(np.add, np.zeros(6, np.int64), i, 1)          # noqa: E731
+    mx = lambda i: _at(np.maximum, np.zeros(6, np.uint32), i, np.uint32(3))  # noqa: E731
+    fsum = lambda i: _at(np.add, np.zeros(6), i, 1.0)                  # noqa: E731
+    small = lambda i: _at(np.add, np.zeros(6, np.int8), i, 1)          # noqa: E731
+    assert strategies(hist, I) == ["scatter_atomic"]
+    assert strategies(mx, I) == ["scatter_atomic"]
+    assert strategies(fsum, I) == ["scatter"]
+    assert strategies(small, I) == ["scatter"]          # no 8-bit atomics
+    assert strategies(lambda i: _set(np.zeros(6), i, 1.0), I) == ["scatter"]
 
 
 def test_scatter_is_one_kernel_after_the_copy() -> None:

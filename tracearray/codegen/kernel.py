@@ -656,17 +656,18 @@ class KernelLowering:
             self.set_par_index(p)
             self._scatter_row()
 
-    def _scatter_row(self) -> None:
+    def _scatter_row(self, atomic: bool = False) -> None:
         """One column of a scatter (the parallel indices are set): its positions in order,
         each written (assignment) or read, combined and written back (``ufunc.at``) -- so a
         repeated position sees the earlier writes, as in NumPy's loop. A position whose
         index is out of range is recorded in the error flag and not written. Shared with
-        the GPU driver."""
+        the GPU driver, which (``atomic``: every loop variable is set) may instead combine
+        one element with an atomic read-modify-write (``atomic_combine``)."""
         k = self.kernel
         node, st = k.scatter, k.stores[0]
         combine = node.attr("combine")
         dt = node.dtype
-        with self.nest(self.geo.inner_dims):
+        with (_nothing() if atomic else self.nest(self.geo.inner_dims)):
             memo: dict = {}
             terms = loaded_indices(st.index)
             loaded = [self.ev(x, memo) for x in terms]
@@ -679,6 +680,9 @@ class KernelLowering:
                 good = self.b.not_(flag)
                 ok = good if ok is None else self.b.and_(ok, good)
             with (self.b.if_then(ok) if ok is not None else _nothing()):
+                if atomic:
+                    self.b.atomic_rmw(atomic_combine(node), ptr, value, "monotonic")
+                    return
                 if combine is not None:
                     value = self._combine_at(combine, node.attr("loop"), ptr, dt, value)
                 scalar.store_value(self.b, value, ptr, dt)
@@ -783,6 +787,24 @@ class KernelLowering:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+_ATOMIC = {"add": "add", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
+
+
+def atomic_combine(node) -> str | None:
+    """The LLVM ``atomicrmw`` operation that performs a scatter's combine exactly, in any
+    order (so a GPU may run every element in parallel and still give NumPy's result), or
+    None: integer add/and/or/xor/max/min of 32- or 64-bit integers whose ufunc loop is the
+    target's own dtype (no cast between steps). Float sums depend on the order: never."""
+    op, dt = node.attr("combine"), node.dtype
+    if op is None or dt.kind not in "iu" or dt.itemsize not in (4, 8) or \
+            any(np.dtype(d) != dt for d in node.attr("loop")) or len(node.attr("loop")) != 3:
+        return None
+    if op in ("maximum", "minimum"):
+        return ("max" if op == "maximum" else "min") if dt.kind == "i" else \
+            ("umax" if op == "maximum" else "umin")
+    return _ATOMIC.get(op)
 
 
 def _expr_dtype(e: KExpr) -> np.dtype:

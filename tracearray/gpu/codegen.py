@@ -23,7 +23,8 @@ size is correct:
   depend on thread timing;
 - ``scan``: a thread per row, sequential along the scan axis;
 - ``scatter``: a thread per column of the dimensions that are not indexed, sequential along
-  the index dimensions (repeated positions in NumPy's order);
+  the index dimensions (repeated positions in NumPy's order); ``scatter_atomic``: an integer
+  add/and/or/xor/max/min (exact in any order) as a thread per element with ``atomicrmw``;
 - float sums: a thread's own terms (its strided share of a row or of a full reduction, or
   its whole row) are added with Kahan's compensation (``codegen.summation``), then the
   threads' partials combine in the trees above: accurate whatever the share's length;
@@ -41,8 +42,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..codegen import scalar
-from ..codegen.kernel import (KernelLowering, accumulator_dtype, is_arg_reduction,
-                              is_float_sum, reducer, reduction_input_dtype)
+from ..codegen.kernel import (KernelLowering, accumulator_dtype, atomic_combine,
+                              is_arg_reduction, is_float_sum, reducer, reduction_input_dtype)
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
 from ..tile.geometry import Geometry
@@ -66,6 +67,8 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
     if s == "row":
         return "thread_row" if inner_size is not None and inner_size <= THREAD_ROW_MAX \
             else "block_row"
+    if s == "scatter" and atomic_combine(geo.kernel.scatter) is not None:
+        return "scatter_atomic"
     return s   # full, scan, scatter
 
 
@@ -339,7 +342,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         self._begin_function(body, len(dts))
         {"map": self._map, "block_row": self._block_row, "thread_row": self._thread_row,
          "full": self._full_stage1, "scan": self._scan,
-         "scatter": self._scatter}[self.strategy]()
+         "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
         self._end_function()
         self.emit_kernel(self.name, body, ptr_types, self.layout.size, 0)
         if self.strategy == "full":
@@ -415,6 +418,16 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         with self.loop(gid, self.product(self.geo.par_dims), gstride) as p:
             self.set_dims(p, self.geo.par_dims)
             self._scatter_row()
+
+    def _scatter_atomic(self) -> None:
+        """An integer combine whose result does not depend on the order (``atomic_combine``):
+        a thread per element, each an atomic read-modify-write -- NumPy's result, in
+        parallel."""
+        dims = tuple(range(self.geo.rank))
+        gid, gstride = self.global_ids()
+        with self.loop(gid, self.product(dims), gstride) as p:
+            self.set_dims(p, dims)
+            self._scatter_row(atomic=True)
 
     def _full_stage1(self) -> None:
         k = self.kernel

@@ -290,7 +290,7 @@ class GpuExecutable:
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
-        if strategy == "map":
+        if strategy in ("map", "scatter_atomic"):
             n = prod(range(geo.rank))
             if n:
                 launches.append(Launch(name, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK))
