@@ -206,7 +206,7 @@ TESTED_BY = {
     **{m: "test_movement" for m in ("reshape", "transpose", "slice", "broadcast_to", "squeeze",
                                     "expand_dims")},
     "cumsum": "test_scans", "cumprod": "test_scans", "matmul": "test_matmul",
-    "concatenate": "test_concatenate", "gather": "test_gather",
+    "concatenate": "test_concatenate", "gather": "test_gather", "scatter": "test_scatter",
     **{p: "test_extra_primitives" for p in (
         "cummax", "cummin", "diagonal", "sliding_window", "frexp_mantissa", "frexp_exponent",
         "reduce_fmax", "reduce_fmin", "reduce_bitwise_and", "reduce_bitwise_or",
@@ -893,6 +893,28 @@ def test_extra_primitives(dt: str) -> None:
                 assert_matches(got[5], want[5], "reduction", scale=scale, n=3)
                 got, want = got[:5] + got[6:], want[:5] + want[6:]
             assert_tree_matches(got, want, "exact")
+
+
+def test_scatter() -> None:
+    """The scatter primitive compiled for the CPU over every dtype (tests/test_scatter.py has
+    every form, random scatters and the errors)."""
+    from tracearray.testing import assert_matches_numpy
+    rng = np.random.default_rng(0)
+    i = np.array([[2, -1], [0, 2]])
+    for dt in ALL_DTYPES:
+        x = (rng.standard_normal((4, 5)) * 10).astype(dt)
+
+        def put(a, i):
+            y = a.copy()
+            y[i] = a[0]
+            return y
+
+        def at(a, i):
+            y = a.copy()
+            (np.logical_or if dt == np.dtype(bool) else np.add).at(y, (slice(None), i), a[:, :1, None])
+            return y
+        for g in (put, at):
+            assert_matches_numpy(g, x, i, device="cpu")
 
 
 def test_gather() -> None:

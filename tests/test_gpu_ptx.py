@@ -156,7 +156,8 @@ def _op_programs():
             ("concatenate", lambda a: np.concatenate([a, a * 2, a, -a, a + 1], axis=1), (x,)),
             ("bmm", lambda a, b: a @ b, (x, x.transpose(0, 2, 1))),
             ("gather", lambda a, i: (a[i] * 2, a[:, i % 6].sum(axis=1), np.take(a, i, mode="clip")),
-             (x, np.array([3, -1, 0])))]
+             (x, np.array([3, -1, 0]))),
+            ("scatter", _scatters, (x, np.array([3, -1, 0, 3])))]
     # Primitives reached through NumPy functions and ufunc methods (in every dtype kind).
     from numpy.lib.stride_tricks import sliding_window_view
     for dt in ("float32", "float64", "float16", "int8", "uint32", "bool"):
@@ -181,6 +182,15 @@ def _op_programs():
 
 
 @needs_ptxas
+def _scatters(a, i):
+    y = a.copy()
+    y[i] = 1.0
+    np.add.at(y, (slice(None), i % 6), a[:, :1] * 2)
+    h = np.zeros(6, np.int64)
+    np.add.at(h, i, 1)          # an integer add: the GPU's atomic scatter
+    return y, h
+
+
 def test_every_op_lowers_to_ptx_that_ptxas_accepts() -> None:
     seen_ops: set[str] = set()
     failures = []

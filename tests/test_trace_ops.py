@@ -203,7 +203,7 @@ EXPLICITLY_TESTED = {
     "reduce_fmax": "test_extra_primitives", "reduce_fmin": "test_extra_primitives",
     "reduce_bitwise_and": "test_extra_primitives", "reduce_bitwise_or": "test_extra_primitives",
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
-    "gather": "test_gather_primitive",
+    "gather": "test_gather_primitive", "scatter": "test_scatter_primitive",
 }
 
 
@@ -1157,6 +1157,28 @@ def test_extra_primitives() -> None:
                       lambda a: np.bitwise_xor.reduce(a)):
                 check(g, x)
     check(lambda a: np.logical_xor.reduce(a, axis=0), rng.integers(0, 2, (5, 3)).astype(bool))
+
+
+def test_scatter_primitive() -> None:
+    """Assignment with traced indices and ``ufunc.at`` trace to ``scatter`` with NumPy's
+    values (the evaluator runs the graph); tests/test_scatter.py compiles every form on
+    every target."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5, 6))
+    i, j = np.array([3, -1, 0, 3]), np.array([[1], [4]])
+
+    def put(a, i, j):
+        y = a.copy()
+        y[i, :, j] = -1.0
+        return y
+
+    def add_at(a, i, j):
+        y = a.copy()
+        np.add.at(y, (i, slice(1, 3)), 1.5)
+        np.maximum.at(y, (slice(None), j), a[:, :1] * 0)
+        return y
+    for g in (put, add_at):
+        check(g, x, i, j)
 
 
 def test_gather_primitive() -> None:

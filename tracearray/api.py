@@ -261,7 +261,13 @@ class CompiledFunction:
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
         if exe is None:
-            if device == "cuda":   # GPU hook
+            if device == "cuda" and traced[0].probe is not None and \
+                    not any(isinstance(a, _gpu_array.Array) for a in leaves):
+                # a probe's count of NumPy inputs (in host memory): the CPU computes the same
+                # number where the data is, and a function compiled for the GPU can be
+                # lowered (to PTX) on a machine without one
+                from .cpu.runtime import Executable
+            elif device == "cuda":   # GPU hook
                 from .gpu.runtime import GpuExecutable as Executable
             else:
                 from .cpu.runtime import Executable

@@ -11,7 +11,9 @@ casts, reductions (sum/prod/max/min/any/all/mean/var/std, with axes, keepdims, d
 argmax/argmin, cumsum/cumprod, views (transpose/swapaxes/moveaxis, basic indexing with any
 step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip), matmul/dot,
 concatenate/stack, gathers (integer-array indexing with lists, traced indices and known
-boolean masks, np.take in its modes, take_along_axis), and every NumPy-level function of the
+boolean masks, np.take in its modes, take_along_axis), writes (assignment with basic keys,
+lists, masks and traced index arrays; in-place operators), scatters (``ufunc.at``), traced
+boolean masks used as arrays (data-dependent sizes), and every NumPy-level function of the
 registry (``composite``: one of the test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
 and a step NumPy rejects is drawn again, so every program is valid NumPy.
 
@@ -677,15 +679,15 @@ def f_assign(b: _Builder) -> str | None:
     elif form == 3:
         key = f"{view} > {_literal(src, dt)}" if dt.kind != "b" else f"~{view}"
     elif form == 4 and vshape[0] > 0:
-        key = str([src.integer(-vshape[0], vshape[0] - 1) for _ in range(src.integer(0, 3))])
+        if src.boolean(0.5):      # a traced index array: a scatter (the last write wins)
+            key = _index_array(b, vshape[0], raw=False)
+        else:
+            key = str([src.integer(-vshape[0], vshape[0] - 1)
+                       for _ in range(src.integer(0, 3))])
     else:
         key = "..."
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t = np.zeros(shape, dt)
-            region = np.shape(eval(f"({view})[{key}]", {"np": np, "t": t}))  # noqa: S307
-    except Exception:   # noqa: BLE001 -- not a valid key: draw another step
+    region = _region(b, shape, dt, view, key)
+    if region is None:
         return None
     if src.boolean(0.35):
         value = _literal(src, dt)
@@ -697,6 +699,61 @@ def f_assign(b: _Builder) -> str | None:
     return f"(lambda t: ({view}.__setitem__({key}, {value}), t)[1])({base})"
 
 
+def _region(b: _Builder, shape: Sequence[int], dt: np.dtype, view: str, key: str
+            ) -> tuple[int, ...] | None:
+    """The shape of ``view[key]`` of a ``t`` of ``shape`` (the key may read the program's
+    values), or None when NumPy rejects the key."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = dict(b.values, np=np, t=np.zeros(shape, dt))
+            return np.shape(eval(f"({view})[{key}]", env))  # noqa: S307
+    except Exception:   # noqa: BLE001 -- not a valid key: draw another step
+        return None
+
+
+def f_scatter(b: _Builder) -> str | None:
+    """``ufunc.at`` into a copy or a made array, at a traced or known index array along the
+    first axis (sometimes with a slice or a second index after it), repeated positions
+    accumulating in NumPy's order."""
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1 and np.size(v) > 0)
+    if x is None:
+        return None
+    xv = np.asarray(b.v(x))
+    shape, dt = xv.shape, xv.dtype
+    base = f"{x}.copy()" if src.boolean(0.7) else f"np.zeros({tuple(shape)}, dtype=np.{dt.name})"
+    key = _index_array(b, shape[0], raw=False)
+    if len(shape) > 1 and src.boolean(0.4):
+        key = f"({key}, {src.choice(['slice(None)', _index_array(b, shape[1], raw=False)])})"
+    op = src.choice(("add", "add", "subtract", "multiply", "maximum", "minimum"))
+    region = _region(b, shape, dt, "t", key)
+    if region is None or dt.kind == "b" and op in ("subtract",):
+        return None
+    value = b.pick(lambda v: _broadcasts_to(np.shape(v), region)) if src.boolean(0.6) else None
+    value = value or _literal(src, dt)
+    return f"(lambda t: (np.{op}.at(t, {key}, {value}), t)[1])({base})"
+
+
+def f_select(b: _Builder) -> str | None:
+    """``x[mask]`` with a traced boolean mask, used as an array (its length is the data's):
+    the mask made from x or from a value of the same leading shape."""
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1 and np.asarray(v).dtype.kind != "b")
+    if x is None:
+        return None
+    xv = np.asarray(b.v(x))
+    k = src.integer(1, xv.ndim)
+    lead = xv.shape[:k]
+    other = b.pick(lambda v: np.shape(v) == lead and np.asarray(v).dtype.kind != "b")
+    m = other if other is not None and src.boolean(0.5) else None
+    if m is None:
+        if k != xv.ndim:
+            return f"{x}[np.any({x} > {_literal(src, xv.dtype)}, axis={tuple(range(k, xv.ndim))})]"
+        return f"{x}[{x} > {_literal(src, xv.dtype)}]"
+    return f"{x}[{m} {src.choice(['>', '<', '!='])} {_literal(src, np.asarray(b.v(m)).dtype)}]"
+
+
 # family name -> (builder, weight)
 FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
@@ -706,7 +763,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "broadcast": (f_broadcast, 3), "dims": (f_dims, 3), "flip": (f_flip, 2),
     "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
     "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
-    "assign": (f_assign, 6),
+    "assign": (f_assign, 6), "scatter": (f_scatter, 4), "select": (f_select, 4),
 }
 
 

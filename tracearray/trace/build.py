@@ -114,6 +114,9 @@ def as_node(value: Any) -> Node:
         return value
     if isinstance(value, (np.ndarray, np.generic) + PyScalar):
         return constant(value)
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
+        return value.compact().node
     raise UnsupportedOperationError(with_location(
         f"cannot use a value of type {type(value).__name__} in a traced computation"))
 
@@ -135,6 +138,9 @@ def dtype_key(value: Any) -> Any:
         return value.dtype
     if isinstance(value, complex):
         raise TraceDTypeError(with_location("complex numbers are not supported by tracearray"))
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):     # (as_node compacts it)
+        return value.dtype
     raise UnsupportedOperationError(with_location(
         f"cannot use a value of type {type(value).__name__} in a traced computation"))
 
@@ -148,6 +154,9 @@ def result_type(*values: Any) -> np.dtype:
 def to_dtype(value: Any, dtype: np.dtype) -> Node:
     """``value`` as a node of ``dtype``: casts nodes, converts scalars exactly as NumPy does
     (a Python int out of range of an integer dtype raises OverflowError, as in NumPy 2)."""
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
+        value = value.compact().node
     if isinstance(value, Node):
         return cast(value, dtype)
     try:

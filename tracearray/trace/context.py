@@ -268,7 +268,8 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         if current() is not None and _from_user_code(2):
             # traced integers as sizes (np.zeros(np.count_nonzero(m))): sizes the data
             # decides (data_size, through Tracer.__index__); a fill value stays traced
-            sized = 1 if name in ("full", "full_like") else len(args)
+            # (a *_like function's first argument is the prototype array, not a size)
+            sized = 0 if name.endswith("_like") else 1 if name == "full" else len(args)
             args = tuple(_as_sizes(a) if i < sized else a for i, a in enumerate(args))
             kwargs = {k: _as_sizes(v) if k in ("shape", "N", "M", "k", "start", "stop", "step")
                       else v for k, v in kwargs.items()}

@@ -69,12 +69,8 @@ def _classify(k: Any) -> Any:
             return _Adv(np.asarray(bool(k)), 0)
     if isinstance(k, Node):
         if k.dtype == np.dtype(bool):
-            if k.ndim == 0:
-                raise unsupported("indexing with a traced 0-d boolean",
-                                  "its result has 0 or 1 rows depending on the value")
-            raise unsupported("indexing with a traced boolean mask (x[mask])",
-                              "the result's size depends on the data; use np.where(mask, x, "
-                              "fill) or a masked reduction such as np.sum(x, where=mask)")
+            # a traced mask: its nonzero() positions, of a length the data decides
+            return _Adv(k, k.ndim)
         if k.dtype.kind not in "iu":
             raise IndexError(with_location(
                 "arrays used as indices must be of integer (or boolean) type"))
@@ -103,8 +99,20 @@ def _holds_nodes(x: Any) -> bool:
 # getitem
 # ------------------------------------------------------------------------------------------
 
+def compact_key(key: Any) -> Any:
+    """A key with its traced selections (``x[m]`` used as an index) compacted into index
+    arrays."""
+    from .selection import MaskedSelection
+    if isinstance(key, MaskedSelection):
+        return key.compact().node
+    if isinstance(key, tuple):
+        return tuple(compact_key(k) for k in key)
+    return key
+
+
 def getitem(x: Node, key: Any) -> Node:
     """``x[key]`` (see the module docstring)."""
+    key = compact_key(key)
     items = [_classify(k) for k in (key if isinstance(key, tuple) else (key,))]
     if not any(isinstance(k, _Adv) for k in items):
         return basic_getitem(x, tuple(items))
@@ -202,7 +210,8 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
     """NumPy's advanced indexing of ``x`` by the classified ``items`` (see AdvancedKey); the
     plain view for ``x[..., True, ...]``, which is ``x[..., None, ...]``."""
     advanced = [k for k in items if isinstance(k, (_Adv, int))]
-    if len(advanced) == 1 and advanced[0].dims == 0 and advanced[0].value:
+    if len(advanced) == 1 and advanced[0].dims == 0 and \
+            not isinstance(advanced[0].value, Node) and advanced[0].value:
         # x[..., True, ...] alone is x[..., None, ...]
         return basic_getitem(x, tuple(None if isinstance(k, _Adv) else k for k in items))
     # 1. expand the ellipsis; integers become 0-d index arrays; masks their nonzero()
@@ -237,6 +246,23 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
                 adv.append((y_dim, -1, np.zeros(int(bool(k.value)), dtype=np.int64)))
                 adv_key_pos.append(key_pos)
                 y_dim, key_pos = y_dim + 1, key_pos + 1
+                continue
+            if isinstance(k.value, Node) and k.value.dtype == np.dtype(bool):
+                # a traced mask (a 0-d one: a new axis of 0 or 1 rows)
+                from .buffers import check_mask_shape
+                from .selection import nonzero_positions
+                mask = k.value if k.dims else make("reshape", [k.value], shape=(1,))
+                if k.dims:
+                    check_mask_shape(x.shape, x_dim, mask)
+                else:
+                    basic.append(None)
+                for d, pos in enumerate(nonzero_positions(mask)):
+                    if k.dims:
+                        basic.append(slice(None))
+                    adv.append((y_dim, x_dim if k.dims else -1, pos))
+                    adv_key_pos.append(key_pos)
+                    y_dim, x_dim = y_dim + 1, x_dim + (1 if k.dims else 0)
+                key_pos += 1
                 continue
             if isinstance(k.value, np.ndarray) and k.value.dtype == np.dtype(bool):
                 mask = k.value
@@ -414,6 +440,7 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
     (``buffers.mask_update``)."""
     from . import buffers
     from .selection import MaskedSelection
+    key = compact_key(key)
     raw = key if isinstance(key, tuple) else (key,)
     masks = [i for i, k in enumerate(raw) if isinstance(k, Node) and k.dtype == np.dtype(bool)
              and known_value(k) is None]
@@ -429,13 +456,11 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
                                        elementwise=True)
         value = value.compact().node           # elsewhere: the selected elements, in order
     v = assigned_value(value, x.dtype)
-    if masks:
-        others = [k for i, k in enumerate(raw) if i != masks[0]]
-        if len(masks) > 1 or any(not (k is Ellipsis or k == slice(None)) for k in others) or \
-                raw[masks[0]].ndim == 0:
-            raise unsupported("assignment through a traced boolean mask combined with other "
-                              "indices", "only x[mask] = v, x[:, mask] = v and x[..., mask] = v "
-                              "forms (the other indices full slices)")
+    others = [k for i, k in enumerate(raw) if masks and i != masks[0]]
+    if masks and len(masks) == 1 and raw[masks[0]].ndim > 0 and \
+            all(k is Ellipsis or k == slice(None) for k in others):
+        # x[mask] = v, x[:, mask] = v: a select (other forms: a scatter at the mask's
+        # nonzero() positions, below)
         mask = raw[masks[0]]
         before = raw[:masks[0]]
         if Ellipsis in before:
@@ -495,6 +520,7 @@ def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:
         raise unsupported(name, "tracearray's ufunc.at takes unary and binary ufuncs with one "
                           "output")
     # (NumPy itself checks the number of operands before dispatching to the tracer)
+    indices = compact_key(indices)
     raw = indices if isinstance(indices, tuple) else (indices,)
     if any(isinstance(k, Node) and k.dtype == np.dtype(bool) and known_value(k) is None
            for k in raw):

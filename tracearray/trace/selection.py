@@ -50,6 +50,22 @@ def true_positions(mask: Node) -> Node:
     return make("slice", [pos], slices=((0, k, 1),))
 
 
+def nonzero_positions(mask: Node) -> list[Node]:
+    """``np.nonzero(mask)`` (mask of at least one dimension): one int64 array per dimension
+    of the mask, the flat positions of its True elements unravelled (C order)."""
+    flat = true_positions(mask)
+    if mask.ndim == 1:
+        return [flat]
+    if 0 in mask.shape:
+        return [flat] * mask.ndim
+    out, stride = [], 1
+    for n in reversed(mask.shape):
+        q = api.apply_ufunc(np.floor_divide, flat, np.int64(stride)) if stride > 1 else flat
+        out.append(api.apply_ufunc(np.remainder, q, np.int64(n)))
+        stride *= n
+    return list(reversed(out))
+
+
 class MaskedSelection:
     """``values[mask]``: ``values`` has the masked dims first (``mask.shape``), then the
     trailing dims every selected element keeps."""
@@ -63,6 +79,7 @@ class MaskedSelection:
         self.lead = lead          # x[:, mask]: the selection is axis ``lead`` of the result
         self.made_at = made_at or user_location()   # the user's line of x[mask]
         self._compacted: Any = None
+        self._written = False      # written into (__setitem__): only the compacted array
 
     # --- what it is -------------------------------------------------------------------
     dtype = property(lambda self: self.values.dtype)
@@ -85,8 +102,8 @@ class MaskedSelection:
         from .tracer import Tracer
         if self._compacted is None:
             positions = true_positions(self.mask)
-            flat = api.reshape(self.values, self.values.shape[:self.lead] + (-1,) +
-                               self._trailing)
+            flat = api.reshape(self.values, self.values.shape[:self.lead] +
+                               (int(np.prod(self.mask.shape)),) + self._trailing)
             self._compacted = Tracer(make("gather", [flat, positions], axes=(self.lead,),
                                           at=self.lead, mode="valid", messages=("",)))
         return self._compacted
@@ -134,6 +151,8 @@ class MaskedSelection:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from .tracer import Tracer
+        if any(isinstance(a, MaskedSelection) and a._written for a in inputs):
+            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         if method == "reduce" and len(inputs) == 1 and inputs[0] is self:
             kind = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min",
                     np.logical_and: "all", np.logical_or: "any"}.get(ufunc)
@@ -141,7 +160,8 @@ class MaskedSelection:
                 return self._reduce(kind, kwargs.get("axis", 0), kwargs.get("keepdims", False),
                                     kwargs.get("dtype"), kwargs.get("initial", np._NoValue))
         if method != "__call__" or kwargs.get("out") is not None or ufunc.nout != 1 or \
-                not all(self._pairs_with(a) for a in inputs):
+                ufunc.signature is not None or not all(self._pairs_with(a) for a in inputs):
+            # (a gufunc such as matmul is not element for element)
             return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         result = ufunc(*[a if not isinstance(a, MaskedSelection) else Tracer(a.values)
                          for a in inputs], **kwargs)
@@ -168,6 +188,9 @@ class MaskedSelection:
     __and__, __rand__ = _binary(np.bitwise_and), _binary(np.bitwise_and, True)
     __or__, __ror__ = _binary(np.bitwise_or), _binary(np.bitwise_or, True)
     __xor__, __rxor__ = _binary(np.bitwise_xor), _binary(np.bitwise_xor, True)
+    __lshift__, __rlshift__ = _binary(np.left_shift), _binary(np.left_shift, True)
+    __rshift__, __rrshift__ = _binary(np.right_shift), _binary(np.right_shift, True)
+    __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
     __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
     __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
@@ -176,17 +199,29 @@ class MaskedSelection:
     def __neg__(self):
         return self.__array_ufunc__(np.negative, "__call__", self)
 
+    def __pos__(self):
+        return self.__array_ufunc__(np.positive, "__call__", self)
+
     def __abs__(self):
         return self.__array_ufunc__(np.absolute, "__call__", self)
 
     def __invert__(self):
         return self.__array_ufunc__(np.invert, "__call__", self)
 
-    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> "MaskedSelection":
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._written:
+            return self.compact().astype(dtype, *args, **kwargs)
         return MaskedSelection(cast(self.values, dtype), self.mask, self.made_at, self.lead)
 
-    def copy(self, order: str = "C") -> "MaskedSelection":
-        return self
+    def copy(self, order: str = "C") -> Any:
+        # a copy is an array of its own, which may be written: the selected elements
+        return self.compact().copy()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        # x[m] is a copy in NumPy: writing into it changes only it. From here on the
+        # selection is its compacted array (later reads must see the write)
+        self.compact()[key] = value
+        self._written = True
 
     # --- reductions: the same reduction with where=mask ---------------------------------
     def _axes(self, axis: Any) -> tuple[int, ...] | None:
@@ -209,7 +244,7 @@ class MaskedSelection:
     def _reduce(self, kind: str, axis: Any = None, keepdims: bool = False, dtype: Any = None,
                 initial: Any = np._NoValue) -> Any:
         axes = self._axes(axis)
-        if axes is _OTHER_AXIS:     # along the kept dims: a result of the data's length
+        if axes is _OTHER_AXIS or self._written:     # along the kept dims: a result of the data's length
             kw = {} if initial is np._NoValue else {"initial": initial}
             if dtype is not None:
                 kw["dtype"] = dtype
@@ -258,7 +293,8 @@ class MaskedSelection:
         return self._reduce("all", axis, _kd(keepdims, out, where))
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
-        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS or \
+                self._written:
             return self.compact().mean(axis, dtype, out, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
@@ -266,7 +302,8 @@ class MaskedSelection:
         return self._finish(node, axes, _kd(keepdims, out, where))
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
-        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS or \
+                self._written:
             return self.compact().var(axis, dtype, out, ddof, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
@@ -274,7 +311,8 @@ class MaskedSelection:
         return self._finish(node, axes, _kd(keepdims, out, where))
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):
-        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS:
+        if out is not None or where is not True or self._axes(axis) is _OTHER_AXIS or \
+                self._written:
             return self.compact().std(axis, dtype, out, ddof, keepdims, where=where)
         axes = self._axes(axis)
         ax = tuple(range(self.values.ndim)) if axes is None else axes
@@ -283,6 +321,8 @@ class MaskedSelection:
 
     # --- NumPy functions: their implementations call the methods above -----------------
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
+        if self._written:
+            return func(*_compacted(args), **_compacted(kwargs))
         if func is np.count_nonzero:
             a = args[0] if args else kwargs["a"]
             if a is self and kwargs.get("axis", args[1] if len(args) > 1 else None) is None:

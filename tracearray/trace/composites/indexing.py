@@ -327,20 +327,11 @@ _NONZERO_0D = ("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(s
 def nonzero(a: Any) -> tuple[Tracer, ...]:
     """The indices of the non-zero elements, one int64 array per dimension, in C order: the
     flat positions (``selection.true_positions``: a probe counts them first) unravelled."""
-    from ..selection import true_positions
+    from ..selection import nonzero_positions
     t = as_tracer(a)
     if t.ndim == 0:
         raise ValueError(with_location(_NONZERO_0D))
-    flat = Tracer(true_positions(api.cast(t.node, np.dtype(bool))))
-    if t.ndim == 1:
-        return (flat,)
-    if t.size == 0:
-        return tuple(flat for _ in range(t.ndim))
-    out, stride = [], 1
-    for n in reversed(t.shape):
-        out.append((flat // stride) % n if stride > 1 else flat % n)
-        stride *= n
-    return tuple(reversed(out))
+    return tuple(Tracer(p) for p in nonzero_positions(api.cast(t.node, np.dtype(bool))))
 
 
 @composite(np.where, calls=['np.where({0} > 0, {0}, {1})', 'np.where({0} > 1, {0}, 0)',
