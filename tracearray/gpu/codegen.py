@@ -453,12 +453,15 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
                     self.b.store(vi, self.b.gep(pi, [ctaid]))
 
     def _reduce_phases(self) -> None:
-        """A thread's own row (thread_row), one term at a time: float sums compensated, as
-        a column of 10^5 rows is one thread's."""
+        """A thread's own row (thread_row), one term at a time: float sums of a column
+        compensated, as a column of 10^5 rows is one thread's. A short row (at most
+        THREAD_ROW_MAX terms) is summed in order, as NumPy sums short rows: its error is
+        NumPy's, and an ill-conditioned consumer (layernorm of 3-element rows, whose variance
+        cancels) sees NumPy's rounding rather than a more accurate one it would amplify."""
         k = self.kernel
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
             acc, idx = self._new_acc(red)
-            comp = self._new_compensation(red)
+            comp = self._new_compensation(red) if self.geo.strategy == "col" else None
             with self.nest(self.geo.inner_dims):
                 self._thread_step(red, acc, idx, comp, self.ev(e, {}))
             self.red_values[j] = self._finalize(red, acc, idx)

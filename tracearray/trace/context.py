@@ -141,8 +141,9 @@ def require(node: Any, error: type[BaseException], message: str) -> None:
 # ============================================================================================
 
 def _is_tracer(x: Any) -> bool:
+    from .selection import MaskedSelection
     from .tracer import Tracer
-    return isinstance(x, Tracer)
+    return isinstance(x, (Tracer, MaskedSelection))
 
 
 def _holds_tracer(x: Any) -> bool:
@@ -156,7 +157,10 @@ def _holds_tracer(x: Any) -> bool:
 def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> Any:
     """``a`` (a tracer, or nested lists/tuples holding tracers) as one traced array."""
     from . import numpy_api as api
+    from .selection import MaskedSelection
     from .tracer import Tracer
+    if isinstance(a, MaskedSelection):
+        a = a.compact()             # x[mask] converted: the selected elements
     if _is_tracer(a):
         out = a if not copy else Tracer(a.node)
     else:

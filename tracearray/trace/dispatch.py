@@ -180,6 +180,8 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
 # ============================================================================================
 
 def function(func: Callable, args: tuple, kwargs: dict) -> Any:
+    from .selection import compact_args
+    args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
         return entry.impl(*args, **kwargs)

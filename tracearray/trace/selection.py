@@ -145,9 +145,14 @@ class MaskedSelection:
         from .tracer import Tracer
         if isinstance(other, MaskedSelection):
             return other.mask is self.mask and other.lead == self.lead
-        if isinstance(other, Tracer):
-            return other.ndim <= len(self._trailing)
-        return np.ndim(other) <= len(self._trailing) and not isinstance(other, (list, tuple))
+        trailing = self._trailing
+        shape = other.shape if isinstance(other, Tracer) else np.shape(other)
+        if isinstance(other, (list, tuple)) or len(shape) > len(trailing):
+            return False
+        try:   # broadcast along the kept dims only (the result keeps each row's shape)
+            return np.broadcast_shapes(tuple(shape), trailing) == trailing
+        except ValueError:
+            return False
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from .tracer import Tracer
@@ -345,6 +350,12 @@ def _compacted(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _compacted(v) for k, v in x.items()}
     return x
+
+
+def compact_args(x: Any) -> Any:
+    """A NumPy function's arguments with the selections in them (in tuples, lists, dicts)
+    compacted: a function other than a reduction of the selection sees its elements."""
+    return _compacted(x)
 
 
 def compact_all(x: Any) -> Any:

@@ -201,7 +201,7 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
         w = w.astype(np.float64)
     idx = t.astype(np.intp)
     if t.size == 0:
-        return _zeros(minlength, np.intp if w is None else np.float64)
+        return _zeros(minlength, np.intp)   # NumPy: intp counts, with weights or not
     context.require((idx.min() >= 0).node, ValueError,
                     "'list' argument must have no negative elements")
     longest = np.maximum(idx.max() + 1, minlength)
