@@ -463,3 +463,29 @@ def test_full_of_a_traced_value() -> None:
     assert_matches_numpy(lambda x: (np.full((4, 6), x[0, 0]), np.full(5, x.sum()),
                                     np.full((2, 2), x[1, 1, 1], dtype=np.int32)), X,
                          device="cpu")
+
+
+def test_in_place_updates_write_the_argument_without_a_temporary() -> None:
+    """``y += a * x`` and ``x[x < 0] = 0`` read the argument only at the element they write:
+    their kernel writes the caller's memory itself (``Plan.in_place``, shown by explain());
+    a stencil reads neighbours, so NumPy's temporary stays (the right-hand side first)."""
+    axpy = tracearray.compile(_k_axpy, device="cpu")
+    x, y = RNG.standard_normal((7, 5)), RNG.standard_normal((7, 5))
+    plan = axpy.lower(2.0, x, y).plan
+    assert list(plan.in_place.values()) == [plan.graph.inputs[plan.graph.input_names.index("y")]]
+    assert "writes the argument 'y' in place" in str(axpy.explain(2.0, x, y))
+    for yy in (y.copy(), np.asfortranarray(y), RNG.standard_normal((14, 10))[::2, ::-2]):
+        want = yy + 2.0 * x
+        out = axpy(2.0, x, yy)
+        assert out is None
+        np.testing.assert_array_equal(yy, want)
+    jacobi = tracearray.compile(_k_jacobi, device="cpu")
+    u = RNG.standard_normal((6, 7))
+    assert not jacobi.lower(u).plan.in_place
+    assert "in place" not in str(jacobi.explain(u))
+    got, want = u.copy(), u.copy()
+    jacobi(got)
+    _k_jacobi(want)
+    np.testing.assert_array_equal(got, want)
+    mask = tracearray.compile(_k_mask, device="cpu")
+    assert mask.lower(u).plan.in_place

@@ -497,7 +497,10 @@ def _may_share_memory(a: Any, b: Any) -> bool:
 
 
 def _write_into(target: Any, value: Any) -> None:
-    """Write an updated input's final value into the caller's array."""
+    """Write an updated input's final value into the caller's array (nothing to do when the
+    kernel wrote it there itself: ``Plan.in_place``)."""
+    if value is target:
+        return
     if isinstance(target, np.ndarray):
         np.copyto(target, value.numpy() if hasattr(value, "numpy") else value,
                   casting="unsafe")

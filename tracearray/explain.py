@@ -91,8 +91,17 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
 
 
 def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
-    return Explanation(tuple(report(i, k, s) for i, (k, s) in enumerate(zip(plan.kernels, specs))),
-                       tuple(plan.rejected))
+    reports = []
+    for i, (k, s) in enumerate(zip(plan.kernels, specs)):
+        r = report(i, k, s)
+        names = [plan.graph.input_names[plan.graph.inputs.index(plan.in_place[st.dest])]
+                 for st in k.stores if st.dest in plan.in_place]
+        if names:
+            from dataclasses import replace
+            r = replace(r, note=f"writes the argument {', '.join(map(repr, names))} in place "
+                               f"(no temporary, no copy back; on the CPU)")
+        reports.append(r)
+    return Explanation(tuple(reports), tuple(plan.rejected))
 
 
 def format_plan(plan: Plan, specs: list[TileSpec]) -> str:

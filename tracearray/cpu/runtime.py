@@ -99,6 +99,10 @@ class Executable:
         """Resolve every buffer to a slot of a per-call list once, so that a call indexes
         lists instead of hashing graph nodes (the call path is paid on every call)."""
         slot: dict[Node, int] = {node: i for i, node in enumerate(self.graph.inputs)}
+        # an argument's final value computed in the argument's own memory (plan.in_place):
+        # its slot is the argument's
+        for value, arg in self.plan.in_place.items():
+            slot[value] = slot[arg]
         self._constants: list[tuple[int, np.ndarray]] = []
         self._allocs: list[tuple[int, tuple[int, ...], np.dtype]] = []
         for node in self.plan.stored:
@@ -135,6 +139,8 @@ class Executable:
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
         """Buffers with the strides calls will have (inputs as given; others C-contiguous)."""
         buffers: dict[Node, np.ndarray] = dict(zip(self.graph.inputs, inputs))
+        for value, arg in self.plan.in_place.items():
+            buffers[value] = buffers[arg]       # (its strides are the argument's)
         for node in self.plan.stored:
             if node not in buffers:
                 buffers[node] = self._constant_or_empty(node)

@@ -70,6 +70,9 @@ class Plan:
     kernels: list[Kernel]
     stored: set[Node]                 # every node held in memory (inputs included)
     rejected: list[str] = field(default_factory=list)   # why-not-fused notes for explain()
+    # an argument's final value (Graph.updates) -> that argument's input node, where the
+    # kernel computing it may write the argument's own memory (``in_place_updates``)
+    in_place: dict[Node, Node] = field(default_factory=dict)
 
 
 def plan_graph(graph: Graph) -> Plan:
@@ -388,7 +391,40 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
             kernel.stores = [Store(kernel.scatter, kernel.body.scatter_index, kernel.scatter)]
         kernel.nodes = _computed_nodes(kernel, stores)
     stored = {n for n in stores if n in needed or OPS[n.op].kind is Kind.SOURCE}
-    return Plan(graph, kernels, stored, notes)
+    return Plan(graph, kernels, stored, notes, in_place_updates(graph, kernels))
+
+
+def in_place_updates(graph: Graph, kernels: list[Kernel]) -> dict[Node, Node]:
+    """The argument updates whose kernel may write the argument's memory itself (no
+    temporary, no copy back): the value is stored by one map kernel over the argument's
+    whole shape, which reads that argument only at the element it writes (``x += 1``,
+    ``y += a * x``, ``x[x < 0] = 0``), and no later kernel reads the argument. A stencil
+    (``u[1:-1] = u[:-2] + u[2:]``) reads its neighbours: NumPy computes the right-hand side
+    first, so it keeps its temporary."""
+    out: dict[Node, Node] = {}
+    for i, value in zip(graph.updates, graph.update_values):
+        arg = graph.inputs[i]
+        if value in graph.results or value in out or value.shape != arg.shape:
+            continue
+        writers = [k for k, kern in enumerate(kernels)
+                   if any(st.dest is value for st in kern.stores)]
+        if len(writers) != 1:
+            continue
+        k = writers[0]
+        kern = kernels[k]
+        (store,) = [st for st in kern.stores if st.dest is value] or [None]
+        if kern.kind != "map" or store is None or store.node is not value or \
+                kern.space != value.shape or store.index != space_index(value.shape):
+            continue
+        if any(a.buffer is arg and (a.chain or a.index != store.index)
+               for a in kern.body.accesses):
+            continue
+        if any(a.buffer is arg for later in kernels[k + 1:] for a in later.body.accesses) or \
+                any(later.kind == "matmul" and arg in later.matmul.args
+                    for later in kernels[k + 1:]):
+            continue
+        out[value] = arg
+    return out
 
 
 def _view_base(node: Node, stores: set[Node]) -> Node:
