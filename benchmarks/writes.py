@@ -8,7 +8,11 @@ Workloads (float64):
     place (the compiled function writes the caller's array after the call);
   * stencil_new(u): the same into ``np.zeros_like(u)``, returned;
   * masked_zero_sum(x): ``y = x.copy(); y[y < 0] = 0; return y.sum()``;
-  * gather(x, idx): ``x[idx] * 2 + 1`` with idx a random permutation's first half.
+  * gather(x, idx): ``x[idx] * 2 + 1`` with idx a random permutation's first half;
+  * axpy_inplace(a, x, y): ``y += a * x`` on an argument (written in place, no temporary);
+  * scatter_add(idx, v): ``np.add.at(zeros(m), idx, v)`` (n*n/4 values into n*n/64 bins);
+  * bincount(idx): ``np.bincount(idx, minlength=...)`` (its length a data-dependent size);
+  * compact(x): ``x[x > 0] * 2 + 1`` (a traced mask as an array: probe, scan, scatter).
 
 Each is checked against NumPy first (a wrong result prints FAIL and counts as no speedup).
 Timing: after a warm-up call, the two frameworks alternate for --repeat rounds (one call each,
@@ -47,14 +51,39 @@ def gather(x, idx):
     return x[idx] * 2 + 1
 
 
+def axpy_inplace(a, x, y):
+    y += a * x
+
+
+def scatter_add(idx, v):
+    out = np.zeros(idx.size // 16)
+    np.add.at(out, idx, v)
+    return out
+
+
+def bincount(idx):
+    return np.bincount(idx, minlength=idx.size // 16)
+
+
+def compact(x):
+    return x[x > 0] * 2 + 1
+
+
 def workloads(n: int, rng: np.random.Generator):
     u = rng.standard_normal((n, n))
     x = rng.standard_normal(n * n)
+    y = rng.standard_normal(n * n)
     idx = rng.permutation(n * n)[: n * n // 2]
+    bins = rng.integers(0, n * n // 64, n * n // 4)
+    vals = rng.standard_normal(n * n // 4)
     return [("jacobi_inplace", jacobi_inplace, (u,), True),
             ("stencil_new", stencil_new, (u,), False),
+            ("axpy_inplace", axpy_inplace, (np.float64(2.0), x, y), True),
             ("masked_zero_sum", masked_zero_sum, (x,), False),
-            ("gather", gather, (x, idx), False)]
+            ("gather", gather, (x, idx), False),
+            ("scatter_add", scatter_add, (bins, vals), False),
+            ("bincount", bincount, (bins,), False),
+            ("compact", compact, (x,), False)]
 
 
 def _time(fn, args, inplace: bool) -> float:

@@ -116,6 +116,12 @@ def test_compaction_is_a_parallel_scatter() -> None:
     assert scatter.reduce_axes == ()
     last = plan.kernels[-1]
     assert {"gather", "multiply", "add"} <= {n.op for n in last.nodes}
+    assert "scatter" in str(f.explain(Y))
+    # (bug 33: printing the loaded indices of a bisection -- each reads the previous ones --
+    # as expression trees doubled per step: a 2^16-element search hung)
+    search = tracearray.compile(lambda a, v: np.searchsorted(a, v), device="cpu")
+    text = search.lower(np.arange(1 << 16, dtype=np.float64), Y).as_text("plan")
+    assert "loaded<" in text and len(text) < 100_000
 
 
 def test_bincount_errors() -> None:

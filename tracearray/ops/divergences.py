@@ -141,9 +141,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "writes-refused", "api", ("__setitem__",),
         "Writes are NumPy's (into arrays the function made and, written back after the call, "
-        "into arguments and global arrays), except these, refused with "
-        "UnsupportedOperationError: assignment with a traced integer index array (a scatter: "
-        "`x[idx] = v`, np.put with traced indices); writing through a reshape or ravel of an "
+        "into arguments and global arrays; scatters and ufunc.at included), except these, "
+        "refused with UnsupportedOperationError: writing through a reshape or ravel of an "
         "argument (NumPy makes it a view or a copy depending on the caller's strides, unknown "
         "when tracing); a call whose written argument shares memory with another argument "
         "(InputError). Writing into np.broadcast_arrays results raises NumPy's read-only "
