@@ -96,25 +96,17 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(with_location(f"clipmode must be one of 'clip', 'raise', or 'wrap' "
                                        f"(got {mode!r})"))
-    if isinstance(ind, Tracer) and known_value(ind.node) is None:
+    traced = isinstance(ind, Tracer) and known_value(ind.node) is None
+    if traced:
         # traced indices: a scatter (the kernel checks them in mode 'raise')
         if ind.dtype.kind not in "iu":
             raise TypeError(with_location(
                 f"Cannot cast array data from {ind.dtype!r} to dtype('int64') according to "
                 f"the rule 'safe'"))
-        tidx = ind.reshape(-1).astype(np.int64)
-        if tidx.size == 0:
-            return
-        if n == 0:
-            raise IndexError(with_location("cannot replace elements of an empty array"))
-        if mode == "wrap":
-            tidx = np.mod(tidx, n)
-        elif mode == "clip":
-            tidx = np.clip(tidx, 0, n - 1)
-        _put_values(t, tidx, v)
-        return
-    idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind).astype(np.int64)
-    idx = idx.reshape(-1)
+        idx = ind.reshape(-1).astype(np.int64)
+    else:
+        idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind)
+        idx = idx.astype(np.int64).reshape(-1)
     if idx.size == 0:
         return
     if n == 0:
@@ -123,7 +115,7 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
         idx = np.mod(idx, n)
     elif mode == "clip":
         idx = np.clip(idx, 0, n - 1)
-    else:
+    elif not traced:      # known indices are checked now, NumPy's way
         bad = (idx < -n) | (idx >= n)
         if bad.any():
             raise IndexError(with_location(
