@@ -136,3 +136,18 @@ def test_bincount_errors() -> None:
 def test_nonzero_of_0d_raises_numpys_error() -> None:
     with pytest.raises(ValueError, match="0d arrays"):
         tracearray.compile(lambda x: np.nonzero(x.sum()), device="cpu")(X)
+
+
+def test_a_loop_of_data_dependent_sizes_is_bounded() -> None:
+    """Each traced integer used as a size is a stage of the trace; a Python loop of them
+    stops with a clear error instead of tracing without end."""
+    from tracearray.errors import UnsupportedOperationError
+
+    def walk(x):
+        total = x[:0].sum()
+        for i in range(100):
+            n = np.count_nonzero(x > i * 1e-3)
+            total = total + np.ones(n).sum()
+        return total
+    with pytest.raises(UnsupportedOperationError, match="more than 64 sizes"):
+        tracearray.compile(walk, device="cpu")(np.linspace(0, 1, 50))

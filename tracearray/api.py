@@ -36,6 +36,8 @@ from .trace import context as trace_context
 from .trace.graph import Graph
 
 DEVICES = ("auto", "cpu", "cuda")
+# A call traces in at most this many stages (a probe per data-dependent size, then the rest).
+MAX_DATA_SIZES = 64
 
 # New traces for arguments that differ from an earlier call's only in the values of Python
 # scalars, after which a function warns (once) that a changing value re-traces every call.
@@ -209,6 +211,13 @@ class CompiledFunction:
                 self._warn_retrace(args, kwargs, changed)
             if lowered.probe is None:
                 return lowered, all_leaves
+            if len(sizes) >= MAX_DATA_SIZES:
+                raise UnsupportedOperationError(
+                    f"{self.__name__} needs more than {MAX_DATA_SIZES} sizes that depend on "
+                    f"the data ({lowered.probe}, ...): each is found by running the function "
+                    f"up to it. A Python loop whose length or indices are traced values "
+                    f"unrolls into one such size per step; write it with whole-array "
+                    f"operations")
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
             config.log(1, f"{self.__name__}: {lowered.probe} is {count}")
