@@ -17,7 +17,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, with_location
 from . import context
 from . import numpy_api as api
 from .build import cast
