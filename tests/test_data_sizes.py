@@ -151,3 +151,13 @@ def test_a_loop_of_data_dependent_sizes_is_bounded() -> None:
         return total
     with pytest.raises(UnsupportedOperationError, match="more than 64 sizes"):
         tracearray.compile(walk, device="cpu")(np.linspace(0, 1, 50))
+
+
+def test_numpys_error_on_selected_elements_only() -> None:
+    """``x[m] ** -1`` of integers raises NumPy's ValueError only when something is selected
+    (GPU soak gpu-2026-12-01-g, program 936): the element-wise shortcut would have raised
+    for the unselected elements too."""
+    f = tracearray.compile(lambda x: x[x < 0] ** -1, device="cpu")
+    np.testing.assert_array_equal(f(np.array([256, 3])), np.array([256, 3])[:0])
+    with pytest.raises(ValueError, match="negative integer powers"):
+        f(np.array([-3, 2]))

@@ -167,8 +167,13 @@ class MaskedSelection:
                 ufunc.signature is not None or not all(self._pairs_with(a) for a in inputs):
             # (a gufunc such as matmul is not element for element)
             return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
-        result = ufunc(*[a if not isinstance(a, MaskedSelection) else Tracer(a.values)
-                         for a in inputs], **kwargs)
+        try:
+            result = ufunc(*[a if not isinstance(a, MaskedSelection) else Tracer(a.values)
+                             for a in inputs], **kwargs)
+        except ValueError:
+            # NumPy's error may depend on the elements selected (``x[m] ** -1`` of integers
+            # raises unless the selection is empty): decide on the selected elements
+            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         if not isinstance(result, Tracer):
             return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
         node = result.node
