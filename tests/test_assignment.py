@@ -489,3 +489,17 @@ def test_in_place_updates_write_the_argument_without_a_temporary() -> None:
     np.testing.assert_array_equal(got, want)
     mask = tracearray.compile(_k_mask, device="cpu")
     assert mask.lower(u).plan.in_place
+
+
+def test_in_place_update_keeps_reads_of_the_old_values_right() -> None:
+    """A product of the argument's old values (an external matmul of its view) and an
+    in-place update of it in one function: the product sees the old values."""
+    def f(x, w):
+        p = x.T @ w
+        x += 1
+        return p
+    c = tracearray.compile(f, device="cpu")
+    x, w = RNG.standard_normal((5, 4)), RNG.standard_normal((5, 3))
+    got_x, want_x = x.copy(), x.copy()
+    np.testing.assert_allclose(c(got_x, w), f(want_x, w), rtol=1e-12)
+    np.testing.assert_array_equal(got_x, want_x)

@@ -420,11 +420,19 @@ def in_place_updates(graph: Graph, kernels: list[Kernel]) -> dict[Node, Node]:
                for a in kern.body.accesses):
             continue
         if any(a.buffer is arg for later in kernels[k + 1:] for a in later.body.accesses) or \
-                any(later.kind == "matmul" and arg in later.matmul.args
+                any(later.kind == "matmul" and any(_movement_base(a) is arg
+                                                   for a in later.matmul.args)
                     for later in kernels[k + 1:]):
             continue
         out[value] = arg
     return out
+
+
+def _movement_base(node: Node) -> Node:
+    """The node a chain of views starts from."""
+    while OPS[node.op].kind is Kind.MOVEMENT:
+        node = node.args[0]
+    return node
 
 
 def _view_base(node: Node, stores: set[Node]) -> Node:
