@@ -307,11 +307,13 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
         if isinstance(a, Node):
             node = a
         else:
-            a = np.broadcast_to(np.asarray(a).astype(np.int64), b_shape)  # NumPy checks these
+            # NumPy checks every index it was given, before broadcasting: x[[], 0] of an
+            # empty axis raises though the result has no elements
+            a = np.asarray(a).astype(np.int64)
             bad = (a < -n) | (a >= n)
             if bad.any():
                 raise IndexError(with_location(msg.format(int(a[bad].flat[0]))))
-            node = constant(np.where(a < 0, a + n, a))
+            node = constant(np.broadcast_to(np.where(a < 0, a + n, a), b_shape))
         if node.shape != b_shape:
             node = make("broadcast_to", [node], shape=tuple(b_shape))
         nodes.append(node)
