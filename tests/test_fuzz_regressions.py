@@ -289,6 +289,13 @@ def test_known_indices_are_checked_after_broadcasting() -> None:
     trace/indexing.py."""
     assert_matches_numpy(lambda x: x[None, [], [0]], np.zeros((1, 0), np.uint16), device="cpu")
     assert_matches_numpy(lambda x: x[[], [5]], np.zeros((2, 3)), device="cpu")
+    assert_matches_numpy(lambda x: x[[], [[0]]], np.zeros((2, 0)), device="cpu")
+    # an integer is checked when NumPy parses the key, whatever the broadcast shape
+    for key in (([], 0), ([], np.int64(0)), ([], np.array(0))):
+        with pytest.raises(IndexError, match="out of bounds"):
+            np.zeros((2, 0))[key]
+        with pytest.raises(IndexError, match="out of bounds"):
+            tracearray.compile(lambda x, key=key: x[key], device="cpu")(np.zeros((2, 0)))
 
 
 def test_an_in_place_update_through_x_ellipsis_of_a_gather_result() -> None:

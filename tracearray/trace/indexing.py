@@ -22,6 +22,7 @@ up to the memory x is a view of).
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -307,11 +308,12 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
         if isinstance(a, Node):
             node = a
         else:
-            # NumPy checks every index it was given, before broadcasting: x[[], 0] of an
-            # empty axis raises though the result has no elements
+            # NumPy checks an integer (and a 0-d array) when it parses the key, so x[[], 0]
+            # of an empty axis raises; an index array only over the broadcast elements it
+            # visits, so x[[], [5]] gives an empty result
             a = np.asarray(a).astype(np.int64)
             bad = (a < -n) | (a >= n)
-            if bad.any():
+            if bad.any() and (a.ndim == 0 or math.prod(b_shape) > 0):
                 raise IndexError(with_location(msg.format(int(a[bad].flat[0]))))
             node = constant(np.broadcast_to(np.where(a < 0, a + n, a), b_shape))
         if node.shape != b_shape:
