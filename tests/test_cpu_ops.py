@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import strategies as S
 import tracearray
+from tracearray.testing import assert_matches_numpy
 from numpy_compare import LAYOUTS, assert_matches, assert_tree_matches, relayout
 from tracearray.codegen import scalar
 from tracearray.ops import ALL_DTYPES, FLOAT_DTYPES, OPS, Kind
@@ -928,3 +929,45 @@ def test_gather() -> None:
         for g in (lambda a, i: a[i], lambda a, i: a[:, i] + a[0, 0], lambda a, i: a[i, i % 5],
                   lambda a, i: a.T[i].sum(axis=0)):
             assert_matches_numpy(g, x, i, device="cpu")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int8", "uint16", "int64"])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions_over_long_rows(name: str, dt: str) -> None:
+    """argmax/argmin of contiguous rows run in blocks (codegen/kernel.py ``_arg_two_pass``):
+    the winner and its ties placed at and around block edges, NaNs after and before a tie,
+    rows of one repeated value and of the dtype's extremes, a fused producer, and a strided
+    row (the one-pass path), each against NumPy."""
+    from tracearray.codegen.kernel import ARG_BLOCK
+    n = 2 * ARG_BLOCK + 905
+    info = np.finfo(dt) if dt.startswith("float") else np.iinfo(dt)
+    rng = np.random.default_rng(7)
+    lo, hi = (-100, 100) if dt != "uint16" else (0, 200)
+    rows = []
+    for pos in (0, 1, ARG_BLOCK - 1, ARG_BLOCK, 2 * ARG_BLOCK - 1, 2 * ARG_BLOCK, n - 1):
+        r = rng.integers(lo + 1, hi - 1, n).astype(dt)
+        r[pos] = hi if name == "argmax" else lo          # the winner
+        r[min(pos + ARG_BLOCK, n - 1)] = r[pos]           # a later tie: the first one wins
+        rows.append(r)
+    rows.append(np.full(n, info.min, dt))
+    rows.append(np.full(n, info.max, dt))
+    if dt.startswith("float"):
+        for pos in (3, ARG_BLOCK + 1, n - 1):
+            r = rng.standard_normal(n).astype(dt)
+            r[pos] = np.nan
+            r[-1 if pos != n - 1 else 0] = np.nan
+            rows.append(r)
+        r = np.zeros(n, dt)
+        r[ARG_BLOCK + 5::3] = -0.0
+        rows.append(r)
+        rows.append(np.full(n, -np.inf if name == "argmax" else np.inf, dt))
+    x = np.stack(rows)
+    fn = getattr(np, name)
+    assert_matches_numpy(lambda a: fn(a, axis=1), x, device="cpu")
+    assert_matches_numpy(lambda a: fn(a, axis=-1, keepdims=True), x[::-1], device="cpu")
+    assert_matches_numpy(lambda a: fn(a[:, ::2], axis=1), x, device="cpu")
+    assert_matches_numpy(lambda a: fn(a.T, axis=0), np.ascontiguousarray(x.T), device="cpu")
+    if dt.startswith("float"):
+        assert_matches_numpy(lambda a: fn(a * 2 - 1, axis=1), x, device="cpu")
+    else:
+        assert_matches_numpy(lambda a: fn(a ^ 1, axis=1), x, device="cpu")

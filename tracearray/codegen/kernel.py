@@ -41,6 +41,8 @@ from .scalar import MathLib
 from .summation import PairwiseSum, compensated_add
 
 I64 = ir.IntType(64)
+# arg-reductions' blocks (``_arg_two_pass``): pass 2 rescans one block
+ARG_BLOCK = 2048
 I8P = ir.IntType(8).as_pointer()
 _INDEX = np.dtype(np.int64)
 
@@ -502,6 +504,9 @@ class KernelLowering:
         sum's innermost loop runs in blocks combined pairwise."""
         k, inner = self.kernel, self.geo.inner_dims
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+            if self._two_pass_arg(red):
+                self.red_values[j] = self._arg_two_pass(red, e)
+                continue
             acc, idx = self._new_acc(red)
             if not (inner and is_float_sum(red)):
                 with self.nest(inner):
@@ -515,6 +520,59 @@ class KernelLowering:
                     pw.add(self.ev(e, {}), reduction_input_dtype(red))
             self.b.store(pw.total(), acc)
             self.red_values[j] = self._finalize(red, acc, idx)
+
+    def _two_pass_arg(self, red) -> bool:
+        """Whether an arg-reduction's row runs as two vectorised passes (``_arg_two_pass``):
+        a contiguous sweep of one loop dimension, the reduced axis, of a non-bool, non-f16
+        dtype (a select carrying an index does not vectorise; the value's max does)."""
+        inner = self.geo.inner_dims
+        dt = reduction_input_dtype(red)
+        return (is_arg_reduction(red.op) and len(inner) == 1 and dt.kind in "fiu"
+                and dt != np.float16 and self.geo.loop_dim_of(red.attr("axes")[0]) == inner[0]
+                and self._contiguous_sweep())
+
+    def _arg_two_pass(self, red, e: KExpr) -> ir.Value:
+        """argmax/argmin of a row in two passes that vectorise, where a select carrying an
+        index does not: pass 1 takes each block's max (min) as a plain reduction
+        (llvm.maximum propagates NaN) and keeps the first block holding the best one; pass 2
+        finds the first position of that value in that block (the first NaN when it is NaN:
+        NumPy's rule). The block is in cache for pass 2."""
+        b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
+        arg = reducer(red.op)
+        value_red = OPS["max" if arg.index == "max" else "min"].reducer
+        n, step = self.extent(dim), self.const(ARG_BLOCK)
+        best, best_block = self.alloca(scalar.llvm_type(dt)), self.alloca(I64)
+        b.store(value_red.identity(dt), best)
+        b.store(self.const(0), best_block)
+        block = self.alloca(scalar.llvm_type(dt))
+        with self.loop(self.const(0), n, step) as i0:
+            b.store(value_red.identity(dt), block)
+            with self.loop(i0, self.smin(b.add(i0, step), n)) as i:
+                self.loop_vars[dim] = i
+                b.store(value_red.combine(b, b.load(block), self.ev(e, {}), dt), block)
+            m, cur = b.load(block), b.load(best)
+            take = arg.better(b, m, cur, dt)      # strictly better, or the first NaN
+            b.store(b.select(take, m, cur), best)
+            b.store(b.select(take, i0, b.load(best_block)), best_block)
+        v = b.load(best)
+        if dt.kind == "f":
+            v_nan = b.fcmp_unordered("uno", v, v)
+        # the first hit as a min-reduction of positions, which vectorises (an early exit
+        # or a select on "not found yet" does not)
+        found = self.alloca(I64)
+        start = b.load(best_block)
+        stop = self.smin(b.add(start, step), n)
+        b.store(stop, found)
+        with self.loop(start, stop) as i:
+            self.loop_vars[dim] = i
+            x = self.ev(e, {})
+            if dt.kind == "f":
+                hit = b.select(v_nan, b.fcmp_unordered("uno", x, x), b.fcmp_ordered("==", x, v))
+            else:
+                hit = b.icmp_unsigned("==", x, v)
+            b.store(self.smin(b.select(hit, i, stop), b.load(found)), found)
+        f = b.load(found)
+        return b.select(b.icmp_signed("<", f, n), f, self.const(0))
 
     def _contiguous_sweep(self) -> bool:
         """Whether every load of the kernel is contiguous or invariant along the innermost
