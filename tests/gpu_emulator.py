@@ -29,6 +29,7 @@ from tracearray.gpu.memory import CachingAllocator
 from tracearray.gpu.ptx import DEFAULT_TARGET
 
 _tls = threading.local()
+_dynamic_smem: dict[str, Any] = {}
 
 
 class _BlockState:
@@ -142,6 +143,7 @@ class EmulatedDevice:
         self.allocator = CachingAllocator(self)
         self.module_loads = 0
         self.launches: list[tuple[str, int, int]] = []
+        self.smem_sizes: list[int] = []      # dynamic shared memory of each launch
         self._modules: dict[str, dict[str, EmuFunction]] = {}
 
     # memory
@@ -187,6 +189,13 @@ class EmulatedDevice:
         with _llvm_lock:
             llvm = _llvm()
             text = host_ir(ir)
+            for name in re.findall(r'^@"?([\w.$]+)"? = external global \[0 x i8\]', text,
+                                   flags=re.M):
+                # dynamic shared memory (block_row's row cache): one host buffer per name,
+                # shared by the block's threads (blocks run one after another)
+                if name not in _dynamic_smem:
+                    _dynamic_smem[name] = (ctypes.c_uint8 * (1 << 16))()
+                    llvm.add_symbol(name, ctypes.addressof(_dynamic_smem[name]))
             m = llvm.parse_assembly(text)
             m.verify()
             tm = llvm.Target.from_default_triple().create_target_machine(
@@ -213,6 +222,7 @@ class EmulatedDevice:
                 for a in addrs]
         assert block % 32 == 0 and block > 0, block
         self.launches.append((fn.name, grid, block))
+        self.smem_sizes.append(smem)
         if not fn.barriers:
             self._run_block(fn, args, 0, 1, 1)
             return

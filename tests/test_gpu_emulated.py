@@ -276,3 +276,32 @@ def test_workloads_match_float64_reference() -> None:
 
 
 del ctypes, os
+
+
+@pytest.mark.parametrize("n", [70, 12000])   # a row that fits the cache, one that does not
+def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, n: int) -> None:
+    """block_row (gpu/codegen.py ``row_cached_accesses``): inputs read by the first phase
+    and again later (softmax's x, layernorm with a per-column weight, a masked sum and argmax)
+    are stored to dynamic shared memory in the first phase and read back from it; a row too
+    long for ROW_CACHE_MAX_BYTES runs without the cache. Both give NumPy's result."""
+    from tracearray.gpu.codegen import ROW_CACHE_MAX_BYTES
+    x = rng(5).standard_normal((3, n)).astype(np.float32)
+    w = rng(6).standard_normal(n).astype(np.float32)
+    flags = np.array([True, False] * (n // 2))
+    sizes = []
+
+    def launched(fn, *args):
+        before = len(emulated.launches)
+        got = check(fn, *args)
+        sizes.extend(emulated.launches[before:])
+        return got
+
+    launched(lambda a: np.exp(a - a.max(-1, keepdims=True))
+             / np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True), x)
+    launched(lambda a, g: (a - a.mean(-1, keepdims=True))
+             / np.sqrt(a.var(-1, keepdims=True) + 1e-5) * g, x, w)
+    launched(lambda a, m: (np.where(m, a, 0).sum(-1), np.argmax(np.where(m, a, -a), -1)), x,
+             flags)
+    check(lambda a: np.argmax(a, -1), x, family="exact")
+    fits = n * (4 + 4 + 1) <= ROW_CACHE_MAX_BYTES
+    assert [s for s in emulated.smem_sizes if s] if fits else not any(emulated.smem_sizes)

@@ -44,6 +44,7 @@ from llvmlite import ir
 from ..codegen import scalar
 from ..codegen.kernel import (KernelLowering, accumulator_dtype, atomic_combine,
                               is_arg_reduction, is_float_sum, reducer, reduction_input_dtype)
+from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
 from ..tile.geometry import Geometry
@@ -55,6 +56,10 @@ WARP = 32
 MAX_WARPS = 32
 MAX_BLOCK = 256      # threads per block of block reductions (the runtime launches no more)
 THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
+# block_row keeps a row's re-read inputs in dynamic shared memory when they take at most
+# this many bytes (below the 48 KB a launch may ask for without opting in, with room for the
+# block reductions' static arrays)
+ROW_CACHE_MAX_BYTES = 40 << 10
 
 
 def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
@@ -334,17 +339,24 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         super().__init__(geometry, GpuMath(), name)
         self.strategy = strategy or gpu_strategy(geometry)
         self._gpu_init()
+        self._row_cache: dict[int, ir.Value] = {}
+        self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
+        self._row_pos: ir.Value | None = None
+        self._nesting = 0
+        self._extra_args: list[ir.Value] = []
 
     def lower(self) -> str:
         dts = self.buffer_dtypes()
         ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
-        body = self._internal_function(f"{self.name}_body", ptr_types, [])
+        n_extra = 1 if self.strategy == "block_row" else 0    # block_row: the cache flag
+        body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
         self._begin_function(body, len(dts))
+        self._extra_args = list(body.args[len(dts) + 1:])
         {"map": self._map, "block_row": self._block_row, "thread_row": self._thread_row,
          "full": self._full_stage1, "scan": self._scan,
          "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
         self._end_function()
-        self.emit_kernel(self.name, body, ptr_types, self.layout.size, 0)
+        self.emit_kernel(self.name, body, ptr_types, self.layout.size, n_extra)
         if self.strategy == "full":
             comb = self._internal_function(f"{self.name}_combine_body", ptr_types, [I64])
             self._begin_function(comb, len(dts))
@@ -362,19 +374,117 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
             self.set_dims(p, dims)
             self._store_roots(stores, {})
 
+    def row_cached_accesses(self) -> list[int]:
+        """The loads block_row keeps in shared memory: read by the first phase and again by
+        a later phase or the full-space stores, varying along the row, with affine indices
+        (softmax's x, read by the max, the sum and the output: read from memory once).
+        Larger items first, so every access's part of the cache is aligned."""
+        k = self.kernel
+        if self.strategy != "block_row" or not k.reductions:
+            return []
+        full, _rows = self._split_stores()
+        exprs = self._root_exprs()
+        first = self._loads_of([k.red_exprs[0]])
+        later = self._loads_of(list(k.red_exprs[1:]) + [exprs[st.node] for _i, st in full
+                                                         if st.node in exprs])
+        inner = self.geo.inner_dims
+        keep = [a for a in first & later
+                if not loaded_indices(k.body.accesses[a].index)
+                and any(self.geo.load_uses[a][d] for d in inner)]
+        return sorted(keep, key=lambda a: (-k.body.accesses[a].top.dtype.itemsize, a))
+
+    def row_cache_itemsize(self) -> int:
+        """Shared-memory bytes per row element of the row cache (0: no cache)."""
+        return sum(self.kernel.body.accesses[a].top.dtype.itemsize
+                   for a in self.row_cached_accesses())
+
+    def _loads_of(self, exprs: list[KExpr]) -> set[int]:
+        """Accesses loaded by ``exprs`` at their own position (not inside nested sweeps)."""
+        found, stack, seen = set(), list(exprs), set()
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if isinstance(e, KLoad):
+                found.add(e.access)
+            stack.extend(self._operands(e))
+        return found
+
+    def _ev_one(self, e: KExpr, memo: dict) -> ir.Value:
+        """Loads of the row cache's accesses: stored to it in the first phase, read from it
+        in later ones (``_row_cache_mode``), at the row position the thread visits (each
+        thread reads back only what it wrote: no barrier)."""
+        mode = self._row_cache_mode
+        if mode is None or not isinstance(e, KLoad) or e.access not in self._row_cache \
+                or self._nesting:
+            return super()._ev_one(e, memo)
+        slot = self.b.gep(self._row_cache[e.access], [self._row_pos])
+        if mode == "read":
+            v = scalar.load_value(self.b, slot, e.dtype)
+            memo[id(e)] = v
+            return v
+        v = super()._ev_one(e, memo)
+        scalar.store_value(self.b, v, slot, e.dtype)
+        return v
+
+    def _nested(self, e: KNested, memo: dict) -> ir.Value:
+        self._nesting += 1
+        try:
+            return super()._nested(e, memo)
+        finally:
+            self._nesting -= 1
+
+    def _row_cache_ptrs(self, ninner: ir.Value) -> dict[int, ir.Value]:
+        """Each cached access's part of the dynamic shared memory (``ninner`` elements)."""
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0),
+                               f"{self.name}_rowcache", addrspace=3)
+        gv.linkage = "external"
+        gv.align = 16
+        ptrs, offset = {}, self.const(0)
+        for a in self.row_cached_accesses():
+            dt = self.kernel.body.accesses[a].top.dtype
+            base = self.b.gep(gv, [ir.Constant(I32, 0), offset])
+            ptrs[a] = self.b.bitcast(base, scalar.memory_type(dt).as_pointer(3))
+            offset = self.b.add(offset, self.b.mul(ninner, self.const(dt.itemsize)))
+        return ptrs
+
     def _block_row(self) -> None:
         k, geo = self.kernel, self.geo
         full, rows = self._split_stores()
         tid, ntid, ctaid, nctaid = self.thread_ids()
         ninner = self.product(geo.inner_dims)
+        cached = self.row_cached_accesses()
+        use_cache = None
+        if cached:   # the runtime sets the flag when the cache fits (ROW_CACHE_MAX_BYTES)
+            use_cache = self.b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
+            self._row_cache = self._row_cache_ptrs(ninner)
+
+        def sweep(body, phase: int) -> None:
+            """``body`` over the thread's positions of the row; with the cache, the first
+            phase fills it and later ones read it (two copies of the loop, one branch)."""
+            def run(mode):
+                self._row_cache_mode = mode
+                with self.loop(tid, ninner, ntid) as r:
+                    self._row_pos = r
+                    self.set_dims(r, geo.inner_dims)
+                    body()
+                self._row_cache_mode = None
+            if use_cache is None:
+                run(None)
+                return
+            with self.b.if_else(use_cache) as (then, otherwise):
+                with then:
+                    run("write" if phase == 0 else "read")
+                with otherwise:
+                    run(None)
+
         with self.loop(ctaid, self.product(geo.par_dims), nctaid) as row:
             self.set_dims(row, geo.par_dims)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
                 comp = self._new_compensation(red)
-                with self.loop(tid, ninner, ntid) as r:
-                    self.set_dims(r, geo.inner_dims)
-                    self._thread_step(red, acc, idx, comp, self.ev(e, {}))
+                sweep(lambda: self._thread_step(red, acc, idx, comp, self.ev(e, {})), j)
                 v, vi = self.block_reduce(j, red, self.b.load(acc),
                                           self.b.load(idx) if idx is not None else None,
                                           tid, ntid)
@@ -383,9 +493,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
                     self.b.store(vi, idx)
                 self.red_values[j] = self._finalize(red, acc, idx)
             if full:
-                with self.loop(tid, ninner, ntid) as r:
-                    self.set_dims(r, geo.inner_dims)
-                    self._store_roots(full, {})
+                sweep(lambda: self._store_roots(full, {}), len(k.reductions))
             if rows:
                 with self.b.if_then(self.b.icmp_unsigned("==", tid, self.const(0))):
                     self._store_roots(rows, {})

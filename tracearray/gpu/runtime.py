@@ -34,8 +34,9 @@ from ..trace.graph import Node
 from ..ops import OPS, constant_value
 from . import ptx as ptxmod
 from .array import Array, is_device_array
-from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering, MatmulLowering, copy_kernel_ir,
-                      entry_names, epilogue_reads_identity, gpu_strategy, COPY_MAX_RANK)
+from .codegen import (MATMUL_THREADS, MAX_BLOCK, ROW_CACHE_MAX_BYTES, GpuKernelLowering,
+                      MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
+                      gpu_strategy, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
 
 MAP_BLOCK = 256
@@ -124,6 +125,7 @@ class Launch:
     grid: int
     block: int
     extra: tuple[int, ...] = ()
+    smem: int = 0            # dynamic shared memory, bytes (block_row's row cache)
 
 
 @dataclass
@@ -284,7 +286,8 @@ class GpuExecutable:
         prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
         inner = prod(geo.inner_dims)
         strategy = gpu_strategy(geo, inner)
-        ir_text = GpuKernelLowering(geo, name, strategy).lower()
+        lowering = GpuKernelLowering(geo, name, strategy)
+        ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
@@ -304,8 +307,12 @@ class GpuExecutable:
         elif strategy == "block_row":
             nrows = prod(geo.par_dims)
             block = min(ROW_BLOCK_MAX, max(32, 1 << max(inner - 1, 0).bit_length()))
+            # the row's re-read inputs stay in shared memory when they fit (one read of x)
+            cache = inner * lowering.row_cache_itemsize()
+            use_cache = 0 < cache <= ROW_CACHE_MAX_BYTES
             if nrows:
-                launches.append(Launch(name, min(nrows, 16 * self.sms), block))
+                launches.append(Launch(name, min(nrows, 16 * self.sms), block,
+                                       (int(use_cache),), cache if use_cache else 0))
         elif strategy == "full":
             from ..codegen.kernel import partial_dtypes
             n = prod(range(geo.rank))
@@ -478,7 +485,7 @@ class GpuExecutable:
                                    f"block on this GPU (limit {fn.max_threads})")
             vals = _pack(pointers, gk.params, ln.extra)
             addrs = vals.ctypes.data + 8 * np.arange(len(vals), dtype=np.uint64)
-            dev.launch(fn, ln.grid, max(block, 32), addrs.ctypes.data)
+            dev.launch(fn, ln.grid, max(block, 32), addrs.ctypes.data, ln.smem)
             keep.append((vals, addrs))
 
     def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
