@@ -36,7 +36,7 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -60,6 +60,8 @@ THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, no
 # this many bytes (below the 48 KB a launch may ask for without opting in, with room for the
 # block reductions' static arrays)
 ROW_CACHE_MAX_BYTES = 40 << 10
+# grid-stride loops run this many iterations per trip (``strided_loop``)
+UNROLL = 4
 
 
 def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
@@ -366,13 +368,43 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         return str(self.module)
 
     # -------------------------------------------------------------- strategies
+    def strided_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value,
+                     body: Callable[[ir.Value], None]) -> None:
+        """``for p in range(start, stop, step): body(p)`` with UNROLL iterations per trip
+        while that many remain, then one at a time: the unrolled trip is straight-line code
+        whose loads do not depend on each other, so a thread has UNROLL loads in flight
+        instead of one (a grid-stride loop is otherwise latency-bound: a thread's next load
+        waits for the last one). Iterations run in the same order, so results are the
+        same."""
+        b = self.b
+        counter = self.alloca(I64)
+        b.store(start, counter)
+        head = self.fn.append_basic_block("unrolled.head")
+        trip = self.fn.append_basic_block("unrolled.body")
+        rest = self.fn.append_basic_block("unrolled.rest")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.load(counter)
+        last = b.add(i, b.mul(step, self.const(UNROLL - 1)))
+        b.cbranch(b.icmp_signed("<", last, stop), trip, rest)
+        b.position_at_end(trip)
+        for u in range(UNROLL):
+            body(b.add(i, b.mul(step, self.const(u))) if u else i)
+        b.store(b.add(i, b.mul(step, self.const(UNROLL))), counter)
+        b.branch(head)
+        b.position_at_end(rest)
+        with self.loop(b.load(counter), stop, step) as p:
+            body(p)
+
     def _map(self) -> None:
         dims = tuple(range(self.geo.rank))
         gid, gstride = self.global_ids()
         stores = list(enumerate(self.kernel.stores))
-        with self.loop(gid, self.product(dims), gstride) as p:
+
+        def element(p: ir.Value) -> None:
             self.set_dims(p, dims)
             self._store_roots(stores, {})
+        self.strided_loop(gid, self.product(dims), gstride, element)
 
     def row_cached_accesses(self) -> list[int]:
         """The loads block_row keeps in shared memory: read by the first phase and again by
@@ -465,10 +497,12 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
             phase fills it and later ones read it (two copies of the loop, one branch)."""
             def run(mode):
                 self._row_cache_mode = mode
-                with self.loop(tid, ninner, ntid) as r:
+
+                def position(r: ir.Value) -> None:
                     self._row_pos = r
                     self.set_dims(r, geo.inner_dims)
                     body()
+                self.strided_loop(tid, ninner, ntid, position)
                 self._row_cache_mode = None
             if use_cache is None:
                 run(None)
@@ -544,11 +578,12 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         gid = self.b.add(self.b.mul(ctaid, ntid), tid)
         accs = [self._new_acc(r) for r in k.reductions]
         comps = [self._new_compensation(r) for r in k.reductions]
-        with self.loop(gid, self.product(dims), self.b.mul(nctaid, ntid)) as p:
+        def element(p: ir.Value) -> None:
             self.set_dims(p, dims)
             memo: dict = {}
             for red, e, (acc, idx), comp in zip(k.reductions, k.red_exprs, accs, comps):
                 self._thread_step(red, acc, idx, comp, self.ev(e, memo))
+        self.strided_loop(gid, self.product(dims), self.b.mul(nctaid, ntid), element)
         is_first = self.b.icmp_unsigned("==", tid, self.const(0))
         for j, (red, (acc, idx), (pv, pi)) in enumerate(zip(k.reductions, accs,
                                                              self._partial_ptrs())):
