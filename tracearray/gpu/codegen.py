@@ -57,9 +57,10 @@ MAX_WARPS = 32
 MAX_BLOCK = 256      # threads per block of block reductions (the runtime launches no more)
 THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
 # block_row keeps a row's re-read inputs in dynamic shared memory when they take at most
-# this many bytes (below the 48 KB a launch may ask for without opting in, with room for the
-# block reductions' static arrays)
+# this many bytes, and the kernel's static shared arrays (block reductions) and they stay
+# within the 48 KB a launch may use without opting in (``row_cache_limit``)
 ROW_CACHE_MAX_BYTES = 40 << 10
+SMEM_LAUNCH_LIMIT = 48 << 10
 # grid-stride loops run this many iterations per trip (``strided_loop``)
 UNROLL = 4
 
@@ -424,6 +425,12 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
                 if not loaded_indices(k.body.accesses[a].index)
                 and any(self.geo.load_uses[a][d] for d in inner)]
         return sorted(keep, key=lambda a: (-k.body.accesses[a].top.dtype.itemsize, a))
+
+    def row_cache_limit(self) -> int:
+        """Bytes the row cache may take in a launch of this (lowered) kernel."""
+        static = sum(gv.type.pointee.count * _bits(gv.type.pointee.element) // 8
+                     for gv in self._smem_vars.values())
+        return max(0, min(ROW_CACHE_MAX_BYTES, SMEM_LAUNCH_LIMIT - static))
 
     def row_cache_itemsize(self) -> int:
         """Shared-memory bytes per row element of the row cache (0: no cache)."""

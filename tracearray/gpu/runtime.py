@@ -34,7 +34,7 @@ from ..trace.graph import Node
 from ..ops import OPS, constant_value
 from . import ptx as ptxmod
 from .array import Array, is_device_array
-from .codegen import (MATMUL_THREADS, MAX_BLOCK, ROW_CACHE_MAX_BYTES, GpuKernelLowering,
+from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
                       gpu_strategy, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
@@ -309,7 +309,7 @@ class GpuExecutable:
             block = min(ROW_BLOCK_MAX, max(32, 1 << max(inner - 1, 0).bit_length()))
             # the row's re-read inputs stay in shared memory when they fit (one read of x)
             cache = inner * lowering.row_cache_itemsize()
-            use_cache = 0 < cache <= ROW_CACHE_MAX_BYTES
+            use_cache = 0 < cache <= lowering.row_cache_limit()
             if nrows:
                 launches.append(Launch(name, min(nrows, 16 * self.sms), block,
                                        (int(use_cache),), cache if use_cache else 0))
