@@ -492,10 +492,12 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
     """Compile a NumPy function into fused kernels.
 
     Use it as ``@tracearray.compile``, as ``@tracearray.compile(device="cuda", ...)`` or as
-    ``tracearray.compile(fn, ...)``. Nothing is traced or compiled until the first call: each
-    new signature (argument shapes, dtypes, strides, static values and device) traces the
-    function once on stand-in arrays, plans and compiles its kernels, and caches them; later
-    calls with that signature run the machine code directly.
+    ``tracearray.compile(fn, ...)``. Nothing is traced or compiled until the first call. Each
+    new combination of argument shapes, dtypes and static values traces the function once on
+    stand-in arrays and plans its kernels; each new combination of strides and device builds
+    an executable for that trace (kernels are cached by their code, so a new size or layout
+    rarely compiles anything new). Later calls with a known signature run the machine code
+    directly.
 
     :param fn: the function to compile: plain NumPy code over array arguments (NumPy arrays,
         NumPy scalars, Python numbers, and tuples, lists, dicts, namedtuples or dataclasses of
