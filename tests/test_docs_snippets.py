@@ -6,8 +6,9 @@ name ``example.py`` (the name an error message shows). Conventions of the pages:
 
 - A ```output block right after a python block is that block's standard output, compared line
   by line (trailing spaces ignored); ``...`` in it matches any text, as doctest's ELLIPSIS.
-- A block whose first line is ``# needs an NVIDIA GPU`` is skipped when no GPU is usable
-  (``tracearray.gpu.is_available()``); the rest of the page still runs.
+- A block whose first line is ``# needs an NVIDIA GPU`` is left out of the page's run
+  everywhere, and run (with the whole page before it) by ``test_page_gpu_code_runs``, a
+  ``gpu`` test that is skipped, with that reason, when no GPU is usable.
 - A block of ``>>>`` lines is an interpreter transcript, run by doctest in the page's namespace.
 - A block that shows an error catches it itself (``try`` / ``except``) and prints it, so the
   page's output is checked like any other.
@@ -97,18 +98,34 @@ def test_the_readme_and_docs_have_code() -> None:
     assert len(PAGES_WITH_CODE) >= 5, [p.name for p in PAGES_WITH_CODE]
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
-def test_page_code_runs_and_prints_what_the_page_shows(page: pathlib.Path) -> None:
+def run_page(page: pathlib.Path, with_gpu_blocks: bool) -> None:
     namespace: dict = {"__name__": "__main__"}
-    gpu = tracearray.gpu.is_available()
     for block in page_blocks(page):
         where = f"{page.name}:{block.line}"
-        if block.code.startswith(GPU_MARK) and not gpu:
+        if block.code.startswith(GPU_MARK) and not with_gpu_blocks:
             continue
         got = run_block(block, namespace, where)
         if block.expected is not None:
             assert output_matches(block.expected, got), (
                 f"{where}: the block printed\n{got}\nbut the page shows\n{block.expected}")
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=[p.name for p in PAGES_WITH_CODE])
+def test_page_code_runs_and_prints_what_the_page_shows(page: pathlib.Path) -> None:
+    run_page(page, with_gpu_blocks=False)
+
+
+PAGES_WITH_GPU_CODE = [p for p in PAGES_WITH_CODE
+                       if any(b.code.startswith(GPU_MARK) for b in page_blocks(p))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", PAGES_WITH_GPU_CODE, ids=[p.name for p in PAGES_WITH_GPU_CODE])
+def test_page_gpu_code_runs(page: pathlib.Path) -> None:
+    if not tracearray.gpu.is_available():
+        pytest.skip("needs an NVIDIA GPU (tracearray.gpu.is_available() is False): the "
+                    "page's '# needs an NVIDIA GPU' blocks")
+    run_page(page, with_gpu_blocks=True)
 
 
 def test_output_blocks_follow_python_blocks() -> None:
