@@ -15,6 +15,11 @@ name ``example.py`` (the name an error message shows). Conventions of the pages:
 
 The README's install and test commands (its first ```bash block) are the lines ``.ci/run``
 runs: ``test_readme_commands_are_what_ci_runs`` keeps the two the same.
+
+After a change of what a block prints, ``python tests/test_docs_snippets.py PAGE...`` runs the
+pages (GPU blocks only where a GPU is usable) and writes each block's new output into the
+output block after it (adding one where a block prints and has none); an output block that
+still matches, ``...`` included, is left as it is. Read the diff before committing it.
 """
 from __future__ import annotations
 
@@ -156,3 +161,33 @@ def test_output_matching() -> None:
     assert not output_matches("a\n", "a\nb\n")
     assert not output_matches(" b\n", "b\n")
     assert not output_matches("took ... ms\n", "took 3.2 s\n")
+
+
+def update_outputs(page: pathlib.Path) -> bool:
+    """Rewrite ``page``'s output blocks from what its blocks print now; True if it changed."""
+    text = page.read_text()
+    namespace: dict = {"__name__": "__main__"}
+    gpu = tracearray.gpu.is_available()
+    pieces, pos = [], 0
+    for m in _FENCE.finditer(text):
+        if m.group(1) != "python" or (m.group(2).startswith(GPU_MARK) and not gpu):
+            continue
+        got = run_block(Block(m.group(2), 0, None), namespace, page.name)
+        old = re.match(r"\n\n```output\n(.*?)^```[ \t]*$", text[m.end():], re.S | re.M)
+        if old and output_matches(old.group(1), got):
+            continue
+        pieces.append(text[pos:m.end()])
+        if got.strip():
+            pieces.append("\n\n```output\n" + got.rstrip("\n") + "\n```")
+        pos = m.end() + (old.end() if old else 0)
+    new = "".join(pieces) + text[pos:]
+    if new != text:
+        page.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    import sys
+    for arg in sys.argv[1:]:
+        changed = update_outputs(pathlib.Path(arg).resolve())
+        print(f"{arg}: {'updated' if changed else 'unchanged'}")
