@@ -142,6 +142,31 @@ def test_supported_page_is_current() -> None:
         "import registry; print(registry.render_markdown(), end='')\" > docs/supported.md")
 
 
+def test_the_table_says_what_a_call_does() -> None:
+    """The table's state of an entry is what calling it does: a function it lists as *no* is
+    refused, one it lists as *tried* runs NumPy's implementation (np.fill_diagonal compiles
+    that way), and a traced mask's selection as an array compiles (a data-dependent size)."""
+    by_name = {e.name: e for e in registry.entries()}
+    assert by_name["np.fft.fft"].how is None
+    assert by_name["np.fill_diagonal"].how == "tried"
+    assert by_name["x[mask] as an array (a traced boolean mask)"].supported
+
+    def fft(x):
+        return np.fft.fft(x)
+
+    with pytest.raises(tracearray.UnsupportedOperationError, match="np.fft.fft"):
+        tracearray.compile(fft, device="cpu")(np.ones(4))
+
+    def zero_diagonal(x):
+        y = x.copy()
+        np.fill_diagonal(y, 0.0)
+        return y
+
+    a = np.arange(9.0).reshape(3, 3)
+    assert_matches_numpy(zero_diagonal, a, device="cpu")
+    assert_matches_numpy(lambda x: x[x > 3.0], a, device="cpu")
+
+
 def test_adding_a_composite_touches_one_file() -> None:
     """A NumPy-style function (dispatched through __array_function__, as NumPy's are) gets
     everything from one registration in one module: the tracer dispatches to it, the

@@ -9,7 +9,7 @@ from .gpu import Array
 from .errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                            TraceShapeError, UnsupportedOperationError)
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["compile", "CompiledFunction", "Lowered", "Array", "TracearrayError", "ConcretizationError",
            "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError",

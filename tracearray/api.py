@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, overload
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argume
 from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
 from .trace import context as trace_context
 from .trace.graph import Graph
+
+if TYPE_CHECKING:
+    from .explain import Explanation
 
 DEVICES = ("auto", "cpu", "cuda")
 # A call traces in at most this many stages (a probe per data-dependent size, then the rest).
@@ -50,7 +53,9 @@ class RetraceWarning(UserWarning):
 
 @dataclass
 class Stats:
-    """Counters of a compiled function (observable caches)."""
+    """Counters of a compiled function (observable caches): ``traces`` (times the function
+    was traced), ``executables`` (executables built: compiled or loaded kernels for a
+    signature) and ``calls``. A second call with the same signature adds only to ``calls``."""
     traces: int = 0
     executables: int = 0
     calls: int = 0
@@ -58,7 +63,13 @@ class Stats:
 
 @dataclass
 class Lowered:
-    """The artifacts of every stage for one argument signature."""
+    """The artifacts of every stage for one argument signature (``CompiledFunction.lower``).
+
+    ``graph``: the traced graph; ``plan``: its kernels; ``tiles``: how each kernel walks its
+    data; ``executable``: the compiled program (CPU or CUDA); ``probe``: set when this is a
+    probe, the first part of a function whose sizes depend on the data. ``as_text(stage)``
+    prints any of them.
+    """
     graph: Graph
     plan: Plan
     tiles: list[TileSpec]
@@ -66,7 +77,16 @@ class Lowered:
     probe: str | None = None     # a probe's graph computes this data-dependent size
 
     def as_text(self, stage: str = "graph") -> str:
-        """``"graph"``, ``"plan"``, ``"llvm"`` (unoptimised), ``"llvm-opt"`` or ``"asm"``."""
+        """The text of one stage of the pipeline.
+
+        :param stage: ``"graph"``: the traced graph, one node a line; ``"plan"``: the kernels,
+            what each computes, reads and writes, and its tiling; ``"llvm"``: the LLVM IR of
+            every kernel as generated; ``"llvm-opt"``: the same after LLVM's optimisation for
+            the target; ``"asm"``: the machine code (the host's assembly for the CPU, PTX for
+            CUDA); ``"ptx"``: the PTX of every kernel (``device="cuda"`` only; it needs no GPU,
+            only llvmlite).
+        :raises ValueError: for another stage, or ``"ptx"`` of a CPU signature.
+        """
         from .explain import format_plan
         if stage == "graph":
             return format_graph(self.graph)
@@ -89,7 +109,11 @@ class Lowered:
 
 
 class CompiledFunction:
-    """A NumPy function compiled by tracearray. Call it like the original.
+    """A NumPy function compiled by tracearray (made by ``tracearray.compile``). Call it like
+    the original: NumPy arrays in, NumPy arrays out (device arrays in, ``tracearray.Array``
+    out on the GPU). ``fn`` is the original function; ``stats`` counts traces, builds and
+    calls; ``lower(*args)`` gives every stage's artifacts for a signature and
+    ``explain(*args)`` what its kernels read and write.
 
     Caches are bounded, least recently used first out: ``max_traces`` traces (one per
     argument shapes, dtypes and static values; a few KB each) and ``max_executables``
@@ -347,6 +371,9 @@ class CompiledFunction:
             config.dump(name, "plan", plan)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and compile for these arguments (as a call would, using the same caches)
+        without running the kernels; ``.as_text(stage)`` of the result shows each stage. For a
+        function whose sizes depend on the data, the probes run on these arguments first."""
         return self._lower(args, kwargs)[0]
 
     def __repr__(self) -> str:
@@ -424,7 +451,10 @@ class CompiledFunction:
         key.append(self._resolve_device())
         return tuple(key)
 
-    def explain(self, *args: Any, **kwargs: Any) -> "Any":
+    def explain(self, *args: Any, **kwargs: Any) -> "Explanation":
+        """What the compiled function does for these arguments: an ``Explanation`` with one
+        report per kernel (its strategy, iteration space, ops, bytes read and written and the
+        temporaries NumPy would have made that it avoids). ``print()`` it for a table."""
         from .explain import explain_plan
         lowered = self.lower(*args, **kwargs)
         return explain_plan(lowered.plan, lowered.tiles)
@@ -445,9 +475,49 @@ def _refuse_lazy_function(fn: Callable) -> None:
             f"returns the arrays (a tuple, list, dict, namedtuple or dataclass of them)"))
 
 
+@overload
+def compile(fn: Callable, *, device: str = "auto", static_argnums: Any = (),
+            static_argnames: Any = (), fallback: str | None = None) -> CompiledFunction: ...
+
+
+@overload
+def compile(fn: None = None, *, device: str = "auto", static_argnums: Any = (),
+            static_argnames: Any = (),
+            fallback: str | None = None) -> Callable[[Callable], CompiledFunction]: ...
+
+
 def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums: Any = (),
-            static_argnames: Any = (), fallback: str | None = None) -> Any:
-    """Compile a NumPy function: ``@tracearray.compile`` or ``@tracearray.compile(...)``."""
+            static_argnames: Any = (), fallback: str | None = None
+            ) -> CompiledFunction | Callable[[Callable], CompiledFunction]:
+    """Compile a NumPy function into fused kernels.
+
+    Use it as ``@tracearray.compile``, as ``@tracearray.compile(device="cuda", ...)`` or as
+    ``tracearray.compile(fn, ...)``. Nothing is traced or compiled until the first call. Each
+    new combination of argument shapes, dtypes and static values traces the function once on
+    stand-in arrays and plans its kernels; each new combination of strides and device builds
+    an executable for that trace (kernels are cached by their code, so a new size or layout
+    rarely compiles anything new). Later calls with a known signature run the machine code
+    directly.
+
+    :param fn: the function to compile: plain NumPy code over array arguments (NumPy arrays,
+        NumPy scalars, Python numbers, and tuples, lists, dicts, namedtuples or dataclasses of
+        them). It may return the same structures of arrays. Generator and async functions are
+        refused (their values are produced after the trace).
+    :param device: ``"auto"`` (the default): the GPU when one is usable, else the CPU;
+        ``"cpu"``: LLVM-compiled native code on a thread pool; ``"cuda"``: PTX on an NVIDIA
+        GPU through cuda-python. NumPy inputs come back as NumPy arrays on every device;
+        device arrays (CuPy, PyTorch, JAX, ``tracearray.Array``) stay on the GPU.
+    :param static_argnums: positions (an int or a sequence of ints) of arguments whose
+        *values* are part of the cache key instead of being traced: Python control flow may
+        depend on them (``if n > 2``, ``range(n)``). Python scalars are always static.
+    :param static_argnames: the same by keyword name (a str or a sequence of str).
+    :param fallback: ``None`` (the default): an operation tracearray cannot compile raises a
+        ``TracearrayError`` naming it and your line. ``"numpy"``: such a call runs the
+        original function with NumPy instead, with a ``RuntimeWarning``.
+    :returns: a ``CompiledFunction`` (called like ``fn``; ``.lower()``, ``.explain()``,
+        ``.stats``, ``.fn``), or, called without ``fn``, a decorator that makes one.
+    :raises ValueError: for an unknown ``device`` or ``fallback``.
+    """
     def wrap(f: Callable) -> CompiledFunction:
         return CompiledFunction(f, device=device, static_argnums=static_argnums,
                                 static_argnames=static_argnames, fallback=fallback)

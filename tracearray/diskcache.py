@@ -125,15 +125,9 @@ def record_key(record: bytes) -> str:
 
 
 def tracearray_version() -> str:
-    """tracearray's version, for keys (read without importing the package root and api.py)."""
-    version = getattr(sys.modules.get("tracearray"), "__version__", None)
-    if version:
-        return str(version)
-    from importlib import metadata
-    try:  # pragma: no cover - tracearray/__init__ defines __version__ before importing a backend
-        return metadata.version("tracearray")
-    except metadata.PackageNotFoundError:  # pragma: no cover
-        return "unknown"
+    """tracearray's version, for keys (``_version.py``: no import of the package root and api.py)."""
+    from ._version import __version__
+    return __version__
 
 
 # ----------------------------------------------------------------------------- entries

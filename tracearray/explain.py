@@ -11,6 +11,10 @@ from .ops import OPS, Kind
 
 @dataclass(frozen=True)
 class KernelReport:
+    """One kernel of an ``Explanation``: its position, strategy (``map``, ``map2d``, ``row``,
+    ``col``, ``full``, ``scan``, ...), iteration space, the ops it computes, the values it
+    reads and writes with their bytes, and the temporaries it avoids (intermediate arrays
+    NumPy would have materialised)."""
     index: int
     strategy: str
     space: tuple[int, ...]
@@ -25,6 +29,9 @@ class KernelReport:
 
 @dataclass(frozen=True)
 class Explanation:
+    """What ``CompiledFunction.explain(*args)`` returns: the ``kernels`` (``KernelReport``s)
+    and the fusions the planner ``rejected`` with the reason. ``bytes_read``,
+    ``bytes_written`` and ``temporaries_avoided`` add up the kernels; ``str()`` is a table."""
     kernels: tuple[KernelReport, ...]
     rejected: tuple[str, ...]
 

@@ -25,7 +25,16 @@ _DL_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
 
 
 class Array:
-    """A strided array in device memory (see the module docstring)."""
+    """A strided array in GPU memory: what a ``device="cuda"`` function returns for device
+    inputs, and what it takes without a copy.
+
+    ``ptr``, ``shape``, ``dtype`` (a NumPy dtype), ``strides`` (bytes), ``ndim``, ``size``,
+    ``nbytes``. ``Array.from_numpy(a)`` copies host data to the GPU and ``.numpy()`` (or
+    ``np.asarray(arr)``) copies it back, waiting for the GPU's work on it first; ``.copy()``
+    is a device copy. ``__cuda_array_interface__`` (version 3) and ``__dlpack__`` hand the
+    memory to CuPy, PyTorch, JAX or Numba without a copy (``torch.from_dlpack(arr)``,
+    ``cupy.asarray(arr)``). Creating or reading one initialises CUDA; nothing else here does.
+    """
 
     __array_priority__ = 100
 

@@ -447,9 +447,20 @@ def assert_matches_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     """Compile ``fn``, run it and NumPy's ``fn`` (or ``reference``) on ``args`` and raise
     ``MismatchError`` with a readable report unless the results agree: same structure, type,
     shape, dtype, NaN positions and values within the tolerance table (see the module
-    docstring). ``device``: "cpu", "cuda" or None (tracearray's default, "auto").
-    Compile errors (e.g. ``UnsupportedOperationError``) propagate. Returns the
-    ``Comparison`` (its ``divergences`` name the deliberate divergences that applied)."""
+    docstring). Compile errors (e.g. ``UnsupportedOperationError``) propagate. If NumPy
+    raises, the compiled function must raise the same kind of error.
+
+    :param fn: a NumPy function (not compiled: this compiles it).
+    :param args: its arguments, as for a call.
+    :param rtol: widens the automatic bounds: an element also passes when
+        ``|got - want| <= atol + rtol * |want|``; it never makes them stricter.
+    :param atol: see ``rtol``.
+    :param device: ``"cpu"``, ``"cuda"`` or None (tracearray's default, ``"auto"``).
+    :param reference: the function whose NumPy result is expected, when it is not ``fn``
+        itself (an optimised ``fn`` checked against a plain one).
+    :returns: the ``Comparison``; its ``divergences`` name the deliberate divergences that
+        applied, and ``report()`` is the text.
+    """
     cmp = compare_with_numpy(fn, *args, rtol=rtol, atol=atol, device=device,
                              reference=reference)
     if not cmp.ok:

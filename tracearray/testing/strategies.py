@@ -411,6 +411,10 @@ def broadcastable_shapes(n: int, min_dims: int = 0, max_dims: int = MAX_DIMS,
 
 
 def layouts(shape: Shape, kind: str | None = None) -> st.SearchStrategy[Layout]:
+    """Memory layouts (``Layout``: axis order, flipped axes, steps, broadcast axes) for arrays
+    of ``shape``: of one of ``LAYOUT_KINDS`` (``C``, ``transposed``, ``negative``, ``gapped``,
+    ``broadcast``, ``mixed``), drawn when ``kind`` is None; ``strided(values, perm=, flip=,
+    step=, broadcast=)`` lays an array out with those fields."""
     return st.composite(lambda draw: draw_layout(HypothesisSource(draw), shape, kind))()
 
 

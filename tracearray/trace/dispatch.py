@@ -185,17 +185,29 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
         return entry.impl(*args, **kwargs)
+    reason = refusal(func)
+    if reason is not None:
+        raise unsupported(numpy_name(func), reason)
+    return run_numpy_implementation(func, func._implementation, args, kwargs)
+
+
+def refusal(func: Callable) -> str | None:
+    """Why ``function`` refuses ``func`` (a NumPy function without a composite, or with one
+    that runs NumPy's implementation) before running any of its code: ``""`` when it has no
+    Python implementation to run, None when NumPy's implementation is tried on the tracers.
+    ``registry.py`` reads it for the supported-operations table."""
     impl = getattr(func, "_implementation", None)
     if impl is None or inspect.isbuiltin(impl) or not _is_numpy(func):
-        raise unsupported(numpy_name(func))
+        return ""
     module = getattr(func, "__module__", "") or ""
-    if entry is None and module.startswith(("numpy.linalg", "numpy.fft")):
+    if composites.lookup(func) is None and module.startswith(("numpy.linalg", "numpy.fft")):
         # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which
         # tracearray does not have (nor complex dtypes): refuse by name, before NumPy's code
         # fails somewhere inside on a traced value.
-        what = "linear algebra beyond matmul, norms and products" if "linalg" in module             else "FFTs (complex results)"
-        raise unsupported(numpy_name(func), f"tracearray does not implement {what} yet")
-    return run_numpy_implementation(func, impl, args, kwargs)
+        what = "linear algebra beyond matmul, norms and products" if "linalg" in module \
+            else "FFTs (complex results)"
+        return f"tracearray does not implement {what} yet"
+    return None
 
 
 def _is_numpy(func: Any) -> bool:

@@ -3,7 +3,9 @@
 ``entries()`` lists every NumPy ufunc, every NumPy function the tracer can dispatch, every
 ndarray method and property, the Python operators and the indexing forms, each with how it is
 implemented (a primitive of ``tracearray.ops``, a composite of ``trace.composites``, NumPy's
-own implementation run on tracers, or a tracer method) or ``None`` when it is not supported.
+own implementation run on tracers, or a tracer method), ``"tried"`` for a NumPy function
+without an entry whose Python implementation the tracer runs when it is called (untested: it
+works when that code uses only what traces), or ``None`` when it is refused.
 ``render_markdown()`` is ``docs/supported.md`` (a test checks that the page is current).
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from ..ops import OPS, UFUNC_OPS, Kind, reducer_of_ufunc, scan_of_ufunc
 from .composites import COMPOSITES, Composite
+from .dispatch import refusal
 from .tracer import Tracer
 
 
@@ -23,13 +26,13 @@ from .tracer import Tracer
 class Entry:
     name: str                    # as users write it: np.add, np.diff, ndarray.sum, x + y
     kind: str                    # ufunc | function | method | property | operator | indexing
-    how: str | None              # primitive | composite | numpy | tracer | None (unsupported)
+    how: str | None              # primitive | composite | numpy | tracer | tried | None (refused)
     dtypes: str = ""             # the dtypes it is tested on ("" where it does not apply)
     notes: str = ""
 
     @property
     def supported(self) -> bool:
-        return self.how is not None
+        return self.how not in (None, "tried")
 
 
 def _dtype_text(dtypes: Any) -> str:
@@ -116,7 +119,9 @@ def _function_entries() -> list[Entry]:
             out.append(Entry(c.name if c.name.count(".") > 1 else name, "function", how,
                              _dtype_text(c.dtypes), c.notes))
         else:
-            out.append(Entry(name, "function", None))
+            reason = refusal(fn)
+            out.append(Entry(name, "function", "tried" if reason is None else None, "",
+                             reason or ""))
     known = {e.name for e in out}
     for obj, c in COMPOSITES.items():   # composites of functions outside those namespaces
         if not isinstance(obj, np.ufunc) and c.name not in known:
@@ -184,7 +189,9 @@ _INDEXING = [
     ("x[mask].sum(), np.abs(x[m] - y[m]).max(), x[rows].mean(axis=0), x[:, m].sum(1) "
      "(a traced boolean mask, reduced)", "tracer",
      "the reduction with where=mask, one kernel, no compaction"),
-    ("x[mask] as an array (a traced boolean mask)", None, "a data-dependent size: not yet"),
+    ("x[mask] as an array (a traced boolean mask)", "tracer",
+     "a data-dependent size: a probe kernel counts the selected elements, then the function "
+     "is traced with that size (each distinct size once, cached)"),
     ("x[...] = v, x[i, :] = v, x[1:-1] += v (assignment, basic keys)", "tracer",
      "a select into the region, fused with what follows; through views (x.T[0] = v) too"),
     ("x[[0, 2]] = v, x[known_mask] = v (assignment, keys known when tracing)", "tracer",
@@ -212,7 +219,8 @@ def entries() -> list[Entry]:
 
 
 _HOW = {"primitive": "yes (primitive)", "composite": "yes (composite)",
-        "numpy": "yes (NumPy's implementation)", "tracer": "yes", None: "no"}
+        "numpy": "yes (NumPy's implementation)", "tracer": "yes",
+        "tried": "tried (NumPy's implementation, untested)", None: "no"}
 
 
 def render_markdown() -> str:
@@ -225,16 +233,22 @@ def render_markdown() -> str:
         "Generated from the op registry (`tracearray/ops`: primitives; "
         "`tracearray/trace/composites`: NumPy functions built from them) by "
         "`tracearray.trace.registry.render_markdown()`; a test checks that this page is "
-        "current. Every supported entry runs on both targets, the CPU and NVIDIA GPUs (one "
-        "code generator), and is tested against NumPy by `tests/test_registry.py` (composites "
-        "and ufuncs) or the per-op suites.",
+        "current. The CPU and GPU columns say where an entry runs: both targets share one "
+        "code generator, so every supported entry runs on both, and is tested against NumPy "
+        "by `tests/test_registry.py` (composites and ufuncs) or the per-op suites, on the CPU "
+        "and (PTX, and on a GPU machine the GPU) for CUDA. Two limits are the GPU's own: an "
+        "in-place update of a device-array argument (`x += y`, `x[...] = v`) needs a "
+        "contiguous array, and reshaping a non-contiguous view of more than 8 dimensions is "
+        "refused (make it contiguous first).",
         "",
         "*yes (primitive)*: a graph operation with its own code; *yes (composite)*: built from "
         "primitives by tracearray; *yes (NumPy's implementation)*: NumPy's own Python code, "
-        "run on traced values (with argument conversion passing them through); *no*: "
-        "raises `UnsupportedOperationError` naming the call and your line. A NumPy function "
-        "not in the table that NumPy implements in Python is tried the same way; if its code "
-        "needs something tracearray lacks, the error says so.",
+        "run on traced values (with argument conversion passing them through) and tested; "
+        "*tried (NumPy's implementation, untested)*: a NumPy function without an entry whose "
+        "Python code runs on traced values when you call it: it compiles when that code uses "
+        "only what traces, else `UnsupportedOperationError` names the function, what its code "
+        "needed and your line; *no*: raises `UnsupportedOperationError` naming the call and "
+        "your line.",
         "",
         f"**{n_yes} of {len(es)} names supported.**",
         "",
@@ -246,10 +260,13 @@ def render_markdown() -> str:
         rows = [e for e in es if e.kind == kind]
         yes = sum(e.supported for e in rows)
         lines += [f"## {title} ({yes} of {len(rows)})", "",
-                  "| name | supported | dtypes | notes |", "|---|---|---|---|"]
+                  "| name | supported | dtypes | CPU | GPU | notes |",
+                  "|---|---|---|---|---|---|"]
         for e in rows:
             note = e.notes.replace("|", "\\|")
-            lines.append(f"| `{e.name}` | {_HOW[e.how]} | {e.dtypes} | {note} |")
+            where = {None: "no", "tried": "tried"}.get(e.how, "yes")
+            lines.append(f"| `{e.name}` | {_HOW[e.how]} | {e.dtypes} | {where} | {where} "
+                         f"| {note} |")
         lines.append("")
     return "\n".join(lines)
 
