@@ -349,6 +349,12 @@ class CompiledFunction:
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self._lower(args, kwargs)[0]
 
+    def __reduce__(self) -> tuple:
+        # By reference to the user's function and the options, never the caches and machine
+        # code: the receiving process rebuilds it and loads its kernels from the disk cache.
+        from .pickling import reduce_compiled
+        return reduce_compiled(self)
+
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
