@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -375,6 +376,10 @@ class CompiledFunction:
                     _check_update_targets(graph, targets)
                     return _results(hit[0].run(inputs), graph, targets)
                 return _results(hit[0].run(inputs), graph)
+        if "dask.array" in sys.modules:   # Dask arrays in: a Dask graph of kernels out
+            from . import dask as _dask
+            if _dask.has_dask_arrays(args, kwargs):
+                return _dask.call_on_dask(self, args, kwargs)
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:

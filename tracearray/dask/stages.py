@@ -1,0 +1,308 @@
+"""The Dask graph of a partitioned program: blockwise kernels and tree reductions.
+
+Stage ``k`` computes, chunk by chunk, every result and every boundary partial whose inputs
+are the arguments and the boundary values of earlier stages (``level``). Within a stage,
+outputs are grouped by the split labels they vary along (one ``blockwise`` per group, so two
+unrelated outputs never multiply their task counts); a group's task runs one compiled
+``StageProgram`` (all its outputs from one kernel launch sequence) and returns a tuple, which
+``getitem`` layers hand out as Dask arrays (as ``dask.array.apply_gufunc`` does for several
+outputs). Each boundary's partials are combined by ``dask.array.reduction``: the reduction's
+own ufunc for sum, prod, max, min, any, all and the bitwise ones; (value, index) pairs for
+argmax/argmin, the indices offset by their block's start along the reduced axis.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+import dask.array as da
+from dask.array.core import _concatenate2
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+from dask.utils import deepmap
+
+from ..ops import OPS, Kind
+from ..ops.structure import constant_value
+from ..trace.graph import Node
+from .partition import NotDistributableError, Partition
+from .replay import StageProgram, Step
+
+_ARG_VALUE = {"argmax": "max", "argmin": "min"}
+
+
+def build_arrays(part: Partition, sources: list[Any], compiled: Any, name: str) -> list[Any]:
+    """Dask arrays of ``part.graph``'s results (``sources``: one per graph input, a Dask
+    array or a NumPy array; ``compiled``: the user's compiled function, for its device)."""
+    graph = part.graph
+    boundaries = set(part.boundaries)
+    level: dict[Node, int] = {}
+    avail: dict[Node, int] = {}
+    for n in graph.nodes():
+        level[n] = max((avail[a] for a in n.args), default=0)
+        avail[n] = level[n] + (n in boundaries)
+    meta = _meta_of(sources)
+    arrays: dict[Node, Any] = {}
+    for node, src in zip(graph.inputs, sources):
+        if node in part.dims:
+            arrays[node] = _as_dask(src, part.node_chunks(node))
+    for node in part.dims:
+        if node.op == "constant" and any(part.split(l) for l in part.dims[node]):
+            arrays[node] = da.from_array(constant_value(node), chunks=part.node_chunks(node))
+    for k in range(max(level.values(), default=0) + 1):
+        groups: dict[frozenset, list[Node]] = {}
+        for r in graph.results:
+            if r not in arrays and r not in boundaries and level[r] == k:
+                groups.setdefault(_split_labels(part, part.dims[r]), []).append(r)
+        for b in part.boundaries:
+            if level[b] == k:
+                groups.setdefault(_split_labels(part, part.dims[b.args[0]]), []).append(b)
+        for g, (key, outs) in enumerate(groups.items()):
+            made = _stage_group(part, arrays, boundaries, outs, key, compiled,
+                                f"{name}_stage{k}_{g}", meta)
+            for node, arr in zip(outs, made):
+                arrays[node] = _tree_reduce(part, node, arr, meta) if node in boundaries \
+                    else arr
+    return [arrays[r] for r in graph.results]
+
+
+def _split_labels(part: Partition, dims: tuple) -> frozenset:
+    return frozenset(l for l in dims if part.split(l))
+
+
+def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node],
+                 key: frozenset, compiled: Any, name: str, meta: Any) -> list[Any]:
+    """One blockwise over the labels ``key``: a StageProgram computing ``outs`` (boundaries
+    as their per-chunk partials), and a Dask array per output."""
+    from ..api import CompiledFunction
+    # the subgraph: from the outputs back to what is available as Dask arrays
+    needed: set[int] = set()
+    stack = list(outs)
+    cuts: list[Node] = []
+    while stack:
+        n = stack.pop()
+        if id(n) in needed:
+            continue
+        needed.add(id(n))
+        if n in arrays:
+            continue
+        stack.extend(n.args)
+    order = [n for n in part.graph.nodes() if id(n) in needed]
+    cuts = [n for n in order if n in arrays]
+    position: dict[Node, int] = {n: i for i, n in enumerate(cuts)}
+
+    found: dict[int, tuple] = {}   # split label -> ("from", input, dim)
+    for i, c in enumerate(cuts):
+        for d, l in enumerate(part.dims[c]):
+            if part.split(l) and l not in found:
+                found[l] = ("from", i, d)
+
+    def recipe(l: int | None, n: int) -> tuple:
+        if not part.split(l):
+            return ("fixed", n)
+        if l in found:
+            return found[l]
+        origin = part.origins[l]
+        if origin[0] == "merge":
+            return ("times", recipe(origin[1], part.sizes[origin[1]]), origin[2])
+        if origin[0] == "split":
+            return ("div", recipe(origin[1], part.sizes[origin[1]]), origin[2])
+        raise NotDistributableError(
+            f"tracearray.dask: {name} computes along a split axis of length {n} that none of "
+            f"its inputs has (an array broadcast to that length); pass the array it should "
+            f"follow as an argument")
+
+    def block(n: Node) -> tuple:
+        return tuple(recipe(l, s) for l, s in zip(part.dims[n], n.shape))
+
+    steps: list[Step] = []
+    for n in order:
+        if n in position:
+            continue
+        position[n] = len(cuts) + len(steps)
+        steps.append(Step(n.op, tuple(position[a] for a in n.args), n.attrs, block(n)))
+    positions: list[int] = []
+    packing: list[tuple] = []
+    offsets: list[Any] = []
+    offset_inds: list[tuple] = []
+    for o in outs:
+        if o.op in _ARG_VALUE and o in boundaries:
+            (axis,) = o.attr("axes")
+            value = Step(_ARG_VALUE[o.op], (position[o.args[0]],), (("axes", (axis,)),),
+                         block(o))
+            steps.append(value)
+            positions += [position[o], len(cuts) + len(steps) - 1]
+            label = part.dims[o.args[0]][axis]
+            starts = np.cumsum((0,) + part.chunks[label][:-1]).astype(np.int64)
+            packing.append(("arg", len(positions) - 2, len(positions) - 1, len(offsets)))
+            offsets.append(da.from_array(starts, chunks=1))
+            offset_inds.append((_index(label),))
+        else:
+            positions.append(position[o])
+            packing.append(("value", len(positions) - 1))
+    program = StageProgram(name, tuple(block(c) for c in cuts), tuple(steps),
+                           tuple(positions))
+    kernel = CompiledFunction(program, device=compiled.device)
+
+    out_ind = tuple(sorted(_index(l) for l in key))
+    args: list[Any] = []
+    for i, c in enumerate(cuts):
+        ind = tuple(_index(l) if part.split(l) else f"u{i}_{d}"
+                    for d, l in enumerate(part.dims[c]))
+        out_ind += tuple(x for x in ind if x.startswith("u"))
+        args += [arrays[c], ind]
+    for off, ind in zip(offsets, offset_inds):
+        args += [off, ind]
+    token = tokenize(program, [arrays[c].name for c in cuts])
+    tmp = da.blockwise(_run_group, out_ind, *args, name=f"tracearray-{name}-{token}",
+                       align_arrays=False, concatenate=True, meta=np.empty((0,) * len(out_ind)),
+                       program=kernel, packing=tuple(packing), n_data=len(cuts),
+                       device_chunks=_is_device(meta))
+    numblocks = dict(zip(out_ind, tmp.numblocks))
+    return [_getitem_array(part, tmp, out_ind, numblocks, o, j, o in boundaries, meta)
+            for j, o in enumerate(outs)]
+
+
+def _index(label: int) -> str:
+    return f"l{label}"
+
+
+def _getitem_array(part: Partition, tmp: Any, out_ind: tuple, numblocks: dict, node: Node,
+                   j: int, is_partial: bool, meta: Any) -> Any:
+    """Output ``j`` of the group's tuples as a Dask array. A boundary's partials have one
+    block per block of its operand (size 1 along the reduced axes)."""
+    labels = part.dims[node.args[0]] if is_partial else part.dims[node]
+    axes = node.attr("axes") if is_partial else ()
+    chunks = []
+    for d, (l, n) in enumerate(zip(labels, node.shape if not is_partial
+                                   else node.args[0].shape)):
+        if d in axes:
+            chunks.append((1,) * len(part.chunks[l]) if part.split(l) else (1,))
+        else:
+            chunks.append(part.chunks[l] if part.split(l) else (n,))
+    name = f"{tmp.name}-out{j}"
+    split = [x for x in out_ind if not x.startswith("u")]
+    layer = {}
+    for idx in itertools.product(*(range(numblocks[x]) for x in split)):
+        at = dict(zip(split, idx))
+        src = (tmp.name,) + tuple(at.get(x, 0) for x in out_ind)
+        dst = (name,) + tuple(at[_index(l)] if part.split(l) else 0 for l in labels)
+        layer[dst] = (operator.getitem, src, j)
+    hlg = HighLevelGraph.from_collections(name, layer, dependencies=[tmp])
+    return da.Array(hlg, name, tuple(chunks), meta=_empty_like(meta, node.ndim, node.dtype))
+
+
+def _run_group(*blocks: Any, program: Any, packing: tuple, n_data: int,
+               device_chunks: bool) -> tuple:
+    """A task: the compiled stage program on one block of each input."""
+    outs = program(*blocks[:n_data])
+    offsets = blocks[n_data:]
+    result = []
+    for p in packing:
+        if p[0] == "value":
+            result.append(_chunk(outs[p[1]], device_chunks))
+        else:
+            start = int(np.asarray(offsets[p[3]]).reshape(-1)[0])
+            result.append({"i": _chunk(outs[p[1]], device_chunks) + start,
+                           "v": _chunk(outs[p[2]], device_chunks)})
+    return tuple(result)
+
+
+def _tree_reduce(part: Partition, node: Node, partials: Any, meta: Any) -> Any:
+    reducer = OPS[node.op].reducer
+    axes = tuple(node.attr("axes"))
+    is_arg = reducer.index is not None
+    combine = partial(_combine, op=node.op, dtype=node.dtype, last=False)
+    aggregate = partial(_combine, op=node.op, dtype=node.dtype, last=True)
+    return da.reduction(partials, chunk=_keep, combine=combine, aggregate=aggregate, axis=axes,
+                        keepdims=True, dtype=node.dtype, concatenate=not is_arg,
+                        meta=_empty_like(meta, node.ndim, node.dtype),
+                        name=f"tracearray-{node.op}")
+
+
+def _keep(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    return x
+
+
+def _combine(x: Any, axis: tuple, keepdims: bool, op: str, dtype: np.dtype,
+             last: bool) -> Any:
+    """Combine partials along ``axis`` (concatenated, or nested lists of (value, index)
+    dicts for argmax/argmin). On the host: partials are small."""
+    reducer = OPS[op].reducer
+    if reducer.index is not None:
+        pairs = x if isinstance(x, list) else [x]
+        values = _host(_concatenate2(deepmap(lambda p: p["v"], pairs), axes=list(axis)))
+        index = _host(_concatenate2(deepmap(lambda p: p["i"], pairs), axes=list(axis)))
+        pick = (np.argmax if reducer.index == "max" else np.argmin)(values, axis=axis[0],
+                                                                     keepdims=True)
+        best = np.take_along_axis(index, pick, axis=axis[0])
+        device = _is_device(_first_leaf(pairs)["i"])
+        if last:
+            return _like(best, device)
+        return {"i": _like(best, device),
+                "v": _like(np.take_along_axis(values, pick, axis=axis[0]), device)}
+    device = _is_device(x)
+    x = _host(x)
+    acc = np.dtype(np.float32) if reducer.widen_f16 and x.dtype == np.float16 else dtype
+    if reducer.bool_acc:
+        out = reducer.ufunc.reduce(x.astype(bool), axis=axis, keepdims=True)
+    else:
+        out = reducer.ufunc.reduce(x.astype(acc, copy=False), axis=axis, keepdims=True)
+    return _like(np.asarray(out).astype(dtype, copy=False), device)
+
+
+def _first_leaf(x: Any) -> Any:
+    while isinstance(x, list):
+        x = x[0]
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# Chunks on the host or on a GPU (CuPy-backed Dask arrays)
+# --------------------------------------------------------------------------------------------
+
+def _is_device(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "cupy"
+
+
+def _meta_of(sources: list[Any]) -> Any:
+    for s in sources:
+        if isinstance(s, da.Array):
+            return s._meta
+    return np.empty(())
+
+
+def _empty_like(meta: Any, ndim: int, dtype: np.dtype) -> Any:
+    if _is_device(meta):
+        import cupy
+        return cupy.empty((0,) * ndim, dtype=dtype)
+    return np.empty((0,) * ndim, dtype=dtype)
+
+
+def _chunk(out: Any, device_chunks: bool) -> Any:
+    """A kernel's result as a block: a NumPy array, or, when the inputs were CuPy blocks, a
+    CuPy array over the same device memory (``__cuda_array_interface__``: no copy)."""
+    if device_chunks:
+        import cupy
+        return cupy.asarray(out)
+    return np.asarray(out)
+
+
+def _host(x: Any) -> np.ndarray:
+    return x.get() if _is_device(x) else np.asarray(x)
+
+
+def _like(x: np.ndarray, device: bool) -> Any:
+    if device:
+        import cupy
+        return cupy.asarray(x)
+    return x
+
+
+def _as_dask(value: Any, chunks: tuple) -> Any:
+    if isinstance(value, da.Array):
+        return value if value.chunks == chunks else value.rechunk(chunks)
+    return da.from_array(np.asarray(value), chunks=chunks)
