@@ -94,7 +94,7 @@ class _Labels:
 
 def _where(graph: Graph, node: Node) -> str:
     loc = (graph.locations or {}).get(node)
-    return f" (at {loc})" if loc else ""
+    return f"\n  at {loc}" if loc else ""
 
 
 def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -> Partition:
@@ -134,10 +134,11 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
             if len(chunks[r]) > 1 and r not in forced:
                 if not may:
                     raise NotDistributableError(
-                        f"{why}{_where(graph, node)}: that axis is split into "
-                        f"{len(chunks[r])} chunks, and the operation needs it whole; rechunk "
-                        f"it into one chunk first (x.rechunk({{axis: -1}})), or slice/"
-                        f"concatenate the Dask arrays before calling the compiled function")
+                        f"tracearray.dask: {why} cannot run chunk by chunk: that axis is "
+                        f"split into {len(chunks[r])} chunks, and the operation needs it "
+                        f"whole; rechunk it into one chunk first (x.rechunk({{axis: -1}})), "
+                        f"or slice/concatenate the Dask arrays before calling the compiled "
+                        f"function{_where(graph, node)}")
                 grow.add(r)
         boundaries = []
         for red in reductions:

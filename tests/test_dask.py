@@ -1,0 +1,176 @@
+"""Compiled functions on Dask arrays (tracearray/dask): every chunk by tracearray kernels, equal
+to NumPy on the same data. Threaded-scheduler tests first (fast, in this process, where the
+JIT's counters can be read), then a distributed LocalCluster of two worker processes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+import tracearray  # noqa: E402
+from tracearray.dask import NotDistributableError  # noqa: E402
+import pickling_helpers as h  # noqa: E402
+
+RNG = np.random.default_rng(7)
+X64 = RNG.standard_normal((101, 37))           # 101 rows: ragged last chunks
+X32 = X64.astype(np.float32)
+W32 = RNG.standard_normal(37).astype(np.float32)
+B32 = RNG.standard_normal(37).astype(np.float32)
+
+
+def threads(*arrays):
+    return dask.compute(*arrays, scheduler="threads")
+
+
+def close(got, want, tol):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape,
+                                                                  got.dtype, want.dtype)
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_importing_tracearray_does_not_import_dask():
+    code = "import sys, tracearray; assert 'dask' not in sys.modules, 'dask imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_elementwise_chunk_by_chunk_with_broadcasting():
+    x = da.from_array(X32, chunks=(30, 10))
+    y = da.from_array(W32, chunks=20)           # other chunks: aligned to a common refinement
+    out = h.dask_elementwise(x, y)
+    assert isinstance(out, da.Array) and out.dtype == np.float32
+    assert out.chunks == ((30, 30, 30, 11), (10, 10, 10, 7))
+    (got,) = threads(out)
+    close(got, h.dask_elementwise.fn(X32, W32), 1e-6)
+
+
+@pytest.mark.parametrize("row_chunks", [37, 10], ids=["rows-whole", "rows-split"])
+def test_row_normalisation(row_chunks):
+    x = da.from_array(X32, chunks=(25, row_chunks))
+    w, b = da.from_array(W32, chunks=row_chunks), B32   # a Dask and a NumPy argument
+    ln, sm = h.dask_layernorm(x, w, b), h.dask_softmax(x)
+    assert ln.chunks == sm.chunks == ((25, 25, 25, 25, 1), (37,))   # rows made whole
+    got_ln, got_sm = threads(ln, sm)
+    close(got_ln, h.dask_layernorm.fn(X32, W32, B32), 1e-5)
+    close(got_sm, h.dask_softmax.fn(X32), 1e-6)
+    # one blockwise stage: no reduction task, one kernel task per row block
+    assert len(sm.__dask_graph__().layers) <= 4
+
+
+@pytest.mark.parametrize("chunks", [(20, 37), (30, 8), (101, 5)])
+def test_reductions_over_split_axes(chunks):
+    x = da.from_array(X64, chunks=chunks)
+    got = h.dask_reductions(x)
+    want = h.dask_reductions.fn(X64)
+    assert set(got) == set(want) and all(isinstance(v, da.Array) for v in got.values())
+    values = threads(*got.values())
+    for k, g in zip(got, values):
+        close(g, want[k], 1e-12)
+
+
+def test_argmax_and_min_with_nan_and_ties_as_numpy():
+    x = np.zeros((9, 4))
+    x[5, 1] = x[7, 1] = np.nan            # first NaN wins, in a later chunk than the ties
+    x[2, 2] = x[6, 2] = 3.0               # first maximum wins across chunks
+    f = tracearray.compile(lambda a: (a.argmax(axis=0), a.max(axis=0), a.argmin()))
+    got = threads(*f(da.from_array(x, chunks=(3, 2))))
+    for g, w in zip(got, f.fn(x)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_mixed_program_splits_into_stages():
+    x = da.from_array(X64, chunks=(17, 20))
+    y = da.from_array(X64[0], chunks=20)
+    got = threads(*h.dask_mixed(x, y))
+    for g, w in zip(got, h.dask_mixed.fn(X64, X64[0])):
+        close(g, w, 1e-12)
+
+
+def test_ragged_chunks_compile_nothing_new():
+    from tracearray.cpu.jit import get_jit
+    f = tracearray.compile(lambda a: np.sqrt(a * a + 1.0) - a, device="cpu")
+    # compiles its kernels: for whole rows (contiguous blocks) and for blocks of columns
+    # (strided views of the array): contiguity changes code, sizes do not
+    threads(f(da.from_array(X64, chunks=(50, 37))), f(da.from_array(X64, chunks=(50, 20))))
+    before = get_jit().stats.compiles
+    for chunks in [(7, 37), (33, 37), (101, 11), (9, 5)]:   # new block shapes, ragged ends
+        (got,) = threads(f(da.from_array(X64, chunks=chunks)))
+        close(got, np.sqrt(X64 * X64 + 1.0) - X64, 1e-12)
+    assert get_jit().stats.compiles == before
+
+
+def test_what_cannot_be_distributed_is_a_clear_error():
+    x = da.from_array(X64, chunks=(20, 37))
+    with pytest.raises(NotDistributableError, match=r"cumsum along axis 0.*split into 6 "
+                                                     r"chunks.*rechunk"):
+        tracearray.compile(lambda a: np.cumsum(a, axis=0))(x)
+    with pytest.raises(NotDistributableError, match=r"slice"):
+        tracearray.compile(lambda a: a[1:] - a[:-1])(x)
+    with pytest.raises(NotDistributableError, match="depends on the data"):
+        tracearray.compile(lambda a: a[a > 0])(x)
+
+    def update(a):
+        a += 1
+        return a
+    with pytest.raises(NotDistributableError, match="immutable"):
+        tracearray.compile(update)(x)
+    # the same programs along an axis in one chunk are fine
+    y = da.from_array(X64, chunks=(101, 10))
+    (got,) = threads(tracearray.compile(lambda a: np.cumsum(a, axis=0))(y))
+    close(got, np.cumsum(X64, axis=0), 1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# A distributed cluster: two worker processes
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None, silence_logs=40) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def test_cluster_elementwise_and_ragged(client):
+    x = da.from_array(X32, chunks=(13, 37))                # 8 blocks, the last of 10 rows
+    out = h.dask_elementwise(x, W32).compute()
+    close(out, h.dask_elementwise.fn(X32, W32), 1e-6)
+
+    def rebuilt():   # on each worker: the compiled stages it rebuilt, and their traces
+        from tracearray import pickling
+        return [cf.stats.traces for cf in pickling._REBUILT.values()]
+    traces = client.run(rebuilt)
+    assert len(traces) == 2
+    for per_worker in traces.values():
+        # one compiled stage per process, traced once per block shape (13 and 10 rows),
+        # not once per task
+        assert per_worker and all(t <= 2 for t in per_worker), traces
+
+
+@pytest.mark.parametrize("row_chunks", [37, 12], ids=["rows-whole", "rows-split"])
+def test_cluster_row_normalisation(client, row_chunks):
+    x = da.from_array(X32, chunks=(30, row_chunks))
+    got = h.dask_layernorm(x, W32, B32).compute()
+    close(got, h.dask_layernorm.fn(X32, W32, B32), 1e-5)
+
+
+def test_cluster_reductions_and_mixed(client):
+    x = da.from_array(X64, chunks=(30, 10))
+    got = h.dask_reductions(x)
+    want = h.dask_reductions.fn(X64)
+    values = dask.compute(*got.values())
+    for k, g in zip(got, values):
+        close(g, want[k], 1e-12)
+    y = da.from_array(X64[0], chunks=10)
+    for g, w in zip(dask.compute(*h.dask_mixed(x, y)), h.dask_mixed.fn(X64, X64[0])):
+        close(g, w, 1e-12)
