@@ -76,6 +76,27 @@ def test_reductions_over_split_axes(chunks):
         close(g, want[k], 1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_var_and_std_read_the_data_once(dtype):
+    """var/std over a split axis: one pass (per-chunk count, sum and squared deviations,
+    combined by Chan's formula), not a mean stage and then a deviations stage."""
+    data = (X64 * 10).astype(dtype)
+    x = da.from_array(data, chunks=(20, 10))
+    f = tracearray.compile(lambda a: (a.var(axis=0), a.std(), a.var(axis=0, ddof=1)))
+    outs = f(x)
+    for out in outs:
+        hlg = out.__dask_graph__()
+        readers = [k for k, deps in hlg.dependencies.items() if x.name in deps]
+        assert len(readers) == 1, readers
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for g, w in zip(threads(*outs), f.fn(data)):
+        close(g, w, tol)
+    # and the split rows are not gathered into one chunk (no rechunk): column statistics
+    # are tree reductions, while their columns stay split
+    assert not any("rechunk" in name for name in outs[0].__dask_graph__().layers)
+    assert outs[0].chunks == ((10, 10, 10, 7),)
+
+
 def test_argmax_and_min_with_nan_and_ties_as_numpy():
     x = np.zeros((9, 4))
     x[5, 1] = x[7, 1] = np.nan            # first NaN wins, in a later chunk than the ties

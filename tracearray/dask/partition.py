@@ -58,6 +58,9 @@ class Partition:
     origins: dict[int, tuple]                 # label root -> how a block's size is known
     sizes: dict[int, int]
     boundaries: list[Node]                    # reductions combined by a tree reduction
+    # a boundary sum of X -> the boundary sum of squared deviations of X from its mean over
+    # the same axes (var, std): both from one pass over X, combined by Chan's formula
+    moments: dict[Node, Node] = field(default_factory=dict)
     locations: Any = None
     users: dict[Node, list[Node]] = field(default_factory=dict)
 
@@ -124,6 +127,7 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
 
     dims = {n: tuple(root(l) for l in d) for n, d in dims.items()}
     users = graph.users()
+    pairs, internal = _find_moments(reductions, users)
     forced: set[int] = set()
     while True:
         before = set(forced)
@@ -149,7 +153,7 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
             if not split_red:
                 continue
             kept_split = any(l is not None and len(chunks[l]) > 1 for l in dims[red])
-            if kept_split and _re_expanded(red, split_red, users, dims):
+            if kept_split and _re_expanded(red, split_red, users, dims, internal):
                 grow |= split_red       # row-local: its rows rechunked whole
             else:
                 boundaries.append(red)
@@ -158,16 +162,68 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
         forced |= grow
     origins = {r: _root_origin(lab, r) for r in chunks}
     sizes = {r: lab.labels[r].size for r in chunks}
-    return Partition(graph, dims, chunks, origins, sizes, boundaries, graph.locations, users)
+    moments = {a: b for a, b in pairs.items() if a in boundaries and b in boundaries}
+    return Partition(graph, dims, chunks, origins, sizes, boundaries, moments,
+                     graph.locations, users)
 
 
-def _re_expanded(red: Node, labels: set[int], users: dict, dims: dict) -> bool:
+def _find_moments(reductions: list[Node], users: dict) -> tuple[dict[Node, Node], set[Node]]:
+    """Pairs (sum(X), sum((X - mean)**2)) over the same axes, the mean being that sum
+    divided by the element count (how NumPy's var and std are traced: ``_methods._var``),
+    and the pattern's nodes that nothing else reads. The second would otherwise need a
+    second pass over X, after the first's result."""
+    sums = {(b.args[0], b.attr("axes")): b for b in reductions if b.op == "sum"}
+    pairs: dict[Node, Node] = {}
+    internal: set[Node] = set()
+    for b in reductions:
+        if b.op != "sum" or b.dtype.kind != "f":
+            continue
+        sq = b.args[0]
+        if sq.op == "square" or (sq.op == "multiply" and sq.args[0] is sq.args[1]):
+            dev = sq.args[0]
+        else:
+            continue
+        if dev.op != "subtract":
+            continue
+        x, mean = dev.args
+        first = sums.get((x, b.attr("axes")))
+        if first is None or first in pairs or not _mean_of(mean, first):
+            continue
+        pairs[first] = b
+        chain, n = [sq, dev], mean
+        while n is not first:
+            chain.append(n)
+            n = n.args[0]
+        inside = set(chain) | {b}
+        if all(all(u in inside for u in users[c]) for c in chain):
+            internal |= set(chain)
+    return pairs, internal
+
+
+def _mean_of(node: Node, total: Node) -> bool:
+    """Whether ``node`` is ``total / count`` (casts around it allowed)."""
+    while node.op == "cast":
+        node = node.args[0]
+    if node.op != "true_divide" or node.args[1].op != "size":
+        return False
+    count = int(np.frombuffer(node.args[1].attr("value"), dtype=node.args[1].dtype)[0])
+    n = node.args[0]
+    while n.op == "cast":
+        n = n.args[0]
+    x = total.args[0]
+    return n is total and count == int(np.prod([x.shape[a] for a in total.attr("axes")]))
+
+
+def _re_expanded(red: Node, labels: set[int], users: dict, dims: dict,
+                 internal: set[Node]) -> bool:
     """Whether a value computed from ``red`` is broadcast against one of the labels it
-    reduced (softmax's ``e / s``): then each chunk needs its rows' whole result."""
+    reduced (softmax's ``e / s``): then each chunk needs its rows' whole result. The
+    deviations of a var/std pair (``internal``) do not count: Chan's combine needs no
+    second pass."""
     stack, seen = list(users[red]), set()
     while stack:
         n = stack.pop()
-        if id(n) in seen:
+        if id(n) in seen or n in internal:
             continue
         seen.add(id(n))
         if any(l in labels for l in dims[n]):

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import TracearrayError
 from ..trace.build import make
 from ..trace.tracer import Tracer
@@ -33,6 +35,8 @@ class Step:
     args: tuple[int, ...]        # positions in the program (inputs first)
     attrs: tuple                 # the client's node attributes
     block: tuple[Recipe, ...]    # per dimension of the result
+    # a ``size`` node counting a block's elements: the product of these dimensions' sizes
+    count: tuple[Recipe, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class StageProgram:
     ``len(inputs) + k``; ``outputs`` are positions."""
     name: str
     inputs: tuple[tuple[Recipe, ...], ...]
+    dtypes: tuple[str, ...]      # of the inputs
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
 
@@ -60,13 +65,19 @@ class StageProgram:
                 return size(r[1]) * r[2]
             return size(r[1]) // r[2]
 
-        for i, (v, recipe) in enumerate(zip(values, self.inputs)):
-            _check(self, f"input {i}", v.shape, tuple(size(r) for r in recipe))
+        for i, (v, recipe, dtype) in enumerate(zip(values, self.inputs, self.dtypes)):
+            _check(self, f"input {i}", (v.shape, v.dtype.str),
+                   (tuple(size(r) for r in recipe), dtype))
         for k, step in enumerate(self.steps):
             block = tuple(size(r) for r in step.block)
             attrs = dict(step.attrs)
             if step.op in ("reshape", "broadcast_to"):
                 attrs["shape"] = block
+            elif step.count:
+                n = 1
+                for r in step.count:
+                    n *= size(r)
+                attrs["value"] = np.asarray(n, dtype=attrs["dtype"]).tobytes()
             elif step.op == "slice":   # split axes are sliced whole (partition.py)
                 attrs["slices"] = tuple(
                     s if r[0] == "fixed" else (0, n, 1)
@@ -80,5 +91,5 @@ class StageProgram:
 def _check(program: StageProgram, what: str, got: tuple, want: tuple) -> None:
     if got != want:
         raise TracearrayError(
-            f"tracearray.dask: {program.name}, {what}: block of shape {got} where the "
-            f"client's plan expects {want} (a bug in tracearray.dask: please report it)")
+            f"tracearray.dask: {program.name}, {what}: a block of {got} where the client's "
+            f"plan expects {want} (a bug in tracearray.dask: please report it)")

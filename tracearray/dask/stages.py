@@ -39,10 +39,13 @@ def build_arrays(part: Partition, sources: list[Any], compiled: Any, name: str) 
     array or a NumPy array; ``compiled``: the user's compiled function, for its device)."""
     graph = part.graph
     boundaries = set(part.boundaries)
+    # the second of a var/std pair needs only X, in the same pass as the sum
+    first_of = {second: first for first, second in part.moments.items()}
     level: dict[Node, int] = {}
     avail: dict[Node, int] = {}
     for n in graph.nodes():
-        level[n] = max((avail[a] for a in n.args), default=0)
+        level[n] = level[first_of[n]] if n in first_of else \
+            max((avail[a] for a in n.args), default=0)
         avail[n] = level[n] + (n in boundaries)
     meta = _meta_of(sources)
     arrays: dict[Node, Any] = {}
@@ -58,14 +61,19 @@ def build_arrays(part: Partition, sources: list[Any], compiled: Any, name: str) 
             if r not in arrays and r not in boundaries and level[r] == k:
                 groups.setdefault(_split_labels(part, part.dims[r]), []).append(r)
         for b in part.boundaries:
-            if level[b] == k:
+            if level[b] == k and b not in first_of:
                 groups.setdefault(_split_labels(part, part.dims[b.args[0]]), []).append(b)
         for g, (key, outs) in enumerate(groups.items()):
             made = _stage_group(part, arrays, boundaries, outs, key, compiled,
                                 f"{name}_stage{k}_{g}", meta)
             for node, arr in zip(outs, made):
-                arrays[node] = _tree_reduce(part, node, arr, meta) if node in boundaries \
-                    else arr
+                if node in part.moments:
+                    second = part.moments[node]
+                    arrays[node], arrays[second] = _moments_reduce(node, second, arr, meta)
+                elif node in boundaries:
+                    arrays[node] = _tree_reduce(part, node, arr, meta)
+                else:
+                    arrays[node] = arr
     return [arrays[r] for r in graph.results]
 
 
@@ -129,7 +137,26 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     offsets: list[Any] = []
     offset_inds: list[tuple] = []
     for o in outs:
-        if o.op in _ARG_VALUE and o in boundaries:
+        if o in part.moments:   # sum, sum of squared deviations from the block's mean, count
+            x, axes = o.args[0], o.attr("axes")
+            f8 = (("dtype", "<f8"),)
+
+            def add(op: str, args: tuple, attrs: tuple, shape_of: Node, **kw: Any) -> int:
+                steps.append(Step(op, args, attrs, block(shape_of) if shape_of is not None
+                                  else (), **kw))
+                return len(cuts) + len(steps) - 1
+            count = add("size", (), (("dtype", "<f8"), ("shape", ()),
+                                     ("value", np.float64(0).tobytes())), None,
+                        count=tuple(block(x)[a] for a in axes))
+            mean = add("true_divide", (add("cast", (position[o],), f8, o), count), (), o)
+            xf = add("cast", (position[x],), f8, x)
+            dev = add("subtract", (xf, mean), (), x)
+            sq = add("multiply", (dev, dev), (), x)
+            m2 = add("sum", (sq,), (("axes", axes), ("dtype", "<f8")), o)
+            positions += [position[o], m2, count]
+            packing.append(("moments", len(positions) - 3, len(positions) - 2,
+                            len(positions) - 1))
+        elif o.op in _ARG_VALUE and o in boundaries:
             (axis,) = o.attr("axes")
             value = Step(_ARG_VALUE[o.op], (position[o.args[0]],), (("axes", (axis,)),),
                          block(o))
@@ -143,8 +170,8 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
         else:
             positions.append(position[o])
             packing.append(("value", len(positions) - 1))
-    program = StageProgram(name, tuple(block(c) for c in cuts), tuple(steps),
-                           tuple(positions))
+    program = StageProgram(name, tuple(block(c) for c in cuts),
+                           tuple(c.dtype.str for c in cuts), tuple(steps), tuple(positions))
     kernel = CompiledFunction(program, device=compiled.device)
 
     out_ind = tuple(sorted(_index(l) for l in key))
@@ -204,6 +231,11 @@ def _run_group(*blocks: Any, program: Any, packing: tuple, n_data: int,
     for p in packing:
         if p[0] == "value":
             result.append(_chunk(outs[p[1]], device_chunks))
+        elif p[0] == "moments":
+            total = _chunk(outs[p[1]], device_chunks)
+            count = float(np.asarray(outs[p[3]]))
+            result.append({"n": np.full(total.shape, count), "s": total,
+                           "m2": _chunk(outs[p[2]], device_chunks)})
         else:
             start = int(np.asarray(offsets[p[3]]).reshape(-1)[0])
             result.append({"i": _chunk(outs[p[1]], device_chunks) + start,
@@ -221,6 +253,46 @@ def _tree_reduce(part: Partition, node: Node, partials: Any, meta: Any) -> Any:
                         keepdims=True, dtype=node.dtype, concatenate=not is_arg,
                         meta=_empty_like(meta, node.ndim, node.dtype),
                         name=f"tracearray-{node.op}")
+
+
+def _moments_reduce(first: Node, second: Node, partials: Any, meta: Any) -> tuple[Any, Any]:
+    """The sum and the sum of squared deviations of a var/std pair, by Chan's combine."""
+    axes = tuple(first.attr("axes"))
+    chan = partial(_chan, total_dtype=first.dtype)
+    both = da.reduction(partials, chunk=_keep, combine=chan, aggregate=chan, axis=axes,
+                        keepdims=True, dtype=np.float64, concatenate=False,
+                        meta=_empty_like(meta, first.ndim, np.float64),
+                        name="tracearray-moments")
+    return tuple(both.map_blocks(_pick, key=key, dtype=n.dtype, out_dtype=n.dtype,
+                                 meta=_empty_like(meta, n.ndim, n.dtype))
+                 for key, n in (("s", first), ("m2", second)))
+
+
+def _pick(block: dict, key: str, out_dtype: np.dtype) -> Any:
+    return block[key].astype(out_dtype, copy=False)
+
+
+def _chan(pairs: Any, axis: tuple, keepdims: bool, total_dtype: np.dtype) -> dict:
+    """Chan, Golub and LeVeque's pairwise update for many groups: with counts n_i, sums s_i
+    and squared deviations M2_i from their own means m_i, the whole's mean m = sum(s_i)/n
+    and M2 = sum(M2_i) + sum(n_i (m_i - m)^2) (each term a square: no cancellation, unlike
+    sum(x^2) - n m^2)."""
+    pairs = pairs if isinstance(pairs, list) else [pairs]
+    device = _is_device(_first_leaf(pairs)["s"])
+
+    def gather(key: str) -> np.ndarray:
+        return _host(_concatenate2(deepmap(lambda p: p[key], pairs), axes=list(axis)))
+    counts, totals, m2s = gather("n"), gather("s"), gather("m2")
+    sums = totals.astype(np.float64)
+    n = counts.sum(axis=axis, keepdims=True)
+    means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    mean = np.divide(sums.sum(axis=axis, keepdims=True), n, out=np.zeros(n.shape),
+                     where=n > 0)
+    m2 = m2s.sum(axis=axis, keepdims=True) + \
+        (counts * (means - mean) ** 2).sum(axis=axis, keepdims=True)
+    acc = np.float32 if totals.dtype == np.float16 else totals.dtype
+    total = np.add.reduce(totals.astype(acc), axis=axis, keepdims=True).astype(total_dtype)
+    return {"n": n, "s": _like(total, device), "m2": _like(m2, device)}
 
 
 def _keep(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
