@@ -128,6 +128,20 @@ def test_ragged_chunks_compile_nothing_new():
     assert get_jit().stats.compiles == before
 
 
+def test_a_second_call_reuses_the_stages_kernels():
+    from tracearray import pickling
+    from tracearray.dask.replay import StageProgram
+    f = tracearray.compile(lambda a: np.tanh(a) * 2.0, device="cpu")
+    x = da.from_array(X64, chunks=(25, 37))
+    threads(f(x))
+    stages = [cf for (fn, _o), cf in pickling._REBUILT.items()
+              if isinstance(fn, StageProgram) and "lambda" in fn.name]
+    traces = [cf.stats.traces for cf in stages]
+    (got,) = threads(f(x))          # a new Dask graph, the same stage program
+    close(got, np.tanh(X64) * 2.0, 1e-12)
+    assert traces and [cf.stats.traces for cf in stages] == traces
+
+
 def test_what_cannot_be_distributed_is_a_clear_error():
     x = da.from_array(X64, chunks=(20, 37))
     with pytest.raises(NotDistributableError, match=r"cumsum along axis 0.*split into 6 "

@@ -73,31 +73,44 @@ def rebuild_compiled(name: tuple[str, str] | None, payload: Any, options: tuple)
             f"the main script of the sending process, which this process does not run; "
             f"install cloudpickle in both processes (it sends such functions by value) or "
             f"define the function in a module")
-    key = (payload, options)
     try:
-        hash(key)
-    except TypeError:
-        key = None
-    if key is not None:
-        with _REBUILT_LOCK:
-            hit = _REBUILT.get(key)
-            if hit is not None:
-                _REBUILT.move_to_end(key)
-                return hit
-    fn = payload
+        hash(payload)
+    except TypeError:   # (a callable object without __hash__: rebuilt for each copy)
+        return _compiled(_load(payload), options)
+    return shared_compiled(payload, options, load=_load)
+
+
+def _load(payload: Any) -> Callable:
     if isinstance(payload, _CloudPickled):
         import cloudpickle
-        fn = cloudpickle.loads(payload.data)
+        return cloudpickle.loads(payload.data)
+    return payload
+
+
+def shared_compiled(fn: Any, options: tuple, load: Callable = lambda fn: fn) -> Any:
+    """This process's one ``CompiledFunction`` of ``load(fn)`` (``fn`` hashable, compared by
+    value) with these options (``compiled_options``), so that its traces and kernels are
+    reused: by every unpickled copy of it, and by ``tracearray.dask``'s stages when a later
+    call builds the same stage again."""
+    key = (fn, options)
+    with _REBUILT_LOCK:
+        hit = _REBUILT.get(key)
+        if hit is not None:
+            _REBUILT.move_to_end(key)
+            return hit
+    cf = _compiled(load(fn), options)
+    with _REBUILT_LOCK:
+        cf = _REBUILT.setdefault(key, cf)
+        while len(_REBUILT) > _REBUILT_KEEP:
+            _REBUILT.popitem(last=False)
+    return cf
+
+
+def _compiled(fn: Callable, options: tuple) -> Any:
     from .api import CompiledFunction
     device, static_argnums, static_argnames, fallback = options
-    cf = CompiledFunction(fn, device=device, static_argnums=static_argnums,
-                          static_argnames=static_argnames, fallback=fallback)
-    if key is not None:
-        with _REBUILT_LOCK:
-            cf = _REBUILT.setdefault(key, cf)
-            while len(_REBUILT) > _REBUILT_KEEP:
-                _REBUILT.popitem(last=False)
-    return cf
+    return CompiledFunction(fn, device=device, static_argnums=static_argnums,
+                            static_argnames=static_argnames, fallback=fallback)
 
 
 class _CloudPickled:

@@ -27,6 +27,7 @@ from dask.utils import deepmap
 
 from ..ops import OPS, Kind
 from ..ops.structure import constant_value
+from ..pickling import shared_compiled
 from ..trace.graph import Node
 from .partition import NotDistributableError, Partition
 from .replay import StageProgram, Step
@@ -85,7 +86,6 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
                  key: frozenset, compiled: Any, name: str, meta: Any) -> list[Any]:
     """One blockwise over the labels ``key``: a StageProgram computing ``outs`` (boundaries
     as their per-chunk partials), and a Dask array per output."""
-    from ..api import CompiledFunction
     # the subgraph: from the outputs back to what is available as Dask arrays
     needed: set[int] = set()
     stack = list(outs)
@@ -172,7 +172,9 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
             packing.append(("value", len(positions) - 1))
     program = StageProgram(name, tuple(block(c) for c in cuts),
                            tuple(c.dtype.str for c in cuts), tuple(steps), tuple(positions))
-    kernel = CompiledFunction(program, device=compiled.device)
+    # one compiled function per program and device in each process (the client's threads,
+    # each worker): a later call building the same stage reuses its traces and kernels
+    kernel = shared_compiled(program, (compiled.device, (), (), None))
 
     out_ind = tuple(sorted(_index(l) for l in key))
     args: list[Any] = []
