@@ -142,6 +142,33 @@ def test_a_second_call_reuses_the_stages_kernels():
     assert traces and [cf.stats.traces for cf in stages] == traces
 
 
+def test_cuda_stages_lower_to_ptx():
+    """device="cuda": each stage is compiled for the worker's GPU (here, no GPU: to PTX, and
+    through ptxas when it is installed)."""
+    from tracearray import pickling
+    from tracearray.dask.replay import StageProgram
+    from tracearray.gpu import ptx as P
+
+    @tracearray.compile(device="cuda")
+    def gpu_softmax_and_colsum(a):
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True), a.sum(axis=0)
+
+    outs = gpu_softmax_and_colsum(da.from_array(X32[:64, :32], chunks=(16, 8)))
+    assert outs[0].chunks == ((16,) * 4, (32,))
+    stages = [cf for (fn, _o), cf in pickling._REBUILT.items()
+              if isinstance(fn, StageProgram) and fn.name.startswith("gpu_softmax")]
+    assert stages and all(cf.device == "cuda" for cf in stages)
+    for cf in stages:
+        blocks = [np.ones(tuple(r[1] if r[0] == "fixed" else 16 for r in recipe), dtype)
+                  for recipe, dtype in zip(cf.fn.inputs, cf.fn.dtypes)]
+        exe = cf.lower(*blocks).executable
+        for kernel in [k for k in exe.kernels if k is not None]:
+            assert ".entry" in kernel.ptx
+            if P.ptxas_path() is not None:
+                P.ptxas(kernel.ptx, "sm_90")
+
+
 def test_what_cannot_be_distributed_is_a_clear_error():
     x = da.from_array(X64, chunks=(20, 37))
     with pytest.raises(NotDistributableError, match=r"cumsum along axis 0.*split into 6 "
