@@ -107,6 +107,24 @@ def test_argmax_and_min_with_nan_and_ties_as_numpy():
         np.testing.assert_array_equal(g, w)
 
 
+def test_reshapes_follow_the_chunks():
+    """A merge of whole axes into a split one, and a split of a split axis into blocks that
+    divide its chunks: the same tasks, relabelled (the flat argmin finds an element in a
+    late chunk)."""
+    x = X64.copy()
+    x[93, 4] = -100.0
+    f = tracearray.compile(lambda a: (a.argmin(), a.reshape(-1) * 2.0,
+                                      a.reshape(101, 37, 1).sum(axis=(1, 2))))
+    outs = f(da.from_array(x, chunks=(20, 10)))
+    assert outs[1].chunks == ((20 * 37,) * 5 + (37,),)
+    for g, w in zip(threads(*outs), f.fn(x)):
+        close(g, w, 1e-12)
+    g = tracearray.compile(lambda a: a.reshape(10, 10, 37).max(axis=1))
+    y = da.from_array(X64[:100], chunks=(20, 37))
+    (got,) = threads(g(y))
+    close(got, g.fn(X64[:100]), 0)
+
+
 def test_mixed_program_splits_into_stages():
     x = da.from_array(X64, chunks=(17, 20))
     y = da.from_array(X64[0], chunks=20)

@@ -351,7 +351,8 @@ def _label_node(node: Node, lab: _Labels, dims: dict, inputs: dict, needs: list,
         return tuple(None if j in axes else l for j, l in enumerate(args[0]))
     if spec.kind is Kind.SCAN:
         a = args[0]
-        need([a[node.attr("axis")]], f"{node.op} along axis {node.attr('axis')}")
+        need([a[node.attr("axis")]], f"{node.op} along axis {node.attr('axis')} of a "
+             f"{node.args[0].shape} array")
         return a
     if node.op == "transpose":
         return tuple(args[0][p] for p in node.attr("perm"))
@@ -381,7 +382,7 @@ def _label_node(node: Node, lab: _Labels, dims: dict, inputs: dict, needs: list,
             if (start, stop, step) == (0, n_in, 1):
                 out.append(l)
             else:
-                need([l], f"a slice of an axis of length {n_in}")
+                need([l], f"a slice of axis {len(out)} of a {node.args[0].shape} array")
                 out.append(lab.new(n, ("whole",)) if n != 1 else None)
         return tuple(out)
     if node.op == "gather":
@@ -398,8 +399,8 @@ def _label_node(node: Node, lab: _Labels, dims: dict, inputs: dict, needs: list,
     if node.op == "matmul":
         return _label_matmul(node, args, lab, need)
     # scatter, diagonal, sliding_window, concatenate: every operand axis whole
-    for a in args:
-        need(a, node.op)
+    for a, n in zip(args, node.args):
+        need(a, f"{node.op} (of a {n.shape} operand)")
     return fresh(("whole",))
 
 
@@ -450,8 +451,7 @@ def _label_reshape(node: Node, src: tuple, lab: _Labels, need: Any) -> tuple[int
         if len(gi) == 1 and len(go) == 1:
             result[go[0]] = gi[0][0]
         elif len(go) == 1:   # merge
-            need([l for l, _n in gi[1:]], "a reshape merging this axis into the one before it",
-                 may=True)
+            need([l for l, _n in gi[1:]], "a reshape merging axes", may=True)
             factor = int(np.prod([n for _l, n in gi[1:]]))
             result[go[0]] = lab.new(po, ("merge", gi[0][0], factor))
         elif len(gi) == 1:   # split
@@ -460,7 +460,8 @@ def _label_reshape(node: Node, src: tuple, lab: _Labels, need: Any) -> tuple[int
             for j in go[1:]:
                 result[j] = lab.new(out_shape[j], ("whole",))
         else:
-            need([l for l, _n in gi], "a reshape regrouping several axes")
+            need([l for l, _n in gi], f"a reshape of {in_shape} to {out_shape}, which "
+                 f"regroups several axes,")
             for j in go:
                 result[j] = lab.new(out_shape[j], ("whole",))
     return tuple(result)

@@ -25,7 +25,8 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import deepmap
 
-from ..ops import OPS, Kind
+from ..errors import TracearrayError
+from ..ops import OPS
 from ..ops.structure import constant_value
 from ..pickling import shared_compiled
 from ..trace.graph import Node
@@ -166,7 +167,7 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
             starts = np.cumsum((0,) + part.chunks[label][:-1]).astype(np.int64)
             packing.append(("arg", len(positions) - 2, len(positions) - 1, len(offsets)))
             offsets.append(da.from_array(starts, chunks=1))
-            offset_inds.append((_index(label),))
+            offset_inds.append((_index(_base(part, label)),))
         else:
             positions.append(position[o])
             packing.append(("value", len(positions) - 1))
@@ -176,7 +177,7 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     # each worker): a later call building the same stage reuses its traces and kernels
     kernel = shared_compiled(program, (compiled.device, (), (), None))
 
-    out_ind = tuple(sorted(_index(l) for l in key))
+    out_ind = tuple(sorted({_index(_base(part, l)) for l in key}))
     args: list[Any] = []
     for i, c in enumerate(cuts):
         ind = tuple(_index(l) if part.split(l) else f"u{i}_{d}"
@@ -185,6 +186,13 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
         args += [arrays[c], ind]
     for off, ind in zip(offsets, offset_inds):
         args += [off, ind]
+    # every split index of an input is one the tasks iterate over (a missing one would make
+    # blockwise concatenate that input's blocks into every task)
+    missing = {x for ind in args[1::2] for x in ind if x not in out_ind}
+    if missing:
+        raise TracearrayError(f"tracearray.dask: {name}: inputs split along {sorted(missing)}, "
+                              f"which its tasks do not iterate over (a bug in tracearray.dask: "
+                              f"please report it)")
     token = tokenize(program, [arrays[c].name for c in cuts])
     tmp = da.blockwise(_run_group, out_ind, *args, name=f"tracearray-{name}-{token}",
                        align_arrays=False, concatenate=True, meta=np.empty((0,) * len(out_ind)),
@@ -197,6 +205,16 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
 
 def _index(label: int) -> str:
     return f"l{label}"
+
+
+def _base(part: Partition, label: int) -> int:
+    """The label whose blocks a reshaped label's blocks are, one to one (a merged ``4n``
+    axis has a block per block of ``n``): the one tasks are indexed by."""
+    origin = part.origins[label]
+    while origin[0] in ("merge", "split"):
+        label = origin[1]
+        origin = part.origins[label]
+    return label
 
 
 def _getitem_array(part: Partition, tmp: Any, out_ind: tuple, numblocks: dict, node: Node,
@@ -218,7 +236,8 @@ def _getitem_array(part: Partition, tmp: Any, out_ind: tuple, numblocks: dict, n
     for idx in itertools.product(*(range(numblocks[x]) for x in split)):
         at = dict(zip(split, idx))
         src = (tmp.name,) + tuple(at.get(x, 0) for x in out_ind)
-        dst = (name,) + tuple(at[_index(l)] if part.split(l) else 0 for l in labels)
+        dst = (name,) + tuple(at[_index(_base(part, l))] if part.split(l) else 0
+                              for l in labels)
         layer[dst] = (operator.getitem, src, j)
     hlg = HighLevelGraph.from_collections(name, layer, dependencies=[tmp])
     return da.Array(hlg, name, tuple(chunks), meta=_empty_like(meta, node.ndim, node.dtype))
