@@ -52,6 +52,24 @@ def test_elementwise_chunk_by_chunk_with_broadcasting():
     close(got, h.dask_elementwise.fn(X32, W32), 1e-6)
 
 
+GLOBAL_WEIGHTS = np.linspace(1.0, 2.0, 37)
+
+
+def test_constants_globals_and_transposed_operands():
+    """Arrays the function makes (np.arange) and global arrays it reads follow the chunks
+    of the axis they broadcast against; a transposed operand with other chunks is
+    rechunked to the common refinement."""
+    f = tracearray.compile(lambda a: (a + np.arange(37.0)) * GLOBAL_WEIGHTS)
+    (got,) = threads(f(da.from_array(X64, chunks=(25, 10))))
+    close(got, (X64 + np.arange(37.0)) * GLOBAL_WEIGHTS, 1e-12)
+    g = tracearray.compile(lambda a, b: (a * b.T).sum(axis=0))
+    y = X64.T.copy()
+    out = g(da.from_array(X64, chunks=(25, 10)), da.from_array(y, chunks=(7, 40)))
+    assert out.chunks == ((7, 3, 4, 6, 1, 7, 2, 5, 2),)
+    (got,) = threads(out)
+    close(got, (X64 * y.T).sum(axis=0), 1e-12)
+
+
 @pytest.mark.parametrize("row_chunks", [37, 10], ids=["rows-whole", "rows-split"])
 def test_row_normalisation(row_chunks):
     x = da.from_array(X32, chunks=(25, row_chunks))

@@ -31,17 +31,20 @@ import importlib
 import pickle
 import sys
 import threading
+import types
 from collections import OrderedDict
 from typing import Any, Callable
 
-# Options of ``compile`` that change what a compiled function is, in ``CompiledFunction``'s
-# attribute names (static argument sets sorted, so equal options send equal bytes).
+# Compiled functions this process rebuilt or shares, by (function, options): at most
+# _REBUILT_KEEP, least recently used first out.
 _REBUILT_KEEP = 128
 _REBUILT: "OrderedDict[Any, Any]" = OrderedDict()
 _REBUILT_LOCK = threading.Lock()
 
 
 def compiled_options(cf: Any) -> tuple:
+    """The options of ``compile`` that make a compiled function what it is (static argument
+    sets sorted, so equal options send equal bytes)."""
     return (cf.device, tuple(sorted(cf.static_argnums)), tuple(sorted(cf.static_argnames)),
             cf.fallback)
 
@@ -192,7 +195,6 @@ def _importable(fn: Callable) -> bool:
 
 
 def _is_plain_function(fn: Any) -> bool:
-    import types
     return isinstance(fn, (types.FunctionType, types.BuiltinFunctionType))
 
 

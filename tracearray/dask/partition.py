@@ -61,8 +61,6 @@ class Partition:
     # a boundary sum of X -> the boundary sum of squared deviations of X from its mean over
     # the same axes (var, std): both from one pass over X, combined by Chan's formula
     moments: dict[Node, Node] = field(default_factory=dict)
-    locations: Any = None
-    users: dict[Node, list[Node]] = field(default_factory=dict)
 
     def split(self, label: int | None) -> bool:
         return label is not None and len(self.chunks[label]) > 1
@@ -163,8 +161,7 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
     origins = {r: _root_origin(lab, r) for r in chunks}
     sizes = {r: lab.labels[r].size for r in chunks}
     moments = {a: b for a, b in pairs.items() if a in boundaries and b in boundaries}
-    return Partition(graph, dims, chunks, origins, sizes, boundaries, moments,
-                     graph.locations, users)
+    return Partition(graph, dims, chunks, origins, sizes, boundaries, moments)
 
 
 def _find_moments(reductions: list[Node], users: dict) -> tuple[dict[Node, Node], set[Node]]:

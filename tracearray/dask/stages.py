@@ -90,7 +90,6 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     # the subgraph: from the outputs back to what is available as Dask arrays
     needed: set[int] = set()
     stack = list(outs)
-    cuts: list[Node] = []
     while stack:
         n = stack.pop()
         if id(n) in needed:
