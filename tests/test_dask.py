@@ -226,6 +226,15 @@ def test_what_cannot_be_distributed_is_a_clear_error():
     close(got, np.cumsum(X64, axis=0), 1e-12)
 
 
+def test_fallback_runs_the_function_with_dask_array():
+    f = tracearray.compile(lambda a: np.cumsum(a, axis=0) * 2.0, fallback="numpy")
+    with pytest.warns(RuntimeWarning, match="fallback='numpy'"):
+        out = f(da.from_array(X64, chunks=(20, 37)))
+    assert isinstance(out, da.Array)
+    (got,) = threads(out)
+    close(got, np.cumsum(X64, axis=0) * 2.0, 1e-12)
+
+
 # --------------------------------------------------------------------------------------------
 # A distributed cluster: two worker processes
 # --------------------------------------------------------------------------------------------

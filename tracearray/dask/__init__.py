@@ -22,10 +22,12 @@ when ``dask.array`` is already imported and an argument is one of its arrays.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
 
+from ..errors import TracearrayError
 from .partition import NotDistributableError
 
 __all__ = ["NotDistributableError", "call_on_dask", "has_dask_arrays"]
@@ -52,7 +54,21 @@ def has_dask_arrays(args: tuple, kwargs: dict) -> bool:
 
 
 def call_on_dask(compiled: Any, args: tuple, kwargs: dict) -> Any:
-    """``compiled(*args, **kwargs)`` with Dask array arguments: Dask arrays of the results."""
+    """``compiled(*args, **kwargs)`` with Dask array arguments: Dask arrays of the results.
+    With ``fallback="numpy"``, what tracearray cannot run (on Dask) runs as the plain
+    function on the Dask arrays, Dask's own NumPy implementation, with a warning."""
+    try:
+        return _call_on_dask(compiled, args, kwargs)
+    except TracearrayError:
+        if compiled.fallback != "numpy":
+            raise
+        warnings.warn(f"tracearray could not compile {compiled.__name__} for Dask arrays; "
+                      f"running it with dask.array (fallback='numpy')", RuntimeWarning,
+                      stacklevel=3)
+        return compiled.fn(*args, **kwargs)
+
+
+def _call_on_dask(compiled: Any, args: tuple, kwargs: dict) -> Any:
     from ..trace import is_array_leaf, pytree, trace_function
     from .partition import partition
     from .stages import build_arrays
