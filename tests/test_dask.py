@@ -226,6 +226,13 @@ def test_what_cannot_be_distributed_is_a_clear_error():
     close(got, np.cumsum(X64, axis=0), 1e-12)
 
 
+def test_dask_multiprocessing_scheduler():
+    """Dask's local process pool pickles each task's compiled stage (cloudpickle)."""
+    x = da.from_array(X32, chunks=(20, 10))
+    (got,) = dask.compute(h.dask_softmax(x), scheduler="processes", num_workers=2)
+    close(got, h.dask_softmax.fn(X32), 1e-6)
+
+
 def test_fallback_runs_the_function_with_dask_array():
     f = tracearray.compile(lambda a: np.cumsum(a, axis=0) * 2.0, fallback="numpy")
     with pytest.warns(RuntimeWarning, match="fallback='numpy'"):
