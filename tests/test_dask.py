@@ -79,8 +79,14 @@ def test_row_normalisation(row_chunks):
     got_ln, got_sm = threads(ln, sm)
     close(got_ln, h.dask_layernorm.fn(X32, W32, B32), 1e-5)
     close(got_sm, h.dask_softmax.fn(X32), 1e-6)
-    # one blockwise stage: no reduction task, one kernel task per row block
-    assert len(sm.__dask_graph__().layers) <= 4
+    # one blockwise stage, one kernel task per row block, and no tree reduction
+    layers = [name for name in sm.__dask_graph__().layers if name.startswith("tracearray-")]
+    stages = [name for name in layers if "_stage" in name and not name.endswith("-out0")
+              and not name.startswith("tracearray-kernel-")]
+    assert len(stages) == 1 and "stage0" in stages[0], layers
+    assert len(dict(sm.__dask_graph__().layers[stages[0]])) == 5
+    assert not [name for name in layers if name.startswith(("tracearray-sum",
+                                                             "tracearray-max"))]
 
 
 @pytest.mark.parametrize("chunks", [(20, 37), (30, 8), (101, 5)])
@@ -162,6 +168,19 @@ def test_ragged_chunks_compile_nothing_new():
         (got,) = threads(f(da.from_array(X64, chunks=chunks)))
         close(got, np.sqrt(X64 * X64 + 1.0) - X64, 1e-12)
     assert get_jit().stats.compiles == before
+
+
+def test_the_compiled_stage_is_one_key_every_task_reads():
+    """Pickled once and sent once to each worker, not once per task."""
+    out = h.dask_elementwise(da.from_array(X32, chunks=(13, 37)), W32)
+    hlg = out.__dask_graph__()
+    graph = dict(hlg)
+    kernels = [k for k in graph if str(k).startswith("tracearray-kernel-")]
+    assert len(kernels) == 1
+    deps = hlg.get_all_dependencies()
+    tasks = [k for k in graph if isinstance(k, tuple) and "_stage0_0-" in k[0]
+             and not k[0].endswith("-out0")]
+    assert len(tasks) == 8 and all(kernels[0] in deps[k] for k in tasks)
 
 
 def test_a_second_call_reuses_the_stages_kernels():

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+import dask
 import dask.array as da
 from dask.array.core import _concatenate2
 from dask.base import tokenize
@@ -193,9 +194,13 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
                               f"which its tasks do not iterate over (a bug in tracearray.dask: "
                               f"please report it)")
     token = tokenize(program, [arrays[c].name for c in cuts])
+    # the compiled stage is one key of the graph that every task reads: pickled once and
+    # sent once to each worker, not once per task
+    kernel_key = dask.delayed(kernel, name=f"tracearray-kernel-{name}-{tokenize(program)}",
+                              pure=True)
     tmp = da.blockwise(_run_group, out_ind, *args, name=f"tracearray-{name}-{token}",
                        align_arrays=False, concatenate=True, meta=np.empty((0,) * len(out_ind)),
-                       program=kernel, packing=tuple(packing), n_data=len(cuts),
+                       program=kernel_key, packing=tuple(packing), n_data=len(cuts),
                        device_chunks=_is_device(meta))
     numblocks = dict(zip(out_ind, tmp.numblocks))
     return [_getitem_array(part, tmp, out_ind, numblocks, o, j, o in boundaries, meta)
