@@ -10,7 +10,8 @@ broadcasting and row-local work (rows rechunked whole where a row reduction need
 moves data and retries; tracearray only computes chunks.
 
 The kernels reach the workers without re-tracing per task: each stage's compiled function
-is pickled by its program (``tracearray/pickling.py``), rebuilt once per worker process,
+is one key of the Dask graph, pickled by its program (``tracearray/pickling.py``) once, sent
+once to each worker and rebuilt once per worker process,
 traced once per chunk shape there and compiled once per process, or loaded from the disk
 cache. A ragged last chunk re-traces and compiles nothing new (kernels are size-generic).
 With ``device="cuda"`` (or "auto" on a worker with a GPU) chunks run on the worker's GPU;
