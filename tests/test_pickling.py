@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracearray
+from tracearray import config
 import pickling_helpers as helpers
 
 
@@ -81,7 +82,7 @@ def test_process_pool_runs_a_compiled_function(method):
     for i, (out, compiles, disk_hits, _traces) in enumerate(results):
         np.testing.assert_allclose(out, np.exp(x[i:]) * y[i:] + 1.0, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(results[0][0], expected)
-        if method == "spawn":
+        if method == "spawn" and config.cache_dir() is not None:
             # a fresh process: kernels loaded from the disk cache, nothing compiled
             assert compiles == 0 and disk_hits >= 1, (compiles, disk_hits)
 
