@@ -252,6 +252,13 @@ def test_dask_multiprocessing_scheduler():
     close(got, h.dask_softmax.fn(X32), 1e-6)
 
 
+def test_lower_and_explain_say_they_take_numpy_arrays():
+    x = da.from_array(X64, chunks=(20, 37))
+    for call in (h.dask_softmax.lower, h.dask_softmax.explain):
+        with pytest.raises(tracearray.InputError, match="take NumPy arrays.*Dask array"):
+            call(x)
+
+
 def test_fallback_runs_the_function_with_dask_array():
     f = tracearray.compile(lambda a: np.cumsum(a, axis=0) * 2.0, fallback="numpy")
     with pytest.warns(RuntimeWarning, match="fallback='numpy'"):

@@ -348,6 +348,9 @@ class CompiledFunction:
             config.dump(name, "plan", plan)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        if "dask.array" in sys.modules:
+            from . import dask as _dask
+            _dask.refuse_dask_arrays("lower() and explain()", args, kwargs)
         return self._lower(args, kwargs)[0]
 
     def __reduce__(self) -> tuple:

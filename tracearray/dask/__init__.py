@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import TracearrayError
 from .partition import NotDistributableError
 
-__all__ = ["NotDistributableError", "call_on_dask", "has_dask_arrays"]
+__all__ = ["NotDistributableError", "call_on_dask", "has_dask_arrays", "refuse_dask_arrays"]
 
 
 def _dask_array_type() -> Any:
@@ -52,6 +52,15 @@ def has_dask_arrays(args: tuple, kwargs: dict) -> bool:
             if any(isinstance(v, array) for v in pytree.flatten(value, is_array_leaf)[0]):
                 return True
     return False
+
+
+def refuse_dask_arrays(what: str, args: tuple, kwargs: dict) -> None:
+    if has_dask_arrays(args, kwargs):
+        from ..errors import InputError
+        raise InputError(
+            f"{what} take NumPy arrays: one argument is a Dask array, whose chunks run as "
+            f"separate stages (docs/dask.md); pass a chunk of it (x.blocks[0].compute()) to "
+            f"see the kernels")
 
 
 def call_on_dask(compiled: Any, args: tuple, kwargs: dict) -> Any:
