@@ -12,7 +12,6 @@ argmax/argmin, the indices offset by their block's start along the reduced axis.
 """
 from __future__ import annotations
 
-import itertools
 import operator
 from functools import partial
 from typing import Any
@@ -23,7 +22,6 @@ import dask
 import dask.array as da
 from dask.array.core import _concatenate2
 from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
 from dask.utils import deepmap
 
 from ..errors import TracearrayError
@@ -177,19 +175,19 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     # each worker): a later call building the same stage reuses its traces and kernels
     kernel = shared_compiled(program, (compiled.device, (), (), None))
 
-    out_ind = tuple(sorted({_index(_base(part, l)) for l in key}))
+    # Tasks iterate over the split labels; an input's whole axes have one block each, named
+    # apart and contracted (passed as a one-element list, unwrapped: never concatenated,
+    # which would copy the block).
+    split_ind = tuple(sorted({_index(_base(part, l)) for l in key}))
     args: list[Any] = []
     for i, c in enumerate(cuts):
-        ind = tuple(_index(l) if part.split(l) else f"u{i}_{d}"
-                    for d, l in enumerate(part.dims[c]))
-        out_ind += tuple(x for x in ind if x.startswith("u"))
-        args += [arrays[c], ind]
+        args += [arrays[c], tuple(_index(_base(part, l)) if part.split(l) else f"u{i}_{d}"
+                                  for d, l in enumerate(part.dims[c]))]
     for off, ind in zip(offsets, offset_inds):
         args += [off, ind]
-    # every split index of an input is one the tasks iterate over (a missing one would make
-    # blockwise concatenate that input's blocks into every task)
-    missing = {x for ind in args[1::2] for x in ind if x not in out_ind}
-    if missing:
+    missing = {x for ind in args[1::2] for x in ind
+               if not x.startswith("u") and x not in split_ind}
+    if missing:   # the tasks would be handed all of those blocks
         raise TracearrayError(f"tracearray.dask: {name}: inputs split along {sorted(missing)}, "
                               f"which its tasks do not iterate over (a bug in tracearray.dask: "
                               f"please report it)")
@@ -198,13 +196,22 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     # sent once to each worker, not once per task
     kernel_key = dask.delayed(kernel, name=f"tracearray-kernel-{name}-{tokenize(program)}",
                               pure=True)
-    tmp = da.blockwise(_run_group, out_ind, *args, name=f"tracearray-{name}-{token}",
-                       align_arrays=False, concatenate=True, meta=np.empty((0,) * len(out_ind)),
-                       program=kernel_key, packing=tuple(packing), n_data=len(cuts),
-                       device_chunks=_is_device(meta))
-    numblocks = dict(zip(out_ind, tmp.numblocks))
-    return [_getitem_array(part, tmp, out_ind, numblocks, o, j, o in boundaries, meta)
-            for j, o in enumerate(outs)]
+    run = dict(program=kernel_key, packing=tuple(packing), n_data=len(cuts),
+               device_chunks=_is_device(meta))
+    layouts = [_output_layout(part, o, j, o in boundaries) for j, o in enumerate(outs)]
+    if len(outs) == 1:   # the task's result is the block (Dask fuses it with what follows)
+        ind, new_axes, adjust = layouts[0]
+        return [da.blockwise(_run_one, ind, *args, name=f"tracearray-{name}-{token}",
+                             new_axes=new_axes, adjust_chunks=adjust, align_arrays=False,
+                             concatenate=False, meta=_empty_like(meta, outs[0].ndim, outs[0].dtype),
+                             **run)]
+    group = da.blockwise(_run_group, split_ind, *args, name=f"tracearray-{name}-{token}",
+                         align_arrays=False, concatenate=False,
+                         meta=np.empty((0,) * len(split_ind)), **run)
+    return [da.blockwise(operator.getitem, ind, group, split_ind, j, None,
+                         name=f"{group.name}-out{j}", new_axes=new_axes, adjust_chunks=adjust,
+                         align_arrays=False, meta=_empty_like(meta, o.ndim, o.dtype))
+            for j, (o, (ind, new_axes, adjust)) in enumerate(zip(outs, layouts))]
 
 
 def _index(label: int) -> str:
@@ -221,35 +228,34 @@ def _base(part: Partition, label: int) -> int:
     return label
 
 
-def _getitem_array(part: Partition, tmp: Any, out_ind: tuple, numblocks: dict, node: Node,
-                   j: int, is_partial: bool, meta: Any) -> Any:
-    """Output ``j`` of the group's tuples as a Dask array. A boundary's partials have one
-    block per block of its operand (size 1 along the reduced axes)."""
+def _output_layout(part: Partition, node: Node, j: int, is_partial: bool
+                   ) -> tuple[tuple, dict, dict]:
+    """Output ``j``'s blockwise index, new axes (its whole dimensions) and chunks. A
+    boundary's partials have one block per block of its operand (size 1 along the reduced
+    axes)."""
     labels = part.dims[node.args[0]] if is_partial else part.dims[node]
+    shape = node.args[0].shape if is_partial else node.shape
     axes = node.attr("axes") if is_partial else ()
-    chunks = []
-    for d, (l, n) in enumerate(zip(labels, node.shape if not is_partial
-                                   else node.args[0].shape)):
-        if d in axes:
-            chunks.append((1,) * len(part.chunks[l]) if part.split(l) else (1,))
+    ind, new_axes, adjust = [], {}, {}
+    for d, (l, n) in enumerate(zip(labels, shape)):
+        if part.split(l):
+            name = _index(_base(part, l))
+            adjust[name] = (1,) * len(part.chunks[l]) if d in axes else part.chunks[l]
         else:
-            chunks.append(part.chunks[l] if part.split(l) else (n,))
-    name = f"{tmp.name}-out{j}"
-    split = [x for x in out_ind if not x.startswith("u")]
-    layer = {}
-    for idx in itertools.product(*(range(numblocks[x]) for x in split)):
-        at = dict(zip(split, idx))
-        src = (tmp.name,) + tuple(at.get(x, 0) for x in out_ind)
-        dst = (name,) + tuple(at[_index(_base(part, l))] if part.split(l) else 0
-                              for l in labels)
-        layer[dst] = (operator.getitem, src, j)
-    hlg = HighLevelGraph.from_collections(name, layer, dependencies=[tmp])
-    return da.Array(hlg, name, tuple(chunks), meta=_empty_like(meta, node.ndim, node.dtype))
+            name = f"o{j}_{d}"
+            new_axes[name] = 1 if d in axes else n
+        ind.append(name)
+    return tuple(ind), new_axes, adjust
+
+
+def _run_one(*blocks: Any, **run: Any) -> Any:
+    return _run_group(*blocks, **run)[0]
 
 
 def _run_group(*blocks: Any, program: Any, packing: tuple, n_data: int,
                device_chunks: bool) -> tuple:
     """A task: the compiled stage program on one block of each input."""
+    blocks = tuple(_unwrap(b) for b in blocks)
     outs = program(*blocks[:n_data])
     offsets = blocks[n_data:]
     result = []
@@ -266,6 +272,13 @@ def _run_group(*blocks: Any, program: Any, packing: tuple, n_data: int,
             result.append({"i": _chunk(outs[p[1]], device_chunks) + start,
                            "v": _chunk(outs[p[2]], device_chunks)})
     return tuple(result)
+
+
+def _unwrap(block: Any) -> Any:
+    """The one block of an input's whole axes (blockwise passes them as nested lists)."""
+    while isinstance(block, list):
+        (block,) = block
+    return block
 
 
 def _tree_reduce(part: Partition, node: Node, partials: Any, meta: Any) -> Any:
