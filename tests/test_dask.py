@@ -239,6 +239,9 @@ def test_what_cannot_be_distributed_is_a_clear_error():
         return a
     with pytest.raises(NotDistributableError, match="immutable"):
         tracearray.compile(update)(x)
+    sq = da.from_array(X64[:30, :30], chunks=(10, 10))
+    with pytest.raises(NotDistributableError, match=r"multiply pairs axes \[0, 1\].*x \* x.T"):
+        tracearray.compile(lambda a: a * a.T)(sq)
     # the same programs along an axis in one chunk are fine
     y = da.from_array(X64, chunks=(101, 10))
     (got,) = threads(tracearray.compile(lambda a: np.cumsum(a, axis=0))(y))

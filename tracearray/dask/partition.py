@@ -158,6 +158,15 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
         if not grow:
             break
         forced |= grow
+    # (reported at the op that paired them: an elementwise op, not the input or a view)
+    for node in sorted(nodes, key=lambda n: OPS[n.op].kind in (Kind.SOURCE, Kind.MOVEMENT)):
+        split = [l for l in dims[node] if l is not None and len(chunks[l]) > 1]
+        if len(split) != len(set(split)):
+            axes = [d for d, l in enumerate(dims[node]) if split.count(l) > 1]
+            raise NotDistributableError(
+                f"tracearray.dask: {node.op} pairs axes {axes} of its result with each other "
+                f"(as in x * x.T): both are split, and a task would need blocks off the "
+                f"diagonal; rechunk one of them into one chunk first{_where(graph, node)}")
     origins = {r: _root_origin(lab, r) for r in chunks}
     sizes = {r: lab.labels[r].size for r in chunks}
     moments = {a: b for a, b in pairs.items() if a in boundaries and b in boundaries}
