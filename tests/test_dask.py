@@ -149,6 +149,21 @@ def test_reshapes_follow_the_chunks():
     close(got, g.fn(X64[:100]), 0)
 
 
+def test_keyword_static_and_container_arguments():
+    x = da.from_array(X64, chunks=(20, 37))
+    y = da.from_array(X64 * 2, chunks=(30, 37))
+    (got,) = threads(h.power_sum(x, 3))                     # static_argnums=(1,)
+    close(got, (X64 ** 3).sum(axis=-1), 1e-12)
+    f = tracearray.compile(lambda pair, scale=None: pair[0] * scale - pair[1])
+    (got,) = threads(f((x, y), scale=np.float64(0.5)))
+    close(got, X64 * 0.5 - X64 * 2, 1e-12)
+    g = tracearray.compile(lambda a, *, b: {"d": a - b, "s": (a * b).sum(axis=0)})
+    out = g(x, b=y)
+    got = dict(zip(out, threads(*out.values())))
+    close(got["d"], X64 - X64 * 2, 1e-12)
+    close(got["s"], (X64 * X64 * 2).sum(axis=0), 1e-12)
+
+
 def test_mixed_program_splits_into_stages():
     x = da.from_array(X64, chunks=(17, 20))
     y = da.from_array(X64[0], chunks=20)
