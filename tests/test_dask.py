@@ -164,6 +164,20 @@ def test_keyword_static_and_container_arguments():
     close(got["s"], (X64 * X64 * 2).sum(axis=0), 1e-12)
 
 
+def test_matmul_contracting_a_split_axis():
+    """x.T @ x and x.T @ y with the rows split (normal equations): per-chunk products,
+    summed by a tree reduction; and x @ w with the contracted columns split."""
+    y = X64[:, 0] * 2 - 1
+    f = tracearray.compile(lambda a, b: (a.T @ a, a.T @ b, b @ b, (a.T @ a) / len(b) + 1.0))
+    got = threads(*f(da.from_array(X64, chunks=(20, 37)), da.from_array(y, chunks=20)))
+    for g, w in zip(got, f.fn(X64, y)):
+        close(g, w, 1e-12)
+    w = RNG.standard_normal((37, 5))
+    g = tracearray.compile(lambda a, m: np.tanh(a @ m).sum(axis=0))
+    (got,) = threads(g(da.from_array(X64, chunks=(30, 10)), w))
+    close(got, g.fn(X64, w), 1e-12)
+
+
 def test_mixed_program_splits_into_stages():
     x = da.from_array(X64, chunks=(17, 20))
     y = da.from_array(X64[0], chunks=20)

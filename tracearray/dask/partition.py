@@ -7,8 +7,8 @@ the chunks of the Dask inputs arrive as tuples of block sizes). Three passes:
    a *label*, an axis identity propagated through the graph: elementwise operands that
    broadcast together share labels (union-find), views move them (transpose, squeeze,
    reshape by dimension groups), a reduction's kept dimensions keep theirs. An op that needs
-   a dimension whole (a scan along it, a matmul contracting it, a slice or a gather along it)
-   records that requirement.
+   a dimension whole (a scan along it, a slice or a gather along it) records that
+   requirement; a matmul unifies the contracted axes of its operands.
 2. **Chunks.** Each label class gets one chunking: the common refinement of its inputs'
    chunks (inputs are rechunked to it), one block where a requirement or a ``whole`` label
    says so, or one derived from another label (a reshape merging ``(n, 4)`` into ``4n``
@@ -18,7 +18,8 @@ the chunks of the Dask inputs arrive as tuples of block sizes). Three passes:
    broadcast back against that label and some kept dimension is still split (softmax,
    layernorm with the rows split): its reduced labels are rechunked whole and it becomes
    local; or a *boundary*: a per-chunk partial, combined by Dask's tree reduction, whose
-   value a later stage reads (a total, ``x - x.mean()``).
+   value a later stage reads (a total, ``x - x.mean()``). A matmul contracting a split axis
+   (``x.T @ x`` with the rows split) is a boundary too: per-chunk products, summed.
 
 Passes 2 and 3 repeat until no label has to become whole any more. What cannot run
 chunk-locally without gathering a split dimension the user chunked raises
@@ -144,6 +145,11 @@ def partition(graph: Graph, input_chunks: Sequence[tuple[Chunks, ...] | None]) -
                 grow.add(r)
         boundaries = []
         for red in reductions:
+            if red.op == "matmul":
+                k = contracted_label(red, dims)
+                if k is not None and len(chunks[k]) > 1:
+                    boundaries.append(red)
+                continue
             operand = dims[red.args[0]]
             axes = red.attr("axes")
             split_red = {operand[a] for a in axes if operand[a] is not None
@@ -403,19 +409,24 @@ def _label_node(node: Node, lab: _Labels, dims: dict, inputs: dict, needs: list,
         rest = [l for j, l in enumerate(x) if j not in axes]
         return tuple(rest[:at] + index + rest[at:])
     if node.op == "matmul":
-        return _label_matmul(node, args, lab, need)
+        reductions.append(node)   # a sum over the contracted axis, when it is split
+        return _label_matmul(node, args, lab)
     # scatter, diagonal, sliding_window, concatenate: every operand axis whole
     for a, n in zip(args, node.args):
         need(a, f"{node.op} (of a {n.shape} operand)")
     return fresh(("whole",))
 
 
-def _label_matmul(node: Node, args: list, lab: _Labels, need: Any) -> tuple[int | None, ...]:
+def contracted_label(node: Node, dims: dict) -> int | None:
+    """The label of the axis a matmul contracts (its first operand's last)."""
+    return dims[node.args[0]][-1]
+
+
+def _label_matmul(node: Node, args: list, lab: _Labels) -> tuple[int | None, ...]:
     a, b = args
     sa, sb = node.args[0].shape, node.args[1].shape
     a2 = a if len(sa) > 1 else (None,) + a
     b2 = b if len(sb) > 1 else b + (None,)
-    need([a2[-1], b2[-2]], "a matrix product (matmul) contracting that axis")
     if a2[-1] is not None and b2[-2] is not None:
         lab.union(a2[-1], b2[-2])
     batch_a, batch_b = list(a2[:-2]), list(b2[:-2])

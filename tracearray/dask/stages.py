@@ -29,7 +29,7 @@ from ..ops import OPS
 from ..ops.structure import constant_value
 from ..pickling import shared_compiled
 from ..trace.graph import Node
-from .partition import NotDistributableError, Partition
+from .partition import NotDistributableError, Partition, contracted_label
 from .replay import StageProgram, Step
 
 _ARG_VALUE = {"argmax": "max", "argmin": "min"}
@@ -63,7 +63,8 @@ def build_arrays(part: Partition, sources: list[Any], compiled: Any, name: str) 
                 groups.setdefault(_split_labels(part, part.dims[r]), []).append(r)
         for b in part.boundaries:
             if level[b] == k and b not in first_of:
-                groups.setdefault(_split_labels(part, part.dims[b.args[0]]), []).append(b)
+                labels = sum((part.dims[a] for a in b.args), ())   # (a matmul's: both)
+                groups.setdefault(_split_labels(part, labels), []).append(b)
         for g, (key, outs) in enumerate(groups.items()):
             made = _stage_group(part, arrays, boundaries, outs, key, compiled,
                                 f"{name}_stage{k}_{g}", meta)
@@ -71,6 +72,8 @@ def build_arrays(part: Partition, sources: list[Any], compiled: Any, name: str) 
                 if node in part.moments:
                     second = part.moments[node]
                     arrays[node], arrays[second] = _moments_reduce(node, second, arr, meta)
+                elif node.op == "matmul":
+                    arrays[node] = _sum_of_products(node, arr, meta)
                 elif node in boundaries:
                     arrays[node] = _tree_reduce(part, node, arr, meta)
                 else:
@@ -155,6 +158,9 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
             positions += [position[o], m2, count]
             packing.append(("moments", len(positions) - 3, len(positions) - 2,
                             len(positions) - 1))
+        elif o.op == "matmul":   # the block's product, one per block of the contracted axis
+            positions.append(position[o])
+            packing.append(("stack", len(positions) - 1))
         elif o.op in _ARG_VALUE and o in boundaries:
             (axis,) = o.attr("axes")
             value = Step(_ARG_VALUE[o.op], (position[o.args[0]],), (("axes", (axis,)),),
@@ -233,9 +239,13 @@ def _output_layout(part: Partition, node: Node, j: int, is_partial: bool
     """Output ``j``'s blockwise index, new axes (its whole dimensions) and chunks. A
     boundary's partials have one block per block of its operand (size 1 along the reduced
     axes)."""
-    labels = part.dims[node.args[0]] if is_partial else part.dims[node]
-    shape = node.args[0].shape if is_partial else node.shape
-    axes = node.attr("axes") if is_partial else ()
+    if is_partial and node.op == "matmul":   # products stacked along a new first axis
+        labels = (contracted_label(node, part.dims),) + part.dims[node]
+        shape, axes = (1,) + node.shape, (0,)
+    elif is_partial:
+        labels, shape, axes = part.dims[node.args[0]], node.args[0].shape, node.attr("axes")
+    else:
+        labels, shape, axes = part.dims[node], node.shape, ()
     ind, new_axes, adjust = [], {}, {}
     for d, (l, n) in enumerate(zip(labels, shape)):
         if part.split(l):
@@ -262,6 +272,8 @@ def _run_group(*blocks: Any, program: Any, packing: tuple, n_data: int,
     for p in packing:
         if p[0] == "value":
             result.append(_chunk(outs[p[1]], device_chunks))
+        elif p[0] == "stack":
+            result.append(_chunk(outs[p[1]], device_chunks)[None])
         elif p[0] == "moments":
             total = _chunk(outs[p[1]], device_chunks)
             count = float(np.asarray(outs[p[3]]))
@@ -291,6 +303,20 @@ def _tree_reduce(part: Partition, node: Node, partials: Any, meta: Any) -> Any:
                         keepdims=True, dtype=node.dtype, concatenate=not is_arg,
                         meta=_empty_like(meta, node.ndim, node.dtype),
                         name=f"tracearray-{node.op}")
+
+
+def _sum_of_products(node: Node, partials: Any, meta: Any) -> Any:
+    """A matmul contracting a split axis: the blocks' products (stacked along a first axis,
+    one per block of the contracted axis) summed by a tree reduction."""
+    total = da.reduction(partials, chunk=_keep, combine=_add, aggregate=_add, axis=(0,),
+                         keepdims=True, dtype=node.dtype,
+                         meta=_empty_like(meta, node.ndim + 1, node.dtype),
+                         name="tracearray-matmul-sum")
+    return total[0]
+
+
+def _add(x: Any, axis: tuple, keepdims: bool) -> Any:
+    return x.sum(axis=axis, keepdims=keepdims, dtype=x.dtype)
 
 
 def _moments_reduce(first: Node, second: Node, partials: Any, meta: Any) -> tuple[Any, Any]:
