@@ -4,11 +4,13 @@ Stage ``k`` computes, chunk by chunk, every result and every boundary partial wh
 are the arguments and the boundary values of earlier stages (``level``). Within a stage,
 outputs are grouped by the split labels they vary along (one ``blockwise`` per group, so two
 unrelated outputs never multiply their task counts); a group's task runs one compiled
-``StageProgram`` (all its outputs from one kernel launch sequence) and returns a tuple, which
-``getitem`` layers hand out as Dask arrays (as ``dask.array.apply_gufunc`` does for several
-outputs). Each boundary's partials are combined by ``dask.array.reduction``: the reduction's
-own ufunc for sum, prod, max, min, any, all and the bitwise ones; (value, index) pairs for
-argmax/argmin, the indices offset by their block's start along the reduced axis.
+``StageProgram`` (all its outputs from one kernel launch sequence). A group of one output
+returns its block; a larger one returns a tuple that Blockwise ``getitem`` layers hand out
+(as ``dask.array.apply_gufunc`` does), which Dask fuses with the tasks that read them. Each
+boundary's partials are combined by ``dask.array.reduction``: the reduction's own ufunc for
+sum, prod, max, min, any, all and the bitwise ones; (value, index) pairs for argmax/argmin,
+the indices offset by their block's start along the reduced axis; (count, sum, squared
+deviations) by Chan's formula for var/std; a sum for a matmul's per-block products.
 """
 from __future__ import annotations
 
@@ -89,6 +91,56 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
                  key: frozenset, compiled: Any, name: str, meta: Any) -> list[Any]:
     """One blockwise over the labels ``key``: a StageProgram computing ``outs`` (boundaries
     as their per-chunk partials), and a Dask array per output."""
+    program, cuts, packing, offsets = _build_program(part, arrays, boundaries, outs, name)
+    # one compiled function per program and device in each process (the client's threads,
+    # each worker): a later call building the same stage reuses its traces and kernels
+    kernel = shared_compiled(program, (compiled.device, (), (), None))
+
+    # Tasks iterate over the split labels; an input's whole axes have one block each, named
+    # apart and contracted (passed as a one-element list, unwrapped: never concatenated,
+    # which would copy the block).
+    split_ind = tuple(sorted({_index(_base(part, l)) for l in key}))
+    args: list[Any] = []
+    for i, c in enumerate(cuts):
+        args += [arrays[c], tuple(_index(_base(part, l)) if part.split(l) else f"u{i}_{d}"
+                                  for d, l in enumerate(part.dims[c]))]
+    for off, label in offsets:
+        args += [off, (_index(_base(part, label)),)]
+    missing = {x for ind in args[1::2] for x in ind
+               if not x.startswith("u") and x not in split_ind}
+    if missing:   # the tasks would be handed all of those blocks
+        raise TracearrayError(f"tracearray.dask: {name}: inputs split along {sorted(missing)}, "
+                              f"which its tasks do not iterate over (a bug in tracearray.dask: "
+                              f"please report it)")
+    token = tokenize(program, [arrays[c].name for c in cuts])
+    # the compiled stage is one key of the graph that every task reads: pickled once and
+    # sent once to each worker, not once per task
+    kernel_key = dask.delayed(kernel, name=f"tracearray-kernel-{name}-{tokenize(program)}",
+                              pure=True)
+    run = dict(program=kernel_key, packing=tuple(packing), n_data=len(cuts),
+               device_chunks=_is_device(meta))
+    layouts = [_output_layout(part, o, j, o in boundaries) for j, o in enumerate(outs)]
+    if len(outs) == 1:   # the task's result is the block (Dask fuses it with what follows)
+        ind, new_axes, adjust = layouts[0]
+        return [da.blockwise(_run_one, ind, *args, name=f"tracearray-{name}-{token}",
+                             new_axes=new_axes, adjust_chunks=adjust, align_arrays=False,
+                             concatenate=False, meta=_empty_like(meta, len(ind), outs[0].dtype),
+                             **run)]
+    group = da.blockwise(_run_group, split_ind, *args, name=f"tracearray-{name}-{token}",
+                         align_arrays=False, concatenate=False,
+                         meta=np.empty((0,) * len(split_ind)), **run)
+    return [da.blockwise(operator.getitem, ind, group, split_ind, j, None,
+                         name=f"{group.name}-out{j}", new_axes=new_axes, adjust_chunks=adjust,
+                         align_arrays=False, meta=_empty_like(meta, len(ind), o.dtype))
+            for j, (o, (ind, new_axes, adjust)) in enumerate(zip(outs, layouts))]
+
+
+def _build_program(part: Partition, arrays: dict, boundaries: set, outs: list[Node],
+                   name: str) -> tuple[StageProgram, list[Node], list[tuple], list[tuple]]:
+    """The StageProgram of one group: the subgraph from ``outs`` back to the values
+    available as Dask arrays (its inputs, ``cuts``), the block-size recipes of every
+    dimension, and how ``_run_group`` packs each output (a value; a moments, argmin or
+    product partial)."""
     # the subgraph: from the outputs back to what is available as Dask arrays
     needed: set[int] = set()
     stack = list(outs)
@@ -136,8 +188,7 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
         steps.append(Step(n.op, tuple(position[a] for a in n.args), n.attrs, block(n)))
     positions: list[int] = []
     packing: list[tuple] = []
-    offsets: list[Any] = []
-    offset_inds: list[tuple] = []
+    offsets: list[tuple[Any, int]] = []   # (block starts along a label, the label)
     for o in outs:
         if o in part.moments:   # sum, sum of squared deviations from the block's mean, count
             x, axes = o.args[0], o.attr("axes")
@@ -170,54 +221,13 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
             label = part.dims[o.args[0]][axis]
             starts = np.cumsum((0,) + part.chunks[label][:-1]).astype(np.int64)
             packing.append(("arg", len(positions) - 2, len(positions) - 1, len(offsets)))
-            offsets.append(da.from_array(starts, chunks=1))
-            offset_inds.append((_index(_base(part, label)),))
+            offsets.append((da.from_array(starts, chunks=1), label))
         else:
             positions.append(position[o])
             packing.append(("value", len(positions) - 1))
     program = StageProgram(name, tuple(block(c) for c in cuts),
                            tuple(c.dtype.str for c in cuts), tuple(steps), tuple(positions))
-    # one compiled function per program and device in each process (the client's threads,
-    # each worker): a later call building the same stage reuses its traces and kernels
-    kernel = shared_compiled(program, (compiled.device, (), (), None))
-
-    # Tasks iterate over the split labels; an input's whole axes have one block each, named
-    # apart and contracted (passed as a one-element list, unwrapped: never concatenated,
-    # which would copy the block).
-    split_ind = tuple(sorted({_index(_base(part, l)) for l in key}))
-    args: list[Any] = []
-    for i, c in enumerate(cuts):
-        args += [arrays[c], tuple(_index(_base(part, l)) if part.split(l) else f"u{i}_{d}"
-                                  for d, l in enumerate(part.dims[c]))]
-    for off, ind in zip(offsets, offset_inds):
-        args += [off, ind]
-    missing = {x for ind in args[1::2] for x in ind
-               if not x.startswith("u") and x not in split_ind}
-    if missing:   # the tasks would be handed all of those blocks
-        raise TracearrayError(f"tracearray.dask: {name}: inputs split along {sorted(missing)}, "
-                              f"which its tasks do not iterate over (a bug in tracearray.dask: "
-                              f"please report it)")
-    token = tokenize(program, [arrays[c].name for c in cuts])
-    # the compiled stage is one key of the graph that every task reads: pickled once and
-    # sent once to each worker, not once per task
-    kernel_key = dask.delayed(kernel, name=f"tracearray-kernel-{name}-{tokenize(program)}",
-                              pure=True)
-    run = dict(program=kernel_key, packing=tuple(packing), n_data=len(cuts),
-               device_chunks=_is_device(meta))
-    layouts = [_output_layout(part, o, j, o in boundaries) for j, o in enumerate(outs)]
-    if len(outs) == 1:   # the task's result is the block (Dask fuses it with what follows)
-        ind, new_axes, adjust = layouts[0]
-        return [da.blockwise(_run_one, ind, *args, name=f"tracearray-{name}-{token}",
-                             new_axes=new_axes, adjust_chunks=adjust, align_arrays=False,
-                             concatenate=False, meta=_empty_like(meta, outs[0].ndim, outs[0].dtype),
-                             **run)]
-    group = da.blockwise(_run_group, split_ind, *args, name=f"tracearray-{name}-{token}",
-                         align_arrays=False, concatenate=False,
-                         meta=np.empty((0,) * len(split_ind)), **run)
-    return [da.blockwise(operator.getitem, ind, group, split_ind, j, None,
-                         name=f"{group.name}-out{j}", new_axes=new_axes, adjust_chunks=adjust,
-                         align_arrays=False, meta=_empty_like(meta, o.ndim, o.dtype))
-            for j, (o, (ind, new_axes, adjust)) in enumerate(zip(outs, layouts))]
+    return program, cuts, packing, offsets
 
 
 def _index(label: int) -> str:
