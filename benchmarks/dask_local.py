@@ -3,7 +3,7 @@
 on Dask, on a ``distributed.LocalCluster`` of worker processes.
 
     python benchmarks/dask_local.py [--rows N] [--cols N] [--row-chunk N] [--workers N]
-                                    [--repeat N] [--json out.json]
+                                    [--repeat N] [--only a,b] [--json out.json]
 
 Method:
   * The input is generated on the workers and persisted there (it never crosses to the
@@ -79,8 +79,10 @@ def main() -> int:
     ap.add_argument("--row-chunk", type=int, default=1 << 13)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", type=str, default=None, help="programs to run, comma-separated")
     ap.add_argument("--json", type=str, default=None)
     args = ap.parse_args()
+    programs = [p for p in PROGRAMS if args.only is None or p.__name__ in args.only.split(",")]
 
     import dask
     import dask.array as da
@@ -88,7 +90,7 @@ def main() -> int:
 
     import tracearray
 
-    compiled = {p.__name__: tracearray.compile(p, device="cpu") for p in PROGRAMS}
+    compiled = {p.__name__: tracearray.compile(p, device="cpu") for p in programs}
     with distributed.LocalCluster(n_workers=args.workers, processes=True,
                                   threads_per_worker=1, dashboard_address=None,
                                   silence_logs=40) as cluster, \
@@ -100,7 +102,7 @@ def main() -> int:
         data = x.compute()
         rows = []
         failed = False
-        for program in PROGRAMS:
+        for program in programs:
             name = program.__name__
             want = program(data)
             runners = {"dask.array": lambda p=program: p(x),

@@ -346,3 +346,4 @@ def test_cluster_reductions_and_mixed(client):
     y = da.from_array(X64[0], chunks=10)
     for g, w in zip(dask.compute(*h.dask_mixed(x, y)), h.dask_mixed.fn(X64, X64[0])):
         close(g, w, 1e-12)
+
