@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -374,7 +375,16 @@ class CompiledFunction:
         """Trace and compile for these arguments (as a call would, using the same caches)
         without running the kernels; ``.as_text(stage)`` of the result shows each stage. For a
         function whose sizes depend on the data, the probes run on these arguments first."""
+        if "dask.array" in sys.modules:
+            from . import dask as _dask
+            _dask.refuse_dask_arrays("lower() and explain()", args, kwargs)
         return self._lower(args, kwargs)[0]
+
+    def __reduce__(self) -> tuple:
+        # By reference to the user's function and the options, never the caches and machine
+        # code: the receiving process rebuilds it and loads its kernels from the disk cache.
+        from .pickling import reduce_compiled
+        return reduce_compiled(self)
 
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
@@ -396,6 +406,10 @@ class CompiledFunction:
                     _check_update_targets(graph, targets)
                     return _results(hit[0].run(inputs), graph, targets)
                 return _results(hit[0].run(inputs), graph)
+        if "dask.array" in sys.modules:   # Dask arrays in: a Dask graph of kernels out
+            from . import dask as _dask
+            if _dask.has_dask_arrays(args, kwargs):
+                return _dask.call_on_dask(self, args, kwargs)
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:
