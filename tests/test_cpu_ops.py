@@ -971,3 +971,23 @@ def test_arg_reductions_over_long_rows(name: str, dt: str) -> None:
         assert_matches_numpy(lambda a: fn(a * 2 - 1, axis=1), x, device="cpu")
     else:
         assert_matches_numpy(lambda a: fn(a ^ 1, axis=1), x, device="cpu")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "int16", "uint8"])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions_over_columns(name: str, dt: str) -> None:
+    """argmax/argmin along an outer axis run as column reductions (tile/geometry.py "col":
+    a tile of COL_TILE (value, position) accumulators updated row by row), with ties, NaNs in
+    several rows of a column and columns past a tile edge, against NumPy."""
+    from tracearray.tile.geometry import COL_TILE
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 5, (37, COL_TILE + 77)).astype(dt)       # many ties
+    if dt.startswith("float"):
+        x[3, ::7] = np.nan
+        x[20, ::5] = np.nan
+        x[:, COL_TILE] = -np.inf
+    fn = getattr(np, name)
+    assert_matches_numpy(lambda a: fn(a, axis=0), x, device="cpu")
+    assert_matches_numpy(lambda a: fn(a.reshape(37, 1, -1) * 2, axis=0), x, device="cpu")
+    assert_matches_numpy(lambda a: fn(a[:36].reshape(4, 9, -1), axis=1), x, device="cpu")
+    assert_matches_numpy(lambda a: fn(a[:, ::-3], axis=0), x, device="cpu")

@@ -130,7 +130,8 @@ def make_geometry(kernel: Kernel, strategy: str, load_strides: Sequence[Sequence
         # scan, scatter: sequential along the scanned / index dims; full: parallel over the
         # first reduced dim
         par, inner = (red[:1], red[1:]) if strategy == "full" else (kept, red)
-    elif kept and red and kept[-1] == rank - 1 and not solo:
+    elif kept and red and kept[-1] == rank - 1 and (not solo or len(red) == 1):
+        # (an arg-reduction reduces one axis: its position is that loop's variable)
         strategy, par, inner, tile = "col", kept[:-1], red, COL_TILE
     else:
         strategy, par, inner = "row", kept, red
