@@ -20,11 +20,11 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from . import config, forksafe
+from . import cachemiss, config, forksafe
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -54,6 +54,21 @@ class Stats:
     traces: int = 0
     executables: int = 0
     calls: int = 0
+    compiles: int = 0       # kernels compiled by LLVM for this function's executables
+    disk_hits: int = 0      # kernels loaded from the disk cache instead
+    disk_misses: int = 0    # disk lookups that found no usable entry (then compiled)
+
+
+class CacheInfo(NamedTuple):
+    """``CompiledFunction.cache_info()``, in the spirit of ``functools.lru_cache``'s:
+    ``traces`` (Python traces of the function), ``compiles`` (kernels compiled by LLVM),
+    ``disk_hits`` and ``disk_misses`` (kernel lookups in the disk cache). A kernel already in
+    memory, built for another function or an earlier signature, counts in none of the last
+    three: a new size of an argument traces again and compiles nothing."""
+    traces: int
+    compiles: int
+    disk_hits: int
+    disk_misses: int
 
 
 @dataclass
@@ -118,8 +133,8 @@ class CompiledFunction:
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
         self._executables: OrderedDict[Any, Any] = OrderedDict()
-        # Call fast path (see _fast_key): plain-array signature -> (executable, trace).
-        self._fast: dict[Any, tuple[Any, Trace]] = {}
+        # Call fast path (see _fast_key): plain-array signature -> what to run.
+        self._fast: dict[Any, _FastCall] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
         self._staged = False   # sizes depend on the data: every call runs probes first
         self._build_lock = threading.RLock()
@@ -242,10 +257,14 @@ class CompiledFunction:
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
                       sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
-        if traced is not None and not self._guards_hold(traced[0]):
+        guards_changed = traced is not None and not self._guards_hold(traced[0])
+        if guards_changed:
             config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
             traced = None
         if traced is None:
+            if config.explain_cache_misses():
+                config.log(0, f"{self.__name__}: trace cache miss: a global it reads changed"
+                           if guards_changed else self._trace_miss(tkey, args, kwargs))
             trace = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames, sizes)
             graph = trace.graph
@@ -270,6 +289,11 @@ class CompiledFunction:
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
         if exe is None:
+            if config.explain_cache_misses():
+                same_trace = [k for k in self._executables if k[0] == tkey]
+                config.log(0, cachemiss.explain_executable_miss(
+                    self.__name__, same_trace[-1] if same_trace else None, ekey,
+                    traced[0].graph.input_names))
             if device == "cuda" and traced[0].probe is not None and \
                     not any(isinstance(a, _gpu_array.Array) for a in leaves):
                 # a probe's count of NumPy inputs (in host memory): the CPU computes the same
@@ -285,6 +309,9 @@ class CompiledFunction:
             while len(self._executables) > self.max_executables:
                 self._forget_executable(next(iter(self._executables)))
             self.stats.executables += 1
+            self.stats.compiles += getattr(exe, "compiles", 0)
+            self.stats.disk_hits += getattr(exe, "disk_hits", 0)
+            self.stats.disk_misses += getattr(exe, "disk_misses", 0)
             config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
                           f"{[a.shape for a in leaves]}")
             for k in exe.kernels:
@@ -296,6 +323,19 @@ class CompiledFunction:
             config.log(1, f"{self.__name__}: cache hit")
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
+    def _trace_miss(self, tkey: Any, args: tuple, kwargs: dict) -> str:
+        """Why ``tkey`` is not in the trace cache, against the most recently used key."""
+        old = next(reversed(self._traces), None)
+        names = self._traces[old][0].graph.input_names if old is not None else ()
+        return cachemiss.explain_trace_miss(self.__name__, old, tkey,
+                                            self._static_labels(args, kwargs), names)
+
+    def cache_info(self) -> CacheInfo:
+        """Counters of this function's caches: traces, kernels compiled, disk hits and
+        misses (``CacheInfo``)."""
+        s = self.stats
+        return CacheInfo(s.traces, s.compiles, s.disk_hits, s.disk_misses)
+
     def _forget_trace(self, tkey: Any) -> None:
         """Drop a trace and the executables built from it (the caller holds the build lock)."""
         if self._traces.pop(tkey, None) is not None:
@@ -306,7 +346,7 @@ class CompiledFunction:
         """Drop an executable and the fast-path entries that call it; its machine code is
         freed with the last executable that uses it (``cpu.jit``)."""
         exe = self._executables.pop(ekey)
-        stale = [k for k, (e, _trace) in self._fast.items() if e is exe]
+        stale = [k for k, call in self._fast.items() if call.executable is exe]
         for k in stale:
             del self._fast[k]
 
@@ -317,7 +357,7 @@ class CompiledFunction:
         g = self._globals
         for name, seen in trace.guards.items():
             now = g.get(name, _MISSING)
-            if now is seen:
+            if now is seen:   # the common case (``np``, helper functions): no more to check
                 continue
             if isinstance(seen, np.ndarray):
                 if not (type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape
@@ -360,15 +400,18 @@ class CompiledFunction:
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            if hit is not None and self._guards_hold(hit[1]):
+            if hit is not None and (not hit.trace.guards or self._guards_hold(hit.trace)):
                 self.stats.calls += 1
-                graph = hit[1].graph
-                inputs = list(args) + self._global_arrays(hit[1]) if graph.globals else args
+                if hit.single:   # the common case, with nothing to check or write back
+                    out = hit.executable.run(args)[0]
+                    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
+                graph = hit.trace.graph
+                inputs = list(args) + self._global_arrays(hit.trace) if graph.globals else args
                 if graph.updates:
                     targets = list(args) + [self._globals[n] for n in graph.globals]
                     _check_update_targets(graph, targets)
-                    return _results(hit[0].run(inputs), graph, targets)
-                return _results(hit[0].run(inputs), graph)
+                    return _results(hit.executable.run(inputs), graph, targets)
+                return _results(hit.executable.run(inputs), graph)
         try:
             lowered, leaves = self._lower(args, kwargs)
         except TracearrayError:
@@ -380,7 +423,8 @@ class CompiledFunction:
         n_args = len(leaves) - len(lowered.graph.globals)
         if fast_key is not None and not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
-            self._fast[fast_key] = (lowered.executable, self._traces_entry(lowered.graph))
+            self._fast[fast_key] = _FastCall(lowered.executable,
+                                             self._traces_entry(lowered.graph))
         self.stats.calls += 1
         graph = lowered.graph
         if graph.updates:
@@ -413,21 +457,36 @@ class CompiledFunction:
         common case), from which the executable follows directly; None for any other call.
 
         The general path flattens pytrees, builds static keys and locks (~0.1 ms per call,
-        more with cold caches); this one is a tuple of shapes, dtypes and strides. An entry
-        is recorded only after the general path used the arrays unchanged, and the resolved
-        device is part of the key."""
-        key = []
+        more with cold caches); this one is a flat tuple of the resolved device and each
+        array's dtype, shape and strides (about 0.1 us per array). An entry is recorded only
+        after the general path used the arrays unchanged (native byte order, whole-element
+        strides), so the key need not say so; alignment is checked here."""
+        key = [self._resolve_device()]
         for a in args:
             if type(a) is not np.ndarray or not a.flags.aligned:
                 return None
-            key.append((a.shape, a.dtype, a.strides))
-        key.append(self._resolve_device())
+            key += (a.dtype, a.shape, a.strides)
         return tuple(key)
 
     def explain(self, *args: Any, **kwargs: Any) -> "Any":
         from .explain import explain_plan
         lowered = self.lower(*args, **kwargs)
         return explain_plan(lowered.plan, lowered.tiles)
+
+
+class _FastCall:
+    """What the call fast path runs for one signature: the executable, the trace it was
+    built from (guards, graph), and whether its result needs no processing (one array, no
+    global inputs, no in-place updates, no run-time checks)."""
+
+    __slots__ = ("executable", "trace", "single")
+
+    def __init__(self, executable: Any, trace: Trace) -> None:
+        graph = trace.graph
+        self.executable = executable
+        self.trace = trace
+        self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
+                       and not graph.globals and not graph.updates and not graph.checks)
 
 
 def _refuse_lazy_function(fn: Callable) -> None:

@@ -36,7 +36,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
@@ -441,17 +441,27 @@ def ptxas_workarounds(ptx: str) -> str:
 PIPELINE_REVISION = 3
 
 
-def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
-    """PTX for an LLVM module (cached in memory and on disk)."""
+def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET, counts: Any = None) -> str:
+    """PTX for an LLVM module (cached in memory and on disk).
+
+    ``counts``, when given, is an object whose ``compiles``, ``disk_hits`` and
+    ``disk_misses`` are incremented for what this lookup did (an executable's counters, read
+    by ``CompiledFunction.cache_info()``)."""
     key, record = _key(ir_text, target)
     with _lock:
         ptx = _memory_cache.get(key)
         if ptx is None:
+            looked_up = _disk_cache() is not None
             ptx = _disk_get(key, record, target)
             if ptx is None:
                 mod, tm = _optimized_module(ir_text, target)
                 ptx = ptxas_workarounds(tm.emit_assembly(mod))
                 _disk_put(key, record, ptx)
+                if counts is not None:
+                    counts.compiles += 1
+                    counts.disk_misses += looked_up
+            elif counts is not None:
+                counts.disk_hits += 1
             _memory_cache[key] = ptx
         return ptx
 

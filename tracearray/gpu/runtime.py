@@ -178,6 +178,9 @@ class GpuExecutable:
         self.jit = _PtxTools(self.target)
         self.sms = sm_count()
         self.name = name
+        # What building cost (CompiledFunction.cache_info()): PTX compiled by LLVM, loaded
+        # from the disk cache, and looked up there in vain.
+        self.compiles = self.disk_hits = self.disk_misses = 0
         self.layouts: dict[Node, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for node, x in zip(self.graph.inputs, inputs):
             if is_device_array(x):
@@ -285,7 +288,7 @@ class GpuExecutable:
         inner = prod(geo.inner_dims)
         strategy = gpu_strategy(geo, inner)
         ir_text = GpuKernelLowering(geo, name, strategy).lower()
-        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
@@ -373,7 +376,7 @@ class GpuExecutable:
             sources += epi_sources
         lowering = MatmulLowering(mm, name, epi_geo, store_c, (m_dim, n_dim))
         ir_text = lowering.lower()
-        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         params = np.concatenate([epi_params, np.asarray(mmp, dtype=np.int64)])
         nbatch = int(np.prod(out[:nb], dtype=np.int64))
         ntiles = nbatch * _cdiv(M, 64) * _cdiv(N, 64)
@@ -490,7 +493,7 @@ class GpuExecutable:
         gk = self._copy_kernels.get(step.itemsize)
         if gk is None:
             ir_text = copy_kernel_ir(step.itemsize, f"{self.name}_gather{step.itemsize}")
-            ptx = ptxmod.compile_ptx(ir_text, self.target)
+            ptx = ptxmod.compile_ptx(ir_text, self.target, self)
             name = f"{self.name}_gather{step.itemsize}"
             gk = GpuKernel(name, "gather", ir_text, ptx, [name], [], np.zeros(0, np.int64), [])
             self._copy_kernels[step.itemsize] = gk
