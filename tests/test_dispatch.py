@@ -237,3 +237,34 @@ def test_cache_misses_are_silent_by_default(monkeypatch, capsys) -> None:
     f(np.ones(4))
     assert "cache miss" not in capsys.readouterr().err
     assert f.cache_info().traces == 2
+
+
+def test_threads_calling_one_executable_at_once() -> None:
+    """A warm call fills its kernels' pointer array in place while no other thread uses it
+    (and makes a fresh one when another does): threads calling the same executable at once,
+    small (one chunk) and large (the pool's chunks), all get their own right results."""
+    import threading
+    f = tracearray.compile(ew_chain, device="cpu")
+    sizes = (37, 300_001)
+    data = {n: [f32(n, seed=s) for s in range(4)] for n in sizes}
+    # each thread's arguments, and the result one thread alone gets (bit for bit)
+    calls = {(n, k): data[n][k:] + data[n][:k] for n in sizes for k in range(4)}
+    want = {key: f(*args) for key, args in calls.items()}
+    info = f.cache_info()
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(30):
+                key = (sizes[(i + k) % 2], k)
+                np.testing.assert_array_equal(f(*calls[key]), want[key])
+        except BaseException as e:   # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert f.cache_info() == info

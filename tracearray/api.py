@@ -198,8 +198,7 @@ class CompiledFunction:
         if self.device == "cuda":
             return "cuda"
         if self.device == "auto":
-            from .gpu import driver
-            return "cuda" if driver.is_available() else "cpu"
+            return "cuda" if _gpu_driver().is_available_memo() else "cpu"
         return "cpu"
 
     # --------------------------------------------------------------- stages
@@ -350,6 +349,15 @@ class CompiledFunction:
         for k in stale:
             del self._fast[k]
 
+    def _same_globals(self, hit: "_FastCall") -> bool:
+        """``_guards_hold`` for the fast path: identity first (``np``, helper functions are
+        the same objects from call to call), the full comparison only when one differs."""
+        g = self._globals
+        for name, seen in hit.guards:
+            if g.get(name, _MISSING) is not seen:
+                return self._guards_hold(hit.trace)
+        return True
+
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
         equal number or string will do), or for a global array one of the same shape and
@@ -393,18 +401,18 @@ class CompiledFunction:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if trace_context.current() is not None:
+        if getattr(_tracing, "stack", None):   # trace_context.current(), inlined
             # Called by a function being traced (in this thread): inlined into that trace,
             # as any Python helper is; the outer compiled function compiles it with the rest.
             return self.fn(*args, **kwargs)
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            if hit is not None and (not hit.trace.guards or self._guards_hold(hit.trace)):
+            if hit is not None and (not hit.guards or self._same_globals(hit)):
                 self.stats.calls += 1
                 if hit.single:   # the common case, with nothing to check or write back
-                    out = hit.executable.run(args)[0]
-                    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
+                    out = hit.run(args)[0]
+                    return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
                 graph = hit.trace.graph
                 inputs = list(args) + self._global_arrays(hit.trace) if graph.globals else args
                 if graph.updates:
@@ -461,7 +469,7 @@ class CompiledFunction:
         array's dtype, shape and strides (about 0.1 us per array). An entry is recorded only
         after the general path used the arrays unchanged (native byte order, whole-element
         strides), so the key need not say so; alignment is checked here."""
-        key = [self._resolve_device()]
+        key = [self.device if self.device != "auto" else self._resolve_device()]
         for a in args:
             if type(a) is not np.ndarray or not a.flags.aligned:
                 return None
@@ -479,14 +487,25 @@ class _FastCall:
     built from (guards, graph), and whether its result needs no processing (one array, no
     global inputs, no in-place updates, no run-time checks)."""
 
-    __slots__ = ("executable", "trace", "single")
+    __slots__ = ("executable", "run", "trace", "guards", "single", "scalar")
 
     def __init__(self, executable: Any, trace: Trace) -> None:
         graph = trace.graph
         self.executable = executable
+        self.run = executable.run
         self.trace = trace
+        self.guards = tuple(trace.guards.items())
+        self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
         self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
                        and not graph.globals and not graph.updates and not graph.checks)
+
+
+@functools.cache
+def _gpu_driver() -> Any:
+    """``tracearray.gpu.driver``, imported on first use (a function call is cheaper than an
+    import statement on the call path)."""
+    from .gpu import driver
+    return driver
 
 
 def _refuse_lazy_function(fn: Callable) -> None:
@@ -578,6 +597,7 @@ def _write_into(target: Any, value: Any) -> None:
 
 
 _MISSING = object()
+_tracing = trace_context._local   # the per-thread stack of running traces
 # Globals whose *value* (not identity) the guards compare.
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
                 frozenset)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import math
+import operator
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -150,10 +152,14 @@ class Executable:
                 self._steps.append(("kernel", ck))
         # Executables of map-like kernels only (no per-call copies, partial sums, index
         # checks or matmuls: most of them) run a flat loop over these, with no per-kernel
-        # function calls: (entry, pointer array type, pointer slots, params, chunks).
-        self._direct_steps: list[tuple[Any, Any, list[int], int, list]] | None = [
-            (step.entry, step.pointer_array, step.direct_slots, step.params_address,
-             step.chunks) for kind, step in self._steps] if all(
+        # function calls: (entry, pointer array type, a pointer array of the step's own and
+        # the lock of its use, the pointer slots, params, chunks). Filling the step's own
+        # array costs a quarter of making one; a call that finds it in use by another
+        # thread (the lock is held while the kernel runs) makes a fresh one.
+        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list]] | None = [
+            (step.entry, step.pointer_array, step.pointer_array(), threading.Lock(),
+             _getter(step.direct_slots), step.params_address, step.chunks)
+            for kind, step in self._steps] if all(
             kind == "kernel" and step.direct_slots is not None and not step.partial_dtypes
             and not step.checks and step.geometry.strategy != "full"
             for kind, step in self._steps) else None
@@ -163,6 +169,9 @@ class Executable:
         self._outputs: list[tuple[bool, Any]] = [
             (True, o) if o.op == "constant" or o not in slot else (False, slot[o])
             for o in self.graph.outputs]
+        # the outputs when none is a constant: a tuple of slots read in one call
+        self._output_slots = None if any(c for c, _o in self._outputs) else \
+            _getter([o for _c, o in self._outputs])
 
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
@@ -238,7 +247,7 @@ class Executable:
         address = memory.data_address
         slots: list[Any] = list(inputs)
         slots += self._tail
-        addrs: list[int | None] = [address(a) for a in inputs]
+        addrs: list[int | None] = list(map(address, inputs))
         addrs += self._tail_addrs
         for i, shape, dtype, large in self._allocs:
             if large:
@@ -247,18 +256,31 @@ class Executable:
                 out = slots[i] = np.empty(shape, dtype)
                 addrs[i] = address(out)
         if self._direct_steps is not None:
-            threads = self.threads
-            for entry, pointer_array, ptr_slots, params, chunks in self._direct_steps:
-                bufs = pointer_array(*[addrs[i] for i in ptr_slots])
-                if len(chunks) == 1:
-                    entry(bufs, params, chunks[0][0], chunks[0][1], 0)
-                else:
-                    pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks,
-                                      threads)
+            for entry, pointer_array, own, lock, pointers_of, params, chunks in \
+                    self._direct_steps:
+                if lock.acquire(False):
+                    try:
+                        own[:] = pointers_of(addrs)
+                        if len(chunks) == 1:   # (``_run_chunks``, inlined)
+                            entry(own, params, chunks[0][0], chunks[0][1], 0)
+                        else:
+                            self._run_chunks(entry, own, params, chunks)
+                    finally:
+                        lock.release()
+                else:   # another thread runs this executable now
+                    self._run_chunks(entry, pointer_array(*pointers_of(addrs)), params, chunks)
         else:
             self._run_steps(slots, addrs)
+        if self._output_slots is not None:
+            return list(self._output_slots(slots))
         return [np.array(constant_value(o)) if is_const else slots[o]
                 for is_const, o in self._outputs]
+
+    def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list) -> None:
+        if len(chunks) == 1:   # small work runs in this thread: no pool, no closure
+            entry(bufs, params, chunks[0][0], chunks[0][1], 0)
+        else:
+            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
 
     def _run_steps(self, slots: list[Any], addrs: list[int | None]) -> None:
         keep_alive: list[Any] = []
@@ -312,6 +334,16 @@ class Executable:
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
             pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+
+
+def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``lambda xs: tuple(xs[i] for i in positions)``, as one C call (``itemgetter``)."""
+    if len(positions) == 1:
+        one = operator.itemgetter(positions[0])
+        return lambda xs: (one(xs),)
+    if not positions:
+        return lambda xs: ()
+    return operator.itemgetter(*positions)
 
 
 def index_error(check: Any, index: int, locations: dict | None = None) -> IndexError:

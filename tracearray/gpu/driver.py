@@ -318,6 +318,32 @@ def is_available() -> bool:
         return False
 
 
+_memo: tuple[Any, Any, bool] | None = None   # (_device, _device_error, answer)
+
+
+def is_available_memo() -> bool:
+    """``is_available()``, remembered while the driver's state (device, error) is the same
+    object: what a warm call of a ``device="auto"`` function asks, with no environment read
+    and no system call. So ``TRACEARRAY_DISABLE_GPU`` is read when a process first resolves
+    "auto" (and again after the device changes, or in a forked child)."""
+    global _memo
+    memo = _memo
+    if memo is not None and memo[0] is _device and memo[1] is _device_error:
+        return memo[2]
+    answer = is_available()
+    _memo = (_device, _device_error, answer)
+    return answer
+
+
+def _forget_memo_in_child() -> None:
+    global _memo
+    _memo = None   # the child cannot use the parent's context: ask again
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_memo_in_child)
+
+
 def current_target() -> GpuTarget:
     """The device's target when a GPU is there, else the default (sm_90, PTX 8.0)."""
     if _device is not None:
