@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import config, forksafe
 from ..errors import TracearrayError
-from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
+from .ptx import DEFAULT_TARGET, GpuTarget, cubin_for, target_for
 
 INSTALL_HINT = "pip install 'tracearray[cuda]' (or: pip install cuda-python)"
 
@@ -222,12 +222,7 @@ class Device:
         arch = f"sm_{self.cc[0]}{self.cc[1]}"
         mode = config.gpu_load_mode()   # auto | ptx | cubin
         if mode != "ptx":
-            cubin = nvjitlink_cubin(ptx, arch)
-            if cubin is None and ptxas_path() is not None:
-                try:
-                    cubin = ptxas(ptx, arch)[0]
-                except Exception:   # noqa: BLE001 - fall back to the driver's JIT
-                    cubin = None
+            cubin = cubin_for(ptx, arch)   # the disk cache, else nvJitLink or ptxas
             if cubin is not None:
                 try:
                     return self.call("cuModuleLoadData", cubin)
