@@ -268,3 +268,12 @@ def test_threads_calling_one_executable_at_once() -> None:
         t.join()
     assert not errors, errors[0]
     assert f.cache_info() == info
+
+
+@pytest.mark.parametrize("name", ["pairwise_min", "l2_normalize"])
+def test_overhead_benchmark_counts_no_recompiles_over_twenty_sizes(name: str) -> None:
+    """``benchmarks/overhead.py``'s recompile count (target 0) on two more workloads: a
+    nested reduction with a built-in extent, and a normalisation over rows."""
+    from benchmarks import overhead
+    got = overhead.new_sizes(name, "cpu")
+    assert (got["sizes"], got["traces"], got["recompiles"]) == (20, 20, 0)
