@@ -69,7 +69,7 @@ class CompiledKernel:
     pointer_array: Any = None     # ctypes array type of the kernel's buffer pointers
     params_address: int = 0
     # Slots of the loads and stores, in pointer order, when no load is a per-call copy (the
-    # common case: the pointers are then one list comprehension over the call's addresses).
+    # common case: the pointers are then read from the call's addresses in one C call).
     direct_slots: list[int] | None = None
     slot_of_chunk: dict[int, int] = field(default_factory=dict)   # full: chunk begin -> slot
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
