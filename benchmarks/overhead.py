@@ -19,7 +19,7 @@ Measured, per workload of ``benchmarks/workloads.py`` (the 13 public ones):
    NumPy's own call of the expression, tracearray's compiled call (NumPy in, NumPy out), and,
    when importable, ``numba.njit`` and ``jax.jit`` (NumPy in; the result waited for), all in
    one process on the same inputs. On the GPU (``--part gpu``, when a GPU is present): on
-   device arrays, tracearray (``tracearray.to_device`` inputs), ``cupy.fuse`` and
+   device arrays, tracearray (``tracearray.gpu.to_device`` inputs), ``cupy.fuse`` and
    ``torch.compile`` where importable, host time per call of 200 pipelined calls, then one
    wait.
 
@@ -242,6 +242,7 @@ def warm_cpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
 def warm_gpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
     """Host time per call of pipelined calls on device arrays (one wait per batch)."""
     import tracearray
+    from tracearray import gpu
     out: Dict[str, Dict[str, dict]] = {}
     for name in WARM_WORKLOADS:
         if only and name not in only:
@@ -251,9 +252,9 @@ def warm_gpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
         for n in WARM_SIZES:
             args = inputs_for(w, warm_shape(name, n))
             cells: Dict[str, Callable[[], Any]] = {}
-            dev_args = [tracearray.to_device(a) for a in args]
+            dev_args = [gpu.to_device(a) for a in args]
             compiled = tracearray.compile(w.fn, device="cuda")
-            event = tracearray.Event
+            event = gpu.Event
 
             def ta_batch(compiled=compiled, dev_args=dev_args):
                 compiled(*dev_args)

@@ -8,7 +8,9 @@
 - ``TRACEARRAY_NUM_THREADS=N`` sets the CPU thread count (read by ``cpu/pool.py``).
 - ``TRACEARRAY_VECTOR_MATH=0`` turns off libmvec vector math (read by ``cpu/jit.py``).
 - ``TRACEARRAY_CACHE_DIR`` / ``TRACEARRAY_CACHE_MAX_MB``: the disk cache of compiled kernels.
-- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend.
+- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend
+  (``TRACEARRAY_DISABLE_GPU`` is read when a process first resolves ``device="auto"``, not
+  on every call: ``gpu.driver.is_available_memo``).
 - ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
   ``off`` turns it off (see ``cache_dir``).
 - ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
