@@ -136,6 +136,7 @@ class CompiledFunction:
         # Call fast path (see _fast_key): plain-array signature -> what to run.
         self._fast: dict[Any, _FastCall] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
+        self._fixed_device = None if device == "auto" else device   # else resolved per call
         self._staged = False   # sizes depend on the data: every call runs probes first
         self._build_lock = threading.RLock()
         forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
@@ -469,7 +470,7 @@ class CompiledFunction:
         array's dtype, shape and strides (about 0.25 us per array). An entry is recorded only
         after the general path used the arrays unchanged (native byte order, whole-element
         strides), so the key need not say so; alignment is checked here."""
-        key = [self.device if self.device != "auto" else self._resolve_device()]
+        key = [self._fixed_device or self._resolve_device()]
         for a in args:
             if type(a) is not np.ndarray or not a.flags.aligned:
                 return None

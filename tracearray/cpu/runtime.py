@@ -156,9 +156,10 @@ class Executable:
         # the lock of its use, the pointer slots, params, chunks). Filling the step's own
         # array costs a quarter of making one; a call that finds it in use by another
         # thread (the lock is held while the kernel runs) makes a fresh one.
-        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list]] | None = [
+        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list, Any]] | None = [
             (step.entry, step.pointer_array, step.pointer_array(), threading.Lock(),
-             _getter(step.direct_slots), step.params_address, step.chunks)
+             _getter(step.direct_slots), step.params_address, step.chunks,
+             step.chunks[0] if len(step.chunks) == 1 else None)
             for kind, step in self._steps] if all(
             kind == "kernel" and step.direct_slots is not None and not step.partial_dtypes
             and not step.checks and step.geometry.strategy != "full"
@@ -256,13 +257,13 @@ class Executable:
                 out = slots[i] = np.empty(shape, dtype)
                 addrs[i] = address(out)
         if self._direct_steps is not None:
-            for entry, pointer_array, own, lock, pointers_of, params, chunks in \
+            for entry, pointer_array, own, lock, pointers_of, params, chunks, one in \
                     self._direct_steps:
                 if lock.acquire(False):
                     try:
                         own[:] = pointers_of(addrs)
-                        if len(chunks) == 1:   # (``_run_chunks``, inlined)
-                            entry(own, params, chunks[0][0], chunks[0][1], 0)
+                        if one is not None:   # one chunk (``_run_chunks``, inlined)
+                            entry(own, params, one[0], one[1], 0)
                         else:
                             self._run_chunks(entry, own, params, chunks)
                     finally:
