@@ -389,3 +389,74 @@ def test_ptx_cache_in_a_world_writable_folder_is_refused(cache_root) -> None:
     assert "writable by others" in message
     assert ".entry" in first or ".func" in first or ".visible" in first
     assert not (cache_root / "ptx").exists() and not (cache_root / "cpu").exists()
+
+
+# ------------------------------------------------------------------- the cubin cache
+
+needs_ptxas = pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas is not installed")
+
+
+def cubin_entries(root) -> list:
+    folder = root / "cubin"
+    return sorted(folder.glob("*.bin")) if folder.is_dir() else []
+
+
+def test_cubin_key_covers_exactly_the_listed_components() -> None:
+    components = P.cubin_key_components(".version 8.0", "sm_90", "ptxas /x 1 2")
+    assert set(components) == set(P.CUBIN_KEY_COMPONENTS)
+    assert components["options"] == "-O3"
+
+
+@pytest.mark.parametrize("component", P.CUBIN_KEY_COMPONENTS)
+def test_each_cubin_component_changes_the_key(component) -> None:
+    base = P.cubin_key_components(".version 8.0", "sm_90", "ptxas /x 1 2")
+
+    def key(components):
+        return diskcache.record_key(key_record(components, P.CUBIN_KEY_COMPONENTS))
+    assert key({**base, component: base[component] + " "}) != key(base)
+    assert key(dict(base)) == key(base)                 # a no-op change keeps the key
+
+
+@needs_ptxas
+def test_cubin_cache_round_trip_and_refusals(cache_root, monkeypatch) -> None:
+    ptx = P.compile_ptx(ptx_module(1.0))
+    first = P.cubin_for(ptx, "sm_90")
+    assert first is not None and first[:4] == b"\x7fELF"
+    (entry,) = cubin_entries(cache_root)
+    assert stat.S_IMODE(entry.stat().st_mode) & 0o077 == 0      # owner-only
+
+    def no_assembler(*args, **kwargs):
+        raise P.PtxasError("assembled again instead of loading the cached cubin")
+
+    with monkeypatch.context() as m:
+        m.setattr(P, "ptxas", no_assembler)   # a failed assembly would return None
+        assert P.cubin_for(ptx, "sm_90") == first                # a disk hit
+    # A valid entry whose payload is not a cubin: refused, assembled again, rewritten.
+    key = entry.name[:-4]
+    components = P.cubin_key_components(ptx, "sm_90", P._assembler()[0])
+    record = key_record(components, P.CUBIN_KEY_COMPONENTS)
+    assert diskcache.record_key(record) == key
+    entry.write_bytes(encode_entry(key, b"MZ not an ELF file at all" * 4, record))
+    with pytest.warns(CacheWarning, match="not a cubin"):
+        assert P.cubin_for(ptx, "sm_90") == first
+    assert P.cubin_for(ptx, "sm_90") == first
+    # A truncated entry: refused by its length check (no second warning for the same
+    # file in one process), rebuilt.
+    data = entry.read_bytes()
+    entry.write_bytes(data[:len(data) // 2])
+    cache = P._cubin_cache()
+    discarded = cache.counts.discarded
+    assert P.cubin_for(ptx, "sm_90") == first
+    assert cache.counts.discarded == discarded + 1 and "header says" in cache.last_error
+    assert entry.read_bytes() == data
+
+
+def test_cubin_cache_off_assembles_every_time(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", "off")
+    calls = []
+    monkeypatch.setattr(P, "_assembler",
+                        lambda: ("fake 1", lambda ptx, arch: calls.append(arch) or
+                                 b"\x7fELF\x02" + bytes(59)))
+    assert P.cubin_for(".version 8.0", "sm_90") is not None
+    assert P.cubin_for(".version 8.0", "sm_90") is not None
+    assert calls == ["sm_90", "sm_90"] and not any(tmp_path.iterdir())

@@ -398,3 +398,67 @@ def test_new_process_loads_from_disk(cache_root) -> None:
     assert warm["stats"]["disk_hits"] == cold["stats"]["compiles"]
     assert warm["bytes"] == cold["bytes"]                    # bit-identical results
     assert "cpu jit: loaded" in log
+
+
+def test_eight_processes_compiling_the_same_functions_at_once(cache_root) -> None:
+    """Eight processes start together on an empty cache and compile the same kernels: each
+    gets right, bit-identical results with no warning; the folder ends with one entry per
+    kernel and no temporary file; a ninth process compiles nothing."""
+    env = {**os.environ, "PYTHONWARNINGS": "always::UserWarning"}
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(8)]
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr
+        assert "CacheWarning" not in stderr, stderr
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert all(o["ok"] == [True, True] for o in outs)
+    assert len({json.dumps(o["bytes"]) for o in outs}) == 1
+    kernels = {o["stats"]["compiles"] + o["stats"]["disk_hits"] for o in outs}
+    assert len(kernels) == 1                       # every process built the same kernels
+    assert len(entries(cache_root)) == kernels.pop()
+    leftovers = [n for n in os.listdir(cache_root / "cpu") if not n.endswith(".bin")]
+    assert leftovers == []
+    ninth = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
+                           check=True, timeout=300)
+    stats = json.loads(ninth.stdout.strip().splitlines()[-1])["stats"]
+    assert stats["compiles"] == 0 and stats["disk_hits"] == len(entries(cache_root))
+
+
+def test_full_disk_degrades_to_memory_with_one_warning(cache_root, monkeypatch) -> None:
+    """A write that fails for lack of space (ENOSPC) warns once; compiling goes on, nothing
+    half-written is left, and entries already there are still read."""
+    import errno
+    run_exp(CpuJit(), exp_module(2.0))            # one good entry, written before the disk fills
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fd, mode):
+            self.f = real_fdopen(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(diskcache.os, "fdopen",
+                        lambda fd, mode="r", *a, **k: Full(fd, mode) if "w" in mode
+                        else real_fdopen(fd, mode, *a, **k))
+    jit = CpuJit()
+    with pytest.warns(CacheWarning, match="No space left") as record:
+        run_exp(jit, exp_module(2.0))              # read: a hit
+        run_exp(jit, exp_module(3.0), scale=3.0)   # compiled, its write fails
+        run_exp(jit, exp_module(4.0), scale=4.0)   # compiled, not written at all
+    assert len([w for w in record if issubclass(w.category, CacheWarning)]) == 1
+    assert (jit.stats.disk_hits, jit.stats.compiles, jit.stats.disk_writes) == (1, 2, 0)
+    assert len(entries(cache_root)) == 1
+    assert [n for n in os.listdir(cache_root / "cpu") if not n.endswith(".bin")] == []

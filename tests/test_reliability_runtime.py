@@ -398,7 +398,7 @@ def test_per_function_caches_are_bounded():
     assert f.stats.traces == 10
     # The fast path keeps nothing evicted alive.
     live = {id(e) for e in f._executables.values()}
-    assert all(id(exe) in live for exe, _trace in f._fast.values())
+    assert all(id(call.executable) in live for call in f._fast.values())
     x = np.arange(4.0).reshape(2, 2)   # evicted long ago: traced again, right
     np.testing.assert_array_equal(f(x), x * 2 - 1)
     assert f.stats.traces == 11

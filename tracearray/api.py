@@ -21,11 +21,11 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, overload
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 
 import numpy as np
 
-from . import config, forksafe
+from . import cachemiss, config, forksafe
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -60,6 +60,21 @@ class Stats:
     traces: int = 0
     executables: int = 0
     calls: int = 0
+    compiles: int = 0       # kernels compiled by LLVM for this function's executables
+    disk_hits: int = 0      # kernels loaded from the disk cache instead
+    disk_misses: int = 0    # disk lookups that found no usable entry (then compiled)
+
+
+class CacheInfo(NamedTuple):
+    """``CompiledFunction.cache_info()``, in the spirit of ``functools.lru_cache``'s:
+    ``traces`` (Python traces of the function), ``compiles`` (kernels compiled by LLVM),
+    ``disk_hits`` and ``disk_misses`` (kernel lookups in the disk cache). A kernel already in
+    memory, built for another function or an earlier signature, counts in none of the last
+    three: a new size of an argument traces again and compiles nothing."""
+    traces: int
+    compiles: int
+    disk_hits: int
+    disk_misses: int
 
 
 @dataclass
@@ -143,9 +158,10 @@ class CompiledFunction:
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
         self._executables: OrderedDict[Any, Any] = OrderedDict()
-        # Call fast path (see _fast_key): plain-array signature -> (executable, trace).
-        self._fast: dict[Any, tuple[Any, Trace]] = {}
+        # Call fast path (see _fast_key): plain-array signature -> what to run.
+        self._fast: dict[Any, _FastCall] = {}
         self._fast_ok = not self.static_argnums and not self.static_argnames
+        self._fixed_device = None if device == "auto" else device   # else resolved per call
         self._staged = False   # sizes depend on the data: every call runs probes first
         self._build_lock = threading.RLock()
         forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
@@ -208,8 +224,7 @@ class CompiledFunction:
         if self.device == "cuda":
             return "cuda"
         if self.device == "auto":
-            from .gpu import driver
-            return "cuda" if driver.is_available() else "cpu"
+            return "cuda" if _gpu_driver().is_available_memo() else "cpu"
         return "cpu"
 
     # --------------------------------------------------------------- stages
@@ -267,10 +282,14 @@ class CompiledFunction:
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
                       sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
-        if traced is not None and not self._guards_hold(traced[0]):
+        guards_changed = traced is not None and not self._guards_hold(traced[0])
+        if guards_changed:
             config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
             traced = None
         if traced is None:
+            if config.explain_cache_misses():
+                config.log(0, f"{self.__name__}: trace cache miss: a global it reads changed"
+                           if guards_changed else self._trace_miss(tkey, args, kwargs))
             trace = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames, sizes)
             graph = trace.graph
@@ -295,6 +314,11 @@ class CompiledFunction:
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
         if exe is None:
+            if config.explain_cache_misses():
+                same_trace = [k for k in self._executables if k[0] == tkey]
+                config.log(0, cachemiss.explain_executable_miss(
+                    self.__name__, same_trace[-1] if same_trace else None, ekey,
+                    traced[0].graph.input_names))
             if device == "cuda" and traced[0].probe is not None and \
                     not any(isinstance(a, _gpu_array.Array) for a in leaves):
                 # a probe's count of NumPy inputs (in host memory): the CPU computes the same
@@ -310,6 +334,9 @@ class CompiledFunction:
             while len(self._executables) > self.max_executables:
                 self._forget_executable(next(iter(self._executables)))
             self.stats.executables += 1
+            self.stats.compiles += getattr(exe, "compiles", 0)
+            self.stats.disk_hits += getattr(exe, "disk_hits", 0)
+            self.stats.disk_misses += getattr(exe, "disk_misses", 0)
             config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
                           f"{[a.shape for a in leaves]}")
             for k in exe.kernels:
@@ -321,6 +348,19 @@ class CompiledFunction:
             config.log(1, f"{self.__name__}: cache hit")
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
+    def _trace_miss(self, tkey: Any, args: tuple, kwargs: dict) -> str:
+        """Why ``tkey`` is not in the trace cache, against the most recently used key."""
+        old = next(reversed(self._traces), None)
+        names = self._traces[old][0].graph.input_names if old is not None else ()
+        return cachemiss.explain_trace_miss(self.__name__, old, tkey,
+                                            self._static_labels(args, kwargs), names)
+
+    def cache_info(self) -> CacheInfo:
+        """Counters of this function's caches: traces, kernels compiled, disk hits and
+        misses (``CacheInfo``)."""
+        s = self.stats
+        return CacheInfo(s.traces, s.compiles, s.disk_hits, s.disk_misses)
+
     def _forget_trace(self, tkey: Any) -> None:
         """Drop a trace and the executables built from it (the caller holds the build lock)."""
         if self._traces.pop(tkey, None) is not None:
@@ -331,9 +371,18 @@ class CompiledFunction:
         """Drop an executable and the fast-path entries that call it; its machine code is
         freed with the last executable that uses it (``cpu.jit``)."""
         exe = self._executables.pop(ekey)
-        stale = [k for k, (e, _trace) in self._fast.items() if e is exe]
+        stale = [k for k, call in self._fast.items() if call.executable is exe]
         for k in stale:
             del self._fast[k]
+
+    def _same_globals(self, hit: "_FastCall") -> bool:
+        """``_guards_hold`` for the fast path: identity first (``np``, helper functions are
+        the same objects from call to call), the full comparison only when one differs."""
+        g = self._globals
+        for name, seen in hit.guards:
+            if g.get(name, _MISSING) is not seen:
+                return self._guards_hold(hit.trace)
+        return True
 
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
@@ -342,7 +391,7 @@ class CompiledFunction:
         g = self._globals
         for name, seen in trace.guards.items():
             now = g.get(name, _MISSING)
-            if now is seen:
+            if now is seen:   # the common case (``np``, helper functions): no more to check
                 continue
             if isinstance(seen, np.ndarray):
                 if not (type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape
@@ -390,22 +439,25 @@ class CompiledFunction:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if trace_context.current() is not None:
+        if getattr(_tracing, "stack", None):   # trace_context.current(), inlined
             # Called by a function being traced (in this thread): inlined into that trace,
             # as any Python helper is; the outer compiled function compiles it with the rest.
             return self.fn(*args, **kwargs)
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            if hit is not None and self._guards_hold(hit[1]):
+            if hit is not None and (not hit.guards or self._same_globals(hit)):
                 self.stats.calls += 1
-                graph = hit[1].graph
-                inputs = list(args) + self._global_arrays(hit[1]) if graph.globals else args
+                if hit.single:   # the common case, with nothing to check or write back
+                    out = hit.run(args)[0]
+                    return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
+                graph = hit.trace.graph
+                inputs = list(args) + self._global_arrays(hit.trace) if graph.globals else args
                 if graph.updates:
                     targets = list(args) + [self._globals[n] for n in graph.globals]
                     _check_update_targets(graph, targets)
-                    return _results(hit[0].run(inputs), graph, targets)
-                return _results(hit[0].run(inputs), graph)
+                    return _results(hit.executable.run(inputs), graph, targets)
+                return _results(hit.executable.run(inputs), graph)
         if "dask.array" in sys.modules:   # Dask arrays in: a Dask graph of kernels out
             from . import dask as _dask
             if _dask.has_dask_arrays(args, kwargs):
@@ -421,7 +473,8 @@ class CompiledFunction:
         n_args = len(leaves) - len(lowered.graph.globals)
         if fast_key is not None and not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
-            self._fast[fast_key] = (lowered.executable, self._traces_entry(lowered.graph))
+            self._fast[fast_key] = _FastCall(lowered.executable,
+                                             self._traces_entry(lowered.graph))
         self.stats.calls += 1
         graph = lowered.graph
         if graph.updates:
@@ -454,15 +507,15 @@ class CompiledFunction:
         common case), from which the executable follows directly; None for any other call.
 
         The general path flattens pytrees, builds static keys and locks (~0.1 ms per call,
-        more with cold caches); this one is a tuple of shapes, dtypes and strides. An entry
-        is recorded only after the general path used the arrays unchanged, and the resolved
-        device is part of the key."""
-        key = []
+        more with cold caches); this one is a flat tuple of the resolved device and each
+        array's dtype, shape and strides (about 0.25 us per array). An entry is recorded only
+        after the general path used the arrays unchanged (native byte order, whole-element
+        strides), so the key need not say so; alignment is checked here."""
+        key = [self._fixed_device or self._resolve_device()]
         for a in args:
             if type(a) is not np.ndarray or not a.flags.aligned:
                 return None
-            key.append((a.shape, a.dtype, a.strides))
-        key.append(self._resolve_device())
+            key += (a.dtype, a.shape, a.strides)
         return tuple(key)
 
     def explain(self, *args: Any, **kwargs: Any) -> "Explanation":
@@ -472,6 +525,32 @@ class CompiledFunction:
         from .explain import explain_plan
         lowered = self.lower(*args, **kwargs)
         return explain_plan(lowered.plan, lowered.tiles)
+
+
+class _FastCall:
+    """What the call fast path runs for one signature: the executable, the trace it was
+    built from (guards, graph), and whether its result needs no processing (one array, no
+    global inputs, no in-place updates, no run-time checks)."""
+
+    __slots__ = ("executable", "run", "trace", "guards", "single", "scalar")
+
+    def __init__(self, executable: Any, trace: Trace) -> None:
+        graph = trace.graph
+        self.executable = executable
+        self.run = executable.run
+        self.trace = trace
+        self.guards = tuple(trace.guards.items())
+        self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
+        self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
+                       and not graph.globals and not graph.updates and not graph.checks)
+
+
+@functools.cache
+def _gpu_driver() -> Any:
+    """``tracearray.gpu.driver``, imported on first use (a function call is cheaper than an
+    import statement on the call path)."""
+    from .gpu import driver
+    return driver
 
 
 def _refuse_lazy_function(fn: Callable) -> None:
@@ -603,6 +682,7 @@ def _write_into(target: Any, value: Any) -> None:
 
 
 _MISSING = object()
+_tracing = trace_context._local   # the per-thread stack of running traces
 # Globals whose *value* (not identity) the guards compare.
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
                 frozenset)

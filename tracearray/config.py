@@ -2,12 +2,15 @@
 
 - ``TRACEARRAY_DEBUG=N`` prints to stderr, cumulatively: 1 compile events and cache hits,
   3 the fusion plan, 4 the traced graph, 6 the LLVM IR of each kernel.
+- ``TRACEARRAY_EXPLAIN_CACHE_MISSES=1`` prints why a call traced or built again.
 - ``TRACEARRAY_DUMP_DIR=path`` writes every stage's text (graph, plan, LLVM IR) per compiled
   signature into that folder.
 - ``TRACEARRAY_NUM_THREADS=N`` sets the CPU thread count (read by ``cpu/pool.py``).
 - ``TRACEARRAY_VECTOR_MATH=0`` turns off libmvec vector math (read by ``cpu/jit.py``).
 - ``TRACEARRAY_CACHE_DIR`` / ``TRACEARRAY_CACHE_MAX_MB``: the disk cache of compiled kernels.
-- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend.
+- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend
+  (``TRACEARRAY_DISABLE_GPU`` is read when a process first resolves ``device="auto"``, not
+  on every call: ``gpu.driver.is_available_memo``).
 - ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
   ``off`` turns it off (see ``cache_dir``).
 - ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
@@ -51,6 +54,14 @@ def dump(name: str, stage: str, text: str) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)   # atomic: a reader never sees half a file
+
+
+def explain_cache_misses() -> bool:
+    """``TRACEARRAY_EXPLAIN_CACHE_MISSES=1``: print why each call that traces or builds
+    again missed a compiled function's caches (which part of the key changed: dtype, rank,
+    broadcast pattern, size, layout, a static value, the device). Read on misses only."""
+    raw = os.environ.get("TRACEARRAY_EXPLAIN_CACHE_MISSES", "0").strip().lower()
+    return raw not in _OFF
 
 
 def vector_math() -> bool:

@@ -184,6 +184,11 @@ class NativeModule:
 
     addresses: Mapping[str, int]
     engine: _Engine
+    # Where the machine code came from: "memory" (an engine alive in this process), "disk"
+    # (an object loaded from the disk cache) or "compiled"; ``disk_miss`` says whether the
+    # disk cache was looked up without finding a usable entry (so a compile followed).
+    origin: str = "memory"
+    disk_miss: bool = False
 
 
 # Every option given to LLVM below; part of the cache key, so the key cannot miss one.
@@ -363,19 +368,22 @@ class CpuJit:
             record = key_record(components, KEY_COMPONENTS, "object_key")   # the full key
             key = record_key(record)
             engine = self._engines.get(key)
+            origin, disk_miss = "memory", False
             if engine is not None:
                 self.stats.memory_hits += 1
             else:
                 cache = self._disk_cache()
                 engine = self._load(cache, key, record, names) if cache is not None else None
+                origin, disk_miss = "disk", False
                 if engine is None:
                     engine = self._compile(components["module"], key, cache, record)
+                    origin, disk_miss = "compiled", cache is not None
                 self._engines[key] = engine
             addresses = self._addresses(engine, names)
             if addresses is None:
                 missing = [n for n in names if not engine.engine.get_function_address(n)]
                 raise JitError(f"function {missing[0]!r} is not defined by the compiled module")
-            return NativeModule(addresses, engine)
+            return NativeModule(addresses, engine, origin, disk_miss)
 
     @property
     def live_engines(self) -> int:

@@ -177,7 +177,8 @@ if hasattr(os, "register_at_fork"):
 _on_wait: Callable[[_Job], None] | None = None
 
 
-def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
+def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tuple[int, int]],
+                 threads: int | None = None) -> None:
     """Call ``fn_ptr_call(begin, end)`` for every chunk, in parallel.
 
     ``fn_ptr_call`` is typically a ctypes CFUNCTYPE kernel with its other
@@ -188,10 +189,14 @@ def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tup
     only after every chunk already running has ended: until then helpers write
     into the call's output and scratch buffers, which the caller may free or the
     output arena hand to the next call as soon as this returns.
+
+    ``threads``: the thread count the chunks were made for (an executable fixes it when it is
+    built); None reads ``num_threads()``, an environment lookup a call path need not pay.
     """
     if not chunks:
         return
-    threads = num_threads()
+    if threads is None:
+        threads = num_threads()
     if threads <= 1 or len(chunks) == 1:
         for begin, end in chunks:
             fn_ptr_call(begin, end)

@@ -9,8 +9,11 @@ pointer arrays and runs the kernels over chunks of their parallel range on the t
 from __future__ import annotations
 
 import ctypes
+import math
+import operator
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -65,6 +68,10 @@ class CompiledKernel:
     store_slots: list[int] = field(default_factory=list)
     pointer_array: Any = None     # ctypes array type of the kernel's buffer pointers
     params_address: int = 0
+    # Slots of the loads and stores, in pointer order, when no load is a per-call copy (the
+    # common case: the pointers are then read from the call's addresses in one C call).
+    direct_slots: list[int] | None = None
+    slot_of_chunk: dict[int, int] = field(default_factory=dict)   # full: chunk begin -> slot
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
     code: Any = None   # the jit.NativeModule ``entry`` and ``combine`` point into: keeps it alive
 
@@ -80,6 +87,9 @@ class Executable:
         self.jit = get_jit()
         self.math = CpuMath()
         self.threads = pool.num_threads()
+        # What building cost, for CompiledFunction.cache_info(): modules compiled by LLVM,
+        # loaded from the disk cache, and looked up there in vain.
+        self.compiles = self.disk_hits = self.disk_misses = 0
         buffers = self._template_buffers(inputs)
         self.kernels: list[CompiledKernel | None] = []
         for i, spec in enumerate(specs):
@@ -103,17 +113,26 @@ class Executable:
         # its slot is the argument's
         for value, arg in self.plan.in_place.items():
             slot[value] = slot[arg]
-        self._constants: list[tuple[int, np.ndarray]] = []
-        self._allocs: list[tuple[int, tuple[int, ...], np.dtype]] = []
+        n_inputs = len(self.graph.inputs)
+        # The slots after the inputs as a call starts: constants (kept by the executable, so
+        # their addresses are fixed) in place, None where a call allocates.
+        self._tail: list[Any] = []
+        self._tail_addrs: list[int | None] = []
+        # (slot, shape, dtype, from the arena): what a call allocates
+        self._allocs: list[tuple[int, tuple[int, ...], np.dtype, bool]] = []
         for node in self.plan.stored:
             if node in slot:
                 continue
-            slot[node] = len(slot)
+            slot[node] = n_inputs + len(self._tail)
             if node.op == "constant":
-                self._constants.append((slot[node], buffers[node]))
+                self._tail.append(buffers[node])
+                self._tail_addrs.append(memory.data_address(buffers[node]))
             else:
-                self._allocs.append((slot[node], node.shape, node.dtype))
-        self._n_slots = len(slot)
+                self._tail.append(None)
+                self._tail_addrs.append(None)
+                nbytes = math.prod(node.shape) * node.dtype.itemsize
+                self._allocs.append((slot[node], node.shape, node.dtype,
+                                     nbytes >= memory.MIN_BYTES))
         self._steps: list[tuple[str, Any]] = []
         for spec, ck in zip(self.specs, self.kernels):
             if ck is None:
@@ -127,13 +146,33 @@ class Executable:
                     + bool(ck.checks)
                 ck.pointer_array = ctypes.c_void_p * max(n_ptrs, 1)
                 ck.params_address = ck.params.ctypes.data
+                if not any(copied for _i, _c, copied in ck.load_slots):
+                    ck.direct_slots = [i for i, _c, _copied in ck.load_slots] + ck.store_slots
+                ck.slot_of_chunk = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
                 self._steps.append(("kernel", ck))
+        # Executables of map-like kernels only (no per-call copies, partial sums, index
+        # checks or matmuls: most of them) run a flat loop over these, with no per-kernel
+        # function calls: (entry, pointer array type, a pointer array of the step's own and
+        # the lock of its use, the pointer slots, params, chunks). Filling the step's own
+        # array costs a quarter of making one; a call that finds it in use by another
+        # thread (the lock is held while the kernel runs) makes a fresh one.
+        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list, Any]] | None = [
+            (step.entry, step.pointer_array, step.pointer_array(), threading.Lock(),
+             _getter(step.direct_slots), step.params_address, step.chunks,
+             step.chunks[0] if len(step.chunks) == 1 else None)
+            for kind, step in self._steps] if all(
+            kind == "kernel" and step.direct_slots is not None and not step.partial_dtypes
+            and not step.checks and step.geometry.strategy != "full"
+            for kind, step in self._steps) else None
         # Constants returned as outputs are fresh, writable arrays (as NumPy would return).
         # Scalar constants (``f(True)`` returning ``np.max(True)``) are kernel parameters, never
         # buffers: read them from the node.
         self._outputs: list[tuple[bool, Any]] = [
             (True, o) if o.op == "constant" or o not in slot else (False, slot[o])
             for o in self.graph.outputs]
+        # the outputs when none is a constant: a tuple of slots read in one call
+        self._output_slots = None if any(c for c, _o in self._outputs) else \
+            _getter([o for _c, o in self._outputs])
 
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
@@ -178,6 +217,9 @@ class Executable:
         ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views,
                             checks=list(kernel.body.checks))
         ck.code = self.jit.load_module(ir_text, entry_names(geo, name))
+        self.compiles += ck.code.origin == "compiled"
+        self.disk_hits += ck.code.origin == "disk"
+        self.disk_misses += ck.code.disk_miss
         addresses = ck.code.addresses
         ck.entry = _ENTRY(addresses[name])
         if geo.strategy == "full":
@@ -200,14 +242,48 @@ class Executable:
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        # Paid on every call (microseconds matter: a warm call on small arrays is all
+        # overhead): slots and addresses are lists indexed by precomputed positions, data
+        # addresses are read once per array through ``memory.data_address``.
+        address = memory.data_address
         slots: list[Any] = list(inputs)
-        slots.extend([None] * (self._n_slots - len(slots)))
-        # Data addresses per slot, filled as needed: asking NumPy costs ~2 us per array.
-        addrs: list[int | None] = [None] * self._n_slots
-        for i, value in self._constants:
-            slots[i] = value
-        for i, shape, dtype in self._allocs:
-            slots[i], addrs[i] = memory.empty_at(shape, dtype)
+        slots += self._tail
+        addrs: list[int | None] = list(map(address, inputs))
+        addrs += self._tail_addrs
+        for i, shape, dtype, large in self._allocs:
+            if large:
+                slots[i], addrs[i] = memory.empty_at(shape, dtype)
+            else:
+                out = slots[i] = np.empty(shape, dtype)
+                addrs[i] = address(out)
+        if self._direct_steps is not None:
+            for entry, pointer_array, own, lock, pointers_of, params, chunks, one in \
+                    self._direct_steps:
+                if lock.acquire(False):
+                    try:
+                        own[:] = pointers_of(addrs)
+                        if one is not None:   # one chunk (``_run_chunks``, inlined)
+                            entry(own, params, one[0], one[1], 0)
+                        else:
+                            self._run_chunks(entry, own, params, chunks)
+                    finally:
+                        lock.release()
+                else:   # another thread runs this executable now
+                    self._run_chunks(entry, pointer_array(*pointers_of(addrs)), params, chunks)
+        else:
+            self._run_steps(slots, addrs)
+        if self._output_slots is not None:
+            return list(self._output_slots(slots))
+        return [np.array(constant_value(o)) if is_const else slots[o]
+                for is_const, o in self._outputs]
+
+    def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list) -> None:
+        if len(chunks) == 1:   # small work runs in this thread: no pool, no closure
+            entry(bufs, params, chunks[0][0], chunks[0][1], 0)
+        else:
+            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+
+    def _run_steps(self, slots: list[Any], addrs: list[int | None]) -> None:
         keep_alive: list[Any] = []
         for kind, step in self._steps:
             if kind == "kernel":
@@ -216,35 +292,29 @@ class Executable:
                 operands, out = step
                 a, b = (apply_chain(slots[i], chain) for i, chain in operands)
                 np.matmul(a, b, out=slots[out])
-        return [np.array(constant_value(o)) if is_const else slots[o]
-                for is_const, o in self._outputs]
 
     def _launch(self, ck: CompiledKernel, slots: list[Any], addrs: list[int | None],
                 keep_alive: list[Any]) -> None:
-        ptrs: list[int] = []
-        for i, chain, copied in ck.load_slots:
-            if copied:
-                arr = apply_chain(slots[i], chain)
-                keep_alive.append(arr)
-                ptrs.append(arr.ctypes.data)
-                continue
-            addr = addrs[i]
-            if addr is None:
-                addr = addrs[i] = slots[i].ctypes.data
-            ptrs.append(addr)
-        for i in ck.store_slots:
-            addr = addrs[i]
-            if addr is None:
-                addr = addrs[i] = slots[i].ctypes.data
-            ptrs.append(addr)
+        if ck.direct_slots is not None:
+            ptrs = [addrs[i] for i in ck.direct_slots]
+        else:
+            ptrs = []
+            for i, chain, copied in ck.load_slots:
+                if copied:
+                    arr = apply_chain(slots[i], chain)
+                    keep_alive.append(arr)
+                    ptrs.append(memory.data_address(arr))
+                else:
+                    ptrs.append(addrs[i])
+            ptrs += [addrs[i] for i in ck.store_slots]
         if ck.partial_dtypes:
             partials = [np.empty(len(ck.chunks), dtype=dt) for dt in ck.partial_dtypes]
             keep_alive.extend(partials)
-            ptrs.extend(p.ctypes.data for p in partials)
+            ptrs.extend(memory.data_address(p) for p in partials)
         flag = None
         if ck.checks:
             flag = np.zeros(2, dtype=np.int64)
-            ptrs.append(flag.ctypes.data)
+            ptrs.append(memory.data_address(flag))
         self._run_kernel(ck, ck.pointer_array(*ptrs))
         if flag is not None and flag[0]:
             raise index_error(ck.checks[int(flag[0]) - 1], int(flag[1]), self.graph.locations)
@@ -252,16 +322,29 @@ class Executable:
     def _run_kernel(self, ck: CompiledKernel, bufs: Any) -> None:
         params = ck.params_address
         entry = ck.entry
+        chunks = ck.chunks
         if ck.geometry.strategy == "full":
-            slots_of = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
+            slots_of = ck.slot_of_chunk
             pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
-                              [c for c in ck.chunks if c[1] > c[0]] or [])
-            for s, (b, e) in enumerate(ck.chunks):
+                              [c for c in chunks if c[1] > c[0]], self.threads)
+            for s, (b, e) in enumerate(chunks):
                 if e == b:   # an empty slot still holds the identity
                     entry(bufs, params, b, e, s)
-            ck.combine(bufs, params, len(ck.chunks))
-            return
-        pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), ck.chunks)
+            ck.combine(bufs, params, len(chunks))
+        elif len(chunks) == 1:   # small work runs in this thread: no pool, no closure
+            entry(bufs, params, chunks[0][0], chunks[0][1], 0)
+        else:
+            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+
+
+def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``lambda xs: tuple(xs[i] for i in positions)``, as one C call (``itemgetter``)."""
+    if len(positions) == 1:
+        one = operator.itemgetter(positions[0])
+        return lambda xs: (one(xs),)
+    if not positions:
+        return lambda xs: ()
+    return operator.itemgetter(*positions)
 
 
 def index_error(check: Any, index: int, locations: dict | None = None) -> IndexError:

@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import config, forksafe
 from ..errors import TracearrayError
-from .ptx import DEFAULT_TARGET, GpuTarget, nvjitlink_cubin, ptxas, ptxas_path, target_for
+from .ptx import DEFAULT_TARGET, GpuTarget, cubin_for, target_for
 
 INSTALL_HINT = "pip install 'tracearray[cuda]' (or: pip install cuda-python)"
 
@@ -222,12 +222,7 @@ class Device:
         arch = f"sm_{self.cc[0]}{self.cc[1]}"
         mode = config.gpu_load_mode()   # auto | ptx | cubin
         if mode != "ptx":
-            cubin = nvjitlink_cubin(ptx, arch)
-            if cubin is None and ptxas_path() is not None:
-                try:
-                    cubin = ptxas(ptx, arch)[0]
-                except Exception:   # noqa: BLE001 - fall back to the driver's JIT
-                    cubin = None
+            cubin = cubin_for(ptx, arch)   # the disk cache, else nvJitLink or ptxas
             if cubin is not None:
                 try:
                     return self.call("cuModuleLoadData", cubin)
@@ -316,6 +311,32 @@ def is_available() -> bool:
         return True
     except Exception:   # noqa: BLE001
         return False
+
+
+_memo: tuple[Any, Any, bool] | None = None   # (_device, _device_error, answer)
+
+
+def is_available_memo() -> bool:
+    """``is_available()``, remembered while the driver's state (device, error) is the same
+    object: what a warm call of a ``device="auto"`` function asks, with no environment read
+    and no system call. So ``TRACEARRAY_DISABLE_GPU`` is read when a process first resolves
+    "auto" (and again after the device changes, or in a forked child)."""
+    global _memo
+    memo = _memo
+    if memo is not None and memo[0] is _device and memo[1] is _device_error:
+        return memo[2]
+    answer = is_available()
+    _memo = (_device, _device_error, answer)
+    return answer
+
+
+def _forget_memo_in_child() -> None:
+    global _memo
+    _memo = None   # the child cannot use the parent's context: ask again
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_memo_in_child)
 
 
 def current_target() -> GpuTarget:

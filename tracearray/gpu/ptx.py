@@ -23,6 +23,12 @@ it) and tracearray identities, ``PIPELINE_REVISION`` and a digest of this file (
 and the ptxas workarounds are code; an editable install keeps its version).  The full key is
 stored in each entry and compared on load, and a loaded entry must be UTF-8 PTX for the
 target's architecture; anything else is refused with a warning and compiled again.
+
+Cubins (``cubin_for``: PTX assembled by nvJitLink or ptxas, which the driver loads without
+its JIT) are cached the same way in ``config.cache_dir()/cubin``, keyed by
+``CUBIN_KEY_COMPONENTS`` (the PTX, the architecture, the assembler's identity, its options,
+tracearray's); a loaded entry must be an ELF64 file for ``EM_CUDA``. A new process then loads
+its kernels without running an assembler.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
@@ -441,17 +447,27 @@ def ptxas_workarounds(ptx: str) -> str:
 PIPELINE_REVISION = 3
 
 
-def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
-    """PTX for an LLVM module (cached in memory and on disk)."""
+def compile_ptx(ir_text: str, target: GpuTarget = DEFAULT_TARGET, counts: Any = None) -> str:
+    """PTX for an LLVM module (cached in memory and on disk).
+
+    ``counts``, when given, is an object whose ``compiles``, ``disk_hits`` and
+    ``disk_misses`` are incremented for what this lookup did (an executable's counters, read
+    by ``CompiledFunction.cache_info()``)."""
     key, record = _key(ir_text, target)
     with _lock:
         ptx = _memory_cache.get(key)
         if ptx is None:
+            looked_up = _disk_cache() is not None
             ptx = _disk_get(key, record, target)
             if ptx is None:
                 mod, tm = _optimized_module(ir_text, target)
                 ptx = ptxas_workarounds(tm.emit_assembly(mod))
                 _disk_put(key, record, ptx)
+                if counts is not None:
+                    counts.compiles += 1
+                    counts.disk_misses += looked_up
+            elif counts is not None:
+                counts.disk_hits += 1
             _memory_cache[key] = ptx
         return ptx
 
@@ -485,11 +501,95 @@ def ptxas(ptx: str, arch: str = "sm_90", verbose: bool = False) -> tuple[bytes, 
     with tempfile.TemporaryDirectory(prefix="tracearray-ptxas-") as d:
         src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)
-        cmd = [exe, f"-arch={arch}", "-O3", str(src), "-o", str(out)] + (["-v"] if verbose else [])
+        cmd = [exe, f"-arch={arch}", *CUBIN_OPTIONS, str(src), "-o", str(out)] + \
+            (["-v"] if verbose else [])
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise PtxasError(f"ptxas -arch={arch} failed:\n{r.stderr.strip()}")
         return out.read_bytes(), r.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# The cubin cache: the same ObjectCache as PTX and CPU objects, folder ``<cache>/cubin``
+# ------------------------------------------------------------------------------------------
+
+CUBIN_OPTIONS = ("-O3",)    # given to nvJitLink and ptxas alike; part of the key
+# The inputs of the cubin cache key, in hashing order: the PTX text, the architecture, the
+# assembler (nvJitLink's version, or ptxas's path, size and modification time: a toolkit
+# update changes them), the options, and tracearray's identity and this file's digest.
+CUBIN_KEY_COMPONENTS = ("ptx", "arch", "assembler", "options", "tracearray", "pipeline_source")
+EM_CUDA = 190               # the ELF machine of a cubin
+
+
+def cubin_key_components(ptx: str, arch: str, assembler: str) -> dict[str, str]:
+    return {"ptx": ptx, "arch": arch, "assembler": assembler,
+            "options": " ".join(CUBIN_OPTIONS), "tracearray": tracearray_version(),
+            "pipeline_source": _source_digest()}
+
+
+def _cubin_cache() -> ObjectCache | None:
+    root = config.cache_dir()
+    if root is None:
+        return None
+    folder = os.path.join(root, "cubin")
+    cache = _disk_caches.get(folder)
+    if cache is None:
+        cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(), root=root)
+    return cache
+
+
+def _assembler() -> tuple[str, Any] | None:
+    """The tool that assembles PTX here, as (its identity for the key, assemble(ptx, arch)),
+    nvJitLink first; None when neither it nor ptxas is installed."""
+    try:
+        from cuda.bindings import nvjitlink
+        version = "nvjitlink " + ".".join(map(str, nvjitlink.version()))
+    except Exception:   # noqa: BLE001 - not installed, or its library is missing
+        version = None
+    if version is not None:
+        return version, nvjitlink_cubin
+    exe = ptxas_path()
+    if exe is None:
+        return None
+    try:
+        st = os.stat(exe)
+    except OSError:
+        return None
+
+    def assemble(ptx: str, arch: str) -> bytes | None:
+        try:
+            return ptxas(ptx, arch)[0]
+        except Exception:   # noqa: BLE001 - the driver's JIT is tried next, and reports it
+            return None
+    return f"ptxas {os.path.realpath(exe)} {st.st_size} {st.st_mtime_ns}", assemble
+
+
+def cubin_for(ptx: str, arch: str) -> bytes | None:
+    """A cubin of ``ptx`` for ``arch`` (``sm_90``), from the disk cache or assembled (and
+    then stored); None when no assembler is installed or it failed (the driver's JIT then
+    loads the PTX). A cached entry must be an ELF64 file for ``EM_CUDA``."""
+    tool = _assembler()
+    if tool is None:
+        return None
+    identity, assemble = tool
+    record = key_record(cubin_key_components(ptx, arch, identity), CUBIN_KEY_COMPONENTS,
+                        "cubin cache key")
+    key = record_key(record)
+    cache = _cubin_cache()
+    cubin = cache.load(key, record) if cache is not None else None
+    if cubin is not None:
+        if _is_cubin(cubin):
+            return cubin
+        cache.refuse(key, "not a cubin (ELF64 for EM_CUDA)")
+    cubin = assemble(ptx, arch)
+    if cubin is not None and cache is not None:
+        cache.store(key, cubin, record)
+    return cubin
+
+
+def _is_cubin(data: bytes) -> bool:
+    return (len(data) >= 64 and data[:4] == b"\x7fELF" and data[4] == 2
+            and int.from_bytes(data[18:20], "little") == EM_CUDA)
 
 
 def nvjitlink_cubin(ptx: str, arch: str) -> bytes | None:
@@ -499,7 +599,7 @@ def nvjitlink_cubin(ptx: str, arch: str) -> bytes | None:
     except Exception:
         return None
     try:
-        h = nvjitlink.create(2, [f"-arch={arch}", "-O3"])
+        h = nvjitlink.create(1 + len(CUBIN_OPTIONS), [f"-arch={arch}", *CUBIN_OPTIONS])
         try:
             data = ptx.encode()
             nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")

@@ -180,6 +180,9 @@ class GpuExecutable:
         self.jit = _PtxTools(self.target)
         self.sms = sm_count()
         self.name = name
+        # What building cost (CompiledFunction.cache_info()): PTX compiled by LLVM, loaded
+        # from the disk cache, and looked up there in vain.
+        self.compiles = self.disk_hits = self.disk_misses = 0
         self.layouts: dict[Node, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for node, x in zip(self.graph.inputs, inputs):
             if is_device_array(x):
@@ -213,6 +216,14 @@ class GpuExecutable:
         self._constants: dict[Node, Array] = {}
         self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
                          and n not in self.not_stored]
+        # Resolved once, not on every call: the constants to upload (once) and where each
+        # output comes from ("array": a produced buffer, "input": that input, else a constant).
+        self._constant_nodes = [n for n in plan.stored if n.op == "constant"]
+        produced = set(self.produced)
+        self._output_sources: list[tuple[str, Any]] = [
+            ("array", o) if o in produced else
+            ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
+            for o in self.graph.outputs]
 
     # ----------------------------------------------------------------- matmul fusion
     def _matmul_epilogues(self) -> tuple[set[int], dict[int, tuple[int, Node, bool]]]:
@@ -288,7 +299,7 @@ class GpuExecutable:
         strategy = gpu_strategy(geo, inner)
         lowering = GpuKernelLowering(geo, name, strategy)
         ir_text = lowering.lower()
-        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
@@ -380,7 +391,7 @@ class GpuExecutable:
             sources += epi_sources
         lowering = MatmulLowering(mm, name, epi_geo, store_c, (m_dim, n_dim))
         ir_text = lowering.lower()
-        ptx = ptxmod.compile_ptx(ir_text, self.target)
+        ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         params = np.concatenate([epi_params, np.asarray(mmp, dtype=np.int64)])
         nbatch = int(np.prod(out[:nb], dtype=np.int64))
         ntiles = nbatch * _cdiv(M, 64) * _cdiv(N, 64)
@@ -419,11 +430,10 @@ class GpuExecutable:
                 arr = Array.from_numpy(x)
             keep.append(arr)
             ptrs[node] = arr.ptr
-        for node in self.plan.stored:
-            if node.op == "constant":
-                if node not in self._constants:
-                    self._constants[node] = Array.from_numpy(constant_value(node))
-                ptrs[node] = self._constants[node].ptr
+        for node in self._constant_nodes:
+            if node not in self._constants:
+                self._constants[node] = Array.from_numpy(constant_value(node))
+            ptrs[node] = self._constants[node].ptr
         arrays: dict[Node, Array] = {}
         for node in self.produced:
             arrays[node] = Array.empty(node.shape, node.dtype)
@@ -442,13 +452,13 @@ class GpuExecutable:
             # read when the host next waits for the device (see raise_pending_index_errors)
             _PENDING.append((flags, [gk.checks for gk in checking], self.graph.locations))
         outs: list[Any] = []
-        for o in self.graph.outputs:
-            if o in arrays:
-                outs.append(arrays[o])
-            elif o in self.graph.inputs:
-                outs.append(inputs[self.graph.inputs.index(o)])
+        for kind, source in self._output_sources:
+            if kind == "array":
+                outs.append(arrays[source])
+            elif kind == "input":
+                outs.append(inputs[source])
             else:
-                value = constant_value(o)
+                value = constant_value(source)
                 outs.append(Array.from_numpy(value) if device_mode else value)
         if not device_mode:
             outs = [o.numpy() if isinstance(o, Array) else o for o in outs]
@@ -484,7 +494,7 @@ class GpuExecutable:
                 raise RuntimeError(f"kernel {ln.entry} cannot run {MATMUL_THREADS} threads per "
                                    f"block on this GPU (limit {fn.max_threads})")
             vals = _pack(pointers, gk.params, ln.extra)
-            addrs = vals.ctypes.data + 8 * np.arange(len(vals), dtype=np.uint64)
+            addrs = vals.ctypes.data + _arg_offsets(len(vals))
             dev.launch(fn, ln.grid, max(block, 32), addrs.ctypes.data, ln.smem)
             keep.append((vals, addrs))
 
@@ -497,7 +507,7 @@ class GpuExecutable:
         gk = self._copy_kernels.get(step.itemsize)
         if gk is None:
             ir_text = copy_kernel_ir(step.itemsize, f"{self.name}_gather{step.itemsize}")
-            ptx = ptxmod.compile_ptx(ir_text, self.target)
+            ptx = ptxmod.compile_ptx(ir_text, self.target, self)
             name = f"{self.name}_gather{step.itemsize}"
             gk = GpuKernel(name, "gather", ir_text, ptx, [name], [], np.zeros(0, np.int64), [])
             self._copy_kernels[step.itemsize] = gk
@@ -513,7 +523,7 @@ class GpuExecutable:
         ext = [1] * pad + list(step.shape)
         strd = [0] * pad + list(step.strides)
         vals = _pack([out.ptr, src], np.asarray([n, step.offset] + ext + strd, np.int64), ())
-        addrs = vals.ctypes.data + 8 * np.arange(len(vals), dtype=np.uint64)
+        addrs = vals.ctypes.data + _arg_offsets(len(vals))
         fn = gk.functions[gk.names[0]]
         dev.launch(fn, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK, addrs.ctypes.data)
         keep.append((vals, addrs))
@@ -542,6 +552,19 @@ def raise_pending_index_errors() -> None:
                                     locations)
     if found is not None:
         raise found
+
+
+_OFFSETS: dict[int, np.ndarray] = {}
+
+
+def _arg_offsets(n: int) -> np.ndarray:
+    """Byte offsets of ``n`` packed 8-byte kernel arguments (read-only, made once per n)."""
+    offsets = _OFFSETS.get(n)
+    if offsets is None:
+        offsets = np.arange(n, dtype=np.uint64) * np.uint64(8)
+        offsets.flags.writeable = False
+        _OFFSETS[n] = offsets
+    return offsets
 
 
 def _pack(pointers: Sequence[int], params: np.ndarray, extra: Sequence[int]) -> np.ndarray:
