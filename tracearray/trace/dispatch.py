@@ -190,11 +190,14 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         raise unsupported(numpy_name(func))
     module = getattr(func, "__module__", "") or ""
     if entry is None and module.startswith(("numpy.linalg", "numpy.fft")):
-        # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which
-        # tracearray does not have (nor complex dtypes): refuse by name, before NumPy's code
-        # fails somewhere inside on a traced value.
-        what = "linear algebra beyond matmul, norms and products" if "linalg" in module             else "FFTs (complex results)"
-        raise unsupported(numpy_name(func), f"tracearray does not implement {what} yet")
+        # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which reach
+        # tracearray only as the external ops it registers (nor are there complex dtypes):
+        # refuse the others by name, before NumPy's code fails somewhere inside.
+        what = ("this np.linalg function yet (the supported ones -- solve, inv, det, slogdet, "
+                "cholesky, qr, svd, eigh, eigvalsh, lstsq, pinv, matrix_power, matrix_rank, "
+                "norm and the products -- are listed in docs/supported.md)"
+                if "linalg" in module else "FFTs (complex results) yet")
+        raise unsupported(numpy_name(func), f"tracearray does not implement {what}")
     return run_numpy_implementation(func, impl, args, kwargs)
 
 

@@ -103,8 +103,8 @@ def node(x: Any) -> Any:
 
 
 # The definitions (imported for their registration).
-from . import (assignment, counting, functions, indexing, linalg, reductions, shapes,  # noqa: E402,F401
-               sorting, ufuncs)
+from . import (assignment, counting, functions, indexing, lapack, linalg, reductions,  # noqa: E402,F401
+               shapes, sorting, ufuncs)
 
 __all__ = ["COMPOSITES", "Composite", "composite", "lookup", "as_tracer", "node",
            "NUMPY_IMPLEMENTATION", "ALL", "NUMERIC", "FLOATS", "INTS", "SIGNED"]
