@@ -1,0 +1,106 @@
+"""Set routines on sorted arrays: unique, isin, intersect1d, union1d, setdiff1d, setxor1d
+(``numpy/lib/_arraysetops_impl.py``).
+
+``unique`` is NumPy's sort-based ``_unique1d`` over tracers: a sort (or an argsort, stable
+when indices are asked for), the mask of first elements of each run, and its compaction, a
+size the data decides (``context.data_size``: the count of distinct values is probed when the
+compiled function runs). ``isin`` (and ``setdiff1d`` on it) is a bisection of the sorted test
+elements, whatever the ``kind`` (NumPy's kinds give the same answers; its table method would
+need the data's range while tracing); the others are NumPy's own code run on tracers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import with_location
+from ..build import unsupported
+from ..tracer import Tracer
+from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
+
+
+@composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',
+                             'np.unique(np.round({0}), return_index=True, return_inverse=True)[2]',
+                             'np.unique({0} > 0, return_index=True)[1]'],
+           dtypes=ALL, min_dims=0)
+def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
+           sorted: bool = True) -> Any:
+    if axis is not None:
+        raise unsupported("np.unique(axis=...)", "only axis=None (the flattened array)")
+    t = as_tracer(ar)
+    flat = t.ravel()
+    n = flat.shape[0]
+    indices = return_index or return_inverse
+    if indices:
+        perm = np.argsort(flat, kind="mergesort" if return_index else "quicksort")
+        aux = flat[perm]
+    else:
+        aux = np.sort(flat)
+    if n:
+        first = aux[1:] != aux[:-1]
+        if equal_nan and aux.dtype.kind == "f":
+            # NumPy keeps the first NaN of the run that ends the sorted array, and no other
+            first = first & ~(np.isnan(aux[1:]) & np.isnan(aux[:-1]))
+        mask = np.concatenate([np.ones(1, bool), first])
+    else:
+        mask = np.zeros(0, bool)
+    ret: tuple = (aux[mask],)
+    if return_index:
+        ret += (perm[mask],)
+    if return_inverse:
+        imask = np.cumsum(mask) - 1
+        inv = np.zeros_like(perm)
+        inv[perm] = imask
+        ret += (inv.reshape(t.shape),)
+    if return_counts:
+        idx = np.concatenate(np.nonzero(mask) + (np.full(1, n, np.intp),))
+        ret += (np.diff(idx),)
+    return ret[0] if len(ret) == 1 else ret
+
+
+def _isin(ar1: Any, ar2: Any, invert: bool, kind: Any) -> Tracer:
+    """Whether each element of ``ar1`` is in ``ar2``: a bisection of the sorted ``ar2``, one
+    fused kernel after the sort (NumPy's methods give the same answers: equality in the
+    common dtype, NaN never found)."""
+    if kind not in (None, "sort", "table"):
+        raise ValueError(with_location(
+            f"Invalid kind: '{kind}'. Please use None, 'sort' or 'table'."))
+    a, b = as_tracer(ar1), as_tracer(ar2).ravel()
+    if kind == "table" and any(t.dtype.kind not in "uib" for t in (a, b)):
+        raise ValueError(with_location(
+            "The 'table' method is only supported for boolean or integer arrays. Please "
+            "select 'sort' or None for kind."))
+    if b.shape[0] == 0:
+        return np.full_like(a, invert, dtype=bool)
+    dt = np.result_type(a.dtype, b.dtype)
+    a, b = a.astype(dt), np.sort(b.astype(dt))
+    at = np.minimum(np.searchsorted(b, a), b.shape[0] - 1)
+    found = b[at] == a
+    return ~found if invert else found
+
+
+@composite(np.isin, calls=['np.isin({0}, [0, 1, 2])', 'np.isin(np.round({0}), np.round({1}))',
+                           'np.isin({0}, {1}, invert=True)'],
+           arrays=2, dtypes=ALL)
+def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False,
+         *, kind: Any = None) -> Tracer:
+    return _isin(element, test_elements, invert, kind)
+
+
+@composite(np.setdiff1d, calls=['np.setdiff1d(np.round({0}), np.round({1}))'], arrays=2,
+           dtypes=ALL)
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Tracer:
+    a = as_tracer(ar1).ravel() if assume_unique else np.unique(ar1)
+    return a[_isin(a, ar2, True, None)]
+
+
+composite(np.intersect1d, calls=['np.intersect1d(np.round({0}), np.round({1}))',
+                                 'np.intersect1d(np.round({0}), np.round({1}), '
+                                 'return_indices=True)[1]'],
+          arrays=2, dtypes=ALL, impl=NUMPY)
+composite(np.union1d, calls=['np.union1d(np.round({0}), {1})'], arrays=2, dtypes=ALL,
+          impl=NUMPY)
+composite(np.setxor1d, calls=['np.setxor1d(np.round({0}), np.round({1}))'], arrays=2,
+          dtypes=ALL, impl=NUMPY)
