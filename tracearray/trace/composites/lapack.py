@@ -154,6 +154,9 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
             raise unsupported(f"np.linalg.pinv({name}=<array>)", "pass a Python number")
     if rcond is not None and rtol is not np._NoValue:
         raise ValueError(with_location("`rtol` and `rcond` can't be both set."))
+    if t.shape[-1] == 0 or t.shape[-2] == 0:   # NumPy: an empty result of a's own dtype
+        a = as_tracer(a)
+        return as_tracer(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
     return _call("linalg.pinv", t, rcond=None if rcond is None else float(rcond),
                  rtol=None if rtol is np._NoValue or rtol is None else float(rtol),
                  hermitian=bool(hermitian))[0]

@@ -141,9 +141,8 @@ def lexsort(keys: Any, axis: int = -1) -> Tracer:
         raise TypeError(with_location("need sequence of keys with len > 0 in lexsort"))
     if any(k.shape != ks[0].shape for k in ks):
         raise ValueError(with_location("all keys need to be the same shape"))
-    if ks[0].ndim == 0:
-        raise np.exceptions.AxisError(with_location(
-            f"lexsort: axis {axis} is out of bounds for array of dimension 0"))
+    if ks[0].ndim == 0:   # one element: NumPy's answer is index 0
+        return as_tracer(np.intp(0))
     (ax,) = normalize_axes(operator.index(axis), ks[0].ndim, "lexsort")
     return Tracer(external("lexsort", [k.node for k in ks], axis=ax)[0])
 
@@ -159,7 +158,8 @@ def _gathered_last(t: Tracer, axis: Any, what: str) -> tuple[Tracer, tuple[int, 
                                                       not axis) else ()
     keep = [d for d in range(t.ndim) if d not in axes]
     moved = t.transpose(*(keep + list(axes))) if t.ndim else t
-    return moved.reshape(tuple(t.shape[d] for d in keep) + (-1,)), axes
+    merged = int(np.prod([t.shape[d] for d in axes], dtype=np.int64))
+    return moved.reshape(tuple(t.shape[d] for d in keep) + (merged,)), axes
 
 
 def _keepdims(r: Tracer, shape: tuple[int, ...], axes: tuple[int, ...], qdims: int) -> Tracer:
@@ -233,7 +233,7 @@ def _order_statistic(s: Tracer, n: Any, q: np.ndarray, method: str, weak: bool) 
     else:
         prev, nxt = fb._get_indexes(np.empty(0, s.dtype), vi, n)
         gamma = fb._get_gamma(vi, prev, props)
-        gamma = float(gamma) if weak else gamma
+        gamma = float(gamma.ravel()[0]) if weak else gamma
     lo = _take_last(s, as_tracer(prev), count)
     hi = _take_last(s, as_tracer(nxt), count)
     return _lerp(lo, hi, gamma)
@@ -272,6 +272,8 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, what: str,
         qv = np.asanyarray(qv)
     _check_q(qv, what)
     t = as_tracer(a)
+    if nan and t.size == 0:   # NumPy: the nanmean of the empty array
+        return np.nanmean(t, axis=axis, keepdims=keepdims)
     if t.dtype.kind == "b" and method not in ("inverted_cdf", "closest_observation",
                                               "lower", "higher", "nearest"):
         raise TypeError(with_location(
@@ -287,7 +289,8 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, what: str,
     else:
         if n_all == 0:
             raise IndexError(with_location(
-                "index -1 is out of bounds for axis 0 with size 0"))
+                f"index {-1 if t.dtype.kind == 'f' else 0} is out of bounds for axis 0 with "
+                f"size 0"))
         r = _order_statistic(s, n_all, qv, method, weak)
         if t.dtype.kind == "f":
             last = s[..., -1:]
@@ -354,13 +357,12 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
     if out is not None:
         raise unsupported("np.nanmedian(out=...)", "compiled functions return new arrays")
     t = as_tracer(a)
+    if t.size == 0:   # NumPy: the nanmean of the empty array
+        return np.nanmean(t, axis=axis, keepdims=keepdims is not np._NoValue and keepdims)
     if t.dtype.kind != "f":
         return median(t, axis=axis, keepdims=bool(keepdims) if keepdims is not np._NoValue
                       else False)
     rows, axes = _gathered_last(t, axis, "nanmedian")
-    if rows.shape[-1] == 0:
-        return median(t, axis=axis, keepdims=bool(keepdims) if keepdims is not np._NoValue
-                      else False)
     s = np.sort(rows, axis=-1)
     n = np.count_nonzero(~np.isnan(rows), axis=-1)
     last = rows.shape[-1] - 1
