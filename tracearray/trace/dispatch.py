@@ -197,6 +197,9 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
                 "cholesky, qr, svd, eigh, eigvalsh, lstsq, pinv, matrix_power, matrix_rank, "
                 "norm and the products -- are listed in docs/supported.md)"
                 if "linalg" in module else "FFTs (complex results) yet")
+        if getattr(func, "__name__", "") in ("eig", "eigvals"):
+            what = ("complex values yet, and the eigenvalues of a general matrix are complex "
+                    "(np.linalg.eigh and eigvalsh compute those of symmetric matrices)")
         raise unsupported(numpy_name(func), f"tracearray does not implement {what}")
     return run_numpy_implementation(func, impl, args, kwargs)
 

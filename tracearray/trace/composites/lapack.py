@@ -6,7 +6,8 @@ Operands are cast as ``numpy/linalg/_linalg.py::_commonType`` types them: intege
 compute in float64, float32 stays float32 (NumPy computes it in double and casts back, and so
 does the host function, which is NumPy's), float16 is refused with NumPy's TypeError. A
 singular matrix raises NumPy's ``LinAlgError`` when the compiled function runs. ``eig`` and
-``eigvals`` need complex results, which tracearray does not have yet: they are refused.
+``eigvals`` need complex results, which tracearray does not have yet: ``trace/dispatch.py``
+refuses them by name.
 """
 from __future__ import annotations
 
@@ -210,16 +211,3 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
         residuals = context.data_size(full.node, "np.linalg.lstsq's residuals")
     x, res, rank, s = _call("linalg.lstsq", ta, tb, rcond=rcond, residuals=residuals)
     return x, res, rank, s
-
-
-def _complex_results(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise unsupported(f"np.linalg.{name}",
-                          "its results are complex in general, and tracearray has no complex "
-                          "values yet (np.linalg.eigh / eigvalsh handle symmetric matrices)")
-    return refuse
-
-
-for _name in ("eig", "eigvals"):
-    composite(getattr(np.linalg, _name), impl=_complex_results(_name),
-              name=f"np.linalg.{_name}", notes="refused: complex results")
