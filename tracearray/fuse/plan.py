@@ -1,8 +1,9 @@
 """The fusion planner: partition a graph into kernels.
 
 1. ``choose_stores``: the nodes that must be in memory — graph outputs, reductions, scans,
-   matmuls, external calls' results (``ops.external``), concatenations, multi-use transcendental values (recomputing them per use costs
-   more than a store on the CPU), and operands that a view or an external call needs stored.
+   matmuls, external calls' results (``ops.external``), concatenations, multi-use
+   transcendental values (recomputing them per use costs more than a store on the CPU), and
+   operands that a view or an external call needs stored.
 2. ``group``: in topological order, each stored node joins the most recent compatible kernel
    whose iteration space it shares and whose expressions it can read (the ``Walker`` decides),
    or starts a new kernel. Map roots join map kernels of the same shape, or reduction kernels

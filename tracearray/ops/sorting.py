@@ -11,12 +11,13 @@ are normalised to non-negative positions.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import warnings
+from typing import Any, Sequence
 
 import numpy as np
 
 from .external import INTP, register_external, returning, same_dtype, same_shape
-from .spec import ALL_DTYPES, Domain
+from .spec import ALL_DTYPES, Domain, Shape
 
 _ANY = Domain(ALL_DTYPES)
 
@@ -56,3 +57,51 @@ register_external("argpartition", same_shape, _index_dtype, returning(_argpartit
 register_external("lexsort", same_shape, _index_dtype, returning(_lexsort),
                   what="NumPy's lexsort", arity=-1, domain=_ANY)
 
+
+
+# Order statistics: NumPy's own median / quantile / percentile and their nan* variants on
+# the operand (introselect partitions, its interpolation, its NaN rules: NumPy's results bit
+# for bit, zero signs and every ``method`` included). The tracer normalises the arguments:
+# ``axis`` a sorted tuple or None, ``q`` a tuple of the values with its shape and dtype (or
+# None for the medians), ``weak``: q was a Python scalar (NumPy then types the result weakly).
+ORDER_STATISTICS = ("median", "nanmedian", "quantile", "nanquantile", "percentile",
+                    "nanpercentile")
+
+
+def order_statistic_q(q: tuple | None, q_shape: tuple, q_dtype: str, weak: bool) -> Any:
+    if q is None:
+        return None
+    arr = np.array(q, dtype=np.dtype(q_dtype)).reshape(q_shape)
+    return arr.item() if weak else arr
+
+
+def order_statistic_call(x: np.ndarray, *, func: str, q: tuple | None, q_shape: tuple,
+                         q_dtype: str, weak: bool, axis: tuple | None, method: str,
+                         keepdims: bool, ndim: int) -> np.ndarray:
+    fn = getattr(np, func)
+    kwargs = {"axis": axis, "keepdims": keepdims}
+    if q is None:
+        return np.asarray(fn(x, **kwargs))
+    return np.asarray(fn(x, order_statistic_q(q, q_shape, q_dtype, weak), method=method,
+                         **kwargs))
+
+
+def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    shape, axis = shapes[0], attrs["axis"]
+    axes = range(len(shape)) if axis is None else axis
+    kept = tuple(1 if d in axes else n for d, n in enumerate(shape)) if attrs["keepdims"] \
+        else tuple(n for d, n in enumerate(shape) if d not in axes)
+    return (tuple(attrs["q_shape"]) + kept,)
+
+
+def _order_statistic_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    """NumPy's result dtype: its function run on a one-element stand-in of the dtype."""
+    standin = np.ones((1,) * attrs["ndim"], dtype=dtypes[0])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return (order_statistic_call(standin, **attrs).dtype,)
+
+
+register_external("order_statistic", _order_statistic_shape, _order_statistic_dtype,
+                  returning(order_statistic_call),
+                  what="NumPy's median / quantile (introselect)", domain=_ANY)

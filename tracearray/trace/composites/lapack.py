@@ -71,7 +71,9 @@ def solve(a: Any, b: Any) -> Tracer:
     return _call("linalg.solve", ta, tb)[0]
 
 
-@composite(np.linalg.inv, calls=[f'np.linalg.inv({_SQ})', 'np.linalg.inv(np.exp({0}) @ np.exp({0}).swapaxes(-1, -2) + np.eye({0}.shape[-1]))'],
+@composite(np.linalg.inv, calls=[f'np.linalg.inv({_SQ})',
+                                 'np.linalg.inv(np.exp({0}) @ np.exp({0}).swapaxes(-1, -2) '
+                                 '+ np.eye({0}.shape[-1]))'],
            name="np.linalg.inv", **_LAPACK)
 def inv(a: Any) -> Tracer:
     return _call("linalg.inv", _matrices(a))[0]

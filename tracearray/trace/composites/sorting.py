@@ -1,20 +1,21 @@
-"""Sorting and what NumPy builds on it: sort, argsort, partition, argpartition, lexsort (the
-external ops of ``ops.sorting``: NumPy's own sorts on the buffers, so ties and NaN placement
-are NumPy's), and, as composites on them, median, percentile, quantile and their nan*
-variants (``numpy/lib/_function_base_impl.py::_quantile``, ``_nanfunctions_impl.py``).
-
-The order statistics read the sorted array with gathers at the positions NumPy's method gives
-(computed with NumPy's own method table for a known q), so the interpolation and everything
-after it fuse into one kernel after the sort.
+"""Sorting and what NumPy builds on it: sort, argsort, partition, argpartition, lexsort, and
+median, percentile, quantile and their nan* variants: the external ops of ``ops.sorting``,
+NumPy's own functions on the buffers, so ties, NaN placement, the arrangement introselect
+leaves and hence the sign of a zero each order statistic picks are NumPy's. (A composite of a
+full sort and gathers gives the same numbers but not always the same zero: NumPy's partition
+of -0.0 and 0.0, which compare equal, leaves them in an order of its own.)
+Elementwise producers and consumers fuse into the kernels before and after each call.
 """
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ...errors import with_location
+from ...ops.sorting import order_statistic_call
 from ..build import external, known_value, normalize_axes, unsupported
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
@@ -151,20 +152,42 @@ def lexsort(keys: Any, axis: int = -1) -> Tracer:
 # Order statistics: median, percentile, quantile (and nan*)
 # ------------------------------------------------------------------------------------------
 
-def _gathered_last(t: Tracer, axis: Any, what: str) -> tuple[Tracer, tuple[int, ...]]:
-    """``t`` with the reduced axes merged into one last axis (NumPy's ``_ureduce``; the
-    order of the merged elements does not matter to an order statistic), and those axes."""
-    axes = normalize_axes(axis, t.ndim, what) if not (isinstance(axis, (tuple, list)) and
-                                                      not axis) else ()
-    keep = [d for d in range(t.ndim) if d not in axes]
-    moved = t.transpose(*(keep + list(axes))) if t.ndim else t
-    merged = int(np.prod([t.shape[d] for d in axes], dtype=np.int64))
-    return moved.reshape(tuple(t.shape[d] for d in keep) + (merged,)), axes
-
-
-def _keepdims(r: Tracer, shape: tuple[int, ...], axes: tuple[int, ...], qdims: int) -> Tracer:
-    kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
-    return r.reshape(r.shape[:qdims] + kept)
+def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: Any = None,
+                     method: str = "linear", keepdims: Any = False, weights: Any = None,
+                     interpolation: Any = None) -> Tracer:
+    """NumPy's ``func`` (``ops.sorting.ORDER_STATISTICS``) as one external call on ``a``.
+    NumPy's own checks run first, on a stand-in of ``a``'s dtype with one element per
+    dimension (none along an empty one), so its errors come at the user's line."""
+    name = f"np.{func}"
+    if out is not None:
+        raise unsupported(f"{name}(out=...)", "compiled functions return new arrays")
+    if weights is not None:
+        raise unsupported(f"{name}(weights=...)")
+    if interpolation is not None:
+        raise unsupported(f"{name}(interpolation=...)", "use method=")
+    t = as_tracer(a)
+    keepdims = False if keepdims is np._NoValue else bool(keepdims)
+    axes = None if axis is None else normalize_axes(axis, t.ndim, func)
+    if func.startswith("nan") and t.size == 0:
+        return np.nanmean(t, axis=axis, keepdims=keepdims)   # NumPy's rule for empty input
+    if q is None:
+        qattrs: dict = dict(q=None, q_shape=(), q_dtype="", weak=False)
+    else:
+        known = known_value(q.node) if isinstance(q, Tracer) else np.asarray(q)
+        if known is None:
+            raise unsupported(f"{name} with a traced q", "q must be known when tracing")
+        qv = np.asarray(known)
+        qattrs = dict(q=tuple(qv.ravel().tolist()), q_shape=qv.shape, q_dtype=qv.dtype.str,
+                      weak=type(q) in (int, float))
+    attrs = dict(func=func, axis=axes, method=method, keepdims=keepdims, ndim=t.ndim, **qattrs)
+    standin = np.ones(tuple(min(n, 1) for n in t.shape), t.dtype)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            order_statistic_call(standin, **attrs)
+    except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
+        raise type(e)(with_location(str(e))) from None
+    return Tracer(external("order_statistic", [t.node], **attrs)[0])
 
 
 @composite(np.median, calls=['np.median({0})', 'np.median({0}, axis=-1)',
@@ -172,134 +195,15 @@ def _keepdims(r: Tracer, shape: tuple[int, ...], axes: tuple[int, ...], qdims: i
            dtypes=NUMERIC, min_dims=1)
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Tracer:
-    """NumPy's ``_median``: the mean of the middle one or two sorted elements (so its dtype
-    rules), NaN where the row holds a NaN (sorted last)."""
-    if out is not None:
-        raise unsupported("np.median(out=...)", "compiled functions return new arrays")
-    t = as_tracer(a)
-    rows, axes = _gathered_last(t, axis, "median")
-    n = rows.shape[-1]
-    s = np.sort(rows, axis=-1)
-    mid = s[..., n // 2:n // 2 + 1] if n % 2 else s[..., max(n // 2 - 1, 0):n // 2 + 1]
-    r = np.mean(mid, axis=-1)
-    if t.dtype.kind == "f" and n:
-        last = s[..., -1]
-        r = np.where(np.isnan(last), last.astype(r.dtype), r)
-    return _keepdims(r, t.shape, axes, 0) if keepdims else r
+    return _order_statistic("median", a, None, axis, out, keepdims=keepdims)
 
 
-def _quantile_q(q: Any, what: str) -> tuple[np.ndarray, bool]:
-    known = known_value(q.node) if isinstance(q, Tracer) else np.asarray(q)
-    if known is None:
-        raise unsupported(f"{what} with a traced q", "q must be known when tracing")
-    weak = type(q) in (int, float)
-    return np.asarray(known), weak
-
-
-def _check_q(q: np.ndarray, what: str) -> None:
-    if q.dtype.kind == "c" or q.dtype.kind not in "biuf":
-        raise TypeError(with_location(f"{what}: q must be a real number"))
-    if not (np.all(0 <= q) and np.all(q <= 1)):
-        raise ValueError(with_location("Quantiles must be in the range [0, 1]"
-                                       if "quantile" in what else
-                                       "Percentiles must be in the range [0, 100]"))
-
-
-def _order_statistic(s: Tracer, n: Any, q: np.ndarray, method: str, weak: bool) -> Tracer:
-    """NumPy's ``_quantile`` on ``s`` sorted along its last axis with ``n`` valid elements
-    per row (NaNs sort last): a Python int, whose positions and weights NumPy's own helpers
-    compute, or a traced count per row (the nan* variants), for which they are traced.
-    The result is rows x q's elements."""
-    from numpy.lib import _function_base_impl as fb
-    try:
-        props = fb._QuantileMethods[method]
-    except KeyError:
-        raise ValueError(with_location(
-            f"{method!r} is not a valid method. Use one of: "
-            f"{fb._QuantileMethods.keys()}")) from None
-    traced = isinstance(n, Tracer)
-    count = n[..., None] if traced else n
-    qq = q.reshape((1,) * (s.ndim - 1) + (q.size,)) if traced else q.ravel()
-    vi = props["get_virtual_index"](count, qq)
-    vi = vi if isinstance(vi, Tracer) else np.asanyarray(vi)
-    if props["fix_gamma"] is None or (method == "linear" and vi.dtype.kind in "iu"):
-        return _take_last(s, as_tracer(vi).astype(np.intp), count)
-    if traced:
-        prev, nxt = np.floor(vi), np.floor(vi) + 1
-        off = (vi >= count - 1) | np.isnan(vi)
-        prev = np.where(off, -1, np.where(vi < 0, 0, prev)).astype(np.intp)
-        nxt = np.where(off, -1, np.where(vi < 0, 0, nxt)).astype(np.intp)
-        gamma = props["fix_gamma"](vi - prev, vi).astype(vi.dtype)
-    else:
-        prev, nxt = fb._get_indexes(np.empty(0, s.dtype), vi, n)
-        gamma = fb._get_gamma(vi, prev, props)
-        gamma = float(gamma.ravel()[0]) if weak else gamma
-    lo = _take_last(s, as_tracer(prev), count)
-    hi = _take_last(s, as_tracer(nxt), count)
-    return _lerp(lo, hi, gamma)
-
-
-def _take_last(s: Tracer, idx: Tracer, count: Any) -> Tracer:
-    """``s`` read along its last axis at ``idx`` (-1: the last valid element of its row):
-    idx holds q's elements, for every row or (a known count) shared by all rows."""
-    if isinstance(count, Tracer):
-        idx = np.where(idx < 0, idx + count, idx)
-        return np.take_along_axis(s, np.broadcast_to(idx, s.shape[:-1] + idx.shape[-1:]),
-                                  axis=-1)
-    return np.take(s, idx, axis=-1)
-
-
-def _lerp(a: Tracer, b: Tracer, t: Any) -> Tracer:
-    """``_lerp``: a + (b-a)*t, and b - (b-a)*(1-t) where t >= 0.5, in a + (b-a)*t's dtype."""
-    d = b - a
-    r = a + d * t
-    return np.where(np.asarray(t) >= 0.5 if not isinstance(t, Tracer) else t >= 0.5,
-                    (b - d * (1 - t)).astype(r.dtype), r)
-
-
-def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, what: str,
-              nan: bool, scale: float = 1.0, out: Any = None, overwrite_input: bool = False,
-              weights: Any = None, interpolation: Any = None) -> Tracer:
-    if out is not None:
-        raise unsupported(f"np.{what}(out=...)", "compiled functions return new arrays")
-    if weights is not None:
-        raise unsupported(f"np.{what}(weights=...)")
-    if interpolation is not None:
-        raise unsupported(f"np.{what}(interpolation=...)", "use method=")
-    qv, weak = _quantile_q(q, what)
-    if scale != 1.0:
-        qv = np.true_divide(qv, scale)
-        qv = np.asanyarray(qv)
-    _check_q(qv, what)
-    t = as_tracer(a)
-    if nan and t.size == 0:   # NumPy: the nanmean of the empty array
-        return np.nanmean(t, axis=axis, keepdims=keepdims)
-    if t.dtype.kind == "b" and method not in ("inverted_cdf", "closest_observation",
-                                              "lower", "higher", "nearest"):
-        raise TypeError(with_location(
-            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
-            "the `^` operator, or the logical_xor function instead."))
-    rows, axes = _gathered_last(t, axis, what)
-    s = np.sort(rows, axis=-1)
-    n_all = rows.shape[-1]
-    if nan and t.dtype.kind == "f":
-        n = np.count_nonzero(~np.isnan(rows), axis=-1)
-        r = _order_statistic(s, n, qv, method, weak)
-        r = np.where((n == 0)[..., None], np.nan, r) if r.ndim == s.ndim else r
-    else:
-        if n_all == 0:
-            raise IndexError(with_location(
-                f"index {-1 if t.dtype.kind == 'f' else 0} is out of bounds for axis 0 with "
-                f"size 0"))
-        r = _order_statistic(s, n_all, qv, method, weak)
-        if t.dtype.kind == "f":
-            last = s[..., -1:]
-            r = np.where(np.isnan(last), last.astype(r.dtype), r)
-    # rows x q-elements -> q's shape first, then the kept dims
-    r = np.moveaxis(r, -1, 0).reshape(qv.shape + rows.shape[:-1])
-    if keepdims:
-        r = _keepdims(r, t.shape, axes, qv.ndim)
-    return r
+@composite(np.nanmedian, calls=['np.nanmedian(np.where({0} > 1, np.nan, {0}), axis=-1)',
+                                'np.nanmedian({0})'],
+           dtypes=NUMERIC, min_dims=1)
+def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
+              keepdims: Any = np._NoValue) -> Tracer:
+    return _order_statistic("nanmedian", a, None, axis, out, keepdims=keepdims)
 
 
 @composite(np.quantile, calls=['np.quantile({0}, 0.5)', 'np.quantile({0}, [0.1, 0.9], axis=-1)',
@@ -310,8 +214,8 @@ def _quantile(a: Any, q: Any, axis: Any, method: str, keepdims: bool, what: str,
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None,
              interpolation: Any = None) -> Tracer:
-    return _quantile(a, q, axis, method, keepdims, "quantile", False, out=out,
-                     weights=weights, interpolation=interpolation)
+    return _order_statistic("quantile", a, q, axis, out, method, keepdims, weights,
+                            interpolation)
 
 
 @composite(np.percentile, calls=['np.percentile({0}, 50)',
@@ -321,63 +225,27 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False,
                *, weights: Any = None, interpolation: Any = None) -> Tracer:
-    return _quantile(a, q, axis, method, keepdims, "percentile", False, 100, out=out,
-                     weights=weights, interpolation=interpolation)
+    return _order_statistic("percentile", a, q, axis, out, method, keepdims, weights,
+                            interpolation)
 
 
 @composite(np.nanquantile, calls=['np.nanquantile(np.where({0} > 1, np.nan, {0}), 0.5, axis=-1)',
                                   'np.nanquantile({0}, [0.2, 0.7])'],
            dtypes=NUMERIC, min_dims=1)
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
-                overwrite_input: bool = False, method: str = "linear", keepdims: Any = False,
-                *, weights: Any = None, interpolation: Any = None) -> Tracer:
-    return _quantile(a, q, axis, method, bool(keepdims) if keepdims is not np._NoValue
-                     else False, "nanquantile", True, out=out, weights=weights,
-                     interpolation=interpolation)
+                overwrite_input: bool = False, method: str = "linear",
+                keepdims: Any = np._NoValue, *, weights: Any = None,
+                interpolation: Any = None) -> Tracer:
+    return _order_statistic("nanquantile", a, q, axis, out, method, keepdims, weights,
+                            interpolation)
 
 
 @composite(np.nanpercentile,
            calls=['np.nanpercentile(np.where({0} > 1, np.nan, {0}), 50, axis=0)'],
            dtypes=NUMERIC, min_dims=1)
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None,
-                  overwrite_input: bool = False, method: str = "linear", keepdims: Any = False,
-                  *, weights: Any = None, interpolation: Any = None) -> Tracer:
-    return _quantile(a, q, axis, method, bool(keepdims) if keepdims is not np._NoValue
-                     else False, "nanpercentile", True, 100, out=out, weights=weights,
-                     interpolation=interpolation)
-
-
-@composite(np.nanmedian, calls=['np.nanmedian(np.where({0} > 1, np.nan, {0}), axis=-1)',
-                                'np.nanmedian({0})'],
-           dtypes=NUMERIC, min_dims=1)
-def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-              keepdims: Any = False) -> Tracer:
-    """The median of each row's non-NaN elements: the mean of the middle one or two (NaN for
-    an all-NaN row)."""
-    if out is not None:
-        raise unsupported("np.nanmedian(out=...)", "compiled functions return new arrays")
-    t = as_tracer(a)
-    if t.size == 0:   # NumPy: the nanmean of the empty array
-        return np.nanmean(t, axis=axis, keepdims=keepdims is not np._NoValue and keepdims)
-    if t.dtype.kind != "f":
-        return median(t, axis=axis, keepdims=bool(keepdims) if keepdims is not np._NoValue
-                      else False)
-    rows, axes = _gathered_last(t, axis, "nanmedian")
-    s = np.sort(rows, axis=-1)
-    n = np.count_nonzero(~np.isnan(rows), axis=-1)
-    last = rows.shape[-1] - 1
-    lo = np.take_along_axis(s, np.clip((n - 1) // 2, 0, last)[..., None], axis=-1)[..., 0]
-    hi = np.take_along_axis(s, np.clip(n // 2, 0, last)[..., None], axis=-1)[..., 0]
-    if axis is not None and rows.ndim > 1 and rows.shape[-1] < 600:
-        # NumPy's small-row path (np.ma.median): the two middle elements (the one twice for
-        # an odd count) summed in the dtype, halved
-        r = np.true_divide(np.where(n % 2 == 1, lo, hi) + lo, 2.0).astype(t.dtype)
-    else:
-        # NumPy's 1-d path: np.median of the non-NaN elements (a mean of one or two)
-        r = np.where(n % 2 == 1, lo, np.mean(np.stack([lo, hi], axis=-1), axis=-1)
-                     ).astype(t.dtype)
-    r = np.where(n == 0, np.nan, r).astype(t.dtype)
-    if keepdims is not np._NoValue and keepdims:
-        r = _keepdims(r, t.shape, axes, 0)
-    return r
-
+                  overwrite_input: bool = False, method: str = "linear",
+                  keepdims: Any = np._NoValue, *, weights: Any = None,
+                  interpolation: Any = None) -> Tracer:
+    return _order_statistic("nanpercentile", a, q, axis, out, method, keepdims, weights,
+                            interpolation)
