@@ -24,7 +24,9 @@ from ..tracer import Tracer
 from . import NUMERIC, as_tracer, composite
 
 _SQ = "{0} @ {0}.swapaxes(-1, -2) + 3 * np.eye({0}.shape[-1])"   # well conditioned, symmetric
-_LAPACK = dict(dtypes=NUMERIC, min_dims=2, max_dims=3, same_shape=True, values="small")
+_NOTE = "external op: LAPACK through numpy.linalg (on the GPU: runs on the host for now)"
+_LAPACK = dict(dtypes=NUMERIC, min_dims=2, max_dims=3, same_shape=True, values="small",
+               notes=_NOTE)
 
 
 def _result_dtype(*ts: Tracer) -> np.dtype:
@@ -187,7 +189,7 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
 @composite(np.linalg.lstsq, calls=['np.linalg.lstsq({0}[0] if {0}.ndim == 3 else {0}, '
                                    '({1}[0] if {1}.ndim == 3 else {1}))[0]'],
            arrays=2, name="np.linalg.lstsq", dtypes=NUMERIC, min_dims=2, max_dims=2,
-           same_shape=True, values="small")
+           same_shape=True, values="small", notes=_NOTE)
 def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     ta, tb = as_tracer(a), as_tracer(b)
     dt = _result_dtype(ta, tb)

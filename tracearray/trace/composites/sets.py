@@ -20,10 +20,13 @@ from ..tracer import Tracer
 from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
+_NOTE = "sort-based (on the GPU the sorts run on the host for now)"
+
+
 @composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',
                              'np.unique(np.round({0}), return_index=True, return_inverse=True)[2]',
                              'np.unique({0} > 0, return_index=True)[1]'],
-           dtypes=ALL, min_dims=0)
+           dtypes=ALL, min_dims=0, notes=_NOTE + "; axis=None only")
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
            return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
            sorted: bool = True) -> Any:
@@ -83,14 +86,14 @@ def _isin(ar1: Any, ar2: Any, invert: bool, kind: Any) -> Tracer:
 
 @composite(np.isin, calls=['np.isin({0}, [0, 1, 2])', 'np.isin(np.round({0}), np.round({1}))',
                            'np.isin({0}, {1}, invert=True)'],
-           arrays=2, dtypes=ALL)
+           arrays=2, dtypes=ALL, notes=_NOTE)
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False,
          *, kind: Any = None) -> Tracer:
     return _isin(element, test_elements, invert, kind)
 
 
 @composite(np.setdiff1d, calls=['np.setdiff1d(np.round({0}), np.round({1}))'], arrays=2,
-           dtypes=ALL)
+           dtypes=ALL, notes=_NOTE)
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Tracer:
     a = as_tracer(ar1).ravel() if assume_unique else np.unique(ar1)
     return a[_isin(a, ar2, True, None)]
@@ -99,8 +102,8 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Tracer:
 composite(np.intersect1d, calls=['np.intersect1d(np.round({0}), np.round({1}))',
                                  'np.intersect1d(np.round({0}), np.round({1}), '
                                  'return_indices=True)[1]'],
-          arrays=2, dtypes=ALL, impl=NUMPY)
+          arrays=2, dtypes=ALL, notes=_NOTE, impl=NUMPY)
 composite(np.union1d, calls=['np.union1d(np.round({0}), {1})'], arrays=2, dtypes=ALL,
-          impl=NUMPY)
+          notes=_NOTE, impl=NUMPY)
 composite(np.setxor1d, calls=['np.setxor1d(np.round({0}), np.round({1}))'], arrays=2,
-          dtypes=ALL, impl=NUMPY)
+          dtypes=ALL, notes=_NOTE, impl=NUMPY)

@@ -21,6 +21,7 @@ from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
 _KINDS = ("quicksort", "mergesort", "heapsort", "stable")
+_NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 
 
 def _sort_kind(kind: Any, stable: Any, what: str) -> str:
@@ -64,7 +65,7 @@ def _one(op: str, t: Tracer, **attrs: Any) -> Tracer:
 
 @composite(np.sort, calls=['np.sort({0})', 'np.sort({0}, axis=0)', 'np.sort({0}, axis=None)',
                            'np.sort({0}, kind="stable")', 'np.sort({0} * 2 - 1)[..., ::-1]'],
-           dtypes=ALL, min_dims=1)
+           dtypes=ALL, min_dims=1, notes=_NOTE)
 def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
          stable: Any = None) -> Tracer:
     _no_order(order, "np.sort")
@@ -74,7 +75,7 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
 
 @composite(np.argsort, calls=['np.argsort({0})', 'np.argsort({0}, axis=0, kind="stable")',
                               'np.argsort({0}, axis=None)', 'np.argsort(-{0}, kind="mergesort")'],
-           dtypes=ALL, min_dims=1)
+           dtypes=ALL, min_dims=1, notes=_NOTE)
 def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
             stable: Any = None) -> Tracer:
     _no_order(order, "np.argsort")
@@ -113,7 +114,7 @@ def _partitioned(op: str, a: Any, kth: Any, axis: Any, kind: Any, order: Any,
 
 @composite(np.partition, calls=['np.partition({0}, 1)', 'np.partition({0}, (0, -1), axis=0)',
                                 'np.partition({0}, 0, axis=None)'],
-           dtypes=ALL, min_dims=1)
+           dtypes=ALL, min_dims=1, notes=_NOTE)
 def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
               order: Any = None) -> Tracer:
     return _partitioned("partition", a, kth, axis, kind, order, "np.partition")
@@ -121,7 +122,7 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
 
 @composite(np.argpartition, calls=['np.argpartition({0}, 1)',
                                    'np.argpartition({0}, (0, -1), axis=0)'],
-           dtypes=ALL, min_dims=1)
+           dtypes=ALL, min_dims=1, notes=_NOTE)
 def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
                  order: Any = None) -> Tracer:
     return _partitioned("argpartition", a, kth, axis, kind, order, "np.argpartition")
@@ -129,7 +130,7 @@ def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
 
 @composite(np.lexsort, calls=['np.lexsort(({0}, {1}))', 'np.lexsort(({0} > 0, {1}), axis=0)',
                               'np.lexsort({0})'],
-           arrays=2, dtypes=ALL, min_dims=1, same_shape=True)
+           arrays=2, dtypes=ALL, min_dims=1, same_shape=True, notes=_NOTE)
 def lexsort(keys: Any, axis: int = -1) -> Tracer:
     if isinstance(keys, (tuple, list)):
         ks = [as_tracer(k) for k in keys]
@@ -192,7 +193,7 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
 
 @composite(np.median, calls=['np.median({0})', 'np.median({0}, axis=-1)',
                              'np.median({0}, axis=0, keepdims=True)', 'np.median(np.exp({0}))'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Tracer:
     return _order_statistic("median", a, None, axis, out, keepdims=keepdims)
@@ -200,7 +201,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
 
 @composite(np.nanmedian, calls=['np.nanmedian(np.where({0} > 1, np.nan, {0}), axis=-1)',
                                 'np.nanmedian({0})'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
               keepdims: Any = np._NoValue) -> Tracer:
     return _order_statistic("nanmedian", a, None, axis, out, keepdims=keepdims)
@@ -210,7 +211,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
                                'np.quantile({0}, 0.25, method="nearest")',
                                'np.quantile({0}, 0.75, method="median_unbiased", axis=0)',
                                'np.quantile({0}, 1.0, keepdims=True, axis=-1)'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None,
              interpolation: Any = None) -> Tracer:
@@ -221,7 +222,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 @composite(np.percentile, calls=['np.percentile({0}, 50)',
                                  'np.percentile({0}, [10, 90], axis=-1, method="lower")',
                                  'np.percentile({0}, 33.0, method="weibull")'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False,
                *, weights: Any = None, interpolation: Any = None) -> Tracer:
@@ -231,7 +232,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
 
 @composite(np.nanquantile, calls=['np.nanquantile(np.where({0} > 1, np.nan, {0}), 0.5, axis=-1)',
                                   'np.nanquantile({0}, [0.2, 0.7])'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
                 overwrite_input: bool = False, method: str = "linear",
                 keepdims: Any = np._NoValue, *, weights: Any = None,
@@ -242,7 +243,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
 
 @composite(np.nanpercentile,
            calls=['np.nanpercentile(np.where({0} > 1, np.nan, {0}), 50, axis=0)'],
-           dtypes=NUMERIC, min_dims=1)
+           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None,
                   overwrite_input: bool = False, method: str = "linear",
                   keepdims: Any = np._NoValue, *, weights: Any = None,
