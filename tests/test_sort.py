@@ -301,3 +301,34 @@ def test_sort_round_trips_through_the_gpu_host_path():
         same(tracearray.compile(f, device="cuda")(x), f(x))
     finally:
         driver.set_device_for_testing(prev)
+
+
+def test_large_sorts_run_rows_in_parallel_with_numpys_results(monkeypatch):
+    """A sort of at least HOST_SPLIT_MIN elements is cut into pieces of rows for the pool;
+    every row is still NumPy's own sort of that row (ties included)."""
+    from tracearray.cpu import pool, runtime
+
+    calls = []
+    real = pool.parallel_for
+    monkeypatch.setattr(pool, "parallel_for", lambda fn, chunks: (calls.append(len(chunks)),
+                                                                 real(fn, chunks)))
+    monkeypatch.setattr(pool, "num_threads", lambda: 4)
+    x = awkward((300, 260), np.float32, seed=21)
+    assert x.size >= runtime.HOST_SPLIT_MIN
+    check(lambda x: np.argsort(x, axis=-1), x, what="rows")
+    check(lambda x: np.sort(x, axis=0, kind="stable"), x, what="columns")
+    check(lambda x: np.argpartition(x, 7, axis=-1), x, what="partition rows")
+    assert calls and all(n > 1 for n in calls[-3:]), calls
+
+
+def test_every_external_op_is_registered():
+    """Each EXTERNAL primitive has its registration: result rules, a host function, and
+    results one node each (the meta-test of the kind)."""
+    from tracearray.ops import EXTERNALS, OPS, Kind
+
+    external = {n for n, s in OPS.items() if s.kind is Kind.EXTERNAL}
+    assert {"sort", "argsort", "partition", "argpartition", "lexsort",
+            "order_statistic"} <= external
+    for name in external:
+        ext = EXTERNALS[name]
+        assert callable(ext.host) and callable(ext.shapes) and callable(ext.dtypes), name

@@ -285,10 +285,28 @@ class HostCall:
         operands = [apply_chain(slots[i], chain) for i, chain in self.operands]
         outs = [slots[i] if i is not None else np.empty(shape, dt)
                 for i, shape, dt in self.results]
+        ext = EXTERNALS[self.op]
         try:
-            EXTERNALS[self.op].host(operands, outs, **self.attrs)
+            axis = ext.split(self.attrs, operands[0].ndim) if ext.split else None
+            size = operands[0].size
+            if axis is None or size < HOST_SPLIT_MIN or pool.num_threads() <= 1:
+                ext.host(operands, outs, **self.attrs)
+                return
+            # independent rows (matrices): pieces on the pool (NumPy's sorts and LAPACK calls
+            # release the GIL); each row is computed exactly as in one call
+
+            def piece(begin: int, end: int) -> None:
+                cut = (slice(None),) * axis + (slice(begin, end),)
+                ext.host([a[cut] for a in operands], [o[cut] for o in outs], **self.attrs)
+            n = operands[0].shape[axis]
+            pool.parallel_for(piece, split_range(n, size // max(n, 1), pool.num_threads()))
         except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
             raise run_time_error(e, self.nodes, locations) from None
+
+
+# A library call over at least this many elements is cut into independent pieces for the
+# pool (smaller ones cost more in hand-offs than they gain)
+HOST_SPLIT_MIN = 1 << 16
 
 
 def index_error(check: Any, index: int, locations: dict | None = None) -> IndexError:

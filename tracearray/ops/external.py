@@ -46,6 +46,10 @@ class External:
     # target name ("cuda") -> a device implementation; a target without one runs ``host``
     # on copies of the operands (a host round trip)
     device: dict[str, Any] = field(default_factory=dict)
+    # (attrs, operand ndim) -> an axis along which every operand and result may be cut into
+    # independent pieces (rows of a sort, matrices of a batch), or None: a runtime may then
+    # run the pieces in parallel
+    split: Callable[[dict, int], int | None] | None = None
 
     def results(self, shapes: Sequence[Shape], dtypes: Sequence[np.dtype], attrs: dict
                 ) -> list[tuple[Shape, np.dtype]]:
@@ -60,10 +64,11 @@ def register_external(name: str, shapes: ShapesRule, dtypes: DtypesRule, host: H
                       what: str, arity: int = 1, domain: Domain | None = None,
                       accuracy: Accuracy = EXACT, divergences: Sequence[str] = (),
                       operand_dtypes: Callable[[Any], tuple[np.dtype, ...]] | None = None,
+                      split: Callable[[dict, int], int | None] | None = None,
                       ) -> External:
     """Register an external op and its ``OpSpec`` (kind EXTERNAL; ``numpy_ref`` runs the
     host function, for the graph evaluator)."""
-    ext = External(name, shapes, dtypes, host, what, arity)
+    ext = External(name, shapes, dtypes, host, what, arity, split=split)
     EXTERNALS[name] = ext
 
     def shape_rule(operand_shapes: Sequence[Shape], attrs: dict) -> Shape:
@@ -121,6 +126,13 @@ def returning(fn: Callable[..., Any]) -> HostFn:
         for out, value in zip(outs, got):
             np.copyto(out, np.asarray(value).reshape(out.shape), casting="unsafe")
     return host
+
+
+def across_rows(attrs: dict, ndim: int) -> int | None:
+    """A sort along ``attrs["axis"]``: its rows are independent along any other axis."""
+    if ndim < 2:
+        return None
+    return 0 if attrs["axis"] != 0 else 1
 
 
 def single(shape: Callable[[Sequence[Shape], dict], Shape]) -> ShapesRule:

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .external import INTP, register_external, returning, same_dtype, same_shape
+from .external import (INTP, across_rows, register_external, returning, same_dtype,
+                       same_shape)
 from .spec import ALL_DTYPES, Domain, Shape
 
 _ANY = Domain(ALL_DTYPES)
@@ -47,15 +48,16 @@ def _lexsort(*keys: np.ndarray, axis: int) -> np.ndarray:
 
 
 register_external("sort", same_shape, same_dtype, returning(_sort), what="NumPy's sort",
-                  domain=_ANY)
+                  domain=_ANY, split=across_rows)
 register_external("argsort", same_shape, _index_dtype, returning(_argsort),
-                  what="NumPy's argsort", domain=_ANY)
+                  what="NumPy's argsort", domain=_ANY, split=across_rows)
 register_external("partition", same_shape, same_dtype, returning(_partition),
-                  what="NumPy's partition (introselect)", domain=_ANY)
+                  what="NumPy's partition (introselect)", domain=_ANY, split=across_rows)
 register_external("argpartition", same_shape, _index_dtype, returning(_argpartition),
-                  what="NumPy's argpartition (introselect)", domain=_ANY)
+                  what="NumPy's argpartition (introselect)", domain=_ANY,
+                  split=across_rows)
 register_external("lexsort", same_shape, _index_dtype, returning(_lexsort),
-                  what="NumPy's lexsort", arity=-1, domain=_ANY)
+                  what="NumPy's lexsort", arity=-1, domain=_ANY, split=across_rows)
 
 
 
