@@ -182,3 +182,13 @@ def test_linalg_round_trips_through_the_gpu_host_path():
             tracearray.compile(lambda a: np.linalg.inv(a), device="cuda")(np.ones((3, 3)))
     finally:
         driver.set_device_for_testing(prev)
+
+
+def test_the_comparator_compares_namedtuple_results():
+    # tracearray.testing's comparator walks result trees: NumPy's SlogdetResult, EighResult
+    # and UniqueAllResult are namedtuples (it raised TypeError on them)
+    from tracearray.testing import assert_matches_numpy
+
+    cmp = assert_matches_numpy(lambda a: np.linalg.slogdet(a), SPD, device="cpu")
+    assert [leaf.path for leaf in cmp.leaves] == ["result.sign", "result.logabsdet"]
+    assert_matches_numpy(lambda a: np.unique_all(np.round(a)), SPD, device="cpu")

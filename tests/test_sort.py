@@ -332,3 +332,14 @@ def test_every_external_op_is_registered():
     for name in external:
         ext = EXTERNALS[name]
         assert callable(ext.host) and callable(ext.shapes) and callable(ext.dtypes), name
+
+
+def test_array_api_unique_functions():
+    x = awkward((5, 7), np.float64, seed=22)
+    for fn in (np.unique_all, np.unique_counts, np.unique_inverse):
+        check(lambda x: fn(x), x, what=fn.__name__)
+    check(lambda x: np.unique_values(x), x, what="unique_values of floats: sorted")
+    # NumPy returns the distinct integers in its hash table's order: refused, not guessed
+    from tracearray.errors import UnsupportedOperationError
+    with pytest.raises(UnsupportedOperationError, match="hash table"):
+        cpu(lambda x: np.unique_values(x))(np.array([3, 1, 2]))

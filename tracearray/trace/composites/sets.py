@@ -33,6 +33,10 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
     if axis is not None:
         raise unsupported("np.unique(axis=...)", "only axis=None (the flattened array)")
     t = as_tracer(ar)
+    if not sorted and not (return_index or return_inverse or return_counts) and \
+            t.dtype.kind in "iu":
+        raise unsupported("np.unique(sorted=False) of integers (np.unique_values)",
+                          "NumPy returns them in the order of its hash table")
     flat = t.ravel()
     n = flat.shape[0]
     indices = return_index or return_inverse
@@ -107,3 +111,10 @@ composite(np.union1d, calls=['np.union1d(np.round({0}), {1})'], arrays=2, dtypes
           notes=_NOTE, impl=NUMPY)
 composite(np.setxor1d, calls=['np.setxor1d(np.round({0}), np.round({1}))'], arrays=2,
           dtypes=ALL, notes=_NOTE, impl=NUMPY)
+
+
+# NumPy 2's array-API functions: np.unique with flags (its sort path: sorted results)
+for _name, _call in (("unique_all", "np.unique_all(np.round({0})).counts"),
+                     ("unique_counts", "np.unique_counts({0} > 0)"),
+                     ("unique_inverse", "np.unique_inverse(np.round({0})).inverse_indices")):
+    composite(getattr(np, _name), calls=[_call], dtypes=ALL, notes=_NOTE, impl=NUMPY)
