@@ -180,6 +180,9 @@ def test_partition_and_argpartition(dtype):
         check(lambda x: np.argpartition(x, kth, axis=axis), x, what=f"argpartition {kth}")
     with pytest.raises(ValueError, match="out of bounds"):
         cpu(lambda x: np.partition(x, 13))(x)
+    # NumPy does not look at kth for an empty array (soak sort-1, program 896)
+    check(lambda x: np.partition(x, 1), np.zeros((1, 1, 0), np.int16))
+    check(lambda x: np.argpartition(x, 5, axis=0), np.zeros((0, 3), dtype))
 
 
 def test_lexsort():

@@ -83,8 +83,9 @@ def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
     return _one("argsort", t, axis=ax, kind=_sort_kind(kind, stable, "argsort"))
 
 
-def _kth(kth: Any, n: int) -> tuple[int, ...]:
-    """kth as non-negative positions (NumPy's checks: integers in [-n, n))."""
+def _kth(kth: Any, n: int, empty: bool) -> tuple[int, ...]:
+    """kth as non-negative positions (NumPy's checks: integers in [-n, n); an empty array
+    NumPy partitions without looking at kth's values)."""
     known = known_value(kth.node) if isinstance(kth, Tracer) else np.asarray(kth)
     if known is None:
         raise unsupported("partition with a traced kth", "kth decides the result's layout")
@@ -94,6 +95,8 @@ def _kth(kth: Any, n: int) -> tuple[int, ...]:
     if k.dtype.kind not in "iu":
         raise TypeError(with_location("Partition index must be integer"))
     out = []
+    if empty:
+        return tuple(k.ravel().tolist())
     for v in k.ravel().tolist():
         if v < -n or v >= n:
             raise ValueError(with_location(f"kth(={v}) out of bounds ({n})"))
@@ -109,7 +112,7 @@ def _partitioned(op: str, a: Any, kth: Any, axis: Any, kind: Any, order: Any,
     t, ax = _axis_and_array(a, axis, what)
     if t.ndim == 0:
         raise ValueError(with_location("Cannot partition a 0-d array"))
-    return _one(op, t, kth=_kth(kth, t.shape[ax]), axis=ax)
+    return _one(op, t, kth=_kth(kth, t.shape[ax], t.size == 0), axis=ax)
 
 
 @composite(np.partition, calls=['np.partition({0}, 1)', 'np.partition({0}, (0, -1), axis=0)',
