@@ -346,3 +346,17 @@ def test_array_api_unique_functions():
     from tracearray.errors import UnsupportedOperationError
     with pytest.raises(UnsupportedOperationError, match="hash table"):
         cpu(lambda x: np.unique_values(x))(np.array([3, 1, 2]))
+
+
+def test_unique_along_an_axis():
+    x = awkward((7, 3), np.float64, seed=23)
+    x[1] = x[4]
+    x[2] = x[5]
+    x[3, :] = np.nan
+    x[6, :] = np.nan
+    check(lambda x: np.unique(x, axis=0), x)
+    check(lambda x: np.unique(x, axis=0, equal_nan=False), x)
+    check(lambda x: np.unique(x * 2, axis=-1, return_index=True, return_inverse=True,
+                              return_counts=True), x.T.copy())
+    check(lambda x: np.unique(x, axis=1, return_counts=True), awkward((3, 9), np.int8, seed=24))
+    check(lambda x: np.unique(x, axis=0, return_inverse=True), np.zeros((3, 0)))

@@ -107,3 +107,41 @@ def _order_statistic_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.
 register_external("order_statistic", _order_statistic_shape, _order_statistic_dtype,
                   returning(order_statistic_call),
                   what="NumPy's median / quantile (introselect)", domain=_ANY)
+
+
+# np.unique along an axis: NumPy's own (it compares whole slices as structured records). The
+# number of distinct slices is a size the data decides: ``unique_count`` is probed first, then
+# ``unique_axis`` runs with it (and checks it).
+_UNIQUE_FLAGS = ("return_index", "return_inverse", "return_counts")
+
+
+def _unique_count(x: np.ndarray, *, axis: int, equal_nan: bool) -> np.ndarray:
+    return np.int64(np.unique(x, axis=axis, equal_nan=equal_nan).shape[axis])
+
+
+def _unique_axis(x: np.ndarray, *, axis: int, count: int, equal_nan: bool, **flags: bool
+                 ) -> tuple:
+    got = np.unique(x, axis=axis, equal_nan=equal_nan, **flags)
+    got = got if isinstance(got, tuple) else (got,)
+    if got[0].shape[axis] != count:   # the probe that fixed this size saw other data
+        raise AssertionError("np.unique: the number of distinct slices changed")
+    return got
+
+
+def _unique_axis_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    shape, axis, count = shapes[0], attrs["axis"], attrs["count"]
+    values = tuple(count if d == axis else n for d, n in enumerate(shape))
+    extra = {"return_index": (count,), "return_inverse": (shape[axis],),
+             "return_counts": (count,)}
+    return (values,) + tuple(extra[f] for f in _UNIQUE_FLAGS if attrs[f])
+
+
+def _unique_axis_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    return (np.dtype(dtypes[0]),) + (INTP,) * sum(bool(attrs[f]) for f in _UNIQUE_FLAGS)
+
+
+register_external("unique_count", lambda shapes, attrs: ((),),
+                  lambda dtypes, attrs: (np.dtype(np.int64),), returning(_unique_count),
+                  what="NumPy's unique along an axis (the count)", domain=_ANY)
+register_external("unique_axis", _unique_axis_shapes, _unique_axis_dtypes,
+                  returning(_unique_axis), what="NumPy's unique along an axis", domain=_ANY)
