@@ -205,6 +205,26 @@ EXPLICITLY_TESTED = {
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
     "gather": "test_gather_primitive", "scatter": "test_scatter_primitive",
 }
+# External ops (library calls): each traced by a NumPy call, compiled and run on the CPU
+# (tests/test_sort.py and tests/test_linalg.py test every form)
+_SPD = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+EXTERNAL_CALLS: dict[str, Callable] = {
+    "sort": lambda a: np.sort(a, axis=0), "argsort": lambda a: np.argsort(a, kind="stable"),
+    "partition": lambda a: np.partition(a, 1), "argpartition": lambda a: np.argpartition(a, 1),
+    "lexsort": lambda a: np.lexsort((a[0], a[1])),
+    "order_statistic": lambda a: np.percentile(a, [10, 50], axis=0),
+    "unique_count": lambda a: np.unique(np.round(a), axis=0),
+    "unique_axis": lambda a: np.unique(np.round(a), axis=1, return_counts=True),
+    "linalg.inv": np.linalg.inv, "linalg.det": np.linalg.det, "linalg.slogdet": np.linalg.slogdet,
+    "linalg.cholesky": np.linalg.cholesky, "linalg.qr": np.linalg.qr,
+    "linalg.svd": np.linalg.svd, "linalg.eigh": np.linalg.eigh,
+    "linalg.eigvalsh": np.linalg.eigvalsh, "linalg.pinv": np.linalg.pinv,
+    "linalg.matrix_rank": np.linalg.matrix_rank,
+    "linalg.solve": lambda a: np.linalg.solve(a, a[:, :2]),
+    "linalg.lstsq": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
+    "linalg.lstsq_rank": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
+}
+EXPLICITLY_TESTED.update({op: "test_external_primitives" for op in EXTERNAL_CALLS})
 
 
 def test_every_op_is_tested() -> None:
@@ -1179,6 +1199,23 @@ def test_scatter_primitive() -> None:
         return y
     for g in (put, add_at):
         check(g, x, i, j)
+
+
+@pytest.mark.parametrize("op", sorted(EXTERNAL_CALLS))
+def test_external_primitives(op: str) -> None:
+    """Each external op, traced by a NumPy call that makes it, gives NumPy's exact result."""
+    import tracearray
+    fn = EXTERNAL_CALLS[op]
+    compiled = tracearray.compile(lambda a: fn(a), device="cpu")
+    got, want = compiled(_SPD), fn(_SPD)
+    first = trace_function(lambda a: fn(a), (_SPD,), {}, frozenset(), frozenset())   # a probe?
+    assert op in {n.op for g in (first.graph, compiled.lower(_SPD).graph) for n in g.nodes()}
+    got_leaves, _ = flatten(got, lambda v: isinstance(v, (np.ndarray, np.generic)))
+    want_leaves, _ = flatten(want, lambda v: isinstance(v, (np.ndarray, np.generic)))
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_array_equal(g, w)
 
 
 def test_gather_primitive() -> None:
