@@ -41,11 +41,11 @@ class Explanation:
         return sum(k.temporaries_avoided for k in self.kernels)
 
     def __str__(self) -> str:
-        head = f"{'#':>2}  {'kind':6} {'space':18} {'read':>10} {'written':>10} {'temps avoided':>13}  ops"
+        head = f"{'#':>2}  {'kind':8} {'space':18} {'read':>10} {'written':>10} {'temps avoided':>13}  ops"
         lines = [head, "-" * len(head)]
         for k in self.kernels:
             ops = ", ".join(k.ops)
-            lines.append(f"{k.index:>2}  {k.strategy:6} {str(list(k.space)):18} "
+            lines.append(f"{k.index:>2}  {k.strategy:8} {str(list(k.space)):18} "
                          f"{_bytes(k.bytes_read):>10} {_bytes(k.bytes_written):>10} "
                          f"{k.temporaries_avoided:>13}  {ops}")
             if k.note:
