@@ -360,3 +360,17 @@ def test_unique_along_an_axis():
                               return_counts=True), x.T.copy())
     check(lambda x: np.unique(x, axis=1, return_counts=True), awkward((3, 9), np.int8, seed=24))
     check(lambda x: np.unique(x, axis=0, return_inverse=True), np.zeros((3, 0)))
+
+
+def test_weighted_quantiles():
+    x = awkward((4, 9), np.float64, seed=25)
+    w = np.random.default_rng(26).random((4, 9))
+    check(lambda x, w: np.quantile(x, [0.2, 0.7], axis=1, method="inverted_cdf", weights=w),
+          x, w)
+    check(lambda x, w: np.percentile(x * 2, 30, axis=-1, method="inverted_cdf",
+                                     weights=w[0]), x, w)
+    with pytest.raises(ValueError, match="Only method 'inverted_cdf' supports weights"):
+        cpu(lambda x, w: np.quantile(x, 0.2, axis=1, weights=w))(x, w)
+    with pytest.raises(ValueError, match="non-negative(.|\n)*test_sort.py"):   # at run time
+        cpu(lambda x, w: np.quantile(x, 0.2, axis=1, method="inverted_cdf",
+                                     weights=w - 2))(x, w)

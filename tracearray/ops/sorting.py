@@ -65,7 +65,8 @@ register_external("lexsort", same_shape, _index_dtype, returning(_lexsort),
 # the operand (introselect partitions, its interpolation, its NaN rules: NumPy's results bit
 # for bit, zero signs and every ``method`` included). The tracer normalises the arguments:
 # ``axis`` a sorted tuple or None, ``q`` a tuple of the values with its shape and dtype (or
-# None for the medians), ``weak``: q was a Python scalar (NumPy then types the result weakly).
+# None for the medians), ``weak``: q was a Python scalar (NumPy then types the result weakly),
+# ``ndim`` the operand's. A second operand is ``weights`` (method="inverted_cdf").
 ORDER_STATISTICS = ("median", "nanmedian", "quantile", "nanquantile", "percentile",
                     "nanpercentile")
 
@@ -77,11 +78,14 @@ def order_statistic_q(q: tuple | None, q_shape: tuple, q_dtype: str, weak: bool)
     return arr.item() if weak else arr
 
 
-def order_statistic_call(x: np.ndarray, *, func: str, q: tuple | None, q_shape: tuple,
-                         q_dtype: str, weak: bool, axis: tuple | None, method: str,
-                         keepdims: bool, ndim: int) -> np.ndarray:
+def order_statistic_call(x: np.ndarray, weights: np.ndarray | None = None, *, func: str,
+                         q: tuple | None, q_shape: tuple, q_dtype: str, weak: bool,
+                         axis: tuple | None, method: str, keepdims: bool, ndim: int
+                         ) -> np.ndarray:
     fn = getattr(np, func)
     kwargs = {"axis": axis, "keepdims": keepdims}
+    if weights is not None:
+        kwargs["weights"] = weights
     if q is None:
         return np.asarray(fn(x, **kwargs))
     return np.asarray(fn(x, order_statistic_q(q, q_shape, q_dtype, weak), method=method,
@@ -99,14 +103,15 @@ def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape,
 def _order_statistic_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
     """NumPy's result dtype: its function run on a one-element stand-in of the dtype."""
     standin = np.ones((1,) * attrs["ndim"], dtype=dtypes[0])
+    weights = np.ones_like(standin, dtypes[1]) if len(dtypes) > 1 else None
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return (order_statistic_call(standin, **attrs).dtype,)
+        return (order_statistic_call(standin, weights, **attrs).dtype,)
 
 
 register_external("order_statistic", _order_statistic_shape, _order_statistic_dtype,
                   returning(order_statistic_call),
-                  what="NumPy's median / quantile (introselect)", domain=_ANY)
+                  what="NumPy's median / quantile (introselect)", arity=-1, domain=_ANY)
 
 
 # np.unique along an axis: NumPy's own (it compares whole slices as structured records). The

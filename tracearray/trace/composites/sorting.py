@@ -165,8 +165,6 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
     name = f"np.{func}"
     if out is not None:
         raise unsupported(f"{name}(out=...)", "compiled functions return new arrays")
-    if weights is not None:
-        raise unsupported(f"{name}(weights=...)")
     if interpolation is not None:
         raise unsupported(f"{name}(interpolation=...)", "use method=")
     t = as_tracer(a)
@@ -184,14 +182,28 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
         qattrs = dict(q=tuple(qv.ravel().tolist()), q_shape=qv.shape, q_dtype=qv.dtype.str,
                       weak=type(q) in (int, float))
     attrs = dict(func=func, axis=axes, method=method, keepdims=keepdims, ndim=t.ndim, **qattrs)
-    standin = np.ones(tuple(min(n, 1) for n in t.shape), t.dtype)
+    operands = [t]
+    shape = t.shape
+    if weights is not None:   # NumPy's checks of weights' shape see the real shapes
+        w = as_tracer(weights)
+        operands.append(w)
+        if w.shape != t.shape:
+            shape = None
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            order_statistic_call(standin, **attrs)
+            if shape is None:   # weights along the axis: the reduced axes at full length
+                full = tuple(n if axes is None or d in axes else min(n, 1)
+                             for d, n in enumerate(t.shape))
+                order_statistic_call(np.ones(full, t.dtype), np.ones(w.shape, w.dtype),
+                                     **attrs)
+            else:
+                standin = np.ones(tuple(min(n, 1) for n in shape), t.dtype)
+                order_statistic_call(standin, None if weights is None else
+                                     np.ones_like(standin, w.dtype), **attrs)
     except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
         raise type(e)(with_location(str(e))) from None
-    return Tracer(external("order_statistic", [t.node], **attrs)[0])
+    return Tracer(external("order_statistic", [o.node for o in operands], **attrs)[0])
 
 
 @composite(np.median, calls=['np.median({0})', 'np.median({0}, axis=-1)',
