@@ -192,3 +192,36 @@ def test_the_comparator_compares_namedtuple_results():
     cmp = assert_matches_numpy(lambda a: np.linalg.slogdet(a), SPD, device="cpu")
     assert [leaf.path for leaf in cmp.leaves] == ["result.sign", "result.logabsdet"]
     assert_matches_numpy(lambda a: np.unique_all(np.round(a)), SPD, device="cpu")
+
+
+def test_a_device_implementation_replaces_the_host_round_trip(monkeypatch):
+    """An op whose registration has a "cuda" implementation runs it on the device, with the
+    operands' device views and the results' buffers (here under the SIMT emulator, where
+    device memory is host memory, by a stand-in implementation)."""
+    import ctypes
+
+    from gpu_emulator import EmulatedDevice
+    from tracearray.gpu import driver
+    from tracearray.ops import EXTERNALS
+
+    calls = []
+
+    def device_det(dev, operands, results, **attrs):
+        (a,), (out,) = operands, results
+        calls.append((a.shape, a.strides, out.shape))
+        span = 1 + sum((k - 1) * st for k, st in zip(a.shape, a.strides))   # elements
+        buf = (ctypes.c_double * span).from_address(a.ptr)
+        view = np.lib.stride_tricks.as_strided(np.frombuffer(buf, np.float64), a.shape,
+                                               [s * 8 for s in a.strides])
+        res = np.linalg.det(view)
+        ctypes.memmove(out.ptr, res.ctypes.data, res.nbytes)
+
+    monkeypatch.setitem(EXTERNALS["linalg.det"].device, "cuda", device_det)
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    try:
+        f = tracearray.compile(lambda a: np.linalg.det(a.transpose(0, 2, 1) * 2) + 1,
+                               device="cuda")
+        same(f(SPD), np.linalg.det(SPD.transpose(0, 2, 1) * 2) + 1)
+        assert calls and calls[0][0] == (3, 4, 4) and calls[0][2] == (3,)
+    finally:
+        driver.set_device_for_testing(prev)

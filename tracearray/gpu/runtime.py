@@ -11,10 +11,11 @@ once per argument signature (shapes, dtypes, strides, and which inputs live on t
 - a matmul whose result is read elementwise by the next map kernel (and by no kernel before
   that one) absorbs it as an epilogue: one kernel, the product never stored unless it is
   also needed elsewhere;
-- an external op (``ops.external``: sorts, LAPACK) with no device implementation registered
-  for "cuda" runs on the host for now (``HostRoundTrip``): its operands are copied to the
-  host on tracearray's stream (which waits for the kernels before), the host function runs,
-  and its results are copied back into their device buffers before the kernels after it.
+- an external op (``ops.external``: sorts, LAPACK) runs its device implementation for "cuda"
+  (``External.device["cuda"]``) on the stream; an op with none (every op for now) runs on
+  the host (``ExternalStep``): its operands are copied to the host on tracearray's stream
+  (which waits for the kernels before), the host function runs, and its results are copied
+  back into their device buffers before the kernels after it.
 
 A call (``run``) initialises CUDA on first use, loads the modules, copies NumPy inputs to the
 device (device arrays are used in place), takes intermediate and output buffers from the
@@ -36,6 +37,7 @@ from ..tile.layout import affine_params, fill_params
 from ..errors import TracearrayError, UnsupportedOperationError, run_time_error, stage_error
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
+from ..ops.external import DeviceBuffer
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering, MatmulLowering, copy_kernel_ir,
@@ -160,16 +162,20 @@ _MATMUL_GEOMETRY = _MatmulGeometry()
 
 
 @dataclass
-class HostRoundTrip:
-    """An external op without a device implementation, run on the host: each operand (a view
-    of a device buffer) copied to the host, the host function, each result copied into its
-    device buffer. Correct, not fast: a device implementation registered for the op in
-    ``ops.external`` (``External.device["cuda"]``) replaces it."""
+class ExternalStep:
+    """An external op between the kernels. With a device implementation (``device``, from
+    ``External.device["cuda"]``), it is called as ``device(dev, operands, results, **attrs)``
+    with ``DeviceBuffer``s (pointer, shape, element strides, dtype: each operand a view of a
+    device buffer, each result a fresh C-contiguous buffer, None for one the graph does not
+    use) and queues its work on ``dev``'s stream. Without one, the op runs on the host: each
+    operand copied to the host, the host function, each result copied into its device
+    buffer -- correct, not fast."""
     op: str
     operands: list[tuple[Node, tuple[Node, ...]]]   # stored base and view chain (bottom-up)
     attrs: dict
     results: list[Node | None]
     types: list[tuple[tuple[int, ...], np.dtype]]
+    device: Any = None
 
 
 class _PtxTools:
@@ -208,12 +214,12 @@ class GpuExecutable:
         self.not_stored: set[Node] = {mm for i, (j, mm, store_c) in self._fused.items()
                                       if not store_c}
         self.kernels: list[GpuKernel] = []   # in run order
-        self.steps: list[GpuKernel | HostRoundTrip] = []   # the kernels and host calls, in order
+        self.steps: list[GpuKernel | ExternalStep] = []   # kernels and library calls, in order
         for i, spec in enumerate(specs):
             if i in self._absorbed:
                 continue   # runs with its epilogue, at the epilogue's position
             if spec.strategy == "external":
-                self.steps.append(self._host_round_trip(spec.kernel))
+                self.steps.append(self._external_step(spec.kernel))
                 continue
             try:
                 if i in self._fused:
@@ -403,16 +409,38 @@ class GpuExecutable:
         return GpuKernel(name, "matmul", ir_text, ptx, [name], sources, params, launches,
                          spec=spec, geometry=epi_geo or _MATMUL_GEOMETRY)
 
-    def _host_round_trip(self, kernel: Kernel) -> HostRoundTrip:
+    def _external_step(self, kernel: Kernel) -> ExternalStep:
         call = kernel.call
-        types = EXTERNALS[call.op].results([a.shape for a in call.operands],
-                                           [a.dtype for a in call.operands], dict(call.attrs))
-        return HostRoundTrip(call.op, [self._view_chain(a) for a in call.operands],
-                             dict(call.attrs), list(call.results),
-                             [(tuple(sh), np.dtype(dt)) for sh, dt in types])
+        ext = EXTERNALS[call.op]
+        types = ext.results([a.shape for a in call.operands], [a.dtype for a in call.operands],
+                            dict(call.attrs))
+        return ExternalStep(call.op, [self._view_chain(a) for a in call.operands],
+                            dict(call.attrs), list(call.results),
+                            [(tuple(sh), np.dtype(dt)) for sh, dt in types],
+                            ext.device.get("cuda"))
 
-    def _run_on_host(self, dev: Any, step: HostRoundTrip, ptrs: dict[Node, int]) -> None:
-        """One external call on the host (see HostRoundTrip). ``dtoh`` waits for the kernels
+    def _run_on_device(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int],
+                       keep: list[Any]) -> None:
+        """One external call by its device implementation, on the stream."""
+        operands = []
+        for base, chain in step.operands:
+            shape, strides = self.layouts[base]
+            vp = plan_view(shape, strides, base.dtype, chain)
+            p = ptrs[base]
+            for copy in vp.copies:
+                p = self._gather(dev, p, copy, keep)
+            operands.append(DeviceBuffer(p + vp.offset * base.dtype.itemsize, vp.shape,
+                                         vp.strides, base.dtype))
+        results = [DeviceBuffer(ptrs[n], shape, _c_strides(shape), dt)
+                   if n is not None and n in ptrs else None
+                   for n, (shape, dt) in zip(step.results, step.types)]
+        try:
+            step.device(dev, operands, results, **step.attrs)
+        except Exception as e:   # noqa: BLE001 -- the op's error, at the user's line
+            raise run_time_error(e, step.results, self.graph.locations) from None
+
+    def _run_on_host(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int]) -> None:
+        """One external call on the host (see ExternalStep). ``dtoh`` waits for the kernels
         queued before; ``htod`` of pageable memory returns once the data is staged, so the
         kernels after it read the results."""
         operands = []
@@ -479,7 +507,9 @@ class GpuExecutable:
             dev.htod(flags.ptr, zeros.ctypes.data, zeros.nbytes)
         flag_ptrs = {id(gk): flags.ptr + 16 * j for j, gk in enumerate(checking)}
         for gk in self.steps:
-            if isinstance(gk, HostRoundTrip):
+            if isinstance(gk, ExternalStep) and gk.device is not None:
+                self._run_on_device(dev, gk, ptrs, keep)
+            elif isinstance(gk, ExternalStep):
                 self._run_on_host(dev, gk, ptrs)
             else:
                 self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))

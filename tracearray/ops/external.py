@@ -43,8 +43,9 @@ class External:
     host: HostFn
     what: str                                   # for explain(): "NumPy's sort", ...
     arity: int = 1
-    # target name ("cuda") -> a device implementation; a target without one runs ``host``
-    # on copies of the operands (a host round trip)
+    # target name ("cuda") -> a device implementation, called as
+    # ``impl(device, operands, results, **attrs)`` with DeviceBuffers, queuing its work on the
+    # device's stream; a target without one runs ``host`` on copies of the operands
     device: dict[str, Any] = field(default_factory=dict)
     # (attrs, operand ndim) -> an axis along which every operand and result may be cut into
     # independent pieces (rows of a sort, matrices of a batch), or None: a runtime may then
@@ -55,6 +56,16 @@ class External:
                 ) -> list[tuple[Shape, np.dtype]]:
         attrs = {k: v for k, v in attrs.items() if k != "result"}
         return list(zip(self.shapes(shapes, attrs), self.dtypes(dtypes, attrs)))
+
+
+@dataclass(frozen=True)
+class DeviceBuffer:
+    """What a device implementation gets for an operand or a result: a device pointer (to
+    the first element), the shape, element strides and dtype."""
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
 
 
 EXTERNALS: dict[str, External] = {}
