@@ -292,8 +292,8 @@ class HostCall:
             if axis is None or size < HOST_SPLIT_MIN or pool.num_threads() <= 1:
                 ext.host(operands, outs, **self.attrs)
                 return
-            # independent rows (matrices): pieces on the pool (NumPy's sorts and LAPACK calls
-            # release the GIL); each row is computed exactly as in one call
+            # independent rows: pieces on the pool (NumPy's sorts release the GIL); each row
+            # is computed exactly as in one call
 
             def piece(begin: int, end: int) -> None:
                 cut = (slice(None),) * axis + (slice(begin, end),)
