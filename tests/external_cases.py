@@ -14,7 +14,7 @@ EXTERNAL_CALLS: dict[str, Callable] = {
     "lexsort": lambda a: np.lexsort((a[0], a[1])),
     "order_statistic": lambda a: np.percentile(a, [10, 50], axis=0),
     "unique_count": lambda a: np.unique(np.round(a), axis=0),
-    "unique_axis": lambda a: np.unique(np.round(a), axis=1, return_counts=True),
+    "unique": lambda a: np.unique(np.round(a), axis=1, return_counts=True),
     "linalg.inv": np.linalg.inv, "linalg.det": np.linalg.det, "linalg.slogdet": np.linalg.slogdet,
     "linalg.cholesky": np.linalg.cholesky, "linalg.qr": np.linalg.qr,
     "linalg.svd": np.linalg.svd, "linalg.eigh": np.linalg.eigh,

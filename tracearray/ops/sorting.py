@@ -114,39 +114,45 @@ register_external("order_statistic", _order_statistic_shape, _order_statistic_dt
                   what="NumPy's median / quantile (introselect)", arity=-1, domain=_ANY)
 
 
-# np.unique along an axis: NumPy's own (it compares whole slices as structured records). The
-# number of distinct slices is a size the data decides: ``unique_count`` is probed first, then
-# ``unique_axis`` runs with it (and checks it).
+# np.unique: NumPy's own (its sort, or its hash table for integers without flags; along an
+# axis it compares whole slices as records). The number of distinct values (slices) is a size
+# the data decides: ``unique_count`` is probed first, then ``unique`` runs with it (and checks
+# it). ``axis`` is None (the flattened array) or a non-negative int.
 _UNIQUE_FLAGS = ("return_index", "return_inverse", "return_counts")
 
 
-def _unique_count(x: np.ndarray, *, axis: int, equal_nan: bool) -> np.ndarray:
-    return np.int64(np.unique(x, axis=axis, equal_nan=equal_nan).shape[axis])
+def _unique_count(x: np.ndarray, *, axis: int | None, equal_nan: bool, sorted: bool
+                  ) -> np.ndarray:
+    values = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted)
+    return np.int64(values.shape[0 if axis is None else axis])
 
 
-def _unique_axis(x: np.ndarray, *, axis: int, count: int, equal_nan: bool, **flags: bool
-                 ) -> tuple:
-    got = np.unique(x, axis=axis, equal_nan=equal_nan, **flags)
+def _unique(x: np.ndarray, *, axis: int | None, count: int, equal_nan: bool, sorted: bool,
+            **flags: bool) -> tuple:
+    got = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted, **flags)
     got = got if isinstance(got, tuple) else (got,)
-    if got[0].shape[axis] != count:   # the probe that fixed this size saw other data
-        raise AssertionError("np.unique: the number of distinct slices changed")
+    if got[0].shape[0 if axis is None else axis] != count:   # the probe saw other data
+        raise AssertionError("np.unique: the number of distinct values changed")
     return got
 
 
-def _unique_axis_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+def _unique_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
     shape, axis, count = shapes[0], attrs["axis"], attrs["count"]
-    values = tuple(count if d == axis else n for d, n in enumerate(shape))
-    extra = {"return_index": (count,), "return_inverse": (shape[axis],),
-             "return_counts": (count,)}
+    if axis is None:
+        values, inverse = (count,), tuple(shape)   # NumPy 2: the inverse has x's shape
+    else:
+        values = tuple(count if d == axis else n for d, n in enumerate(shape))
+        inverse = (shape[axis],)
+    extra = {"return_index": (count,), "return_inverse": inverse, "return_counts": (count,)}
     return (values,) + tuple(extra[f] for f in _UNIQUE_FLAGS if attrs[f])
 
 
-def _unique_axis_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+def _unique_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
     return (np.dtype(dtypes[0]),) + (INTP,) * sum(bool(attrs[f]) for f in _UNIQUE_FLAGS)
 
 
 register_external("unique_count", lambda shapes, attrs: ((),),
                   lambda dtypes, attrs: (np.dtype(np.int64),), returning(_unique_count),
-                  what="NumPy's unique along an axis (the count)", domain=_ANY)
-register_external("unique_axis", _unique_axis_shapes, _unique_axis_dtypes,
-                  returning(_unique_axis), what="NumPy's unique along an axis", domain=_ANY)
+                  what="NumPy's unique (the count)", domain=_ANY)
+register_external("unique", _unique_shapes, _unique_dtypes, returning(_unique),
+                  what="NumPy's unique", domain=_ANY)

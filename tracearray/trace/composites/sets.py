@@ -1,11 +1,9 @@
 """Set routines on sorted arrays: unique, isin, intersect1d, union1d, setdiff1d, setxor1d
 (``numpy/lib/_arraysetops_impl.py``).
 
-``unique`` of the flattened array is NumPy's sort-based ``_unique1d`` over tracers: a sort
-(or an argsort, stable when indices are asked for), the mask of first elements of each run,
-and its compaction, a size the data decides (``context.data_size``: the count of distinct
-values is probed when the compiled function runs). Along an axis it is NumPy's own function
-(an external op), once the number of distinct slices is probed the same way. ``isin`` (and
+``unique`` is NumPy's own function (an external op: its sort, its hash table, its records
+along an axis), once the number of distinct values is known: a size the data decides
+(``context.data_size``), probed when the compiled function runs. ``isin`` (and
 ``setdiff1d`` on it) is a bisection of the sorted test elements, whatever the ``kind``
 (NumPy's kinds give the same answers; its table method would need the data's range while
 tracing); the others are NumPy's own code run on tracers.
@@ -19,73 +17,36 @@ import numpy as np
 
 from ...errors import with_location
 from .. import context
-from ..build import external, normalize_axes, unsupported
+from ..build import external, normalize_axes
 from ..tracer import Tracer
 from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
-_NOTE = "sort-based (on the GPU the sorts run on the host for now)"
+_NOTE = "sort-based (on the GPU: the sorts run on the host for now)"
 
 
 @composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',
                              'np.unique(np.round({0}), return_index=True, return_inverse=True)[2]',
                              'np.unique({0} > 0, return_index=True)[1]',
                              'np.unique(np.round({0}), axis=0, return_counts=True)[1]'],
-           dtypes=ALL, min_dims=0,
-           notes=_NOTE + "; along an axis: NumPy's own, after a probe of the count")
+           dtypes=ALL, min_dims=0, notes=_NOTE)
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
            return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
            sorted: bool = True) -> Any:
+    """NumPy's own np.unique as an external op, once the number of distinct values (slices,
+    along an axis) is known: probed when the compiled function runs."""
     t = as_tracer(ar)
     if axis is not None:
-        return _unique_along(t, axis, return_index, return_inverse, return_counts, equal_nan)
-    if not sorted and not (return_index or return_inverse or return_counts) and \
-            t.dtype.kind in "iu":
-        raise unsupported("np.unique(sorted=False) of integers (np.unique_values)",
-                          "NumPy returns them in the order of its hash table")
-    flat = t.ravel()
-    n = flat.shape[0]
-    indices = return_index or return_inverse
-    if indices:
-        perm = np.argsort(flat, kind="mergesort" if return_index else "quicksort")
-        aux = flat[perm]
-    else:
-        aux = np.sort(flat)
-    if n:
-        first = aux[1:] != aux[:-1]
-        if equal_nan and aux.dtype.kind == "f":
-            # NumPy keeps the first NaN of the run that ends the sorted array, and no other
-            first = first & ~(np.isnan(aux[1:]) & np.isnan(aux[:-1]))
-        mask = np.concatenate([np.ones(1, bool), first])
-    else:
-        mask = np.zeros(0, bool)
-    ret: tuple = (aux[mask],)
-    if return_index:
-        ret += (perm[mask],)
-    if return_inverse:
-        imask = np.cumsum(mask) - 1
-        inv = np.zeros_like(perm)
-        inv[perm] = imask
-        ret += (inv.reshape(t.shape),)
-    if return_counts:
-        idx = np.concatenate(np.nonzero(mask) + (np.full(1, n, np.intp),))
-        ret += (np.diff(idx),)
-    return ret[0] if len(ret) == 1 else ret
-
-
-def _unique_along(t: Tracer, axis: Any, return_index: bool, return_inverse: bool,
-                  return_counts: bool, equal_nan: bool) -> Any:
-    """np.unique of the slices along ``axis``: NumPy's own, as an external op, once the
-    number of distinct slices is known (probed when the compiled function runs)."""
-    if t.ndim == 0:
-        raise np.exceptions.AxisError(with_location(
-            f"unique: axis {axis} is out of bounds for array of dimension 0"))
-    (ax,) = normalize_axes(operator.index(axis), t.ndim, "unique")
-    (count,) = external("unique_count", [t.node], axis=ax, equal_nan=bool(equal_nan))
-    n = context.data_size(count, "np.unique(axis=...)'s number of distinct slices")
-    results = external("unique_axis", [t.node], axis=ax, count=n, equal_nan=bool(equal_nan),
-                       return_index=bool(return_index), return_inverse=bool(return_inverse),
-                       return_counts=bool(return_counts))
+        if t.ndim == 0:
+            raise np.exceptions.AxisError(with_location(
+                f"unique: axis {axis} is out of bounds for array of dimension 0"))
+        (axis,) = normalize_axes(operator.index(axis), t.ndim, "unique")
+    attrs = dict(axis=axis, equal_nan=bool(equal_nan), sorted=bool(sorted))
+    (count,) = external("unique_count", [t.node], **attrs)
+    n = context.data_size(count, "np.unique's number of distinct values")
+    results = external("unique", [t.node], count=n, return_index=bool(return_index),
+                       return_inverse=bool(return_inverse),
+                       return_counts=bool(return_counts), **attrs)
     out = tuple(Tracer(r) for r in results)
     return out[0] if len(out) == 1 else out
 
