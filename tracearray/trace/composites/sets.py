@@ -22,7 +22,7 @@ from ..tracer import Tracer
 from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
-_NOTE = "sort-based (on the GPU: the sorts run on the host for now)"
+_NOTE = "sort-based: NumPy's own functions (on the GPU: run on the host for now)"
 
 
 @composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',
@@ -97,8 +97,10 @@ composite(np.setxor1d, calls=['np.setxor1d(np.round({0}), np.round({1}))'], arra
           dtypes=ALL, notes=_NOTE, impl=NUMPY)
 
 
-# NumPy 2's array-API functions: np.unique with flags (its sort path: sorted results)
+# NumPy 2's array-API functions: NumPy's code calling np.unique (sorted=False: for integers
+# without flags, the order of NumPy's hash table, which np.unique's host call reproduces)
 for _name, _call in (("unique_all", "np.unique_all(np.round({0})).counts"),
                      ("unique_counts", "np.unique_counts({0} > 0)"),
-                     ("unique_inverse", "np.unique_inverse(np.round({0})).inverse_indices")):
+                     ("unique_inverse", "np.unique_inverse(np.round({0})).inverse_indices"),
+                     ("unique_values", "np.unique_values(np.round({0}))")):
     composite(getattr(np, _name), calls=[_call], dtypes=ALL, notes=_NOTE, impl=NUMPY)
