@@ -20,27 +20,23 @@ from ..build import external, known_value, normalize_axes, unsupported
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
-_KINDS = ("quicksort", "mergesort", "heapsort", "stable")
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 
 
-def _sort_kind(kind: Any, stable: Any, what: str) -> str:
-    """NumPy's sort kind for ``kind``/``stable`` (its errors, at the user's line)."""
+def _sort_kind(kind: Any, stable: Any, what: str) -> Any:
+    """The sort kind NumPy will use for ``kind``/``stable``, checked by NumPy itself (its
+    errors, at the user's line)."""
     if stable is not None:
         if kind is not None:
             raise ValueError(with_location(
                 "`kind` and `stable` parameters can't be provided at the same time. Use only "
                 "one of them."))
-        return "stable" if stable else "quicksort"
-    if kind is None:
-        return "quicksort"
-    if not isinstance(kind, str):
-        raise TypeError(with_location(f"{what}: sort kind must be str, not {type(kind).__name__}"))
-    for k in _KINDS:   # NumPy accepts any case and a prefix of the name's first letter on
-        if kind.lower().startswith(k[0]) and k.startswith(kind.lower()[:len(k)]):
-            return k
-    raise ValueError(with_location(f"{what}: sort kind must be one of 'quick', 'heap', or "
-                                   f"'stable' (got '{kind}')"))
+        return "stable" if stable else None
+    try:
+        np.sort(np.zeros(1), kind=kind)
+    except (TypeError, ValueError) as e:
+        raise type(e)(with_location(f"{what}: {e}")) from None
+    return kind
 
 
 def _no_order(order: Any, what: str) -> None:
