@@ -22,6 +22,7 @@ import pytest
 import tracearray
 from tracearray.gpu import ptx as P
 from tracearray.ops import ALL_DTYPES, OPS, Kind
+from tracearray.trace import trace_function
 
 needs_ptxas = pytest.mark.skipif(P.ptxas_path() is None,
                                  reason="ptxas (CUDA toolkit) is not installed: PTX is generated "
@@ -178,6 +179,19 @@ def _op_programs():
                                                        np.bitwise_or.reduce(a, axis=1),
                                                        np.bitwise_xor.reduce(a)), (y,)))
         del common
+    # External ops (library calls; on the GPU they run on the host for now), with elementwise
+    # producers and consumers lowered around them
+    spd = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    out += [(f"external-{name}", fn, (spd,)) for name, fn in (
+        ("sorts", lambda a: (np.sort(a * 2, axis=0) + 1, np.argsort(-a, kind="stable"),
+                             np.partition(a, 1) * 3, np.argpartition(a, 1) + 1,
+                             np.lexsort((a[0], a[1])), np.percentile(a + 1, [10, 50], axis=0))),
+        ("unique-axis", lambda a: np.unique(np.round(a) * 2, axis=1, return_counts=True)),
+        ("linalg", lambda a: (np.linalg.inv(a * 2) + 1, np.linalg.det(a), np.linalg.slogdet(a),
+                              np.linalg.cholesky(a), np.linalg.qr(a), np.linalg.svd(a),
+                              np.linalg.eigh(a), np.linalg.eigvalsh(a), np.linalg.pinv(a),
+                              np.linalg.matrix_rank(a), np.linalg.solve(a, a[:, :2]) - 1)),
+        ("lstsq", lambda a: np.linalg.lstsq(a[:, :2], a[:, 0] * 2)))]
     return out
 
 
@@ -204,6 +218,9 @@ def test_every_op_lowers_to_ptx_that_ptxas_accepts() -> None:
             failures.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
             continue
         seen_ops |= {n.op for n in lowered.graph.nodes()}
+        # (and the ops of a probe, which counts a size the data decides first)
+        first = trace_function(fn, args, {}, frozenset(), frozenset())
+        seen_ops |= {n.op for n in first.graph.nodes()}
     assert not failures, "\n".join(failures)
     missing = set(OPS) - seen_ops
     assert not missing, f"ops never lowered here: {sorted(missing)}"

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import strategies as S
+from external_cases import EXTERNAL_CALLS, SPD as _SPD
 from tracearray.trace import trace_function
 from tracearray.trace.evaluate import evaluate_graph
 from tracearray.ops import ALL_DTYPES, OPS, Kind, OpSpec
@@ -205,6 +206,9 @@ EXPLICITLY_TESTED = {
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
     "gather": "test_gather_primitive", "scatter": "test_scatter_primitive",
 }
+# External ops (library calls): each made by a NumPy call (tests/external_cases.py), compiled
+# and run on the CPU (tests/test_sort.py and tests/test_linalg.py test every form)
+EXPLICITLY_TESTED.update({op: "test_external_primitives" for op in EXTERNAL_CALLS})
 
 
 def test_every_op_is_tested() -> None:
@@ -1179,6 +1183,23 @@ def test_scatter_primitive() -> None:
         return y
     for g in (put, add_at):
         check(g, x, i, j)
+
+
+@pytest.mark.parametrize("op", sorted(EXTERNAL_CALLS))
+def test_external_primitives(op: str) -> None:
+    """Each external op, traced by a NumPy call that makes it, gives NumPy's exact result."""
+    import tracearray
+    fn = EXTERNAL_CALLS[op]
+    compiled = tracearray.compile(lambda a: fn(a), device="cpu")
+    got, want = compiled(_SPD), fn(_SPD)
+    first = trace_function(lambda a: fn(a), (_SPD,), {}, frozenset(), frozenset())   # a probe?
+    assert op in {n.op for g in (first.graph, compiled.lower(_SPD).graph) for n in g.nodes()}
+    got_leaves, _ = flatten(got, lambda v: isinstance(v, (np.ndarray, np.generic)))
+    want_leaves, _ = flatten(want, lambda v: isinstance(v, (np.ndarray, np.generic)))
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_array_equal(g, w)
 
 
 def test_gather_primitive() -> None:

@@ -116,6 +116,19 @@ def with_location(message: str) -> str:
     return f"{message}\n  at {where}" if where else message
 
 
+def run_time_error(exc: BaseException, nodes, locations=None) -> BaseException:
+    """``exc``, raised while a compiled function ran the op that made ``nodes`` (a library
+    call: NumPy's ``LinAlgError`` for a singular matrix), as the same type with the user's
+    line of that op added, as NumPy would have raised it there."""
+    where = next(((locations or {}).get(n) or node_location(n) for n in nodes
+                  if n is not None and ((locations or {}).get(n) or node_location(n))), None)
+    if not where:
+        return exc
+    try:
+        return type(exc)(f"{exc}\n  at {where}")
+    except Exception:   # noqa: BLE001 -- an exception type that takes other arguments
+        return exc
+
 
 def stage_error(stage: str, nodes, exc: BaseException, locations=None) -> CompileError:
     """A CompileError for an unexpected failure of ``stage`` on the kernel computing

@@ -48,11 +48,11 @@ class Explanation:
         return sum(k.temporaries_avoided for k in self.kernels)
 
     def __str__(self) -> str:
-        head = f"{'#':>2}  {'kind':6} {'space':18} {'read':>10} {'written':>10} {'temps avoided':>13}  ops"
+        head = f"{'#':>2}  {'kind':8} {'space':18} {'read':>10} {'written':>10} {'temps avoided':>13}  ops"
         lines = [head, "-" * len(head)]
         for k in self.kernels:
             ops = ", ".join(k.ops)
-            lines.append(f"{k.index:>2}  {k.strategy:6} {str(list(k.space)):18} "
+            lines.append(f"{k.index:>2}  {k.strategy:8} {str(list(k.space)):18} "
                          f"{_bytes(k.bytes_read):>10} {_bytes(k.bytes_written):>10} "
                          f"{k.temporaries_avoided:>13}  {ops}")
             if k.note:
@@ -80,12 +80,17 @@ def _nbytes(node: Node) -> int:
 
 
 def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
-    if kernel.kind == "matmul":
-        node = kernel.matmul
-        reads = tuple(type_str(a) for a in node.args)
-        return KernelReport(index, "matmul", kernel.space, ("matmul",), reads,
-                            (type_str(node),), sum(_nbytes(a) for a in node.args), _nbytes(node),
-                            0, "external: NumPy's matmul (BLAS); its epilogue fuses into the next kernel")
+    if kernel.call is not None:   # a library call (matmul, ops.external)
+        call = kernel.call
+        results = [n for n in call.results if n is not None]
+        note = f"external: {call.what}"
+        if kernel.kind == "matmul":
+            note += "; its epilogue fuses into the next kernel"
+        return KernelReport(index, kernel.kind, kernel.space, (call.op,),
+                            tuple(type_str(a) for a in call.operands),
+                            tuple(type_str(n) for n in results),
+                            sum(_nbytes(a) for a in call.operands),
+                            sum(_nbytes(n) for n in results), 0, note)
     ops = sorted({n.op for n in kernel.nodes if OPS[n.op].kind is not Kind.MOVEMENT})
     read_nodes = {a.top for a in kernel.body.accesses}
     stored = {s.node for s in kernel.stores}

@@ -18,13 +18,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
-from ..errors import TracearrayError, node_location, stage_error
+from ..errors import TracearrayError, node_location, run_time_error, stage_error
 from ..fuse.plan import Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
 from ..tile.layout import affine_params, fill_params
 from ..trace.graph import Node
-from ..ops import OPS, constant_value
+from ..ops import EXTERNALS, OPS, constant_value
 from . import memory, pool
 from .jit import get_jit
 from .mathlib import CpuMath
@@ -93,7 +93,7 @@ class Executable:
         buffers = self._template_buffers(inputs)
         self.kernels: list[CompiledKernel | None] = []
         for i, spec in enumerate(specs):
-            if spec.strategy == "matmul":
+            if spec.kernel.call is not None:   # a library call: no code of ours
                 self.kernels.append(None)
                 continue
             try:
@@ -136,9 +136,7 @@ class Executable:
         self._steps: list[tuple[str, Any]] = []
         for spec, ck in zip(self.specs, self.kernels):
             if ck is None:
-                node = spec.kernel.matmul
-                operands = tuple(_chain_to_buffer(a, slot) for a in node.args)
-                self._steps.append(("matmul", (operands, slot[node])))
+                self._steps.append(("call", HostCall.of(spec.kernel.call, slot)))
             else:
                 ck.load_slots = [(slot[b], chain, copied) for b, chain, copied in ck.load_views]
                 ck.store_slots = [slot[dest] for dest, _a, _o, _l in ck.store_views]
@@ -289,9 +287,7 @@ class Executable:
             if kind == "kernel":
                 self._launch(step, slots, addrs, keep_alive)
             else:
-                operands, out = step
-                a, b = (apply_chain(slots[i], chain) for i, chain in operands)
-                np.matmul(a, b, out=slots[out])
+                step.run(slots, self.graph.locations)
 
     def _launch(self, ck: CompiledKernel, slots: list[Any], addrs: list[int | None],
                 keep_alive: list[Any]) -> None:
@@ -345,6 +341,55 @@ def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ..
     if not positions:
         return lambda xs: ()
     return operator.itemgetter(*positions)
+
+
+@dataclass
+class HostCall:
+    """A library call (``ops.external``, and matmul) on the buffers of one call: its operands
+    as views of their slots, each result written into its slot (or into a scratch array, for
+    a result the graph does not use)."""
+    op: str
+    operands: tuple[tuple[int, list[Node]], ...]     # slot and view chain of each operand
+    attrs: dict
+    results: list[tuple[int | None, tuple[int, ...], np.dtype]]
+    nodes: list[Node | None]
+
+    @classmethod
+    def of(cls, call: Any, slot: dict[Node, int]) -> "HostCall":
+        ext = EXTERNALS[call.op]
+        operands = tuple(_chain_to_buffer(a, slot) for a in call.operands)
+        types = ext.results([a.shape for a in call.operands], [a.dtype for a in call.operands],
+                            dict(call.attrs))
+        results = [(slot.get(n) if n is not None else None, shape, np.dtype(dt))
+                   for n, (shape, dt) in zip(call.results, types)]
+        return cls(call.op, operands, dict(call.attrs), results, list(call.results))
+
+    def run(self, slots: list[Any], locations: dict | None = None) -> None:
+        operands = [apply_chain(slots[i], chain) for i, chain in self.operands]
+        outs = [slots[i] if i is not None else np.empty(shape, dt)
+                for i, shape, dt in self.results]
+        ext = EXTERNALS[self.op]
+        try:
+            axis = ext.split(self.attrs, operands[0].ndim) if ext.split else None
+            size = operands[0].size
+            if axis is None or size < HOST_SPLIT_MIN or pool.num_threads() <= 1:
+                ext.host(operands, outs, **self.attrs)
+                return
+            # independent rows: pieces on the pool (NumPy's sorts release the GIL); each row
+            # is computed exactly as in one call
+
+            def piece(begin: int, end: int) -> None:
+                cut = (slice(None),) * axis + (slice(begin, end),)
+                ext.host([a[cut] for a in operands], [o[cut] for o in outs], **self.attrs)
+            n = operands[0].shape[axis]
+            pool.parallel_for(piece, split_range(n, size // max(n, 1), pool.num_threads()))
+        except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
+            raise run_time_error(e, self.nodes, locations) from None
+
+
+# A library call over at least this many elements is cut into independent pieces for the
+# pool (smaller ones cost more in hand-offs than they gain)
+HOST_SPLIT_MIN = 1 << 16
 
 
 def index_error(check: Any, index: int, locations: dict | None = None) -> IndexError:

@@ -1,8 +1,9 @@
 """The fusion planner: partition a graph into kernels.
 
 1. ``choose_stores``: the nodes that must be in memory — graph outputs, reductions, scans,
-   matmuls, concatenations, multi-use transcendental values (recomputing them per use costs
-   more than a store on the CPU), and operands that a view or an external call needs stored.
+   matmuls, external calls' results (``ops.external``), concatenations, multi-use
+   transcendental values (recomputing them per use costs more than a store on the CPU), and
+   operands that a view or an external call needs stored.
 2. ``group``: in topological order, each stored node joins the most recent compatible kernel
    whose iteration space it shares and whose expressions it can read (the ``Walker`` decides),
    or starts a new kernel. Map roots join map kernels of the same shape, or reduction kernels
@@ -17,10 +18,12 @@ same at every size (except where a dimension of size 1 changes broadcasting).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import stage_error
 from ..trace.graph import Graph, Node
-from ..ops import OPS, TRANSCENDENTAL, Kind
+from ..ops import OPS, TRANSCENDENTAL, Kind, call_key, result_index
+from ..ops.external import EXTERNALS
 from ..ops.indexing import gather_shape, scatter_parts
 from .index import Index
 from .kexpr import (Access, KernelBody, KExpr, NotFusable, Walker, is_scalar_source, row_index,
@@ -39,8 +42,22 @@ class Store:
 
 
 @dataclass(eq=False)
+class ExternalCall:
+    """One library call (``ops.external``): its operands (stored arrays or views of them)
+    and, per result, the graph node that holds it (None where the graph does not use it)."""
+    op: str
+    operands: tuple[Node, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    results: list[Node | None]
+
+    @property
+    def what(self) -> str:
+        return EXTERNALS[self.op].what
+
+
+@dataclass(eq=False)
 class Kernel:
-    kind: str                                    # "map" | "reduce" | "scan" | "matmul" | "scatter"
+    kind: str               # "map" | "reduce" | "scan" | "matmul" | "scatter" | "external"
     space: tuple[int, ...]
     reduce_axes: tuple[int, ...] = ()
     reductions: list[Node] = field(default_factory=list)   # phases of a reduce kernel; the scan
@@ -51,6 +68,8 @@ class Kernel:
     stores: list[Store] = field(default_factory=list)      # what is written to memory
     nodes: set[Node] = field(default_factory=set)          # graph nodes computed here
     matmul: Node | None = None
+    # kinds "matmul" and "external": the library call that computes the kernel's results
+    call: ExternalCall | None = None
     # kind "scatter": the scatter node; its space is the values' (the gather's shape), its
     # reduce_axes the index dimensions, visited in order (body.scatter_index: where it writes)
     scatter: Node | None = None
@@ -102,14 +121,15 @@ def choose_stores(graph: Graph) -> set[Node]:
                 stores.add(node)
         elif kind is Kind.REDUCE and _inline_reduction(node, users, graph):
             pass   # recomputed where it is used (a nested loop), never stored
-        elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT, Kind.SCATTER):
+        elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT, Kind.SCATTER,
+                      Kind.EXTERNAL):
             stores.add(node)
         elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and _has_transcendental(node, stores):
             stores.add(node)
     stores.update(o for o in graph.outputs if not is_scalar_source(o))
     for node in graph.nodes():
-        if node.op == "matmul":
-            for a in node.args:   # an external call needs real arrays (views of buffers are fine)
+        if OPS[node.op].kind in (Kind.CONTRACT, Kind.EXTERNAL):
+            for a in node.args:   # a library call needs real arrays (views of buffers are fine)
                 if not _is_view_of(a, stores):
                     stores.add(a)
     return stores
@@ -188,6 +208,7 @@ def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozens
     kernels: list[Kernel] = []
     produced_by: dict[Node, int] = {}
     notes: list[str] = []
+    calls: dict[tuple, int] = {}   # an external call's key -> its kernel
     for node in graph.nodes():
         if node not in stores or OPS[node.op].kind is Kind.SOURCE:
             continue
@@ -204,7 +225,10 @@ def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozens
             k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
                                             reductions=[node]))
         elif kind is Kind.CONTRACT:
-            k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node))
+            call = ExternalCall(node.op, node.args, (), [node])
+            k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node, call=call))
+        elif kind is Kind.EXTERNAL:
+            k = _place_external(node, kernels, calls)
         elif kind is Kind.SCATTER:
             k = _place_scatter(node, kernels, produced_by, stores)
         else:  # CONCAT: one copy kernel per operand, each writing a slab of the result
@@ -338,6 +362,20 @@ def _place_scatter(node: Node, kernels: list[Kernel], produced_by: dict[Node, in
     return _new_kernel(kernels, kernel)
 
 
+def _place_external(node: Node, kernels: list[Kernel], calls: dict[tuple, int]) -> int:
+    """The kernel of the call ``node`` is a result of: every result of one call is one
+    kernel (the call runs once)."""
+    key = call_key(node)
+    k = calls.get(key)
+    if k is None:
+        n_results = len(EXTERNALS[node.op].results(
+            [a.shape for a in node.args], [a.dtype for a in node.args], dict(node.attrs)))
+        call = ExternalCall(node.op, node.args, key[2], [None] * n_results)
+        k = calls[key] = _new_kernel(kernels, Kernel("external", node.shape, call=call))
+    kernels[k].call.results[result_index(node)] = node
+    return k
+
+
 def _place_concat(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
                   stores: set[Node]) -> int:
     axis = node.attr("axis")
@@ -357,8 +395,10 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
     for k, kernel in enumerate(kernels):
         for n in kernel.reductions + [r.node for r in kernel.roots if r.dest is r.node]:
             produced_by[n] = k
-        if kernel.matmul is not None:
-            produced_by[kernel.matmul] = k
+        if kernel.call is not None:
+            for n in kernel.call.results:
+                if n is not None:
+                    produced_by[n] = k
         if kernel.scatter is not None:
             produced_by[kernel.scatter] = k
         for r in kernel.roots:
@@ -366,8 +406,8 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
                 produced_by[r.dest] = k
     needed: set[Node] = {o for o in graph.outputs if not is_scalar_source(o)}
     for k, kernel in enumerate(kernels):
-        if kernel.kind == "matmul":
-            for a in kernel.matmul.args:
+        if kernel.call is not None:
+            for a in kernel.call.operands:
                 needed.add(_view_base(a, stores))
             continue
         earlier = {n for n in stores
@@ -377,8 +417,9 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
             kernel, kernel.roots, kernel.reductions, earlier, kernel.body, stores)
         needed.update(acc.buffer for acc in kernel.body.accesses)
     for kernel in kernels:
-        if kernel.kind == "matmul":
-            kernel.stores = [Store(kernel.matmul, (), kernel.matmul)]
+        if kernel.call is not None:
+            kernel.stores = [Store(n, (), n) for n in kernel.call.results if n is not None]
+            kernel.nodes = {s.node for s in kernel.stores}
             continue
         kernel.stores = [r for r in kernel.roots if r.dest is not r.node or r.node in needed]
         row = row_index(kernel.space, kernel.reduce_axes)
@@ -420,8 +461,8 @@ def in_place_updates(graph: Graph, kernels: list[Kernel]) -> dict[Node, Node]:
                for a in kern.body.accesses):
             continue
         if any(a.buffer is arg for later in kernels[k + 1:] for a in later.body.accesses) or \
-                any(later.kind == "matmul" and any(_movement_base(a) is arg
-                                                   for a in later.matmul.args)
+                any(later.call is not None and any(_movement_base(a) is arg
+                                                   for a in later.call.operands)
                     for later in kernels[k + 1:]):
             continue
         out[value] = arg
@@ -462,4 +503,4 @@ def is_reduction(node: Node) -> bool:
     return OPS[node.op].kind is Kind.REDUCE
 
 
-__all__ = ["Plan", "Kernel", "Store", "Access", "plan_graph"]
+__all__ = ["Plan", "Kernel", "Store", "Access", "ExternalCall", "plan_graph"]

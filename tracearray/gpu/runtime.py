@@ -10,7 +10,12 @@ once per argument signature (shapes, dtypes, strides, and which inputs live on t
   launch shape are computed here, from the sizes;
 - a matmul whose result is read elementwise by the next map kernel (and by no kernel before
   that one) absorbs it as an epilogue: one kernel, the product never stored unless it is
-  also needed elsewhere.
+  also needed elsewhere;
+- an external op (``ops.external``: sorts, LAPACK) runs its device implementation for "cuda"
+  (``External.device["cuda"]``) on the stream; an op with none (every op for now) runs on
+  the host (``ExternalStep``): its operands are copied to the host on tracearray's stream
+  (which waits for the kernels before), the host function runs, and its results are copied
+  back into their device buffers before the kernels after it.
 
 A call (``run``) initialises CUDA on first use, loads the modules, copies NumPy inputs to the
 device (device arrays are used in place), takes intermediate and output buffers from the
@@ -29,9 +34,10 @@ from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
-from ..errors import TracearrayError, UnsupportedOperationError, stage_error
+from ..errors import TracearrayError, UnsupportedOperationError, run_time_error, stage_error
 from ..trace.graph import Node
-from ..ops import OPS, constant_value
+from ..ops import EXTERNALS, OPS, constant_value
+from ..ops.external import DeviceBuffer
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
@@ -157,6 +163,23 @@ class _MatmulGeometry:
 _MATMUL_GEOMETRY = _MatmulGeometry()
 
 
+@dataclass
+class ExternalStep:
+    """An external op between the kernels. With a device implementation (``device``, from
+    ``External.device["cuda"]``), it is called as ``device(dev, operands, results, **attrs)``
+    with ``DeviceBuffer``s (pointer, shape, element strides, dtype: each operand a view of a
+    device buffer, each result a fresh C-contiguous buffer, None for one the graph does not
+    use) and queues its work on ``dev``'s stream. Without one, the op runs on the host: each
+    operand copied to the host, the host function, each result copied into its device
+    buffer -- correct, not fast."""
+    op: str
+    operands: list[tuple[Node, tuple[Node, ...]]]   # stored base and view chain (bottom-up)
+    attrs: dict
+    results: list[Node | None]
+    types: list[tuple[tuple[int, ...], np.dtype]]
+    device: Any = None
+
+
 class _PtxTools:
     """What ``Lowered.as_text`` asks of an executable's ``jit``."""
 
@@ -196,9 +219,13 @@ class GpuExecutable:
         self.not_stored: set[Node] = {mm for i, (j, mm, store_c) in self._fused.items()
                                       if not store_c}
         self.kernels: list[GpuKernel] = []   # in run order
+        self.steps: list[GpuKernel | ExternalStep] = []   # kernels and library calls, in order
         for i, spec in enumerate(specs):
             if i in self._absorbed:
                 continue   # runs with its epilogue, at the epilogue's position
+            if spec.strategy == "external":
+                self.steps.append(self._external_step(spec.kernel))
+                continue
             try:
                 if i in self._fused:
                     gk = self._prepare_matmul(specs[self._fused[i][0]], i)
@@ -212,6 +239,7 @@ class GpuExecutable:
                 raise stage_error(f"compiling kernel {name}{i} for the GPU", spec.kernel.nodes,
                                   e, plan.graph.locations) from e
             self.kernels.append(gk)
+            self.steps.append(gk)
         self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}
         self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
@@ -240,15 +268,15 @@ class GpuExecutable:
             for j, s in enumerate(specs):
                 if j == i:
                     continue
-                if s.strategy == "matmul":
-                    if any(self._view_chain(a)[0] is mm for a in s.kernel.matmul.args):
+                if s.kernel.call is not None:   # a matmul or an external call
+                    if any(self._view_chain(a)[0] is mm for a in s.kernel.call.operands):
                         readers.append(j)
                 elif any(a.buffer is mm for a in s.kernel.body.accesses):
                     readers.append(j)
             if not readers:
                 continue
             j = min(readers)
-            if j <= i or specs[j].strategy == "matmul" or j in fused or \
+            if j <= i or specs[j].kernel.call is not None or j in fused or \
                     specs[j].kernel.body.checks or \
                     not epilogue_reads_identity(specs[j].kernel, mm):
                 continue   # (an epilogue with bounds checks would need the error flag)
@@ -399,6 +427,55 @@ class GpuExecutable:
         return GpuKernel(name, "matmul", ir_text, ptx, [name], sources, params, launches,
                          spec=spec, geometry=epi_geo or _MATMUL_GEOMETRY)
 
+    def _external_step(self, kernel: Kernel) -> ExternalStep:
+        call = kernel.call
+        ext = EXTERNALS[call.op]
+        types = ext.results([a.shape for a in call.operands], [a.dtype for a in call.operands],
+                            dict(call.attrs))
+        return ExternalStep(call.op, [self._view_chain(a) for a in call.operands],
+                            dict(call.attrs), list(call.results),
+                            [(tuple(sh), np.dtype(dt)) for sh, dt in types],
+                            ext.device.get("cuda"))
+
+    def _run_on_device(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int],
+                       keep: list[Any]) -> None:
+        """One external call by its device implementation, on the stream."""
+        operands = []
+        for base, chain in step.operands:
+            shape, strides = self.layouts[base]
+            vp = plan_view(shape, strides, base.dtype, chain)
+            p = ptrs[base]
+            for copy in vp.copies:
+                p = self._gather(dev, p, copy, keep)
+            operands.append(DeviceBuffer(p + vp.offset * base.dtype.itemsize, vp.shape,
+                                         vp.strides, base.dtype))
+        results = [DeviceBuffer(ptrs[n], shape, _c_strides(shape), dt)
+                   if n is not None and n in ptrs else None
+                   for n, (shape, dt) in zip(step.results, step.types)]
+        try:
+            step.device(dev, operands, results, **step.attrs)
+        except Exception as e:   # noqa: BLE001 -- the op's error, at the user's line
+            raise run_time_error(e, step.results, self.graph.locations) from None
+
+    def _run_on_host(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int]) -> None:
+        """One external call on the host (see ExternalStep). ``dtoh`` waits for the kernels
+        queued before; ``htod`` of pageable memory returns once the data is staged, so the
+        kernels after it read the results."""
+        operands = []
+        for base, chain in step.operands:
+            shape, strides = self.layouts[base]
+            host = _to_host(dev, ptrs[base], shape, strides, base.dtype)
+            operands.append(_apply_views(host, chain))
+        outs = [np.empty(shape, dt) for shape, dt in step.types]
+        try:
+            EXTERNALS[step.op].host(operands, outs, **step.attrs)
+        except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
+            raise run_time_error(e, step.results, self.graph.locations) from None
+        for node, out in zip(step.results, outs):
+            if node is not None and node in ptrs and out.nbytes:
+                out = np.ascontiguousarray(out)
+                dev.htod(ptrs[node], out.ctypes.data, out.nbytes)
+
     def _view_chain(self, node: Node) -> tuple[Node, tuple[Node, ...]]:
         """(stored base, view chain bottom-up) of a matmul operand."""
         chain = []
@@ -446,8 +523,13 @@ class GpuExecutable:
             zeros = np.zeros(2 * len(checking), np.int64)
             dev.htod(flags.ptr, zeros.ctypes.data, zeros.nbytes)
         flag_ptrs = {id(gk): flags.ptr + 16 * j for j, gk in enumerate(checking)}
-        for gk in self.kernels:
-            self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))
+        for gk in self.steps:
+            if isinstance(gk, ExternalStep) and gk.device is not None:
+                self._run_on_device(dev, gk, ptrs, keep)
+            elif isinstance(gk, ExternalStep):
+                self._run_on_host(dev, gk, ptrs)
+            else:
+                self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))
         if checking:
             # read when the host next waits for the device (see raise_pending_index_errors)
             _PENDING.append((flags, [gk.checks for gk in checking], self.graph.locations))
@@ -565,6 +647,26 @@ def _arg_offsets(n: int) -> np.ndarray:
         offsets.flags.writeable = False
         _OFFSETS[n] = offsets
     return offsets
+
+
+def _to_host(dev: Any, ptr: int, shape: Sequence[int], strides: Sequence[int],
+             dtype: np.dtype) -> np.ndarray:
+    """A device buffer of this layout (element strides, none negative) as a host array of
+    the same layout: the memory it spans is copied, after the work queued on the stream."""
+    dtype = np.dtype(dtype)
+    if any(n == 0 for n in shape):
+        return np.empty(shape, dtype)
+    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    flat = np.empty(span, dtype)
+    dev.dtoh(flat.ctypes.data, ptr, flat.nbytes)
+    return np.lib.stride_tricks.as_strided(flat, tuple(shape),
+                                           tuple(st * dtype.itemsize for st in strides))
+
+
+def _apply_views(array: np.ndarray, chain: Sequence[Node]) -> np.ndarray:
+    for node in chain:
+        array = OPS[node.op].numpy_ref(array, **dict(node.attrs))
+    return array
 
 
 def _pack(pointers: Sequence[int], params: np.ndarray, extra: Sequence[int]) -> np.ndarray:

@@ -11,6 +11,8 @@ or its view rule in the module of its family:
   accumulator dtype, carried index);
 - ``structure.py``: sources, views, matmul, concatenate;
 - ``indexing.py``: indexing with data (``gather``);
+- ``external.py``: external kernels (library calls over whole arrays), registered by
+  ``sorting.py`` (NumPy's sorts) and ``linalg.py`` (LAPACK through ``numpy.linalg``);
 - ``divergences.py``: THE list of deliberate divergences from NumPy, which ops cite by id;
 - ``ir.py``: the scalar IR toolkit the emitters are written with.
 
@@ -26,6 +28,8 @@ import math
 from typing import Any, Sequence
 
 from . import elementwise, indexing, numeric, reductions, structure  # noqa: F401  (registration)
+from . import linalg, sorting  # noqa: F401  (registration of external ops)
+from .external import EXTERNALS, External, call_key, result_index
 from .reductions import Reducer, reducer_of_ufunc, scan_of_ufunc
 from .spec import (ALL_DTYPES, EXACT, FLOAT_DTYPES, INT_DTYPES, LIBM, OPS, TRANSCENDENTAL_COST,
                    Accuracy, BoundsHint, Domain, Kind, MathFn, OpSpec, Shape, ops_of_kind)
@@ -61,4 +65,5 @@ from . import divergences  # noqa: E402  (reads the registered ops)
 __all__ = ["OPS", "OpSpec", "Kind", "Domain", "Accuracy", "MathFn", "BoundsHint", "Reducer",
            "ALL_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "EXACT", "LIBM", "ELEMENTWISE", "REDUCE",
            "MOVEMENT", "SOURCE", "SCAN", "TRANSCENDENTAL", "MATH", "UFUNC_OPS", "infer", "numel",
-           "constant_value", "reducer_of_ufunc", "scan_of_ufunc", "ops_of_kind", "divergences"]
+           "constant_value", "reducer_of_ufunc", "scan_of_ufunc", "ops_of_kind", "divergences",
+           "EXTERNALS", "External", "call_key", "result_index"]

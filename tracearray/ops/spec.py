@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     CONCAT = "concat"            # concatenate
     GATHER = "gather"            # integer-array indexing: an index map computed from data
     SCATTER = "scatter"          # writes at positions loaded from data (x[idx] = v, ufunc.at)
+    EXTERNAL = "external"        # a library call over whole arrays (sorts, LAPACK): ops.external
 
 
 ALL_DTYPES = tuple(np.dtype(t) for t in (

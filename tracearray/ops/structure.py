@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import rules
+from .external import register_host_call
 from .spec import ALL_DTYPES, Domain, Kind, OpSpec, Shape, register
 
 
@@ -126,5 +127,10 @@ def _matmul_operands(n: Any) -> tuple[np.dtype, ...]:
 register(OpSpec("matmul", Kind.CONTRACT, _matmul_ref, rules.matmul_shape, _matmul_dtype,
                 Domain(tuple(d for d in ALL_DTYPES if d != np.dtype(bool))), arity=2,
                 operand_dtypes=_matmul_operands, divergences=("matmul-blocking",)))
+# On the CPU a matmul is NumPy's (BLAS), written straight into the result's buffer.
+register_host_call("matmul", lambda shapes, attrs: (rules.matmul_shape(shapes, attrs),),
+                   lambda dtypes, attrs: (_matmul_dtype(dtypes, attrs),),
+                   lambda operands, outs: np.matmul(*operands, out=outs[0]),
+                   what="NumPy's matmul (BLAS)", arity=2)
 register(OpSpec("concatenate", Kind.CONCAT, _concat_ref, rules.concat_shape, rules.result_dtype,
                 arity=-1, operand_dtypes=lambda n: (n.dtype,) * len(n.args)))

@@ -236,6 +236,8 @@ class Evaluator:
                     bounds[node] = self.gather(node, args)
                 elif spec.kind is Kind.SCATTER:
                     bounds[node] = self.scatter(node, args)
+                elif spec.kind is Kind.EXTERNAL:
+                    bounds[node] = self.external(node, args)
                 else:   # movement, concatenation: the same op on every field
                     bounds[node] = self.structural(node, args)
         return [bounds[o] for o in graph.results]
@@ -251,6 +253,26 @@ class Evaluator:
         hi = field("hi") if args[0].is_float else None
         return Bound(value, field("exact"), field("top"), lo, hi,
                      next((a.why for a in args if a.why != "exact"), "exact"))
+
+    def external(self, node: Node, args: list[Bound]) -> Bound:
+        """A library call (ops.external) runs NumPy's own function: on exact operands its
+        result is NumPy's. A sort is monotone in every element, so sorted bounds bound the
+        sorted values of inexact operands; any other call of an inexact operand (an index
+        result, a factorisation) is unverifiable."""
+        value = self.value(node, [a.value for a in args])
+        known = [a.exact & ~a.top for a in args]
+        if all(k.all() for k in known):
+            return exact_bound(value)
+        if node.op == "sort" and args[0].is_float:
+            axis = node.attr("axis")
+            exact = np.broadcast_to(known[0].all(axis=axis, keepdims=True), node.shape)
+            top = np.broadcast_to(args[0].top.any(axis=axis, keepdims=True), node.shape)
+            lo = np.sort(args[0].lo, axis=axis)
+            hi = np.sort(args[0].hi, axis=axis)
+            return _finish(value, exact, top, lo, hi, args[0].why)
+        f64 = value.astype(F64) if value.dtype.kind == "f" else None
+        return Bound(value, np.zeros(node.shape, bool), np.ones(node.shape, bool), f64,
+                     None if f64 is None else f64.copy(), "external")
 
     def gather(self, node: Node, args: list[Bound]) -> Bound:
         """The operand's bounds read at NumPy's positions (the index arrays' values); where

@@ -289,7 +289,8 @@ def _python_scalars_as_numpy(want: Any, got: Any, cmp: Comparison) -> Any:
         return got.dtype.type(want)
     if isinstance(want, (tuple, list)) and isinstance(got, (tuple, list)) and \
             len(want) == len(got):
-        return type(want)(_python_scalars_as_numpy(w, g, cmp) for w, g in zip(want, got))
+        items = [_python_scalars_as_numpy(w, g, cmp) for w, g in zip(want, got)]
+        return type(want)(*items) if hasattr(want, "_fields") else type(want)(items)
     return want
 
 
@@ -405,8 +406,10 @@ def _tree_shape(t: Any) -> Any:
         return ("leaf",)
     if t[0] == "const":
         return ("const",)
-    if t[0] == "dict":
-        return ("dict", t[1], tuple(_tree_shape(c) for c in t[2]))
+    if t[0] in ("dict", "namedtuple"):   # (kind, keys or type, children)
+        return (t[0], t[1], tuple(_tree_shape(c) for c in t[2]))
+    if t[0] == "dataclass":              # (kind, type, names, children)
+        return (t[0], t[1], t[2], tuple(_tree_shape(c) for c in t[3]))
     return (t[0], tuple(_tree_shape(c) for c in t[1]))
 
 
@@ -415,7 +418,8 @@ def _tree_consts(t: Any) -> list[Any]:
         return []
     if t[0] == "const":
         return [t[1]]
-    children = t[2] if t[0] == "dict" else t[1]
+    children = t[3] if t[0] == "dataclass" else t[2] if t[0] in ("dict", "namedtuple") \
+        else t[1]
     return [c for ch in children for c in _tree_consts(ch)]
 
 
@@ -434,6 +438,11 @@ def _leaf_paths(t: Any, prefix: str = "result") -> list[str]:
         return []
     if t[0] == "dict":
         return [p for k, c in zip(t[1], t[2]) for p in _leaf_paths(c, f"{prefix}[{k!r}]")]
+    if t[0] == "namedtuple":
+        return [p for name, c in zip(t[1]._fields, t[2])
+                for p in _leaf_paths(c, f"{prefix}.{name}")]
+    if t[0] == "dataclass":
+        return [p for name, c in zip(t[2], t[3]) for p in _leaf_paths(c, f"{prefix}.{name}")]
     return [p for i, c in enumerate(t[1]) for p in _leaf_paths(c, f"{prefix}[{i}]")]
 
 

@@ -13,7 +13,8 @@ step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip)
 concatenate/stack, gathers (integer-array indexing with lists, traced indices and known
 boolean masks, np.take in its modes, take_along_axis), writes (assignment with basic keys,
 lists, masks and traced index arrays; in-place operators), scatters (``ufunc.at``), traced
-boolean masks used as arrays (data-dependent sizes), and every NumPy-level function of the
+boolean masks used as arrays (data-dependent sizes), the sort family (sort, argsort,
+partitions, medians, percentiles, quantiles: external ops), and every NumPy-level function of the
 registry (``composite``: one of the test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
 and a step NumPy rejects is drawn again, so every program is valid NumPy.
 
@@ -390,6 +391,50 @@ def f_scan(b: _Builder) -> str | None:
     return f"np.{kind}({', '.join(args)})"
 
 
+_SORT_KINDS = ("None", '"quicksort"', '"mergesort"', '"heapsort"', '"stable"')
+_QUANTILE_METHODS = ("linear", "lower", "higher", "nearest", "midpoint", "median_unbiased",
+                     "inverted_cdf", "weibull", "hazen")
+
+
+def f_sort(b: _Builder) -> str | None:
+    """The sort family (external ops): sort, argsort, partition and argpartition along an
+    axis (or the flattened array), medians, percentiles and quantiles (nan* too)."""
+    src = b.src
+    x = b.pick(lambda v: np.ndim(v) >= 1)
+    if x is None:
+        return None
+    xv = b.v(x)
+    nd = np.ndim(xv)
+    kind = src.choice(("sort", "argsort", "partition", "argpartition", "median", "quantile",
+                       "percentile"))
+    if kind in ("sort", "argsort"):
+        axis = _axis(src, nd, allow_tuple=False)
+        k = src.choice(_SORT_KINDS)
+        return f"np.{kind}({_wrapped(b, x)}, axis={axis}, kind={k})"
+    if kind in ("partition", "argpartition"):
+        axis = _axis(src, nd, allow_tuple=False)
+        n = np.size(xv) if axis is None else np.shape(xv)[axis]
+        if n == 0:
+            return None
+        kth = src.integer(-n, n - 1)
+        return f"np.{kind}({_wrapped(b, x)}, {kth}, axis={axis})"
+    if np.size(xv) == 0 or np.asarray(xv).dtype == np.dtype(bool):
+        return None
+    axis = _axis(src, nd)
+    if axis is not None and any(np.shape(xv)[a] == 0
+                                for a in (axis if isinstance(axis, tuple) else (axis,))):
+        return None
+    nan = "nan" if src.boolean(0.3) else ""
+    keep = ", keepdims=True" if src.boolean(0.2) else ""
+    ax = "" if axis is None else f", axis={_fmt_axis(axis)}"
+    if kind == "median":
+        return f"np.{nan}median({_wrapped(b, x)}{ax}{keep})"
+    scale = 100 if kind == "percentile" else 1
+    q = src.choice((f"{0.5 * scale}", f"[{0.1 * scale:g}, {0.75 * scale:g}]", f"{scale}"))
+    method = src.choice(_QUANTILE_METHODS)
+    return f"np.{nan}{kind}({_wrapped(b, x)}, {q}{ax}{keep}, method={method!r})"
+
+
 def f_transpose(b: _Builder) -> str | None:
     src = b.src
     x = b.pick(lambda v: np.ndim(v) >= 2)
@@ -764,6 +809,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "matmul": (f_matmul, 3), "concat": (f_concat, 3), "normalize": (f_normalize, 5),
     "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
     "assign": (f_assign, 6), "scatter": (f_scatter, 4), "select": (f_select, 4),
+    "sort": (f_sort, 4),
 }
 
 

@@ -16,7 +16,8 @@ chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each 
 - ``scan``: parallel over the kept dimensions, sequential along the scan axis.
 - ``scatter``: parallel over the dimensions that are not indexed, sequential (in C order)
   along the index dimensions, so repeated positions are written in NumPy's order.
-- ``matmul``: an external BLAS call, no loops of ours.
+- ``matmul``: an external BLAS call, no loops of ours (the GPU has its own matmul kernel).
+- ``external``: a library call (``ops.external``: sorts, LAPACK), no loops of ours.
 
 At launch, ``make_geometry`` (geometry.py) refines a TileSpec for the strides it meets:
 merged dimensions, transposed-map and column-reduction tilings, and which accesses have unit
@@ -47,7 +48,7 @@ COLUMN_SUM_BLOCK = 16
 @dataclass(frozen=True)
 class TileSpec:
     kernel: Kernel
-    strategy: str                 # "map" | "row" | "full" | "scan" | "scatter" | "matmul"
+    strategy: str     # "map" | "row" | "full" | "scan" | "scatter" | "matmul" | "external"
     par_dims: tuple[int, ...]     # flattened into the parallel range, outer to inner
     inner_dims: tuple[int, ...]   # looped inside each parallel iteration, outer to inner
 
@@ -55,8 +56,8 @@ class TileSpec:
 
 def tile_kernel(kernel: Kernel) -> TileSpec:
     dims = tuple(range(len(kernel.space)))
-    if kernel.kind == "matmul":
-        return TileSpec(kernel, "matmul", (), ())
+    if kernel.call is not None:   # a library call: "matmul" or "external"
+        return TileSpec(kernel, kernel.kind, (), ())
     if kernel.kind == "map":
         return TileSpec(kernel, "map", dims[:-1] if len(dims) > 1 else dims,
                         dims[-1:] if len(dims) > 1 else ())

@@ -55,6 +55,14 @@ def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
     return node
 
 
+def external(op: str, args: Sequence[Node], **attrs: Any) -> tuple[Node, ...]:
+    """Every result of the external call ``op(args)`` (``ops.external``): one node each, the
+    same operands and attributes and ``result=i``, which the planner runs as one call."""
+    from ..ops import EXTERNALS
+    n = len(EXTERNALS[op].results([a.shape for a in args], [a.dtype for a in args], attrs))
+    return tuple(make(op, args, **attrs, result=i) for i in range(n))
+
+
 def constant(value: Any, dtype: Any = None) -> Node:
     """A constant node holding a copy of ``value`` (frozen at trace time)."""
     arr = np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)

@@ -201,12 +201,17 @@ def refusal(func: Callable) -> str | None:
         return ""
     module = getattr(func, "__module__", "") or ""
     if composites.lookup(func) is None and module.startswith(("numpy.linalg", "numpy.fft")):
-        # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which
-        # tracearray does not have (nor complex dtypes): refuse by name, before NumPy's code
-        # fails somewhere inside on a traced value.
-        what = "linear algebra beyond matmul, norms and products" if "linalg" in module \
-            else "FFTs (complex results)"
-        return f"tracearray does not implement {what} yet"
+        # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which reach
+        # tracearray only as the external ops it registers (nor are there complex dtypes):
+        # refuse the others by name, before NumPy's code fails somewhere inside.
+        what = ("this np.linalg function yet (the supported ones -- solve, inv, det, slogdet, "
+                "cholesky, qr, svd, eigh, eigvalsh, lstsq, pinv, matrix_power, matrix_rank, "
+                "norm and the products -- are listed in docs/supported.md)"
+                if "linalg" in module else "FFTs (complex results) yet")
+        if getattr(func, "__name__", "") in ("eig", "eigvals"):
+            what = ("complex values yet, and the eigenvalues of a general matrix are complex "
+                    "(np.linalg.eigh and eigvalsh compute those of symmetric matrices)")
+        return f"tracearray does not implement {what}"
     return None
 
 

@@ -578,6 +578,30 @@ class Tracer:
     def compress(self, condition: Any, axis: Any = None, out: Any = None) -> "Tracer":
         return np.compress(condition, self, axis, out)
 
+    # Sorting in place: the sorted value is written into this array's memory (an argument's
+    # too: the call writes it back, Graph.updates), as ndarray.sort does.
+    def sort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
+             stable: Any = None) -> None:
+        if axis is None:
+            raise TypeError(with_location("'NoneType' object cannot be interpreted as an "
+                                          "integer"))
+        self[...] = np.sort(self, axis, kind, order, stable=stable)
+
+    def argsort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
+                stable: Any = None) -> "Tracer":
+        return np.argsort(self, axis, kind, order, stable=stable)
+
+    def partition(self, kth: Any, axis: Any = -1, kind: str = "introselect",
+                  order: Any = None) -> None:
+        if axis is None:
+            raise TypeError(with_location("'NoneType' object cannot be interpreted as an "
+                                          "integer"))
+        self[...] = np.partition(self, kth, axis, kind, order)
+
+    def argpartition(self, kth: Any, axis: Any = -1, kind: str = "introselect",
+                     order: Any = None) -> "Tracer":
+        return np.argpartition(self, kth, axis, kind, order)
+
     def searchsorted(self, v: Any, side: str = "left", sorter: Any = None) -> "Tracer":
         return np.searchsorted(self, v, side, sorter)
 

@@ -88,11 +88,15 @@ def lookup(obj: Any) -> Composite | None:
 
 
 def as_tracer(x: Any) -> Any:
-    """``x`` as a traced array: tracers as they are, anything array-like as a constant."""
+    """``x`` as a traced array: tracers as they are, a boolean selection (``x[mask]``) as
+    its compacted elements, anything array-like as a constant."""
     from .. import numpy_api as api
+    from ..selection import MaskedSelection
     from ..tracer import Tracer
     if isinstance(x, Tracer):
         return x
+    if isinstance(x, MaskedSelection):
+        return x.compact()
     return Tracer(api.as_node(np.asarray(x) if not isinstance(x, (np.ndarray, np.generic))
                               else x))
 
@@ -103,8 +107,8 @@ def node(x: Any) -> Any:
 
 
 # The definitions (imported for their registration).
-from . import (assignment, counting, functions, indexing, linalg, reductions, shapes,  # noqa: E402,F401
-               ufuncs)
+from . import (assignment, counting, functions, indexing, lapack, linalg, reductions,  # noqa: E402,F401
+               sets, shapes, sorting, ufuncs)
 
 __all__ = ["COMPOSITES", "Composite", "composite", "lookup", "as_tracer", "node",
            "NUMPY_IMPLEMENTATION", "ALL", "NUMERIC", "FLOATS", "INTS", "SIGNED"]

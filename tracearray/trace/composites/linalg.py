@@ -148,7 +148,40 @@ def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
            dtypes=NUMERIC, min_dims=1, max_dims=2, values="small",
            divergences=("norm-dot", "float-sum-reassociation"), name="np.linalg.norm")
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tracer:
-    return Tracer(api.norm(unwrap(as_tracer(x)), ord, axis, keepdims))
+    t = as_tracer(x)
+    if isinstance(ord, str) or ord in (2, -2):
+        axes = _matrix_norm_axes(t, axis)
+        if axes is not None and ord in (2, -2, "nuc"):
+            return _singular_value_norm(t, ord, axes, keepdims)
+    return Tracer(api.norm(unwrap(t), ord, axis, keepdims))
+
+
+def _matrix_norm_axes(t: Tracer, axis: Any) -> tuple[int, int] | None:
+    """The (row, col) axes of a matrix norm, or None for a vector norm."""
+    if axis is None:
+        return (0, 1) if t.ndim == 2 else None
+    if not isinstance(axis, (tuple, list)) or len(axis) != 2:
+        return None
+    row, col = (normalize_axes(int(a), t.ndim, "norm")[0] for a in axis)
+    if row == col:
+        raise ValueError(with_location("Duplicate axes given."))
+    return row, col
+
+
+def _singular_value_norm(t: Tracer, ord: Any, axes: tuple[int, int], keepdims: bool
+                         ) -> Tracer:
+    """numpy/linalg/_linalg.py::_multi_svd_norm: the largest (2), smallest (-2) or the sum
+    ('nuc') of the singular values of the matrices over ``axes``."""
+    if t.dtype.kind not in "f":
+        t = t.astype(np.float64)
+    s = np.linalg.svd(np.moveaxis(t, axes, (-2, -1)), compute_uv=False)
+    out = np.amax(s, axis=-1) if ord == 2 else np.amin(s, axis=-1) if ord == -2 else \
+        np.sum(s, axis=-1)
+    if keepdims:
+        shape = list(t.shape)
+        shape[axes[0]] = shape[axes[1]] = 1
+        out = out.reshape(shape)
+    return out
 
 
 # np.linalg's array-API functions: NumPy's code is a wrapper of the main namespace's (matmul,
@@ -185,7 +218,7 @@ for _name, (_calls, _arrays, _min_dims, _div) in _LINALG.items():
            name="np.linalg.matrix_power")
 def matrix_power(a: Any, n: Any) -> Tracer:
     """Repeated squaring, as NumPy's: the identity for n == 0 (broadcast over a stack), the
-    operand's dtype throughout. A negative power needs an inverse, which tracearray lacks."""
+    operand's dtype throughout; a negative power is a power of the inverse."""
     t = as_tracer(a)
     if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
         raise np.linalg.LinAlgError(with_location(
@@ -196,8 +229,7 @@ def matrix_power(a: Any, n: Any) -> Tracer:
     except TypeError:
         raise TypeError(with_location("exponent must be an integer")) from None
     if n < 0:
-        raise unsupported("np.linalg.matrix_power with a negative exponent",
-                          "it needs np.linalg.inv")
+        t, n = np.linalg.inv(t), -n
     if n == 0:
         eye = as_tracer(np.eye(t.shape[-1], dtype=t.dtype))
         return np.broadcast_to(eye, t.shape).copy()

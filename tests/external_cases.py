@@ -1,0 +1,26 @@
+"""One NumPy call per external op (``ops.external``), for the every-op meta-tests of
+test_trace_ops.py and test_cpu_ops.py; tests/test_sort.py and tests/test_linalg.py test
+every form of each."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+SPD = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+EXTERNAL_CALLS: dict[str, Callable] = {
+    "sort": lambda a: np.sort(a, axis=0), "argsort": lambda a: np.argsort(a, kind="stable"),
+    "partition": lambda a: np.partition(a, 1), "argpartition": lambda a: np.argpartition(a, 1),
+    "lexsort": lambda a: np.lexsort((a[0], a[1])),
+    "order_statistic": lambda a: np.percentile(a, [10, 50], axis=0),
+    "unique_count": lambda a: np.unique(np.round(a), axis=0),
+    "unique": lambda a: np.unique(np.round(a), axis=1, return_counts=True),
+    "linalg.inv": np.linalg.inv, "linalg.det": np.linalg.det, "linalg.slogdet": np.linalg.slogdet,
+    "linalg.cholesky": np.linalg.cholesky, "linalg.qr": np.linalg.qr,
+    "linalg.svd": np.linalg.svd, "linalg.eigh": np.linalg.eigh,
+    "linalg.eigvalsh": np.linalg.eigvalsh, "linalg.pinv": np.linalg.pinv,
+    "linalg.matrix_rank": np.linalg.matrix_rank,
+    "linalg.solve": lambda a: np.linalg.solve(a, a[:, :2]),
+    "linalg.lstsq": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
+    "linalg.lstsq_rank": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
+}

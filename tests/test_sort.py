@@ -1,0 +1,375 @@
+"""The sort family against NumPy: sort, argsort, partition, argpartition, lexsort, ndarray.sort
+in place, median, percentile, quantile (every method), their nan* variants, unique, isin and
+the set routines.
+
+The external ops call NumPy's own sorts, so results must be NumPy's exactly: values and
+indices bit for bit, the sign of zeros, the order of ties for every kind (the default
+quicksort's included), NaN last. Inputs have many ties, NaN, +-0 and +-inf, empty and size-1
+rows, every axis, every real dtype and non-contiguous layouts; elementwise producers and
+consumers around a sort must stay fused into the kernels before and after it.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.ops import ALL_DTYPES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def cpu(fn):
+    return tracearray.compile(fn, device="cpu")
+
+
+def awkward(shape, dtype, seed=0) -> np.ndarray:
+    """Values with many ties, and for floats NaN, +-0 and +-inf."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        x = rng.integers(0, 4, shape).astype(dtype)
+        flat = x.reshape(-1)
+        if flat.size > 3:
+            flat[::5] = info.max
+            flat[1::7] = info.min
+        return x
+    x = rng.integers(-3, 4, shape).astype(dtype)
+    flat = x.reshape(-1)
+    special = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, np.nan], dtype)
+    for i, v in enumerate(special):
+        flat[i * 3 + 1::11] = v
+    return x
+
+
+def same(got, want, what=""):
+    """Exactly NumPy's result: type, dtype, shape, values, NaN positions and zero signs."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), what
+        assert type(got) is type(want), (what, type(got), type(want))
+        for g, w in zip(got, want):
+            same(g, w, what)
+        return
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, (what, g.dtype, w.dtype, g.shape, w.shape)
+    np.testing.assert_array_equal(g, w, err_msg=what)
+    if w.dtype.kind == "f":
+        assert np.array_equal(np.signbit(g), np.signbit(w)), f"{what}: signs of zeros"
+
+
+def check(fn, *args, what=""):
+    want = fn(*args)
+    got = cpu(fn)(*args)
+    same(got, want, what)
+    return got
+
+
+# ------------------------------------------------------------------------------------------
+# sort, argsort: every dtype, every axis, every kind
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_sort_and_argsort_every_dtype_and_axis(dtype):
+    x = awkward((5, 33), dtype)
+    for axis in (0, 1, -1, None):
+        check(lambda x: np.sort(x, axis=axis), x, what=f"sort axis={axis}")
+        check(lambda x: np.argsort(x, axis=axis), x, what=f"argsort axis={axis}")
+
+
+@pytest.mark.parametrize("kind", ["quicksort", "mergesort", "heapsort", "stable"])
+def test_argsort_ties_follow_every_kind(kind):
+    # 300 elements with 4 distinct values: NumPy's introsort (and heapsort) put ties in an
+    # order of their own, which must be reproduced exactly
+    x = awkward((3, 300), np.float32, seed=3)
+    check(lambda x: np.argsort(x, axis=-1, kind=kind), x, what=kind)
+    check(lambda x: np.sort(x, axis=0, kind=kind), x, what=kind)
+    check(lambda x: np.argsort(x, stable=True), x, what="stable=True")
+
+
+def test_sort_edge_shapes_and_layouts():
+    x = awkward((4, 6, 5), np.float64, seed=1)
+    check(lambda x: np.sort(x.transpose(2, 0, 1), axis=1), x, what="transposed")
+    check(lambda x: np.argsort(x[:, ::-2, 1:], axis=1), x, what="strided view")
+    for shape in [(0,), (1,), (3, 0), (0, 4), (3, 1), (1, 7)]:
+        y = awkward(shape, np.int16, seed=2)
+        check(lambda y: np.sort(y), y, what=str(shape))
+        check(lambda y: np.argsort(y, axis=0), y, what=str(shape))
+
+
+def test_sort_keeps_its_producers_and_consumers_fused():
+    x = awkward((8, 64), np.float32, seed=4)
+
+    def f(x):
+        s = np.sort(x * 2.0 + 1.0, axis=-1)
+        return np.exp(s[:, ::-1]) * 0.5 - 1.0
+
+    want = f(x)
+    got = cpu(f)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    kinds = [k.strategy for k in cpu(f).explain(x).kernels]
+    assert kinds == ["map", "external", "map"], kinds   # one producer kernel, one consumer
+    text = str(cpu(f).explain(x))
+    assert "external: NumPy's sort" in text
+
+
+def test_sort_errors_name_the_line():
+    x = np.zeros((3, 4))
+    with pytest.raises(np.exceptions.AxisError, match="test_sort.py"):
+        cpu(lambda x: np.sort(x, axis=2))(x)
+    with pytest.raises(ValueError, match="sort kind"):
+        cpu(lambda x: np.sort(x, kind="bogus"))(x)
+    with pytest.raises(ValueError, match="can't be provided at the same time"):
+        cpu(lambda x: np.argsort(x, kind="stable", stable=True))(x)
+
+
+# ------------------------------------------------------------------------------------------
+# in place: ndarray.sort / partition on made values and on arguments
+# ------------------------------------------------------------------------------------------
+
+def test_ndarray_sort_in_place_on_an_argument_and_a_made_value():
+    def f(x):
+        x.sort(axis=0)
+        return x[0] + 1
+
+    x = awkward((6, 9), np.float64, seed=5)
+    want_x = x.copy()
+    want = f(want_x)
+    got_x = x.copy()
+    same(cpu(f)(got_x), want)
+    same(got_x, want_x, "the argument, sorted in place")
+
+    def g(x):
+        y = x * 3
+        y.sort()
+        v = y[:, ::2]
+        v.sort(axis=1, kind="stable")   # through a view: the base sees it
+        return y
+
+    check(g, awkward((4, 10), np.int32, seed=6), what="made value, through a view")
+
+
+def test_ndarray_partition_in_place():
+    def f(x):
+        x.partition(2, axis=-1)
+        return x
+
+    x = awkward((5, 8), np.float32, seed=7)
+    want_x = x.copy()
+    got_x = x.copy()
+    same(cpu(f)(got_x), f(want_x))
+    same(got_x, want_x)
+
+
+# ------------------------------------------------------------------------------------------
+# partition, argpartition, lexsort
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint64, np.float16, np.float64, np.bool_], ids=str)
+def test_partition_and_argpartition(dtype):
+    x = awkward((4, 13), dtype, seed=8)
+    for kth, axis in [(3, -1), ((0, 5, -1), -1), (-2, 0), (1, None)]:
+        check(lambda x: np.partition(x, kth, axis=axis), x, what=f"partition {kth} {axis}")
+        check(lambda x: np.argpartition(x, kth, axis=axis), x, what=f"argpartition {kth}")
+    with pytest.raises(ValueError, match="out of bounds"):
+        cpu(lambda x: np.partition(x, 13))(x)
+    # NumPy does not look at kth for an empty array (soak sort-1, program 896)
+    check(lambda x: np.partition(x, 1), np.zeros((1, 1, 0), np.int16))
+    check(lambda x: np.argpartition(x, 5, axis=0), np.zeros((0, 3), dtype))
+
+
+def test_lexsort():
+    a = awkward((3, 40), np.int8, seed=9)
+    b = awkward((3, 40), np.float64, seed=10)
+    check(lambda a, b: np.lexsort((a, b)), a, b)
+    check(lambda a, b: np.lexsort((b, a, b > 0), axis=0), a, b)
+    check(lambda a, b: np.lexsort(a), a, b)
+    with pytest.raises(ValueError, match="same shape"):
+        cpu(lambda a, b: np.lexsort((a, b[0])))(a, b)
+
+
+# ------------------------------------------------------------------------------------------
+# median, percentile, quantile and nan*
+# ------------------------------------------------------------------------------------------
+
+METHODS = ["inverted_cdf", "averaged_inverted_cdf", "closest_observation",
+           "interpolated_inverted_cdf", "hazen", "weibull", "linear", "median_unbiased",
+           "normal_unbiased", "lower", "higher", "midpoint", "nearest"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_quantile_every_method(method):
+    x = awkward((5, 11), np.float64, seed=11)
+    y = awkward((6, 7), np.int32, seed=12)
+    check(lambda x: np.quantile(x, [0.0, 0.3, 0.5, 1.0], axis=-1, method=method), x,
+          what=method)
+    check(lambda y: np.percentile(y, 37.5, axis=0, method=method), y, what=method)
+    finite = np.nan_to_num(x, posinf=9, neginf=-9)
+    finite[0, ::3] = np.nan
+    check(lambda x: np.nanquantile(x, [0.25, 0.9], axis=1, method=method), finite,
+          what=f"nan {method}")
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint8, np.float16, np.float32, np.float64],
+                         ids=str)
+def test_median_and_nanmedian(dtype):
+    x = awkward((4, 6, 5), dtype, seed=13)
+    for axis in (None, 0, -1, (0, 2)):
+        check(lambda x: np.median(x, axis=axis), x, what=f"median {axis}")
+        check(lambda x: np.median(x, axis=axis, keepdims=True), x, what=f"keepdims {axis}")
+        check(lambda x: np.nanmedian(x, axis=axis), x, what=f"nanmedian {axis}")
+    if np.dtype(dtype).kind == "f":
+        allnan = x.copy()
+        allnan[1] = np.nan
+        check(lambda x: np.nanmedian(x, axis=1), allnan, what="all-NaN rows")
+        check(lambda x: np.nanpercentile(x, [10, 50], axis=(1, 2), keepdims=True), allnan)
+
+
+def test_order_statistics_fuse_and_empty_inputs():
+    x = awkward((7, 20), np.float32, seed=14)
+
+    def f(x):
+        return np.median(np.abs(x) + 1.0, axis=-1) * 2.0
+
+    check(f, x)
+    kinds = [k.strategy for k in cpu(f).explain(x).kernels]
+    assert kinds.count("external") == 1 and len(kinds) <= 3, kinds
+    check(lambda x: np.nanquantile(x, 0.5), np.zeros((0, 3), np.float32))
+    check(lambda x: np.median(x, axis=0), np.zeros((0, 3)))
+    with pytest.raises(IndexError):
+        cpu(lambda x: np.quantile(x, 0.5))(np.zeros(0))
+    with pytest.raises(ValueError, match="Quantiles must be in the range"):
+        cpu(lambda x: np.quantile(x, 1.5))(x)
+
+
+# ------------------------------------------------------------------------------------------
+# unique, isin and the set routines
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint32, np.int64, np.float16,
+                                   np.float64], ids=str)
+def test_unique_every_flag(dtype):
+    x = awkward((6, 9), dtype, seed=15)
+    check(lambda x: np.unique(x), x)
+    check(lambda x: np.unique(x, return_index=True, return_inverse=True, return_counts=True), x)
+    check(lambda x: np.unique(x.T, return_inverse=True), x)
+    check(lambda x: np.unique(x, return_counts=True, equal_nan=False), x)
+    check(lambda x: np.unique(x[:0]), x)
+
+
+def test_unique_distinct_count_is_decided_by_the_data():
+    f = cpu(lambda x: np.unique(x * 2, return_counts=True))
+    for seed, n in [(0, 3), (1, 6), (2, 3)]:
+        x = np.random.default_rng(seed).integers(0, n, 50).astype(np.float32)
+        same(f(x), np.unique(x * 2, return_counts=True))
+
+
+def test_isin_and_set_routines():
+    a = awkward((5, 8), np.float64, seed=16)
+    b = awkward((11,), np.float64, seed=17)
+    ai = awkward((5, 8), np.int16, seed=18)
+    bi = awkward((4,), np.int64, seed=19)
+    for x, y in [(a, b), (ai, bi), (ai, b)]:
+        check(lambda x, y: np.isin(x, y), x, y)
+        check(lambda x, y: np.isin(x, y, invert=True, kind="sort"), x, y)
+        check(lambda x, y: np.isin(x, y[:0]), x, y)
+        check(lambda x, y: np.intersect1d(x, y), x, y)
+        check(lambda x, y: np.intersect1d(x, y, return_indices=True), x, y)
+        check(lambda x, y: np.union1d(x, y), x, y)
+        check(lambda x, y: np.setdiff1d(x, y), x, y)
+        check(lambda x, y: np.setxor1d(x, y), x, y)
+    check(lambda x, y: np.isin(x, y, assume_unique=True), ai, np.arange(3))
+
+
+def test_sort_round_trips_through_the_gpu_host_path():
+    """On the GPU an external op without a device implementation runs on the host (copied
+    there and back on the stream): checked here under the SIMT emulator."""
+    from gpu_emulator import EmulatedDevice
+    from tracearray.gpu import driver
+
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    try:
+        x = awkward((6, 40), np.float32, seed=20)
+
+        def f(x):
+            return np.sort(x.T * 2 + 1, axis=0)[::-1] - 1, np.argsort(x, kind="stable")
+
+        same(tracearray.compile(f, device="cuda")(x), f(x))
+    finally:
+        driver.set_device_for_testing(prev)
+
+
+def test_large_sorts_run_rows_in_parallel_with_numpys_results(monkeypatch):
+    """A sort of at least HOST_SPLIT_MIN elements is cut into pieces of rows for the pool;
+    every row is still NumPy's own sort of that row (ties included)."""
+    from tracearray.cpu import pool, runtime
+
+    calls = []
+    real = pool.parallel_for
+    monkeypatch.setattr(pool, "parallel_for", lambda fn, chunks: (calls.append(len(chunks)),
+                                                                 real(fn, chunks)))
+    monkeypatch.setattr(pool, "num_threads", lambda: 4)
+    x = awkward((300, 260), np.float32, seed=21)
+    assert x.size >= runtime.HOST_SPLIT_MIN
+    check(lambda x: np.argsort(x, axis=-1), x, what="rows")
+    check(lambda x: np.sort(x, axis=0, kind="stable"), x, what="columns")
+    check(lambda x: np.argpartition(x, 7, axis=-1), x, what="partition rows")
+    assert calls and all(n > 1 for n in calls[-3:]), calls
+
+
+def test_every_external_op_is_registered():
+    """Each EXTERNAL primitive has its registration: result rules, a host function, and
+    results one node each (the meta-test of the kind)."""
+    from tracearray.ops import EXTERNALS, OPS, Kind
+
+    external = {n for n, s in OPS.items() if s.kind is Kind.EXTERNAL}
+    assert {"sort", "argsort", "partition", "argpartition", "lexsort",
+            "order_statistic"} <= external
+    for name in external:
+        ext = EXTERNALS[name]
+        assert callable(ext.host) and callable(ext.shapes) and callable(ext.dtypes), name
+
+
+def test_array_api_unique_functions():
+    x = awkward((5, 7), np.float64, seed=22)
+    for fn in (np.unique_all, np.unique_counts, np.unique_inverse):
+        check(lambda x: fn(x), x, what=fn.__name__)
+    check(lambda x: np.unique_values(x), x, what="unique_values of floats: sorted")
+    # integers come in the order of NumPy's hash table: NumPy's own function gives it
+    check(lambda x: np.unique_values(x * 3), np.array([7, 3, 1, 2, 1, 9, 3, 5]))
+    check(lambda x: np.unique(x, sorted=False), np.array([7, 3, 1, 2, 1, 9, 3, 5]))
+
+
+def test_unique_along_an_axis():
+    x = awkward((7, 3), np.float64, seed=23)
+    x[1] = x[4]
+    x[2] = x[5]
+    x[3, :] = np.nan
+    x[6, :] = np.nan
+    check(lambda x: np.unique(x, axis=0), x)
+    check(lambda x: np.unique(x, axis=0, equal_nan=False), x)
+    check(lambda x: np.unique(x * 2, axis=-1, return_index=True, return_inverse=True,
+                              return_counts=True), x.T.copy())
+    check(lambda x: np.unique(x, axis=1, return_counts=True), awkward((3, 9), np.int8, seed=24))
+    check(lambda x: np.unique(x, axis=0, return_inverse=True), np.zeros((3, 0)))
+
+
+def test_weighted_quantiles():
+    x = awkward((4, 9), np.float64, seed=25)
+    w = np.random.default_rng(26).random((4, 9))
+    check(lambda x, w: np.quantile(x, [0.2, 0.7], axis=1, method="inverted_cdf", weights=w),
+          x, w)
+    check(lambda x, w: np.percentile(x * 2, 30, axis=-1, method="inverted_cdf",
+                                     weights=w[0]), x, w)
+    with pytest.raises(ValueError, match="Only method 'inverted_cdf' supports weights"):
+        cpu(lambda x, w: np.quantile(x, 0.2, axis=1, weights=w))(x, w)
+    with pytest.raises(ValueError, match="non-negative(.|\n)*test_sort.py"):   # at run time
+        cpu(lambda x, w: np.quantile(x, 0.2, axis=1, method="inverted_cdf",
+                                     weights=w - 2))(x, w)

@@ -1,0 +1,158 @@
+"""The sort family as external ops: NumPy's own sorts run on the operand buffers.
+
+Calling ``np.sort`` / ``np.argsort`` / ``np.partition`` / ``np.lexsort`` on the operands gives
+NumPy's exact results: NaN last, the order of ties of every ``kind`` (the default quicksort's
+included), and for partitions the very arrangement NumPy's introselect leaves. Rows are
+independent, so a CPU implementation parallel over rows can be registered here later without
+changing anything above; NumPy's sorts are vectorised (AVX-512 / AVX2 quicksort) already.
+
+Axes are normalised by the tracer (``axis=None`` is a sort of the flattened array); kth values
+are normalised to non-negative positions.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from .external import (INTP, across_rows, register_external, returning, same_dtype,
+                       same_shape)
+from .spec import ALL_DTYPES, Domain, Shape
+
+_ANY = Domain(ALL_DTYPES)
+
+
+def _index_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    return (INTP,)
+
+
+def _sort(x: np.ndarray, *, axis: int, kind: str) -> np.ndarray:
+    return np.sort(x, axis=axis, kind=kind)
+
+
+def _argsort(x: np.ndarray, *, axis: int, kind: str) -> np.ndarray:
+    return np.argsort(x, axis=axis, kind=kind)
+
+
+def _partition(x: np.ndarray, *, kth: tuple[int, ...], axis: int) -> np.ndarray:
+    return np.partition(x, kth, axis=axis)
+
+
+def _argpartition(x: np.ndarray, *, kth: tuple[int, ...], axis: int) -> np.ndarray:
+    return np.argpartition(x, kth, axis=axis)
+
+
+def _lexsort(*keys: np.ndarray, axis: int) -> np.ndarray:
+    return np.lexsort(keys, axis=axis)
+
+
+register_external("sort", same_shape, same_dtype, returning(_sort), what="NumPy's sort",
+                  domain=_ANY, split=across_rows)
+register_external("argsort", same_shape, _index_dtype, returning(_argsort),
+                  what="NumPy's argsort", domain=_ANY, split=across_rows)
+register_external("partition", same_shape, same_dtype, returning(_partition),
+                  what="NumPy's partition (introselect)", domain=_ANY, split=across_rows)
+register_external("argpartition", same_shape, _index_dtype, returning(_argpartition),
+                  what="NumPy's argpartition (introselect)", domain=_ANY,
+                  split=across_rows)
+register_external("lexsort", same_shape, _index_dtype, returning(_lexsort),
+                  what="NumPy's lexsort", arity=-1, domain=_ANY, split=across_rows)
+
+
+
+# Order statistics: NumPy's own median / quantile / percentile and their nan* variants on
+# the operand (introselect partitions, its interpolation, its NaN rules: NumPy's results bit
+# for bit, zero signs and every ``method`` included). The tracer normalises the arguments:
+# ``axis`` a sorted tuple or None, ``q`` a tuple of the values with its shape and dtype (or
+# None for the medians), ``weak``: q was a Python scalar (NumPy then types the result weakly),
+# ``ndim`` the operand's. A second operand is ``weights`` (method="inverted_cdf").
+ORDER_STATISTICS = ("median", "nanmedian", "quantile", "nanquantile", "percentile",
+                    "nanpercentile")
+
+
+def order_statistic_q(q: tuple | None, q_shape: tuple, q_dtype: str, weak: bool) -> Any:
+    if q is None:
+        return None
+    arr = np.array(q, dtype=np.dtype(q_dtype)).reshape(q_shape)
+    return arr.item() if weak else arr
+
+
+def order_statistic_call(x: np.ndarray, weights: np.ndarray | None = None, *, func: str,
+                         q: tuple | None, q_shape: tuple, q_dtype: str, weak: bool,
+                         axis: tuple | None, method: str, keepdims: bool, ndim: int
+                         ) -> np.ndarray:
+    fn = getattr(np, func)
+    kwargs = {"axis": axis, "keepdims": keepdims}
+    if weights is not None:
+        kwargs["weights"] = weights
+    if q is None:
+        return np.asarray(fn(x, **kwargs))
+    return np.asarray(fn(x, order_statistic_q(q, q_shape, q_dtype, weak), method=method,
+                         **kwargs))
+
+
+def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    shape, axis = shapes[0], attrs["axis"]
+    axes = range(len(shape)) if axis is None else axis
+    kept = tuple(1 if d in axes else n for d, n in enumerate(shape)) if attrs["keepdims"] \
+        else tuple(n for d, n in enumerate(shape) if d not in axes)
+    return (tuple(attrs["q_shape"]) + kept,)
+
+
+def _order_statistic_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    """NumPy's result dtype: its function run on a one-element stand-in of the dtype."""
+    standin = np.ones((1,) * attrs["ndim"], dtype=dtypes[0])
+    weights = np.ones_like(standin, dtypes[1]) if len(dtypes) > 1 else None
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return (order_statistic_call(standin, weights, **attrs).dtype,)
+
+
+register_external("order_statistic", _order_statistic_shape, _order_statistic_dtype,
+                  returning(order_statistic_call),
+                  what="NumPy's median / quantile (introselect)", arity=-1, domain=_ANY)
+
+
+# np.unique: NumPy's own (its sort, or its hash table for integers without flags; along an
+# axis it compares whole slices as records). The number of distinct values (slices) is a size
+# the data decides: ``unique_count`` is probed first, then ``unique`` runs with it (and checks
+# it). ``axis`` is None (the flattened array) or a non-negative int.
+_UNIQUE_FLAGS = ("return_index", "return_inverse", "return_counts")
+
+
+def _unique_count(x: np.ndarray, *, axis: int | None, equal_nan: bool, sorted: bool
+                  ) -> np.ndarray:
+    values = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted)
+    return np.int64(values.shape[0 if axis is None else axis])
+
+
+def _unique(x: np.ndarray, *, axis: int | None, count: int, equal_nan: bool, sorted: bool,
+            **flags: bool) -> tuple:
+    got = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted, **flags)
+    got = got if isinstance(got, tuple) else (got,)
+    if got[0].shape[0 if axis is None else axis] != count:   # the probe saw other data
+        raise AssertionError("np.unique: the number of distinct values changed")
+    return got
+
+
+def _unique_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    shape, axis, count = shapes[0], attrs["axis"], attrs["count"]
+    if axis is None:
+        values, inverse = (count,), tuple(shape)   # NumPy 2: the inverse has x's shape
+    else:
+        values = tuple(count if d == axis else n for d, n in enumerate(shape))
+        inverse = (shape[axis],)
+    extra = {"return_index": (count,), "return_inverse": inverse, "return_counts": (count,)}
+    return (values,) + tuple(extra[f] for f in _UNIQUE_FLAGS if attrs[f])
+
+
+def _unique_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    return (np.dtype(dtypes[0]),) + (INTP,) * sum(bool(attrs[f]) for f in _UNIQUE_FLAGS)
+
+
+register_external("unique_count", lambda shapes, attrs: ((),),
+                  lambda dtypes, attrs: (np.dtype(np.int64),), returning(_unique_count),
+                  what="NumPy's unique (the count)", domain=_ANY)
+register_external("unique", _unique_shapes, _unique_dtypes, returning(_unique),
+                  what="NumPy's unique", domain=_ANY)

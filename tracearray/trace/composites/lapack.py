@@ -1,0 +1,217 @@
+"""numpy.linalg's LAPACK functions: solve, inv, det, slogdet, cholesky, qr, svd, eigh,
+eigvalsh, lstsq, pinv, matrix_rank (the external ops of ``ops.linalg``), batched over leading
+axes as NumPy 2 does, with NumPy's shape checks and errors at the user's line.
+
+Operands are cast as ``numpy/linalg/_linalg.py::_commonType`` types them: integers and bools
+compute in float64, float32 stays float32 (NumPy computes it in double and casts back, and so
+does the host function, which is NumPy's), float16 is refused with NumPy's TypeError. A
+singular matrix raises NumPy's ``LinAlgError`` when the compiled function runs. ``eig`` and
+``eigvals`` need complex results, which tracearray does not have yet: ``trace/dispatch.py``
+refuses them by name.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.linalg import LinAlgError
+from numpy.linalg import _linalg as npl
+
+from ...errors import with_location
+from .. import context
+from ..build import external, unsupported
+from ..tracer import Tracer
+from . import NUMERIC, as_tracer, composite
+
+_SQ = "{0} @ {0}.swapaxes(-1, -2) + 3 * np.eye({0}.shape[-1])"   # well conditioned, symmetric
+_NOTE = "external op: LAPACK through numpy.linalg (on the GPU: runs on the host for now)"
+_LAPACK = dict(dtypes=NUMERIC, min_dims=2, max_dims=3, same_shape=True, values="small",
+               notes=_NOTE)
+
+
+def _result_dtype(*ts: Tracer) -> np.dtype:
+    out = np.dtype(np.float32)
+    for t in ts:
+        if t.dtype == np.float16:
+            raise TypeError(with_location("array type float16 is unsupported in linalg"))
+        if t.dtype != np.float32:
+            out = np.dtype(np.float64)
+    return out
+
+
+def _matrices(a: Any, square: bool = True) -> Tracer:
+    t = as_tracer(a)
+    if t.ndim < 2:
+        raise LinAlgError(with_location(
+            f"{t.ndim}-dimensional array given. Array must be at least two-dimensional"))
+    if square and t.shape[-1] != t.shape[-2]:
+        raise LinAlgError(with_location("Last 2 dimensions of the array must be square"))
+    return t.astype(_result_dtype(t))
+
+
+def _call(op: str, *ts: Tracer, **attrs: Any) -> tuple[Tracer, ...]:
+    return tuple(Tracer(n) for n in external(op, [t.node for t in ts], **attrs))
+
+
+@composite(np.linalg.solve, calls=[f'np.linalg.solve({_SQ}, {{1}})',
+                                   f'np.linalg.solve({_SQ}, {{1}}[..., 0])'],
+           arrays=2, name="np.linalg.solve", **_LAPACK)
+def solve(a: Any, b: Any) -> Tracer:
+    ta, tb = as_tracer(a), as_tracer(b)
+    dt = _result_dtype(ta, tb)
+    ta = _matrices(ta).astype(dt)
+    tb = tb.astype(dt)
+    m = ta.shape[-1]
+    if tb.ndim == 0 or (tb.ndim == 1 and tb.shape[0] != m) or \
+            (tb.ndim >= 2 and tb.shape[-2] != m):
+        raise ValueError(with_location(
+            f"solve: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+            f"signature (m,m),(m,n)->(m,n) (size {tb.shape[-2 if tb.ndim >= 2 else -1]} is "
+            f"different from {m})" if tb.ndim else "solve: b must be at least 1-dimensional"))
+    if tb.ndim >= 2:
+        np.broadcast_shapes(ta.shape[:-2], tb.shape[:-2])   # NumPy's error if they do not
+    return _call("linalg.solve", ta, tb)[0]
+
+
+@composite(np.linalg.inv, calls=[f'np.linalg.inv({_SQ})',
+                                 'np.linalg.inv(np.exp({0}) @ np.exp({0}).swapaxes(-1, -2) '
+                                 '+ np.eye({0}.shape[-1]))'],
+           name="np.linalg.inv", **_LAPACK)
+def inv(a: Any) -> Tracer:
+    return _call("linalg.inv", _matrices(a))[0]
+
+
+@composite(np.linalg.det, calls=[f'np.linalg.det({_SQ})', 'np.linalg.det({0}[..., :2, :2])'],
+           name="np.linalg.det", **_LAPACK)
+def det(a: Any) -> Tracer:
+    return _call("linalg.det", _matrices(a))[0]
+
+
+@composite(np.linalg.slogdet, calls=[f'np.linalg.slogdet({_SQ})[1]',
+                                     'np.linalg.slogdet({0}[..., :2, :2]).sign'],
+           name="np.linalg.slogdet", **_LAPACK)
+def slogdet(a: Any) -> Any:
+    sign, logdet = _call("linalg.slogdet", _matrices(a))
+    return npl.SlogdetResult(sign, logdet)
+
+
+@composite(np.linalg.cholesky, calls=[f'np.linalg.cholesky({_SQ})',
+                                      f'np.linalg.cholesky({_SQ}, upper=True)'],
+           name="np.linalg.cholesky", **_LAPACK)
+def cholesky(a: Any, /, *, upper: bool = False) -> Tracer:
+    return _call("linalg.cholesky", _matrices(a), upper=bool(upper))[0]
+
+
+@composite(np.linalg.qr, calls=['np.linalg.qr({0})[0]', 'np.linalg.qr({0}, mode="r")',
+                                'np.linalg.qr({0}, mode="complete").R'],
+           name="np.linalg.qr", **_LAPACK)
+def qr(a: Any, mode: str = "reduced") -> Any:
+    if mode not in ("reduced", "complete", "r", "raw"):
+        if mode in ("f", "full", "e", "economic"):
+            raise unsupported(f"np.linalg.qr(mode={mode!r})", "a deprecated mode")
+        raise ValueError(with_location(f"Unrecognized mode '{mode}'"))
+    results = _call("linalg.qr", _matrices(a, square=False), mode=mode)
+    if mode == "r":
+        return results[0]
+    return npl.QRResult(*results) if mode != "raw" else results
+
+
+@composite(np.linalg.svd, calls=['np.linalg.svd({0}, compute_uv=False)',
+                                 'np.abs(np.linalg.svd({0})[0])',
+                                 f'np.linalg.svd({_SQ}, hermitian=True, compute_uv=False)'],
+           name="np.linalg.svd", **_LAPACK)
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> Any:
+    t = _matrices(a, square=bool(hermitian))
+    results = _call("linalg.svd", t, full_matrices=bool(full_matrices),
+                    compute_uv=bool(compute_uv), hermitian=bool(hermitian))
+    return npl.SVDResult(*results) if compute_uv else results[0]
+
+
+def _uplo(UPLO: str) -> str:
+    if UPLO not in ("L", "U"):
+        raise ValueError(with_location("UPLO argument must be 'L' or 'U'"))
+    return UPLO
+
+
+@composite(np.linalg.eigh, calls=[f'np.linalg.eigh({_SQ})[0]',
+                                  f'np.abs(np.linalg.eigh({_SQ}, UPLO="U").eigenvectors)'],
+           name="np.linalg.eigh", **_LAPACK)
+def eigh(a: Any, UPLO: str = "L") -> Any:
+    w, v = _call("linalg.eigh", _matrices(a), UPLO=_uplo(UPLO))
+    return npl.EighResult(w, v)
+
+
+@composite(np.linalg.eigvalsh, calls=[f'np.linalg.eigvalsh({_SQ})'],
+           name="np.linalg.eigvalsh", **_LAPACK)
+def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
+    return _call("linalg.eigvalsh", _matrices(a), UPLO=_uplo(UPLO))[0]
+
+
+@composite(np.linalg.pinv, calls=['np.linalg.pinv({0})', 'np.linalg.pinv({0}, rcond=1e-3)'],
+           name="np.linalg.pinv", **_LAPACK)
+def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._NoValue
+         ) -> Tracer:
+    t = _matrices(a, square=bool(hermitian))
+    for name, v in (("rcond", rcond), ("rtol", rtol)):
+        if isinstance(v, Tracer) or (v is not None and v is not np._NoValue and
+                                     np.ndim(v) != 0):
+            raise unsupported(f"np.linalg.pinv({name}=<array>)", "pass a Python number")
+    if rcond is not None and rtol is not np._NoValue:
+        raise ValueError(with_location("`rtol` and `rcond` can't be both set."))
+    if t.shape[-1] == 0 or t.shape[-2] == 0:   # NumPy: an empty result of a's own dtype
+        a = as_tracer(a)
+        return as_tracer(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
+    return _call("linalg.pinv", t, rcond=None if rcond is None else float(rcond),
+                 rtol=None if rtol is np._NoValue or rtol is None else float(rtol),
+                 hermitian=bool(hermitian))[0]
+
+
+@composite(np.linalg.matrix_rank, calls=['np.linalg.matrix_rank({0})',
+                                         'np.linalg.matrix_rank({0}[..., :1, :] * 0)'],
+           name="np.linalg.matrix_rank", **_LAPACK)
+def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None
+                ) -> Tracer:
+    t = as_tracer(A)
+    if t.ndim < 2:   # NumPy: int(not all(A == 0))
+        return (~np.all(t == 0)).astype(np.int64) if t.ndim else \
+            (t != 0).astype(np.int64)
+    for name, v in (("tol", tol), ("rtol", rtol)):
+        if isinstance(v, Tracer) or (v is not None and np.ndim(v) != 0):
+            raise unsupported(f"np.linalg.matrix_rank({name}=<array>)", "pass a Python number")
+    if tol is not None and rtol is not None:
+        raise ValueError(with_location("`tol` and `rtol` can't be both set."))
+    return _call("linalg.matrix_rank", _matrices(t, square=bool(hermitian)),
+                 tol=None if tol is None else float(tol),
+                 rtol=None if rtol is None else float(rtol), hermitian=bool(hermitian))[0]
+
+
+@composite(np.linalg.lstsq, calls=['np.linalg.lstsq({0}[0] if {0}.ndim == 3 else {0}, '
+                                   '({1}[0] if {1}.ndim == 3 else {1}))[0]'],
+           arrays=2, name="np.linalg.lstsq", dtypes=NUMERIC, min_dims=2, max_dims=2,
+           same_shape=True, values="small", notes=_NOTE)
+def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
+    ta, tb = as_tracer(a), as_tracer(b)
+    dt = _result_dtype(ta, tb)
+    if ta.ndim != 2:
+        raise LinAlgError(with_location(
+            f"{ta.ndim}-dimensional array given. Array must be two-dimensional"))
+    if tb.ndim not in (1, 2):
+        raise LinAlgError(with_location(
+            f"{tb.ndim}-dimensional array given. Array must be one or two-dimensional"))
+    m, n = ta.shape
+    if tb.shape[0] != m:
+        raise LinAlgError(with_location("Incompatible dimensions"))
+    if isinstance(rcond, Tracer) or (rcond is not None and np.ndim(rcond) != 0):
+        raise unsupported("np.linalg.lstsq(rcond=<array>)", "pass a Python number")
+    rcond = None if rcond is None else float(rcond)
+    ta, tb = ta.astype(dt), tb.astype(dt)
+    k = tb.shape[1] if tb.ndim == 2 else 1
+    residuals = 0
+    if m > n and k:
+        # NumPy returns residuals only when the rank is full: a size the data decides
+        (rank,) = _call("linalg.lstsq_rank", ta, tb, rcond=rcond)
+        full = np.where(rank == n, k, 0).astype(np.int64)
+        residuals = context.data_size(full.node, "np.linalg.lstsq's residuals")
+    x, res, rank, s = _call("linalg.lstsq", ta, tb, rcond=rcond, residuals=residuals)
+    return x, res, rank, s
