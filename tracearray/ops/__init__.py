@@ -11,6 +11,7 @@ or its view rule in the module of its family:
   accumulator dtype, carried index);
 - ``structure.py``: sources, views, matmul, concatenate;
 - ``indexing.py``: indexing with data (``gather``);
+- ``random.py``: the counter-based random bit generator (``philox``);
 - ``divergences.py``: THE list of deliberate divergences from NumPy, which ops cite by id;
 - ``ir.py``: the scalar IR toolkit the emitters are written with.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from . import elementwise, indexing, numeric, reductions, structure  # noqa: F401  (registration)
+from . import elementwise, indexing, numeric, random, reductions, structure  # noqa: F401  (registration)
 from .reductions import Reducer, reducer_of_ufunc, scan_of_ufunc
 from .spec import (ALL_DTYPES, EXACT, FLOAT_DTYPES, INT_DTYPES, LIBM, OPS, TRANSCENDENTAL_COST,
                    Accuracy, BoundsHint, Domain, Kind, MathFn, OpSpec, Shape, ops_of_kind)
