@@ -30,7 +30,7 @@ from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
 from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
-                    is_array_leaf, plain_function, pytree, trace_function)
+                    is_array_leaf, plain_function, pytree, random_key_source, trace_function)
 from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
 from .trace import context as trace_context
 from .trace.graph import Graph
@@ -154,12 +154,16 @@ class CompiledFunction:
                 blind.append(statics[-1])
                 return
             flat, tree = pytree.flatten(value, is_array_leaf)
-            statics.append(_hashable(tree))
-            blind.append(_value_blind(tree))
+            # which leaves are generators: a uint64 key like any 0-d uint64 array, but traced
+            # as a generator (so not the same trace as an array)
+            gens = tuple(j for j, v in enumerate(flat) if isinstance(v, np.random.Generator))
+            statics.append(_hashable((tree, "generators", gens) if gens else tree))
+            blind.append((_value_blind(tree), gens) if gens else _value_blind(tree))
             for j, v in enumerate(flat):
                 check_array_argument(v, name if tree == ("leaf",) else
                                      lambda: f"{name()}[{j}]")
-                leaves.append(_as_input_array(v))
+                leaves.append(_random_key(v) if isinstance(v, np.random.Generator)
+                              else _as_input_array(v))
 
         for i, a in enumerate(args):
             visit(a, i in self.static_argnums,
@@ -195,13 +199,14 @@ class CompiledFunction:
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
         leaves, statics, blind = self._flatten_args(args, kwargs)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
+        keys: dict[str, np.ndarray] = {}   # this call's random keys, one per source
         name = _kernel_prefix(self.fn)
         sizes: tuple[int, ...] = ()
         while True:
             tkey = (statics, shapes, sizes)
             with self._build_lock:   # concurrent first calls build one trace and executable
                 lowered, all_leaves = self._lower_locked(args, kwargs, leaves, tkey, sizes,
-                                                         name)
+                                                         name, keys)
                 # (a new data-dependent size is not a changed Python scalar: sizes are part
                 # of the value-blind key too)
                 changed = self._retraces.note(tkey, (blind, shapes, sizes)) \
@@ -240,7 +245,8 @@ class CompiledFunction:
             RetraceWarning, stacklevel=4)
 
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
-                      sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
+                      sizes: tuple[int, ...], name: str, keys: dict
+                      ) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
         if traced is not None and not self._guards_hold(traced[0]):
             config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
@@ -262,7 +268,7 @@ class CompiledFunction:
             self._report(name, Lowered(graph, plan, traced[2], None))
         else:
             self._traces.move_to_end(tkey)
-        leaves = leaves + self._global_arrays(traced[0])
+        leaves = leaves + self._global_arrays(traced[0], keys)
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
@@ -329,9 +335,21 @@ class CompiledFunction:
                 return False
         return True
 
-    def _global_arrays(self, trace: Trace) -> list[np.ndarray]:
-        """The current values of the global arrays the graph reads (its last inputs)."""
-        return [_as_input_array(self._globals[name]) for name in trace.graph.globals]
+    def _global_arrays(self, trace: Trace, keys: dict | None = None) -> list[np.ndarray]:
+        """The current values of the global arrays the graph reads (its last inputs), and the
+        call's random keys (``keys``: drawn once per call and source, so that every stage of a
+        staged call sees the same numbers)."""
+        keys = {} if keys is None else keys
+        out = []
+        for name in trace.graph.globals:
+            source = random_key_source(name)
+            if source is None:
+                out.append(_as_input_array(self._globals[name]))
+                continue
+            if source not in keys:
+                keys[source] = _random_key(source)
+            out.append(keys[source])
+        return out
 
     def _report(self, name: str, lowered: "Lowered") -> None:
         config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
@@ -365,7 +383,7 @@ class CompiledFunction:
                 graph = hit[1].graph
                 inputs = list(args) + self._global_arrays(hit[1]) if graph.globals else args
                 if graph.updates:
-                    targets = list(args) + [self._globals[n] for n in graph.globals]
+                    targets = list(args) + [self._globals.get(n) for n in graph.globals]
                     _check_update_targets(graph, targets)
                     return _results(hit[0].run(inputs), graph, targets)
                 return _results(hit[0].run(inputs), graph)
@@ -400,7 +418,7 @@ class CompiledFunction:
         for k in sorted(kwargs):
             if k not in self.static_argnames:
                 out.extend(pytree.flatten(kwargs[k], is_array_leaf)[0])
-        return out + [self._globals[n] for n in graph.globals]
+        return out + [self._globals.get(n) for n in graph.globals]
 
     def _traces_entry(self, graph: Graph) -> Trace:
         for trace, _plan, _tiles in self._traces.values():
@@ -522,6 +540,24 @@ _MISSING = object()
 # Globals whose *value* (not identity) the guards compare.
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
                 frozenset)
+
+
+# NumPy's global RandomState: the legacy np.random functions draw from it (np.random.seed seeds
+# it), and so do their compiled versions, once per call.
+_GLOBAL_RANDOM_STATE = np.random.mtrand._rand
+
+
+def _random_key(source: Any) -> np.ndarray:
+    """A fresh 64-bit key (a 0-d uint64 array) for a call's random draws, from a Generator
+    passed in (advancing it by one 64-bit output), NumPy's global RandomState ("global") or
+    the OS's entropy ("entropy")."""
+    if isinstance(source, np.random.Generator):
+        value = source.bit_generator.random_raw()
+    elif source == "global":
+        value = _GLOBAL_RANDOM_STATE.randint(0, 1 << 64, dtype=np.uint64)
+    else:
+        value = np.random.SeedSequence().generate_state(1, np.uint64)[0]
+    return np.array(value, dtype=np.uint64)
 
 
 def _as_input_array(value: Any) -> np.ndarray:

@@ -15,11 +15,14 @@ the duration of the trace and undoes them afterwards:
    the last) and the wrappers do not depend on which thread calls them, so code running
    outside a trace sees NumPy's behaviour (at the cost of one Python call while a trace is
    running somewhere).
-2. **Random numbers are refused.** A call of ``np.random.*`` inside a compiled function would
-   be evaluated once, at trace time, and frozen into the graph: every call would return the
-   same numbers. Until random generation exists in kernels, the legacy functions and
-   ``default_rng`` raise ``UnsupportedOperationError`` naming the call and the user's line;
-   generators passed in or reachable from the function are refused by ``trace_function``.
+2. **Random numbers are drawn by the kernels.** A call of ``np.random.*`` evaluated while
+   tracing would be frozen into the graph (every call would return the same numbers), so the
+   legacy functions and ``default_rng`` that ``trace/random.py`` implements are replaced by
+   their traced versions (``random.replacement``), whose keys come from graph inputs the call
+   path fills at every call (``TraceState.key_input``); the other ``np.random`` functions raise
+   ``UnsupportedOperationError`` naming the call and the user's line. Generators passed as
+   arguments are traced (``random.TracedGenerator``); generators reachable from the function
+   otherwise (globals, closures, static arguments) are refused by ``trace_function``.
 3. **Arrays the user's code makes are its own.** ``np.zeros``, ``np.ones``, ``np.empty``,
    ``np.full`` (and their ``_like`` forms of NumPy arrays), ``np.arange``, ``np.linspace``,
    ``np.eye``, ``np.identity``, ``np.tri`` and ``np.array`` of Python data, called from the
@@ -70,6 +73,13 @@ class TraceState:
     # data-dependent sizes known from earlier stages of this call, in the order asked for
     sizes: tuple[int, ...] = ()
     sizes_used: int = 0
+    # random draws (trace/random.py): ``key_input(source)`` is the 0-d uint64 graph input the
+    # call fills with a fresh key from ``source`` ("global": NumPy's global RandomState;
+    # "entropy": the OS), one per source and trace; the legacy functions' generator; how
+    # many unseeded default_rng() generators were made
+    key_input: Callable[[str], Any] | None = None
+    random_global: Any = None
+    random_generators: int = 0
 
 
 class SizeNeeded(BaseException):
@@ -321,11 +331,19 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
 # ============================================================================================
 
 def _random_refusal(name: str) -> Callable[..., Any]:
+    """What ``np.random.<name>`` does while a trace runs: the traced draw of
+    ``trace/random.py``, or an error for the functions it does not implement."""
+    from . import random as traced_random
+    traced = traced_random.replacement(name)
+    if traced is not None:
+        return traced
+
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError(with_location(
-            f"np.random.{name}() inside a compiled function would be evaluated once, while "
-            f"tracing, and every call would return the same numbers; draw the random array "
-            f"outside and pass it in as an argument"))
+            f"np.random.{name}() is not supported inside a compiled function (it would be "
+            f"evaluated once, while tracing, and every call would return the same numbers); "
+            f"supported: np.random.default_rng and {', '.join(sorted(traced_random.LEGACY))} "
+            f"of the legacy functions, or draw the array outside and pass it in"))
     refuse.__name__ = name
     return refuse
 
@@ -345,8 +363,9 @@ def refuse_random_state(value: Any, where: str) -> None:
     if isinstance(value, RANDOM_TYPES):
         raise UnsupportedOperationError(with_location(
             f"{where} is a NumPy random generator ({type(value).__name__}); its draws inside "
-            f"a compiled function would be made once, while tracing, and frozen; draw the "
-            f"random array outside and pass it in as an argument"))
+            f"a compiled function would be made once, while tracing, and frozen; pass a "
+            f"np.random.Generator as an argument (it is advanced at every call), or draw the "
+            f"random array outside and pass it in"))
 
 
 # ============================================================================================
