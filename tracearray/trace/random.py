@@ -25,8 +25,9 @@ distribution needing several uniforms per element takes them from sub-streams (`
 Distributions follow NumPy's parameters, defaults, dtypes and errors; the bit stream is not
 NumPy's (divergence ``random-bit-stream``). Uniform float64 is ``(bits >> 11) * 2**-53`` and
 float32 ``(bits >> 40) * 2**-24`` (NumPy's ``next_double`` / ``next_float``); normals are
-Box-Muller, exponentials ``-log1p(-u)``; integers are unbiased by rejection with a fixed number
-of tries (``_integer_tries``: all of them fail with probability below 2**-32).
+Box-Muller, exponentials ``-log1p(-u)``; integers are Lemire's multiply-shift of 64-bit candidates,
+unbiased by rejection with a fixed number of tries (``_integer_tries``: all of them are
+rejected with probability below 2**-32; then the last is taken).
 """
 from __future__ import annotations
 
@@ -187,20 +188,31 @@ def _positions(shape: tuple[int, ...]) -> Tracer:
     return np.broadcast_to(pos, shape)
 
 
+def _unit_double(b: Tracer) -> Tracer:
+    """``(b >> 11) * 2**-53`` exactly, converted from two 26/27-bit halves through int32: a
+    uint64 -> float64 conversion has no vector instruction before AVX-512 (the loop would run
+    scalar), int32 -> float64 has. Both halves and their sum are exact, so every target
+    computes the same double."""
+    x = b >> 11
+    hi = (x >> 26).astype(np.int32).astype(np.float64)
+    lo = (x & np.uint64((1 << 26) - 1)).astype(np.int32).astype(np.float64)
+    return hi * (2.0 ** -27) + lo * (2.0 ** -53)
+
+
 def _uniform01(bits: Any, dt: np.dtype) -> Tracer:
     """Uniform on [0, 1): the top 53 (float64) or 24 (float32) bits, as NumPy's next_double
     and next_float."""
     b = bits(0)
     if dt == np.float32:
-        return (b >> 40).astype(np.float32) * np.float32(2.0 ** -24)
-    return (b >> 11).astype(np.float64) * (2.0 ** -53)
+        return (b >> 40).astype(np.int32).astype(np.float32) * np.float32(2.0 ** -24)
+    return _unit_double(b)
 
 
 def _normal01(bits: Any) -> Tracer:
-    """Standard normal float64 by Box-Muller from two sub-streams: u1 in (0, 1] (no log(0)),
-    u2 in [0, 1)."""
-    u1 = ((bits(0) >> 11) + 1).astype(np.float64) * (2.0 ** -53)
-    u2 = (bits(1) >> 11).astype(np.float64) * (2.0 ** -53)
+    """Standard normal float64 by Box-Muller from two sub-streams: u1 = 1 - u in (0, 1] (no
+    log(0); exact), u2 in [0, 1)."""
+    u1 = 1.0 - _unit_double(bits(0))
+    u2 = _unit_double(bits(1))
     return np.sqrt(-2.0 * np.log(u1)) * np.cos((2.0 * np.pi) * u2)
 
 
@@ -281,23 +293,41 @@ def _require_nonnegative(value: Any, name: str) -> None:
 
 def _integer_tries(r: int) -> int:
     """How many 64-bit candidates an integer of the known range ``r`` draws so that all of them
-    are rejected with probability below 2**-32. A candidate ``u`` is rejected when
-    ``u < 2**64 mod r`` (the values above are exactly uniform ``u % r``); a range of at most
-    2**32 needs one (its rejection probability is below 2**-32, so the one candidate is
-    taken)."""
+    are rejected with probability below 2**-32 (``_lemire``: a candidate is rejected with
+    probability ``(2**64 mod r) / 2**64``, below 2**-32 for ``r <= 2**32``, where one candidate
+    is drawn and always taken)."""
     t = (1 << 64) % r
     if t == 0:
         return 1
     return max(1, math.ceil(32 / -math.log2(t / float(1 << 64))))
 
 
-def _rejection(bits: Any, r: Any, threshold: Any, tries: int) -> Tracer:
-    """``u % r`` of the first of ``tries`` candidates (sub-streams) not below ``threshold``
-    (the last one when all are)."""
-    result = bits(tries - 1) % r
+_LOW32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+
+
+def _mulhi(u: Tracer, r: Any, small: bool) -> Tracer:
+    """The high 64 bits of the 128-bit product ``u * r`` (uint64s), from 32-bit halves;
+    ``small``: r < 2**32 is known (two products instead of four)."""
+    a, b = u >> _S32, u & _LOW32
+    if small:
+        return (a * r + ((b * r) >> _S32)) >> _S32
+    c, d = r >> _S32, r & _LOW32
+    ad, bc = a * d, b * c
+    mid = ((b * d) >> _S32) + (ad & _LOW32) + (bc & _LOW32)
+    return a * c + (ad >> _S32) + (bc >> _S32) + (mid >> _S32)
+
+
+def _lemire(bits: Any, r: Any, threshold: Any, tries: int, small: bool = False) -> Tracer:
+    """Lemire's multiply-shift: ``floor(u * r / 2**64)`` is uniform on [0, r) over the
+    candidates ``u`` whose product's low 64 bits (``u * r`` modulo 2**64) are at least
+    ``threshold = 2**64 mod r``; the first such of ``tries`` candidates (sub-streams) is taken,
+    the last one when none is. No division: the products vectorise."""
+    u = bits(tries - 1)
+    result = _mulhi(u, r, small)
     for k in reversed(range(tries - 1)):
         u = bits(k)
-        result = np.where(u >= threshold, u % r, result)
+        result = np.where(u * r >= threshold, _mulhi(u, r, small), result)
     return result
 
 
@@ -336,17 +366,20 @@ def _integers(gen: TracedGenerator, low: Any, high: Any, size: Any, dtype: np.dt
         if r == 0:
             offset = bits(0)
         else:
-            offset = _rejection(bits, np.uint64(r), np.uint64((1 << 64) % r),
-                                _integer_tries(r))
+            offset = _lemire(bits, np.uint64(r), np.uint64((1 << 64) % r), _integer_tries(r),
+                             small=r < 1 << 32)
     else:
         r_t = _as_u64(high) - low_u + np.uint64(int(endpoint))
-        safe_r = np.where(r_t == 0, np.uint64(1), r_t)
-        threshold = (np.uint64(0) - r_t) % safe_r
-        # ranges of 8-32-bit dtypes are at most 2**32; 64-bit ones need up to 32 candidates
-        tries = 1 if dtype.itemsize <= 4 else 32
-        offset = _rejection(bits, safe_r, threshold, tries)
-        if dtype.itemsize == 8 and endpoint:
-            offset = np.where(r_t == 0, bits(0), offset)
+        if dtype.itemsize <= 4:
+            # a range of at most 2**32: one candidate, rejected with probability < 2**-32
+            offset = _lemire(bits, r_t, np.uint64(0), 1)
+        else:
+            # up to 32 candidates (a range just above 2**63 rejects half of them); the
+            # threshold 2**64 mod r is (2**64 - r) mod r; r == 0 is the whole 64-bit range
+            safe_r = np.where(r_t == 0, np.uint64(1), r_t)
+            offset = _lemire(bits, r_t, (np.uint64(0) - r_t) % safe_r, 32)
+            if endpoint:
+                offset = np.where(r_t == 0, bits(0), offset)
     return (low_u + offset).astype(dtype)
 
 
