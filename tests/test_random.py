@@ -447,6 +447,27 @@ def test_generators_the_call_cannot_advance_are_refused() -> None:
 
 
 # ============================================================================================
+# The random programs
+# ============================================================================================
+
+def test_the_program_generator_draws_random_draws() -> None:
+    """``tracearray.testing.programs`` has a family of draws (``f_random``) whose values do not
+    depend on the bit stream, so the soak compares them with NumPy like any program."""
+    from tracearray.testing import RandomSource, fuzz
+    from tracearray.testing.programs import ProgramSpace, generate
+    space = ProgramSpace(families=("random",), max_steps=4)
+    drawn = 0
+    for i in range(40):
+        p = generate(RandomSource(f"random-{i}"), space)
+        if "np.random.default_rng" not in p.source():
+            continue
+        drawn += 1
+        out = fuzz.run_program(p, "cpu")
+        assert out.status == "match", f"{p}\n{out.detail}"
+    assert drawn >= 20
+
+
+# ============================================================================================
 # CPU and GPU
 # ============================================================================================
 
