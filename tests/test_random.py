@@ -286,6 +286,18 @@ def test_a_generator_passed_in_advances_and_reproduces() -> None:
     assert rng.random() == ref.random()
 
 
+def test_lower_and_explain_advance_nothing() -> None:
+    f = cpu(lambda rng, x: x + rng.random(x.shape) + np.random.random(x.shape))
+    rng, x = np.random.default_rng(0), np.zeros(4)
+    before, legacy = rng.bit_generator.state, np.random.get_state()[1].copy()
+    f.lower(rng, x)
+    assert "philox" in str(f.explain(rng, x))
+    assert rng.bit_generator.state == before
+    np.testing.assert_array_equal(np.random.get_state()[1], legacy)
+    f(rng, x)
+    assert rng.bit_generator.state != before
+
+
 def test_generators_in_pytrees_and_keywords() -> None:
     f = cpu(lambda gens, x, *, other: (gens[0].random(3) + x, gens[1].random(3),
                                        other.integers(0, 5, 3)))

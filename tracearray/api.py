@@ -135,7 +135,7 @@ class CompiledFunction:
             self.__qualname__ = getattr(plain, "__qualname__", self.__name__)
 
     # --------------------------------------------------------------- signatures
-    def _flatten_args(self, args: tuple, kwargs: dict
+    def _flatten_args(self, args: tuple, kwargs: dict, draw: bool = True
                       ) -> tuple[list[np.ndarray], Any, tuple[Any, ...]]:
         """Array leaves in graph-input order, the cache key of everything else, and that key
         with the values of Python scalars in the argument trees replaced by their types
@@ -143,7 +143,9 @@ class CompiledFunction:
 
         Objects with ``__array__`` are array leaves, converted here at every call (their
         data may have changed since the last one); ndarray subclasses other than np.memmap
-        are refused (``check_array_argument``)."""
+        are refused (``check_array_argument``). A ``np.random.Generator`` leaf is a fresh
+        key drawn from it (advancing it), or a zero key when not ``draw`` (``lower`` and
+        ``explain`` look at the code a call would run and advance nothing)."""
         leaves: list[np.ndarray] = []
         statics: list[Any] = []
         blind: list[Any] = []
@@ -162,8 +164,10 @@ class CompiledFunction:
             for j, v in enumerate(flat):
                 check_array_argument(v, name if tree == ("leaf",) else
                                      lambda: f"{name()}[{j}]")
-                leaves.append(_random_key(v) if isinstance(v, np.random.Generator)
-                              else _as_input_array(v))
+                if isinstance(v, np.random.Generator):
+                    leaves.append(_random_key(v) if draw else np.zeros((), np.uint64))
+                else:
+                    leaves.append(_as_input_array(v))
 
         for i, a in enumerate(args):
             visit(a, i in self.static_argnums,
@@ -192,14 +196,17 @@ class CompiledFunction:
         return "cpu"
 
     # --------------------------------------------------------------- stages
-    def _lower(self, args: tuple, kwargs: dict) -> tuple[Lowered, list[np.ndarray]]:
+    def _lower(self, args: tuple, kwargs: dict, draw: bool = True
+               ) -> tuple[Lowered, list[np.ndarray]]:
         """The lowered function for these arguments. A function whose sizes depend on the
         data (``x[mask]``, ``np.nonzero``) is traced in stages: each probe runs on these
         arguments to find the next size, and the trace for the sizes found is used."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
-        leaves, statics, blind = self._flatten_args(args, kwargs)
+        leaves, statics, blind = self._flatten_args(args, kwargs, draw)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
-        keys: dict[str, np.ndarray] = {}   # this call's random keys, one per source
+        # this call's random keys, one per source (zeros when nothing is drawn)
+        keys: dict[str, np.ndarray] = {} if draw else \
+            {"global": np.zeros((), np.uint64), "entropy": np.zeros((), np.uint64)}
         name = _kernel_prefix(self.fn)
         sizes: tuple[int, ...] = ()
         while True:
@@ -365,7 +372,9 @@ class CompiledFunction:
             config.dump(name, "plan", plan)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self._lower(args, kwargs)[0]
+        """Every stage's artifacts for these arguments; random generators passed in and
+        NumPy's global random state are not advanced."""
+        return self._lower(args, kwargs, draw=False)[0]
 
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
