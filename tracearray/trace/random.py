@@ -78,7 +78,7 @@ class TracedGenerator:
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         _no_out(out, f"{self._name}.random")
         dt = _float_dtype(dtype, "random")
-        return _uniform01(self._bits(_size(size, ())), dt)
+        return _uniform01(self._bits(_size(size)), dt)
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
         low, high = _float_param(low), _float_param(high)
@@ -89,7 +89,7 @@ class TracedGenerator:
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         _no_out(out, f"{self._name}.standard_normal")
         dt = _float_dtype(dtype, "standard_normal")
-        return _normal01(self._bits(_size(size, ()))).astype(dt)
+        return _normal01(self._bits(_size(size))).astype(dt)
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
         loc, scale = _float_param(loc), _float_param(scale)
@@ -103,7 +103,7 @@ class TracedGenerator:
         dt = _float_dtype(dtype, "standard_exponential")
         if method not in ("zig", "inv"):
             raise ValueError("method must be either 'inv' or 'zig'")
-        return _exponential01(self._bits(_size(size, ()))).astype(dt)
+        return _exponential01(self._bits(_size(size))).astype(dt)
 
     def exponential(self, scale: Any = 1.0, size: Any = None) -> Any:
         scale = _float_param(scale)
@@ -127,6 +127,10 @@ class TracedGenerator:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in NEEDS_SORT:
+            raise UnsupportedOperationError(with_location(
+                f"{self._name}.{name}() is not supported inside a compiled function yet: it "
+                f"needs a sort of random keys (np.argsort), which tracearray does not have"))
         raise UnsupportedOperationError(with_location(
             f"{self._name}.{name} is not supported inside a compiled function; supported: "
             f"{', '.join(SUPPORTED_METHODS)}"))
@@ -139,18 +143,6 @@ SUPPORTED_METHODS = ("random", "uniform", "normal", "standard_normal", "exponent
                      "standard_exponential", "integers", "choice")
 # Methods that need a sort of random keys (np.argsort), which the graph does not have yet.
 NEEDS_SORT = ("permutation", "permuted", "shuffle")
-
-
-def _unsupported_method(gen_name: str, name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedOperationError(with_location(
-            f"{gen_name}.{name}() is not supported inside a compiled function yet: it needs a "
-            f"sort of random keys (np.argsort), which tracearray does not have yet"))
-    return refuse
-
-
-for _m in NEEDS_SORT:
-    setattr(TracedGenerator, _m, property(lambda self, _m=_m: _unsupported_method(self._name, _m)))
 
 
 # ============================================================================================
@@ -248,12 +240,11 @@ def _param_shapes(*params: Any) -> tuple[tuple[int, ...], ...]:
     return tuple(np.shape(p) for p in params if isinstance(p, Tracer))
 
 
-def _size(size: Any, param_shapes: Any, what: str = "") -> tuple[int, ...]:
-    """The draw's shape: ``size`` (an int or a tuple), else the parameters' broadcast shape;
-    with both, the parameters must broadcast to ``size`` (NumPy's rule)."""
-    if isinstance(param_shapes, tuple) and param_shapes and isinstance(param_shapes[0], int):
-        param_shapes = (param_shapes,)
-    params = tuple(param_shapes) if param_shapes else ()
+def _size(size: Any, params: tuple[tuple[int, ...], ...] = (), what: str = ""
+          ) -> tuple[int, ...]:
+    """The draw's shape: ``size`` (an int or a tuple), else the broadcast shape of the
+    parameters' shapes ``params``; with both, the parameters must broadcast to ``size``
+    (NumPy's rule)."""
     if size is None:
         return tuple(np.broadcast_shapes(*params)) if params else ()
     if isinstance(size, Tracer):
@@ -415,7 +406,7 @@ def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis
             raise ValueError("a must be a sequence or an integer, not a scalar")
         axis = operator.index(axis) % np.ndim(pop)
         n = np.shape(pop)[axis]
-    shape = _size(size, ())
+    shape = _size(size)
     if n == 0 and math.prod(shape) != 0:
         raise ValueError("a cannot be empty unless no samples are taken")
     if p is not None:
