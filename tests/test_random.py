@@ -426,12 +426,14 @@ def test_parameter_errors_are_numpys() -> None:
                       (lambda r: r.integers(0, 300, dtype=np.uint8), "high is out of bounds"),
                       (lambda r: r.integers(-1, 3, dtype=np.uint8), "low is out of bounds"),
                       (lambda r: r.random(-1), "negative dimensions"),
+                      (lambda r: r.uniform(0, np.inf), "exceeds valid bounds"),
                       (lambda r: r.choice(3, 2, p=[0.5, 0.6, 0.1]), "do not sum to 1"),
                       (lambda r: r.choice(3, 2, p=[0.5, 0.5]), "same size"),
                       (lambda r: r.choice([], 2), "cannot be empty")):
-        with pytest.raises(ValueError, match=match):
+        error = OverflowError if match == "exceeds valid bounds" else ValueError
+        with pytest.raises(error, match=match):
             fn(np.random.default_rng(0))          # NumPy's own error ...
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(error, match=match):
             cpu(fn)(np.random.default_rng(0))     # ... and the compiled function's
     with pytest.raises(TypeError, match="Unsupported dtype"):
         cpu(lambda: np.random.default_rng(0).random(3, dtype=np.int32))()
@@ -443,6 +445,9 @@ def test_parameter_errors_are_numpys() -> None:
     h = cpu(lambda lo, hi: np.random.default_rng(0).integers(lo, hi, 3))
     with pytest.raises(ValueError, match="low >= high"):
         h(np.array(3), np.array(3))
+    u = cpu(lambda lo, hi: np.random.default_rng(0).uniform(lo, hi, 2))
+    with pytest.raises(OverflowError, match="Range exceeds valid bounds"):
+        u(np.array([0.0, 1.0]), np.array([1.0, np.nan]))
     p = cpu(lambda p: np.random.default_rng(0).choice(3, 4, p=p))
     with pytest.raises(ValueError, match="non-negative"):
         p(np.array([1.5, -0.5, 0.0]))

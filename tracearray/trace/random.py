@@ -82,6 +82,7 @@ class TracedGenerator:
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
         low, high = _float_param(low), _float_param(high)
+        _require(np.isfinite(high - low), OverflowError, "Range exceeds valid bounds")
         shape = _size(size, _param_shapes(low, high), f"{self._name}.uniform")
         u = _uniform01(self._bits(shape), np.dtype(np.float64))
         return low + (high - low) * u
@@ -267,15 +268,20 @@ def _size(size: Any, params: tuple[tuple[int, ...], ...] = (), what: str = ""
     return shape
 
 
-def _require_nonnegative(value: Any, name: str) -> None:
-    """NumPy's ``ValueError: scale < 0``: at trace time for a known value, else when the
-    compiled function runs."""
-    known = known_value(value.node) if isinstance(value, Tracer) else np.asarray(value)
+def _require(ok: Any, error: type[BaseException], message: str) -> None:
+    """NumPy's check that ``ok`` holds everywhere: raised at trace time when it is known,
+    else when the compiled function runs."""
+    known = known_value(ok.node) if isinstance(ok, Tracer) else np.asarray(ok)
     if known is not None:
-        if np.any(known < 0):
-            raise ValueError(f"{name} < 0")
+        if not np.all(known):
+            raise error(message)
         return
-    context.require(np.all(value >= 0).node, ValueError, f"{name} < 0")
+    context.require(np.all(ok).node, error, message)
+
+
+def _require_nonnegative(value: Any, name: str) -> None:
+    """NumPy's ``ValueError: scale < 0``."""
+    _require(value >= 0, ValueError, f"{name} < 0")
 
 
 # ============================================================================================
