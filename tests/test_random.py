@@ -499,8 +499,9 @@ def _assert_same_draws(got, want) -> None:
         g = g.numpy() if hasattr(g, "numpy") else g
         if i in (0, 1, 2, 5):          # integers and uniforms: bit for bit
             np.testing.assert_array_equal(g, w)
-        else:                          # libm against libdevice
-            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-300)
+        else:   # libm against libdevice: a few ulp of each function (cos near its zeros:
+            # absolute), far inside these bounds for values of order 1
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-12)
 
 
 def test_cpu_equals_gpu_emulated(emulated_gpu) -> None:
