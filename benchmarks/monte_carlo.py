@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Monte Carlo with random draws inside the compiled function: tracearray against NumPy on the CPU.
 
-    python benchmarks/monte_carlo.py [--n 10000000] [--repeat 9] [--json out.json]
+    python benchmarks/monte_carlo.py [--n 10000000] [--repeat 9] [--device cpu] [--json out.json]
 
 Workloads (a ``np.random.Generator`` passed in; NumPy draws from it, the compiled function
 draws a fresh key from it per call and generates the numbers in its kernels):
@@ -15,6 +15,8 @@ The numbers are not NumPy's (divergence random-bit-stream), so each result is ch
 the exact answer instead (pi, the Black-Scholes formula, 7, the noise's mean and standard
 deviation), within 5 standard errors, for both frameworks; a failed check prints FAIL.
 Timing: after a warm-up call, the two alternate for --repeat rounds; medians are reported.
+``--device cuda`` compiles for the GPU (NumPy in, NumPy out: the noise workload copies its
+array both ways, the estimates only a scalar back).
 """
 from __future__ import annotations
 
@@ -82,15 +84,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     checks = _checks(args.n)
     rows, ok_all = [], True
     for name, fn, data in workloads(args.n):
-        compiled = tracearray.compile(fn, device="cpu")
+        compiled = tracearray.compile(fn, device=args.device)
         rng_np, rng_ta = np.random.default_rng(1), np.random.default_rng(2)
         t0 = time.perf_counter()
         got = compiled(rng_ta, data)
+        got = got.numpy() if hasattr(got, "numpy") else got
         cold = time.perf_counter() - t0
         ok = checks[name](got) and checks[name](fn(rng_np, data))
         ok_all &= ok
@@ -116,7 +120,8 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                        "machine": platform.processor() or platform.machine(),
-                       "n": args.n, "repeat": args.repeat, "rows": rows}, f, indent=1)
+                       "device": args.device, "n": args.n, "repeat": args.repeat,
+                       "rows": rows}, f, indent=1)
     return 0 if ok_all else 1
 
 
