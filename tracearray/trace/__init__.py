@@ -30,8 +30,8 @@ from .verify import verify
 
 __all__ = ["trace_function", "Trace", "Graph", "Node", "Tracer", "format_graph", "verify",
            "is_array_leaf", "check_array_argument", "argument_names",
-           "PLAIN_ARRAY_TYPES", "random_key_name", "random_key_source", "TracearrayError", "ConcretizationError",
-           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
+           "PLAIN_ARRAY_TYPES", "random_key_name", "random_key_source", "TracearrayError",
+           "ConcretizationError", "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
 
 
 def is_array_leaf(x: Any) -> bool:
