@@ -251,7 +251,8 @@ def render_markdown() -> str:
             note = e.notes.replace("|", "\\|")
             lines.append(f"| `{e.name}` | {_HOW[e.how]} | {e.dtypes} | {note} |")
         lines.append("")
-    return "\n".join(lines + _random_section())
+    lines += _random_section()
+    return "\n".join(lines)
 
 
 def _random_section() -> list[str]:
