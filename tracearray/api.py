@@ -135,7 +135,7 @@ class CompiledFunction:
             self.__qualname__ = getattr(plain, "__qualname__", self.__name__)
 
     # --------------------------------------------------------------- signatures
-    def _flatten_args(self, args: tuple, kwargs: dict, draw: bool = True
+    def _flatten_args(self, args: tuple, kwargs: dict, draw: bool = False
                       ) -> tuple[list[np.ndarray], Any, tuple[Any, ...]]:
         """Array leaves in graph-input order, the cache key of everything else, and that key
         with the values of Python scalars in the argument trees replaced by their types
@@ -196,11 +196,13 @@ class CompiledFunction:
         return "cpu"
 
     # --------------------------------------------------------------- stages
-    def _lower(self, args: tuple, kwargs: dict, draw: bool = True
+    def _lower(self, args: tuple, kwargs: dict, draw: bool = False
                ) -> tuple[Lowered, list[np.ndarray]]:
         """The lowered function for these arguments. A function whose sizes depend on the
         data (``x[mask]``, ``np.nonzero``) is traced in stages: each probe runs on these
-        arguments to find the next size, and the trace for the sizes found is used."""
+        arguments to find the next size, and the trace for the sizes found is used.
+        ``draw``: a call's random keys are drawn (generators passed in and NumPy's global
+        state advance); ``lower`` and ``explain`` draw none (zero keys)."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
         leaves, statics, blind = self._flatten_args(args, kwargs, draw)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
@@ -372,9 +374,7 @@ class CompiledFunction:
             config.dump(name, "plan", plan)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """Every stage's artifacts for these arguments; random generators passed in and
-        NumPy's global random state are not advanced."""
-        return self._lower(args, kwargs, draw=False)[0]
+        return self._lower(args, kwargs)[0]
 
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
@@ -397,7 +397,7 @@ class CompiledFunction:
                     return _results(hit[0].run(inputs), graph, targets)
                 return _results(hit[0].run(inputs), graph)
         try:
-            lowered, leaves = self._lower(args, kwargs)
+            lowered, leaves = self._lower(args, kwargs, draw=True)
         except TracearrayError:
             if self.fallback != "numpy":
                 raise
