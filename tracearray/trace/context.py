@@ -342,8 +342,9 @@ def _random_refusal(name: str) -> Callable[..., Any]:
         raise UnsupportedOperationError(with_location(
             f"np.random.{name}() is not supported inside a compiled function (it would be "
             f"evaluated once, while tracing, and every call would return the same numbers); "
-            f"supported: np.random.default_rng and {', '.join(sorted(traced_random.LEGACY))} "
-            f"of the legacy functions, or draw the array outside and pass it in"))
+            f"supported: np.random.default_rng, a Generator argument, and the legacy "
+            f"{', '.join(n for n in sorted(traced_random.LEGACY) if n != 'default_rng')}; "
+            f"or draw the array outside and pass it in"))
     refuse.__name__ = name
     return refuse
 
