@@ -14,7 +14,10 @@ import math
 import numpy as np
 import pytest
 
+import threading
+
 import tracearray
+from numpy.random import rand as imported_rand   # a user's binding of a legacy function
 from tracearray.errors import UnsupportedOperationError
 from tracearray.ops.random import philox4x32, philox_reference
 
@@ -351,6 +354,37 @@ def test_the_legacy_functions_use_numpys_global_state() -> None:
     np.random.seed(0)
     np.random.randint(0, 2**64, dtype=np.uint64)
     assert after == np.random.random()
+
+
+def test_legacy_functions_bound_in_the_users_module() -> None:
+    """``from numpy.random import rand`` in the function's module is the traced draw too (it
+    ran NumPy's own random code on tracers while tracing: a segfault)."""
+    f = cpu(lambda x: x + imported_rand(*x.shape))
+    np.random.seed(3)
+    a = f(np.zeros(4))
+    np.random.seed(3)
+    np.testing.assert_array_equal(f(np.zeros(4)), a)
+    assert np.all((a >= 0) & (a < 1))
+
+
+def test_other_threads_get_numpys_random_functions_while_a_trace_runs() -> None:
+    """np.random's functions are replaced for the whole process while a trace runs; a thread
+    that is not tracing meanwhile gets NumPy's own functions."""
+    seen = []
+
+    def other_thread():
+        np.random.seed(0)
+        seen.append((np.random.rand(2), np.random.default_rng(1).random(2)))
+
+    def f(x):
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        return x + 1
+    cpu(f)(np.zeros(2))
+    np.random.seed(0)
+    np.testing.assert_array_equal(seen[0][0], np.random.rand(2))
+    np.testing.assert_array_equal(seen[0][1], np.random.default_rng(1).random(2))
 
 
 def test_default_rng_without_a_seed_is_fresh_every_call() -> None:

@@ -550,16 +550,3 @@ LEGACY: dict[str, Any] = {
         _choice(_global(), a, size, replace, p, 0, "np.random.choice"),
     "default_rng": default_rng,
 }
-
-
-def replacement(name: str) -> Any:
-    """What ``np.random.<name>`` does while a trace runs, or None (refused)."""
-    fn = LEGACY.get(name)
-    if fn is None:
-        return None
-
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-    traced.__name__ = name
-    traced.__qualname__ = f"random.{name}"
-    return traced
