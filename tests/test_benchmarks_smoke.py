@@ -154,6 +154,20 @@ def test_cpu_cli_runs_and_writes_json(tmp_path):
     assert proc.returncode == (1 if doc["failures"] else 0)
 
 
+def test_monte_carlo_cli_runs_and_writes_json(tmp_path):
+    """benchmarks/monte_carlo.py at 20,000 draws: every estimate checked (exit 0), one kernel
+    per workload (the draws fused into their consumers)."""
+    out = tmp_path / "mc.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "monte_carlo.py"), "--n", "20000",
+         "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=300,
+        cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["workload"] for r in rows] == ["pi", "option", "dice", "noise"]
+    assert all(r["ok"] and r["kernels"] == 1 for r in rows)
+
+
 def test_accuracy_cli_runs_and_writes_json(tmp_path):
     """benchmarks/accuracy.py at 2^12 terms: 16 rows, exact references that are exact (a sum
     of small integers), and both NumPy's and tracearray's errors within a few eps."""

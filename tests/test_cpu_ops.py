@@ -214,6 +214,7 @@ TESTED_BY = {
         "reduce_fmax", "reduce_fmin", "reduce_bitwise_and", "reduce_bitwise_or",
         "reduce_bitwise_xor", "reduce_logical_xor")},
     **{op: "test_external_ops" for op in EXTERNAL_CALLS},
+    "philox": "test_philox",
 }
 
 
@@ -914,6 +915,21 @@ def test_extra_primitives(dt: str) -> None:
                 assert_matches(got[5], want[5], "reduction", scale=scale, n=3)
                 got, want = got[:5] + got[6:], want[:5] + want[6:]
             assert_tree_matches(got, want, "exact")
+
+
+def test_philox() -> None:
+    """The random bit generator compiled for the CPU, bit for bit against its NumPy reference
+    (itself checked against Random123's known answers in tests/test_random.py), with operands
+    at the 32- and 64-bit edges and broadcast (tests/test_random.py has the distributions)."""
+    from tracearray.ops.random import philox_reference
+    from tracearray.trace.random import philox
+    f = compiled(("philox",), lambda: lambda p, s, k: philox(p, s, k))
+    edges = np.array([0, 1, 2**32 - 1, 2**32, 2**63, 2**64 - 1], np.uint64)
+    rng = np.random.default_rng(5)
+    p = np.concatenate([edges, rng.integers(0, 2**64, 30, dtype=np.uint64, endpoint=False)])
+    for s, k in ((edges[:, None], np.uint64(0)), (np.uint64(7), edges[::-1, None])):
+        got = f(p, np.asarray(s), np.asarray(k))
+        np.testing.assert_array_equal(got, philox_reference(p, s, k))
 
 
 def test_scatter() -> None:

@@ -158,7 +158,9 @@ def _op_programs():
             ("bmm", lambda a, b: a @ b, (x, x.transpose(0, 2, 1))),
             ("gather", lambda a, i: (a[i] * 2, a[:, i % 6].sum(axis=1), np.take(a, i, mode="clip")),
              (x, np.array([3, -1, 0]))),
-            ("scatter", _scatters, (x, np.array([3, -1, 0, 3])))]
+            ("scatter", _scatters, (x, np.array([3, -1, 0, 3]))),
+            ("random", lambda a, g: a * g.standard_normal(a.shape) + g.integers(0, 7, a.shape),
+             (x, np.random.default_rng(0)))]
     # Primitives reached through NumPy functions and ufunc methods (in every dtype kind).
     from numpy.lib.stride_tricks import sliding_window_view
     for dt in ("float32", "float64", "float16", "int8", "uint32", "bool"):

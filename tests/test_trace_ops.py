@@ -205,6 +205,7 @@ EXPLICITLY_TESTED = {
     "reduce_bitwise_and": "test_extra_primitives", "reduce_bitwise_or": "test_extra_primitives",
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
     "gather": "test_gather_primitive", "scatter": "test_scatter_primitive",
+    "philox": "test_philox_primitive",
 }
 # External ops (library calls): each made by a NumPy call (tests/external_cases.py), compiled
 # and run on the CPU (tests/test_sort.py and tests/test_linalg.py test every form)
@@ -1161,6 +1162,23 @@ def test_extra_primitives() -> None:
                       lambda a: np.bitwise_xor.reduce(a)):
                 check(g, x)
     check(lambda a: np.logical_xor.reduce(a, axis=0), rng.integers(0, 2, (5, 3)).astype(bool))
+
+
+def test_philox_primitive() -> None:
+    """The random bit generator traces to ``philox`` (broadcast operands, uint64), which the
+    evaluator computes as its NumPy reference."""
+    from tracearray.ops.random import philox4x32
+    from tracearray.trace.random import philox
+    p = np.array([0, 1, 2**32 + 5, 2**64 - 1], np.uint64)
+    s, k = np.array([[0], [2**40 + 3]], np.uint64), np.uint64(2**63 + 11)
+    graph = trace(lambda a, b, c: philox(a, b, c), p, s, k)
+    assert ops_in(graph) >= {"philox"} and graph.outputs[0].shape == (2, 4)
+    (got,) = evaluate_checked(graph, graph_inputs((p, s, np.asarray(k))))
+    for i in range(2):
+        for j in range(4):
+            w = philox4x32((int(p[j]) & 0xFFFFFFFF, int(p[j]) >> 32, int(s[i, 0]) & 0xFFFFFFFF,
+                            int(s[i, 0]) >> 32), (int(k) & 0xFFFFFFFF, int(k) >> 32))
+            assert int(got[i, j]) == int(w[0]) | (int(w[1]) << 32)
 
 
 def test_scatter_primitive() -> None:

@@ -31,7 +31,7 @@ from .gpu import array as _gpu_array
 from .fuse.plan import Plan
 from .tile import TileSpec, tile_plan
 from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
-                    is_array_leaf, plain_function, pytree, trace_function)
+                    is_array_leaf, plain_function, pytree, random_key_source, trace_function)
 from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
 from .trace import context as trace_context
 from .trace.graph import Graph
@@ -176,7 +176,7 @@ class CompiledFunction:
             self.__qualname__ = getattr(plain, "__qualname__", self.__name__)
 
     # --------------------------------------------------------------- signatures
-    def _flatten_args(self, args: tuple, kwargs: dict
+    def _flatten_args(self, args: tuple, kwargs: dict, draw: bool = False
                       ) -> tuple[list[np.ndarray], Any, tuple[Any, ...]]:
         """Array leaves in graph-input order, the cache key of everything else, and that key
         with the values of Python scalars in the argument trees replaced by their types
@@ -184,7 +184,9 @@ class CompiledFunction:
 
         Objects with ``__array__`` are array leaves, converted here at every call (their
         data may have changed since the last one); ndarray subclasses other than np.memmap
-        are refused (``check_array_argument``)."""
+        are refused (``check_array_argument``). A ``np.random.Generator`` leaf is a fresh
+        key drawn from it (advancing it), or a zero key when not ``draw`` (``lower`` and
+        ``explain`` look at the code a call would run and advance nothing)."""
         leaves: list[np.ndarray] = []
         statics: list[Any] = []
         blind: list[Any] = []
@@ -195,12 +197,18 @@ class CompiledFunction:
                 blind.append(statics[-1])
                 return
             flat, tree = pytree.flatten(value, is_array_leaf)
-            statics.append(_hashable(tree))
-            blind.append(_value_blind(tree))
+            # which leaves are generators: a uint64 key like any 0-d uint64 array, but traced
+            # as a generator (so not the same trace as an array)
+            gens = tuple(j for j, v in enumerate(flat) if isinstance(v, np.random.Generator))
+            statics.append(_hashable((tree, "generators", gens) if gens else tree))
+            blind.append((_value_blind(tree), gens) if gens else _value_blind(tree))
             for j, v in enumerate(flat):
                 check_array_argument(v, name if tree == ("leaf",) else
                                      lambda: f"{name()}[{j}]")
-                leaves.append(_as_input_array(v))
+                if isinstance(v, np.random.Generator):
+                    leaves.append(_random_key(v) if draw else np.zeros((), np.uint64))
+                else:
+                    leaves.append(_as_input_array(v))
 
         for i, a in enumerate(args):
             visit(a, i in self.static_argnums,
@@ -228,20 +236,26 @@ class CompiledFunction:
         return "cpu"
 
     # --------------------------------------------------------------- stages
-    def _lower(self, args: tuple, kwargs: dict) -> tuple[Lowered, list[np.ndarray]]:
+    def _lower(self, args: tuple, kwargs: dict, draw: bool = False
+               ) -> tuple[Lowered, list[np.ndarray]]:
         """The lowered function for these arguments. A function whose sizes depend on the
         data (``x[mask]``, ``np.nonzero``) is traced in stages: each probe runs on these
-        arguments to find the next size, and the trace for the sizes found is used."""
+        arguments to find the next size, and the trace for the sizes found is used.
+        ``draw``: a call's random keys are drawn (generators passed in and NumPy's global
+        state advance); ``lower`` and ``explain`` draw none (zero keys)."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
-        leaves, statics, blind = self._flatten_args(args, kwargs)
+        leaves, statics, blind = self._flatten_args(args, kwargs, draw)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
+        # this call's random keys, one per source (zeros when nothing is drawn)
+        keys: dict[str, np.ndarray] = {} if draw else \
+            {"global": np.zeros((), np.uint64), "entropy": np.zeros((), np.uint64)}
         name = _kernel_prefix(self.fn)
         sizes: tuple[int, ...] = ()
         while True:
             tkey = (statics, shapes, sizes)
             with self._build_lock:   # concurrent first calls build one trace and executable
                 lowered, all_leaves = self._lower_locked(args, kwargs, leaves, tkey, sizes,
-                                                         name)
+                                                         name, keys)
                 # (a new data-dependent size is not a changed Python scalar: sizes are part
                 # of the value-blind key too)
                 changed = self._retraces.note(tkey, (blind, shapes, sizes)) \
@@ -280,7 +294,8 @@ class CompiledFunction:
             RetraceWarning, stacklevel=4)
 
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
-                      sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
+                      sizes: tuple[int, ...], name: str, keys: dict
+                      ) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
         guards_changed = traced is not None and not self._guards_hold(traced[0])
         if guards_changed:
@@ -306,7 +321,7 @@ class CompiledFunction:
             self._report(name, Lowered(graph, plan, traced[2], None))
         else:
             self._traces.move_to_end(tkey)
-        leaves = leaves + self._global_arrays(traced[0])
+        leaves = leaves + self._global_arrays(traced[0], keys)
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
@@ -403,9 +418,21 @@ class CompiledFunction:
                 return False
         return True
 
-    def _global_arrays(self, trace: Trace) -> list[np.ndarray]:
-        """The current values of the global arrays the graph reads (its last inputs)."""
-        return [_as_input_array(self._globals[name]) for name in trace.graph.globals]
+    def _global_arrays(self, trace: Trace, keys: dict | None = None) -> list[np.ndarray]:
+        """The current values of the global arrays the graph reads (its last inputs), and the
+        call's random keys (``keys``: drawn once per call and source, so that every stage of a
+        staged call sees the same numbers)."""
+        keys = {} if keys is None else keys
+        out = []
+        for name in trace.graph.globals:
+            source = random_key_source(name)
+            if source is None:
+                out.append(_as_input_array(self._globals[name]))
+                continue
+            if source not in keys:
+                keys[source] = _random_key(source)
+            out.append(keys[source])
+        return out
 
     def _report(self, name: str, lowered: "Lowered") -> None:
         config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
@@ -454,7 +481,7 @@ class CompiledFunction:
                 graph = hit.trace.graph
                 inputs = list(args) + self._global_arrays(hit.trace) if graph.globals else args
                 if graph.updates:
-                    targets = list(args) + [self._globals[n] for n in graph.globals]
+                    targets = list(args) + [self._globals.get(n) for n in graph.globals]
                     _check_update_targets(graph, targets)
                     return _results(hit.executable.run(inputs), graph, targets)
                 return _results(hit.executable.run(inputs), graph)
@@ -463,7 +490,7 @@ class CompiledFunction:
             if _dask.has_dask_arrays(args, kwargs):
                 return _dask.call_on_dask(self, args, kwargs)
         try:
-            lowered, leaves = self._lower(args, kwargs)
+            lowered, leaves = self._lower(args, kwargs, draw=True)
         except TracearrayError:
             if self.fallback != "numpy":
                 raise
@@ -494,7 +521,7 @@ class CompiledFunction:
         for k in sorted(kwargs):
             if k not in self.static_argnames:
                 out.extend(pytree.flatten(kwargs[k], is_array_leaf)[0])
-        return out + [self._globals[n] for n in graph.globals]
+        return out + [self._globals.get(n) for n in graph.globals]
 
     def _traces_entry(self, graph: Graph) -> Trace:
         for trace, _plan, _tiles in self._traces.values():
@@ -686,6 +713,24 @@ _tracing = trace_context._local   # the per-thread stack of running traces
 # Globals whose *value* (not identity) the guards compare.
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
                 frozenset)
+
+
+# NumPy's global RandomState: the legacy np.random functions draw from it (np.random.seed seeds
+# it), and so do their compiled versions, once per call.
+_GLOBAL_RANDOM_STATE = np.random.mtrand._rand
+
+
+def _random_key(source: Any) -> np.ndarray:
+    """A fresh 64-bit key (a 0-d uint64 array) for a call's random draws, from a Generator
+    passed in (advancing it by one 64-bit output), NumPy's global RandomState ("global") or
+    the OS's entropy ("entropy")."""
+    if isinstance(source, np.random.Generator):
+        value = source.bit_generator.random_raw()
+    elif source == "global":
+        value = _GLOBAL_RANDOM_STATE.randint(0, 1 << 64, dtype=np.uint64)
+    else:
+        value = np.random.SeedSequence().generate_state(1, np.uint64)[0]
+    return np.array(value, dtype=np.uint64)
 
 
 def _as_input_array(value: Any) -> np.ndarray:

@@ -13,6 +13,7 @@ or its view rule in the module of its family:
 - ``indexing.py``: indexing with data (``gather``);
 - ``external.py``: external kernels (library calls over whole arrays), registered by
   ``sorting.py`` (NumPy's sorts) and ``linalg.py`` (LAPACK through ``numpy.linalg``);
+- ``random.py``: the counter-based random bit generator (``philox``);
 - ``divergences.py``: THE list of deliberate divergences from NumPy, which ops cite by id;
 - ``ir.py``: the scalar IR toolkit the emitters are written with.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from . import elementwise, indexing, numeric, reductions, structure  # noqa: F401  (registration)
+from . import elementwise, indexing, numeric, random, reductions, structure  # noqa: F401  (registration)
 from . import linalg, sorting  # noqa: F401  (registration of external ops)
 from .external import EXTERNALS, External, call_key, result_index
 from .reductions import Reducer, reducer_of_ufunc, scan_of_ufunc

@@ -132,6 +132,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "norm-dot", "reduction", ("linalg.norm",),
         "np.linalg.norm(x) with axis=None (ord None/'fro'/2) computes sqrt(dot(x, x)) with "
         "BLAS; the graph computes sqrt(sum(x * x)), summed in another order.", "trace"),
+    Divergence(
+        "random-bit-stream", "random", ("philox",),
+        "Random draws inside a compiled function (np.random.default_rng(seed), a Generator "
+        "passed in, the legacy np.random.* functions) come from a counter-based Philox-4x32-10 "
+        "generator computed in the kernel, not from NumPy's PCG64 or MT19937 stream: the "
+        "distributions are NumPy's (checked statistically), the numbers are not. A fixed seed "
+        "reproduces on every call and on both targets (integers and uniform floats bit for "
+        "bit, transcendental distributions within the libm/libdevice tolerance); a Generator "
+        "or the global state advances by one 64-bit draw per call (NumPy advances it by as "
+        "many as it draws). Normals use Box-Muller, exponentials -log1p(-u) (NumPy: ziggurat); "
+        "integers of a range r are exact except with probability below 2**-32 per element.",
+        "not-compared"),
     # --- API-level: programs are refused or results are not views -------------------------
     Divergence(
         "python-scalars-static", "api", ("*",),

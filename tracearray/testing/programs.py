@@ -14,7 +14,8 @@ concatenate/stack, gathers (integer-array indexing with lists, traced indices an
 boolean masks, np.take in its modes, take_along_axis), writes (assignment with basic keys,
 lists, masks and traced index arrays; in-place operators), scatters (``ufunc.at``), traced
 boolean masks used as arrays (data-dependent sizes), the sort family (sort, argsort,
-partitions, medians, percentiles, quantiles: external ops), and every NumPy-level function of the
+partitions, medians, percentiles, quantiles: external ops), random draws (``f_random``:
+values that do not depend on the bit stream), and every NumPy-level function of the
 registry (``composite``: one of the test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
 and a step NumPy rejects is drawn again, so every program is valid NumPy.
 
@@ -799,6 +800,48 @@ def f_select(b: _Builder) -> str | None:
     return f"{x}[{m} {src.choice(['>', '<', '!='])} {_literal(src, np.asarray(b.v(m)).dtype)}]"
 
 
+def f_random(b: _Builder) -> str | None:
+    """A draw of ``np.random.default_rng(seed)`` made into a value that does not depend on the
+    bit stream -- the compiled draws are not NumPy's numbers (divergence random-bit-stream), so
+    only such values can be compared -- while the draw's shape, dtype and range properties
+    flow into the program: uniforms are below 1 (``floor`` is 0), an integer of a one-value
+    range (known or traced bounds) is that value, a choice with a one-hot ``p`` is that
+    element, normals and exponentials are finite and exponentials not negative. (Draws from a
+    Generator argument or NumPy's global state are tests/test_random.py's: the comparator
+    evaluates a program's graph on its array arguments alone.)"""
+    src = b.src
+    x = b.pick()
+    xv = np.asarray(b.v(x))
+    rng = f"np.random.default_rng({src.integer(0, 999)})"
+    size = repr(tuple(xv.shape))
+    kind = src.choice(("floor", "below", "integers", "traced_integers", "choice", "finite"))
+    if kind == "floor":
+        dtype = src.choice(("", ", dtype=np.float32"))
+        return f"{x} + np.floor({rng}.random({size}{dtype}))"
+    if kind == "below":
+        return f"{x} * ({rng}.random({size}) < 1.0)"
+    if kind == "integers":
+        dt = src.choice(("int8", "uint8", "int16", "int32", "int64", "uint32", "uint64"))
+        info = np.iinfo(dt)
+        k = src.choice((int(info.min), 0, 1, int(info.max)))
+        high = f"{k}, endpoint=True" if src.boolean() or k == info.max else f"{k + 1}"
+        return f"{x} + {rng}.integers({k}, {high}, size={size}, dtype=np.{dt})"
+    if kind == "traced_integers":
+        if xv.dtype.kind != "i":
+            return None
+        return f"{rng}.integers({x}, {x}, endpoint=True, dtype=np.{xv.dtype})"
+    if kind == "choice":
+        if xv.ndim != 1 or xv.size == 0:
+            return None
+        j = src.integer(0, xv.size - 1)
+        p = ", ".join("1.0" if i == j else "0.0" for i in range(xv.size))
+        return f"{rng}.choice({x}, size={src.integer(0, 9)}, p=[{p}])"
+    dist = src.choice((f"{rng}.standard_normal({size})", f"{rng}.normal(size={size})",
+                       f"{rng}.exponential(2.0, {size})", f"({rng}.exponential(size={size}) >= 0)",
+                       f"{rng}.standard_exponential({size}, dtype=np.float32)"))
+    return f"{x} * np.isfinite({dist})"
+
+
 # family name -> (builder, weight)
 FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
@@ -810,6 +853,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
     "assign": (f_assign, 6), "scatter": (f_scatter, 4), "select": (f_select, 4),
     "sort": (f_sort, 4),
+    "random": (f_random, 3),
 }
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import context, pytree
+from . import random as traced_random
 from .build import check_dtype, constant
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                      TraceShapeError, UnsupportedOperationError, with_location)
@@ -29,17 +30,20 @@ from .verify import verify
 
 __all__ = ["trace_function", "Trace", "Graph", "Node", "Tracer", "format_graph", "verify",
            "is_array_leaf", "check_array_argument", "argument_names",
-           "PLAIN_ARRAY_TYPES", "TracearrayError", "ConcretizationError",
-           "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
+           "PLAIN_ARRAY_TYPES", "random_key_name", "random_key_source", "TracearrayError",
+           "ConcretizationError", "UnsupportedOperationError", "TraceShapeError", "TraceDTypeError", "InputError"]
 
 
 def is_array_leaf(x: Any) -> bool:
     """Arguments traced as arrays: NumPy arrays and scalars, anything exposing the array
     interfaces (device arrays), and objects NumPy converts with ``__array__`` (converted again
     at every call: their data may change between calls). Python scalars are static values, as
-    in NumPy they are weakly typed and their value can matter to the result dtype."""
-    return isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__") \
-        or (hasattr(x, "__array__") and not isinstance(x, type))
+    in NumPy they are weakly typed and their value can matter to the result dtype.
+    A ``np.random.Generator`` is a leaf too: the call passes a fresh 64-bit key drawn from it
+    (``api``), which the function sees as a traced generator (``random.TracedGenerator``)."""
+    return isinstance(x, (np.ndarray, np.generic, np.random.Generator)) or \
+        hasattr(x, "__cuda_array_interface__") or \
+        (hasattr(x, "__array__") and not isinstance(x, type))
 
 
 # The ndarray types a compiled function takes. Other subclasses change what operations mean
@@ -174,9 +178,13 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     global_inputs: list[str] = []
     guards: dict[str, Any] = {}
 
-    def make_input(value: Any, name: str, alias: str | None) -> Tracer:
+    def make_input(value: Any, name: str, alias: str | None) -> Any:
         # NumPy scalars and objects with __array__ as NumPy converts them (the call converts
-        # them again, every time); device arrays keep their own shape and dtype.
+        # them again, every time); device arrays keep their own shape and dtype; a Generator
+        # is the 0-d uint64 key the call draws from it.
+        if isinstance(value, np.random.Generator):
+            key = make_input(np.zeros((), np.uint64), name, None)
+            return traced_random.TracedGenerator(key, name)
         arr = value if isinstance(value, np.ndarray) or \
             hasattr(value, "__cuda_array_interface__") else np.asarray(value)
         dtype = check_dtype(arr.dtype, f"argument {name!r}")
@@ -199,12 +207,26 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         return pytree.unflatten(tree, [make_input(v, f"{name}[{i}]", name)
                                        for i, v in enumerate(leaves)])
 
+    keys: dict[str, Tracer] = {}
+
+    def key_input(source: str) -> Tracer:
+        """The graph input the call fills with a fresh random key from ``source`` (the
+        api reads it as a global input named ``random_key_name(source)``)."""
+        if source not in keys:
+            name = random_key_name(source)
+            keys[source] = make_input(np.zeros((), np.uint64), name, None)
+            global_inputs.append(name)
+        return keys[source]
+
+    state.key_input = key_input
     for i, a in enumerate(args):
-        if i in static_argnums:
-            context.refuse_random_state(a, f"static argument {names[i]!r}")
+        if i in static_argnums or not isinstance(a, np.random.Generator):
+            context.refuse_random_state(a, f"{'static ' * (i in static_argnums)}argument "
+                                           f"{names[i]!r}")
     for k, v in kwargs.items():
-        if k in static_argnames:
-            context.refuse_random_state(v, f"static argument {k!r}")
+        if k in static_argnames or not isinstance(v, np.random.Generator):
+            context.refuse_random_state(v, f"{'static ' * (k in static_argnames)}argument "
+                                           f"{k!r}")
     plain, bound, bound_kw = plain_function(fn)
     _refuse_random_in(plain, bound, bound_kw)
     seen_global_arrays: dict[str, Tracer] = {}
@@ -292,6 +314,19 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                   tuple(i for i, _n in updates))
     verify(graph)
     return Trace(graph, guards)
+
+
+RANDOM_KEY_PREFIX = "<random key from "
+
+
+def random_key_name(source: str) -> str:
+    """The name of the graph input holding a call's random key from ``source``."""
+    return f"{RANDOM_KEY_PREFIX}{source}>"
+
+
+def random_key_source(name: str) -> str | None:
+    """The source of a graph input named by ``random_key_name``, else None."""
+    return name[len(RANDOM_KEY_PREFIX):-1] if name.startswith(RANDOM_KEY_PREFIX) else None
 
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (

@@ -15,11 +15,14 @@ the duration of the trace and undoes them afterwards:
    the last) and the wrappers do not depend on which thread calls them, so code running
    outside a trace sees NumPy's behaviour (at the cost of one Python call while a trace is
    running somewhere).
-2. **Random numbers are refused.** A call of ``np.random.*`` inside a compiled function would
-   be evaluated once, at trace time, and frozen into the graph: every call would return the
-   same numbers. Until random generation exists in kernels, the legacy functions and
-   ``default_rng`` raise ``UnsupportedOperationError`` naming the call and the user's line;
-   generators passed in or reachable from the function are refused by ``trace_function``.
+2. **Random numbers are drawn by the kernels.** A call of ``np.random.*`` evaluated while
+   tracing would be frozen into the graph (every call would return the same numbers), so the
+   legacy functions and ``default_rng`` that ``trace/random.py`` implements are replaced by
+   their traced versions (``random.replacement``), whose keys come from graph inputs the call
+   path fills at every call (``TraceState.key_input``); the other ``np.random`` functions raise
+   ``UnsupportedOperationError`` naming the call and the user's line. Generators passed as
+   arguments are traced (``random.TracedGenerator``); generators reachable from the function
+   otherwise (globals, closures, static arguments) are refused by ``trace_function``.
 3. **Arrays the user's code makes are its own.** ``np.zeros``, ``np.ones``, ``np.empty``,
    ``np.full`` (and their ``_like`` forms of NumPy arrays), ``np.arange``, ``np.linspace``,
    ``np.eye``, ``np.identity``, ``np.tri`` and ``np.array`` of Python data, called from the
@@ -70,6 +73,13 @@ class TraceState:
     # data-dependent sizes known from earlier stages of this call, in the order asked for
     sizes: tuple[int, ...] = ()
     sizes_used: int = 0
+    # random draws (trace/random.py): ``key_input(source)`` is the 0-d uint64 graph input the
+    # call fills with a fresh key from ``source`` ("global": NumPy's global RandomState;
+    # "entropy": the OS), one per source and trace; the legacy functions' generator; how
+    # many unseeded default_rng() generators were made
+    key_input: Callable[[str], Any] | None = None
+    random_global: Any = None
+    random_generators: int = 0
 
 
 class SizeNeeded(BaseException):
@@ -320,21 +330,41 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
 # Random numbers
 # ============================================================================================
 
-def _random_refusal(name: str) -> Callable[..., Any]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedOperationError(with_location(
-            f"np.random.{name}() inside a compiled function would be evaluated once, while "
-            f"tracing, and every call would return the same numbers; draw the random array "
-            f"outside and pass it in as an argument"))
-    refuse.__name__ = name
-    return refuse
-
-
 def _random_names() -> list[str]:
     rnd = np.random
     names = [n for n in dir(rnd) if not n.startswith("_") and callable(getattr(rnd, n))
              and not isinstance(getattr(rnd, n), type)]
     return names + ["default_rng"] if "default_rng" not in names else names
+
+
+# NumPy's random functions as imported, before any trace replaced them: what user namespaces
+# bind (``from numpy.random import rand``) and what other threads get while a trace runs.
+_RANDOM_ORIGINALS: dict[str, Callable[..., Any]] = {n: getattr(np.random, n)
+                                                    for n in _random_names()}
+
+
+def _random_replacement(name: str) -> Callable[..., Any]:
+    """What ``np.random.<name>`` does while a trace runs: in the tracing thread the traced
+    draw of ``trace/random.py``, or an error for the functions it does not implement; in any
+    other thread NumPy's own function."""
+    from . import random as traced_random
+    original = _RANDOM_ORIGINALS[name]
+    traced = traced_random.LEGACY.get(name)
+
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        if current() is None:
+            return original(*args, **kwargs)
+        if traced is not None:
+            return traced(*args, **kwargs)
+        raise UnsupportedOperationError(with_location(
+            f"np.random.{name}() is not supported inside a compiled function (it would be "
+            f"evaluated once, while tracing, and every call would return the same numbers); "
+            f"supported: np.random.default_rng, a Generator argument, and the legacy "
+            f"{', '.join(n for n in sorted(traced_random.LEGACY) if n != 'default_rng')}; "
+            f"or draw the array outside and pass it in"))
+    replacement.__name__ = name
+    replacement.__qualname__ = f"random.{name}"
+    return replacement
 
 
 RANDOM_TYPES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
@@ -345,8 +375,9 @@ def refuse_random_state(value: Any, where: str) -> None:
     if isinstance(value, RANDOM_TYPES):
         raise UnsupportedOperationError(with_location(
             f"{where} is a NumPy random generator ({type(value).__name__}); its draws inside "
-            f"a compiled function would be made once, while tracing, and frozen; draw the "
-            f"random array outside and pass it in as an argument"))
+            f"a compiled function would be made once, while tracing, and frozen; pass a "
+            f"np.random.Generator as an argument (it is advanced at every call), or draw the "
+            f"random array outside and pass it in"))
 
 
 # ============================================================================================
@@ -404,23 +435,32 @@ def _numpy_sites() -> list[tuple[dict, str, Callable[..., Any]]]:
             if hit is not None and hit[0] is value:
                 sites.append((ns, name, hit[1]))
     rnd = np.random.__dict__
-    for name in _random_names():
-        sites.append((rnd, name, _random_refusal(name)))
+    for name, (_fn, replacement) in _random_replacements().items():
+        sites.append((rnd, name, replacement))
     _site_cache = (n, sites)
     return sites
 
 
-_RANDOM_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] = {}
+_RANDOM_REPLACEMENTS: dict[str, tuple[Any, Callable[..., Any]]] = {}
+
+
+def _random_replacements() -> dict[str, tuple[Any, Callable[..., Any]]]:
+    """name -> (NumPy's function, its replacement), built once: every site gets the same
+    replacement object."""
+    if not _RANDOM_REPLACEMENTS:
+        for name, fn in _RANDOM_ORIGINALS.items():
+            _RANDOM_REPLACEMENTS[name] = (fn, _random_replacement(name))
+    return _RANDOM_REPLACEMENTS
 
 
 def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
     """Conversions and NumPy's random functions, by the id of the object a user namespace
-    may bind (``from numpy import asarray``, ``from numpy.random import normal``)."""
-    if not _RANDOM_REPLACEMENTS:
-        for name in _random_names():
-            fn = getattr(np.random, name)
-            _RANDOM_REPLACEMENTS[id(fn)] = (fn, _random_refusal(name))
-    return {**_replacements(), **_RANDOM_REPLACEMENTS}
+    may bind (``from numpy import asarray``, ``from numpy.random import rand``). The ids are
+    those of NumPy's functions as imported (``_RANDOM_ORIGINALS``): looked up in np.random
+    after a trace had replaced them, they were the replacements' ids, a user's binding kept
+    NumPy's function, and NumPy's random code ran on tracers (a segfault)."""
+    randoms = {id(fn): (fn, repl) for fn, repl in _random_replacements().values()}
+    return {**_replacements(), **randoms}
 
 
 def _patch_user(namespace: dict | None) -> list[tuple[int, str]]:

@@ -268,7 +268,31 @@ def render_markdown() -> str:
             lines.append(f"| `{e.name}` | {_HOW[e.how]} | {e.dtypes} | {where} | {where} "
                          f"| {note} |")
         lines.append("")
+    lines += _random_section()
     return "\n".join(lines)
+
+
+def _random_section() -> list[str]:
+    """The random draws of ``trace/random.py`` (not registry entries: generator methods and
+    the legacy ``np.random`` functions)."""
+    from . import random as traced_random
+    legacy = sorted(n for n in traced_random.LEGACY if n != "default_rng")
+    return [
+        "## Random draws", "",
+        "Generated in the kernels (`tracearray/trace/random.py`): NumPy's distributions, "
+        "parameters and dtypes, not NumPy's numbers (divergence `random-bit-stream`). Any "
+        "other `np.random` function or generator method raises `UnsupportedOperationError`.",
+        "", "| name | supported | notes |", "|---|---|---|",
+        "| `np.random.default_rng(seed)` | yes | the same numbers at every call for a seed "
+        "(an integer seed may be traced); no seed: fresh entropy per call |",
+        "| a `np.random.Generator` argument | yes | a key drawn from it at every call (it "
+        "advances) |",
+        *(f"| `Generator.{n}` | yes | |" for n in traced_random.SUPPORTED_METHODS),
+        *(f"| `Generator.{n}` | no | needs a sort of random keys (`np.argsort`) |"
+          for n in traced_random.NEEDS_SORT),
+        "| `Generator.choice(..., replace=False)` | no | needs a sort of random keys |",
+        f"| `np.random.{{{', '.join(legacy)}}}` | yes | NumPy's global state: "
+        f"`np.random.seed` reproduces |", ""]
 
 
 def composite_calls() -> list[tuple[Composite, str]]:
