@@ -231,6 +231,73 @@ def test_choice_chi_square() -> None:
     np.testing.assert_array_equal(certain, np.full((2, 3), 30.0))
 
 
+def test_permutations_are_uniform_and_are_permutations() -> None:
+    """permutation/permuted/shuffle are argsorts of random keys: every result is a
+    permutation, and over many draws each of the 3! orders of 3 items is as likely (chi-square),
+    as is each position of an item of a longer one."""
+    M = 6000
+
+    def f(x):
+        rng = np.random.default_rng(23)
+        rows = rng.permuted(np.broadcast_to(np.arange(3), (M, 3)), axis=1)
+        return rows, rng.permutation(10), rng.permutation(x), rng.permuted(x)
+    x = np.arange(40.0).reshape(8, 5)
+    rows, p10, px, qx = cpu(f)(x)
+    assert rows.shape == (M, 3) and (np.sort(rows, axis=1) == np.arange(3)).all()
+    codes = rows[:, 0] * 9 + rows[:, 1] * 3 + rows[:, 2]
+    orders = [0 * 9 + 1 * 3 + 2, 0 + 2 * 3 + 1, 9 + 0 + 2, 9 + 6 + 0, 18 + 0 + 1, 18 + 3 + 0]
+    assert set(np.unique(codes)) == set(orders)
+    assert_chi_square(np.array([(codes == c).sum() for c in orders]), np.full(6, M / 6))
+    assert p10.dtype == np.int64 and sorted(p10) == list(range(10))
+    assert sorted(map(tuple, px)) == sorted(map(tuple, x))   # rows moved whole (axis 0)
+    assert sorted(qx.ravel()) == sorted(x.ravel()) and qx.shape == x.shape
+
+
+def test_shuffle_in_place_of_an_argument_and_of_an_owned_value() -> None:
+    def f(x, rng):
+        rng.shuffle(x)                   # the caller's array, in place (along axis 0)
+        y = np.arange(6.0)
+        rng.shuffle(y)
+        np.random.shuffle(y)             # the legacy function, NumPy's global state
+        return y, np.random.permutation(5)
+    x = np.arange(20.0).reshape(10, 2)
+    before = x.copy()
+    y, p5 = cpu(f)(x, np.random.default_rng(4))
+    assert sorted(map(tuple, x)) == sorted(map(tuple, before)) and not np.array_equal(x, before)
+    assert sorted(y) == list(range(6)) and sorted(p5) == list(range(5))
+
+
+def test_choice_without_replacement() -> None:
+    """Distinct picks; uniform without p; with p, the first pick is distributed as p and
+    zero-probability entries are never picked; NumPy's errors."""
+    M = 4000
+    p = np.array([0.1, 0.2, 0.3, 0.4, 0.0])
+
+    def f(p):
+        rng = np.random.default_rng(29)
+        return np.stack([rng.choice(5, 2, replace=False, p=p) for _ in range(40)]), \
+            rng.choice(np.arange(10.0, 15.0), 5, replace=False)
+    weighted, all5 = cpu(f)(p)
+    three = cpu(lambda rng: rng.choice(7, size=(1, 3), replace=False))
+    rng = np.random.default_rng(29)
+    picks = np.concatenate([three(rng) for _ in range(M // 3)])
+    assert picks.dtype == np.int64 and (np.sort(picks, 1)[:, 1:] != np.sort(picks, 1)[:, :-1]).all()
+    assert_chi_square(np.bincount(picks.ravel(), minlength=7), np.full(7, picks.size / 7))
+    assert sorted(all5) == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert (weighted != 4).all() and (weighted[:, 0] != weighted[:, 1]).all()
+    first = cpu(lambda p, rng: rng.choice(5, 1, replace=False, p=p))
+    rng = np.random.default_rng(31)
+    firsts = np.array([first(p, rng)[0] for _ in range(2000)])
+    assert_chi_square(np.bincount(firsts, minlength=4)[:4], 2000 * p[:4])
+    for fn, match in ((lambda r: r.choice(3, 4, replace=False), "larger sample"),
+                      (lambda r: r.choice(3, 3, replace=False, p=[0.5, 0.5, 0.0]),
+                       "non-zero entries")):
+        with pytest.raises(ValueError, match=match):
+            cpu(fn)(np.random.default_rng(0))
+        with pytest.raises(ValueError, match=match):
+            fn(np.random.default_rng(0))
+
+
 def test_choice_along_an_axis_of_a_traced_array() -> None:
     x = np.arange(12.0).reshape(3, 4)
     got = cpu(lambda x: np.random.default_rng(18).choice(x, 5, axis=1))(x)
@@ -459,11 +526,8 @@ def test_unsupported_draws_name_the_call_and_the_line() -> None:
     with pytest.raises(UnsupportedOperationError, match="gamma is not supported") as info:
         cpu(gamma)(np.random.default_rng(0), np.zeros(3))
     assert "<- gamma" in str(info.value)
-    for fn, what in ((lambda r: r.choice(5, 3, replace=False), "replace=False"),
-                     (lambda r: r.permutation(5), "permutation"),
-                     (lambda r: r.shuffle(np.arange(3)), "shuffle"),
-                     (lambda r: r.random(3, out=np.empty(3)), "out="),
-                     (lambda r: np.random.permutation(4), "permutation"),
+    for fn, what in ((lambda r: r.random(3, out=np.empty(3)), "out="),
+                     (lambda r: r.shuffle([1, 2, 3]), "shuffle"),
                      (lambda r: np.random.seed(1), "seed")):
         with pytest.raises(UnsupportedOperationError, match=what):
             cpu(fn)(np.random.default_rng(0))

@@ -126,14 +126,45 @@ class TracedGenerator:
                axis: int = 0, shuffle: bool = True) -> Any:
         return _choice(self, a, size, replace, p, axis, f"{self._name}.choice")
 
+    # ---------------------------------------------------------------- orderings
+    # A uniformly random order is the argsort of independent 64-bit random keys (ties have
+    # probability below n**2 / 2**65, and a stable sort still gives a permutation then).
+    def _order(self, shape: tuple[int, ...], axis: int) -> Tracer:
+        return np.argsort(self._bits(shape)(0), axis=axis, kind="stable")
+
+    def permutation(self, x: Any, axis: int = 0) -> Any:
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            if int(x) < 0:
+                raise ValueError("negative dimensions are not allowed")
+            return self._order((int(x),), 0)
+        arr = x if isinstance(x, Tracer) else Tracer(constant(np.asarray(x)))
+        if arr.ndim == 0:
+            raise IndexError("x must be an integer or at least 1-dimensional")
+        axis = _axis(axis, arr.ndim)
+        return np.take(arr, self._order((arr.shape[axis],), 0), axis=axis)
+
+    def permuted(self, x: Any, axis: Any = None, out: Any = None) -> Any:
+        _no_out(out, f"{self._name}.permuted")
+        arr = x if isinstance(x, Tracer) else Tracer(constant(np.asarray(x)))
+        if axis is None:
+            flat = arr.reshape(-1)
+            return np.take(flat, self._order(flat.shape, 0)).reshape(arr.shape)
+        axis = _axis(axis, arr.ndim)
+        return np.take_along_axis(arr, self._order(arr.shape, axis), axis=axis)
+
+    def shuffle(self, x: Any, axis: int = 0) -> None:
+        if not isinstance(x, Tracer):
+            raise UnsupportedOperationError(with_location(
+                f"{self._name}.shuffle() of a value that is not an array of the function "
+                f"(an argument or one it made): it shuffles in place"))
+        if x.ndim == 0:
+            raise TypeError("object of type 'numpy.ndarray' has no len()")
+        x[...] = self.permutation(x, axis)
+
     # ---------------------------------------------------------------- the rest
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        if name in NEEDS_SORT:
-            raise UnsupportedOperationError(with_location(
-                f"{self._name}.{name}() is not supported inside a compiled function yet: it "
-                f"needs a sort of random keys (np.argsort), which tracearray does not have"))
         raise UnsupportedOperationError(with_location(
             f"{self._name}.{name} is not supported inside a compiled function; supported: "
             f"{', '.join(SUPPORTED_METHODS)}"))
@@ -143,9 +174,15 @@ class TracedGenerator:
 
 
 SUPPORTED_METHODS = ("random", "uniform", "normal", "standard_normal", "exponential",
-                     "standard_exponential", "integers", "choice")
-# Methods that need a sort of random keys (np.argsort), which the graph does not have yet.
-NEEDS_SORT = ("permutation", "permuted", "shuffle")
+                     "standard_exponential", "integers", "choice", "permutation", "permuted",
+                     "shuffle")
+
+
+def _axis(axis: Any, ndim: int) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
 
 
 # ============================================================================================
@@ -399,10 +436,6 @@ def _as_u64(value: Any) -> Tracer:
 
 def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis: int,
             what: str) -> Any:
-    if not replace:
-        raise UnsupportedOperationError(with_location(
-            f"{what}(..., replace=False) is not supported inside a compiled function yet: it "
-            f"needs a sort of random keys (np.argsort), which tracearray does not have yet"))
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         pop = None
         n = int(a)
@@ -424,6 +457,9 @@ def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis
         if np.shape(p)[0] != n:
             raise ValueError("a and p must have same size")
         _check_probabilities(p)
+    if not replace:
+        idx = _sample_without_replacement(gen, n, shape, p)
+    elif p is not None:
         cdf = np.cumsum(p)
         cdf = cdf / cdf[-1]
         u = _uniform01(gen._bits(shape), np.dtype(np.float64))
@@ -438,6 +474,27 @@ def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis
     if not isinstance(pop, Tracer):
         pop = Tracer(constant(pop))
     return np.take(pop, idx, axis=axis)
+
+
+def _sample_without_replacement(gen: TracedGenerator, n: int, shape: tuple[int, ...],
+                                p: Any) -> Any:
+    """``prod(shape)`` distinct positions of ``range(n)``: the first of a random order
+    (uniform: the argsort of random keys), or with probabilities ``p`` the largest of the keys
+    ``log(u) / p`` (Efraimidis and Spirakis: the distribution of drawing one at a time in
+    proportion to p among those left, NumPy's). An entry of probability 0 is never drawn."""
+    k = math.prod(shape)
+    if k > n:
+        raise ValueError("Cannot take a larger sample than population when replace is False")
+    if k == 0:
+        return Tracer(constant(np.zeros(shape, dtype=np.int64)))
+    if p is None:
+        return gen._order((n,), 0)[:k].reshape(shape)
+    pt = p if isinstance(p, Tracer) else Tracer(constant(p))
+    _require(np.count_nonzero(pt) >= k, ValueError, "Fewer non-zero entries in p than size")
+    u = 1.0 - _unit_double(gen._bits((n,))(0))           # in (0, 1]: log(u) <= 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keys = np.where(pt > 0, np.log(u) / pt, -np.inf)
+    return np.argsort(-keys, kind="stable")[:k].reshape(shape)
 
 
 def _check_probabilities(p: Any) -> None:
@@ -548,5 +605,7 @@ LEGACY: dict[str, Any] = {
     "randint": _randint,
     "choice": lambda a, size=None, replace=True, p=None:
         _choice(_global(), a, size, replace, p, 0, "np.random.choice"),
+    "permutation": lambda x: _global().permutation(x),
+    "shuffle": lambda x: _global().shuffle(x),
     "default_rng": default_rng,
 }

@@ -288,9 +288,8 @@ def _random_section() -> list[str]:
         "| a `np.random.Generator` argument | yes | a key drawn from it at every call (it "
         "advances) |",
         *(f"| `Generator.{n}` | yes | |" for n in traced_random.SUPPORTED_METHODS),
-        *(f"| `Generator.{n}` | no | needs a sort of random keys (`np.argsort`) |"
-          for n in traced_random.NEEDS_SORT),
-        "| `Generator.choice(..., replace=False)` | no | needs a sort of random keys |",
+        "| `Generator.choice(..., replace=False)` | yes | an argsort of random keys "
+        "(with `p=`: of Efraimidis-Spirakis keys) |",
         f"| `np.random.{{{', '.join(legacy)}}}` | yes | NumPy's global state: "
         f"`np.random.seed` reproduces |", ""]
 
