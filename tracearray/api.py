@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import config, forksafe
+from . import config, forksafe, interleaved
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -266,6 +266,8 @@ class CompiledFunction:
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
+        # complex arguments as the real pair views the graph's inputs are (both runtimes)
+        leaves = [interleaved.pair_view(a) for a in leaves]
         ekey = (tkey, tuple(a.strides for a in leaves), device,
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
@@ -418,8 +420,8 @@ class CompiledFunction:
         device is part of the key."""
         key = []
         for a in args:
-            if type(a) is not np.ndarray or not a.flags.aligned:
-                return None
+            if type(a) is not np.ndarray or not a.flags.aligned or a.dtype.kind == "c":
+                return None   # (complex arguments are bound as pair views: the general path)
             key.append((a.shape, a.dtype, a.strides))
         key.append(self._resolve_device())
         return tuple(key)
@@ -508,6 +510,9 @@ def _may_share_memory(a: Any, b: Any) -> bool:
 def _write_into(target: Any, value: Any) -> None:
     """Write an updated input's final value into the caller's array (nothing to do when the
     kernel wrote it there itself: ``Plan.in_place``)."""
+    if value is target:
+        return
+    target = interleaved.pair_view(target)   # a complex argument: its real pair view
     if value is target:
         return
     if isinstance(target, np.ndarray):

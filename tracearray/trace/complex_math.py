@@ -1,0 +1,367 @@
+"""Complex arithmetic and elementary functions as real formulas on (re, im) pairs.
+
+Every function takes and returns pairs of real arrays and uses only NumPy operations, so the
+same code runs on tracers (recording real graph nodes) and on NumPy arrays (which is how
+``tests/test_complex.py`` checks the formulas against NumPy's complex loops element by
+element). The formulas follow what NumPy computes: its own loops for the arithmetic
+(``loops.c.src``: Smith's division, its reciprocal), and for the elementary functions the C
+library's complex functions it calls (glibc's ``cexp``, ``clog``, ``csqrt``, ``ccosh``, ...),
+with the special values and branch cuts of C99 Annex G: signed zeros select the side of a
+cut, and infinities and NaNs give Annex G's results.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Pair = tuple[Any, Any]
+
+
+def _where(c: Any, a: Any, b: Any) -> Any:
+    return np.where(c, a, b)
+
+
+def _const(x: Any, value: float) -> Any:
+    """``value`` in the dtype of ``x`` (a NumPy scalar: strong, so float32 stays float32)."""
+    return np.asarray(x).dtype.type(value) if isinstance(x, np.ndarray) else x.dtype.type(value)
+
+
+# ============================================================================================
+# Arithmetic (NumPy's loops)
+# ============================================================================================
+
+def mul(a: Pair, b: Pair) -> Pair:
+    ar, ai = a
+    br, bi = b
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def div(a: Pair, b: Pair) -> Pair:
+    """Smith's algorithm, as NumPy's complex division loop computes it (a zero divisor gives
+    the quotient of each part by +0: an infinity or NaN)."""
+    ar, ai = a
+    br, bi = b
+    abr, abi = np.abs(br), np.abs(bi)
+    real_larger = abr >= abi
+    both_zero = (abr == 0) & (abi == 0)
+    # |br| >= |bi|: the ratio bi/br; otherwise br/bi (each guarded so that the unused side
+    # cannot divide by zero)
+    br_safe = _where(real_larger & ~both_zero, br, 1)
+    bi_safe = _where(real_larger, 1, bi)
+    rat1 = bi / br_safe
+    scl1 = 1 / (br_safe + bi * rat1)
+    rat2 = br / bi_safe
+    scl2 = 1 / (bi_safe + br * rat2)
+    zr = _where(both_zero, ar / abr, (ar + ai * rat1) * scl1)
+    zi = _where(both_zero, ai / abr, (ai - ar * rat1) * scl1)
+    return (_where(real_larger, zr, (ar * rat2 + ai) * scl2),
+            _where(real_larger, zi, (ai * rat2 - ar) * scl2))
+
+
+def reciprocal(a: Pair) -> Pair:
+    """NumPy's complex reciprocal loop (a Smith-style 1/z)."""
+    ar, ai = a
+    real_larger = np.abs(ai) <= np.abs(ar)
+    ar_safe = _where(real_larger, ar, 1)
+    ai_safe = _where(real_larger, 1, ai)
+    r1 = ai / ar_safe
+    d1 = ar_safe + ai * r1
+    r2 = ar / ai_safe
+    d2 = ar * r2 + ai_safe
+    return (_where(real_larger, 1 / d1, r2 / d2),
+            _where(real_larger, -r1 / d1, -1 / d2))
+
+
+def sign(a: Pair) -> Pair:
+    """NumPy 2's complex sign: z / |z|, 0 for 0, the direction of an infinite part (even
+    beside a NaN), NaN when both parts are infinite or |z| is NaN."""
+    ar, ai = a
+    m = np.hypot(ar, ai)
+    inf_r, inf_i = np.isinf(ar), np.isinf(ai)
+    finite_m = np.isfinite(m) & (m != 0)
+    m_safe = _where(finite_m, m, 1)
+    nan = _const(ar, np.nan)
+    zero = _const(ar, 0.0)
+    one = _const(ar, 1.0)
+    any_nan = np.isnan(m) | (inf_r & inf_i)   # (hypot(inf, nan) is inf: a direction)
+    re = _where(finite_m, ar / m_safe,
+                _where(inf_r, np.copysign(one, ar), zero))
+    im = _where(finite_m, ai / m_safe,
+                _where(inf_i, np.copysign(one, ai), zero))
+    return _where(any_nan, nan, re), _where(any_nan, nan, im)
+
+
+# ============================================================================================
+# exp, log, sqrt, power
+# ============================================================================================
+
+def _exp_threshold(x: Any) -> float:
+    info = np.finfo(np.asarray(x).dtype if isinstance(x, np.ndarray) else x.dtype)
+    return float((info.maxexp - 1) * np.log(2.0))
+
+
+def _cis_scaled(x: Any, y: Any) -> tuple[Any, Any, Any]:
+    """(e, c, s) with e*c, e*s = exp(x)*cos(y), exp(x)*sin(y) without overflowing early:
+    a real part past the overflow threshold t is split as exp(x - t) * exp(t) (glibc)."""
+    t = _exp_threshold(x)
+    big = x > t
+    e = np.exp(_where(big, x - t, x))
+    factor = _where(big, _const(x, np.exp(t)), _const(x, 1.0))
+    y_zero = y == 0
+    c = _where(y_zero, _const(x, 1.0), np.cos(y)) * factor
+    s = _where(y_zero, y, np.sin(y)) * factor
+    return e, c, s
+
+
+def exp(a: Pair) -> Pair:
+    x, y = a
+    e, c, s = _cis_scaled(x, y)
+    re, im = e * c, e * s
+    inf_x_bad_y = np.isinf(x) & ~np.isfinite(y)
+    pos = x > 0
+    re = _where(inf_x_bad_y, _where(pos, _const(x, np.inf), _const(x, 0.0)), re)
+    im = _where(inf_x_bad_y, _where(pos, _const(x, np.nan), np.copysign(_const(x, 0.0), y)),
+                im)
+    im = _where(y == 0, y, im)   # exp(x + 0i) = exp(x) + 0i, NaN x included
+    return re, im
+
+
+def expm1(a: Pair) -> Pair:
+    """NumPy's nc_expm1: expm1(x)cos(y) - 2 sin^2(y/2) + i exp(x)sin(y)."""
+    x, y = a
+    h = np.sin(y / 2)
+    return np.expm1(x) * np.cos(y) - 2 * h * h, np.exp(x) * np.sin(y)
+
+
+def exp2(a: Pair) -> Pair:
+    ln2 = _const(a[0], np.log(2.0))
+    return exp((a[0] * ln2, a[1] * ln2))
+
+
+def log(a: Pair) -> Pair:
+    """log|z| + i arg z: the real part near |z| = 1 from log1p of |z|^2 - 1 (computed as
+    (x - 1)(x + 1) + y^2), elsewhere log(hypot(x, y)); the imaginary part atan2(y, x)
+    (the cut along the negative real axis, its side chosen by the sign of y's zero)."""
+    x, y = a
+    m = np.hypot(x, y)
+    ax, ay = np.abs(x), np.abs(y)
+    near_one = (m > 0.5) & (m < 2) & np.isfinite(m)
+    xs = _where(near_one, x, 1)
+    ys = _where(near_one, y, 0)
+    # the larger part carries the 1: |z|^2 - 1 = (u - 1)(u + 1) + v^2
+    u = _where(ax >= ay, np.abs(xs), np.abs(ys))
+    v = _where(ax >= ay, ys, xs)
+    near = 0.5 * np.log1p((u - 1) * (u + 1) + v * v)
+    return _where(near_one, near, np.log(m)), np.arctan2(y, x)
+
+
+def log2(a: Pair) -> Pair:
+    re, im = log(a)
+    k = _const(re, 1 / np.log(2.0))
+    return re * k, im * k
+
+
+def log10(a: Pair) -> Pair:
+    re, im = log(a)
+    k = _const(re, 1 / np.log(10.0))
+    return re * k, im * k
+
+
+def log1p(a: Pair) -> Pair:
+    """NumPy's nc_log1p: log(hypot(x + 1, y)) + i atan2(y, x + 1)."""
+    x, y = a
+    return np.log(np.hypot(x + 1, y)), np.arctan2(y, x + 1)
+
+
+def sqrt(a: Pair) -> Pair:
+    """glibc's csqrt: the principal root (real part >= 0), the cut along the negative real
+    axis, Annex G's special values; scaled near overflow and underflow."""
+    x, y = a
+    dt_info = np.finfo(np.asarray(x).dtype if isinstance(x, np.ndarray) else x.dtype)
+    big = (np.abs(x) > dt_info.max / 4) | (np.abs(y) > dt_info.max / 4)
+    small = (np.abs(x) < dt_info.tiny * 4) & (np.abs(y) < dt_info.tiny * 4)
+    k = 2 * ((dt_info.nmant + 3) // 2)
+    up, down = _const(x, 2.0 ** k), _const(x, 2.0 ** (-k // 2))
+    scale_in = _where(big, _const(x, 0.25), _where(small, up, _const(x, 1.0)))
+    scale_out = _where(big, _const(x, 2.0), _where(small, down, _const(x, 1.0)))
+    xs, ys = x * scale_in, y * scale_in
+    d = np.hypot(xs, ys)
+    pos = xs > 0
+    r_pos = np.sqrt(0.5 * (d + xs))
+    s_neg = np.sqrt(0.5 * (d - xs))
+    r_pos_safe = _where(r_pos == 0, 1, r_pos)
+    s_neg_safe = _where(s_neg == 0, 1, s_neg)
+    re = _where(pos, r_pos, np.abs(0.5 * (ys / s_neg_safe)))
+    im = _where(pos, 0.5 * (ys / r_pos_safe), s_neg)
+    re, im = re * scale_out, np.copysign(im * scale_out, y)
+    # zeros: sqrt(x + 0i) for x >= 0 is sqrt(x) + 0i, for x < 0 0 + sqrt(-x) i
+    y0 = y == 0
+    re = _where(y0, _where(x < 0, _const(x, 0.0), np.sqrt(np.abs(x))), re)
+    im = _where(y0, np.copysign(_where(x < 0, np.sqrt(-x), _const(x, 0.0)), y), im)
+    x0 = (x == 0) & ~y0
+    r0 = np.sqrt(0.5 * np.abs(y))
+    re = _where(x0, r0, re)
+    im = _where(x0, np.copysign(r0, y), im)
+    # infinities and NaNs (Annex G)
+    inf = _const(x, np.inf)
+    nan = _const(x, np.nan)
+    y_inf, x_inf, y_nan = np.isinf(y), np.isinf(x), np.isnan(y)
+    re = _where(x_inf & (x < 0), _where(y_nan, nan, _const(x, 0.0)), re)
+    im = _where(x_inf & (x < 0), np.copysign(inf, y), im)
+    re = _where(x_inf & (x > 0), x, re)
+    im = _where(x_inf & (x > 0), _where(y_nan, nan, np.copysign(_const(x, 0.0), y)), im)
+    other_nan = (np.isnan(x) | y_nan) & ~x_inf
+    re = _where(other_nan, nan, re)
+    im = _where(other_nan, nan, im)
+    re = _where(y_inf, inf, re)
+    im = _where(y_inf, y, im)
+    return re, im
+
+
+def power(a: Pair, b: Pair) -> Pair:
+    """NumPy's complex power: z**0 = 1, 0**w by its rules, small integer exponents by
+    repeated multiplication (as NumPy's loop does, when the exponent is a real integer of
+    magnitude < 100), otherwise exp(w log z)."""
+    ar, ai = a
+    br, bi = b
+    one = _const(ar, 1.0)
+    zero = _const(ar, 0.0)
+    nan = _const(ar, np.nan)
+    # general: exp(b * log(a))
+    lr, li = log(a)
+    gr, gi = exp(mul(b, (lr, li)))
+    # integer exponents |n| < 100 with zero imaginary part: binary powering of a
+    int_exp = (bi == 0) & (br == np.round(br)) & (np.abs(br) < 100)
+    n = np.abs(_where(int_exp, br, zero)).astype(np.int64)
+    pr, pi = one + zero * ar, zero * ar
+    base = (ar, ai)
+    for bit in range(7):   # 2**7 > 100
+        use = (n >> bit) & 1 == 1
+        mr, mi = mul((pr, pi), base)
+        pr, pi = _where(use, mr, pr), _where(use, mi, pi)
+        base = mul(base, base)
+    neg = br < 0
+    rr, ri = reciprocal((pr, pi))
+    ir, ii = _where(neg, rr, pr), _where(neg, ri, pi)
+    re = _where(int_exp, ir, gr)
+    im = _where(int_exp, ii, gi)
+    # b == 0: 1 + 0i; a == 0: 0 when Re b > 0 and Im b == 0, NaN otherwise (nc_pow)
+    b_zero = (br == 0) & (bi == 0)
+    a_zero = (ar == 0) & (ai == 0)
+    zero_pos = a_zero & (br > 0) & (bi == 0)
+    zero_bad = a_zero & ~b_zero & ~zero_pos
+    re = _where(zero_pos, zero, _where(zero_bad, nan, re))
+    im = _where(zero_pos, zero, _where(zero_bad, nan, im))
+    re = _where(b_zero, one, re)
+    im = _where(b_zero, zero, im)
+    return re, im
+
+
+# ============================================================================================
+# Hyperbolic and trigonometric functions
+# ============================================================================================
+
+def _hyperbolic(x: Any, y: Any) -> tuple[Any, Any, Any, Any]:
+    """sinh(x)cos(y), cosh(x)cos(y), sinh(x)sin(y), cosh(x)sin(y), computed past the
+    overflow threshold t of exp as exp(|x| - t) * (exp(t)/2 * cos y) (glibc), so that a
+    tiny sine or cosine still gives a finite part."""
+    t = _exp_threshold(x)
+    big = np.abs(x) > t
+    e = np.exp(_where(big, np.abs(x) - t, 0))
+    half = _const(x, np.exp(t) / 2)
+    y_zero = y == 0
+    c = _where(y_zero, _const(x, 1.0), np.cos(y))
+    s = _where(y_zero, y, np.sin(y))
+    sh, ch = np.sinh(x), np.cosh(x)
+    sgn = np.copysign(_const(x, 1.0), x)
+    return (_where(big, sgn * (e * (c * half)), sh * c),
+            _where(big, e * (c * half), ch * c),
+            _where(big, sgn * (e * (s * half)), sh * s),
+            _where(big, e * (s * half), ch * s))
+
+
+def sinh(a: Pair) -> Pair:
+    """sinh(x + iy) = sinh(x)cos(y) + i cosh(x)sin(y), Annex G's special values."""
+    x, y = a
+    sh_c, _ch_c, _sh_s, ch_s = _hyperbolic(x, y)
+    re, im = sh_c, _where(y == 0, y, ch_s)
+    nan = _const(x, np.nan)
+    y_bad = ~np.isfinite(y)
+    # y inf/nan: x = ±0 gives ±0 + NaN i, x = ±inf gives +inf + NaN i, else NaN + NaN i
+    re = _where(y_bad, _where(x == 0, x, _where(np.isinf(x), _const(x, np.inf), nan)), re)
+    im = _where(y_bad, nan, im)
+    return re, im
+
+
+def cosh(a: Pair) -> Pair:
+    """cosh(x + iy) = cosh(x)cos(y) + i sinh(x)sin(y), Annex G's special values."""
+    x, y = a
+    _sh_c, ch_c, sh_s, _ch_s = _hyperbolic(x, y)
+    re = ch_c
+    # cosh(x ± 0i): the imaginary part is a zero signed by x and y (NaN x: y itself)
+    im = _where(y == 0, _where(np.isnan(x), y, y * np.copysign(_const(x, 1.0), x)), sh_s)
+    nan = _const(x, np.nan)
+    zero = _const(x, 0.0)
+    y_bad = ~np.isfinite(y)
+    re = _where(y_bad, _where(np.isinf(x), _const(x, np.inf), nan), re)
+    im = _where(y_bad, _where(x == 0, zero, nan), im)
+    return re, im
+
+
+def tanh(a: Pair) -> Pair:
+    """tanh(x + iy) = (sinh 2x + i sin 2y) / (cosh 2x + cos 2y) in the stable form
+    (Kahan): t = tan y, b = 1 + t^2, s = sinh x, r = sqrt(1 + s^2):
+    tanh z = (b r s + i t) / (1 + b s^2); |x| large gives ±1 + i 0 sin(2y)."""
+    x, y = a
+    t = np.tan(y)
+    b = 1 + t * t
+    s = np.sinh(x)
+    r = np.sqrt(1 + s * s)
+    d = 1 + b * s * s
+    re = b * r * s / d
+    im = t / d
+    big = np.abs(x) >= _const(x, 22.0 if np.finfo(_dtype(x)).bits == 64 else 9.0)
+    e = np.exp(-2 * np.abs(_where(big, x, 0)))
+    re = _where(big, np.copysign(_const(x, 1.0), x), re)
+    im = _where(big, 4 * np.sin(y) * np.cos(y) * e, im)
+    nan = _const(x, np.nan)
+    zero = _const(x, 0.0)
+    y_bad = ~np.isfinite(y)
+    # x inf: ±1 + i 0 (sign of sin 2y, or +0 for a non-finite y); x finite, y inf/nan: NaN
+    x_inf = np.isinf(x)
+    re = _where(x_inf, np.copysign(_const(x, 1.0), x), re)
+    im = _where(x_inf, _where(y_bad, zero,
+                              np.copysign(zero, np.sin(y) * np.cos(y))), im)
+    re = _where(y_bad & ~x_inf, _where(x == 0, x, nan), re)
+    im = _where(y_bad & ~x_inf, nan, im)
+    im = _where(y == 0, y, im)
+    re = _where(np.isnan(x) & (y == 0), nan, re)
+    return re, im
+
+
+def _dtype(x: Any) -> np.dtype:
+    return np.asarray(x).dtype if isinstance(x, np.ndarray) else x.dtype
+
+
+def _times_i(a: Pair) -> Pair:        # i z
+    return -a[1], a[0]
+
+
+def _times_minus_i(a: Pair) -> Pair:  # -i z
+    return a[1], -a[0]
+
+
+def sin(a: Pair) -> Pair:
+    re, im = _times_minus_i(sinh(_times_i(a)))    # sin z = -i sinh(iz)
+    # an infinite imaginary part beside a non-finite real part: NaN + inf i (glibc's csin)
+    x, y = a
+    return re, _where(np.isinf(y) & ~np.isfinite(x), _const(x, np.inf), im)
+
+
+def cos(a: Pair) -> Pair:
+    return cosh(_times_i(a))                      # cos z = cosh(iz)
+
+
+def tan(a: Pair) -> Pair:
+    return _times_minus_i(tanh(_times_i(a)))      # tan z = -i tanh(iz)
