@@ -109,9 +109,9 @@ def parts(value: Any, part: np.dtype) -> tuple[Any, Any]:
     if isinstance(value, MaskedSelection):
         return parts(value.compact(), part)
     arr = np.asarray(value)
-    return (_as_tracer(np.ascontiguousarray(arr.real, dtype=part)),
-            _as_tracer(np.ascontiguousarray(arr.imag, dtype=part) if arr.dtype.kind == "c"
-                       else np.zeros((), part)))
+    # (ndarray methods: np.ascontiguousarray would make a 0-d value 1-d)
+    return (_as_tracer(arr.real.astype(part)),
+            _as_tracer(arr.imag.astype(part) if arr.dtype.kind == "c" else np.zeros((), part)))
 
 
 def as_complex(value: Any, dtype: Any = None) -> "ComplexTracer":

@@ -418,7 +418,7 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
     z = as_complex(a, dtype)
     total = _sum(z, axis, None, None, keepdims)
     n = _count(z.shape, axis)
-    return total / np.asarray(n, dtype=np.intp)
+    return total / np.intp(n)
 
 
 def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
@@ -427,7 +427,7 @@ def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
     z = as_complex(a, dtype)
     total = _sum(z, axis, None, None, True)
     n = _count(z.shape, axis)
-    d = z - total / np.asarray(n, dtype=np.intp)
+    d = z - total / np.intp(n)
     sq = d.re * d.re + d.im * d.im
     s = np.sum(sq, axis=axis, keepdims=keepdims)
     return s / max(n - ddof, 0)

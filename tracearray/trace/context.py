@@ -250,8 +250,7 @@ def owned(arr: Any, uniform: bool = False) -> Any:
             np.dtype(np.complex64), np.dtype(np.complex128)):
         # a complex array of the function's own: its two parts are
         from .complex import ComplexTracer
-        return ComplexTracer(owned(np.ascontiguousarray(arr.real), uniform),
-                             owned(np.ascontiguousarray(arr.imag), uniform))
+        return ComplexTracer(owned(arr.real.copy(), uniform), owned(arr.imag.copy(), uniform))
     if not isinstance(arr, np.ndarray) or arr.dtype not in SUPPORTED_DTYPES:
         return arr
     if uniform and arr.size > 1:
