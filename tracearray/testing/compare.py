@@ -355,7 +355,8 @@ def _compare_complex_leaf(g: np.ndarray, w: np.ndarray, b: _bounds.Bound | None,
     if b is None:
         b = _fallback_bound(wp, rtol, atol)
     eps = np.finfo(wp.dtype).eps
-    graph_value = b.value[..., 0] + 1j * b.value[..., 1].astype(np.complex128)
+    graph_value = np.empty(w.shape, np.complex128)
+    graph_value.real, graph_value.imag = b.value[..., 0], b.value[..., 1]
 
     def normwise(x: np.ndarray, ref: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):

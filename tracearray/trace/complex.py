@@ -379,8 +379,7 @@ class ComplexTracer:
     __truediv__, __rtruediv__, __itruediv__ = (_binary(np.true_divide),
                                                _binary(np.true_divide, True),
                                                _inplace(np.true_divide))
-    __pow__, __rpow__, __ipow__ = (_binary(np.power), _binary(np.power, True),
-                                   _inplace(np.power))
+    __rpow__, __ipow__ = _binary(np.power, True), _inplace(np.power)
     __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
     __floordiv__, __rfloordiv__ = _binary(np.floor_divide), _binary(np.floor_divide, True)
     __mod__, __rmod__ = _binary(np.remainder), _binary(np.remainder, True)
@@ -388,6 +387,21 @@ class ComplexTracer:
     __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
     __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)
     del _binary, _inplace
+
+    def __pow__(self, other: Any, mod: Any = None) -> Any:
+        # ndarray.__pow__'s fast paths (number.c fast_scalar_power), which round differently
+        # from np.power's loop: an exact Python int 2 or -1 or float 0.5 exponent
+        if mod is not None:
+            raise unsupported("pow() with a modulus")
+        if type(other) is int and other in (2, -1):
+            return np.square(self) if other == 2 else np.reciprocal(self)
+        if type(other) is float and other == 0.5:
+            return np.sqrt(self)
+        if isinstance(other, (list, tuple)):
+            other = np.asarray(other)
+        if not _is_operand(other):
+            return NotImplemented
+        return np.power(self, other)
 
     def __neg__(self) -> "ComplexTracer":
         return np.negative(self)

@@ -31,10 +31,27 @@ def _const(x: Any, value: float) -> Any:
 # Arithmetic (NumPy's loops)
 # ============================================================================================
 
+def fma(a: Any, b: Any, c: Any) -> Any:
+    """a * b + c rounded once: the ``fma`` primitive on tracers, its exact reference on
+    NumPy arrays."""
+    from ..ops.elementwise import exact_fma
+    from .tracer import Tracer
+    if not any(isinstance(v, Tracer) for v in (a, b, c)):
+        return exact_fma(a, b, c)
+    from .build import make
+    from .composites import as_tracer
+    dt = np.result_type(*(v.dtype for v in (a, b, c) if hasattr(v, "dtype")))
+    nodes = [as_tracer(v).astype(dt, copy=False).node for v in (a, b, c)]
+    return Tracer(make("fma", nodes))
+
+
 def mul(a: Pair, b: Pair) -> Pair:
+    """NumPy's complex multiplication as its SIMD loops compute it (the contiguous, strided
+    and broadcast loops of loops_arithm_fp.dispatch.c.src on x86-64 with FMA): the first
+    product of each part fused, fma(ar, br, -(ai bi)) + i fma(ar, bi, ai br)."""
     ar, ai = a
     br, bi = b
-    return ar * br - ai * bi, ar * bi + ai * br
+    return fma(ar, br, -(ai * bi)), fma(ar, bi, ai * br)
 
 
 def div(a: Pair, b: Pair) -> Pair:
@@ -219,37 +236,46 @@ def sqrt(a: Pair) -> Pair:
     return re, im
 
 
-def power(a: Pair, b: Pair) -> Pair:
-    """NumPy's complex power: z**0 = 1, 0**w by its rules, small integer exponents by
-    repeated multiplication (as NumPy's loop does, when the exponent is a real integer of
-    magnitude < 100), otherwise exp(w log z)."""
+def mul_plain(a: Pair, b: Pair) -> Pair:
+    """The unfused complex product of NumPy's scalar C code (nc_pow's multiplications)."""
     ar, ai = a
     br, bi = b
-    one = _const(ar, 1.0)
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def power(a: Pair, b: Pair) -> Pair:
+    """np.power of complex values as NumPy's nc_pow computes it (funcs.inc.src): z**0 = 1;
+    0**w = 0 when Re w > 0, else NaN; a real integer exponent n with |n| < 100 by
+    unfused multiplications (n = 1, 2, 3 directly, others by binary powering from 1, a
+    negative n as 1 / z**|n| with Smith's division); anything else C's cpow, exp(w log z)."""
+    ar, ai = a
+    br, bi = b
     zero = _const(ar, 0.0)
+    one = zero + 1
     nan = _const(ar, np.nan)
-    # general: exp(b * log(a))
-    lr, li = log(a)
-    gr, gi = exp(mul(b, (lr, li)))
-    # integer exponents |n| < 100 with zero imaginary part: binary powering of a
-    int_exp = (bi == 0) & (br == np.round(br)) & (np.abs(br) < 100)
-    n = np.abs(_where(int_exp, br, zero)).astype(np.int64)
-    pr, pi = one + zero * ar, zero * ar
-    base = (ar, ai)
-    for bit in range(7):   # 2**7 > 100
+    gr, gi = exp(mul_plain(b, log(a)))
+    is_int = (bi == 0) & (br == np.round(br))
+    small = is_int & (np.abs(br) < 100)
+    n = np.abs(_where(small, br, zero)).astype(np.int64)
+    ones = (np.zeros_like(ar) + one, np.zeros_like(ar))
+    acc, p = ones, (ar, ai)
+    for bit in range(7):   # 2**7 > 99
         use = (n >> bit) & 1 == 1
-        mr, mi = mul((pr, pi), base)
-        pr, pi = _where(use, mr, pr), _where(use, mi, pi)
-        base = mul(base, base)
+        step = mul_plain(acc, p)
+        acc = (_where(use, step[0], acc[0]), _where(use, step[1], acc[1]))
+        p = mul_plain(p, p)
+    inv = div(ones, acc)
     neg = br < 0
-    rr, ri = reciprocal((pr, pi))
-    ir, ii = _where(neg, rr, pr), _where(neg, ri, pi)
-    re = _where(int_exp, ir, gr)
-    im = _where(int_exp, ii, gi)
-    # b == 0: 1 + 0i; a == 0: 0 when Re b > 0 and Im b == 0, NaN otherwise (nc_pow)
+    binary = (_where(neg, inv[0], acc[0]), _where(neg, inv[1], acc[1]))
+    sq = mul_plain(a, a)
+    cube = mul_plain(a, sq)
+    re, im = gr, gi
+    for cond, (vr, vi) in ((small, binary), (is_int & (br == 3), cube),
+                           (is_int & (br == 2), sq), (is_int & (br == 1), (ar, ai))):
+        re, im = _where(cond, vr, re), _where(cond, vi, im)
     b_zero = (br == 0) & (bi == 0)
     a_zero = (ar == 0) & (ai == 0)
-    zero_pos = a_zero & (br > 0) & (bi == 0)
+    zero_pos = a_zero & (br > 0)
     zero_bad = a_zero & ~b_zero & ~zero_pos
     re = _where(zero_pos, zero, _where(zero_bad, nan, re))
     im = _where(zero_pos, zero, _where(zero_bad, nan, im))

@@ -428,7 +428,7 @@ def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
     total = _sum(z, axis, None, None, True)
     n = _count(z.shape, axis)
     d = z - total / np.intp(n)
-    sq = d.re * d.re + d.im * d.im
+    sq = cm.fma(d.re, d.re, d.im * d.im)   # (d * conj(d)).real, as NumPy multiplies
     s = np.sum(sq, axis=axis, keepdims=keepdims)
     return s / max(n - ddof, 0)
 
