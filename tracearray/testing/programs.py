@@ -788,7 +788,9 @@ def f_complex(b: _Builder) -> str | None:
                    _fits(np.shape(v), np.shape(b.v(x))))
         if y is None or src.boolean(0.3):
             return f"np.exp(1j * {x})" if src.boolean(0.5) else f"{x} * (0.5 - 2j)"
-        return f"({x} + 1j * {y})"
+        # ({y} * 1j, not 1j * {y}: Python's complex * np.float64 scalar is a weak Python
+        # complex, which a 0-d traced value cannot be)
+        return f"({x} + {y} * 1j)"
     if src.boolean(0.55):
         return src.choice(_COMPLEX_UNARY).format(c)
     d = b.pick(lambda v: np.asarray(v).dtype.kind in "cf" and _fits(np.shape(v),

@@ -418,7 +418,8 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
     z = as_complex(a, dtype)
     total = _sum(z, axis, None, None, keepdims)
     n = _count(z.shape, axis)
-    return total / np.intp(n)
+    # (divided with NumPy's intp count, in complex128, then cast back: out=ret)
+    return (total / np.intp(n)).astype(total.dtype)
 
 
 def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
@@ -427,7 +428,7 @@ def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
     z = as_complex(a, dtype)
     total = _sum(z, axis, None, None, True)
     n = _count(z.shape, axis)
-    d = z - total / np.intp(n)
+    d = z - (total / np.intp(n)).astype(total.dtype)
     sq = cm.fma(d.re, d.re, d.im * d.im)   # (d * conj(d)).real, as NumPy multiplies
     s = np.sum(sq, axis=axis, keepdims=keepdims)
     return s / max(n - ddof, 0)
