@@ -60,7 +60,8 @@ def _close(got: np.ndarray, want: np.ndarray, ulps: int = 4) -> np.ndarray:
 
 
 FORMULAS = ["exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "expm1",
-            "log1p", "log2", "log10", "exp2", "reciprocal", "sign"]
+            "log1p", "log2", "log10", "exp2", "reciprocal", "sign", "arcsin", "arccos",
+            "arctan", "arcsinh", "arccosh", "arctanh"]
 
 
 @pytest.mark.parametrize("name", FORMULAS)
@@ -101,7 +102,9 @@ def test_arithmetic_at_special_values(cdt):
 
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh",
                                   "tanh", "expm1", "log1p", "log10", "square", "reciprocal",
-                                  "sign", "absolute", "angle", "isnan", "isinf", "isfinite"])
+                                  "sign", "absolute", "angle", "isnan", "isinf", "isfinite",
+                                  "arcsin", "arccos", "arctan", "arcsinh", "arccosh",
+                                  "arctanh"])
 @pytest.mark.parametrize("cdt", CDTYPES)
 def test_unary_functions_on_branch_cuts(name, cdt):
     z = special_grid(cdt)

@@ -769,7 +769,8 @@ _COMPLEX_UNARY = ("np.exp({0})", "np.log({0})", "np.sqrt({0})", "abs({0})", "np.
                   "np.isnan({0})", "np.isfinite({0})", "{0}.sum()", "{0}.mean()",
                   "np.cumsum({0})", "{0}[::-1]", "{0}.T", "{0} ** 2", "{0} ** 0.5",
                   "np.expm1({0})", "np.log1p({0})", "np.log10({0})", "np.var({0})",
-                  "np.prod({0})")
+                  "np.prod({0})", "np.arcsin({0})", "np.arccos({0})", "np.arctan({0})",
+                  "np.arcsinh({0})", "np.arccosh({0})", "np.arctanh({0})")
 _COMPLEX_BINARY = ("{0} + {1}", "{0} - {1}", "{0} * {1}", "{0} / {1}", "{0} == {1}",
                    "{0} != {1}", "{0} < {1}", "np.maximum({0}, {1})", "np.fmin({0}, {1})",
                    "np.where({0}.real > 0, {0}, {1})", "{0} ** {1}")

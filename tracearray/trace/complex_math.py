@@ -391,3 +391,145 @@ def cos(a: Pair) -> Pair:
 
 def tan(a: Pair) -> Pair:
     return _times_minus_i(tanh(_times_i(a)))      # tan z = -i tanh(iz)
+
+
+# ============================================================================================
+# Inverse functions: Hull, Fairgrieve and Tang's algorithm (ACM TOMS 23(3), 1997), the one
+# glibc and FreeBSD's catrig implement, then C99 Annex G's infinities and NaNs
+# ============================================================================================
+
+def _hull(a: Any, b: Any) -> tuple[Any, Any, Any]:
+    """For w = a + ib with a, b >= 0: the real parts of asin(w) and acos(w) and
+    L = log(alpha + sqrt(alpha^2 - 1)) (|Im| of both), alpha = (|w + 1| + |w - 1|) / 2,
+    each computed without cancellation (the crossovers 0.6417 and 1.5 are Hull's)."""
+    info = np.finfo(_dtype(a))
+    one = _const(a, 1.0)
+    half = _const(a, 0.5)
+    r = np.hypot(b, a + 1)
+    s = np.hypot(b, a - 1)
+    alpha = half * (r + s)
+    beta = a / alpha
+    b2 = b * b
+    small_a = a < 1
+    am1 = _where(small_a, half * (b2 / (r + a + 1) + b2 / (s + (1 - a))),
+                 half * (b2 / (r + a + 1) + (s + (a - 1))))
+    log_term = _where(alpha <= 1.5, np.log1p(am1 + np.sqrt(am1 * (alpha + 1))),
+                      np.log(alpha + np.sqrt((alpha - 1) * (alpha + 1))))
+    # b tiny beside 1 - a (b^2 underflows): L = b / sqrt((1 - a)(1 + a))
+    tiny_b = small_a & (b < info.eps * (1 - a))
+    log_term = _where(tiny_b, b / np.sqrt((1 - a) * (1 + a)), log_term)
+    inner = _where(small_a | (a == 1), np.sqrt(half * (alpha + a) * (b2 / (r + a + 1) + (s + (1 - a)))),
+                   b * np.sqrt(half * ((alpha + a) / (r + a + 1) + (alpha + a) / (s + (a - 1)))))
+    far = beta > 0.6417
+    asin_re = _where(far, np.arctan(a / inner), np.arcsin(np.minimum(beta, one)))
+    acos_re = _where(far, np.arctan(inner / a), np.arccos(np.minimum(beta, one)))
+    # |w| huge (alpha overflows): asin = atan2(a, b), L = log(2|w|); tiny: asin w = w
+    big = (a > 1 / info.eps) | (b > 1 / info.eps)
+    ln2 = _const(a, np.log(2.0))
+    big_log = np.log(np.hypot(a * half, b * half)) + 2 * ln2
+    asin_re = _where(big, np.arctan2(a, b), asin_re)
+    acos_re = _where(big, np.arctan2(b, a), acos_re)
+    log_term = _where(big, big_log, log_term)
+    tiny = (a < np.sqrt(info.eps) / 4) & (b < np.sqrt(info.eps) / 4)
+    asin_re = _where(tiny, a, asin_re)
+    acos_re = _where(tiny, _const(a, np.pi / 2) - a, acos_re)
+    log_term = _where(tiny, b, log_term)
+    return asin_re, acos_re, log_term
+
+
+def arcsinh(a: Pair) -> Pair:
+    """asinh(x + iy): -i asin(i z) by Hull's algorithm on |x|, |y| (asinh is odd and
+    commutes with conjugation, so the signs come back from x and y, zeros included)."""
+    x, y = a
+    ax, ay = np.abs(x), np.abs(y)
+    asin_re, _acos_re, log_term = _hull(ay, ax)
+    re, im = np.copysign(log_term, x), np.copysign(asin_re, y)
+    nan = _const(x, np.nan)
+    x_nan, y_nan = np.isnan(x), np.isnan(y)
+    any_nan = x_nan | y_nan
+    # Annex G: asinh(±inf + i NaN) = ±inf + i NaN, asinh(NaN + i ±inf) = ±inf + i NaN,
+    # asinh(NaN + 0i) = NaN + 0i, other NaNs NaN + i NaN
+    re = _where(any_nan, _where(np.isinf(x), x, _where(np.isinf(y), np.abs(y), nan)), re)
+    im = _where(any_nan, _where(y == 0, y, nan), im)
+    return re, im
+
+
+def arcsin(a: Pair) -> Pair:
+    re, im = _times_minus_i(arcsinh(_times_i(a)))   # asin z = -i asinh(iz)
+    # glibc's casin: asin(±inf + i NaN) = NaN + i inf (the sign of a NaN is not promised)
+    x, y = a
+    return re, _where(np.isinf(x) & np.isnan(y), _const(x, np.inf), im)
+
+
+def arccos(a: Pair) -> Pair:
+    """acos(x + iy): Hull's real part acos_re(|x|, |y|) (pi - it for a negative x) and
+    imaginary part -L signed against y."""
+    x, y = a
+    _asin_re, acos_re, log_term = _hull(np.abs(x), np.abs(y))
+    re = _where(np.signbit(x), _const(x, np.pi) - acos_re, acos_re)
+    im = _where(np.signbit(y), log_term, -log_term)
+    nan = _const(x, np.nan)
+    x_nan, y_nan = np.isnan(x), np.isnan(y)
+    # Annex G: acos(±inf + i NaN) = NaN ± i inf, acos(NaN + i inf) = NaN - i inf,
+    # acos(±0 + i NaN) = pi/2 + i NaN, other NaNs NaN + i NaN
+    re = _where(x_nan | y_nan, _where((x == 0) & y_nan, _const(x, np.pi / 2), nan), re)
+    im = _where(x_nan | y_nan, _where(np.isinf(x) & y_nan, _const(x, -np.inf),
+                                      _where(np.isinf(y), -y, nan)), im)
+    return re, im
+
+
+def arccosh(a: Pair) -> Pair:
+    """acosh z = ±i acos z, the sign making the real part >= 0 (a negative-signed
+    imaginary part of acos, zero included, takes +i)."""
+    p, q = arccos(a)
+    neg = np.signbit(q)
+    re = _where(neg, -q, q)
+    im = _where(neg, p, -p)
+    x, y = a
+    # Annex G: acosh(NaN + i ±inf) and acosh(±inf + i NaN) are +inf + i NaN
+    nan_inf = (np.isnan(x) & np.isinf(y)) | (np.isinf(x) & np.isnan(y))
+    re = _where(nan_inf, _const(x, np.inf), _where(np.isnan(q) & ~np.isnan(p), np.abs(q), re))
+    im = _where(nan_inf, _const(x, np.nan), im)
+    # acosh(±0 + i NaN) = NaN + i pi/2
+    im = _where((x == 0) & np.isnan(y), _const(x, np.pi / 2), im)
+    return re, im
+
+
+def arctanh(a: Pair) -> Pair:
+    """atanh(x + iy) = log1p(4x / ((1 - x)^2 + y^2)) / 4 + i atan2(2y, (1 - x)(1 + x) - y^2) / 2
+    (the cuts along the real axis beyond ±1, their side set by the sign of y's zero); for a
+    huge |z| the real part x / |z|^2 scaled, the imaginary part ±pi/2."""
+    x, y = a
+    info = np.finfo(_dtype(x))
+    ax = np.abs(x)
+    one = _const(x, 1.0)
+    d = (one - ax) * (one - ax) + y * y
+    re = 0.25 * np.log1p(4 * ax / _where(d == 0, one, d))
+    # near ±1 (d small, may underflow): log(|1 + z| / |1 - z|) / 2 with hypots
+    near_one = d < 0.5
+    re = _where(near_one, 0.5 * (np.log(np.hypot(one + ax, y)) - np.log(np.hypot(one - ax, y))),
+                re)
+    im = 0.5 * np.arctan2(2 * y, (one - ax) * (one + ax) - y * y)
+    m = np.maximum(ax, np.abs(y))
+    big = m > _const(x, 2.0 ** (info.maxexp // 2 - 2))
+    m_safe = _where(big, m, one)
+    u, v = ax / m_safe, y / m_safe
+    half_pi = _const(x, np.pi / 2)
+    re = _where(big, u / (u * u + v * v) / m_safe, re)
+    im = _where(big, np.copysign(half_pi, y), im)
+    re = np.copysign(re, x)
+    nan = _const(x, np.nan)
+    zero = _const(x, 0.0)
+    x_inf, y_inf, x_nan, y_nan = np.isinf(x), np.isinf(y), np.isnan(x), np.isnan(y)
+    # Annex G: an infinite part gives ±0 + i ±pi/2 (NaN y: NaN imaginary part); a NaN part
+    # NaN + i NaN, except atanh(±0 + i NaN) = ±0 + i NaN
+    re = _where(x_inf | y_inf, np.copysign(zero, x), re)
+    im = _where(x_inf | y_inf, _where(y_nan, nan, np.copysign(half_pi, y)), im)
+    nan_case = (x_nan | y_nan) & ~(x_inf | y_inf)
+    re = _where(nan_case, _where(x == 0, x, nan), re)
+    im = _where(nan_case, nan, im)
+    return re, im
+
+
+def arctan(a: Pair) -> Pair:
+    return _times_minus_i(arctanh(_times_i(a)))   # atan z = -i atanh(iz)

@@ -197,7 +197,10 @@ for _uf, _fn in ((np.exp, cm.exp), (np.log, cm.log), (np.sqrt, cm.sqrt),
                  (np.expm1, cm.expm1), (np.log1p, cm.log1p), (np.exp2, cm.exp2),
                  (np.log2, cm.log2), (np.log10, cm.log10),
                  (np.sin, cm.sin), (np.cos, cm.cos), (np.tan, cm.tan),
-                 (np.sinh, cm.sinh), (np.cosh, cm.cosh), (np.tanh, cm.tanh)):
+                 (np.sinh, cm.sinh), (np.cosh, cm.cosh), (np.tanh, cm.tanh),
+                 (np.arcsin, cm.arcsin), (np.arccos, cm.arccos), (np.arctan, cm.arctan),
+                 (np.arcsinh, cm.arcsinh), (np.arccosh, cm.arccosh),
+                 (np.arctanh, cm.arctanh)):
     ufunc_rule(_uf)(lambda a, _fn=_fn: C(*_fn(a)))
 
 
