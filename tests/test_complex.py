@@ -216,3 +216,75 @@ def test_ufuncs_without_complex_loops_raise_numpys_type_error():
         tracearray.compile(lambda z: np.floor(z), device="cpu")(z)
     with pytest.raises(TypeError):
         tracearray.compile(lambda z: z // 2, device="cpu")(z)
+
+
+# ============================================================================================
+# GPU (run by the lead on the H200): the same binding, NumPy and device arrays
+# ============================================================================================
+
+def _have_gpu() -> bool:
+    from tracearray.gpu import driver
+    return driver.is_available()
+
+
+gpu = pytest.mark.skipif(not _have_gpu(), reason="needs an NVIDIA GPU")
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_gpu_matches_numpy_on_branch_cuts(cdt):
+    z = special_grid(cdt)
+    w = np.roll(z, 5)
+    assert_matches_numpy(lambda z, w: (z * w, z / w, np.exp(z), np.log(z), np.sqrt(z),
+                                       np.arcsin(z), np.arctanh(z), abs(z), z.sum()),
+                         z, w, device="cuda")
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_device_arrays_in_and_out_and_strided_inputs():
+    from tracearray.gpu import Array
+    z = random_complex(np.complex128, 40, seed=7).reshape(5, 8)
+    f = tracearray.compile(lambda z: z * (1 + 2j) + np.conj(z), device="cuda")
+    d = Array.from_numpy(z)
+    out = f(d)
+    assert isinstance(out, Array) and out.dtype == np.complex128
+    np.testing.assert_array_equal(out.numpy(), z * (1 + 2j) + np.conj(z))
+    np.testing.assert_array_equal(f(z[::-1, ::2]), z[::-1, ::2] * (1 + 2j) + np.conj(z[::-1, ::2]))
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_in_place_update_of_a_complex_device_array():
+    from tracearray.gpu import Array
+
+    def f(z):
+        z *= 1j
+        return z.real.sum()
+    z = random_complex(np.complex64, 16, seed=8)
+    d = Array.from_numpy(z)
+    tracearray.compile(f, device="cuda")(d)
+    np.testing.assert_array_equal(d.numpy(), z * np.complex64(1j))
+
+
+# ============================================================================================
+# The random programs draw complex values (the soak's generator)
+# ============================================================================================
+
+def _is_complex_program(p) -> bool:
+    return any(x.dtype.kind == "c" for x in p.inputs) or "1j" in p.source()
+
+
+def test_programs_draw_complex_inputs_and_steps_and_match_numpy():
+    from tracearray.testing import fuzz
+    complex_programs = [p for p in (fuzz.program_for("complex-ci", i) for i in range(80))
+                        if _is_complex_program(p)]
+    assert len(complex_programs) >= 10
+    assert any(x.dtype.kind == "c" for p in complex_programs for x in p.inputs)
+    failures = []
+    for p in complex_programs[:25]:
+        out = fuzz.run_program(p, "cpu")
+        if out.status != "match":
+            failures.append(f"{p.source()}\n{out.status}: {out.detail}")
+    assert not failures, "\n\n".join(failures[:2])
