@@ -504,10 +504,12 @@ def exact_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     flat_a, flat_b, flat_c, flat = (np.ravel(v) for v in (a, b, c, out))
     flat = flat.copy()
-    for i in np.flatnonzero(finite.ravel()):
-        q = Fraction(float(flat_a[i])) * Fraction(float(flat_b[i])) + Fraction(float(flat_c[i]))
-        if q != 0:
-            flat[i] = _round_fraction(q, dt)
+    with np.errstate(over="ignore"):   # (a float32 past its range is inf, as rounding gives)
+        for i in np.flatnonzero(finite.ravel()):
+            q = (Fraction(float(flat_a[i])) * Fraction(float(flat_b[i]))
+                 + Fraction(float(flat_c[i])))
+            if q != 0:
+                flat[i] = _round_fraction(q, dt)
     return flat.reshape(out.shape)
 
 
