@@ -288,3 +288,28 @@ def test_programs_draw_complex_inputs_and_steps_and_match_numpy():
         if out.status != "match":
             failures.append(f"{p.source()}\n{out.status}: {out.detail}")
     assert not failures, "\n\n".join(failures[:2])
+
+
+def test_movement_and_selection_functions_act_on_both_parts():
+    z = random_complex(np.complex128, 24, seed=9).reshape(4, 6)
+    x = np.linspace(-1, 1, 24).reshape(4, 6)
+
+    def f(z, x):
+        return (np.concatenate([z, x]), np.stack([z, x], axis=1), np.where(x > 0, z, x),
+                np.where(z.real > 0, z, 1j), np.take(z, [0, 3, 2], axis=1), z.T.reshape(3, 8),
+                np.flip(z, 0), np.roll(z, 2), np.diff(z), np.trace(z), np.triu(z),
+                z[z.real > 0].sum(), z[[0, 2], 1:], z[..., None, ::2])
+    check(f, z, x)
+
+
+def test_mixed_real_complex_writes_and_casts():
+    def f(x, z):
+        y = x.astype(np.complex64)   # real -> complex: a zero imaginary part
+        y[0] = z[0]                  # complex128 into complex64 (unsafe, as setitem)
+        y += 1j
+        return y, np.asarray(x, dtype=complex) * z
+    x = np.linspace(0, 1, 5)
+    z = random_complex(np.complex128, 5, seed=10)
+    check(f, x, z)
+    with pytest.raises(TypeError):   # NumPy's same_kind rule: x += complex is an error
+        tracearray.compile(lambda x, z: x.__iadd__(z), device="cpu")(x.copy(), z)

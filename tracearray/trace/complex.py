@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import ConcretizationError, with_location
 from ..interleaved import COMPLEX_OF_REAL, real_dtype
 from .build import unsupported
-from .graph import Node, type_str
+from .graph import Node
 
 
 # ============================================================================================
@@ -97,21 +97,24 @@ def _as_tracer(x: Any) -> Any:
     return as_tracer(x)
 
 
-def parts(value: Any, part: np.dtype) -> tuple[Any, Any]:
-    """(real, imaginary) of ``value`` as real tracers of dtype ``part`` (a real operand's
-    imaginary part is a zero that broadcasts)."""
+def parts(value: Any, part: np.dtype, full: bool = False) -> tuple[Any, Any]:
+    """(real, imaginary) of ``value`` as real tracers of dtype ``part``. A real operand's
+    imaginary part is a 0-d zero that broadcasts, or with ``full`` a zero array of its shape
+    (for functions such as concatenate that do not broadcast)."""
     from .tracer import Tracer
     if isinstance(value, ComplexTracer):
         return value.re.astype(part, copy=False), value.im.astype(part, copy=False)
     if isinstance(value, Tracer):
-        return value.astype(part, copy=False), _as_tracer(np.zeros((), part))
+        re = value.astype(part, copy=False)
+        return re, (np.zeros_like(re) if full else _as_tracer(np.zeros((), part)))
     from .selection import MaskedSelection
     if isinstance(value, MaskedSelection):
-        return parts(value.compact(), part)
+        return parts(value.compact(), part, full)
     arr = np.asarray(value)
     # (ndarray methods: np.ascontiguousarray would make a 0-d value 1-d)
+    zeros = np.zeros(arr.shape if full else (), part)
     return (_as_tracer(arr.real.astype(part)),
-            _as_tracer(arr.imag.astype(part) if arr.dtype.kind == "c" else np.zeros((), part)))
+            _as_tracer(arr.imag.astype(part) if arr.dtype.kind == "c" else zeros))
 
 
 def as_complex(value: Any, dtype: Any = None) -> "ComplexTracer":
@@ -529,16 +532,16 @@ def _refuse_like_numpy(uf: np.ufunc, inputs: tuple, dtype: Any = None) -> None:
 
 
 def _with_out(name: str, result: Any, out: Any) -> Any:
+    """``result`` written into ``out=`` (a complex result into a real array is NumPy's
+    same_kind casting error)."""
     if isinstance(out, tuple):
         out = out[0] if len(out) == 1 else out
     if out is None:
         return result
-    if not isinstance(out, ComplexTracer) and not (hasattr(out, "_write") and
-                                                   not isinstance(result, ComplexTracer)):
-        if isinstance(result, ComplexTracer):
-            raise TypeError(with_location(
-                f"Cannot cast ufunc '{name.split('.')[-1]}' output from {result.dtype!r} to "
-                f"{out.dtype!r} with casting rule 'same_kind'"))
+    if isinstance(result, ComplexTracer) and not isinstance(out, ComplexTracer):
+        raise TypeError(with_location(
+            f"Cannot cast ufunc '{name.split('.')[-1]}' output from {result.dtype!r} to "
+            f"{out.dtype!r} with casting rule 'same_kind'"))
     out[...] = result
     return out
 
@@ -582,9 +585,9 @@ def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -
         a, kw = list(args), dict(kwargs)
         for where, v in slots:
             if isinstance(v, (list, tuple)) and not _is_array_like_list(v):
-                new = type(v)(parts(e, part)[which] for e in v)
+                new = type(v)(parts(e, part, full=True)[which] for e in v)
             else:
-                new = parts(v, part)[which]
+                new = parts(v, part, full=True)[which]
             if isinstance(where, int):
                 a[where] = new
             else:
@@ -601,10 +604,6 @@ def _is_array_like_list(v: Any) -> bool:
     from .tracer import Tracer
     return all(isinstance(e, (bool, int, float, complex)) for e in v) and not any(
         isinstance(e, (Tracer, ComplexTracer)) for e in v)
-
-
-def describe(x: Any) -> str:
-    return repr(x) if isinstance(x, ComplexTracer) else type_str(x.node)
 
 
 from . import complex_ops  # noqa: E402,F401  (registers the rules)

@@ -216,14 +216,13 @@ for _f, _spec in {
         np.hstack: (0,), np.vstack: (0,), np.dstack: (0,), np.column_stack: (0,),
         np.atleast_1d: ("*",), np.atleast_2d: ("*",), np.atleast_3d: ("*",),
         np.take: (0,), np.take_along_axis: (0,), np.diagonal: (0,), np.triu: (0,),
-        np.tril: (0,), np.copy: (0,), np.sum: (0, "initial"), np.cumsum: (0,),
+        np.tril: (0,), np.copy: (0,), np.cumsum: (0,),
         np.diff: (0, "prepend", "append"), np.trace: (0,), np.ascontiguousarray: (0,),
         np.asarray: (0,), np.array: (0,), np.asanyarray: (0,), np.split: (0,),
         np.array_split: (0,), np.compress: (1,), np.extract: (1,), np.delete: (0,),
-        np.append: (0, 1), np.outer: (),   # outer is its own rule below
+        np.append: (0, 1),
 }.items():
-    if _spec:
-        PARTWISE[_f] = _spec
+    PARTWISE[_f] = _spec
 
 
 def _out_none(name: str, out: Any) -> None:

@@ -51,11 +51,11 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
     def method(self: "Tracer", other: Any) -> Any:
         if isinstance(other, (list, tuple)):
             other = np.asarray(other)
-        if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
-            return NotImplemented
         if complex_values.is_complex(other):   # a complex operand: complex.py's loops
             ops = (other, self) if reflected else (self, other)
             return complex_values.apply_ufunc(ufunc, "__call__", ops, {})
+        if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
+            return NotImplemented
         a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
         return Tracer(api.apply_ufunc(ufunc, a, b))
     method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
