@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ConcretizationError, with_location
+from ..errors import ConcretizationError, TraceDTypeError, with_location
 from ..interleaved import COMPLEX_OF_REAL, real_dtype
 from .build import unsupported
 from .graph import Node
@@ -87,7 +87,7 @@ def complex_result_dtype(*values: Any) -> np.dtype:
     if dt.kind != "c":
         dt = np.result_type(dt, np.complex64)
     if dt not in COMPLEX_OF_REAL.values():
-        raise TypeError(with_location(f"complex dtype {dt} is not supported by tracearray "
+        raise TraceDTypeError(with_location(f"complex dtype {dt} is not supported by tracearray "
                                       f"(supported: complex64, complex128)"))
     return dt
 
@@ -122,7 +122,11 @@ def as_complex(value: Any, dtype: Any = None) -> "ComplexTracer":
     dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(value)
     if isinstance(value, ComplexTracer) and value.dtype == dt:
         return value
-    return ComplexTracer(*parts(value, real_dtype(dt)))
+    try:
+        part = real_dtype(dt)
+    except TypeError as e:   # complex256 (long double parts)
+        raise TraceDTypeError(with_location(str(e))) from None
+    return ComplexTracer(*parts(value, part))
 
 
 # ============================================================================================
