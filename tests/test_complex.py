@@ -313,3 +313,16 @@ def test_mixed_real_complex_writes_and_casts():
     check(f, x, z)
     with pytest.raises(TypeError):   # NumPy's same_kind rule: x += complex is an error
         tracearray.compile(lambda x, z: x.__iadd__(z), device="cpu")(x.copy(), z)
+
+
+GLOBAL_Z = random_complex(np.complex128, 4, seed=12)
+
+
+def test_complex_global_arrays_are_read_at_every_call():
+    f = tracearray.compile(lambda x: GLOBAL_Z * x, device="cpu")
+    x = np.linspace(1, 2, 4)
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
+    f(x)                                # (the call fast path)
+    GLOBAL_Z[:] = GLOBAL_Z * 1j         # changed in place: the next call sees the new values
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)

@@ -332,8 +332,10 @@ class CompiledFunction:
         return True
 
     def _global_arrays(self, trace: Trace) -> list[np.ndarray]:
-        """The current values of the global arrays the graph reads (its last inputs)."""
-        return [_as_input_array(self._globals[name]) for name in trace.graph.globals]
+        """The current values of the global arrays the graph reads (its last inputs; complex
+        ones as their real pair views)."""
+        return [interleaved.pair_view(_as_input_array(self._globals[name]))
+                for name in trace.graph.globals]
 
     def _report(self, name: str, lowered: "Lowered") -> None:
         config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")

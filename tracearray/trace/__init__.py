@@ -325,7 +325,7 @@ def _output_node(leaf: Any) -> Node:
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64"))
+    "float16", "float32", "float64", "complex64", "complex128"))
 
 
 def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> None:
