@@ -90,9 +90,12 @@ def lookup(obj: Any) -> Composite | None:
 def as_tracer(x: Any) -> Any:
     """``x`` as a traced array: tracers as they are, anything array-like as a constant."""
     from .. import numpy_api as api
+    from ..selection import MaskedSelection
     from ..tracer import Tracer
     if isinstance(x, Tracer):
         return x
+    if isinstance(x, MaskedSelection):   # x[mask] as an operand: its selected elements
+        return x.compact()
     return Tracer(api.as_node(np.asarray(x) if not isinstance(x, (np.ndarray, np.generic))
                               else x))
 
