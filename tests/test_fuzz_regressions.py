@@ -319,3 +319,18 @@ def test_delete_with_many_runs_is_one_gather() -> None:
     f = tracearray.compile(lambda v: np.delete(v, slice(None, None, 2), axis=-1), device="cpu")
     np.testing.assert_array_equal(f(x), np.delete(x, slice(None, None, 2)))
     assert len(f.lower(x).plan.kernels) == 1
+
+
+def test_a_masked_selection_as_an_operand_of_a_composite_ufunc() -> None:
+    """soak seed 'complex-2', program 683 (unsupported: "cannot use a value of type Tracer in
+    a traced computation"). ``x[mask]`` reached np.logaddexp2's expansion as the masked
+    selection itself, which ``composites.as_tracer`` did not convert. Fixed there: a masked
+    selection is its selected elements."""
+    def program(x0):
+        v0 = x0[np.any(x0 > True, axis=(2,))]
+        v1 = v0 - np.mean(v0, axis=-2, keepdims=True)
+        return np.logaddexp2(v1, v0)
+
+    assert_matches_numpy(program, np.ones((1, 1, 1), np.float32), device="cpu")
+    assert_matches_numpy(program, np.linspace(-1, 3, 24, dtype=np.float32).reshape(2, 3, 4),
+                         device="cpu")

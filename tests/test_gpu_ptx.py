@@ -161,6 +161,9 @@ def _op_programs():
             ("scatter", _scatters, (x, np.array([3, -1, 0, 3]))),
             ("random", lambda a, g: a * g.standard_normal(a.shape) + g.integers(0, 7, a.shape),
              (x, np.random.default_rng(0)))]
+    for cdt in (np.complex64, np.complex128):   # complex multiplication: the fma primitive
+        z = np.ones((3, 5), cdt) * (1 + 2j)
+        out.append((f"complex-{cdt.__name__}", lambda a, b: (a * b, np.exp(a) / b), (z, z.T.T)))
     # Primitives reached through NumPy functions and ufunc methods (in every dtype kind).
     from numpy.lib.stride_tricks import sliding_window_view
     for dt in ("float32", "float64", "float16", "int8", "uint32", "bool"):

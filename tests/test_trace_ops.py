@@ -206,10 +206,40 @@ EXPLICITLY_TESTED = {
     "reduce_bitwise_xor": "test_extra_primitives", "reduce_logical_xor": "test_extra_primitives",
     "gather": "test_gather_primitive", "scatter": "test_scatter_primitive",
     "philox": "test_philox_primitive",
+    "fma": "test_fma_primitive",
 }
 # External ops (library calls): each made by a NumPy call (tests/external_cases.py), compiled
 # and run on the CPU (tests/test_sort.py and tests/test_linalg.py test every form)
 EXPLICITLY_TESTED.update({op: "test_external_primitives" for op in EXTERNAL_CALLS})
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_fma_primitive(dt) -> None:
+    """fma (complex multiplication's fused products): one rounding, as NumPy's contiguous
+    complex loops compute it; its reference is exact (fractions), infinities and NaNs as
+    IEEE's fusedMultiplyAdd."""
+    import tracearray
+    from tracearray.ops.elementwise import exact_fma
+    rng = np.random.default_rng(11)
+    special = np.array([0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, 1e30, -1e-30], dt)
+    a, b, c = (np.concatenate([np.repeat(special, 81), rng.standard_normal(500).astype(dt)])
+               for _ in range(3))
+    b[:729] = np.tile(np.repeat(special, 9), 9)
+    c[:729] = np.tile(special, 81)
+    with np.errstate(all="ignore"):
+        if dt == np.float32:
+            # one rounding: the product -1.5 * 1e30f is a float32 midpoint, and + 1 moves the
+            # exact sum below it (the float64 route rounds twice, to -1.5000001e30)
+            one_rounding = exact_fma(dt(-1.5), dt(1e30), dt(1.0))
+            assert one_rounding == dt(-1.5e30) != (np.float64(-1.5) * dt(1e30) + 1).astype(dt)
+        z = np.empty(a.size, np.complex64 if dt == np.float32 else np.complex128)
+        w = np.empty_like(z)
+        z.real, z.imag, w.real, w.imag = a, c, b, c[::-1]
+        want = z * w
+    got = tracearray.compile(lambda z, w: z * w, device="cpu")(z, w)
+    for g, v in ((got.real, want.real), (got.imag, want.imag)):
+        same = (g == v) & (np.signbit(g) == np.signbit(v)) | (np.isnan(g) & np.isnan(v))
+        assert same.all(), (z[~same][:3], w[~same][:3], got[~same][:3], want[~same][:3])
 
 
 def test_every_op_is_tested() -> None:

@@ -375,11 +375,12 @@ def _ufunc_where(x: Any) -> Any:
 
 
 def _complex(x: Any) -> Any:
-    return x * 1j  # <- complex
+    # complex values trace (trace/complex.py); a result type that depends on the data does not
+    return np.real_if_close(x * 1j)  # <- complex
 
 
 def _unsupported_dtype(x: Any) -> Any:
-    return x.astype(np.complex64)  # <- dtype
+    return x.astype("datetime64[s]")  # <- dtype
 
 
 def _nonzero_where(x: Any) -> Any:
@@ -395,8 +396,8 @@ UNSUPPORTED = [
     (_reduce_of_composite, "<- logaddexp", "logaddexp.reduce"),
     (_add_reduceat, "<- reduceat", "add.reduceat"),
     (_ufunc_where, "<- where", "where="),
-    (_complex, "<- complex", "complex"),
-    (_unsupported_dtype, "<- dtype", "complex64"),
+    (_complex, "<- complex", "real_if_close"),
+    (_unsupported_dtype, "<- dtype", "datetime64"),
     (_unsupported_method, "<- tobytes", "ndarray.tobytes"),
 ]
 

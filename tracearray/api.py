@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 
 import numpy as np
 
-from . import cachemiss, config, forksafe
+from . import cachemiss, config, forksafe, interleaved
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -325,6 +325,8 @@ class CompiledFunction:
         device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
+        # complex arguments as the real pair views the graph's inputs are (both runtimes)
+        leaves = [interleaved.pair_view(a) for a in leaves]
         ekey = (tkey, tuple(a.strides for a in leaves), device,
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
@@ -419,15 +421,15 @@ class CompiledFunction:
         return True
 
     def _global_arrays(self, trace: Trace, keys: dict | None = None) -> list[np.ndarray]:
-        """The current values of the global arrays the graph reads (its last inputs), and the
-        call's random keys (``keys``: drawn once per call and source, so that every stage of a
-        staged call sees the same numbers)."""
+        """The current values of the global arrays the graph reads (its last inputs; complex
+        ones as their real pair views), and the call's random keys (``keys``: drawn once per
+        call and source, so that every stage of a staged call sees the same numbers)."""
         keys = {} if keys is None else keys
         out = []
         for name in trace.graph.globals:
             source = random_key_source(name)
             if source is None:
-                out.append(_as_input_array(self._globals[name]))
+                out.append(interleaved.pair_view(_as_input_array(self._globals[name])))
                 continue
             if source not in keys:
                 keys[source] = _random_key(source)
@@ -540,8 +542,8 @@ class CompiledFunction:
         strides), so the key need not say so; alignment is checked here."""
         key = [self._fixed_device or self._resolve_device()]
         for a in args:
-            if type(a) is not np.ndarray or not a.flags.aligned:
-                return None
+            if type(a) is not np.ndarray or not a.flags.aligned or a.dtype.kind == "c":
+                return None   # (complex arguments are bound as pair views: the general path)
             key += (a.dtype, a.shape, a.strides)
         return tuple(key)
 
@@ -698,6 +700,9 @@ def _may_share_memory(a: Any, b: Any) -> bool:
 def _write_into(target: Any, value: Any) -> None:
     """Write an updated input's final value into the caller's array (nothing to do when the
     kernel wrote it there itself: ``Plan.in_place``)."""
+    if value is target:
+        return
+    target = interleaved.pair_view(target)   # a complex argument: its real pair view
     if value is target:
         return
     if isinstance(target, np.ndarray):

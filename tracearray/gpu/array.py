@@ -20,8 +20,10 @@ import numpy as np
 from ..trace import pytree
 
 KDL_CUDA = 2
-_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
-_DL_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
+# DLPack type codes (kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool): complex arrays are
+# bound as their interleaved real pairs by the call path (interleaved.py)
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
 
 
 class Array:

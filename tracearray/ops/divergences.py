@@ -119,6 +119,22 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "signed-zero"),
     # --- tracing (the graph computes a NumPy function another way) ------------------------
     Divergence(
+        "complex-rounding", "elementwise", ("fma",),
+        "Complex multiplication is fused as NumPy's SIMD loops compute it on x86-64 "
+        "(fma(ar, br, -ai bi) + i fma(ar, bi, ai br)); NumPy's loop for negative strides (and "
+        "a machine without FMA) does not fuse, so the comparator accepts either rounding of "
+        "each fma (unverifiable where only one of them overflows). Complex results are also "
+        "compared normwise, within 8 eps |z| of NumPy's value: the elementary functions are "
+        "real formulas, accurate relative to |z| rather than in each part "
+        "(trace/complex_math.py).", "trace"),
+    Divergence(
+        "complex-weak-scalar-product", "elementwise", ("multiply", "add", "subtract"),
+        "`1j * s` (or `+`, `-`, `/`) with a NumPy float64 *scalar* s on the right is Python's "
+        "complex arithmetic (np.float64 subclasses float), a weak Python complex that does not "
+        "widen complex64 or float32 operands later; a 0-d traced value cannot be weak, so the "
+        "compiled function gives complex128. `s * 1j` is a NumPy complex128 in both.",
+        "not-compared"),
+    Divergence(
         "clip-signed-zero", "elementwise", ("clip",),
         "np.clip with scalar bounds returns x itself where x equals a bound (x=0.0, hi=-0.0 "
         "gives 0.0) and the bound with array bounds; the graph's maximum/minimum always follows "

@@ -10,6 +10,7 @@ scalar tail disagree on them); the exceptions are the divergences each entry lis
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -354,6 +355,10 @@ def _cast_emitter(c: ScalarCtx) -> ir.Value:
     return cast(c.b, c.args[0], c.dt, c.out)
 
 
+def _fma(c: ScalarCtx) -> ir.Value:
+    return intrinsic(c.b, "llvm.fma", c.args)   # one rounding (vfmadd / fma.rn)
+
+
 # ============================================================================================
 # The ufunc primitives
 # ============================================================================================
@@ -485,6 +490,46 @@ def _cast_ref(x: np.ndarray, *, dtype: str) -> np.ndarray:
     return np.asarray(x).astype(dtype)
 
 
+def exact_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c rounded once (IEEE fusedMultiplyAdd), computed exactly with fractions: the
+    reference of the ``fma`` primitive (NumPy has no fma; Python's math.fma is 3.13+)."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)))
+    dt = np.result_type(a, b, c)
+    with np.errstate(all="ignore"):
+        # non-finite operands: IEEE arithmetic in float64 gives fma's inf / NaN; a zero
+        # result of finite operands has the same sign unfused and fused
+        out = (a.astype(F64) * b.astype(F64) + c.astype(F64)).astype(dt)
+    # a finite product plus an infinite or NaN c is c (the product is never rounded)
+    out = np.where(np.isfinite(a) & np.isfinite(b) & ~np.isfinite(c), c.astype(dt), out)
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    flat_a, flat_b, flat_c, flat = (np.ravel(v) for v in (a, b, c, out))
+    flat = flat.copy()
+    with np.errstate(over="ignore"):   # (a float32 past its range is inf, as rounding gives)
+        for i in np.flatnonzero(finite.ravel()):
+            q = (Fraction(float(flat_a[i])) * Fraction(float(flat_b[i]))
+                 + Fraction(float(flat_c[i])))
+            if q != 0:
+                flat[i] = _round_fraction(q, dt)
+    return flat.reshape(out.shape)
+
+
+def _round_fraction(q: Fraction, dt: np.dtype) -> float:
+    try:
+        f = float(q)                     # correctly rounded to float64
+    except OverflowError:
+        return math.inf if q > 0 else -math.inf
+    if dt == F64 or Fraction(f) == q or math.isinf(f):
+        return f
+    # float32: round to odd in float64 first, then to nearest float32 (exact: 53 >= 2*24+2)
+    bits = np.float64(f).view(np.uint64)
+    if not bits & np.uint64(1):
+        f = float(np.nextafter(f, math.inf if q > Fraction(f) else -math.inf))
+    return f
+
+
+register(OpSpec("fma", Kind.ELEMENTWISE, exact_fma, rules.broadcast_shape, rules.result_dtype,
+                Domain((F32, F64)), arity=3, lower=_fma,
+                operand_dtypes=lambda n: (n.dtype, n.dtype, n.dtype)))
 register(OpSpec("where", Kind.ELEMENTWISE, _where_ref, rules.broadcast_shape, rules.where_dtype,
                 arity=3, lower=_where, operand_dtypes=lambda n: (BOOL, n.dtype, n.dtype)))
 register(OpSpec("cast", Kind.ELEMENTWISE, _cast_ref, rules.same_shape, rules.attr_dtype,

@@ -423,7 +423,30 @@ class Evaluator:
         if transcendental:
             k = self.tol.ulps(family, dt)
             lo, hi = widen(lo, hi, dt, k)
+        if op == "fma":
+            lo, hi, exact, top = self._fused_or_not(args, shape, dt, value, lo, hi, exact, top)
         return _finish(value, exact, top, lo, hi, why)
+
+    def _fused_or_not(self, args: list[Bound], shape: tuple[int, ...], dt: np.dtype,
+                      value: np.ndarray, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,
+                      top: np.ndarray):
+        """An fma (complex multiplication) also allows the unfused a * b + c: NumPy's complex
+        loops fuse on contiguous and strided operands and not on negative strides
+        (divergence complex-rounding). Where the two differ in kind (an overflowing product:
+        NaN unfused, an infinity fused) the element is unverifiable."""
+        a, b, c = _bcast([x.value for x in args], shape)
+        with np.errstate(all="ignore"):
+            plain = (a * b + c).astype(dt)
+        differ = (plain != value) & ~(np.isnan(plain) & np.isnan(value))
+        if not differ.any():
+            return lo, hi, exact, top
+        self.used.add("complex-rounding")
+        p64 = plain.astype(F64)
+        kind = np.isfinite(p64) != np.isfinite(value.astype(F64))
+        top = top | (differ & kind)
+        lo = np.where(differ, np.fmin(lo, p64), lo)
+        hi = np.where(differ, np.fmax(hi, p64), hi)
+        return lo, hi, exact & ~differ, top
 
     def _float_corners(self, op: str, node: Node, args: list[Bound], results: list[np.ndarray],
                        sel: np.ndarray, lo: np.ndarray, hi: np.ndarray, exact: np.ndarray,

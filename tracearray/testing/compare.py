@@ -56,6 +56,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..trace import is_array_leaf, pytree, trace_function
+from ..interleaved import pair_view
 from ..trace.graph import Graph
 from . import bounds as _bounds
 from .divergences import BY_ID
@@ -218,7 +219,8 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     got = cf(*args)
     graph = lowered.graph
     leaves_in, _ = pytree.flatten(list(args), is_array_leaf)
-    inputs = [np.asarray(v) for v in leaves_in]
+    # complex arguments are graph inputs as their interleaved real pairs
+    inputs = [pair_view(np.asarray(v)) for v in leaves_in]
     bound_graph: Graph | None = graph
     if reference is not None:
         try:
@@ -308,6 +310,9 @@ def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | No
     if g.shape != w.shape or g.dtype != w.dtype:
         res.problems.append(f"got {g.dtype}{list(g.shape)}, NumPy returns {w.dtype}{list(w.shape)}")
         return
+    if w.dtype.kind == "c":
+        _compare_complex_leaf(g, w, b, rtol, atol, res, cmp)
+        return
     if b is not None and (b.value.shape != w.shape or b.value.dtype != w.dtype):
         res.problems.append(f"the traced graph gives {b.value.dtype}{list(b.value.shape)}, "
                             f"NumPy returns {w.dtype}{list(w.shape)} (a tracer bug)")
@@ -331,6 +336,62 @@ def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | No
         res.problems.append(_describe(b.value, w, b, bad_want,
                                       "NumPy's own result (the traced graph disagrees with "
                                       "NumPy: a tracer bug)", got="the traced graph gives"))
+
+
+# An element of a complex result passes within this many eps of |z| of NumPy's value
+# (divergence complex-rounding): NumPy's complex loops round differently per machine.
+COMPLEX_NORMWISE_EPS = 8
+
+
+def _compare_complex_leaf(g: np.ndarray, w: np.ndarray, b: _bounds.Bound | None,
+                          rtol: float | None, atol: float | None, res: LeafResult,
+                          cmp: Comparison) -> None:
+    """A complex result: its interleaved real pairs against the traced graph's bound of
+    them, each element also passing normwise (``COMPLEX_NORMWISE_EPS``)."""
+    gp, wp = _pairs(g), _pairs(w)
+    if b is not None and (b.value.shape != wp.shape or b.value.dtype != wp.dtype):
+        res.problems.append(f"the traced graph gives {b.value.dtype}{list(b.value.shape)}, "
+                            f"NumPy returns {w.dtype}{list(w.shape)} (a tracer bug)")
+        return
+    if b is None:
+        b = _fallback_bound(wp, rtol, atol)
+    eps = np.finfo(wp.dtype).eps
+    graph_value = np.empty(w.shape, np.complex128)
+    graph_value.real, graph_value.imag = b.value[..., 0], b.value[..., 1]
+
+    def normwise(x: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            x, ref = x.astype(np.complex128), ref.astype(np.complex128)
+            ok = np.abs(x - ref) <= COMPLEX_NORMWISE_EPS * eps * np.abs(ref)
+            if rtol is not None or atol is not None:
+                ok |= np.abs(x - ref) <= (atol or 0.0) + (rtol or 0.0) * np.abs(ref)
+            return ok & np.isfinite(x) & np.isfinite(ref)
+
+    bad_got = _outside(gp, b).any(axis=-1) & ~normwise(g, w)
+    bad_want = _outside(wp, b).any(axis=-1) & ~normwise(w, graph_value)
+    if (_outside(gp, b).any(axis=-1) | _outside(wp, b).any(axis=-1)).any():
+        cmp.divergences.add("complex-rounding")
+    res.unverifiable = int(b.top.any(axis=-1).sum())
+    if bad_got.any():
+        res.problems.append(_describe_complex(g, w, bad_got, "compiled result"))
+    if bad_want.any():
+        res.problems.append(_describe_complex(graph_value, w, bad_want,
+                                              "NumPy's own result (the traced graph disagrees "
+                                              "with NumPy: a tracer bug)"))
+
+
+def _pairs(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    return np.stack([x.real, x.imag], axis=-1)
+
+
+def _describe_complex(x: np.ndarray, w: np.ndarray, bad: np.ndarray, what: str) -> str:
+    lines = [f"{w.dtype}{list(w.shape)}: {int(bad.sum())} of {bad.size} elements of the "
+             f"{what} differ; first mismatches:"]
+    for idx in np.argwhere(np.atleast_1d(bad))[:MAX_REPORTED]:
+        t = tuple(int(i) for i in idx)[:np.ndim(w)]
+        lines.append(f"    at {t}: got {np.asarray(x)[t]!r}, NumPy {np.asarray(w)[t]!r}")
+    return "\n".join(lines)
 
 
 def _outside(x: np.ndarray, b: _bounds.Bound, ignore_zero_sign: bool = False) -> np.ndarray:

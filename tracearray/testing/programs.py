@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from ..ops import ALL_DTYPES, OPS, Kind
 from .strategies import (SIDES, HypothesisSource, Layout, Source, draw_array, draw_broadcastable,
-                         draw_layout, draw_shape)
+                         apply_layout, draw_layout, draw_shape)
 
 UNARY = tuple(sorted(n for n, s in OPS.items()
                      if s.kind is Kind.ELEMENTWISE and s.ufunc is not None and s.arity == 1))
@@ -143,8 +143,12 @@ class _Builder:
         # and what is computed from them alone)
         self.constants: set[str] = set()
 
-    def pick(self, pred: Callable[[Any], bool] = lambda v: True) -> str | None:
-        cands = [n for n in self.names if pred(self.values[n])]
+    def pick(self, pred: Callable[[Any], bool] = lambda v: True,
+             complex_ok: bool = False) -> str | None:
+        # complex values only where a family asks for them (f_complex): the others draw the
+        # real ops of the op table
+        cands = [n for n in self.names if pred(self.values[n]) and
+                 (complex_ok or np.asarray(self.values[n]).dtype.kind != "c")]
         if not cands:
             return None
         if self.src.boolean(0.75):   # favour recent values: deeper chains
@@ -164,7 +168,8 @@ class _Builder:
                 out = eval(expr, {"np": np, "nan": math.nan, "inf": math.inf}, env)  # noqa: S307
         except Exception:   # noqa: BLE001 -- NumPy rejects it: draw another step
             return False
-        if not isinstance(out, (np.ndarray, np.generic)) or out.dtype not in ALL_DTYPES:
+        if not isinstance(out, (np.ndarray, np.generic)) or (
+                out.dtype not in ALL_DTYPES and out.dtype not in COMPLEX_DTYPES):
             return False
         if out.size > MAX_VALUE_SIZE:
             return False
@@ -842,6 +847,50 @@ def f_random(b: _Builder) -> str | None:
     return f"{x} * np.isfinite({dist})"
 
 
+COMPLEX_DTYPES = (np.dtype(np.complex64), np.dtype(np.complex128))
+
+# What f_complex applies to complex values ({0}, {1}: complex operands; {r}: a real one).
+_COMPLEX_UNARY = ("np.exp({0})", "np.log({0})", "np.sqrt({0})", "abs({0})", "np.angle({0})",
+                  "{0}.real", "{0}.imag", "np.conj({0})", "-{0}", "np.square({0})",
+                  "np.reciprocal({0})", "np.sin({0})", "np.cos({0})", "np.tanh({0})",
+                  "np.sinh({0})", "np.tan({0})", "np.cosh({0})", "np.sign({0})",
+                  "np.isnan({0})", "np.isfinite({0})", "{0}.sum()", "{0}.mean()",
+                  "np.cumsum({0})", "{0}[::-1]", "{0}.T", "{0} ** 2", "{0} ** 0.5",
+                  "np.expm1({0})", "np.log1p({0})", "np.log10({0})", "np.var({0})",
+                  "np.prod({0})", "np.arcsin({0})", "np.arccos({0})", "np.arctan({0})",
+                  "np.arcsinh({0})", "np.arccosh({0})", "np.arctanh({0})")
+_COMPLEX_BINARY = ("{0} + {1}", "{0} - {1}", "{0} * {1}", "{0} / {1}", "{0} == {1}",
+                   "{0} != {1}", "{0} < {1}", "np.maximum({0}, {1})", "np.fmin({0}, {1})",
+                   "np.where({0}.real > 0, {0}, {1})", "{0} ** {1}")
+
+
+def f_complex(b: _Builder) -> str | None:
+    """Complex values: made from real ones (x + 1j*y, np.exp(1j*t)), then complex arithmetic,
+    elementary functions, reductions and parts (trace/complex.py)."""
+    src = b.src
+    c = b.pick(lambda v: np.asarray(v).dtype.kind == "c", complex_ok=True)
+    if c is None or src.boolean(0.25):
+        x = b.pick(lambda v: np.asarray(v).dtype.kind in "fiu")
+        if x is None:
+            return None
+        y = b.pick(lambda v: np.asarray(v).dtype.kind in "fiu" and
+                   _fits(np.shape(v), np.shape(b.v(x))))
+        if y is None or src.boolean(0.3):
+            return f"np.exp(1j * {x})" if src.boolean(0.5) else f"{x} * (0.5 - 2j)"
+        # ({y} * 1j, not 1j * {y}: Python's complex * np.float64 scalar is a weak Python
+        # complex, which a 0-d traced value cannot be)
+        return f"({x} + {y} * 1j)"
+    if src.boolean(0.55):
+        return src.choice(_COMPLEX_UNARY).format(c)
+    d = b.pick(lambda v: np.asarray(v).dtype.kind in "cf" and _fits(np.shape(v),
+                                                                  np.shape(b.v(c))),
+               complex_ok=True)
+    if d is None or src.boolean(0.2):
+        d = f"({_literal(src, np.dtype(np.float64))} + 1.5j)"
+    pair = (c, d) if src.boolean(0.7) else (d, c)
+    return src.choice(_COMPLEX_BINARY).format(*pair)
+
+
 # family name -> (builder, weight)
 FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "unary": (f_unary, 18), "binary": (f_binary, 24), "power_operator": (f_power_operator, 2),
@@ -853,7 +902,7 @@ FAMILIES: dict[str, tuple[Callable[[_Builder], str | None], int]] = {
     "pairwise": (f_pairwise, 2), "composite": (f_composite, 10), "gather": (f_gather, 6),
     "assign": (f_assign, 6), "scatter": (f_scatter, 4), "select": (f_select, 4),
     "sort": (f_sort, 4),
-    "random": (f_random, 3),
+    "random": (f_random, 3), "complex": (f_complex, 12),
 }
 
 
@@ -902,8 +951,27 @@ def draw_inputs(src: Source, space: ProgramSpace) -> list[np.ndarray]:
         layout: Layout | str = "C"
         if space.layouts and shp and src.boolean(0.4):
             layout = draw_layout(src, shp)
-        inputs.append(draw_array(src, dt, shp, values, layout))
+        # (x0 stays real: the real families always find an operand)
+        if inputs and dt.kind == "f" and dt.itemsize >= 4 and src.boolean(0.3):
+            inputs.append(_complex_input(src, dt, shp, values, layout))
+        else:
+            inputs.append(draw_array(src, dt, shp, values, layout))
     return inputs
+
+
+def _complex_input(src: Source, part: np.dtype, shape: Sequence[int], values: str,
+                   layout: Layout | str) -> np.ndarray:
+    """A complex input of the part dtype's precision, each part drawn like a real input (so
+    the special values -- signed zeros, infinities, NaN -- land on the branch cuts), in the
+    drawn memory layout."""
+    cdt = np.complex64 if part == np.dtype(np.float32) else np.complex128
+    re = draw_array(src, part, shape, values, "C")
+    im = draw_array(src, part, shape, values, "C")
+    z = np.empty(tuple(shape), cdt)
+    z.real, z.imag = re, im
+    if isinstance(layout, str) or layout is None:
+        layout = draw_layout(src, tuple(shape), layout) if layout != "C" else Layout()
+    return z if layout.is_c() else apply_layout(z, layout)
 
 
 def generate(src: Source, space: ProgramSpace = ProgramSpace(), name: str = "program") -> Program:

@@ -271,7 +271,7 @@ def strided(values: Any, perm: Sequence[int] | None = None, flip: Sequence[int] 
     bcast = tuple(d for d in broadcast if a.shape[d] > 1)
     core = a[tuple(slice(0, 1) if d in bcast else slice(None) for d in range(nd))]
     if bcast and not np.array_equal(np.broadcast_to(core, a.shape), a,
-                                    equal_nan=a.dtype.kind == "f"):
+                                    equal_nan=a.dtype.kind in "fc"):
         raise ValueError("values are not constant along the broadcast axes")
     flips = tuple(slice(None, None, -1) if d in flip else slice(None) for d in range(nd))
     mem = core[flips].transpose(perm)                      # memory order, flipped

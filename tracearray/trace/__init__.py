@@ -26,7 +26,9 @@ from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTy
                      TraceShapeError, UnsupportedOperationError, with_location)
 from .graph import Graph, Node, format_graph
 from .tracer import Tracer
+from .complex import ComplexTracer
 from .verify import verify
+from ..interleaved import real_dtype
 
 __all__ = ["trace_function", "Trace", "Graph", "Node", "Tracer", "format_graph", "verify",
            "is_array_leaf", "check_array_argument", "argument_names",
@@ -187,15 +189,25 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             return traced_random.TracedGenerator(key, name)
         arr = value if isinstance(value, np.ndarray) or \
             hasattr(value, "__cuda_array_interface__") else np.asarray(value)
-        dtype = check_dtype(arr.dtype, f"argument {name!r}")
+        shape = tuple(arr.shape)
+        is_complex = arr.dtype.kind == "c"
+        if is_complex:
+            # the interleaved (..., 2) real view the call binds (interleaved.pair_view)
+            try:
+                dtype = real_dtype(arr.dtype)
+            except TypeError as e:
+                raise TraceDTypeError(with_location(f"argument {name!r}: {e}")) from None
+            shape = shape + (2,)
+        else:
+            dtype = check_dtype(arr.dtype, f"argument {name!r}")
         node = Node.make("input", (), {"index": len(inputs), "name": name,
-                                       "shape": tuple(arr.shape), "dtype": dtype.str},
-                         arr.shape, dtype)
+                                       "shape": shape, "dtype": dtype.str},
+                         shape, dtype)
         inputs.append(node)
         input_names.append(name)
         t = Tracer(node, alias=alias)   # the caller's memory: written back if written to
         input_tracers.append(t)
-        return t
+        return ComplexTracer.from_pair(t) if is_complex else t
 
     def substitute(value: Any, name: str) -> Any:
         leaves, tree = pytree.flatten(value, is_array_leaf)
@@ -299,10 +311,16 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             f"after the trace; return the arrays (a tuple or list) instead"))
 
     def is_out_leaf(x: Any) -> bool:
-        return isinstance(x, (Tracer, np.ndarray, np.generic))
+        return isinstance(x, (Tracer, ComplexTracer, np.ndarray, np.generic))
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
-    outputs = [leaf.node if isinstance(leaf, Tracer) else constant(leaf) for leaf in leaves]
+    # complex results are stored as their interleaved real pairs and viewed as complex
+    # after the call (a "complex" leaf of the result tree)
+    kinds = [str(np.dtype(leaf.dtype)) if isinstance(leaf, ComplexTracer) or (
+        isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype.kind == "c") else None
+        for leaf in leaves]
+    out_tree = pytree.mark_complex_leaves(out_tree, kinds)
+    outputs = [_output_node(leaf) for leaf in leaves]
     # the arguments (and global arrays) the function wrote into: their final values
     updates = [(i, t._buf.node) for i, t in enumerate(input_tracers)
                if t._buf.written and t._buf.node is not inputs[i]]
@@ -329,9 +347,20 @@ def random_key_source(name: str) -> str | None:
     return name[len(RANDOM_KEY_PREFIX):-1] if name.startswith(RANDOM_KEY_PREFIX) else None
 
 
+def _output_node(leaf: Any) -> Node:
+    if isinstance(leaf, Tracer):
+        return leaf.node
+    if isinstance(leaf, ComplexTracer):
+        return leaf.pair_node()
+    if leaf.dtype.kind == "c":   # a complex constant
+        arr = np.asarray(leaf)
+        return constant(np.stack([arr.real, arr.imag], axis=-1))
+    return constant(leaf)
+
+
 _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64"))
+    "float16", "float32", "float64", "complex64", "complex128"))
 
 
 def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> None:

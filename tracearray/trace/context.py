@@ -151,9 +151,10 @@ def require(node: Any, error: type[BaseException], message: str) -> None:
 # ============================================================================================
 
 def _is_tracer(x: Any) -> bool:
+    from .complex import ComplexTracer
     from .selection import MaskedSelection
     from .tracer import Tracer
-    return isinstance(x, (Tracer, MaskedSelection))
+    return isinstance(x, (Tracer, MaskedSelection, ComplexTracer))
 
 
 def _holds_tracer(x: Any) -> bool:
@@ -167,10 +168,21 @@ def _holds_tracer(x: Any) -> bool:
 def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> Any:
     """``a`` (a tracer, or nested lists/tuples holding tracers) as one traced array."""
     from . import numpy_api as api
+    from .complex import ComplexTracer, as_complex
     from .selection import MaskedSelection
     from .tracer import Tracer
     if isinstance(a, MaskedSelection):
         a = a.compact()             # x[mask] converted: the selected elements
+    if isinstance(a, ComplexTracer) or (isinstance(a, (list, tuple)) and any(
+            isinstance(v, ComplexTracer) for v in a)):
+        if isinstance(a, (list, tuple)):
+            a = np.stack([as_complex(v) if isinstance(v, ComplexTracer) else v for v in a])
+        out = a.copy() if copy else a
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = out.astype(dtype)
+        if ndmin > out.ndim:
+            out = out.reshape((1,) * (ndmin - out.ndim) + out.shape)
+        return out
     if _is_tracer(a):
         out = a if not copy else Tracer(a.node)
     else:
@@ -244,6 +256,11 @@ def owned(arr: Any, uniform: bool = False) -> Any:
     from . import numpy_api as api
     from .build import SUPPORTED_DTYPES, constant
     from .tracer import Tracer
+    if isinstance(arr, np.ndarray) and arr.dtype.newbyteorder("=") in (
+            np.dtype(np.complex64), np.dtype(np.complex128)):
+        # a complex array of the function's own: its two parts are
+        from .complex import ComplexTracer
+        return ComplexTracer(owned(arr.real.copy(), uniform), owned(arr.imag.copy(), uniform))
     if not isinstance(arr, np.ndarray) or arr.dtype not in SUPPORTED_DTYPES:
         return arr
     if uniform and arr.size > 1:

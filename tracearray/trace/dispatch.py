@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
+from . import complex as complex_values
 from . import composites
 from . import numpy_api as api
 from .build import unsupported
@@ -52,6 +53,9 @@ _IGNORED_KW = {"order": ("K", "C", "A", "F", None), "subok": (True, False)}
 
 def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     from .tracer import Tracer, unwrap
+    if any(complex_values.is_complex(x) for x in inputs) or \
+            complex_values.is_complex_dtype_kw(kwargs):
+        return complex_values.apply_ufunc(uf, method, inputs, kwargs)
     name = f"np.{uf.__name__}" + (f".{method}" if method != "__call__" else "")
     out = kwargs.pop("out", None)
     outs = out if isinstance(out, tuple) else (out,)
@@ -182,6 +186,8 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
 def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     from .selection import compact_args
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
+    if complex_values.holds_complex(args, kwargs):
+        return complex_values.apply_function(func, args, kwargs)
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
         return entry.impl(*args, **kwargs)

@@ -17,6 +17,8 @@ from typing import Any, Callable
 #   ("namedtuple", type, children)
 #   ("dataclass", type, names, children): every field, in declaration order
 #   ("const", value): a non-array leaf kept as it is
+#   ("complex", dtype): a leaf computed as its interleaved real pair array (..., 2), viewed
+#                       as that complex dtype when the tree is rebuilt (interleaved.py)
 TreeDef = tuple
 
 
@@ -76,7 +78,35 @@ def _build(t: TreeDef, it: Any) -> Any:
         return t[1](*(_build(c, it) for c in t[2]))
     if kind == "dataclass":
         return make_dataclass_instance(t[1], dict(zip(t[2], (_build(c, it) for c in t[3]))))
+    if kind == "complex":
+        from ..interleaved import complex_view
+        return complex_view(next(it), t[1])
     return t[1]
+
+
+def mark_complex_leaves(tree: TreeDef, kinds: list[Any]) -> TreeDef:
+    """``tree`` with its i-th leaf made a ("complex", dtype) leaf where ``kinds[i]`` is a
+    complex dtype's name (None: a leaf as it was)."""
+    if not any(kinds):
+        return tree
+    it = iter(kinds)
+    return _mark(tree, it)
+
+
+def _mark(t: TreeDef, it: Any) -> TreeDef:
+    kind = t[0]
+    if kind == "leaf":
+        k = next(it)
+        return ("complex", k) if k else t
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_mark(c, it) for c in t[1]))
+    if kind == "dict":
+        return (kind, t[1], tuple(_mark(c, it) for c in t[2]))
+    if kind == "namedtuple":
+        return (kind, t[1], tuple(_mark(c, it) for c in t[2]))
+    if kind == "dataclass":
+        return (kind, t[1], t[2], tuple(_mark(c, it) for c in t[3]))
+    return t
 
 
 def make_dataclass_instance(cls: type, values: dict[str, Any]) -> Any:

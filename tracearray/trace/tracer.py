@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import buffers
+from . import complex as complex_values
 from . import numpy_api as api
 from .buffers import Buffer
 from .build import as_node as as_node_, check_dtype, dtype_key, known_value, shape_str, unsupported
@@ -50,6 +51,9 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
     def method(self: "Tracer", other: Any) -> Any:
         if isinstance(other, (list, tuple)):
             other = np.asarray(other)
+        if complex_values.is_complex(other):   # a complex operand: complex.py's loops
+            ops = (other, self) if reflected else (self, other)
+            return complex_values.apply_ufunc(ufunc, "__call__", ops, {})
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
         a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
@@ -95,6 +99,10 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
             result = _binary(ufunc)(self, other)
         if result is NotImplemented or scalar:
             return result
+        if isinstance(result, complex_values.ComplexTracer):
+            raise TypeError(with_location(
+                f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype!r} to "
+                f"{self.node.dtype!r} with casting rule 'same_kind'"))
         if not np.can_cast(result.node.dtype, self.node.dtype, casting="same_kind"):
             raise TypeError(with_location(
                 f"Cannot cast ufunc '{ufunc.__name__}' output from {result.node.dtype!r} to "
@@ -371,17 +379,25 @@ class Tracer:
     def __pow__(self, other: Any, mod: Any = None) -> Any:
         if mod is not None:
             raise unsupported("pow() with a modulus")
+        if complex_values.is_complex(other):
+            return complex_values.apply_ufunc(np.power, "__call__", (self, other), {})
         return Tracer(api.power(self.node, unwrap(other), operator=True))
 
     __ipow__, __imatmul__ = _inplace(np.power), _inplace(np.matmul)
 
     def __rpow__(self, other: Any) -> Any:
+        if complex_values.is_complex(other):
+            return complex_values.apply_ufunc(np.power, "__call__", (other, self), {})
         return Tracer(api.apply_ufunc(np.power, unwrap(other), self.node))
 
     def __matmul__(self, other: Any) -> Any:
+        if complex_values.is_complex(other):
+            return np.matmul(self, other)
         return Tracer(api.matmul(self.node, unwrap(other)))
 
     def __rmatmul__(self, other: Any) -> Any:
+        if complex_values.is_complex(other):
+            return np.matmul(other, self)
         return Tracer(api.matmul(unwrap(other), self.node))
 
     def __divmod__(self, other: Any) -> Any:
@@ -407,6 +423,11 @@ class Tracer:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from .indexing import setitem
+        if complex_values.is_complex(value):
+            # NumPy casts the complex values into this real array: the real parts, with a
+            # ComplexWarning
+            value = complex_values.discard_imaginary(
+                complex_values.as_complex(value), self.node.dtype)
         self._write(setitem(self.node, unwrap(key), unwrap(value)))
 
     def fill(self, value: Any) -> None:
@@ -430,6 +451,12 @@ class Tracer:
     # --- methods: conversion and copies ---------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> "Tracer":
+        if dtype is not None and np.dtype(dtype).kind == "c":   # to complex: a zero imaginary part
+            if not np.can_cast(self.node.dtype, dtype, casting=casting):
+                raise TypeError(with_location(
+                    f"Cannot cast array data from {self.node.dtype!r} to {np.dtype(dtype)!r} "
+                    f"according to the rule {casting!r}"))
+            return complex_values.as_complex(self, np.dtype(dtype))
         dt = check_dtype(dtype, "astype")
         if not np.can_cast(self.node.dtype, dt, casting=casting):
             raise TypeError(with_location(

@@ -1,0 +1,328 @@
+"""Complex numbers (trace/complex.py): differential tests against NumPy on the CPU.
+
+Values sit on the branch cuts and at the special points of C99 Annex G: signed zeros in
+either part, infinities, NaN, tiny and huge magnitudes; complex64 and complex128; mixed
+with real and integer operands and weak Python scalars; non-contiguous and negative-stride
+complex arguments; sizes 0 and 1. The formulas of ``complex_math.py`` are also checked
+element by element on NumPy arrays (they are NumPy code), on a grid of every pair of special
+values.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.testing import assert_matches_numpy
+from tracearray.trace import complex_math as cm
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 1e-300, -1e-300, 1e300, np.inf, -np.inf,
+           np.nan, 3.7, -0.3, 1e-10, 800.0, 20.0]
+CDTYPES = [np.complex64, np.complex128]
+
+
+def special_grid(cdt: type) -> np.ndarray:
+    part = np.float32 if cdt is np.complex64 else np.float64
+    with np.errstate(over="ignore"):
+        v = np.array(SPECIAL, dtype=part)
+    re, im = np.meshgrid(v, v)
+    z = np.empty(re.size, cdt)
+    z.real, z.imag = re.ravel(), im.ravel()
+    return z
+
+
+def random_complex(cdt: type, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    z = np.empty(n, cdt)
+    z.real, z.imag = rng.standard_normal(n) * 3, rng.standard_normal(n) * 3
+    return z
+
+
+def check(fn, *args):
+    assert_matches_numpy(fn, *args, device="cpu")
+
+
+# ============================================================================================
+# The formulas, on NumPy arrays, against NumPy's complex loops (every special pair)
+# ============================================================================================
+
+def _close(got: np.ndarray, want: np.ndarray, ulps: int = 4) -> np.ndarray:
+    eps = np.finfo(want.real.dtype).eps
+    with np.errstate(all="ignore"):
+        same = np.ones(want.shape, bool)
+        for g, w in ((got.real, want.real), (got.imag, want.imag)):
+            same &= (np.isnan(g) & np.isnan(w)) | ((g == w) & (np.signbit(g) == np.signbit(w)))
+        near = np.abs(got.astype(np.complex128) - want) <= ulps * eps * np.abs(want)
+        near &= np.isfinite(want) & np.isfinite(got) & (want != 0)
+    return same | near
+
+
+FORMULAS = ["exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "expm1",
+            "log1p", "log2", "log10", "exp2", "reciprocal", "sign", "arcsin", "arccos",
+            "arctan", "arcsinh", "arccosh", "arctanh"]
+
+
+@pytest.mark.parametrize("name", FORMULAS)
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_formula_matches_numpy_on_special_values(name, cdt):
+    z = np.concatenate([special_grid(cdt), random_complex(cdt, 500)])
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(z)
+        re, im = getattr(cm, name)((z.real.copy(), z.imag.copy()))
+    got = np.empty_like(want)
+    got.real, got.imag = re, im
+    bad = ~_close(got, want)
+    assert not bad.any(), list(zip(z[bad][:5], got[bad][:5], want[bad][:5]))
+
+
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_division_is_smiths_algorithm_bit_for_bit(cdt):
+    a = special_grid(cdt)
+    b = a[::-1].copy()
+    with np.errstate(all="ignore"):
+        want = a / b
+        re, im = cm.div((a.real, a.imag), (b.real, b.imag))
+    np.testing.assert_array_equal(re, want.real)
+    np.testing.assert_array_equal(im, want.imag)
+    assert (np.signbit(re) == np.signbit(want.real))[~np.isnan(re)].all()
+
+
+# ============================================================================================
+# Compiled, against NumPy
+# ============================================================================================
+
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_arithmetic_at_special_values(cdt):
+    z = special_grid(cdt)
+    w = z[::-1].copy()
+    check(lambda z, w: (z + w, z - w, z * w, z / w, -z, np.conj(z), z * z), z, w)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh",
+                                  "tanh", "expm1", "log1p", "log10", "square", "reciprocal",
+                                  "sign", "absolute", "angle", "isnan", "isinf", "isfinite",
+                                  "arcsin", "arccos", "arctan", "arcsinh", "arccosh",
+                                  "arctanh"])
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_unary_functions_on_branch_cuts(name, cdt):
+    z = special_grid(cdt)
+    f = getattr(np, name)
+    check(lambda z: f(z), z)
+
+
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_comparisons_and_extrema_lexicographic_with_nan(cdt):
+    z = special_grid(cdt)
+    w = np.roll(z, 7)
+    check(lambda z, w: (z == w, z != w, z < w, z <= w, z > w, z >= w, np.maximum(z, w),
+                        np.minimum(z, w), np.fmax(z, w), np.fmin(z, w)), z, w)
+
+
+def test_promotion_with_real_integer_and_python_scalars():
+    z64 = random_complex(np.complex64, 7)
+    x64 = np.linspace(-2, 2, 7)
+    i32 = np.arange(7, dtype=np.int32)
+    f32 = np.linspace(0, 1, 7, dtype=np.float32)
+
+    def f(z, x, i, f):
+        # complex64 + float64 -> complex128; Python complex scalars are weak
+        return z + x, z * i, z * 2.5, z + 1j, f * 1j, i * 1j, 2 ** z, z ** 2, z ** -1.5
+    check(f, z64, x64, i32, f32)
+
+
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_power_integer_and_complex_exponents(cdt):
+    z = special_grid(cdt)
+    check(lambda z: (z ** 0, z ** 1, z ** 2, z ** 3, z ** -2, z ** 0.5, z ** (1 + 1j)), z)
+
+
+def test_reductions_sum_prod_mean_var_cumsum_cumprod():
+    z = random_complex(np.complex128, 24, seed=3).reshape(4, 6)
+    check(lambda z: (z.sum(), z.sum(axis=0), np.prod(z, axis=1), z.mean(axis=1), z.mean(),
+                     np.var(z), np.std(z, axis=0, ddof=1), np.cumsum(z, axis=1),
+                     np.cumprod(z, axis=0), np.prod(z)), z)
+
+
+def test_matmul_dot_vdot():
+    a = random_complex(np.complex128, 12, seed=1).reshape(3, 4)
+    b = random_complex(np.complex128, 8, seed=2).reshape(4, 2)
+    r = np.linspace(-1, 1, 8).reshape(4, 2)
+    check(lambda a, b, r: (a @ b, a @ r, np.dot(a, b), np.vdot(a[0], b[:, 0]), a.T @ a), a, b, r)
+
+
+def test_parts_attributes_and_predicates():
+    z = special_grid(np.complex128)
+    check(lambda z: (z.real, z.imag, np.real(z), np.imag(z), np.iscomplex(z), np.isreal(z),
+                     np.iscomplexobj(z), np.angle(z, deg=True)), z)
+
+
+def test_creation_and_euler():
+    t = np.linspace(-4, 4, 9)
+    check(lambda t: (np.exp(1j * t), 1j * t, t + np.zeros(9, complex), np.zeros(3, complex),
+                     np.ones_like(t, dtype=np.complex64)), t)
+
+
+@pytest.mark.parametrize("layout", ["strided", "negative", "transposed"])
+def test_non_contiguous_complex_arguments(layout):
+    base = random_complex(np.complex128, 48, seed=4).reshape(6, 8)
+    z = {"strided": base[::2, 1::3], "negative": base[::-1, ::-2], "transposed": base.T}[layout]
+    check(lambda z: (z * (1 - 2j), np.exp(z), z.sum(axis=0)), z)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_sizes_zero_and_one(n):
+    z = random_complex(np.complex64, n)
+    check(lambda z: (z * 2j, np.sqrt(z), z.sum(), np.cumsum(z)), z)
+
+
+def test_indexing_gather_and_setitem_write_the_callers_array():
+    def f(z, idx):
+        z[1:3] = 5j
+        z.imag[0] = 7
+        z[idx] *= 2
+        return z[::-1], z[idx]
+    z = random_complex(np.complex128, 6, seed=5)
+    a, b = z.copy(), z.copy()
+    got = tracearray.compile(f, device="cpu")(a, np.array([4, 5]))
+    want = f(b, np.array([4, 5]))
+    np.testing.assert_array_equal(a, b)     # the argument was written as NumPy writes it
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_results_are_complex_arrays_and_scalars():
+    z = random_complex(np.complex64, 5)
+    r, s = tracearray.compile(lambda z: (z * 2, z.sum()), device="cpu")(z)
+    assert r.dtype == np.complex64 and isinstance(r, np.ndarray)
+    assert isinstance(s, np.complex64)
+
+
+def test_complex_to_real_casts_warn_as_numpy():
+    z = random_complex(np.complex128, 4)
+    f = tracearray.compile(lambda z: z.astype(np.float32), device="cpu")
+    with pytest.warns(np.exceptions.ComplexWarning):
+        got = f(z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(got, z.astype(np.float32))
+    check(lambda z: (z.astype(bool), z.astype(np.complex64)), z)
+
+
+def test_ufuncs_without_complex_loops_raise_numpys_type_error():
+    z = random_complex(np.complex128, 3)
+    with pytest.raises(TypeError):
+        tracearray.compile(lambda z: np.floor(z), device="cpu")(z)
+    with pytest.raises(TypeError):
+        tracearray.compile(lambda z: z // 2, device="cpu")(z)
+
+
+# ============================================================================================
+# GPU (run by the lead on the H200): the same binding, NumPy and device arrays
+# ============================================================================================
+
+def _have_gpu() -> bool:
+    from tracearray.gpu import driver
+    return driver.is_available()
+
+
+gpu = pytest.mark.skipif(not _have_gpu(), reason="needs an NVIDIA GPU")
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_gpu_matches_numpy_on_branch_cuts(cdt):
+    z = special_grid(cdt)
+    w = np.roll(z, 5)
+    assert_matches_numpy(lambda z, w: (z * w, z / w, np.exp(z), np.log(z), np.sqrt(z),
+                                       np.arcsin(z), np.arctanh(z), abs(z), z.sum()),
+                         z, w, device="cuda")
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_device_arrays_in_and_out_and_strided_inputs():
+    from tracearray.gpu import Array
+    z = random_complex(np.complex128, 40, seed=7).reshape(5, 8)
+    f = tracearray.compile(lambda z: z * (1 + 2j) + np.conj(z), device="cuda")
+    d = Array.from_numpy(z)
+    out = f(d)
+    assert isinstance(out, Array) and out.dtype == np.complex128
+    np.testing.assert_array_equal(out.numpy(), z * (1 + 2j) + np.conj(z))
+    np.testing.assert_array_equal(f(z[::-1, ::2]), z[::-1, ::2] * (1 + 2j) + np.conj(z[::-1, ::2]))
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_in_place_update_of_a_complex_device_array():
+    from tracearray.gpu import Array
+
+    def f(z):
+        z *= 1j
+        return z.real.sum()
+    z = random_complex(np.complex64, 16, seed=8)
+    d = Array.from_numpy(z)
+    tracearray.compile(f, device="cuda")(d)
+    np.testing.assert_array_equal(d.numpy(), z * np.complex64(1j))
+
+
+# ============================================================================================
+# The random programs draw complex values (the soak's generator)
+# ============================================================================================
+
+def _is_complex_program(p) -> bool:
+    return any(x.dtype.kind == "c" for x in p.inputs) or "1j" in p.source()
+
+
+def test_programs_draw_complex_inputs_and_steps_and_match_numpy():
+    from tracearray.testing import fuzz
+    complex_programs = [p for p in (fuzz.program_for("complex-ci", i) for i in range(80))
+                        if _is_complex_program(p)]
+    assert len(complex_programs) >= 10
+    assert any(x.dtype.kind == "c" for p in complex_programs for x in p.inputs)
+    failures = []
+    for p in complex_programs[:25]:
+        out = fuzz.run_program(p, "cpu")
+        if out.status != "match":
+            failures.append(f"{p.source()}\n{out.status}: {out.detail}")
+    assert not failures, "\n\n".join(failures[:2])
+
+
+def test_movement_and_selection_functions_act_on_both_parts():
+    z = random_complex(np.complex128, 24, seed=9).reshape(4, 6)
+    x = np.linspace(-1, 1, 24).reshape(4, 6)
+
+    def f(z, x):
+        return (np.concatenate([z, x]), np.stack([z, x], axis=1), np.where(x > 0, z, x),
+                np.where(z.real > 0, z, 1j), np.take(z, [0, 3, 2], axis=1), z.T.reshape(3, 8),
+                np.flip(z, 0), np.roll(z, 2), np.diff(z), np.trace(z), np.triu(z),
+                z[z.real > 0].sum(), z[[0, 2], 1:], z[..., None, ::2])
+    check(f, z, x)
+
+
+def test_mixed_real_complex_writes_and_casts():
+    def f(x, z):
+        y = x.astype(np.complex64)   # real -> complex: a zero imaginary part
+        y[0] = z[0]                  # complex128 into complex64 (unsafe, as setitem)
+        y += 1j
+        return y, np.asarray(x, dtype=complex) * z
+    x = np.linspace(0, 1, 5)
+    z = random_complex(np.complex128, 5, seed=10)
+    check(f, x, z)
+    with pytest.raises(TypeError):   # NumPy's same_kind rule: x += complex is an error
+        tracearray.compile(lambda x, z: x.__iadd__(z), device="cpu")(x.copy(), z)
+
+
+GLOBAL_Z = random_complex(np.complex128, 4, seed=12)
+
+
+def test_complex_global_arrays_are_read_at_every_call():
+    f = tracearray.compile(lambda x: GLOBAL_Z * x, device="cpu")
+    x = np.linspace(1, 2, 4)
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
+    f(x)                                # (the call fast path)
+    GLOBAL_Z[:] = GLOBAL_Z * 1j         # changed in place: the next call sees the new values
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
+    np.testing.assert_array_equal(f(x), GLOBAL_Z * x)

@@ -1,0 +1,613 @@
+"""Complex values while tracing: a pair of real tracers, so that no stage below sees complex.
+
+A ``ComplexTracer`` holds its real and imaginary parts as two real ``Tracer``s of the part
+dtype (float32 for complex64, float64 for complex128) and the same shape. Every NumPy
+operation on it is a composite of real operations on the parts, chosen from three tables:
+
+- ``UFUNCS``: the ufuncs, each a function of the operands' parts (already promoted to the
+  loop's complex dtype with NumPy 2's rules, weak Python scalars included), written as
+  NumPy's loops compute them (``complex_math.py`` has the elementary functions);
+- ``PARTWISE``: NumPy functions that act on the real and imaginary parts independently
+  (movement, selection, sums with real coefficients): the function runs once on the real
+  parts and once on the imaginary parts, with the positions of its array arguments listed;
+- ``FUNCTIONS``: the rest, each its own expansion (``mean`` divides as NumPy does, ``prod``
+  multiplies complex numbers in NumPy's order, ``vdot`` conjugates its first argument, ...).
+
+Views and writes keep NumPy's memory semantics because each part is a real tracer with its
+own buffer and path (``buffers.py``): ``z[1:]`` is the pair of views ``re[1:]``, ``im[1:]``,
+and ``z[0] = w`` writes each part. A complex *argument* is one real input of shape
+``s + (2,)`` (NumPy's interleaved layout, bound by ``interleaved.pair_view``); its parts are
+the views ``pair[..., 0]`` and ``pair[..., 1]`` of that input's buffer, so writes reach the
+caller's array. A complex result is stored as the stacked pair (``pair_node``) and viewed as
+complex after the call.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ConcretizationError, TraceDTypeError, with_location
+from ..interleaved import COMPLEX_OF_REAL, real_dtype
+from .build import unsupported
+from .graph import Node
+
+
+# ============================================================================================
+# Recognising and promoting complex operands
+# ============================================================================================
+
+def is_complex(value: Any) -> bool:
+    """A complex operand: a complex tracer, a Python complex, a NumPy complex scalar or
+    array (a list holding complex numbers, as NumPy would convert it)."""
+    if isinstance(value, ComplexTracer):
+        return True
+    if isinstance(value, complex):
+        return True
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype.kind == "c"
+    if isinstance(value, (list, tuple)) and value:
+        return any(is_complex(v) for v in value)
+    return False
+
+
+def is_complex_dtype_kw(kwargs: dict) -> bool:
+    """A ``dtype=`` (or ``signature=``'s output) asking for a complex result."""
+    dt = kwargs.get("dtype")
+    try:
+        return dt is not None and np.dtype(dt).kind == "c"
+    except TypeError:
+        return False
+
+
+def holds_complex(args: tuple, kwargs: dict) -> bool:
+    """Whether a NumPy function's arguments hold a complex value (at the top level or in a
+    list or tuple of arrays), or ask for a complex dtype."""
+    def complex_arg(v: Any) -> bool:
+        if isinstance(v, (list, tuple)):
+            return any(is_complex(e) for e in v)
+        return is_complex(v)
+    return any(complex_arg(a) for a in args) or any(
+        complex_arg(v) for k, v in kwargs.items() if k != "dtype") or is_complex_dtype_kw(kwargs)
+
+
+def _dtype_key(value: Any) -> Any:
+    """What NumPy's promotion sees: weak Python scalars as values, arrays by dtype."""
+    if isinstance(value, (bool, int, float, complex)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value).dtype
+    return value.dtype
+
+
+def complex_result_dtype(*values: Any) -> np.dtype:
+    """The complex dtype NumPy 2 computes a complex operation of ``values`` in."""
+    dt = np.result_type(*(_dtype_key(v) for v in values))
+    if dt.kind != "c":
+        dt = np.result_type(dt, np.complex64)
+    if dt not in COMPLEX_OF_REAL.values():
+        raise TraceDTypeError(with_location(f"complex dtype {dt} is not supported by tracearray "
+                                      f"(supported: complex64, complex128)"))
+    return dt
+
+
+def _as_tracer(x: Any) -> Any:
+    from .composites import as_tracer
+    return as_tracer(x)
+
+
+def parts(value: Any, part: np.dtype, full: bool = False) -> tuple[Any, Any]:
+    """(real, imaginary) of ``value`` as real tracers of dtype ``part``. A real operand's
+    imaginary part is a 0-d zero that broadcasts, or with ``full`` a zero array of its shape
+    (for functions such as concatenate that do not broadcast)."""
+    from .tracer import Tracer
+    if isinstance(value, ComplexTracer):
+        return value.re.astype(part, copy=False), value.im.astype(part, copy=False)
+    if isinstance(value, Tracer):
+        re = value.astype(part, copy=False)
+        return re, (np.zeros_like(re) if full else _as_tracer(np.zeros((), part)))
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):
+        return parts(value.compact(), part, full)
+    arr = np.asarray(value)
+    # (ndarray methods: np.ascontiguousarray would make a 0-d value 1-d)
+    zeros = np.zeros(arr.shape if full else (), part)
+    return (_as_tracer(arr.real.astype(part)),
+            _as_tracer(arr.imag.astype(part) if arr.dtype.kind == "c" else zeros))
+
+
+def as_complex(value: Any, dtype: Any = None) -> "ComplexTracer":
+    """``value`` as a complex tracer (of ``dtype``, else its own complex dtype)."""
+    dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(value)
+    if isinstance(value, ComplexTracer) and value.dtype == dt:
+        return value
+    try:
+        part = real_dtype(dt)
+    except TypeError as e:   # complex256 (long double parts)
+        raise TraceDTypeError(with_location(str(e))) from None
+    return ComplexTracer(*parts(value, part))
+
+
+# ============================================================================================
+# The tracer
+# ============================================================================================
+
+class ComplexTracer:
+    """A traced complex array: ``re`` and ``im`` are real tracers of one shape and dtype."""
+
+    __slots__ = ("re", "im")
+    __array_priority__ = 2000   # above Tracer's: mixed operators come here
+
+    def __init__(self, re: Any, im: Any):
+        from .tracer import Tracer
+        re, im = _as_tracer(re), _as_tracer(im)
+        if not isinstance(re, Tracer) or not isinstance(im, Tracer):  # pragma: no cover
+            raise TypeError("ComplexTracer parts must be traced arrays")
+        dt = np.result_type(re.dtype, im.dtype, np.float32)
+        if dt.kind != "f" or dt.itemsize > 8:   # pragma: no cover - parts are float32/64
+            raise TypeError(f"complex parts of dtype {dt}")
+        re, im = re.astype(dt, copy=False), im.astype(dt, copy=False)
+        if re.shape != im.shape:
+            shape = np.broadcast_shapes(re.shape, im.shape)
+            # (broadcast_to is read-only in NumPy; a broadcast result is new memory)
+            re = re if re.shape == shape else np.broadcast_to(re, shape).copy()
+            im = im if im.shape == shape else np.broadcast_to(im, shape).copy()
+        self.re, self.im = re, im
+
+    @classmethod
+    def from_pair(cls, pair: Any) -> "ComplexTracer":
+        """The complex value held by a real pair array (..., 2): views of its memory."""
+        return cls(pair[..., 0], pair[..., 1])
+
+    # --- properties -----------------------------------------------------------------
+    shape = property(lambda self: self.re.shape)
+    ndim = property(lambda self: self.re.ndim)
+    size = property(lambda self: self.re.size)
+    dtype = property(lambda self: COMPLEX_OF_REAL[self.re.dtype])
+    itemsize = property(lambda self: 2 * self.re.itemsize)
+    nbytes = property(lambda self: 2 * self.re.nbytes)
+    T = property(lambda self: ComplexTracer(self.re.T, self.im.T))
+    mT = property(lambda self: ComplexTracer(self.re.mT, self.im.mT))
+    flags = property(lambda self: self.re.flags)
+
+    @property
+    def real(self) -> Any:
+        return self.re     # a view: writes through it change this array's real parts
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        self.re[...] = value
+
+    @property
+    def imag(self) -> Any:
+        return self.im
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        self.im[...] = value
+
+    def pair_node(self) -> Node:
+        """The node of the interleaved (..., 2) real array: how the value is stored."""
+        return np.stack([self.re, self.im], axis=-1).node
+
+    def __repr__(self) -> str:
+        return f"ComplexTracer({self.dtype}{list(self.shape)})"
+
+    def __len__(self) -> int:
+        return len(self.re)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # --- concretization ---------------------------------------------------------------
+    def _concrete(self, what: str) -> Any:
+        raise ConcretizationError(with_location(
+            f"{what} needs the concrete value of a traced complex array ({self.dtype}"
+            f"{list(self.shape)}), which is only known when the compiled function runs"))
+
+    def __bool__(self) -> bool:
+        return bool((self.re != 0) | (self.im != 0))
+
+    def __complex__(self) -> complex:
+        return self._concrete("complex()")
+
+    def __float__(self) -> float:
+        return self._concrete("float()")
+
+    def __int__(self) -> int:
+        return self._concrete("int()")
+
+    def __index__(self) -> int:
+        raise TypeError(with_location("only integer arrays can be used as an index; this "
+                                      "one is complex"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._concrete("converting to a NumPy array")
+
+    def item(self, *args: Any) -> Any:
+        return self._concrete(".item()")
+
+    def tolist(self) -> Any:
+        return self._concrete(".tolist()")
+
+    # --- NumPy protocols ----------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
+        return apply_function(func, args, kwargs)
+
+    def __array_namespace__(self, *, api_version: Any = None) -> Any:
+        return np
+
+    # --- indexing and writes ------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "ComplexTracer":
+        return ComplexTracer(*_part_results(self.re[_part_key(key)], self.im[_part_key(key)]))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = _part_key(key)
+        if not is_complex(value):
+            self.re[key] = value
+            self.im[key] = 0
+            return
+        vr, vi = parts(value, self.re.dtype)
+        self.re[key] = vr
+        self.im[key] = vi
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    # --- conversion and copies -----------------------------------------------------------
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+               copy: bool = True) -> Any:
+        dt = np.dtype(dtype)
+        if not np.can_cast(self.dtype, dt, casting=casting):
+            raise TypeError(with_location(
+                f"Cannot cast array data from {self.dtype!r} to {dt!r} according to the rule "
+                f"{casting!r}"))
+        if dt.kind == "c":
+            if dt == self.dtype and not copy:
+                return self
+            return ComplexTracer(self.re.astype(real_dtype(dt)), self.im.astype(real_dtype(dt)))
+        return discard_imaginary(self, dt)
+
+    def copy(self, order: str = "C") -> "ComplexTracer":
+        return ComplexTracer(self.re.copy(), self.im.copy())
+
+    def view(self, dtype: Any = None, type: Any = None) -> "ComplexTracer":
+        if type is not None or (dtype is not None and np.dtype(dtype) != self.dtype):
+            raise unsupported(f"ndarray.view({dtype}) of a {self.dtype} array",
+                              "only views with the same dtype")
+        return ComplexTracer(self.re.view(), self.im.view())
+
+    def conj(self) -> "ComplexTracer":
+        return ComplexTracer(self.re.copy(), -self.im)
+
+    conjugate = conj
+
+    # --- shape (each part moves the same way: views of both) ------------------------------
+    def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "ComplexTracer":
+        return ComplexTracer(self.re.reshape(*shape, order=order),
+                             self.im.reshape(*shape, order=order))
+
+    def _both(name: str) -> Callable[..., "ComplexTracer"]:   # type: ignore[misc]
+        def method(self: "ComplexTracer", *args: Any, **kwargs: Any) -> "ComplexTracer":
+            return ComplexTracer(getattr(self.re, name)(*args, **kwargs),
+                                 getattr(self.im, name)(*args, **kwargs))
+        method.__name__ = name
+        return method
+
+    transpose = _both("transpose")
+    swapaxes = _both("swapaxes")
+    squeeze = _both("squeeze")
+    ravel = _both("ravel")
+    flatten = _both("flatten")
+    diagonal = _both("diagonal")
+    repeat = _both("repeat")
+    take = _both("take")
+    del _both
+
+    # --- reductions -----------------------------------------------------------------------
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+            where=True):
+        return np.sum(self, axis, dtype, out, keepdims, initial, where)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,  # type: ignore[no-untyped-def]
+             where=True):
+        return np.prod(self, axis, dtype, out, keepdims, initial, where)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return np.mean(self, axis, dtype, out, keepdims, where=where)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return np.var(self, axis, dtype, out, ddof, keepdims, where=where)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return np.std(self, axis, dtype, out, ddof, keepdims, where=where)
+
+    def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
+        return np.cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
+        return np.cumprod(self, axis, dtype, out)
+
+    def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+        return np.max(self, axis, out, keepdims, initial, where)
+
+    def min(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
+        return np.min(self, axis, out, keepdims, initial, where)
+
+    def any(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return np.any(self, axis, out, keepdims, where=where)
+
+    def all(self, axis=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        return np.all(self, axis, out, keepdims, where=where)
+
+    def dot(self, other: Any, out: Any = None) -> Any:
+        return np.dot(self, other, out)
+
+    def nonzero(self) -> Any:
+        return np.nonzero((self.re != 0) | (self.im != 0))
+
+    # --- operators ------------------------------------------------------------------------
+    def _binary(uf: np.ufunc, reflected: bool = False) -> Callable[..., Any]:   # type: ignore[misc]
+        def method(self: "ComplexTracer", other: Any) -> Any:
+            if isinstance(other, (list, tuple)):
+                other = np.asarray(other)
+            if not _is_operand(other):
+                return NotImplemented
+            return uf(other, self) if reflected else uf(self, other)
+        method.__name__ = f"__{'r' if reflected else ''}{uf.__name__}__"
+        return method
+
+    def _inplace(uf: np.ufunc) -> Callable[..., Any]:   # type: ignore[misc]
+        def method(self: "ComplexTracer", other: Any) -> Any:
+            result = uf(self, other)
+            if not np.can_cast(result.dtype, self.dtype, "same_kind"):  # pragma: no cover
+                raise TypeError(with_location(
+                    f"Cannot cast ufunc '{uf.__name__}' output from {result.dtype!r} to "
+                    f"{self.dtype!r} with casting rule 'same_kind'"))
+            if result.shape != self.shape:
+                raise ValueError(with_location(
+                    f"non-broadcastable output operand with shape {tuple(self.shape)} doesn't "
+                    f"match the broadcast shape {tuple(result.shape)}"))
+            self[...] = result
+            return self
+        return method
+
+    __add__, __radd__, __iadd__ = _binary(np.add), _binary(np.add, True), _inplace(np.add)
+    __sub__, __rsub__, __isub__ = (_binary(np.subtract), _binary(np.subtract, True),
+                                   _inplace(np.subtract))
+    __mul__, __rmul__, __imul__ = (_binary(np.multiply), _binary(np.multiply, True),
+                                   _inplace(np.multiply))
+    __truediv__, __rtruediv__, __itruediv__ = (_binary(np.true_divide),
+                                               _binary(np.true_divide, True),
+                                               _inplace(np.true_divide))
+    __rpow__, __ipow__ = _binary(np.power, True), _inplace(np.power)
+    __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
+    __floordiv__, __rfloordiv__ = _binary(np.floor_divide), _binary(np.floor_divide, True)
+    __mod__, __rmod__ = _binary(np.remainder), _binary(np.remainder, True)
+    __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
+    __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
+    __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)
+    del _binary, _inplace
+
+    def __pow__(self, other: Any, mod: Any = None) -> Any:
+        # ndarray.__pow__'s fast paths (number.c fast_scalar_power), which round differently
+        # from np.power's loop: an exact Python int 2 or -1 or float 0.5 exponent
+        if mod is not None:
+            raise unsupported("pow() with a modulus")
+        if type(other) is int and other in (2, -1):
+            return np.square(self) if other == 2 else np.reciprocal(self)
+        if type(other) is float and other == 0.5:
+            return np.sqrt(self)
+        if isinstance(other, (list, tuple)):
+            other = np.asarray(other)
+        if not _is_operand(other):
+            return NotImplemented
+        return np.power(self, other)
+
+    def __neg__(self) -> "ComplexTracer":
+        return np.negative(self)
+
+    def __pos__(self) -> "ComplexTracer":
+        return np.positive(self)
+
+    def __abs__(self) -> Any:
+        return np.absolute(self)
+
+    def __invert__(self) -> Any:
+        return np.invert(self)
+
+
+def _is_operand(x: Any) -> bool:
+    from .tracer import Tracer
+    return isinstance(x, (ComplexTracer, Tracer, np.ndarray, np.generic, bool, int, float,
+                          complex))
+
+
+def _part_key(key: Any) -> Any:
+    """An index of a complex array as an index of each part (a complex index is an error,
+    as in NumPy; traced boolean masks and index arrays apply to both parts)."""
+    items = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, ComplexTracer) for k in items):
+        raise IndexError(with_location(
+            "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+            "integer or boolean arrays are valid indices"))
+    return key
+
+
+def _part_results(re: Any, im: Any) -> tuple[Any, Any]:
+    from .selection import MaskedSelection
+    if isinstance(re, MaskedSelection):
+        re = re.compact()
+    if isinstance(im, MaskedSelection):
+        im = im.compact()
+    return re, im
+
+
+def discard_imaginary(z: ComplexTracer, dtype: np.dtype) -> Any:
+    """A complex -> real cast, as NumPy makes it: bool is "nonzero", every other real dtype
+    takes the real part and NumPy warns (ComplexWarning) that the imaginary part is lost."""
+    if dtype == np.dtype(bool):
+        return (z.re != 0) | (z.im != 0)
+    warnings.warn("Casting complex values to real discards the imaginary part",
+                  np.exceptions.ComplexWarning, stacklevel=3)
+    return z.re.astype(dtype)
+
+
+# ============================================================================================
+# Dispatch
+# ============================================================================================
+
+UFUNCS: dict[np.ufunc, Callable[..., Any]] = {}
+PARTWISE: dict[Any, tuple[Any, ...]] = {}
+FUNCTIONS: dict[Any, Callable[..., Any]] = {}
+
+
+def ufunc_rule(*ufuncs: np.ufunc) -> Callable[[Callable], Callable]:
+    """Register the complex loop of ``ufuncs``: called with the operands' (re, im) pairs in
+    the loop's complex dtype; returns a ComplexTracer or a real tracer."""
+    def register(fn: Callable) -> Callable:
+        for uf in ufuncs:
+            UFUNCS[uf] = fn
+        return fn
+    return register
+
+
+def function_rule(*funcs: Any) -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
+        for f in funcs:
+            FUNCTIONS[f] = fn
+        return fn
+    return register
+
+
+def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """A ufunc with a complex operand (from either tracer's ``__array_ufunc__``)."""
+    from .dispatch import numpy_name
+    name = numpy_name(uf) + (f".{method}" if method != "__call__" else "")
+    out = kwargs.pop("out", None)
+    kwargs.pop("casting", None)
+    for k in ("order", "subok"):
+        kwargs.pop(k, None)
+    dtype = kwargs.pop("dtype", None)
+    if method == "reduce" and uf in (np.add, np.multiply):
+        return _with_out(name, (np.sum if uf is np.add else np.prod)(
+            inputs[0], axis=kwargs.pop("axis", 0), dtype=dtype, **kwargs), out)
+    if method == "accumulate" and uf in (np.add, np.multiply):
+        return _with_out(name, (np.cumsum if uf is np.add else np.cumprod)(
+            inputs[0], axis=kwargs.pop("axis", 0), dtype=dtype), out)
+    if method != "__call__":
+        raise unsupported(f"{name} of complex values")
+    if uf is np.matmul:   # a generalized ufunc: the product rule of FUNCTIONS
+        return _with_out(name, FUNCTIONS[np.matmul](*inputs, **kwargs), out)
+    if kwargs.pop("where", True) is not True or kwargs:
+        raise unsupported(f"{name}({', '.join(sorted(kwargs) or ['where'])}=...) of complex "
+                          f"values")
+    rule = UFUNCS.get(uf)
+    if rule is None:
+        _refuse_like_numpy(uf, inputs)
+        raise unsupported(f"{name} of complex values")
+    dt = complex_result_dtype(*inputs) if dtype is None else np.dtype(dtype)
+    if dt.kind != "c":
+        _refuse_like_numpy(uf, inputs, dt)
+        raise unsupported(f"{name}(..., dtype={dt}) of complex values")
+    part = real_dtype(dt)
+    result = rule(*(parts(x, part) for x in inputs))
+    return _with_out(name, result, out)
+
+
+def _refuse_like_numpy(uf: np.ufunc, inputs: tuple, dtype: Any = None) -> None:
+    """NumPy's TypeError for a ufunc without a complex loop (np.floor, np.arctan2, ...)."""
+    keys = tuple(np.dtype(complex_result_dtype(x)) if is_complex(x) else _dtype_key(x)
+                 for x in inputs)
+    keys = tuple(np.asarray(k).dtype if isinstance(k, (bool, int, float, complex)) else k
+                 for k in keys)
+    try:
+        uf.resolve_dtypes(keys + (dtype,) * uf.nout)
+    except TypeError as e:
+        raise TypeError(with_location(str(e))) from None
+    except Exception:   # noqa: BLE001 -- any other failure: tracearray's own refusal follows
+        return
+
+
+def _with_out(name: str, result: Any, out: Any) -> Any:
+    """``result`` written into ``out=`` (a complex result into a real array is NumPy's
+    same_kind casting error)."""
+    if isinstance(out, tuple):
+        out = out[0] if len(out) == 1 else out
+    if out is None:
+        return result
+    if isinstance(result, ComplexTracer) and not isinstance(out, ComplexTracer):
+        raise TypeError(with_location(
+            f"Cannot cast ufunc '{name.split('.')[-1]}' output from {result.dtype!r} to "
+            f"{out.dtype!r} with casting rule 'same_kind'"))
+    out[...] = result
+    return out
+
+
+def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """A NumPy function with a complex argument."""
+    from . import dispatch
+    rule = FUNCTIONS.get(func)
+    if rule is not None:
+        return rule(*args, **kwargs)
+    spec = PARTWISE.get(func)
+    if spec is not None:
+        return partwise(func, spec, args, kwargs)
+    impl = getattr(func, "_implementation", None)
+    module = getattr(func, "__module__", "") or ""
+    if impl is None or not module.startswith("numpy") or \
+            module.startswith(("numpy.linalg", "numpy.fft")):
+        raise unsupported(f"{dispatch.numpy_name(func)} of complex values")
+    return dispatch.run_numpy_implementation(func, impl, args, kwargs)
+
+
+def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -> Any:
+    """``func`` run on the real parts and on the imaginary parts of its array arguments (at
+    positions or keyword names ``spec``; "*" means every positional argument, and an int
+    position holding a sequence is each of its elements)."""
+    args = list(args)
+    slots: list[tuple[Any, Any]] = []   # (where, value)
+    positions = range(len(args)) if spec == ("*",) else spec
+    for p in positions:
+        if isinstance(p, int) and p < len(args):
+            slots.append((p, args[p]))
+        elif isinstance(p, str) and p in kwargs:
+            slots.append((p, kwargs[p]))
+    values = []
+    for _where, v in slots:
+        values.extend(v if isinstance(v, (list, tuple)) and not _is_array_like_list(v) else [v])
+    dt = complex_result_dtype(*values)
+    part = real_dtype(dt)
+
+    def call(which: int) -> Any:
+        a, kw = list(args), dict(kwargs)
+        for where, v in slots:
+            if isinstance(v, (list, tuple)) and not _is_array_like_list(v):
+                new = type(v)(parts(e, part, full=True)[which] for e in v)
+            else:
+                new = parts(v, part, full=True)[which]
+            if isinstance(where, int):
+                a[where] = new
+            else:
+                kw[where] = new
+        return func(*a, **kw)
+    re, im = call(0), call(1)
+    if isinstance(re, (list, tuple)):
+        return type(re)(ComplexTracer(r, i) for r, i in zip(re, im))
+    return ComplexTracer(re, im)
+
+
+def _is_array_like_list(v: Any) -> bool:
+    """A list of numbers (one array operand), as opposed to a sequence of arrays."""
+    from .tracer import Tracer
+    return all(isinstance(e, (bool, int, float, complex)) for e in v) and not any(
+        isinstance(e, (Tracer, ComplexTracer)) for e in v)
+
+
+from . import complex_ops  # noqa: E402,F401  (registers the rules)

@@ -1,0 +1,561 @@
+"""The complex rules of ``complex.py``'s tables: each ufunc as NumPy's complex loop computes
+it (``numpy/_core/src/umath/loops.c.src``, ``loops_arithm_fp.dispatch.c.src``), and the NumPy
+functions that are not part-wise.
+
+Operands arrive as (re, im) pairs of real tracers in the loop's part dtype.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import with_location
+from ..interleaved import real_dtype
+from .build import normalize_axes, unsupported
+from . import complex_math as cm
+from .complex import (PARTWISE, ComplexTracer, as_complex, complex_result_dtype, function_rule,
+                      is_complex, parts, ufunc_rule)
+
+C = ComplexTracer
+
+
+# ============================================================================================
+# Arithmetic
+# ============================================================================================
+
+@ufunc_rule(np.add)
+def _add(a: Any, b: Any) -> C:
+    return C(a[0] + b[0], a[1] + b[1])
+
+
+@ufunc_rule(np.subtract)
+def _subtract(a: Any, b: Any) -> C:
+    return C(a[0] - b[0], a[1] - b[1])
+
+
+@ufunc_rule(np.multiply)
+def _multiply(a: Any, b: Any) -> C:
+    return C(*cm.mul(a, b))
+
+
+@ufunc_rule(np.true_divide)
+def _divide(a: Any, b: Any) -> C:
+    return C(*cm.div(a, b))
+
+
+@ufunc_rule(np.negative)
+def _negative(a: Any) -> C:
+    return C(-a[0], -a[1])
+
+
+@ufunc_rule(np.positive)
+def _positive(a: Any) -> C:
+    return C(+a[0], +a[1])
+
+
+@ufunc_rule(np.conjugate)
+def _conjugate(a: Any) -> C:
+    return C(+a[0], -a[1])
+
+
+@ufunc_rule(np.square)
+def _square(a: Any) -> C:
+    return C(*cm.mul(a, a))
+
+
+@ufunc_rule(np.reciprocal)
+def _reciprocal(a: Any) -> C:
+    return C(*cm.reciprocal(a))
+
+
+@ufunc_rule(np.power)
+def _power(a: Any, b: Any) -> C:
+    return C(*cm.power(a, b))
+
+
+@ufunc_rule(np.float_power)
+def _float_power(a: Any, b: Any) -> C:
+    # float_power computes in complex128 at least
+    if a[0].dtype != np.float64:
+        a = tuple(p.astype(np.float64) for p in a)
+        b = tuple(p.astype(np.float64) for p in b)
+    return C(*cm.power(a, b))
+
+
+# ============================================================================================
+# Real-valued results
+# ============================================================================================
+
+@ufunc_rule(np.absolute)
+def _absolute(a: Any) -> Any:
+    return np.hypot(a[0], a[1])
+
+
+@ufunc_rule(np.isnan)
+def _isnan(a: Any) -> Any:
+    return np.isnan(a[0]) | np.isnan(a[1])
+
+
+@ufunc_rule(np.isinf)
+def _isinf(a: Any) -> Any:
+    return np.isinf(a[0]) | np.isinf(a[1])
+
+
+@ufunc_rule(np.isfinite)
+def _isfinite(a: Any) -> Any:
+    return np.isfinite(a[0]) & np.isfinite(a[1])
+
+
+def _nonzero(a: Any) -> Any:
+    return (a[0] != 0) | (a[1] != 0)
+
+
+@ufunc_rule(np.logical_not)
+def _logical_not(a: Any) -> Any:
+    return ~_nonzero(a)
+
+
+@ufunc_rule(np.logical_and)
+def _logical_and(a: Any, b: Any) -> Any:
+    return _nonzero(a) & _nonzero(b)
+
+
+@ufunc_rule(np.logical_or)
+def _logical_or(a: Any, b: Any) -> Any:
+    return _nonzero(a) | _nonzero(b)
+
+
+@ufunc_rule(np.logical_xor)
+def _logical_xor(a: Any, b: Any) -> Any:
+    return _nonzero(a) != _nonzero(b)
+
+
+@ufunc_rule(np.equal)
+def _equal(a: Any, b: Any) -> Any:
+    return (a[0] == b[0]) & (a[1] == b[1])
+
+
+@ufunc_rule(np.not_equal)
+def _not_equal(a: Any, b: Any) -> Any:
+    return (a[0] != b[0]) | (a[1] != b[1])
+
+
+# NumPy orders complex numbers lexicographically, and a NaN imaginary part makes the
+# real-part comparison false (loops.c.src, CLT / CLE / CGT / CGE).
+def _ordered(op: Any, op_or_equal: Any) -> Any:
+    def compare(a: Any, b: Any) -> Any:
+        no_nan = ~np.isnan(a[1]) & ~np.isnan(b[1])
+        return (op(a[0], b[0]) & no_nan) | ((a[0] == b[0]) & op_or_equal(a[1], b[1]))
+    return compare
+
+
+ufunc_rule(np.less)(_ordered(np.less, np.less))
+ufunc_rule(np.less_equal)(_ordered(np.less, np.less_equal))
+ufunc_rule(np.greater)(_ordered(np.greater, np.greater))
+ufunc_rule(np.greater_equal)(_ordered(np.greater, np.greater_equal))
+_GE = _ordered(np.greater, np.greater_equal)
+_LE = _ordered(np.less, np.less_equal)
+
+
+def _choose(first: Any, a: Any, b: Any) -> C:
+    return C(np.where(first, a[0], b[0]), np.where(first, a[1], b[1]))
+
+
+@ufunc_rule(np.maximum)
+def _maximum(a: Any, b: Any) -> C:
+    # the first operand when it has a NaN part or is >= the second (NaN propagates)
+    return _choose(np.isnan(a[0]) | np.isnan(a[1]) | _GE(a, b), a, b)
+
+
+@ufunc_rule(np.minimum)
+def _minimum(a: Any, b: Any) -> C:
+    return _choose(np.isnan(a[0]) | np.isnan(a[1]) | _LE(a, b), a, b)
+
+
+@ufunc_rule(np.fmax)
+def _fmax(a: Any, b: Any) -> C:
+    # the first operand when the second has a NaN part or the first is >= (NaN ignored)
+    return _choose(np.isnan(b[0]) | np.isnan(b[1]) | _GE(a, b), a, b)
+
+
+@ufunc_rule(np.fmin)
+def _fmin(a: Any, b: Any) -> C:
+    return _choose(np.isnan(b[0]) | np.isnan(b[1]) | _LE(a, b), a, b)
+
+
+@ufunc_rule(np.sign)
+def _sign(a: Any) -> C:
+    return C(*cm.sign(a))
+
+
+# ============================================================================================
+# Elementary functions (complex_math.py)
+# ============================================================================================
+
+for _uf, _fn in ((np.exp, cm.exp), (np.log, cm.log), (np.sqrt, cm.sqrt),
+                 (np.expm1, cm.expm1), (np.log1p, cm.log1p), (np.exp2, cm.exp2),
+                 (np.log2, cm.log2), (np.log10, cm.log10),
+                 (np.sin, cm.sin), (np.cos, cm.cos), (np.tan, cm.tan),
+                 (np.sinh, cm.sinh), (np.cosh, cm.cosh), (np.tanh, cm.tanh),
+                 (np.arcsin, cm.arcsin), (np.arccos, cm.arccos), (np.arctan, cm.arctan),
+                 (np.arcsinh, cm.arcsinh), (np.arccosh, cm.arccosh),
+                 (np.arctanh, cm.arctanh)):
+    ufunc_rule(_uf)(lambda a, _fn=_fn: C(*_fn(a)))
+
+
+# ============================================================================================
+# NumPy functions that act on each part alone (positions of their array arguments)
+# ============================================================================================
+
+for _f, _spec in {
+        np.transpose: (0,), np.reshape: (0,), np.ravel: (0,), np.squeeze: (0,),
+        np.expand_dims: (0,), np.swapaxes: (0,), np.moveaxis: (0,), np.broadcast_to: (0,),
+        np.flip: (0,), np.fliplr: (0,), np.flipud: (0,), np.roll: (0,), np.rot90: (0,),
+        np.tile: (0,), np.repeat: (0,), np.concatenate: (0,), np.stack: (0,),
+        np.hstack: (0,), np.vstack: (0,), np.dstack: (0,), np.column_stack: (0,),
+        np.atleast_1d: ("*",), np.atleast_2d: ("*",), np.atleast_3d: ("*",),
+        np.take: (0,), np.take_along_axis: (0,), np.diagonal: (0,), np.triu: (0,),
+        np.tril: (0,), np.copy: (0,), np.cumsum: (0,),
+        np.diff: (0, "prepend", "append"), np.trace: (0,), np.ascontiguousarray: (0,),
+        np.asarray: (0,), np.array: (0,), np.asanyarray: (0,), np.split: (0,),
+        np.array_split: (0,), np.compress: (1,), np.extract: (1,), np.delete: (0,),
+        np.append: (0, 1),
+}.items():
+    PARTWISE[_f] = _spec
+
+
+def _out_none(name: str, out: Any) -> None:
+    if out is not None:
+        raise unsupported(f"{name}(out=...) of complex values",
+                          "write the result with `a[...] = ...` instead")
+
+
+@function_rule(np.sum)
+def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = np._NoValue, where: Any = True) -> Any:
+    _out_none("np.sum", out)
+    dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
+    if dt.kind != "c":
+        return np.sum(np.asarray(a).astype(dt), axis, None, None, keepdims, initial, where)
+    z = as_complex(a, dt)
+    kw = dict(axis=axis, keepdims=keepdims, where=where)
+    ire, iim = (parts(initial, real_dtype(dt)) if initial is not np._NoValue
+                else (np._NoValue, np._NoValue))
+    return C(np.sum(z.re, initial=ire, **kw), np.sum(z.im, initial=iim, **kw))
+
+
+@function_rule(np.where)
+def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None and y is None:
+        return np.nonzero(condition)
+    if is_complex(condition):
+        condition = np.not_equal(condition, 0)
+    dt = complex_result_dtype(x, y)
+    (xr, xi), (yr, yi) = parts(x, real_dtype(dt)), parts(y, real_dtype(dt))
+    return C(np.where(condition, xr, yr), np.where(condition, xi, yi))
+
+
+@function_rule(np.real)
+def _real(val: Any) -> Any:
+    return as_complex(val).re if is_complex(val) else np.real(val)
+
+
+@function_rule(np.imag)
+def _imag(val: Any) -> Any:
+    return as_complex(val).im if is_complex(val) else np.imag(val)
+
+
+@function_rule(np.conj, np.conjugate)
+def _conj(x: Any, *args: Any, **kwargs: Any) -> Any:
+    return np.conjugate(as_complex(x), *args, **kwargs)
+
+
+@function_rule(np.angle)
+def _angle(z: Any, deg: bool = False) -> Any:
+    c = as_complex(z)
+    a = np.arctan2(c.im, c.re)
+    return a * (180 / np.pi) if deg else a
+
+
+@function_rule(np.iscomplexobj)
+def _iscomplexobj(x: Any) -> bool:
+    return True
+
+
+@function_rule(np.isrealobj)
+def _isrealobj(x: Any) -> bool:
+    return False
+
+
+@function_rule(np.iscomplex)
+def _iscomplex(x: Any) -> Any:
+    return as_complex(x).im != 0
+
+
+@function_rule(np.isreal)
+def _isreal(x: Any) -> Any:
+    return as_complex(x).im == 0
+
+
+@function_rule(np.real_if_close)
+def _real_if_close(a: Any, tol: float = 100) -> Any:
+    # NumPy returns the real part only when *every* imaginary part is small: a decision on
+    # the data, which a trace cannot make
+    raise unsupported("np.real_if_close of traced complex values",
+                      "whether the result is real depends on the values; use np.real")
+
+
+def _make_like(func: Any, fill: Any) -> None:
+    def like(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if func is np.full_like:
+            value = args[0] if args else kwargs.pop("fill_value")
+            args = args[1:]
+        else:
+            value = fill
+        dtype = args[0] if args else kwargs.pop("dtype", None)
+        shape = kwargs.pop("shape", None)
+        base = as_complex(a) if isinstance(a, ComplexTracer) else a
+        dt = np.dtype(dtype) if dtype is not None else base.dtype
+        ref = base.re if isinstance(base, ComplexTracer) else base
+        if dt.kind != "c":
+            return np.full_like(ref, np.real(value), dtype=dt, shape=shape)
+        part = real_dtype(dt)
+        v = complex(value)
+        return C(np.full_like(ref, v.real, dtype=part, shape=shape),
+                 np.full_like(ref, v.imag, dtype=part, shape=shape))
+    from .complex import FUNCTIONS
+    FUNCTIONS[func] = like
+
+
+for _func, _fill in ((np.zeros_like, 0), (np.ones_like, 1), (np.empty_like, 0),
+                     (np.full_like, None)):
+    _make_like(_func, _fill)
+
+
+# ============================================================================================
+# Products, means and variances: NumPy's order and rounding
+# ============================================================================================
+
+# An axis of a product is multiplied element by element in NumPy's order: a graph node per
+# step, so long axes are refused rather than traced into a huge graph.
+MAX_PRODUCT_AXIS = 1024
+
+
+def _sequential_axis(a: C, axis: int, what: str) -> list[C]:
+    n = a.shape[axis]
+    if n > MAX_PRODUCT_AXIS:
+        raise unsupported(f"{what} of complex values along an axis of {n} elements",
+                          f"complex products are traced one multiplication per element, in "
+                          f"NumPy's order, up to {MAX_PRODUCT_AXIS} elements")
+    return [a[(slice(None),) * axis + (i,)] for i in range(n)]
+
+
+def _prod_axis(a: C, axis: int) -> C:
+    steps = _sequential_axis(a, axis, "np.prod")
+    shape = a.shape[:axis] + a.shape[axis + 1:]
+    acc = C(np.ones(shape, a.re.dtype), np.zeros(shape, a.re.dtype))
+    for z in steps:
+        acc = acc * z
+    return acc
+
+
+@function_rule(np.prod)
+def _prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+          initial: Any = np._NoValue, where: Any = True) -> Any:
+    _out_none("np.prod", out)
+    dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
+    if dt.kind != "c":
+        return np.prod(np.asarray(a).astype(dt), axis, None, None, keepdims, initial, where)
+    z = as_complex(a, dt)
+    if where is not True:
+        z = np.where(where, z, 1)
+    axes = normalize_axes(axis, z.ndim, "prod")
+    result = z
+    for ax in sorted(axes, reverse=True):
+        result = _prod_axis(result, ax)
+    if initial is not np._NoValue:
+        result = result * initial
+    if keepdims:
+        result = result.reshape(tuple(1 if i in axes else n for i, n in enumerate(z.shape)))
+    return result
+
+
+@function_rule(np.cumprod)
+def _cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+    _out_none("np.cumprod", out)
+    dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
+    z = as_complex(a, dt) if dt.kind == "c" else None
+    if z is None:
+        return np.cumprod(np.asarray(a).astype(dt), axis)
+    if axis is None:
+        z, axis = z.ravel(), 0
+    axis = normalize_axes(axis, z.ndim, "cumprod")[0]
+    steps = _sequential_axis(z, axis, "np.cumprod")
+    out_steps, acc = [], None
+    for s in steps:
+        acc = s if acc is None else acc * s
+        out_steps.append(acc)
+    if not out_steps:
+        return z.copy()
+    return np.stack(out_steps, axis=axis)
+
+
+def _count(shape: tuple[int, ...], axis: Any) -> int:
+    axes = normalize_axes(axis, len(shape), "mean")
+    n = 1
+    for ax in axes:
+        n *= shape[ax]
+    return n
+
+
+@function_rule(np.mean)
+def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+          *, where: Any = True) -> Any:
+    # numpy/_core/_methods.py _mean: the complex sum divided by the count as a complex
+    # division (Smith's algorithm with a zero imaginary part), not each part by the count
+    _out_none("np.mean", out)
+    if where is not True:
+        raise unsupported("np.mean(..., where=...) of complex values")
+    z = as_complex(a, dtype)
+    total = _sum(z, axis, None, None, keepdims)
+    n = _count(z.shape, axis)
+    # (divided with NumPy's intp count, in complex128, then cast back: out=ret)
+    return (total / np.intp(n)).astype(total.dtype)
+
+
+def _var(a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool) -> Any:
+    # _methods._var: x = a - mean(a, keepdims); |x|^2 as (x * conj(x)).real; the real sum
+    # divided by max(n - ddof, 0)
+    z = as_complex(a, dtype)
+    total = _sum(z, axis, None, None, True)
+    n = _count(z.shape, axis)
+    d = z - (total / np.intp(n)).astype(total.dtype)
+    sq = cm.fma(d.re, d.re, d.im * d.im)   # (d * conj(d)).real, as NumPy multiplies
+    s = np.sum(sq, axis=axis, keepdims=keepdims)
+    return s / max(n - ddof, 0)
+
+
+@function_rule(np.var)
+def _np_var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+            keepdims: bool = False, *, where: Any = True, mean: Any = np._NoValue,
+            correction: Any = np._NoValue) -> Any:
+    _out_none("np.var", out)
+    if where is not True or mean is not np._NoValue:
+        raise unsupported("np.var(..., where= / mean=) of complex values")
+    if correction is not np._NoValue:
+        ddof = correction
+    return _var(a, axis, dtype, ddof, keepdims)
+
+
+@function_rule(np.std)
+def _np_std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+            keepdims: bool = False, *, where: Any = True, mean: Any = np._NoValue,
+            correction: Any = np._NoValue) -> Any:
+    _out_none("np.std", out)
+    if where is not True or mean is not np._NoValue:
+        raise unsupported("np.std(..., where= / mean=) of complex values")
+    if correction is not np._NoValue:
+        ddof = correction
+    return np.sqrt(_var(a, axis, dtype, ddof, keepdims))
+
+
+@function_rule(np.max, np.amax)
+def _max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = np._NoValue, where: Any = True) -> Any:
+    return _extremum(np.maximum, "np.max", a, axis, out, keepdims, initial, where)
+
+
+@function_rule(np.min, np.amin)
+def _min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = np._NoValue, where: Any = True) -> Any:
+    return _extremum(np.minimum, "np.min", a, axis, out, keepdims, initial, where)
+
+
+def _extremum(uf: np.ufunc, name: str, a: Any, axis: Any, out: Any, keepdims: bool,
+              initial: Any, where: Any) -> Any:
+    _out_none(name, out)
+    if where is not True or initial is not np._NoValue:
+        raise unsupported(f"{name}(..., initial= / where=) of complex values")
+    z = as_complex(a)
+    axes = normalize_axes(axis, z.ndim, name)
+    for ax in axes:
+        if z.shape[ax] == 0:
+            raise ValueError(with_location(
+                f"zero-size array to reduction operation {uf.__name__} which has no identity"))
+    result = z
+    for ax in sorted(axes, reverse=True):
+        steps = _sequential_axis(result, ax, name)
+        acc = steps[0]
+        for s in steps[1:]:
+            acc = uf(acc, s)
+        result = acc
+    if keepdims:
+        result = result.reshape(tuple(1 if i in axes else n for i, n in enumerate(z.shape)))
+    return result
+
+
+@function_rule(np.any)
+def _any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = True) -> Any:
+    z = as_complex(a)
+    return np.any((z.re != 0) | (z.im != 0), axis, out, keepdims, where=where)
+
+
+@function_rule(np.all)
+def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = True) -> Any:
+    z = as_complex(a)
+    return np.all((z.re != 0) | (z.im != 0), axis, out, keepdims, where=where)
+
+
+@function_rule(np.count_nonzero)
+def _count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    z = as_complex(a)
+    return np.count_nonzero((z.re != 0) | (z.im != 0), axis, keepdims=keepdims)
+
+
+# ============================================================================================
+# Products of arrays
+# ============================================================================================
+
+def _product(op: Any, a: Any, b: Any) -> C:
+    """(A + iB) op (C + iD) for a bilinear ``op`` (matmul, dot, outer)."""
+    dt = complex_result_dtype(a, b)
+    part = real_dtype(dt)
+    (ar, ai), (br, bi) = parts(a, part), parts(b, part)
+    if not is_complex(b):      # a real operand: NumPy promotes it; its zero part is skipped
+        return C(op(ar, br), op(ai, br))
+    if not is_complex(a):
+        return C(op(ar, br), op(ar, bi))
+    return C(op(ar, br) - op(ai, bi), op(ar, bi) + op(ai, br))
+
+
+@function_rule(np.matmul)
+def _matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    _out_none("np.matmul", out)
+    return _product(np.matmul, a, b)
+
+
+@function_rule(np.dot)
+def _dot(a: Any, b: Any, out: Any = None) -> Any:
+    _out_none("np.dot", out)
+    return _product(np.dot, a, b)
+
+
+@function_rule(np.inner)
+def _inner(a: Any, b: Any) -> Any:
+    return _product(np.inner, a, b)
+
+
+@function_rule(np.outer)
+def _outer(a: Any, b: Any, out: Any = None) -> Any:
+    _out_none("np.outer", out)
+    return _product(np.outer, a, b)
+
+
+@function_rule(np.vdot)
+def _vdot(a: Any, b: Any) -> Any:
+    # vdot conjugates its first argument and flattens both
+    ca = np.conjugate(as_complex(a)) if is_complex(a) else a
+    return _product(np.dot, np.ravel(ca), np.ravel(b))
