@@ -24,9 +24,12 @@ def check_dtype(dtype: Any, what: str) -> np.dtype:
     except TypeError as e:
         raise TraceDTypeError(with_location(f"{what}: {e}")) from None
     if dt.newbyteorder("=") not in SUPPORTED_DTYPES:
+        if dt.kind == "c":   # complex values live above the graph (trace/complex.py)
+            raise TraceDTypeError(with_location(
+                f"{what}: this operation does not take complex values in tracearray"))
         raise TraceDTypeError(with_location(
-            f"{what}: dtype {dt} is not supported by tracearray "
-            f"(supported: bool, int8-int64, uint8-uint64, float16, float32, float64)"))
+            f"{what}: dtype {dt} is not supported by tracearray (supported: bool, "
+            f"int8-int64, uint8-uint64, float16, float32, float64, complex64, complex128)"))
     return dt.newbyteorder("=")
 
 
