@@ -29,7 +29,7 @@ import math
 from typing import Any, Sequence
 
 from . import elementwise, indexing, numeric, random, reductions, structure  # noqa: F401  (registration)
-from . import linalg, sorting  # noqa: F401  (registration of external ops)
+from . import fft, linalg, sorting  # noqa: F401  (registration of external ops)
 from .external import EXTERNALS, External, call_key, result_index
 from .reductions import Reducer, reducer_of_ufunc, scan_of_ufunc
 from .spec import (ALL_DTYPES, EXACT, FLOAT_DTYPES, INT_DTYPES, LIBM, OPS, TRANSCENDENTAL_COST,

@@ -213,10 +213,11 @@ def refusal(func: Callable) -> str | None:
         what = ("this np.linalg function yet (the supported ones -- solve, inv, det, slogdet, "
                 "cholesky, qr, svd, eigh, eigvalsh, lstsq, pinv, matrix_power, matrix_rank, "
                 "norm and the products -- are listed in docs/supported.md)"
-                if "linalg" in module else "FFTs (complex results) yet")
+                if "linalg" in module else "this np.fft function yet")
         if getattr(func, "__name__", "") in ("eig", "eigvals"):
-            what = ("complex values yet, and the eigenvalues of a general matrix are complex "
-                    "(np.linalg.eigh and eigvalsh compute those of symmetric matrices)")
+            what = ("it yet: its result's dtype depends on the data (complex unless every "
+                    "eigenvalue is real); np.linalg.eigh and eigvalsh compute those of "
+                    "symmetric matrices")
         return f"tracearray does not implement {what}"
     return None
 

@@ -107,7 +107,7 @@ def node(x: Any) -> Any:
 
 
 # The definitions (imported for their registration).
-from . import (assignment, counting, functions, indexing, lapack, linalg, reductions,  # noqa: E402,F401
+from . import (assignment, counting, fft, functions, indexing, lapack, linalg, reductions,  # noqa: E402,F401
                sets, shapes, sorting, ufuncs)
 
 __all__ = ["COMPOSITES", "Composite", "composite", "lookup", "as_tracer", "node",

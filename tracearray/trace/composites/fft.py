@@ -1,0 +1,159 @@
+"""numpy.fft: ``fft``, ``ifft``, ``rfft`` and ``irfft`` are the external ops of ``ops/fft.py``
+(NumPy's pocketfft on the host; on the GPU it runs on the host for now); every other
+function of numpy.fft (``fft2``, ``fftn``, ``rfftn``, ``irfftn``, ``hfft``, ``ihfft``,
+``fftfreq``, ``fftshift``, ...) is NumPy's own Python code, which calls those four along
+each axis in NumPy's order, so the results are NumPy's exactly.
+
+A complex value reaches the ops as its interleaved pair array (``ComplexTracer.pair_node``)
+and comes back as ``ComplexTracer.from_pair`` of the result: fusion, tiling and codegen see
+real arrays only. The transform's length ``n`` and axis are NumPy's checks at trace time.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ...errors import with_location
+from ..build import external
+from ..complex import FUNCTIONS, ComplexTracer
+from ..tracer import Tracer
+from . import NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
+
+_NOTE = "external op: NumPy's pocketfft (on the GPU: runs on the host for now)"
+_FFT = dict(dtypes=[np.dtype(d) for d in ("float32", "float64", "int32", "int64")],
+            values="small", min_dims=1, max_dims=3, notes=_NOTE)
+_NORMS = (None, "backward", "ortho", "forward")
+
+
+def _array(a: Any) -> Any:
+    return a if isinstance(a, ComplexTracer) else as_tracer(a)
+
+
+def _axis_and_n(x: Any, n: Any, axis: Any, default: int) -> tuple[int, int]:
+    ndim = x.ndim
+    axis = operator.index(axis)
+    if n is None and not -ndim <= axis < ndim:   # NumPy reads a.shape[axis] first
+        raise IndexError(with_location("tuple index out of range"))
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    axis %= ndim
+    n = default if n is None else operator.index(n)
+    if n < 1:
+        raise ValueError(with_location(f"Invalid number of FFT data points ({n}) specified."))
+    return axis, n
+
+
+def _norm(norm: Any) -> Any:
+    if norm not in _NORMS:
+        raise ValueError(with_location(f'Invalid norm value {norm}; should be "backward",'
+                                       f'"ortho" or "forward".'))
+    return norm
+
+
+def _pairs(z: ComplexTracer) -> Any:
+    return z.pair_node()
+
+
+def _from_pairs(node: Any) -> ComplexTracer:
+    return ComplexTracer.from_pair(Tracer(node))
+
+
+def _operand(x: Any) -> tuple[Any, bool]:
+    """(node, pairs): a complex value's interleaved pairs, or a real array as NumPy gets it."""
+    if isinstance(x, ComplexTracer):
+        return x.pair_node(), True
+    return x.node, False
+
+
+def _c2c(a: Any, n: Any, axis: Any, norm: Any, inverse: bool) -> ComplexTracer:
+    x = _array(a)
+    axis, n = _axis_and_n(x, n, axis, x.shape[axis] if -x.ndim <= axis < x.ndim else 0)
+    node, pairs = _operand(x)
+    (out,) = external("fft.c2c", [node], n=n, axis=axis, norm=_norm(norm), inverse=inverse,
+                      pairs=pairs)
+    return _from_pairs(out)
+
+
+def _check_out(out: Any, what: str) -> None:
+    if out is not None:
+        from ..build import unsupported
+        raise unsupported(f"{what}(out=...)", "compiled functions return new arrays")
+
+
+@composite(np.fft.fft, calls=["np.fft.fft({0})", "np.fft.fft({0}, 7, axis=0)",
+                              "np.fft.fft({0} * 1j + 1, norm='ortho')"],
+           name="np.fft.fft", **_FFT)
+def fft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    _check_out(out, "np.fft.fft")
+    return _c2c(a, n, axis, norm, False)
+
+
+@composite(np.fft.ifft, calls=["np.fft.ifft({0})", "np.fft.ifft({0} - 2j, 5, norm='forward')"],
+           name="np.fft.ifft", **_FFT)
+def ifft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    _check_out(out, "np.fft.ifft")
+    return _c2c(a, n, axis, norm, True)
+
+
+@composite(np.fft.rfft, calls=["np.fft.rfft({0})", "np.fft.rfft({0}, 9, axis=0)",
+                               "np.abs(np.fft.rfft({0} * np.hanning({0}.shape[-1]))) ** 2"],
+           name="np.fft.rfft", **_FFT)
+def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    _check_out(out, "np.fft.rfft")
+    x = _array(a)
+    if isinstance(x, ComplexTracer):   # NumPy discards the imaginary part (ComplexWarning)
+        x = x.real
+    axis, n = _axis_and_n(x, n, axis, x.shape[axis] if -x.ndim <= axis < x.ndim else 0)
+    (res,) = external("fft.r2c", [x.node], n=n, axis=axis, norm=_norm(norm))
+    return _from_pairs(res)
+
+
+@composite(np.fft.irfft, calls=["np.fft.irfft({0})", "np.fft.irfft(np.fft.rfft({0}))",
+                                "np.fft.irfft({0} + 1j, axis=0, norm='ortho')"],
+           name="np.fft.irfft", **_FFT)
+def irfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    _check_out(out, "np.fft.irfft")
+    x = _array(a)
+    m = x.shape[axis] if -x.ndim <= axis < x.ndim else 0
+    axis, n = _axis_and_n(x, n, axis, 2 * (m - 1))
+    node, pairs = _operand(x)
+    (res,) = external("fft.c2r", [node], n=n, axis=axis, norm=_norm(norm), pairs=pairs)
+    return Tracer(res)
+
+
+# numpy.fft's other functions: NumPy's Python code over the four above.
+_BY_NUMPY = {
+    np.fft.fft2: ["np.fft.fft2({0})", "np.fft.fft2({0}, s=(3, 4), axes=(0, -1))"],
+    np.fft.ifft2: ["np.fft.ifft2({0})"],
+    np.fft.fftn: ["np.fft.fftn({0})", "np.fft.fftn({0} * 1j, axes=(0,))"],
+    np.fft.ifftn: ["np.fft.ifftn({0}, norm='ortho')"],
+    np.fft.rfft2: ["np.fft.rfft2({0})"],
+    np.fft.irfft2: ["np.fft.irfft2(np.fft.rfft2({0}))"],
+    np.fft.rfftn: ["np.fft.rfftn({0})"],
+    np.fft.irfftn: ["np.fft.irfftn({0} + 0.5j)"],
+    np.fft.hfft: ["np.fft.hfft({0})", "np.fft.hfft({0} - 1j, 8)"],
+    np.fft.ihfft: ["np.fft.ihfft({0})"],
+    np.fft.fftshift: ["np.fft.fftshift({0})", "np.fft.fftshift({0}, axes=0)"],
+    np.fft.ifftshift: ["np.fft.ifftshift({0})"],
+    np.fft.fftfreq: ["{0} + np.fft.fftfreq({0}.shape[-1], 0.5)"],
+    np.fft.rfftfreq: ["np.fft.rfftfreq({0}.shape[-1])[:1] + {0}"],
+}
+for _fn, _calls in _BY_NUMPY.items():
+    composite(_fn, calls=_calls, name=f"np.fft.{_fn.__name__}", impl=NUMPY,
+              notes="NumPy's implementation over np.fft.fft/ifft/rfft/irfft", **{
+                  k: v for k, v in _FFT.items() if k != "notes"})
+
+
+def _numpy_code(func: Any) -> Any:
+    from ..dispatch import run_numpy_implementation
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return run_numpy_implementation(func, func._implementation, args, kwargs)
+    return run
+
+
+# With a complex argument, dispatch looks in complex.FUNCTIONS
+FUNCTIONS.update({np.fft.fft: fft, np.fft.ifft: ifft, np.fft.rfft: rfft, np.fft.irfft: irfft})
+FUNCTIONS.update({fn: _numpy_code(fn) for fn in _BY_NUMPY})
