@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import config, forksafe
+from .stagelog import ShapesText, report_executable
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -54,6 +55,7 @@ class Stats:
     traces: int = 0
     executables: int = 0
     calls: int = 0
+    device: str | None = None   # where the last call ran ("cpu" or "cuda"; device="auto" picks)
 
 
 @dataclass
@@ -108,6 +110,7 @@ class CompiledFunction:
             raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
         if fallback not in (None, "numpy"):
             raise ValueError(f"fallback must be None or 'numpy', got {fallback!r}")
+        config.check_environment()   # a misspelt TRACEARRAY_* name, warned about once
         self.fn = fn
         self.device = device
         self.static_argnums = frozenset((static_argnums,) if isinstance(static_argnums, int)
@@ -220,7 +223,7 @@ class CompiledFunction:
                     f"operations")
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
-            config.log(1, f"{self.__name__}: {lowered.probe} is {count}")
+            config.log(config.COMPILES, "%s: %s is %d", self.__name__, lowered.probe, count)
             sizes += (count,)
 
     def _warn_retrace(self, args: tuple, kwargs: dict, changed: tuple[int, ...]) -> None:
@@ -243,7 +246,8 @@ class CompiledFunction:
                       sizes: tuple[int, ...], name: str) -> tuple[Lowered, list[np.ndarray]]:
         traced = self._traces.get(tkey)
         if traced is not None and not self._guards_hold(traced[0]):
-            config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
+            config.log(config.COMPILES, "%s: a global it reads changed: re-tracing",
+                       self.__name__)
             traced = None
         if traced is None:
             trace = trace_function(self.fn, args, kwargs, self.static_argnums,
@@ -259,11 +263,11 @@ class CompiledFunction:
             self.stats.traces += 1
             if sizes or trace.probe is not None:
                 self._staged = True
-            self._report(name, Lowered(graph, plan, traced[2], None))
+            self._report(name, Lowered(graph, plan, traced[2], None), tkey)
         else:
             self._traces.move_to_end(tkey)
         leaves = leaves + self._global_arrays(traced[0])
-        device = self._resolve_device()
+        device = self.stats.device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
         ekey = (tkey, tuple(a.strides for a in leaves), device,
@@ -285,15 +289,12 @@ class CompiledFunction:
             while len(self._executables) > self.max_executables:
                 self._forget_executable(next(iter(self._executables)))
             self.stats.executables += 1
-            config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
-                          f"{[a.shape for a in leaves]}")
-            for k in exe.kernels:
-                if k is not None:
-                    config.log(6, f"{k.name} ({k.geometry.strategy}):\n{k.ir}")
-                    config.dump(k.name, "ll", k.ir)
+            config.log(config.COMPILES, "%s: built %d kernel(s) for %s on %s", self.__name__,
+                       len(exe.kernels), ShapesText(leaves), device)
+            report_executable(self.__name__, name, exe, ekey, leaves)
         else:
             self._executables.move_to_end(ekey)
-            config.log(1, f"{self.__name__}: cache hit")
+            config.log(config.COMPILES, "%s: cache hit (%s)", self.__name__, device)
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
     def _forget_trace(self, tkey: Any) -> None:
@@ -333,18 +334,21 @@ class CompiledFunction:
         """The current values of the global arrays the graph reads (its last inputs)."""
         return [_as_input_array(self._globals[name]) for name in trace.graph.globals]
 
-    def _report(self, name: str, lowered: "Lowered") -> None:
-        config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
+    def _report(self, name: str, lowered: "Lowered", tkey: Any) -> None:
+        config.log(config.COMPILES, "%s: traced (%d kernel(s))", self.__name__,
+                   len(lowered.plan.kernels))
         # Formatting a graph costs about as much as tracing it: only when it is shown.
-        level, dumping = config.debug_level(), config.dump_dir() is not None
-        if level >= 4 or dumping:
+        dumping = config.dump_dir() is not None
+        signature = config.signature_id(tkey) if dumping else ""
+        describe = ShapesText(tkey[1]) if dumping else ""
+        if config.enabled(config.GRAPH) or dumping:
             graph = lowered.as_text("graph")
-            config.log(4, f"graph of {self.__name__}:\n{graph}")
-            config.dump(name, "graph", graph)
-        if level >= 3 or dumping:
+            config.log(config.GRAPH, "graph of %s:\n%s", self.__name__, graph)
+            config.dump(name, "graph", graph, signature, f"{self.__name__} {describe}")
+        if config.enabled(config.PLAN) or dumping:
             plan = lowered.as_text("plan")
-            config.log(3, f"plan of {self.__name__}:\n{plan}")
-            config.dump(name, "plan", plan)
+            config.log(config.PLAN, "plan of %s:\n%s", self.__name__, plan)
+            config.dump(name, "plan", plan, signature, f"{self.__name__} {describe}")
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self._lower(args, kwargs)[0]
@@ -362,6 +366,7 @@ class CompiledFunction:
             hit = self._fast.get(fast_key)
             if hit is not None and self._guards_hold(hit[1]):
                 self.stats.calls += 1
+                self.stats.device = fast_key[-1]
                 graph = hit[1].graph
                 inputs = list(args) + self._global_arrays(hit[1]) if graph.globals else args
                 if graph.updates:

@@ -9,11 +9,13 @@ pointer arrays and runs the kernels over chunks of their parallel range on the t
 from __future__ import annotations
 
 import ctypes
+import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
+from .. import config
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
 from ..errors import TracearrayError, node_location, stage_error
 from ..fuse.plan import Plan
@@ -209,13 +211,18 @@ class Executable:
         for i, shape, dtype in self._allocs:
             slots[i], addrs[i] = memory.empty_at(shape, dtype)
         keep_alive: list[Any] = []
+        timed = config.enabled(config.TIMES, sync=False)
         for kind, step in self._steps:
+            start = time.perf_counter() if timed else 0.0
             if kind == "kernel":
                 self._launch(step, slots, addrs, keep_alive)
             else:
                 operands, out = step
                 a, b = (apply_chain(slots[i], chain) for i, chain in operands)
                 np.matmul(a, b, out=slots[out])
+            if timed:
+                config.log(config.TIMES, "%s: %.3f ms", step.name if kind == "kernel" else
+                           "matmul", 1e3 * (time.perf_counter() - start))
         return [np.array(constant_value(o)) if is_const else slots[o]
                 for is_const, o in self._outputs]
 
