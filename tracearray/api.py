@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import types
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import config, forksafe
+from .signature import static_arguments
 from .stagelog import ShapesText, report_executable
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
@@ -113,10 +115,9 @@ class CompiledFunction:
         config.check_environment()   # a misspelt TRACEARRAY_* name, warned about once
         self.fn = fn
         self.device = device
-        self.static_argnums = frozenset((static_argnums,) if isinstance(static_argnums, int)
-                                        else static_argnums)
-        self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
-                                         else static_argnames)
+        # validated against fn's signature, and each completed by the other (signature.py)
+        self.static_argnums, self.static_argnames = static_arguments(fn, static_argnums,
+                                                                     static_argnames)
         self.fallback = fallback
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
@@ -157,6 +158,7 @@ class CompiledFunction:
                 blind.append(statics[-1])
                 return
             flat, tree = pytree.flatten(value, is_array_leaf)
+            _refuse_identity_constants(tree, name)
             statics.append(_hashable(tree))
             blind.append(_value_blind(tree))
             for j, v in enumerate(flat):
@@ -356,6 +358,16 @@ class CompiledFunction:
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A compiled function defined in a class body is a method: ``obj.method(x)`` calls
+        it with ``obj`` as its first argument, traced like any argument (a dataclass or
+        namedtuple instance is a tree of inputs; another object must be marked static and
+        compare by value: see ``_refuse_identity_constant``). One CompiledFunction, and so
+        one set of caches, serves every instance."""
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if trace_context.current() is not None:
             # Called by a function being traced (in this thread): inlined into that trace,
@@ -453,7 +465,10 @@ def _refuse_lazy_function(fn: Callable) -> None:
 def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums: Any = (),
             static_argnames: Any = (), fallback: str | None = None) -> Any:
     """Compile a NumPy function: ``@tracearray.compile`` or ``@tracearray.compile(...)``."""
-    def wrap(f: Callable) -> CompiledFunction:
+    def wrap(f: Callable) -> Any:
+        # @compile above @staticmethod / @classmethod: compile the function, keep the kind
+        if isinstance(f, (staticmethod, classmethod)):
+            return type(f)(wrap(f.__func__))
         return CompiledFunction(f, device=device, static_argnums=static_argnums,
                                 static_argnames=static_argnames, fallback=fallback)
     return wrap if fn is None else wrap(fn)
@@ -563,6 +578,44 @@ def _static_key(value: Any) -> Any:
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (type(value), np.asarray(value).tobytes())
     return (type(value), value)
+
+
+# Objects that compare by identity and are fine as constants: what they do cannot change
+# behind a cached trace's back in a way an equal value would not (code, modules, classes).
+_STABLE_IDENTITY_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                          types.MethodType, functools.partial, np.ufunc)
+
+
+def _refuse_identity_constants(tree: Any, name: Callable[[], str]) -> None:
+    """A non-static argument (or a part of one) that is neither an array nor a container is
+    a constant of the trace, cached by ``==``. An object with attributes that compares by
+    identity would be equal to itself after its attributes changed, and the cached trace
+    would go on using the old values: refused, with the ways to pass it."""
+    kind = tree[0]
+    if kind in ("tuple", "list", "namedtuple"):
+        children = tree[-1]
+    elif kind in ("dict", "dataclass"):
+        children = tree[-1]
+    else:
+        children = ()
+    for child in children:
+        _refuse_identity_constants(child, name)
+    if kind != "const":
+        return
+    value = tree[1]
+    trace_context.refuse_random_state(value, f"argument {name()!r}")
+    if type(value).__eq__ is not object.__eq__ or isinstance(value, _STABLE_IDENTITY_TYPES):
+        return
+    if not (hasattr(value, "__dict__") or getattr(type(value), "__slots__", ())):
+        return   # no attributes to change (a sentinel object())
+    what = type(value).__qualname__
+    raise InputError(with_location(
+        f"argument {name()!r} is a {what} object, which would be a constant of the trace; "
+        f"{what} compares by identity, so after a change to its attributes the compiled "
+        f"function would still use the values it was traced with. Make {what} a dataclass "
+        f"or namedtuple (its array fields become inputs, its other fields static values "
+        f"compared by ==), pass the arrays it holds as arguments, or, if it never changes, "
+        f"mark it static (static_argnums / static_argnames)"))
 
 
 def _value_blind(tree: Any) -> Any:
