@@ -313,3 +313,17 @@ def test_python_dash_m_tracearray_info(tmp_path) -> None:
     assert any(re.match(r"GPU\s+(usable|not usable): ", line) for line in lines)
     assert any(re.match(rf"cache directory\s+{re.escape(str(tmp_path))}$", line)
                for line in lines)
+
+
+def test_gpu_kernels_dump_their_ptx(tmp_path, monkeypatch, clean_logger, emulated_gpu,
+                                    caplog) -> None:
+    monkeypatch.setenv("TRACEARRAY_DUMP_DIR", str(tmp_path))
+    caplog.set_level(config.logging_level(config.ASSEMBLY), logger="tracearray")
+    f = tracearray.compile(softmax, device="cuda")
+    f(np.ones((4, 8), np.float32))
+    ptx = list(tmp_path.glob("softmax_k*.ptx"))
+    assert ptx and all(".target sm_" in p.read_text() for p in ptx)
+    assert any(m.startswith("softmax_k0 PTX:\n") for m in _records(caplog, 7))
+    assert any(re.fullmatch(r"softmax_k\d+: \d+\.\d{3} ms \(GPU, synchronised\)", m)
+               for m in _records(caplog, 2))
+    assert f.stats.device == "cuda"

@@ -134,6 +134,7 @@ LADDER: dict[int, str] = {
     7: "PTX/assembly",
 }
 COMPILES, TIMES, PLAN, GRAPH, TILES, LLVM_IR, ASSEMBLY = range(1, 8)
+TIMES_LEVEL = logging.DEBUG + 1 - TIMES   # checked on every call: logger.isEnabledFor(...)
 
 logger = logging.getLogger("tracearray")
 
@@ -191,13 +192,13 @@ def _sync_debug_env() -> None:
         logger.removeHandler(_handler)
 
 
-def enabled(step: int, sync: bool = True) -> bool:
+def enabled(step: int) -> bool:
     """Whether ladder step ``step`` is shown (build expensive messages only when it is).
 
-    ``sync=False`` on the call path of a built function: no environment read (a changed
-    ``TRACEARRAY_DEBUG`` applies from the next trace, build or log message on)."""
-    if sync:
-        _sync_debug_env()
+    Not for the call path of a built function, which reads no environment: it asks
+    ``logger.isEnabledFor(TIMES_LEVEL)`` (a changed ``TRACEARRAY_DEBUG`` applies from the
+    next trace, build or log message on)."""
+    _sync_debug_env()
     return logger.isEnabledFor(logging_level(step))
 
 

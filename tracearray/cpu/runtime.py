@@ -211,7 +211,7 @@ class Executable:
         for i, shape, dtype in self._allocs:
             slots[i], addrs[i] = memory.empty_at(shape, dtype)
         keep_alive: list[Any] = []
-        timed = config.enabled(config.TIMES, sync=False)
+        timed = config.logger.isEnabledFor(config.TIMES_LEVEL)   # ~0.1 us
         for kind, step in self._steps:
             start = time.perf_counter() if timed else 0.0
             if kind == "kernel":
