@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import config, forksafe
-from .signature import static_arguments
+from .signature import refuse_identity_constants, static_arguments
 from .stagelog import ShapesText, report_executable
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
@@ -158,7 +158,7 @@ class CompiledFunction:
                 blind.append(statics[-1])
                 return
             flat, tree = pytree.flatten(value, is_array_leaf)
-            _refuse_identity_constants(tree, name)
+            refuse_identity_constants(tree, name)
             statics.append(_hashable(tree))
             blind.append(_value_blind(tree))
             for j, v in enumerate(flat):
@@ -578,44 +578,6 @@ def _static_key(value: Any) -> Any:
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (type(value), np.asarray(value).tobytes())
     return (type(value), value)
-
-
-# Objects that compare by identity and are fine as constants: what they do cannot change
-# behind a cached trace's back in a way an equal value would not (code, modules, classes).
-_STABLE_IDENTITY_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-                          types.MethodType, functools.partial, np.ufunc)
-
-
-def _refuse_identity_constants(tree: Any, name: Callable[[], str]) -> None:
-    """A non-static argument (or a part of one) that is neither an array nor a container is
-    a constant of the trace, cached by ``==``. An object with attributes that compares by
-    identity would be equal to itself after its attributes changed, and the cached trace
-    would go on using the old values: refused, with the ways to pass it."""
-    kind = tree[0]
-    if kind in ("tuple", "list", "namedtuple"):
-        children = tree[-1]
-    elif kind in ("dict", "dataclass"):
-        children = tree[-1]
-    else:
-        children = ()
-    for child in children:
-        _refuse_identity_constants(child, name)
-    if kind != "const":
-        return
-    value = tree[1]
-    trace_context.refuse_random_state(value, f"argument {name()!r}")
-    if type(value).__eq__ is not object.__eq__ or isinstance(value, _STABLE_IDENTITY_TYPES):
-        return
-    if not (hasattr(value, "__dict__") or getattr(type(value), "__slots__", ())):
-        return   # no attributes to change (a sentinel object())
-    what = type(value).__qualname__
-    raise InputError(with_location(
-        f"argument {name()!r} is a {what} object, which would be a constant of the trace; "
-        f"{what} compares by identity, so after a change to its attributes the compiled "
-        f"function would still use the values it was traced with. Make {what} a dataclass "
-        f"or namedtuple (its array fields become inputs, its other fields static values "
-        f"compared by ==), pass the arrays it holds as arguments, or, if it never changes, "
-        f"mark it static (static_argnums / static_argnames)"))
 
 
 def _value_blind(tree: Any) -> Any:

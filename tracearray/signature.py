@@ -6,13 +6,22 @@ keyword too, and the other way round. A name that is no parameter, an index past
 positional parameters, or a keyword-only or positional-only parameter named the wrong way is
 refused with the function's name and its parameters, before any call. Functions without an
 inspectable signature (some builtins and callables) keep what was given.
+
+At each call, ``refuse_identity_constants`` checks the non-static arguments: an object that
+is not an array or container would be a constant of the trace, which is only sound when it
+compares by value.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 from typing import Any, Callable
 
-from .errors import with_location
+import numpy as np
+
+from .errors import InputError, with_location
+from .trace.context import refuse_random_state
 
 
 def _as_set(value: Any, kind: type, what: str) -> frozenset:
@@ -66,3 +75,36 @@ def static_arguments(fn: Callable, static_argnums: Any, static_argnames: Any
         if p.kind is p.POSITIONAL_OR_KEYWORD:
             out_nums.add(positional.index(p))
     return frozenset(out_nums), frozenset(out_names)
+
+
+# Objects that compare by identity and are fine as constants: what they do cannot change
+# behind a cached trace's back in a way an equal value would not (code, modules, classes).
+_STABLE_IDENTITY_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                          types.MethodType, functools.partial, np.ufunc)
+
+
+def refuse_identity_constants(tree: Any, name: Callable[[], str]) -> None:
+    """A non-static argument (or a part of one) that is neither an array nor a container is
+    a constant of the trace, cached by ``==``. An object with attributes that compares by
+    identity would be equal to itself after its attributes changed, and the cached trace
+    would go on using the old values: refused, with the ways to pass it."""
+    kind = tree[0]   # (pytree.py's tree definitions: a container's children come last)
+    children = tree[-1] if kind in ("tuple", "list", "namedtuple", "dict", "dataclass") else ()
+    for child in children:
+        refuse_identity_constants(child, name)
+    if kind != "const":
+        return
+    value = tree[1]
+    refuse_random_state(value, f"argument {name()!r}")
+    if type(value).__eq__ is not object.__eq__ or isinstance(value, _STABLE_IDENTITY_TYPES):
+        return
+    if not (hasattr(value, "__dict__") or getattr(type(value), "__slots__", ())):
+        return   # no attributes to change (a sentinel object())
+    what = type(value).__qualname__
+    raise InputError(with_location(
+        f"argument {name()!r} is a {what} object, which would be a constant of the trace; "
+        f"{what} compares by identity, so after a change to its attributes the compiled "
+        f"function would still use the values it was traced with. Make {what} a dataclass "
+        f"or namedtuple (its array fields become inputs, its other fields static values "
+        f"compared by ==), pass the arrays it holds as arguments, or, if it never changes, "
+        f"mark it static (static_argnums / static_argnames)"))
