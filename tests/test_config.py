@@ -102,6 +102,7 @@ def test_set_num_threads_overrides_the_environment(monkeypatch) -> None:
             barrier.wait()
         pool.parallel_for(chunk, [(i, i + 1) for i in range(5)])
         assert len(seen) == 5
+        assert dict(envreport.report())["threads"] == "5 (tracearray.set_num_threads)"
         tracearray.set_num_threads(None)
         assert tracearray.get_num_threads() == 3
     finally:

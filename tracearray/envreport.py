@@ -41,14 +41,7 @@ def cpu_description() -> tuple[str, list[str]]:
 
 def threads_description() -> str:
     from .cpu import pool
-    n = pool.num_threads()
-    if pool._threads_set is not None:
-        source = "tracearray.set_num_threads"
-    elif config.num_threads_setting() is not None:
-        source = "TRACEARRAY_NUM_THREADS"
-    else:
-        source = "the CPUs this process may run on"
-    return f"{n} ({source})"
+    return f"{pool.num_threads()} ({pool.num_threads_source()})"
 
 
 def gpu_status() -> tuple[bool, str]:

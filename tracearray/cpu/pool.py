@@ -32,6 +32,15 @@ def num_threads() -> int:
     return n if n is not None else available_cpus()
 
 
+def num_threads_source() -> str:
+    """Where ``num_threads()`` comes from, in words (for the environment report)."""
+    if _threads_set is not None:
+        return "tracearray.set_num_threads"
+    if config.num_threads_setting() is not None:
+        return "TRACEARRAY_NUM_THREADS"
+    return "the CPUs this process may run on"
+
+
 def set_num_threads(n: int | None) -> None:
     """Use ``n`` threads for the kernels launched from now on (None: back to the default).
 
