@@ -74,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the tests marked slow (deselected by default)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    import tiers   # tests/tiers.py: property tests read it when their module is imported
+    tiers.SLOW = bool(config.getoption("--runslow") or
+                      "slow" in (config.getoption("-m") or ""))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--runslow") or config.getoption("-m"):
         return   # a -m expression chooses for itself (the GPU runner's "-m gpu" keeps all)

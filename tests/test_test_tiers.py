@@ -1,5 +1,6 @@
-"""The test suite's own tiers (conftest.py): ``slow`` tests are deselected unless asked for,
-and the run ends with the skipped tests grouped by reason."""
+"""The test suite's own tiers (conftest.py, tiers.py): ``slow`` tests are deselected unless
+asked for, property tests run half their examples outside the slow tier, and the run ends
+with the skipped tests grouped by reason."""
 from __future__ import annotations
 
 import os
@@ -12,9 +13,11 @@ TESTS = Path(__file__).resolve().parent
 
 SAMPLE = '''
 import pytest
+import tiers
 
-def test_fast():
-    pass
+def test_fast(pytestconfig):   # property tests run half their examples by default
+    assert tiers.examples(40) == (40 if pytestconfig.getoption("--runslow") else 20)
+    assert tiers.examples(4) == (4 if pytestconfig.getoption("--runslow") else 3)
 
 @pytest.mark.slow
 def test_long():
@@ -44,6 +47,7 @@ def _pytest(folder: Path, *options: str) -> str:
 
 def test_slow_tier_is_opt_in_and_skips_are_summarised(tmp_path: Path) -> None:
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(TESTS / "tiers.py", tmp_path / "tiers.py")
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: s\n    gpu: g\n")
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     out = _pytest(tmp_path)
