@@ -57,3 +57,58 @@ def emulated_gpu():
     prev = driver.set_device_for_testing(EmulatedDevice())
     yield
     driver.set_device_for_testing(prev)
+
+
+# ============================================================================================
+# The slow tier (opt-in) and the summary of skipped tests.
+#
+# Tests marked ``slow`` (long property runs, differential sweeps, multi-process stress) are
+# deselected unless asked for: ``--runslow`` runs everything, ``-m slow`` only them (any
+# ``-m`` expression chooses for itself: ``-m gpu`` runs the slow GPU tests too). The default
+# run stays a few minutes on a 2-core machine (docs/testing.md).
+# ============================================================================================
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run the tests marked slow (deselected by default)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import tiers   # tests/tiers.py: property tests read it when their module is imported
+    tiers.SLOW = bool(config.getoption("--runslow") or
+                      "slow" in (config.getoption("-m") or ""))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--runslow") or config.getoption("-m"):
+        return   # a -m expression chooses for itself (the GPU runner's "-m gpu" keeps all)
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+        config.stash[_SLOW_DESELECTED] = len(slow)
+
+
+_SLOW_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Skipped tests grouped by reason, most frequent first, one line each."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2]
+        else:
+            reason = str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    slow = config.stash.get(_SLOW_DESELECTED, 0)
+    if not reasons and not slow:
+        return
+    terminalreporter.section("skipped, by reason", sep="-")
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.line(f"{count:6d}  {reason}")
+    if slow:
+        terminalreporter.line(f"{slow:6d}  deselected: marked slow (run them with --runslow "
+                              f"or -m slow)")

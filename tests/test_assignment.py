@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 from gpu_differential import assemble_kernels
@@ -405,7 +406,7 @@ def _writes(draw):
     return shape, steps, view
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_writes())
 def test_random_writes(case) -> None:
     shape, steps, view = case

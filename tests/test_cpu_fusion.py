@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 from numpy_compare import assert_matches, assert_tree_matches, relayout
@@ -268,7 +269,7 @@ WELL_CONDITIONED_ONLY = {"zscore_rows", "zscore_cols", "moments"}
 
 
 @pytest.mark.parametrize("name", sorted(ROW_PROGRAMS))
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(data=st.data())
 def test_row_programs(name: str, data: st.DataObject) -> None:
     fn = ROW_PROGRAMS[name]
@@ -279,7 +280,7 @@ def test_row_programs(name: str, data: st.DataObject) -> None:
     check(fn, x)
 
 
-@settings(max_examples=16)
+@settings(max_examples=examples(16))
 @given(data=st.data())
 def test_layernorm_and_rmsnorm(data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(FLOATS), label="dtype")
@@ -297,7 +298,7 @@ def test_layernorm_and_rmsnorm(data: st.DataObject) -> None:
 # Map programs: where-chains, shifted slices, slicing with broadcast, adam, black-scholes
 # ============================================================================================
 
-@settings(max_examples=16)
+@settings(max_examples=examples(16))
 @given(data=st.data())
 def test_where_chain_and_slices(data: st.DataObject) -> None:
     """Exact programs (no rounding differences): compared bit for bit, ints too."""
@@ -311,7 +312,7 @@ def test_where_chain_and_slices(data: st.DataObject) -> None:
         check(slicing_with_broadcast, x, y, family="exact")
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 def test_argmax_of_fused_expression(data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(FLOATS + INTS[:2]), label="dtype")
@@ -321,7 +322,7 @@ def test_argmax_of_fused_expression(data: st.DataObject) -> None:
     check(argmax_of_expression, x, y, family="exact")
 
 
-@settings(max_examples=16)
+@settings(max_examples=examples(16))
 @given(data=st.data())
 def test_adam_and_black_scholes(data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(FLOATS), label="dtype")
@@ -340,7 +341,7 @@ def test_adam_and_black_scholes(data: st.DataObject) -> None:
 # Output structures: dicts and tuples, inputs returned unchanged, 0-d results
 # ============================================================================================
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(data=st.data())
 def test_output_structures(data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(FLOATS + INTS[:1]), label="dtype")
@@ -551,7 +552,7 @@ def program(draw: st.DrawFn, floats: bool, depth: int = 0) -> tuple[str, Callabl
 
 
 @pytest.mark.parametrize("floats", [False, True], ids=["int32", "float64"])
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_random_programs(floats: bool, data: st.DataObject) -> None:
     """Random compositions (depth <= 4): int32 programs are compared bit for bit (wrap-around

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import strategies as S
 from external_cases import EXTERNAL_CALLS, SPD
@@ -292,7 +293,7 @@ def test_ufunc_special_values(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", UFUNC_OPS)
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(data=st.data())
 def test_ufunc_random(name: str, data: st.DataObject) -> None:
     """Random broadcast shapes, values of the op's domain with specials mixed in, and every
@@ -314,7 +315,7 @@ MIXED_PAIRS = [(a, b) for a in ALL_DTYPES for b in ALL_DTYPES if a != b]
 
 
 @pytest.mark.parametrize("name", BINARY_UFUNCS)
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(data=st.data())
 def test_ufunc_mixed_dtypes(name: str, data: st.DataObject) -> None:
     """Two different dtypes: NumPy 2's promotion picks the loop (or raises, and so must we)."""
@@ -341,7 +342,7 @@ WEAK_SCALARS = [0, 1, -1, 2, 3, 7, 300, -129, 2**31, True, False, 0.0, -0.0, 0.5
 
 
 @pytest.mark.parametrize("name", BINARY_UFUNCS)
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(data=st.data())
 def test_ufunc_weak_python_scalar(name: str, data: st.DataObject) -> None:
     """A Python scalar operand is weak (NEP 50) and becomes a constant of the array's loop
@@ -552,7 +553,7 @@ def axis_for(draw: st.DrawFn, ndim: int, name: str) -> Any:
 
 
 @pytest.mark.parametrize("name", REDUCTIONS)
-@settings(max_examples=16)
+@settings(max_examples=examples(16))
 @given(data=st.data())
 def test_reductions(name: str, data: st.DataObject) -> None:
     dt = data.draw(st.sampled_from(ALL_DTYPES if name != "norm" else
@@ -715,7 +716,7 @@ def movement_case(draw: st.DrawFn, kind: str) -> tuple[tuple[int, ...], Callable
 
 
 @pytest.mark.parametrize("kind", MOVEMENTS)
-@settings(max_examples=14)
+@settings(max_examples=examples(14))
 @given(data=st.data())
 def test_movement(kind: str, data: st.DataObject) -> None:
     """A view op alone (the kernel copies through an affine index map), then the same view
@@ -741,7 +742,7 @@ def test_movement(kind: str, data: st.DataObject) -> None:
         assert_matches(got, want, inputs=x)
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 def test_reshape_of_computed_and_noncontiguous_values(data: st.DataObject) -> None:
     """Reshape that merges dimensions: of a transposed / strided input (a view NumPy must
@@ -767,7 +768,7 @@ def test_reshape_of_computed_and_noncontiguous_values(data: st.DataObject) -> No
 # ============================================================================================
 
 @pytest.mark.parametrize("name", ["cumsum", "cumprod"])
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_scans(name: str, data: st.DataObject) -> None:
     """Scans are sequential in NumPy and in the kernel: bit-exact, integer wrap-around
@@ -789,7 +790,7 @@ def test_scans(name: str, data: st.DataObject) -> None:
         assert_matches(got, want, inputs=x)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_concatenate(data: st.DataObject) -> None:
     """np.concatenate / np.stack of 1-4 parts of mixed dtypes and layouts, empty parts too."""

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CI = bool(os.environ.get("CI"))
 CI_PROGRAMS = 150 if CI else 400
 CI_EXAMPLES = 25 if CI else 80
+DEFAULT_PROGRAMS = 30   # the default tier's share of the seeded batch (the slow tier: all)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
@@ -51,6 +52,11 @@ def _run_batch(device: str, seed: str, n: int) -> None:
 
 
 def test_seeded_programs_cpu() -> None:
+    _run_batch("cpu", "ci", DEFAULT_PROGRAMS)
+
+
+@pytest.mark.slow
+def test_seeded_programs_cpu_all() -> None:
     _run_batch("cpu", "ci", CI_PROGRAMS)
 
 
@@ -98,6 +104,7 @@ def _soak(tmp_path: Path, *extra: str) -> tuple[int, dict]:
     return proc.returncode, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_soak_counts_and_survives_a_crash(tmp_path: Path) -> None:
     code, s = _soak(tmp_path, "--crash-at", "1")
     assert s["complete"] and s["programs"] == 4

@@ -265,6 +265,7 @@ def test_unavailable_gpu_is_a_clear_error_at_call_time(monkeypatch) -> None:
     np.testing.assert_array_equal(auto(np.ones(3)), 2 * np.ones(3))   # "auto": the CPU
 
 
+@pytest.mark.slow   # every benchmark workload on the emulator: ~45 s; test_program covers a few
 def test_workloads_match_float64_reference() -> None:
     from benchmarks import workloads as W
     for name in W.names():

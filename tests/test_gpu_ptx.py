@@ -210,6 +210,7 @@ def _scatters(a, i):
     return y, h
 
 
+@pytest.mark.slow   # one ptxas run per kernel of every op: the longest test of the suite
 def test_every_op_lowers_to_ptx_that_ptxas_accepts() -> None:
     seen_ops: set[str] = set()
     failures = []

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 from gpu_differential import assemble_kernels
@@ -188,7 +189,7 @@ def _program(items: list) -> Callable:
     return fn
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_random_keys(data: st.DataObject) -> None:
     shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3)))

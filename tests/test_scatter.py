@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 from gpu_differential import assemble_kernels
@@ -261,7 +262,7 @@ def test_ufunc_at_through_a_view_and_errors() -> None:
 # Random scatters
 # ------------------------------------------------------------------------------------------
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(n=st.integers(1, 9), m=st.integers(0, 30), cols=st.integers(1, 4),
        op=st.sampled_from(["set", "add", "subtract", "multiply", "maximum", "minimum"]),
        dtype=st.sampled_from(["float64", "float32", "int64", "int16", "uint8"]),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 import tracearray.testing as tt
@@ -53,7 +54,7 @@ def test_public_names() -> None:
 
 
 @given(tt.arrays(np.float32, (3, 5), layout="negative"))
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_arrays_dtype_shape_layout(a: np.ndarray) -> None:
     assert a.dtype == np.float32 and a.shape == (3, 5)
     assert any(s < 0 for s in a.strides)
@@ -71,7 +72,7 @@ def test_every_layout_kind(kind: str) -> None:
 
 
 @given(tt.arrays())
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 def test_layout_and_literal_roundtrip(a: np.ndarray) -> None:
     """value_literal rebuilds the same values (NaN, -0.0, inf exactly), dtype, shape and
     strides; strided() rebuilds every layout the strategy draws."""
@@ -119,13 +120,13 @@ def test_shapes_hit_edge_sizes() -> None:
 
 
 @given(tt.broadcastable_shapes(3))
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 def test_broadcastable_shapes(shapes: tuple) -> None:
     np.broadcast_shapes(*shapes)
 
 
 @given(tt.array_groups(2, np.float64, values="finite"))
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_array_groups_broadcast(group: tuple) -> None:
     np.broadcast_shapes(*(g.shape for g in group))
     assert all(np.isfinite(g).all() for g in group)
@@ -267,7 +268,7 @@ def test_decorator_keeps_the_function() -> None:
 # ============================================================================================
 
 @given(tt.programs(max_steps=5))
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 def test_program_source_is_the_program(p: tt.Program) -> None:
     src = p.source()
     assert src.startswith("def program(")

@@ -18,6 +18,7 @@ import functools
 import inspect
 import sys
 import threading
+import types
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 import numpy as np
 
 from . import cachemiss, config, forksafe, interleaved
+from .signature import refuse_identity_constants, static_arguments
+from .stagelog import ShapesText, report_executable
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
@@ -63,6 +66,7 @@ class Stats:
     compiles: int = 0       # kernels compiled by LLVM for this function's executables
     disk_hits: int = 0      # kernels loaded from the disk cache instead
     disk_misses: int = 0    # disk lookups that found no usable entry (then compiled)
+    device: str | None = None   # where the last call ran ("cpu" or "cuda"; device="auto" picks)
 
 
 class CacheInfo(NamedTuple):
@@ -148,12 +152,12 @@ class CompiledFunction:
             raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
         if fallback not in (None, "numpy"):
             raise ValueError(f"fallback must be None or 'numpy', got {fallback!r}")
+        config.check_environment()   # a misspelt TRACEARRAY_* name, warned about once
         self.fn = fn
         self.device = device
-        self.static_argnums = frozenset((static_argnums,) if isinstance(static_argnums, int)
-                                        else static_argnums)
-        self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
-                                         else static_argnames)
+        # validated against fn's signature, and each completed by the other (signature.py)
+        self.static_argnums, self.static_argnames = static_arguments(fn, static_argnums,
+                                                                     static_argnames)
         self.fallback = fallback
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
@@ -199,6 +203,7 @@ class CompiledFunction:
             flat, tree = pytree.flatten(value, is_array_leaf)
             # which leaves are generators: a uint64 key like any 0-d uint64 array, but traced
             # as a generator (so not the same trace as an array)
+            refuse_identity_constants(tree, name)
             gens = tuple(j for j, v in enumerate(flat) if isinstance(v, np.random.Generator))
             statics.append(_hashable((tree, "generators", gens) if gens else tree))
             blind.append((_value_blind(tree), gens) if gens else _value_blind(tree))
@@ -274,7 +279,7 @@ class CompiledFunction:
                     f"operations")
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
-            config.log(1, f"{self.__name__}: {lowered.probe} is {count}")
+            config.log(config.COMPILES, "%s: %s is %d", self.__name__, lowered.probe, count)
             sizes += (count,)
 
     def _warn_retrace(self, args: tuple, kwargs: dict, changed: tuple[int, ...]) -> None:
@@ -299,11 +304,12 @@ class CompiledFunction:
         traced = self._traces.get(tkey)
         guards_changed = traced is not None and not self._guards_hold(traced[0])
         if guards_changed:
-            config.log(1, f"{self.__name__}: a global it reads changed: re-tracing")
+            config.log(config.COMPILES, "%s: a global it reads changed: re-tracing",
+                       self.__name__)
             traced = None
         if traced is None:
             if config.explain_cache_misses():
-                config.log(0, f"{self.__name__}: trace cache miss: a global it reads changed"
+                config.explain_miss(f"{self.__name__}: trace cache miss: a global it reads changed"
                            if guards_changed else self._trace_miss(tkey, args, kwargs))
             trace = trace_function(self.fn, args, kwargs, self.static_argnums,
                                    self.static_argnames, sizes)
@@ -318,11 +324,11 @@ class CompiledFunction:
             self.stats.traces += 1
             if sizes or trace.probe is not None:
                 self._staged = True
-            self._report(name, Lowered(graph, plan, traced[2], None))
+            self._report(name, Lowered(graph, plan, traced[2], None), tkey)
         else:
             self._traces.move_to_end(tkey)
         leaves = leaves + self._global_arrays(traced[0], keys)
-        device = self._resolve_device()
+        device = self.stats.device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
         # complex arguments as the real pair views the graph's inputs are (both runtimes)
@@ -333,7 +339,7 @@ class CompiledFunction:
         if exe is None:
             if config.explain_cache_misses():
                 same_trace = [k for k in self._executables if k[0] == tkey]
-                config.log(0, cachemiss.explain_executable_miss(
+                config.explain_miss(cachemiss.explain_executable_miss(
                     self.__name__, same_trace[-1] if same_trace else None, ekey,
                     traced[0].graph.input_names))
             if device == "cuda" and traced[0].probe is not None and \
@@ -354,15 +360,12 @@ class CompiledFunction:
             self.stats.compiles += getattr(exe, "compiles", 0)
             self.stats.disk_hits += getattr(exe, "disk_hits", 0)
             self.stats.disk_misses += getattr(exe, "disk_misses", 0)
-            config.log(1, f"{self.__name__}: built {len(exe.kernels)} kernel(s) for "
-                          f"{[a.shape for a in leaves]}")
-            for k in exe.kernels:
-                if k is not None:
-                    config.log(6, f"{k.name} ({k.geometry.strategy}):\n{k.ir}")
-                    config.dump(k.name, "ll", k.ir)
+            config.log(config.COMPILES, "%s: built %d kernel(s) for %s on %s", self.__name__,
+                       len(exe.kernels), ShapesText(leaves), device)
+            report_executable(self.__name__, name, exe, ekey, leaves)
         else:
             self._executables.move_to_end(ekey)
-            config.log(1, f"{self.__name__}: cache hit")
+            config.log(config.COMPILES, "%s: cache hit (%s)", self.__name__, device)
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
     def _trace_miss(self, tkey: Any, args: tuple, kwargs: dict) -> str:
@@ -436,18 +439,21 @@ class CompiledFunction:
             out.append(keys[source])
         return out
 
-    def _report(self, name: str, lowered: "Lowered") -> None:
-        config.log(1, f"{self.__name__}: traced ({len(lowered.plan.kernels)} kernel(s))")
+    def _report(self, name: str, lowered: "Lowered", tkey: Any) -> None:
+        config.log(config.COMPILES, "%s: traced (%d kernel(s))", self.__name__,
+                   len(lowered.plan.kernels))
         # Formatting a graph costs about as much as tracing it: only when it is shown.
-        level, dumping = config.debug_level(), config.dump_dir() is not None
-        if level >= 4 or dumping:
+        dumping = config.dump_dir() is not None
+        signature = config.signature_id(tkey) if dumping else ""
+        describe = ShapesText(tkey[1]) if dumping else ""
+        if config.enabled(config.GRAPH) or dumping:
             graph = lowered.as_text("graph")
-            config.log(4, f"graph of {self.__name__}:\n{graph}")
-            config.dump(name, "graph", graph)
-        if level >= 3 or dumping:
+            config.log(config.GRAPH, "graph of %s:\n%s", self.__name__, graph)
+            config.dump(name, "graph", graph, signature, f"{self.__name__} {describe}")
+        if config.enabled(config.PLAN) or dumping:
             plan = lowered.as_text("plan")
-            config.log(3, f"plan of {self.__name__}:\n{plan}")
-            config.dump(name, "plan", plan)
+            config.log(config.PLAN, "plan of %s:\n%s", self.__name__, plan)
+            config.dump(name, "plan", plan, signature, f"{self.__name__} {describe}")
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Trace and compile for these arguments (as a call would, using the same caches)
@@ -467,6 +473,16 @@ class CompiledFunction:
     def __repr__(self) -> str:
         return f"<tracearray.CompiledFunction {self.__qualname__} (device={self.device!r})>"
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A compiled function defined in a class body is a method: ``obj.method(x)`` calls
+        it with ``obj`` as its first argument, traced like any argument (a dataclass or
+        namedtuple instance is a tree of inputs; another object must be marked static and
+        compare by value: see ``_refuse_identity_constant``). One CompiledFunction, and so
+        one set of caches, serves every instance."""
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if getattr(_tracing, "stack", None):   # trace_context.current(), inlined
             # Called by a function being traced (in this thread): inlined into that trace,
@@ -477,6 +493,7 @@ class CompiledFunction:
             hit = self._fast.get(fast_key)
             if hit is not None and (not hit.guards or self._same_globals(hit)):
                 self.stats.calls += 1
+                self.stats.device = fast_key[0]
                 if hit.single:   # the common case, with nothing to check or write back
                     out = hit.run(args)[0]
                     return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
@@ -640,7 +657,10 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
         ``.stats``, ``.fn``), or, called without ``fn``, a decorator that makes one.
     :raises ValueError: for an unknown ``device`` or ``fallback``.
     """
-    def wrap(f: Callable) -> CompiledFunction:
+    def wrap(f: Callable) -> Any:
+        # @compile above @staticmethod / @classmethod: compile the function, keep the kind
+        if isinstance(f, (staticmethod, classmethod)):
+            return type(f)(wrap(f.__func__))
         return CompiledFunction(f, device=device, static_argnums=static_argnums,
                                 static_argnames=static_argnames, fallback=fallback)
     return wrap if fn is None else wrap(fn)

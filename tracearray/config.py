@@ -1,31 +1,155 @@
-"""The one place that reads tracearray's environment variables.
+"""The one place that reads tracearray's environment variables, and its logging.
 
-- ``TRACEARRAY_DEBUG=N`` prints to stderr, cumulatively: 1 compile events and cache hits,
-  3 the fusion plan, 4 the traced graph, 6 the LLVM IR of each kernel.
-- ``TRACEARRAY_EXPLAIN_CACHE_MISSES=1`` prints why a call traced or built again.
-- ``TRACEARRAY_DUMP_DIR=path`` writes every stage's text (graph, plan, LLVM IR) per compiled
-  signature into that folder.
-- ``TRACEARRAY_NUM_THREADS=N`` sets the CPU thread count (read by ``cpu/pool.py``).
-- ``TRACEARRAY_VECTOR_MATH=0`` turns off libmvec vector math (read by ``cpu/jit.py``).
-- ``TRACEARRAY_CACHE_DIR`` / ``TRACEARRAY_CACHE_MAX_MB``: the disk cache of compiled kernels.
-- ``TRACEARRAY_LIBDEVICE``, ``TRACEARRAY_GPU_LOAD``, ``TRACEARRAY_DISABLE_GPU``: GPU backend
-  (``TRACEARRAY_DISABLE_GPU`` is read when a process first resolves ``device="auto"``, not
-  on every call: ``gpu.driver.is_available_memo``).
-- ``TRACEARRAY_CACHE_DIR=path`` moves the disk cache of compiled kernels; ``""``, ``0`` or
-  ``off`` turns it off (see ``cache_dir``).
-- ``TRACEARRAY_CACHE_MAX_MB=N`` bounds the disk cache (default 256; ``unlimited`` for none).
-- ``TRACEARRAY_OUTPUT_ARENA_MB=N`` bounds the recycled memory of large CPU results (default
-  512; 0 turns recycling off; see ``cpu/memory.py``).
+Every variable is declared once in ``VARIABLES`` (name, default, effect, the module that
+uses it); ``docs/configuration.md`` shows that table and a test keeps the two equal. Values
+are read where they are used (a variable set after ``import tracearray`` still applies), each
+raw value parsed once. A ``TRACEARRAY_*`` name that is not declared is warned about once, with
+the closest declared name (``check_environment``: at import and whenever a function is
+compiled).
+
+Logging goes through ``logging.getLogger("tracearray")``. The DEBUG ladder is a set of levels
+below ``logging.DEBUG``: ladder step ``n`` logs at ``logging_level(n) = 11 - n``, so step 1
+(compile events, cache hits) is ``logging.DEBUG`` itself and ``logging.basicConfig(level=
+logging.DEBUG)`` shows it without the IR dumps; ``logger.setLevel(logging_level(7))`` shows
+everything. ``TRACEARRAY_DEBUG=N`` sets the logger to step ``N`` and adds a stderr handler
+(``[tracearray] message``). Messages use lazy ``%`` formatting, and large texts (graphs, IR)
+are built only when ``enabled(step)`` says the step is shown.
 """
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import sys
+import warnings
+from dataclasses import dataclass
 
 _OFF = ("", "0", "off", "false", "no", "none")
 
 
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable tracearray reads."""
+    name: str
+    default: str     # as documented ("unset" where absence has its own meaning)
+    effect: str
+    read_by: str     # the modules (under tracearray/) that use the value
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("TRACEARRAY_DEBUG", "0",
+             "Debug ladder, cumulative: 1 compile events and cache hits, 2 per-kernel times, "
+             "3 fusion plan, 4 traced graph, 5 bound tiles, 6 LLVM IR, 7 PTX/assembly. "
+             "Printed to stderr through the `tracearray` logger.", "config.py"),
+    Variable("TRACEARRAY_EXPLAIN_CACHE_MISSES", "0",
+             "`1` says, for each call that traces or builds again, which part of the cache "
+             "key changed (dtype, rank, broadcast pattern, size, layout, a static value, the "
+             "device).", "api.py, cachemiss.py"),
+    Variable("TRACEARRAY_DUMP_DIR", "unset",
+             "Folder into which every stage's text (graph, plan, tiles, LLVM IR, assembly or "
+             "PTX) is written, one file per stage and signature, with an `index.txt`.",
+             "config.py"),
+    Variable("TRACEARRAY_NUM_THREADS", "the CPUs this process may run on",
+             "Threads of the CPU backend (`tracearray.set_num_threads` overrides it at run "
+             "time).", "cpu/pool.py"),
+    Variable("TRACEARRAY_VECTOR_MATH", "1",
+             "`0` turns off libmvec vector variants of libm calls on the CPU.", "cpu/jit.py"),
+    Variable("TRACEARRAY_CACHE_DIR", "the user cache folder",
+             "Folder of the disk cache of compiled kernels (`~/.cache/tracearray`, "
+             "`~/Library/Caches/tracearray`, `%LOCALAPPDATA%\\tracearray\\Cache`); `\"\"`, "
+             "`0` or `off` turn the disk cache off.", "cpu/jit.py, gpu/ptx.py"),
+    Variable("TRACEARRAY_CACHE_MAX_MB", "256",
+             "Size bound of each backend's disk cache, least recently used entries deleted "
+             "first; `unlimited` for none.", "cpu/jit.py, gpu/ptx.py"),
+    Variable("TRACEARRAY_OUTPUT_ARENA_MB", "512",
+             "Bytes of large CPU result blocks kept for reuse; `0` turns recycling off.",
+             "cpu/memory.py"),
+    Variable("TRACEARRAY_MAX_TRACE_OPS", "200000",
+             "Operations a trace may record before it stops with an error (a Python loop "
+             "that unrolls without end).", "trace/context.py"),
+    Variable("TRACEARRAY_LIBDEVICE", "unset",
+             "Explicit path of NVIDIA's `libdevice.10.bc` (searched for otherwise).",
+             "gpu/ptx.py"),
+    Variable("TRACEARRAY_GPU_LOAD", "auto",
+             "How GPU modules are loaded: `auto` (cubin through nvJitLink or ptxas when "
+             "present, else the driver's PTX JIT), `ptx` or `cubin`.", "gpu/driver.py"),
+    Variable("TRACEARRAY_DISABLE_GPU", "0",
+             "`1` behaves as if no GPU were present (`device=\"auto\"` runs on the CPU).",
+             "gpu/driver.py"),
+    Variable("CUDA_HOME", "unset",
+             "CUDA toolkit root, searched for `libdevice` and `ptxas` (also `CUDA_PATH`).",
+             "gpu/ptx.py"),
+    Variable("CUDA_PATH", "unset", "Same as `CUDA_HOME`, searched after it.", "gpu/ptx.py"),
+)
+
+# Variables of the repository's test and benchmark scripts (read there, not by the package);
+# any name starting with one of the prefixes is theirs too. Declared so they are not warned
+# about.
+SCRIPT_VARIABLES: dict[str, str] = {
+    "TRACEARRAY_TEST_REPORT": "tests/test_gpu_cuda.py: file the GPU bandwidth report goes to",
+    "TRACEARRAY_TEST_EMULATE_ALL": "tests/gpu: run every GPU test on the SIMT emulator",
+    "TRACEARRAY_NUMBA_PYTHON": "benchmarks: interpreter with numba, for the comparison",
+    "TRACEARRAY_BENCH_REMOVED_OPENBLAS_ENV": "benchmarks: internal marker of a re-executed run",
+}
+SCRIPT_PREFIXES = ("TRACEARRAY_TEST_", "TRACEARRAY_BENCH_")
+
+_DECLARED = {v.name for v in VARIABLES}
+
+
+def is_declared(name: str) -> bool:
+    return name in _DECLARED or name in SCRIPT_VARIABLES or name.startswith(SCRIPT_PREFIXES)
+
+
+_warned_unknown: set[str] = set()
+
+
+def check_environment() -> list[str]:
+    """Warn (once per name) about each ``TRACEARRAY_*`` variable that tracearray does not
+    read: a misspelt name is otherwise silently ignored. Returns the unknown names set."""
+    unknown = sorted(n for n in os.environ if n.startswith("TRACEARRAY_")
+                     and not is_declared(n))
+    for name in unknown:
+        if name in _warned_unknown:
+            continue
+        _warned_unknown.add(name)
+        # compared without the shared prefix, which would make every name look close
+        known = {v[len("TRACEARRAY_"):]: v for v in sorted(_DECLARED)
+                 if v.startswith("TRACEARRAY_")}
+        close = difflib.get_close_matches(name[len("TRACEARRAY_"):], list(known), n=1,
+                                          cutoff=0.6)
+        hint = f"; did you mean {known[close[0]]}?" if close else ""
+        warnings.warn(f"tracearray does not know the environment variable {name}{hint} "
+                      f"(docs/configuration.md lists the ones it reads)", RuntimeWarning,
+                      stacklevel=3)
+    return unknown
+
+
+# ------------------------------------------------------------------------------------------
+# Logging and the DEBUG ladder
+# ------------------------------------------------------------------------------------------
+
+LADDER: dict[int, str] = {
+    1: "compile events and cache hits",
+    2: "per-kernel times",
+    3: "fusion plan",
+    4: "traced graph",
+    5: "bound tiles",
+    6: "LLVM IR",
+    7: "PTX/assembly",
+}
+COMPILES, TIMES, PLAN, GRAPH, TILES, LLVM_IR, ASSEMBLY = range(1, 8)
+TIMES_LEVEL = logging.DEBUG + 1 - TIMES   # checked on every call: logger.isEnabledFor(...)
+
+logger = logging.getLogger("tracearray")
+
+
+def logging_level(step: int) -> int:
+    """The ``logging`` level of ladder step ``step`` (1 is ``logging.DEBUG``, 7 is 4)."""
+    return logging.DEBUG + 1 - step
+
+
 def debug_level() -> int:
+    """``TRACEARRAY_DEBUG`` as an integer (0 when unset)."""
     raw = os.environ.get("TRACEARRAY_DEBUG", "0").strip() or "0"
     try:
         return int(raw)
@@ -33,41 +157,153 @@ def debug_level() -> int:
         raise ValueError(f"TRACEARRAY_DEBUG must be an integer, got {raw!r}") from None
 
 
+class _StderrHandler(logging.StreamHandler):
+    """The handler ``TRACEARRAY_DEBUG`` adds (stderr looked up at each record, so a test's
+    or a notebook's replaced ``sys.stderr`` receives it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("[tracearray] %(message)s"))
+
+    @property   # type: ignore[override]
+    def stream(self):   # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:   # noqa: ANN001
+        pass
+
+
+_handler = _StderrHandler()
+_applied_debug: str | None = None   # the TRACEARRAY_DEBUG value the logger was last set for
+
+
+def _sync_debug_env() -> None:
+    """Apply ``TRACEARRAY_DEBUG`` to the logger when its value changed since it was last
+    applied (unset: the logger is left as the application configured it)."""
+    global _applied_debug
+    raw = os.environ.get("TRACEARRAY_DEBUG")
+    if raw == _applied_debug:
+        return
+    level = debug_level()
+    _applied_debug = raw
+    if level > 0:
+        logger.setLevel(logging_level(min(level, ASSEMBLY)))
+        if _handler not in logger.handlers:
+            logger.addHandler(_handler)
+    else:
+        logger.setLevel(logging.NOTSET)
+        logger.removeHandler(_handler)
+
+
+def enabled(step: int) -> bool:
+    """Whether ladder step ``step`` is shown (build expensive messages only when it is).
+
+    Not for the call path of a built function, which reads no environment: it asks
+    ``logger.isEnabledFor(TIMES_LEVEL)`` (a changed ``TRACEARRAY_DEBUG`` applies from the
+    next trace, build or log message on)."""
+    _sync_debug_env()
+    return logger.isEnabledFor(logging_level(step))
+
+
+def log(step: int, message: str, *args: object) -> None:
+    """Log ``message % args`` at ladder step ``step`` (formatted only if it is shown)."""
+    _sync_debug_env()
+    logger.log(logging_level(step), message, *args, stacklevel=2)   # the caller's line
+
+
+# ------------------------------------------------------------------------------------------
+# Dump directory
+# ------------------------------------------------------------------------------------------
+
 def dump_dir() -> str | None:
     return os.environ.get("TRACEARRAY_DUMP_DIR") or None
 
 
-def log(level: int, message: str) -> None:
-    """Print ``message`` to stderr when the debug level is at least ``level``."""
-    if debug_level() >= level:
-        print(f"[tracearray] {message}", file=sys.stderr)
+def signature_id(key: object) -> str:
+    """A short stable name for one signature's cache key, for dump file names."""
+    import hashlib
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:10]
 
 
-def dump(name: str, stage: str, text: str) -> None:
-    """Write one stage's artifact for ``name`` into TRACEARRAY_DUMP_DIR, if set."""
+def dump(name: str, stage: str, text: str, signature: str = "",
+         describe: str = "") -> None:
+    """Write one stage's artifact into TRACEARRAY_DUMP_DIR, if set, as
+    ``<name>-<signature>.<stage>``: each signature has its own files. ``describe`` (the
+    argument shapes and dtypes) is recorded beside the file name in ``index.txt``."""
     folder = dump_dir()
     if folder is None:
         return
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}.{stage}")
+    base = f"{name}-{signature}" if signature else name
+    path = os.path.join(folder, f"{base}.{stage}")
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)   # atomic: a reader never sees half a file
+    if describe:
+        with open(os.path.join(folder, "index.txt"), "a") as f:   # O_APPEND: whole lines
+            f.write(f"{base}.{stage}\t{describe}\n")
 
+
+# ------------------------------------------------------------------------------------------
+# Values
+# ------------------------------------------------------------------------------------------
 
 def explain_cache_misses() -> bool:
-    """``TRACEARRAY_EXPLAIN_CACHE_MISSES=1``: print why each call that traces or builds
-    again missed a compiled function's caches (which part of the key changed: dtype, rank,
+    """``TRACEARRAY_EXPLAIN_CACHE_MISSES=1``: say why each call that traces or builds again
+    missed a compiled function's caches (which part of the key changed: dtype, rank,
     broadcast pattern, size, layout, a static value, the device). Read on misses only."""
     raw = os.environ.get("TRACEARRAY_EXPLAIN_CACHE_MISSES", "0").strip().lower()
     return raw not in _OFF
+
+
+def explain_miss(message: str) -> None:
+    """One cache-miss explanation: a warning-level record of the ``tracearray`` logger
+    (printed to stderr by logging's last-resort handler when the application configured
+    none, as JAX's ``explain_cache_misses`` does)."""
+    _sync_debug_env()
+    logger.warning("%s", message, stacklevel=2)
 
 
 def vector_math() -> bool:
     """``TRACEARRAY_VECTOR_MATH``: libmvec vector variants for libm calls (default on)."""
     raw = os.environ.get("TRACEARRAY_VECTOR_MATH", "1").strip().lower()
     return raw not in ("0", "false", "no", "off")
+
+
+_threads_for: dict[str | None, int | None] = {}   # read on every parallel call: parse once
+
+
+def num_threads_setting() -> int | None:
+    """``TRACEARRAY_NUM_THREADS`` as a positive integer; None when unset or empty."""
+    raw = os.environ.get("TRACEARRAY_NUM_THREADS")
+    try:
+        return _threads_for[raw]
+    except KeyError:
+        pass
+    n: int | None = None
+    if raw is not None and raw.strip() != "":
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"TRACEARRAY_NUM_THREADS must be a positive integer, got {raw!r}")
+    _threads_for[raw] = n
+    return n
+
+
+def max_trace_ops() -> int:
+    """``TRACEARRAY_MAX_TRACE_OPS``: operations one trace may record (default 200000)."""
+    raw = os.environ.get("TRACEARRAY_MAX_TRACE_OPS", "200000")
+    try:
+        n = int(raw.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"TRACEARRAY_MAX_TRACE_OPS must be a positive integer, got {raw!r}")
+    return n
 
 
 def default_cache_dir() -> str:
@@ -147,6 +383,11 @@ def libdevice_path() -> str | None:
     return os.environ.get("TRACEARRAY_LIBDEVICE") or None
 
 
+def cuda_toolkit_roots() -> list[tuple[str, str]]:
+    """``CUDA_HOME`` then ``CUDA_PATH``, where set: (variable, folder)."""
+    return [(var, os.environ[var]) for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
+
+
 def gpu_load_mode() -> str:
     """``TRACEARRAY_GPU_LOAD``: how GPU modules are loaded: ``auto`` (cubin through nvJitLink
     or ptxas when present, else the driver's PTX JIT), ``ptx`` or ``cubin``."""
@@ -159,3 +400,8 @@ def gpu_load_mode() -> str:
 def gpu_disabled() -> bool:
     """``TRACEARRAY_DISABLE_GPU=1``: behave as if no GPU were present (device="auto" -> CPU)."""
     return os.environ.get("TRACEARRAY_DISABLE_GPU", "0").strip() not in ("", "0")
+
+
+def set_variables() -> dict[str, str]:
+    """Every ``TRACEARRAY_*`` variable set in this process, with its value (for reports)."""
+    return {n: v for n, v in sorted(os.environ.items()) if n.startswith("TRACEARRAY_")}

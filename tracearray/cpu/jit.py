@@ -446,14 +446,15 @@ class CpuJit:
             self._note_discard(key, cache.last_error)
             return None
         self.stats.disk_hits += 1
-        config.log(1, f"cpu jit: loaded {key[:12]} from {cache.folder} "
-                      f"({len(payload)} bytes, {1e3 * (time.perf_counter() - start):.1f} ms)")
+        config.log(config.COMPILES, "cpu jit: loaded %s from %s (%d bytes, %.1f ms)", key[:12],
+                   cache.folder, len(payload), 1e3 * (time.perf_counter() - start))
         return engine
 
     def _note_discard(self, key: str, reason: str | None) -> None:
         """A bad disk entry was deleted; the caller recompiles."""
         self.stats.disk_discarded += 1
-        config.log(1, f"cpu jit: discarded disk entry {key[:12]}: {reason}; recompiling")
+        config.log(config.COMPILES, "cpu jit: discarded disk entry %s: %s; recompiling",
+                   key[:12], reason)
 
     def _compile(self, text: str, key: str, cache: ObjectCache | None, record: bytes) -> _Engine:
         """Steps 2-4 on rewritten text; the object goes to ``cache`` when there is one."""
@@ -472,8 +473,9 @@ class CpuJit:
         written = len(objects) == 1 and cache is not None and cache.store(key, objects[0], record)
         objects.clear()     # the hook's closure lives as long as the engine
         self.stats.disk_writes += written
-        config.log(1, f"cpu jit: compiled {key[:12]} in {1e3 * (time.perf_counter() - start):.1f} ms"
-                      + (f", wrote {cache.folder}" if written else ""))
+        config.log(config.COMPILES, "cpu jit: compiled %s in %.1f ms%s", key[:12],
+                   1e3 * (time.perf_counter() - start),
+                   f", wrote {cache.folder}" if written else "")
         return engine
 
     def asm(self, module_text: str) -> str:

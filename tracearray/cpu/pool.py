@@ -15,30 +15,47 @@ import queue
 import threading
 from typing import Callable, Sequence
 
+from .. import config
+
 ENV_THREADS = "TRACEARRAY_NUM_THREADS"
+
+# ``set_num_threads(n)``: the thread count chosen at run time, before the environment's.
+_threads_set: int | None = None
 
 
 def num_threads() -> int:
-    """Threads to use: $TRACEARRAY_NUM_THREADS, else the CPUs this process may run on."""
-    raw = os.environ.get(ENV_THREADS)
-    cached = _threads_for.get(raw)
-    if cached is None:
-        cached = _threads_for[raw] = _parse_threads(raw)
-    return cached
+    """Threads to use: ``set_num_threads``'s, else $TRACEARRAY_NUM_THREADS, else the CPUs this
+    process may run on."""
+    if _threads_set is not None:
+        return _threads_set
+    n = config.num_threads_setting()
+    return n if n is not None else available_cpus()
 
 
-_threads_for: dict[str | None, int] = {}   # read on every parallel call: parse each value once
+def num_threads_source() -> str:
+    """Where ``num_threads()`` comes from, in words (for the environment report)."""
+    if _threads_set is not None:
+        return "tracearray.set_num_threads"
+    if config.num_threads_setting() is not None:
+        return "TRACEARRAY_NUM_THREADS"
+    return "the CPUs this process may run on"
 
 
-def _parse_threads(raw: str | None) -> int:
-    if raw is not None and raw.strip() != "":
-        try:
-            n = int(raw.strip())
-        except ValueError:
-            raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}") from None
-        if n < 1:
-            raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}")
-        return n
+def set_num_threads(n: int | None) -> None:
+    """Use ``n`` threads for the kernels launched from now on (None: back to the default).
+
+    Executables built earlier keep how they split their work (in chunks, about four per
+    thread they were built for; results do not depend on it), and run those chunks on ``n``
+    threads."""
+    global _threads_set
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_num_threads: the thread count must be a positive integer or "
+                         f"None, got {n!r}")
+    _threads_set = n
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

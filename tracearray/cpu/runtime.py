@@ -12,11 +12,13 @@ import ctypes
 import math
 import operator
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import config
 from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
 from ..errors import TracearrayError, node_location, run_time_error, stage_error
 from ..fuse.plan import Plan
@@ -254,7 +256,9 @@ class Executable:
             else:
                 out = slots[i] = np.empty(shape, dtype)
                 addrs[i] = address(out)
-        if self._direct_steps is not None:
+        # (per-kernel times, DEBUG step 2, are taken by the general loop: ~0.1 us to ask)
+        if self._direct_steps is not None and \
+                not config.logger.isEnabledFor(config.TIMES_LEVEL):
             for entry, pointer_array, own, lock, pointers_of, params, chunks, one in \
                     self._direct_steps:
                 if lock.acquire(False):
@@ -283,11 +287,16 @@ class Executable:
 
     def _run_steps(self, slots: list[Any], addrs: list[int | None]) -> None:
         keep_alive: list[Any] = []
+        timed = config.logger.isEnabledFor(config.TIMES_LEVEL)   # ~0.1 us
         for kind, step in self._steps:
+            start = time.perf_counter() if timed else 0.0
             if kind == "kernel":
                 self._launch(step, slots, addrs, keep_alive)
             else:
                 step.run(slots, self.graph.locations)
+            if timed:
+                config.log(config.TIMES, "%s: %.3f ms", step.name if kind == "kernel" else
+                           step.op, 1e3 * (time.perf_counter() - start))
 
     def _launch(self, ck: CompiledKernel, slots: list[Any], addrs: list[int | None],
                 keep_alive: list[Any]) -> None:

@@ -130,6 +130,14 @@ class Array:
         return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """NumPy 2's protocol: the data is in device memory, so every conversion copies it
+        to the host (a fresh array, ``copy=True`` or not); ``copy=False`` asks for no copy
+        and gets the ValueError NumPy specifies for a copy that cannot be avoided."""
+        if copy is False:
+            raise ValueError(
+                f"tracearray.Array of shape {self.shape} is in GPU memory: a NumPy array of "
+                f"it is always a copy to the host, which copy=False forbids; use "
+                f"np.asarray(x) or x.numpy() (or keep it on the device)")
         a = self.numpy()
         return a.astype(dtype, copy=False) if dtype is not None else a
 

@@ -177,9 +177,8 @@ def libdevice_candidates() -> list[tuple[str, Path]]:
         out.append(("cuda-pathfinder", Path(find_bitcode_lib("device"))))
     except Exception:
         pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            out.append((var, Path(os.environ[var]) / "nvvm" / "libdevice" / _LIBDEVICE))
+    for var, root in config.cuda_toolkit_roots():
+        out.append((var, Path(root) / "nvvm" / "libdevice" / _LIBDEVICE))
     for sp in sys.path:  # the nvidia-nvvm (CUDA 13) and nvidia-cuda-nvcc-cu12 wheels
         for rel in ("nvidia/cu13/nvvm/libdevice", "nvidia/cuda_nvcc/nvvm/libdevice"):
             out.append(("site-packages", Path(sp) / rel / _LIBDEVICE))
@@ -336,7 +335,7 @@ def _disk_get(key: str, record: bytes, target: GpuTarget) -> str | None:
     header = text[:4096]
     if (".version" in header and f".target {target.arch}" in header
             and text.rstrip().endswith("}")):
-        config.log(1, f"gpu ptx: loaded {key[:12]} from {cache.folder}")
+        config.log(config.COMPILES, "gpu ptx: loaded %s from %s", key[:12], cache.folder)
         return text
     cache.refuse(key, f"not PTX for {target.arch}")
     return None
@@ -485,11 +484,10 @@ def ptxas_path() -> str | None:
     found = shutil.which("ptxas")
     if found:
         return found
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            p = Path(os.environ[var]) / "bin" / "ptxas"
-            if p.is_file():
-                return str(p)
+    for _var, root in config.cuda_toolkit_roots():
+        p = Path(root) / "bin" / "ptxas"
+        if p.is_file():
+            return str(p)
     return None
 
 

@@ -15,6 +15,12 @@
 
 Needs Hypothesis (``pip install 'tracearray[test]'``).
 """
+try:
+    import hypothesis as _hypothesis  # noqa: F401
+except ImportError as _missing:
+    raise ImportError("tracearray.testing needs Hypothesis, which is not installed: "
+                      "pip install 'tracearray[test]' (or: pip install hypothesis)",
+                      name="hypothesis") from _missing
 from .check import CheckFailure, check, matches_numpy
 from .compare import (FALLBACK_RTOL_ATOL, TOLERANCES, Comparison, MismatchError,
                       assert_matches_numpy, compare_with_numpy)

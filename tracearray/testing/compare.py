@@ -136,6 +136,7 @@ class Comparison:
     device: str = "auto"
     result: Any = None                                     # the compiled result
     bounds: list | None = None                             # per result leaf (bounds.Bound)
+    numpy_error: BaseException | None = None               # what NumPy raised, if it did
 
     @property
     def ok(self) -> bool:
@@ -213,6 +214,7 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     try:
         want = _numpy_call(ref_fn, args)
     except Exception as exc:   # noqa: BLE001 -- NumPy's error is the specification
+        cmp.numpy_error = exc
         _compare_errors(cf, args, exc, cmp)
         return cmp
     lowered = cf.lower(*args)

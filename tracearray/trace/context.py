@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .. import config
 from ..errors import user_location, UnsupportedOperationError, with_location
 
 
@@ -95,7 +96,7 @@ class SizeNeeded(BaseException):
 
 # A trace that makes more operations than this stops: a Python loop over array elements
 # unrolls into operations per step, and past this size compiling takes minutes.
-MAX_TRACE_OPS = int(os.environ.get("TRACEARRAY_MAX_TRACE_OPS", "200000"))
+MAX_TRACE_OPS = config.max_trace_ops()
 
 
 def note_location(node: Any) -> None:
