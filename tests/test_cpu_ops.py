@@ -216,7 +216,21 @@ TESTED_BY = {
         "reduce_bitwise_xor", "reduce_logical_xor")},
     **{op: "test_external_ops" for op in EXTERNAL_CALLS},
     "philox": "test_philox",
+    "fma": "test_fma_in_complex_multiplication",
 }
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+def test_fma_in_complex_multiplication(dt) -> None:
+    """The ``fma`` primitive (llvm.fma, one rounding) computes complex products as NumPy's
+    SIMD loops do; the comparator also accepts the unfused rounding of NumPy's other loops.
+    Values with cancelling parts, infinities and NaN, and strided operands."""
+    rng = np.random.default_rng(5)
+    z = (rng.standard_normal((7, 9)) + 1j * rng.standard_normal((7, 9))).astype(dt)
+    w = (z.real * (1 + 1e-7) + 1j * z.imag * (1 - 1e-7)).astype(dt)   # near cancellation
+    z[0, :3] = [np.inf + 1j, np.nan, 1 - 1j * np.inf]
+    assert_matches_numpy(lambda a, b: a * b, z, w, device="cpu")
+    assert_matches_numpy(lambda a, b: a[::-1, ::2] * b[:, ::2].conj(), z, w, device="cpu")
 
 
 @pytest.mark.parametrize("op", sorted(EXTERNAL_CALLS))
