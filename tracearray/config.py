@@ -259,11 +259,11 @@ def explain_cache_misses() -> bool:
 
 
 def explain_miss(message: str) -> None:
-    """One cache-miss explanation: a warning-level record of the ``tracearray`` logger
-    (printed to stderr by logging's last-resort handler when the application configured
-    none, as JAX's ``explain_cache_misses`` does)."""
-    _sync_debug_env()
-    logger.warning("%s", message, stacklevel=2)
+    """One cache-miss explanation, asked for with ``TRACEARRAY_EXPLAIN_CACHE_MISSES``: printed
+    to stderr (whatever the logging configuration: the user asked for it), and logged at
+    ladder step 1 for handlers of the ``tracearray`` logger."""
+    print(f"[tracearray] {message}", file=sys.stderr)
+    log(COMPILES, "%s", message)
 
 
 def vector_math() -> bool:
