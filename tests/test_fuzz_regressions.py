@@ -334,3 +334,15 @@ def test_a_masked_selection_as_an_operand_of_a_composite_ufunc() -> None:
     assert_matches_numpy(program, np.ones((1, 1, 1), np.float32), device="cpu")
     assert_matches_numpy(program, np.linspace(-1, 3, 24, dtype=np.float32).reshape(2, 3, 4),
                          device="cpu")
+
+
+def test_random_integers_with_a_masked_selection_as_bounds() -> None:
+    """soak seed 'cpu-2026-12-01-l', program 1746 (compile_error: "astype: dtype object"): the
+    bounds of ``rng.integers`` may be a selection ``x[mask]``; its known-value check converted
+    it with np.asarray, which gave a traced value, then asked it for an object array. Fixed
+    in trace/random.py (``_traced_or_array``)."""
+    def program(x0):
+        v0 = x0[np.any(x0 > 7, axis=(1,))]
+        return np.random.default_rng(739).integers(v0, v0, endpoint=True, dtype=np.int64)
+    assert_matches_numpy(program, np.array([[640]], dtype=np.int64), device="cpu")
+    assert_matches_numpy(program, np.array([[1], [9], [8]], dtype=np.int64), device="cpu")

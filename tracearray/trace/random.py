@@ -367,9 +367,19 @@ def _lemire(bits: Any, r: Any, threshold: Any, tries: int, small: bool = False) 
     return result
 
 
+def _traced_or_array(value: Any) -> Any:
+    """A parameter as a tracer (a selection ``x[mask]`` compacted) or a NumPy array."""
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):
+        return value.compact()
+    return value if isinstance(value, Tracer) else np.asarray(value)
+
+
 def _known(value: Any) -> np.ndarray | None:
-    known = known_value(value.node) if isinstance(value, Tracer) else np.asarray(value)
-    if known is not None and known.dtype.kind == "f":
+    known = known_value(value.node) if isinstance(value, Tracer) else value
+    if not isinstance(known, np.ndarray):
+        return None
+    if known.dtype.kind == "f":
         known = known.astype(np.int64)
     return known
 
@@ -380,6 +390,7 @@ def _integers(gen: TracedGenerator, low: Any, high: Any, size: Any, dtype: np.dt
         raise TypeError(f"Unsupported dtype {dtype!r} for integers")
     info = np.iinfo(dtype) if dtype.kind != "b" else None
     lo_min, hi_max = (0, 1) if info is None else (int(info.min), int(info.max))
+    low, high = _traced_or_array(low), _traced_or_array(high)
     klow, khigh = _known(low), _known(high)
     if klow is not None and np.any(klow.astype(object) < lo_min):
         raise ValueError(f"low is out of bounds for {dtype}")
