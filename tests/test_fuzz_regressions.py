@@ -346,3 +346,14 @@ def test_random_integers_with_a_masked_selection_as_bounds() -> None:
         return np.random.default_rng(739).integers(v0, v0, endpoint=True, dtype=np.int64)
     assert_matches_numpy(program, np.array([[640]], dtype=np.int64), device="cpu")
     assert_matches_numpy(program, np.array([[1], [9], [8]], dtype=np.int64), device="cpu")
+
+
+def test_float16_convolution_multiplies_in_float32() -> None:
+    """soak seed 'cpu-2026-12-01-l', program 4229 (mismatch: NaN where NumPy gives -inf):
+    NumPy's float16 dot multiplies and adds in float32, so 234.875 * 1723 is finite there and
+    a window holding it and -inf sums to -inf; the composite multiplied in float16 (+inf)
+    and got inf - inf. Fixed in trace/composites/functions.py ``_correlate_full``."""
+    x = np.array([-1.0, 0.0006809, 1723.0, 2.0, 234.875, -np.inf, -1.0, 3.0], np.float16)
+    for mode in ("full", "same", "valid"):
+        assert_matches_numpy(lambda a: np.convolve(a, a[:3], mode), x, device="cpu")
+        assert_matches_numpy(lambda a: np.correlate(a, a[:3], mode), x, device="cpu")

@@ -361,7 +361,10 @@ def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
     (as NumPy's dot of the overlapping parts: a padded 0 times an inf in ``v`` is not a
     NaN)."""
     n, m = a.shape[0], v.shape[0]
-    dt = np.result_type(a.dtype, v.dtype)
+    out_dt = np.result_type(a.dtype, v.dtype)
+    # NumPy's float16 dot (HALF_dot) multiplies and adds in float32: a product that overflows
+    # float16 stays finite there (234.875 * 1723), so the sum is NumPy's inf, not inf - inf
+    dt = np.dtype(np.float32) if out_dt == np.float16 else out_dt
     a, v = a.astype(dt), v.astype(dt)
     if m > 1:
         zeros = np.zeros(m - 1, dt)
@@ -372,7 +375,7 @@ def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
         pos = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]   # into the padded a
         overlap = (pos >= m - 1) & (pos < n + m - 1)
         products = np.where(overlap, products, np.zeros((), products.dtype))
-    return np.sum(products, axis=-1, dtype=dt)
+    return np.sum(products, axis=-1, dtype=dt).astype(out_dt)
 
 
 def _correlate_mode(full: Tracer, n: int, m: int, mode: str) -> Tracer:
