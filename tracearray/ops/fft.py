@@ -5,13 +5,14 @@ ones (``fftn`` is ``fft`` along each axis, ``rfftn`` is ``rfft`` then ``fft``, `
 ``irfft`` of the conjugate): so calling these 1-D transforms in NumPy's order gives NumPy's
 numbers exactly.
 
-- ``fft.c2c``: complex to complex (``fft``, ``ifft``), on interleaved pairs: operand and
-  result are real arrays of shape ``s + (2,)`` (a complex array's memory, ``trace/complex.py``);
+- ``fft.c2c``: to complex (``fft``, ``ifft``): the result is interleaved pairs, a real array
+  of shape ``s + (2,)`` (a complex array's memory, ``trace/complex.py``);
 - ``fft.r2c``: real to complex (``rfft``): a real operand, a pair result;
-- ``fft.c2r``: complex to real (``irfft``): a pair operand, a real result.
+- ``fft.c2r``: to real (``irfft``): a real result.
 
 Attributes: ``n`` (the transform length along ``axis``: the output's for c2r), ``axis`` (of
-the complex array, non-negative), ``norm``, and for c2c ``inverse``.
+the complex array, non-negative), ``norm``, for c2c ``inverse``, and for c2c and c2r
+``pairs``: whether the operand is a complex value's pairs or a real array.
 """
 from __future__ import annotations
 
@@ -70,12 +71,12 @@ def _c2r(operands: list[np.ndarray], outs: list[np.ndarray], *, n: int, axis: in
 
 def _shape(shape: Sequence[int], a: dict) -> tuple[int, ...]:
     """The complex array's shape of an operand (a pair array drops its last axis)."""
-    return tuple(shape[:-1]) if a.get("pairs", True) else tuple(shape)
+    return tuple(shape[:-1]) if a["pairs"] else tuple(shape)
 
 
 def _pairs_dtype(dtype: np.dtype, a: dict) -> np.dtype:
     """The real dtype of the pairs of the transform of an operand of ``dtype``."""
-    return np.dtype(dtype) if a.get("pairs") else result_real_dtype(dtype)
+    return np.dtype(dtype) if a["pairs"] else result_real_dtype(dtype)
 
 
 register_external(
