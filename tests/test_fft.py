@@ -63,9 +63,9 @@ def test_one_dimensional_transforms_are_numpys(name: str, norm) -> None:
 def test_multi_dimensional_transforms_shifts_and_frequencies() -> None:
     x, z = RNG.standard_normal((4, 6, 5)), _complex((3, 8, 5), np.complex64)
     for a in (x, z):
-        _exact(lambda v: (np.fft.fft2(v), np.fft.ifft2(v, s=(5, 3)), np.fft.fftn(v),
+        _exact(lambda v: (np.fft.fft2(v), np.fft.ifft2(v, s=(5, 3), axes=(-2, -1)), np.fft.fftn(v),
                           np.fft.ifftn(v, axes=(0, 2), norm="ortho"), np.fft.irfftn(v),
-                          np.fft.irfft2(v, s=(4, 4))), a)
+                          np.fft.irfft2(v, s=(4, 4), axes=(-2, -1))), a)
     _exact(lambda v: (np.fft.rfft2(v), np.fft.rfftn(v, axes=(1, 0)),
                       np.fft.irfftn(np.fft.rfftn(v), v.shape)), x)
     _exact(lambda v: (np.fft.fftshift(v), np.fft.ifftshift(v, axes=1),
