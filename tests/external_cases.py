@@ -23,6 +23,8 @@ EXTERNAL_CALLS: dict[str, Callable] = {
     "linalg.solve": lambda a: np.linalg.solve(a, a[:, :2]),
     "linalg.lstsq": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
     "linalg.lstsq_rank": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),
+    "linalg.eig": np.linalg.eig,                                   # real eigenvalues
+    "linalg.eig_real": lambda a: np.linalg.eigvals(a - a.T),          # complex ones
     "fft.c2c": lambda a: (np.fft.fft(a, axis=0), np.fft.ifft(a * 1j - 1)),
     "fft.r2c": lambda a: np.fft.rfft(a, 5),
     "fft.c2r": lambda a: (np.fft.irfft(a), np.fft.irfft(a + 2j, axis=0)),

@@ -515,7 +515,7 @@ def test_error_location_skips_numpy_frames() -> None:
     assert "_shape_base_impl.py" not in str(info.value)
 
 
-@pytest.mark.parametrize("call", ["np.linalg.eig(x)", "np.linalg.eigvals(x)"])
+@pytest.mark.parametrize("call", ["np.linalg.cond(x)", "np.linalg.tensorsolve(x, x)"])
 def test_linalg_and_fft_refused_by_their_module_path(call: str) -> None:
     """LAPACK functions without an external op are refused by the name users write, at
     their line, before NumPy's wrapper code fails inside on a traced value (it asked for

@@ -177,3 +177,39 @@ register_external("linalg.lstsq", _lstsq_shape, _lstsq_dtypes, returning(_lstsq)
 # The rank lstsq would find (it decides the residuals' size: a size the data decides)
 register_external("linalg.lstsq_rank", lambda shapes, attrs: ((),), _rank_dtype,
                   returning(_rank_of_lstsq), what=LAPACK, arity=2, domain=_REAL)
+
+
+# np.linalg.eig / eigvals: NumPy returns real arrays when every eigenvalue of the batch is
+# real, else complex ones -- a dtype the data decides, probed first (``linalg.eig_real``: 1
+# or 0). The results are then real arrays, or interleaved pairs (``s + (2,)``) of complex.
+def _eig_real(a: np.ndarray) -> np.ndarray:
+    return np.int64(np.linalg.eigvals(a).dtype.kind != "c")
+
+
+def _as_results(values: tuple, real: bool) -> tuple:
+    if real:
+        return values
+    return tuple(np.stack([np.asarray(v).real, np.asarray(v).imag], axis=-1) for v in values)
+
+
+def _eig(a: np.ndarray, *, real: bool, vectors: bool) -> tuple:
+    got = tuple(np.linalg.eig(a)) if vectors else (np.linalg.eigvals(a),)
+    if (got[0].dtype.kind != "c") != real:   # the probe saw other data
+        raise AssertionError("np.linalg.eig: whether the eigenvalues are real changed")
+    return _as_results(got, real)
+
+
+def _eig_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    a, pair = tuple(shapes[0]), () if attrs["real"] else (2,)
+    return (a[:-1] + pair,) + ((a + pair,) if attrs["vectors"] else ())
+
+
+def _eig_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
+    return (np.dtype(dtypes[0]),) * (2 if attrs["vectors"] else 1)
+
+
+register_external("linalg.eig_real", lambda shapes, attrs: ((),),
+                  lambda dtypes, attrs: (np.dtype(np.int64),), returning(_eig_real),
+                  what=LAPACK + " (whether the eigenvalues are real)", domain=_REAL)
+register_external("linalg.eig", _eig_shapes, _eig_dtypes, returning(_eig), what=LAPACK,
+                  domain=_REAL)

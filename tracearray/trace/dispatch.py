@@ -210,14 +210,8 @@ def refusal(func: Callable) -> str | None:
         # Their Python code is a thin wrapper around LAPACK / pocketfft gufuncs, which reach
         # tracearray only as the external ops it registers (nor are there complex dtypes):
         # refuse the others by name, before NumPy's code fails somewhere inside.
-        what = ("this np.linalg function yet (the supported ones -- solve, inv, det, slogdet, "
-                "cholesky, qr, svd, eigh, eigvalsh, lstsq, pinv, matrix_power, matrix_rank, "
-                "norm and the products -- are listed in docs/supported.md)"
-                if "linalg" in module else "this np.fft function yet")
-        if getattr(func, "__name__", "") in ("eig", "eigvals"):
-            what = ("it yet: its result's dtype depends on the data (complex unless every "
-                    "eigenvalue is real); np.linalg.eigh and eigvalsh compute those of "
-                    "symmetric matrices")
+        what = ("this np.linalg function yet (the supported ones are listed in "
+                "docs/supported.md)" if "linalg" in module else "this np.fft function yet")
         return f"tracearray does not implement {what}"
     return None
 

@@ -6,8 +6,9 @@ Operands are cast as ``numpy/linalg/_linalg.py::_commonType`` types them: intege
 compute in float64, float32 stays float32 (NumPy computes it in double and casts back, and so
 does the host function, which is NumPy's), float16 is refused with NumPy's TypeError. A
 singular matrix raises NumPy's ``LinAlgError`` when the compiled function runs. ``eig`` and
-``eigvals`` need complex results, which tracearray does not have yet: ``trace/dispatch.py``
-refuses them by name.
+``eigvals`` return real arrays when every eigenvalue of the batch is real and complex ones
+otherwise, as NumPy does: which one is probed when the function runs (``context.data_size``),
+and each answer is its own trace.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from numpy.linalg import _linalg as npl
 from ...errors import with_location
 from .. import context
 from ..build import external, unsupported
+from ..complex import ComplexTracer
 from ..tracer import Tracer
-from . import NUMERIC, as_tracer, composite
+from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 _SQ = "{0} @ {0}.swapaxes(-1, -2) + 3 * np.eye({0}.shape[-1])"   # well conditioned, symmetric
 _NOTE = "external op: LAPACK through numpy.linalg (on the GPU: runs on the host for now)"
@@ -142,6 +144,29 @@ def eigh(a: Any, UPLO: str = "L") -> Any:
     return npl.EighResult(w, v)
 
 
+def _eig(a: Any, vectors: bool) -> tuple:
+    """np.linalg.eig / eigvals: real results when every eigenvalue of the batch is real, else
+    complex ones (NumPy's rule: a dtype the data decides, probed when the function runs)."""
+    t = _matrices(a)
+    (probe,) = _call("linalg.eig_real", t)
+    real = bool(context.data_size(probe.node, "whether np.linalg.eig's eigenvalues are real"))
+    out = _call("linalg.eig", t, real=real, vectors=vectors)
+    return out if real else tuple(ComplexTracer.from_pair(r) for r in out)
+
+
+@composite(np.linalg.eig, calls=[f'np.abs(np.linalg.eig({_SQ}).eigenvalues)',
+                                 'np.sort(np.abs(np.linalg.eigvals({0})), axis=-1)'],
+           name="np.linalg.eig", **_LAPACK)
+def eig(a: Any) -> Any:
+    return npl.EigResult(*_eig(a, True))
+
+
+@composite(np.linalg.eigvals, calls=['np.linalg.eigvals({0} @ {0}.swapaxes(-1, -2))'],
+           name="np.linalg.eigvals", **_LAPACK)
+def eigvals(a: Any) -> Any:
+    return _eig(a, False)[0]
+
+
 @composite(np.linalg.eigvalsh, calls=[f'np.linalg.eigvalsh({_SQ})'],
            name="np.linalg.eigvalsh", **_LAPACK)
 def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
@@ -215,3 +240,11 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
         residuals = context.data_size(full.node, "np.linalg.lstsq's residuals")
     x, res, rank, s = _call("linalg.lstsq", ta, tb, rcond=rcond, residuals=residuals)
     return x, res, rank, s
+
+
+# numpy.linalg's functions over the ones above: NumPy's own Python code on tracers (cond
+# branches on the data and tensorsolve needs __array_wrap__: both stay refused).
+composite(np.linalg.svdvals, calls=['np.linalg.svdvals({0})'], name="np.linalg.svdvals",
+          impl=NUMPY, **_LAPACK)
+composite(np.linalg.tensorinv, calls=[f'np.linalg.tensorinv(({_SQ})[..., None, :], ind=2)'],
+          name="np.linalg.tensorinv", impl=NUMPY, **{**_LAPACK, "max_dims": 2})
