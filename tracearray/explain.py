@@ -25,6 +25,10 @@ class KernelReport:
     bytes_written: int
     temporaries_avoided: int
     note: str = ""
+    # names of the values read and written (the same name for the same array in memory
+    # across kernels: an argument's name, else ``t<n>``), for ``Explanation.to_dot``
+    read_values: tuple[str, ...] = ()
+    written_values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,52 @@ class Explanation:
 
     __repr__ = __str__
 
+    def to_dot(self) -> str:
+        """The plan as a Graphviz DOT graph: kernels as boxes (strategy, space, ops, bytes,
+        temporaries avoided), the arrays in memory between them as ellipses, an edge for each
+        read and write. Render it with ``dot -Tsvg`` (or ``to_svg()``)."""
+        lines = ["digraph plan {", "  rankdir=LR;",
+                 '  node [fontname="Helvetica", fontsize=10];']
+        values: dict[str, str] = {}
+        for k in self.kernels:
+            for name, ty in zip(k.read_values, k.reads):
+                values.setdefault(name, ty)
+            for name, ty in zip(k.written_values, k.writes):
+                values.setdefault(name, ty)
+        for name, ty in values.items():
+            lines.append(f'  "{_dot(name)}" [shape=ellipse, label="{_dot(name)}\\n{_dot(ty)}"];')
+        for k in self.kernels:
+            label = (f"kernel {k.index}: {k.strategy} {list(k.space)}\\n"
+                     f"{_dot(', '.join(k.ops))}\\n"
+                     f"read {_bytes(k.bytes_read)}, written {_bytes(k.bytes_written)}, "
+                     f"{k.temporaries_avoided} temporaries avoided")
+            if k.note:
+                label += f"\\n{_dot(k.note)}"
+            lines.append(f'  "k{k.index}" [shape=box, style=rounded, label="{label}"];')
+            for name in k.read_values:
+                lines.append(f'  "{_dot(name)}" -> "k{k.index}";')
+            for name in k.written_values:
+                lines.append(f'  "k{k.index}" -> "{_dot(name)}";')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def to_svg(self) -> str:
+        """``to_dot()`` rendered by Graphviz's ``dot`` (which must be on PATH)."""
+        import shutil
+        import subprocess
+        dot = shutil.which("dot")
+        if dot is None:
+            raise RuntimeError("Explanation.to_svg() needs Graphviz's `dot` program on PATH "
+                               "(e.g. apt install graphviz); to_dot() gives the text to "
+                               "render elsewhere")
+        return subprocess.run([dot, "-Tsvg"], input=self.to_dot(), capture_output=True,
+                              text=True, check=True).stdout
+
+
+def _dot(text: str) -> str:
+    """``text`` inside a DOT double-quoted string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
 
 def _bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -77,6 +127,13 @@ def _bytes(n: int) -> str:
 
 def _nbytes(node: Node) -> int:
     return node.size * node.dtype.itemsize
+
+
+def _values(kernel: Kernel) -> tuple[list[Node], list[Node]]:
+    """The nodes a kernel reads and writes, in the order of its report's reads and writes."""
+    if kernel.call is not None:
+        return list(kernel.call.operands), [n for n in kernel.call.results if n is not None]
+    return [a.top for a in kernel.body.accesses], [s.node for s in kernel.stores]
 
 
 def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
@@ -92,7 +149,7 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
                             sum(_nbytes(a) for a in call.operands),
                             sum(_nbytes(n) for n in results), 0, note)
     ops = sorted({n.op for n in kernel.nodes if OPS[n.op].kind is not Kind.MOVEMENT})
-    read_nodes = {a.top for a in kernel.body.accesses}
+    read_nodes = list(dict.fromkeys(a.top for a in kernel.body.accesses))
     stored = {s.node for s in kernel.stores}
     temps = sum(1 for n in kernel.nodes
                 if n not in stored and OPS[n.op].kind in (Kind.ELEMENTWISE, Kind.REDUCE))
@@ -103,14 +160,24 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
 
 
 def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
+    from dataclasses import replace
     reports = []
+    names: dict[Node, str] = {n: name for n, name in zip(plan.graph.inputs,
+                                                          plan.graph.input_names)}
+
+    def name_of(node: Node) -> str:
+        if node not in names:
+            names[node] = f"t{len(names) - len(plan.graph.inputs)}"
+        return names[node]
     for i, (k, s) in enumerate(zip(plan.kernels, specs)):
         r = report(i, k, s)
-        names = [plan.graph.input_names[plan.graph.inputs.index(plan.in_place[st.dest])]
-                 for st in k.stores if st.dest in plan.in_place]
-        if names:
-            from dataclasses import replace
-            r = replace(r, note=f"writes the argument {', '.join(map(repr, names))} in place "
+        reads, writes = _values(k)
+        r = replace(r, read_values=tuple(name_of(n) for n in reads),
+                    written_values=tuple(name_of(n) for n in writes))
+        arg_names = [plan.graph.input_names[plan.graph.inputs.index(plan.in_place[st.dest])]
+                     for st in k.stores if st.dest in plan.in_place]
+        if arg_names:
+            r = replace(r, note=f"writes the argument {', '.join(map(repr, arg_names))} in place "
                                f"(no temporary, no copy back; on the CPU)")
         reports.append(r)
     return Explanation(tuple(reports), tuple(plan.rejected))
