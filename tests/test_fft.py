@@ -99,7 +99,8 @@ def test_errors_are_numpys() -> None:
                     (lambda a: np.fft.fft(a, 4, axis=3), np.exceptions.AxisError),
                     (lambda a: np.fft.fft(a[0, 0]), IndexError),
                     (lambda a: np.fft.fft(a[0, 0], 4), np.exceptions.AxisError),
-                    (lambda a: np.fft.irfft(a[:, :1]), ValueError)):
+                    (lambda a: np.fft.irfft(a[:, :1]), ValueError),
+                    (lambda a: np.fft.rfft(a + 1j), TypeError)):
         with pytest.raises(err):
             fn(np.ones((2, 3)))
         with pytest.raises(err):

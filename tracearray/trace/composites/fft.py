@@ -31,7 +31,8 @@ def _array(a: Any) -> Any:
     return a if isinstance(a, ComplexTracer) else as_tracer(a)
 
 
-def _axis_and_n(x: Any, n: Any, axis: Any, default: int) -> tuple[int, int]:
+def _axis_and_n(x: Any, n: Any, axis: Any, default: Any = lambda m: m) -> tuple[int, int]:
+    """NumPy's axis and transform length: ``n``, else ``default`` of the axis's length."""
     ndim = x.ndim
     axis = operator.index(axis)
     if n is None and not -ndim <= axis < ndim:   # NumPy reads a.shape[axis] first
@@ -39,7 +40,7 @@ def _axis_and_n(x: Any, n: Any, axis: Any, default: int) -> tuple[int, int]:
     if not -ndim <= axis < ndim:
         raise np.exceptions.AxisError(axis, ndim)
     axis %= ndim
-    n = default if n is None else operator.index(n)
+    n = default(x.shape[axis]) if n is None else operator.index(n)
     if n < 1:
         raise ValueError(with_location(f"Invalid number of FFT data points ({n}) specified."))
     return axis, n
@@ -50,10 +51,6 @@ def _norm(norm: Any) -> Any:
         raise ValueError(with_location(f'Invalid norm value {norm}; should be "backward",'
                                        f'"ortho" or "forward".'))
     return norm
-
-
-def _pairs(z: ComplexTracer) -> Any:
-    return z.pair_node()
 
 
 def _from_pairs(node: Any) -> ComplexTracer:
@@ -69,7 +66,7 @@ def _operand(x: Any) -> tuple[Any, bool]:
 
 def _c2c(a: Any, n: Any, axis: Any, norm: Any, inverse: bool) -> ComplexTracer:
     x = _array(a)
-    axis, n = _axis_and_n(x, n, axis, x.shape[axis] if -x.ndim <= axis < x.ndim else 0)
+    axis, n = _axis_and_n(x, n, axis)
     node, pairs = _operand(x)
     (out,) = external("fft.c2c", [node], n=n, axis=axis, norm=_norm(norm), inverse=inverse,
                       pairs=pairs)
@@ -103,9 +100,11 @@ def ifft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = Non
 def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
     _check_out(out, "np.fft.rfft")
     x = _array(a)
-    if isinstance(x, ComplexTracer):   # NumPy discards the imaginary part (ComplexWarning)
-        x = x.real
-    axis, n = _axis_and_n(x, n, axis, x.shape[axis] if -x.ndim <= axis < x.ndim else 0)
+    if isinstance(x, ComplexTracer):   # NumPy's rfft loops take real input only
+        raise TypeError(with_location(
+            "ufunc 'rfft_n_even' not supported for the input types, and the inputs could not "
+            "be safely coerced to any supported types according to the casting rule ''safe''"))
+    axis, n = _axis_and_n(x, n, axis)
     (res,) = external("fft.r2c", [x.node], n=n, axis=axis, norm=_norm(norm))
     return _from_pairs(res)
 
@@ -116,8 +115,7 @@ def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = Non
 def irfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
     _check_out(out, "np.fft.irfft")
     x = _array(a)
-    m = x.shape[axis] if -x.ndim <= axis < x.ndim else 0
-    axis, n = _axis_and_n(x, n, axis, 2 * (m - 1))
+    axis, n = _axis_and_n(x, n, axis, lambda m: 2 * (m - 1))
     node, pairs = _operand(x)
     (res,) = external("fft.c2r", [node], n=n, axis=axis, norm=_norm(norm), pairs=pairs)
     return Tracer(res)
