@@ -105,3 +105,13 @@ def test_errors_are_numpys() -> None:
             fn(np.ones((2, 3)))
         with pytest.raises(err):
             tracearray.compile(fn, device="cpu")(np.ones((2, 3)))
+
+
+def test_an_empty_axis_padded_to_n_transforms_zeros() -> None:
+    # NumPy's irfft pads an empty axis without writing the padding (uninitialised memory,
+    # soak cpu-2026-12-01-n program 501); the padding is zeros, so is the transform
+    for fn, shape, n in ((lambda a: np.fft.hfft(a - 1j, 8), (0,), 8),
+                         (lambda a: np.fft.irfft(a * 1j, 7, axis=0), (0, 3), 7)):
+        got = tracearray.compile(fn, device="cpu")(np.zeros(shape))
+        assert got.shape == (n,) + shape[1:] and got.dtype == np.float64
+        assert np.array_equal(got, np.zeros_like(got))

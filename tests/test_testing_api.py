@@ -326,3 +326,15 @@ def test_comparator_cites_only_listed_divergences() -> None:
 def test_docs_testing_page_has_the_tolerance_table() -> None:
     page = (ROOT / "docs" / "testing.md").read_text()
     assert compare.families_table_markdown() in page
+
+
+def test_the_evaluator_computes_integer_powers_of_unselected_elements() -> None:
+    # soak cpu-2026-12-01-n, program 597: x[x > 255] selects nothing, and the comparator's
+    # graph evaluator raised NumPy's negative-power error on elements no result reads
+    def program(x):
+        v = x[x > 255]
+        return np.power(v, v)
+
+    tracearray.testing.assert_matches_numpy(program, np.array([[[[-2]]]], dtype=np.int16), device="cpu")
+    tracearray.testing.assert_matches_numpy(lambda x: np.power(x, x).sum(where=x > 0),
+                         np.array([-3, -1, 0, 2, 3], dtype=np.int32), device="cpu")

@@ -921,3 +921,18 @@ def test_keyword_arguments_in_any_order() -> None:
     w, z = np.zeros(3), np.arange(3.0)
     g(z=z, w=w)
     np.testing.assert_array_equal(w, z)
+
+
+def test_arrays_numpys_code_makes_from_shapes_are_traced_constants() -> None:
+    # soak cpu-2026-12-01-n, program 2117: np.iscomplex of a real array is NumPy's
+    # np.zeros(x.shape, bool); indexing it with a traced index needs it traced
+    def f(x, i):
+        m = np.iscomplex(x)
+        if m.any():            # its values are still known while tracing
+            return x[i]
+        r = np.isreal(x) * 1
+        r[0] = 7               # and it can be written, as any array the function made
+        return r[i] + m[i]
+
+    x, i = np.arange(5.0), np.array([0, 3, -1])
+    np.testing.assert_array_equal(tracearray.compile(f, device="cpu")(x, i), f(x, i))

@@ -202,6 +202,12 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "after every view of it is gone; `TRACEARRAY_OUTPUT_ARENA_MB=0` returns plain arrays.",
         "not-compared"),
     Divergence(
+        "fft-empty-padding", "function", ("np.fft.hfft", "np.fft.irfft"),
+        "np.fft.irfft (and hfft, which calls it) of an empty axis with a length n > 0 pads "
+        "the axis to n // 2 + 1 with zeros: the transform of zeros, an array of zeros. "
+        "NumPy 2.4 pads it without writing the padding, so its result is uninitialised "
+        "memory (a different array on each call).", "not-compared"),
+    Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "
         "NaN last). On one that is not, NumPy's result also depends on the keys searched "

@@ -66,7 +66,12 @@ def _r2c(operands: list[np.ndarray], outs: list[np.ndarray], *, n: int, axis: in
 
 def _c2r(operands: list[np.ndarray], outs: list[np.ndarray], *, n: int, axis: int,
          norm: str | None, pairs: bool) -> None:
-    outs[0][...] = np.fft.irfft(_operand(operands[0], pairs), n=n, axis=axis, norm=norm)
+    z = _operand(operands[0], pairs)
+    if z.shape[axis] == 0:
+        # NumPy pads an empty axis to n // 2 + 1 without writing the padding (its irfft of
+        # an empty array returns uninitialised memory); the padding is zeros by definition
+        z = np.zeros(_sized(z.shape, axis, n // 2 + 1), z.dtype)
+    outs[0][...] = np.fft.irfft(z, n=n, axis=axis, norm=norm)
 
 
 def _shape(shape: Sequence[int], a: dict) -> tuple[int, ...]:

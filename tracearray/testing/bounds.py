@@ -205,8 +205,27 @@ class Evaluator:
         return lambda *xs: spec.numpy_ref(*xs, **attrs)
 
     def value(self, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
-        out = self.fn(node)(*args)
+        if node.op == "power" and node.dtype.kind in "iu":
+            out = self._int_power(*args)
+        else:
+            out = self.fn(node)(*args)
         return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+
+    def _int_power(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The compiled integer power (divergence int-power-negative-exponent): NumPy raises
+        on a negative exponent anywhere in the array, the kernel returns the exact result
+        (0, or +-1 for a base of +-1). The elements may be ones a selection or a where=
+        leaves out, whose values never reach a result: NumPy's error must not stop the
+        evaluation there (soak cpu-2026-12-01-n, program 597)."""
+        a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+        negative = b < 0
+        if not negative.any():
+            return np.power(a, b)
+        self.used.add("int-power-negative-exponent")
+        out = np.power(a, np.where(negative, 0, b))
+        odd = (b % 2) != 0
+        exact = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+        return np.where(negative, exact.astype(out.dtype), out)
 
     # --- the walk ---------------------------------------------------------------------------
     def run(self, graph: Graph, inputs: Sequence[np.ndarray]) -> list[Bound]:

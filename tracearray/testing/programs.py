@@ -686,7 +686,7 @@ def f_composite(b: _Builder) -> str | None:
         return None
     c = src.choice(choices)
     fits = (lambda v: isinstance(v, np.ndarray) and v.dtype in c.dtypes and
-            c.min_dims <= v.ndim <= c.max_dims)
+            c.min_dims <= v.ndim <= c.max_dims and (v.size > 0 or not c.nonempty))
     first = b.pick(fits)
     if first is None:
         return None

@@ -220,12 +220,31 @@ def _is_numpy(func: Any) -> bool:
     return (getattr(func, "__module__", "") or "").startswith("numpy")
 
 
+def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:
+    """NumPy's code may return a new ndarray made from shapes alone (``np.iscomplex`` of a
+    real array is ``np.zeros(x.shape, bool)``): it becomes a traced constant, so that the
+    function can go on to index it with traced indices or write into it, as into any array
+    it made (soak cpu-2026-12-01-n, program 2117). An array the caller passed in is returned
+    as it is (NumPy returns it, not a copy)."""
+    passed = {id(a) for a in (*args, *kwargs.values())}
+    passed |= {id(b) for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple))
+               for b in a}
+
+    def convert(r: Any) -> Any:
+        if isinstance(r, np.ndarray) and r.dtype.kind not in "OVSUMm" and id(r) not in passed:
+            return composites.as_tracer(r)
+        if type(r) in (tuple, list):
+            return type(r)(convert(x) for x in r)
+        return r
+    return convert(result)
+
+
 def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs: dict) -> Any:
     """NumPy's own Python implementation of ``func`` on tracers. It is built from ufuncs,
     methods and other NumPy functions, which trace; where it needs something that does not
     (item assignment, a data-dependent size), the error names ``func`` and the user's line."""
     try:
-        return impl(*args, **kwargs)
+        return _traced_results(impl(*args, **kwargs), args, kwargs)
     except UnsupportedOperationError as e:
         first = str(e).splitlines()[0]
         raise UnsupportedOperationError(with_location(

@@ -45,6 +45,9 @@ class Composite:
     notes: str = ""
     divergences: tuple[str, ...] = ()
     kind: str = "function"             # "function" | "ufunc"
+    # NumPy's own result for an empty array argument is undefined (uninitialised memory):
+    # random programs draw only non-empty arrays for it
+    nonempty: bool = False
 
     @property
     def uses_numpy_implementation(self) -> bool:
@@ -62,8 +65,8 @@ def _name_of(obj: Any) -> str:
 def composite(numpy_obj: Any, *, calls: Sequence[str] = (), arrays: int = 1,
               dtypes: Sequence[np.dtype] = ALL, values: str = "any", min_dims: int = 0,
               max_dims: int = 3, same_shape: bool = False, notes: str = "",
-              divergences: Sequence[str] = (), impl: Any = None, name: str | None = None
-              ) -> Any:
+              divergences: Sequence[str] = (), impl: Any = None, name: str | None = None,
+              nonempty: bool = False) -> Any:
     """Register the composite implementing ``numpy_obj``: as a decorator of its expansion, or
     with ``impl=NUMPY_IMPLEMENTATION`` (then it returns None)."""
     def register(fn: Any) -> Any:
@@ -72,7 +75,8 @@ def composite(numpy_obj: Any, *, calls: Sequence[str] = (), arrays: int = 1,
         COMPOSITES[numpy_obj] = Composite(
             numpy_obj, name or _name_of(numpy_obj), fn, tuple(calls), arrays,
             tuple(np.dtype(d) for d in dtypes), values, min_dims, max_dims, same_shape,
-            notes, tuple(divergences), "ufunc" if isinstance(numpy_obj, np.ufunc) else "function")
+            notes, tuple(divergences), "ufunc" if isinstance(numpy_obj, np.ufunc) else "function",
+            nonempty)
         return fn
     if impl is not None:
         register(impl)

@@ -138,8 +138,13 @@ _BY_NUMPY = {
     np.fft.fftfreq: ["{0} + np.fft.fftfreq({0}.shape[-1], 0.5)"],
     np.fft.rfftfreq: ["np.fft.rfftfreq({0}.shape[-1])[:1] + {0}"],
 }
+# hfft(a, n) of an empty a: NumPy's irfft pads the empty axis without writing the padding
+# (its result is uninitialised memory); ours is zeros (divergence fft-empty-padding)
+_EMPTY_UNDEFINED = {np.fft.hfft}
 for _fn, _calls in _BY_NUMPY.items():
     composite(_fn, calls=_calls, name=f"np.fft.{_fn.__name__}", impl=NUMPY,
+              nonempty=_fn in _EMPTY_UNDEFINED, divergences=(
+                  ("fft-empty-padding",) if _fn in _EMPTY_UNDEFINED else ()),
               notes="NumPy's implementation over np.fft.fft/ifft/rfft/irfft", **{
                   k: v for k, v in _FFT.items() if k != "notes"})
 
