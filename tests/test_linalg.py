@@ -151,10 +151,45 @@ def test_shape_errors_at_trace_time():
         cpu(lambda a, b: np.linalg.solve(a, b))(SPD, B[:, :3])
 
 
-def test_functions_without_an_external_op_are_refused_clearly():
-    for fn in (np.linalg.cond, lambda a: np.linalg.tensorsolve(a, a[0])):
-        with pytest.raises(UnsupportedOperationError, match="np.linalg"):
-            cpu(lambda a: fn(a))(SPD)
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
+def test_cond_every_norm_singular_and_nan_matrices(p):
+    # NumPy's cond makes a NaN condition number inf unless the matrix has a NaN, and inverts
+    # a singular matrix to NaNs instead of raising (its inv runs under errstate ignore)
+    singular = SPD[0].copy()
+    singular[1] = 2 * singular[0]
+    with_nan = np.eye(4)
+    with_nan[0, 0] = np.nan                 # (the SVD of a NaN matrix raises, as in NumPy)
+    stack = np.stack([SPD[0], singular, np.zeros((4, 4)),
+                      SPD[1] if p in (None, 2, -2, "nuc") else with_nan])
+    for a in (stack, stack.astype(np.float32), np.arange(9).reshape(3, 3), SPD[0, :2]):
+        if p not in (None, 2, -2) and a.shape[-1] != a.shape[-2]:
+            with pytest.raises(np.linalg.LinAlgError, match="square"):
+                cpu(lambda x: np.linalg.cond(x, p))(a)
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                want = np.linalg.cond(a, p)
+        except np.linalg.LinAlgError:       # 'nuc': the SVD of a singular matrix's NaNs
+            with pytest.raises(np.linalg.LinAlgError, match="SVD"):
+                cpu(lambda x: np.linalg.cond(x, p))(a)
+            continue
+        got = cpu(lambda x: np.linalg.cond(x, p))(a)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_allclose(got, want, rtol=1e-4 if a.dtype == np.float32 else 1e-10)
+    with pytest.raises(np.linalg.LinAlgError, match="empty"):
+        cpu(lambda x: np.linalg.cond(x, p))(np.zeros((2, 0, 3)))
+
+
+def test_tensorsolve_as_numpy():
+    a, b = RNG.standard_normal((6, 2, 3)), RNG.standard_normal(6)
+    for fn, args in ((np.linalg.tensorsolve, (a, b)),
+                     (lambda a, b: np.linalg.tensorsolve(a, b, axes=(0,)),
+                      (a, RNG.standard_normal((2, 3)))),
+                     (np.linalg.tensorsolve, (RNG.standard_normal((2, 3, 2, 3)),
+                                              RNG.standard_normal((2, 3))))):
+        np.testing.assert_allclose(cpu(fn)(*args), fn(*args), rtol=1e-10)
+    with pytest.raises(np.linalg.LinAlgError, match="prod"):
+        cpu(np.linalg.tensorsolve)(np.ones((6, 2, 2)), np.ones(6))
 
 
 def test_lstsq_residuals_follow_the_rank_of_the_data():

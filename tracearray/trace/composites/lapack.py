@@ -242,8 +242,54 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     return x, res, rank, s
 
 
-# numpy.linalg's functions over the ones above: NumPy's own Python code on tracers (cond
-# branches on the data and tensorsolve needs __array_wrap__: both stay refused).
+@composite(np.linalg.cond, calls=['np.linalg.cond({0})', 'np.linalg.cond({0}, -2)',
+                                  f'np.linalg.cond({_SQ}, "fro")',
+                                  'np.linalg.cond({0}[..., :2, :2], 1)',
+                                  f'np.linalg.cond({_SQ}, -np.inf)'],
+           name="np.linalg.cond", **_LAPACK)
+def cond(x: Any, p: Any = None) -> Tracer:
+    # numpy/linalg/_linalg.py::cond without its branch on the data: a NaN condition number
+    # becomes inf unless the matrix has a NaN (NumPy: ``if nan_mask.any(): r[mask] = inf``)
+    t = as_tracer(x)
+    if t.size == 0 and np.prod(t.shape[-2:]) == 0:
+        raise LinAlgError(with_location("cond is not defined on empty arrays"))
+    if p is None or p in {2, -2}:
+        s = svd(t, compute_uv=False)
+        r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    else:
+        m = _matrices(t)        # NumPy checks square stacks, then inverts in double
+        result = _result_dtype(t)
+        (invx,) = _call("linalg.inv_or_nan", m.astype(np.float64))
+        r = (np.linalg.norm(t, p, axis=(-2, -1)) *
+             np.linalg.norm(invx, p, axis=(-2, -1))).astype(result)
+    nan_x = np.isnan(t).any(axis=(-2, -1)) if t.dtype.kind in "fc" else False
+    return np.where(np.isnan(r) & ~nan_x, np.asarray(np.inf, r.dtype), r)
+
+
+@composite(np.linalg.tensorsolve, calls=[f'np.linalg.tensorsolve(({_SQ}).reshape('
+                                         '{0}.shape[:-1] + {0}.shape[-1:]), {1}[..., 0])'],
+           arrays=2, name="np.linalg.tensorsolve", **{**_LAPACK, "max_dims": 2})
+def tensorsolve(a: Any, b: Any, axes: Any = None) -> Tracer:
+    # numpy/linalg/_linalg.py::tensorsolve: the unknowns' shape is a's last a.ndim - b.ndim
+    # axes (all of a's axes when the two have as many)
+    ta, tb = as_tracer(a), as_tracer(b)
+    an = ta.ndim
+    if axes is not None:
+        order = list(range(an))
+        for k in axes:
+            order.remove(k)
+            order.insert(an, k)
+        ta = ta.transpose(order)
+    oldshape = ta.shape[-(an - tb.ndim):]
+    prod = int(np.prod(oldshape, dtype=np.int64))
+    if ta.size != prod ** 2:
+        raise LinAlgError(with_location(
+            "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == "
+            "prod(a.shape[:b.ndim])"))
+    return solve(ta.reshape(prod, prod), tb.ravel()).reshape(oldshape)
+
+
+# numpy.linalg's functions over the ones above: NumPy's own Python code on tracers.
 composite(np.linalg.svdvals, calls=['np.linalg.svdvals({0})'], name="np.linalg.svdvals",
           impl=NUMPY, **_LAPACK)
 composite(np.linalg.tensorinv, calls=[f'np.linalg.tensorinv(({_SQ})[..., None, :], ind=2)'],
