@@ -332,3 +332,40 @@ def test_masked_selection_errors() -> None:
         np.testing.assert_array_equal(tracearray.compile(fn, device="cpu")(X), fn(X))
     assert len(tracearray.compile(lambda x: x[x > 0].sum(), device="cpu")
                .lower(X).plan.kernels) == 1
+
+
+def test_unravel_index_and_ravel_multi_index_of_traced_indices() -> None:
+    cpu = lambda f: tracearray.compile(f, device="cpu")   # noqa: E731
+    i = np.array([[5, 7], [0, 11]])
+    for f in (lambda a: np.unravel_index(a, (3, 4)),
+              lambda a: np.unravel_index(a, (3, 4), order="F"),
+              lambda a: np.unravel_index(a > 5, 2),
+              lambda a: (np.ravel_multi_index((a % 3, a % 4), (3, 4)),),
+              lambda a: (np.ravel_multi_index((a, a - 2), (3, 4), mode=("clip", "wrap"),
+                                              order="F"),),
+              lambda a: (np.ravel_multi_index((a[:, :1] % 3, a[0] % 4), (3, 4)),)):
+        for got, want in zip(cpu(f)(i), f(i)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    # NumPy's errors; out-of-range values are found when the function runs, at the user's line
+    for f, a, err, msg in ((lambda a: np.unravel_index(a, (3, 4)), [12], ValueError,
+                            "out of bounds for array with size 12"),
+                           (lambda a: np.unravel_index(a, (3, 4)), [-1], ValueError,
+                            "out of bounds"),
+                           (lambda a: np.unravel_index(a * 1.0, 5), [1], TypeError,
+                            "only int indices"),
+                           (lambda a: np.ravel_multi_index((a, a), (3, 4)), [3], ValueError,
+                            "invalid entry in coordinates array"),
+                           (lambda a: np.ravel_multi_index((a,), (3, 4)), [1], ValueError,
+                            "sequence of length 2")):
+        with pytest.raises(err, match=msg):
+            f(np.array(a))
+        with pytest.raises(err, match=msg) as e:
+            cpu(f)(np.array(a))
+        assert "test_indexing.py" in str(e.value)
+
+
+def test_reshape_by_an_array_of_sizes() -> None:
+    # ndarray.reshape(shape_array), as NumPy's histogramdd calls it
+    f = tracearray.compile(lambda a: a.reshape(np.array([2, 3])) * 2, device="cpu")
+    np.testing.assert_array_equal(f(np.arange(6.0)), np.arange(6.0).reshape(2, 3) * 2)

@@ -289,3 +289,22 @@ def test_eig_and_eigvals_have_numpys_data_dependent_dtype() -> None:
     assert h.cache_info().traces == seen.traces and h.cache_info().compiles == seen.compiles
     with pytest.raises(np.linalg.LinAlgError):
         f(np.ones((2, 3)))
+
+
+def test_lstsq_rank_is_known_when_tracing_so_polyfit_compiles():
+    # np.polyfit branches on lstsq's rank (its RankWarning): the rank is probed first
+    x = np.linspace(-1, 2, 7)
+    y = np.sin(x)
+    for fn in (lambda a, b: np.polyfit(a, b, 2), lambda a, b: np.polyfit(a, b, 3, full=True),
+               lambda a, b: np.polyfit(a, b, 1, w=np.abs(b) + 1, cov=True)):
+        for got, want in zip(np.atleast_1d(cpu(fn)(x, y)) if not isinstance(fn(x, y), tuple)
+                             else cpu(fn)(x, y), np.atleast_1d(fn(x, y))
+                             if not isinstance(fn(x, y), tuple) else fn(x, y)):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    f = cpu(lambda a, b: np.linalg.lstsq(a, b)[2] + 0)
+    assert f(np.ones((6, 3)), np.ones(6)) == 1 and f(np.eye(3), np.ones(3)) == 3
+    wide = RNG.standard_normal((3, 5))
+    got, want = cpu(np.linalg.lstsq)(wide, np.ones(3)), np.linalg.lstsq(wide, np.ones(3))
+    assert type(got[2]) is type(want[2]) and got[2] == want[2]
+    with pytest.warns(np.exceptions.RankWarning):
+        cpu(lambda a, b: np.polyfit(a, b, 2))(np.ones(4), np.arange(4.0))

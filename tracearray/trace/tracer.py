@@ -549,8 +549,15 @@ class Tracer:
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
         if not shape:
             raise TypeError(with_location("reshape() takes exactly 1 argument (0 given)"))
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
+        if len(shape) == 1:
+            sizes = shape[0]
+            if isinstance(sizes, Tracer) and sizes.ndim == 1:
+                known = sizes._known()      # an array the function made, e.g. np.array([2, 3])
+                sizes = known if known is not None else sizes._concrete("reshape's shape")
+            if isinstance(sizes, np.ndarray) and sizes.ndim == 1:
+                shape = tuple(sizes.tolist())
+            elif isinstance(sizes, (tuple, list)):
+                shape = tuple(sizes)
         return self._reshaped(api.reshape(self.node, shape, order), ravel=False)
 
     def _reshaped(self, node: Node, ravel: bool) -> "Tracer":

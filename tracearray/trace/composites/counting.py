@@ -19,7 +19,7 @@ from .. import context
 from ..build import unsupported
 from ...errors import with_location
 from ..tracer import Tracer
-from . import NUMERIC, as_tracer, composite
+from . import NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
 
 _BLOCK = 65536          # NumPy's histogram block (the weighted sums are made per block)
 
@@ -212,3 +212,17 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     out = _zeros(n, np.intp if w is None else np.float64)
     np.add.at(out, safe, 1 if w is None else w)
     return out
+
+
+# NumPy's code over searchsorted, ravel_multi_index and bincount (a traced range is refused
+# by name, as for np.histogram: its edges would be sizes the data decides)
+composite(np.histogram2d, calls=["np.histogram2d({0}.ravel(), {1}.ravel(), bins=3, "
+                                 "range=[[-2, 2], [-2, 2]])[0]",
+                                 "np.histogram2d({0}.ravel(), {1}.ravel(), bins=[2, 4], "
+                                 "range=[[-1, 1], [-3, 3]], weights={0}.ravel())[0]"],
+          arrays=2, same_shape=True, dtypes=NUMERIC, values="small", impl=NUMPY_IMPLEMENTATION,
+          notes="NumPy's implementation (bins and range known when tracing)")
+composite(np.histogramdd, calls=["np.histogramdd(np.stack([{0}.ravel(), {1}.ravel()], 1), "
+                                 "bins=(3, 2), range=[(-2, 2), (-1, 1)])[0]"],
+          arrays=2, same_shape=True, dtypes=NUMERIC, values="small", impl=NUMPY_IMPLEMENTATION,
+          notes="NumPy's implementation (bins and range known when tracing)")

@@ -355,6 +355,33 @@ composite(np.polyval, calls=['np.polyval({0}[:3], {1})'], arrays=2, dtypes=FLOAT
           min_dims=1, max_dims=1, impl=NUMPY)
 
 
+@composite(np.vander, calls=['np.vander({0})', 'np.vander({0}, 3, increasing=True)',
+                             'np.vander({0}, 0)'],
+           dtypes=NUMERIC, min_dims=1, max_dims=1, values="small")
+def vander(x: Any, N: Any = None, increasing: bool = False) -> Tracer:
+    # numpy/lib/_twodim_base_impl.py::vander: powers by a running product along each row
+    # (multiply.accumulate), in the promoted type, so the roundings are NumPy's
+    t = as_tracer(x)
+    if t.ndim != 1:
+        raise ValueError(with_location("x must be a one-dimensional array or sequence."))
+    n = t.shape[0]
+    cols = n if N is None else int(N)
+    dt = np.promote_types(t.dtype, int)
+    if cols <= 0:
+        return np.zeros((n, max(cols, 0)), dt)
+    parts = [np.ones((n, 1), dt)]
+    if cols > 1:
+        parts.append(np.cumprod(np.broadcast_to(t.astype(dt)[:, None], (n, cols - 1)), axis=1))
+    v = np.concatenate(parts, axis=1)
+    return v if increasing else v[:, ::-1]
+
+
+composite(np.polyfit, calls=['np.polyfit(np.arange({0}.shape[0]) * 0.5, {0}, 2)',
+                             'np.polyfit(np.arange({0}.shape[0]) * 1.0, {0}, 1, w=np.abs({0}) + 1)'],
+          dtypes=FLOATS, min_dims=1, max_dims=1, values="small", impl=NUMPY,
+          notes="NumPy's implementation over np.vander and np.linalg.lstsq")
+
+
 def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
     """c[k] = sum_j a[j + k] * v[j] for every overlap k, from -(len(v)-1) to len(a)-1: the
     windows of ``a`` padded with zeros, against ``v``, summing only the products that overlap

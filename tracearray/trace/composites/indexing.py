@@ -359,3 +359,84 @@ def argwhere(a: Any) -> Tracer:
 composite(np.flatnonzero, calls=['np.flatnonzero({0} > 0)'], impl=NUMPY_IMPLEMENTATION)
 composite(np.extract, calls=['np.extract({0} > 0, {0})', 'np.extract({1} < 0, {0} * 2)'],
           arrays=2, same_shape=True, impl=NUMPY_IMPLEMENTATION)
+
+
+# ------------------------------------------------------------------------------------------
+# unravel_index, ravel_multi_index: flat positions and coordinates of a known shape
+# ------------------------------------------------------------------------------------------
+
+def _int_positions(x: Any) -> Tracer:
+    """An index array as NumPy's ``unravel_index`` / ``ravel_multi_index`` take it: integers
+    (and bools) cast to intp, anything else refused with NumPy's TypeError."""
+    t = as_tracer(x)
+    if t.dtype.kind not in "iub":
+        raise TypeError(with_location("only int indices permitted"))
+    return t.astype(I64)
+
+
+def _dims(shape: Any, what: str) -> tuple[int, ...]:
+    if isinstance(shape, Tracer):
+        raise unsupported(f"{what} of a traced shape", "the shape must be known when tracing")
+    return tuple(int(d) for d in np.atleast_1d(np.asarray(shape)).ravel())
+
+
+@composite(np.unravel_index, calls=['np.unravel_index(np.abs({0}.astype(np.int64)) % 12, (3, 4))',
+                                    'np.unravel_index(np.abs({0}.astype(np.int64)) % 6, (2, 3),'
+                                    ' order="F")[1]'],
+           dtypes=NUMERIC, values="small")
+def unravel_index(indices: Any, shape: Any, order: str = "C") -> tuple:
+    dims = _dims(shape, "np.unravel_index")
+    if order not in ("C", "F"):
+        raise ValueError(with_location("only 'C' or 'F' order is permitted"))
+    idx = _int_positions(indices)
+    size = int(np.prod(dims, dtype=np.int64))
+    if idx.size:
+        # NumPy names the first bad index; a run-time check cannot, it says that one is bad
+        ok = np.all((idx >= 0) & (idx < size))
+        context.require(ok.node, ValueError,
+                        f"an index is out of bounds for array with size {size}")
+    out, rest = [], idx
+    for d in (reversed(dims) if order == "C" else dims):
+        out.append(rest % d if d else rest * 0)
+        rest = rest // d if d else rest * 0
+    return tuple(out[::-1] if order == "C" else out)
+
+
+@composite(np.ravel_multi_index,
+           calls=['np.ravel_multi_index((np.abs({0}.astype(np.int64)) % 3, '
+                  'np.abs({0}.astype(np.int64)) % 4), (3, 4))',
+                  'np.ravel_multi_index(({0}.astype(np.int64), {0}.astype(np.int64) - 2), '
+                  '(3, 4), mode=("clip", "wrap"), order="F")'],
+           dtypes=NUMERIC, values="small")
+def ravel_multi_index(multi_index: Any, dims: Any, mode: Any = "raise", order: str = "C"
+                      ) -> Tracer:
+    shape = _dims(dims, "np.ravel_multi_index")
+    coords = [_int_positions(c) for c in multi_index]
+    if len(coords) != len(shape):
+        raise ValueError(with_location(
+            f"parameter multi_index must be a sequence of length {len(shape)}"))
+    if order not in ("C", "F"):
+        raise ValueError(with_location("only 'C' or 'F' order is permitted"))
+    modes = (mode,) * len(shape) if isinstance(mode, str) else tuple(mode)
+    if len(modes) != len(shape) or any(m not in ("raise", "wrap", "clip") for m in modes):
+        raise ValueError(with_location(f"clipmode must be one of 'clip', 'raise', or 'wrap' "
+                                       f"(got {mode!r})"))
+    coords = np.broadcast_arrays(*coords)
+    values, ok = [], None
+    for c, d, m in zip(coords, shape, modes):
+        if m == "wrap":
+            c = c % d if d else c
+        elif m == "clip":
+            c = np.clip(c, 0, max(d - 1, 0))
+        elif c.size:
+            inside = (c >= 0) & (c < d)
+            ok = inside if ok is None else ok & inside
+        values.append(c)
+    if ok is not None:
+        context.require(np.all(ok).node, ValueError, "invalid entry in coordinates array")
+    flat, stride = None, 1
+    for c, d in (zip(reversed(values), reversed(shape)) if order == "C" else zip(values, shape)):
+        term = c * stride
+        flat = term if flat is None else flat + term
+        stride *= d
+    return flat

@@ -232,14 +232,16 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     rcond = None if rcond is None else float(rcond)
     ta, tb = ta.astype(dt), tb.astype(dt)
     k = tb.shape[1] if tb.ndim == 2 else 1
-    residuals = 0
-    if m > n and k:
-        # NumPy returns residuals only when the rank is full: a size the data decides
-        (rank,) = _call("linalg.lstsq_rank", ta, tb, rcond=rcond)
-        full = np.where(rank == n, k, 0).astype(np.int64)
-        residuals = context.data_size(full.node, "np.linalg.lstsq's residuals")
+    # The rank is probed first, so that it is a number the trace knows, as NumPy's is (code
+    # such as np.polyfit branches on it), and because NumPy returns the residuals only when
+    # it is full: a size the data decides
+    known = 0
+    if ta.size:
+        (probe,) = _call("linalg.lstsq_rank", ta, tb, rcond=rcond)
+        known = context.data_size(probe.astype(np.int64).node, "np.linalg.lstsq's rank")
+    residuals = k if m > n and known == n else 0
     x, res, rank, s = _call("linalg.lstsq", ta, tb, rcond=rcond, residuals=residuals)
-    return x, res, rank, s
+    return x, res, as_tracer(np.asarray(known, rank.dtype)), s
 
 
 @composite(np.linalg.cond, calls=['np.linalg.cond({0})', 'np.linalg.cond({0}, -2)',
