@@ -936,3 +936,15 @@ def test_arrays_numpys_code_makes_from_shapes_are_traced_constants() -> None:
 
     x, i = np.arange(5.0), np.array([0, 3, -1])
     np.testing.assert_array_equal(tracearray.compile(f, device="cpu")(x, i), f(x, i))
+
+
+def test_np_vectorize_is_refused_with_the_whole_array_way_to_write_it() -> None:
+    f = tracearray.compile(lambda a: np.vectorize(lambda v: v * 2)(a), device="cpu")
+    with pytest.raises(tracearray.TracearrayError, match="np.vectorize.*np.where") as e:
+        f(np.arange(3.0))
+    assert "test_tracing_semantics.py" in str(e.value)
+    # a branch in the Python function fails first, on the element NumPy tries it on
+    g = tracearray.compile(lambda a: np.vectorize(lambda v: v * 2 if v > 0 else v)(a),
+                           device="cpu")
+    with pytest.raises(tracearray.ConcretizationError, match="np.where"):
+        g(np.arange(3.0))
