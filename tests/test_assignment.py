@@ -504,3 +504,22 @@ def test_in_place_update_keeps_reads_of_the_old_values_right() -> None:
     got_x, want_x = x.copy(), x.copy()
     np.testing.assert_allclose(c(got_x, w), f(want_x, w), rtol=1e-12)
     np.testing.assert_array_equal(got_x, want_x)
+
+
+@pytest.mark.parametrize("view", ["b", "b.T", "b[:, ::2]", "b.T[::-1]"])
+def test_fortran_order_reshapes_and_ravels_are_views_where_numpys_are(view) -> None:
+    # order='F' (C order on the reversed axes): a write through it reaches b exactly when
+    # NumPy's F-order reshape or ravel of that view is a view
+    def f(a):
+        b = a.copy()
+        v = eval(view)
+        v.ravel(order="F")[3] = -1
+        w = v.reshape(-1, 2, order="F")
+        w[1, 1] = -2
+        return b, w, v.flatten(order="F"), np.reshape(v, (2, -1), order="F")
+
+    a = np.arange(24.0).reshape(4, 6)
+    for got, want in zip(tracearray.compile(f, device="cpu")(a), f(a)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(tracearray.UnsupportedOperationError, match="'A' and 'K'"):
+        tracearray.compile(lambda x: x.ravel(order="K"), device="cpu")(a)

@@ -431,8 +431,16 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> N
 
 def reshape(x: Any, shape: Any, order: str = "C") -> Node:
     x = as_node(x)
+    if order == "F":
+        # Fortran order is C order on the reversed axes: a.reshape(s, 'F') is
+        # a.T.reshape(s[::-1]).T (each a view exactly when NumPy's F reshape is one)
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        return transpose(reshape(transpose(x), tuple(shape)[::-1]))
     if order != "C":
-        raise unsupported(f"reshape(order={order!r})", "only C order")
+        raise unsupported(f"reshape(order={order!r})",
+                          "'A' and 'K' follow the caller's memory layout, which is not "
+                          "known when tracing: use 'C' or 'F'")
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     shape = [int(s) for s in shape]

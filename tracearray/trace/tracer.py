@@ -545,6 +545,14 @@ class Tracer:
     def round(self, decimals: int = 0, out: Any = None) -> "Tracer":
         return np.round(self, decimals, out)
 
+    def __round__(self, ndigits: Any = None) -> Any:
+        # NumPy's scalars round (a 0-d result stands for one); its arrays do not
+        if self.ndim:
+            raise TypeError(with_location("type numpy.ndarray doesn't define __round__ method"))
+        if ndigits is None:      # a Python int: it needs the value
+            return int(np.round(self))
+        return np.round(self, ndigits)
+
     # --- methods: shape -----------------------------------------------------------------
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
         if not shape:
@@ -558,9 +566,9 @@ class Tracer:
                 shape = tuple(sizes.tolist())
             elif isinstance(sizes, (tuple, list)):
                 shape = tuple(sizes)
-        return self._reshaped(api.reshape(self.node, shape, order), ravel=False)
+        return self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order)
 
-    def _reshaped(self, node: Node, ravel: bool) -> "Tracer":
+    def _reshaped(self, node: Node, ravel: bool, order: str = "C") -> "Tracer":
         """A reshape (or ravel) of this value: a view when NumPy makes one, else new memory.
         For an argument's memory NumPy's choice depends on the caller's strides: the result
         is a view that cannot be written through, unless only size-1 axes change."""
@@ -572,10 +580,10 @@ class Tracer:
                 return self._view(node)
             return self._view(node, ambiguous=True)
         if ravel:
-            is_view = layout.flags.c_contiguous
+            is_view = layout.flags.f_contiguous if order == "F" else layout.flags.c_contiguous
         else:
             try:
-                np.reshape(layout, node.shape, copy=False)
+                np.reshape(layout, node.shape, order=order, copy=False)
                 is_view = True
             except ValueError:
                 is_view = False
@@ -591,7 +599,7 @@ class Tracer:
         return self._view(api.squeeze(self.node, axis))
 
     def ravel(self, order: str = "C") -> "Tracer":
-        return self._reshaped(api.ravel(self.node, order), ravel=True)
+        return self._reshaped(api.ravel(self.node, order), ravel=True, order=order)
 
     def flatten(self, order: str = "C") -> "Tracer":
         return Tracer(api.ravel(self.node, order))
