@@ -326,3 +326,38 @@ def test_complex_global_arrays_are_read_at_every_call():
     GLOBAL_Z[:] = GLOBAL_Z * 1j         # changed in place: the next call sees the new values
     np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
     np.testing.assert_array_equal(f(x), GLOBAL_Z * x)
+
+
+def _escape_time(c, n=12):
+    z = np.zeros_like(c)
+    it = np.zeros(c.shape, int)
+    for _ in range(n):
+        m = np.abs(z) <= 2
+        z[m] = z[m] ** 2 + c[m]
+        it[m] += 1
+    return it, z
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_complex_masked_updates_in_a_loop_need_no_data_dependent_sizes(device, request):
+    # z[m] = z[m] ** 2 + c[m]: selections of one mask, computed on the whole arrays and
+    # written back by the mask; each compacted z[m] was a probe and a trace per iteration
+    # (20 iterations passed the 64-stage bound)
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    c = np.linspace(-2, 1, 13)[None, :] + 1j * np.linspace(-1.5, 1.5, 7)[:, None]
+    f = tracearray.compile(_escape_time, device="cpu" if device == "cpu" else "cuda")
+    got, want = f(c), _escape_time(c)
+    np.testing.assert_array_equal(np.asarray(got[0]), want[0])
+    np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-12, equal_nan=True)
+    assert f.cache_info().traces == 1
+    for g in (lambda z: z[z.real > 0].sum(), lambda z: z[z.imag > 0].mean(),
+              lambda z: np.abs(z[z.imag > 0]), lambda z: z[z.real > 0] * 2j + 1,
+              lambda z: (z[z.real > 0].conj(), {"r": z[z.real > 0].real})):
+        got_g, want_g = tracearray.compile(g, device="cpu")(c), g(c)
+        for a, b in zip(np.atleast_1d(got_g) if not isinstance(want_g, tuple) else
+                        (got_g[0], got_g[1]["r"]),
+                        np.atleast_1d(want_g) if not isinstance(want_g, tuple) else
+                        (want_g[0], want_g[1]["r"])):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+            assert np.asarray(a).dtype == np.asarray(b).dtype

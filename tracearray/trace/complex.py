@@ -41,7 +41,8 @@ from .graph import Node
 def is_complex(value: Any) -> bool:
     """A complex operand: a complex tracer, a Python complex, a NumPy complex scalar or
     array (a list holding complex numbers, as NumPy would convert it)."""
-    if isinstance(value, ComplexTracer):
+    from .complex_selection import ComplexSelection
+    if isinstance(value, (ComplexTracer, ComplexSelection)):
         return True
     if isinstance(value, complex):
         return True
@@ -102,8 +103,13 @@ def parts(value: Any, part: np.dtype, full: bool = False) -> tuple[Any, Any]:
     imaginary part is a 0-d zero that broadcasts, or with ``full`` a zero array of its shape
     (for functions such as concatenate that do not broadcast)."""
     from .tracer import Tracer
+    from .complex_selection import ComplexSelection
     if isinstance(value, ComplexTracer):
         return value.re.astype(part, copy=False), value.im.astype(part, copy=False)
+    if isinstance(value, ComplexSelection):
+        if full:
+            return parts(value.compact(), part, full)
+        return value.re.astype(part), value.im.astype(part)
     if isinstance(value, Tracer):
         re = value.astype(part, copy=False)
         return re, (np.zeros_like(re) if full else _as_tracer(np.zeros((), part)))
@@ -244,8 +250,14 @@ class ComplexTracer:
         return np
 
     # --- indexing and writes ------------------------------------------------------------
-    def __getitem__(self, key: Any) -> "ComplexTracer":
-        return ComplexTracer(*_part_results(self.re[_part_key(key)], self.im[_part_key(key)]))
+    def __getitem__(self, key: Any) -> Any:
+        from .complex_selection import ComplexSelection
+        from .selection import MaskedSelection
+        re, im = self.re[_part_key(key)], self.im[_part_key(key)]
+        if isinstance(re, MaskedSelection) and isinstance(im, MaskedSelection) and \
+                re.mask is im.mask and re.lead == im.lead:
+            return ComplexSelection(re, im)     # z[mask]: compacted only where needed
+        return ComplexTracer(*_part_results(re, im))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key = _part_key(key)
@@ -432,8 +444,9 @@ def _is_operand(x: Any) -> bool:
 def _part_key(key: Any) -> Any:
     """An index of a complex array as an index of each part (a complex index is an error,
     as in NumPy; traced boolean masks and index arrays apply to both parts)."""
+    from .complex_selection import ComplexSelection
     items = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, ComplexTracer) for k in items):
+    if any(isinstance(k, (ComplexTracer, ComplexSelection)) for k in items):
         raise IndexError(with_location(
             "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
             "integer or boolean arrays are valid indices"))

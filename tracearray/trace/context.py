@@ -153,9 +153,10 @@ def require(node: Any, error: type[BaseException], message: str) -> None:
 
 def _is_tracer(x: Any) -> bool:
     from .complex import ComplexTracer
+    from .complex_selection import ComplexSelection
     from .selection import MaskedSelection
     from .tracer import Tracer
-    return isinstance(x, (Tracer, MaskedSelection, ComplexTracer))
+    return isinstance(x, (Tracer, MaskedSelection, ComplexTracer, ComplexSelection))
 
 
 def _holds_tracer(x: Any) -> bool:
@@ -172,7 +173,8 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
     from .complex import ComplexTracer, as_complex
     from .selection import MaskedSelection
     from .tracer import Tracer
-    if isinstance(a, MaskedSelection):
+    from .complex_selection import ComplexSelection
+    if isinstance(a, (MaskedSelection, ComplexSelection)):
         a = a.compact()             # x[mask] converted: the selected elements
     if isinstance(a, ComplexTracer) or (isinstance(a, (list, tuple)) and any(
             isinstance(v, ComplexTracer) for v in a)):

@@ -103,7 +103,10 @@ def _holds_nodes(x: Any) -> bool:
 def compact_key(key: Any) -> Any:
     """A key with its traced selections (``x[m]`` used as an index) compacted into index
     arrays."""
+    from .complex_selection import ComplexSelection
     from .selection import MaskedSelection
+    if isinstance(key, ComplexSelection):
+        key = key.compact()         # (a complex index: the IndexError NumPy raises follows)
     if isinstance(key, MaskedSelection):
         return key.compact().node
     if isinstance(key, tuple):

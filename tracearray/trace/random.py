@@ -369,8 +369,9 @@ def _lemire(bits: Any, r: Any, threshold: Any, tries: int, small: bool = False) 
 
 def _traced_or_array(value: Any) -> Any:
     """A parameter as a tracer (a selection ``x[mask]`` compacted) or a NumPy array."""
+    from .complex_selection import ComplexSelection
     from .selection import MaskedSelection
-    if isinstance(value, MaskedSelection):
+    if isinstance(value, (MaskedSelection, ComplexSelection)):
         return value.compact()
     return value if isinstance(value, Tracer) else np.asarray(value)
 

@@ -347,7 +347,8 @@ _OTHER_AXIS = object()   # a reduction of a selection along a dimension it keeps
 
 def _compacted(x: Any) -> Any:
     """``x`` with every selection in it (args tuples, lists, dicts) compacted."""
-    if isinstance(x, MaskedSelection):
+    from .complex_selection import ComplexSelection
+    if isinstance(x, (MaskedSelection, ComplexSelection)):
         return x.compact()
     if isinstance(x, (list, tuple)):
         return type(x)(_compacted(v) for v in x)
@@ -366,12 +367,14 @@ def compact_all(x: Any) -> Any:
     """A function's result with its selections compacted (arrays of the data's length),
     through the one pytree mechanism of results (namedtuples, dataclasses, ...)."""
     from . import pytree
+    from .complex_selection import ComplexSelection
     from .tracer import Tracer
-    leaves, tree = pytree.flatten(x, lambda v: isinstance(v, (MaskedSelection, Tracer,
-                                                              np.ndarray, np.generic)))
-    if not any(isinstance(v, MaskedSelection) for v in leaves):
+    selections = (MaskedSelection, ComplexSelection)
+    leaves, tree = pytree.flatten(x, lambda v: isinstance(v, selections + (
+        Tracer, np.ndarray, np.generic)))
+    if not any(isinstance(v, selections) for v in leaves):
         return x
-    return pytree.unflatten(tree, [v.compact() if isinstance(v, MaskedSelection) else v
+    return pytree.unflatten(tree, [v.compact() if isinstance(v, selections) else v
                                    for v in leaves])
 
 

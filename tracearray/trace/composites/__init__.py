@@ -99,7 +99,8 @@ def as_tracer(x: Any) -> Any:
     from ..tracer import Tracer
     if isinstance(x, Tracer):
         return x
-    if isinstance(x, MaskedSelection):   # x[mask] as an operand: its selected elements
+    from ..complex_selection import ComplexSelection
+    if isinstance(x, (MaskedSelection, ComplexSelection)):   # x[mask]: its selected elements
         return x.compact()
     return Tracer(api.as_node(np.asarray(x) if not isinstance(x, (np.ndarray, np.generic))
                               else x))
