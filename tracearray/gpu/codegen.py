@@ -36,6 +36,7 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Callable, Sequence
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..codegen.kernel import (KernelLowering, accumulator_dtype, atomic_combine,
 from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
+from ..tile import ordered_in_parallel
 from ..tile.geometry import Geometry
 from .mathlib import GpuMath
 
@@ -65,8 +67,9 @@ SMEM_LAUNCH_LIMIT = 48 << 10
 UNROLL = 4
 
 
-def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
-    """The GPU driver for a geometry (``inner_size``: elements per row, when known)."""
+def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None = None) -> str:
+    """The GPU driver for a geometry (``inner_size``: elements per row, ``rows``: the rows
+    of the parallel range, when known)."""
     s = geo.strategy
     if s in ("map", "map2d"):
         return "map"
@@ -77,11 +80,28 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
             else "block_row"
     if s == "scatter" and atomic_combine(geo.kernel.scatter) is not None:
         return "scatter_atomic"
+    if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
+            ordered_in_parallel(rows, inner_size):
+        return "scatter_last"
     return s   # full, scan, scatter
 
 
 def entry_names(strategy: str, name: str) -> list[str]:
-    return [name, f"{name}_combine"] if strategy == "full" else [name]
+    """The kernel's entry points, in launch order."""
+    if strategy == "full":
+        return [name, f"{name}_combine"]
+    if strategy == "scatter_last":
+        return [f"{name}_init", f"{name}_claim", name]
+    return [name]
+
+
+def scratch_dtypes(strategy: str, wide: bool) -> list[np.dtype]:
+    """Scratch arrays a strategy's kernels share (after the stores, before the error flag),
+    each as long as the scatter's target: ``scatter_last``'s winning positions (int64 when
+    the space may have 2^31 elements or more, ``wide``)."""
+    if strategy == "scatter_last":
+        return [np.dtype(np.int64 if wide else np.int32)]
+    return []
 
 
 class _Nvvm:
@@ -338,9 +358,11 @@ class GpuLoweringMixin:
 class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
     """A fused kernel (map / reduce / scan) for NVPTX."""
 
-    def __init__(self, geometry: Geometry, name: str, strategy: str | None = None):
+    def __init__(self, geometry: Geometry, name: str, strategy: str | None = None,
+                 wide: bool = True):
         super().__init__(geometry, GpuMath(), name)
         self.strategy = strategy or gpu_strategy(geometry)
+        self.wide = wide    # positions of the space may reach 2^31 (scratch arrays' width)
         self._gpu_init()
         self._row_cache: dict[int, ir.Value] = {}
         self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
@@ -348,9 +370,28 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         self._nesting = 0
         self._extra_args: list[ir.Value] = []
 
+    def buffer_dtypes(self) -> list[np.dtype]:
+        dts = super().buffer_dtypes()
+        k = self.kernel
+        at = len(k.body.accesses) + len(k.stores)
+        return dts[:at] + scratch_dtypes(self.strategy, self.wide) + dts[at:]
+
+    def scratch_ptr(self, i: int) -> ir.Value:
+        k = self.kernel
+        return self.ptrs[len(k.body.accesses) + len(k.stores) + i]
+
     def lower(self) -> str:
         dts = self.buffer_dtypes()
         ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
+        if self.strategy == "scatter_last":
+            passes = (self._scatter_init, self._scatter_claim, self._scatter_write)
+            for entry, emit in zip(entry_names(self.strategy, self.name), passes):
+                body = self._internal_function(f"{entry}_body", ptr_types, [])
+                self._begin_function(body, len(dts))
+                emit()
+                self._end_function()
+                self.emit_kernel(entry, body, ptr_types, self.layout.size, 0)
+            return str(self.module)
         n_extra = 1 if self.strategy == "block_row" else 0    # block_row: the cache flag
         body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
         self._begin_function(body, len(dts))
@@ -577,6 +618,48 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         with self.loop(gid, self.product(dims), gstride) as p:
             self.set_dims(p, dims)
             self._scatter_row(atomic=True)
+
+    # scatter_last: NumPy's last write wins, in parallel. Three passes of a thread per
+    # element, each element at its flat position p in the space (C order: for a fixed
+    # target element, the elements that write it differ only along the index dims, so a
+    # later one in NumPy's order has a larger p): init sets the target's winner to -1,
+    # claim takes the atomic max of p, write stores the value of the element that won.
+    # Exact integer atomics and a plain compare: the result does not depend on timing.
+    def _each_element(self, body: Callable[[ir.Value, dict, list, ir.Value], None]) -> None:
+        """``body(p, memo, loaded, winner)`` for every element p of the space whose indices
+        are in range (``loaded``: its index values, ``winner``: its target's slot in the
+        scratch array)."""
+        dims = tuple(range(self.geo.rank))
+        gid, gstride = self.global_ids()
+        pos_ty = ir.IntType(64 if self.wide else 32)
+
+        def element(p: ir.Value) -> None:
+            self.set_dims(p, dims)
+            memo: dict = {}
+            loaded, ok = self.scatter_target(memo)
+            pos = p if self.wide else self.b.trunc(p, pos_ty)
+            with (self.b.if_then(ok) if ok is not None else nullcontext()):
+                body(pos, memo, loaded, self.scatter_address(self.scratch_ptr(0), loaded))
+        self.strided_loop(gid, self.product(dims), gstride, element)
+
+    def _scatter_init(self) -> None:
+        self._each_element(lambda p, memo, loaded, winner:
+                           self.b.store(ir.Constant(p.type, -1), winner))
+
+    def _scatter_claim(self) -> None:
+        self._each_element(lambda p, memo, loaded, winner:
+                           self.b.atomic_rmw("max", winner, p, "monotonic"))
+
+    def _scatter_write(self) -> None:
+        k = self.kernel
+
+        def write(p: ir.Value, memo: dict, loaded: list, winner: ir.Value) -> None:
+            with self.b.if_then(self.b.icmp_signed("==", self.b.load(winner), p)):
+                value = self.ev(k.root_exprs[0], memo)
+                scalar.store_value(self.b, value,
+                                   self.scatter_address(self.ptrs[len(k.body.accesses)], loaded),
+                                   k.scatter.dtype)
+        self._each_element(write)
 
     def _full_stage1(self) -> None:
         k = self.kernel
@@ -943,5 +1026,5 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
     return str(module)
 
 
-__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
+__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names", "scratch_dtypes",
            "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]

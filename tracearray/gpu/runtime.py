@@ -44,7 +44,7 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
-                      gpu_strategy, COPY_MAX_RANK)
+                      gpu_strategy, scratch_dtypes, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
 
 MAP_BLOCK = 256
@@ -326,18 +326,25 @@ class GpuExecutable:
         geo, params, sources, ext = self._geometry(spec)
         prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
         inner = prod(geo.inner_dims)
-        strategy = gpu_strategy(geo, inner)
-        lowering = GpuKernelLowering(geo, name, strategy)
+        strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
+        wide = prod(range(geo.rank)) >= 1 << 31   # positions in the space need 64 bits
+        lowering = GpuKernelLowering(geo, name, strategy, wide)
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
-        if strategy in ("map", "scatter_atomic"):
+        scratch = scratch_dtypes(strategy, wide)
+        if scratch:   # as long as the target, after the stores (before any error flag)
+            gk.partial_dtypes = scratch
+            gk.nslots = max(1, int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
+            gk.ptr_sources += [("partial", i) for i in range(len(scratch))]
+        if strategy in ("map", "scatter_atomic", "scatter_last"):
             n = prod(range(geo.rank))
-            if n:
-                launches.append(Launch(name, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK))
+            if n:   # scatter_last: its three passes, a thread per element each
+                launches += [Launch(entry, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK)
+                             for entry in names]
         elif strategy in ("thread_row", "scan", "scatter"):
             kept = [d for d in range(geo.rank) if not geo.reduced[d]] if strategy == "thread_row" \
                 else list(geo.par_dims)

@@ -44,6 +44,21 @@ STRIDED_SUM_BLOCK = 128
 # with Kahan's compensation (once per block: cheap)
 COLUMN_SUM_BLOCK = 16
 
+# GPU scans and scatters that keep an order (cumsum, ``x[idx] = v``): a thread per row,
+# sequential along the ordered dims, only when the rows alone fill the device and each is
+# short; otherwise in parallel along them too (``ordered_in_parallel``)
+GPU_SEQUENTIAL_MIN_ROWS = 1 << 15
+GPU_SEQUENTIAL_MAX_LENGTH = 64
+
+
+def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
+    """Whether a GPU scan or ordered scatter of ``rows`` rows of ``length`` ordered elements
+    should run in parallel along the rows (multi-pass) rather than a thread per row. Unknown
+    sizes (None) keep the thread per row."""
+    if rows is None or length is None or length <= 1:
+        return False
+    return rows < GPU_SEQUENTIAL_MIN_ROWS or length > GPU_SEQUENTIAL_MAX_LENGTH
+
 
 @dataclass(frozen=True)
 class TileSpec:
@@ -122,4 +137,4 @@ def work_per_iteration(geometry: Geometry, extents: list[int]) -> int:
 __all__ = ["TileSpec", "Geometry", "make_geometry", "tile_plan", "tile_kernel",
            "parallel_extent", "work_per_iteration", "full_reduction_slots", "SUM_BLOCK",
            "STRIDED_SUM_BLOCK", "COLUMN_SUM_BLOCK",
-           "sum_rounding_depth"]
+           "sum_rounding_depth", "ordered_in_parallel"]
