@@ -125,9 +125,9 @@ def test_short_index_dims_over_many_rows_stay_sequential() -> None:
     fn = lambda x, i, v: _set(x, i, v)     # noqa: E731
     args = (x, np.array([1, 1, 2]), np.ones((3, 1 << 16)))
     assert _strategies(fn, args) == ["map", "scatter"]
-    assert not ordered_in_parallel(1 << 16, 3)
-    assert ordered_in_parallel(1, 2) and ordered_in_parallel(1 << 16, 1000)
-    assert not ordered_in_parallel(10, 1) and not ordered_in_parallel(None, 100)
+    assert not ordered_in_parallel(1 << 16, 3) and not ordered_in_parallel(1 << 16, 1000)
+    assert ordered_in_parallel(1, 65) and ordered_in_parallel(1 << 16, 5000)
+    assert not ordered_in_parallel(1, 64) and not ordered_in_parallel(None, 100)
 
 
 @pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
@@ -164,3 +164,115 @@ def test_assignment_scatter_cuda_large() -> None:
     fn = lambda x, i, v: _set(x, i, v)     # noqa: E731
     np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(x, i, v), fn(x, i, v))
 
+
+
+# ------------------------------------------------------------------------------------------
+# Scans: scan_tiled (tiles scanned in parallel, then their totals, then the offsets added)
+# ------------------------------------------------------------------------------------------
+
+L = 20011                                  # tiles of 142: the last one short
+SCAN_CASES: dict[str, tuple[Callable, tuple]] = {
+    "int64 cumsum (exact)": _case(lambda x: np.cumsum(x), RNG.integers(-99, 99, L)),
+    "int8 cumsum wraps": _case(lambda x: np.cumsum(x, dtype=np.int8),
+                               RNG.integers(-99, 99, L).astype(np.int8)),
+    "bool cumsum (the count of x[mask])": _case(lambda x: np.cumsum(x > 0),
+                                               RNG.standard_normal(L)),
+    "float64 cumsum": _case(lambda x: np.cumsum(x), RNG.standard_normal(L)),
+    "float32 cumsum of a computed value": _case(lambda x: np.cumsum(np.exp(x) - 1),
+                                                RNG.standard_normal(L).astype(np.float32)),
+    "float16 cumsum": _case(lambda x: np.cumsum(x), RNG.standard_normal(3001)
+                            .astype(np.float16)),
+    "complex128 cumsum": _case(lambda x: np.cumsum(x * (1 + 2j)), RNG.standard_normal(L)),
+    "float64 cumprod": _case(lambda x: np.cumprod(1 + x * 1e-3), RNG.standard_normal(L)),
+    "int64 cumprod wraps": _case(lambda x: np.cumprod(x), RNG.integers(-3, 4, L)),
+    "cummax with NaN": _case(lambda x: np.maximum.accumulate(np.where(x > 3.5, np.nan, x)),
+                             RNG.standard_normal(L)),
+    "cummin uint16": _case(lambda x: np.minimum.accumulate(x),
+                           RNG.integers(0, 60000, L).astype(np.uint16)),
+    "exact multiple of the tile (128 x 128)": _case(lambda x: np.cumsum(x),
+                                                    RNG.integers(-9, 9, 128 * 128)),
+    "one past a multiple": _case(lambda x: np.cumsum(x), RNG.integers(-9, 9, 128 * 128 + 1)),
+    "three rows along axis 1": _case(lambda x: np.cumsum(x, axis=1),
+                                     RNG.standard_normal((3, 4099))),
+    "along axis 0 (strided), 5 columns": _case(lambda x: np.cumsum(x, axis=0),
+                                               RNG.integers(-5, 5, (3001, 5))),
+    "scan of a transposed view": _case(lambda x: np.cumsum(x.T, axis=1),
+                                       RNG.integers(-5, 5, (2049, 2))),
+    "x[x > 0] (compaction through the count)": _case(lambda x: x[x > 0] * 2,
+                                                     RNG.standard_normal(L)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCAN_CASES))
+def test_scan_tiled(name: str, reversed_gpu) -> None:
+    fn, args = SCAN_CASES[name]
+    assert "scan_tiled" in _strategies(fn, args)
+    assert_matches_numpy(fn, *args, device="cuda")
+    got = tracearray.compile(fn, device="cuda")(*args)
+    if got.dtype.kind not in "fc":        # exact in any association
+        np.testing.assert_array_equal(got, fn(*args))
+    assert_matches_numpy(fn, *args, device="cpu")
+
+
+def test_scan_tiled_float_is_deterministic(reversed_gpu) -> None:
+    """The tile length is a function of the length alone: the same bits on every run and
+    for any thread order (here: the forward order of the emulator, then the reverse)."""
+    from gpu_emulator import EmulatedDevice
+    x = RNG.standard_normal(L)
+    g = tracearray.compile(lambda x: np.cumsum(x), device="cuda")
+    assert "scan_tiled" in _strategies(lambda x: np.cumsum(x), (x,))
+    first = g(x)
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    try:
+        np.testing.assert_array_equal(tracearray.compile(lambda x: np.cumsum(x),
+                                                         device="cuda")(x), first)
+    finally:
+        driver.set_device_for_testing(prev)
+
+
+def test_scan_stays_a_thread_per_row_for_many_short_rows(reversed_gpu) -> None:
+    from tracearray.gpu.codegen import scan_tile_length
+    x = RNG.standard_normal((1 << 15, 8))
+    fn = lambda x: np.cumsum(x, axis=1)    # noqa: E731
+    assert _strategies(fn, (x,)) == ["scan"]
+    assert _strategies(fn, (x[:1],)) == ["scan"]          # one short row
+    assert scan_tile_length(10**8) == 10**4 and scan_tile_length(5) == 128
+
+
+def test_scan_tiled_empty_and_size_1(reversed_gpu) -> None:
+    for x in (np.zeros((0, 5000)), np.ones(1), np.ones((2, 1))):
+        np.testing.assert_array_equal(tracearray.compile(lambda x: np.cumsum(x, axis=-1),
+                                                         device="cuda")(x),
+                                      np.cumsum(x, axis=-1))
+
+
+@pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
+@pytest.mark.parametrize("name", ["float64 cumsum", "bool cumsum (the count of x[mask])",
+                                  "complex128 cumsum", "float16 cumsum", "cummax with NaN",
+                                  "along axis 0 (strided), 5 columns"])
+def test_scan_tiled_ptx(name: str) -> None:
+    fn, args = SCAN_CASES[name]
+    lowered = tracearray.compile(fn, device="cuda").lower(*args)
+    assert "scan_tiled" in [k.strategy for k in lowered.executable.kernels]
+    assemble_kernels(lowered)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("name", sorted(SCAN_CASES))
+def test_scan_tiled_cuda(name: str) -> None:
+    fn, args = SCAN_CASES[name]
+    assert "scan_tiled" in _strategies(fn, args)
+    assert_matches_numpy(fn, *args, device="cuda")
+    g = tracearray.compile(fn, device="cuda")
+    first = g(*args)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(*args), first)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+def test_scan_tiled_cuda_large() -> None:
+    x = np.random.default_rng(5).integers(-9, 9, 1 << 24)
+    np.testing.assert_array_equal(tracearray.compile(lambda x: np.cumsum(x),
+                                                     device="cuda")(x), np.cumsum(x))

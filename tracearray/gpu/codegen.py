@@ -36,6 +36,7 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from typing import Callable, Sequence
 
@@ -65,6 +66,8 @@ ROW_CACHE_MAX_BYTES = 40 << 10
 SMEM_LAUNCH_LIMIT = 48 << 10
 # grid-stride loops run this many iterations per trip (``strided_loop``)
 UNROLL = 4
+# scan_tiled's shortest tile (``scan_tile_length``)
+SCAN_TILE_MIN = 128
 
 
 def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None = None) -> str:
@@ -83,25 +86,39 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None 
     if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
             ordered_in_parallel(rows, inner_size):
         return "scatter_last"
+    if s == "scan" and ordered_in_parallel(rows, inner_size):
+        return "scan_tiled"
     return s   # full, scan, scatter
+
+
+# The entry points of the multi-pass strategies, in launch order (suffixes of the name).
+PASSES = {"full": ("", "_combine"), "scatter_last": ("_init", "_claim", ""),
+          "scan_tiled": ("_tiles", "_totals", "")}
 
 
 def entry_names(strategy: str, name: str) -> list[str]:
     """The kernel's entry points, in launch order."""
-    if strategy == "full":
-        return [name, f"{name}_combine"]
-    if strategy == "scatter_last":
-        return [f"{name}_init", f"{name}_claim", name]
-    return [name]
+    return [name + suffix for suffix in PASSES.get(strategy, ("",))]
 
 
-def scratch_dtypes(strategy: str, wide: bool) -> list[np.dtype]:
-    """Scratch arrays a strategy's kernels share (after the stores, before the error flag),
-    each as long as the scatter's target: ``scatter_last``'s winning positions (int64 when
-    the space may have 2^31 elements or more, ``wide``)."""
+def scratch_dtypes(strategy: str, kernel: Kernel, wide: bool) -> list[np.dtype]:
+    """Scratch arrays a strategy's passes share (after the stores, before the error flag):
+    ``scatter_last``'s winning positions, one per element of the target (int64 when the
+    space may have 2^31 elements or more, ``wide``); ``scan_tiled``'s tile totals, one per
+    tile of each row, in the scan's dtype."""
     if strategy == "scatter_last":
         return [np.dtype(np.int64 if wide else np.int32)]
+    if strategy == "scan_tiled":
+        return [np.dtype(kernel.reductions[0].dtype)]
     return []
+
+
+def scan_tile_length(length: int) -> int:
+    """Elements per tile of a ``scan_tiled`` row of ``length``: about its square root, so
+    neither the tiles (a thread each) nor the per-row scan of their totals is long. A
+    function of the length only: the association of a float scan does not depend on the
+    device."""
+    return max(SCAN_TILE_MIN, math.isqrt(max(length - 1, 0)) + 1)
 
 
 class _Nvvm:
@@ -374,7 +391,7 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         dts = super().buffer_dtypes()
         k = self.kernel
         at = len(k.body.accesses) + len(k.stores)
-        return dts[:at] + scratch_dtypes(self.strategy, self.wide) + dts[at:]
+        return dts[:at] + scratch_dtypes(self.strategy, k, self.wide) + dts[at:]
 
     def scratch_ptr(self, i: int) -> ir.Value:
         k = self.kernel
@@ -383,14 +400,19 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
     def lower(self) -> str:
         dts = self.buffer_dtypes()
         ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
-        if self.strategy == "scatter_last":
-            passes = (self._scatter_init, self._scatter_claim, self._scatter_write)
-            for entry, emit in zip(entry_names(self.strategy, self.name), passes):
-                body = self._internal_function(f"{entry}_body", ptr_types, [])
+        passes = {"scatter_last": (self._scatter_init, self._scatter_claim,
+                                   self._scatter_write),
+                  "scan_tiled": (self._scan_tiles, self._scan_totals, self._scan_offsets)}
+        if self.strategy in passes:
+            n_extra = 1 if self.strategy == "scan_tiled" else 0   # the tile length
+            for entry, emit in zip(entry_names(self.strategy, self.name),
+                                   passes[self.strategy]):
+                body = self._internal_function(f"{entry}_body", ptr_types, [I64] * n_extra)
                 self._begin_function(body, len(dts))
+                self._extra_args = list(body.args[len(dts) + 1:])
                 emit()
                 self._end_function()
-                self.emit_kernel(entry, body, ptr_types, self.layout.size, 0)
+                self.emit_kernel(entry, body, ptr_types, self.layout.size, n_extra)
             return str(self.module)
         n_extra = 1 if self.strategy == "block_row" else 0    # block_row: the cache flag
         body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
@@ -600,6 +622,91 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         with self.loop(gid, self.product(geo.par_dims), gstride) as p:
             self.set_dims(p, geo.par_dims)
             self._scan_row(acc)    # the CPU's row: same start value and per-step rounding
+
+    # scan_tiled: a long scan axis with few rows, in three passes over tiles of a run-time
+    # length T (``scan_tile_length``): (tiles) a thread per tile of each row scans it in
+    # order from the reducer's start value, stores the tile's prefixes and its total;
+    # (totals) a thread per row turns its tile totals into each tile's offset, in order
+    # (an exclusive scan); (offsets) a thread per tile after the first combines its offset
+    # with each stored prefix. Integer and max/min scans are exact in any association. A
+    # float sum's k-th output goes through at most k - 1 roundings, as in order (a term of
+    # an earlier tile: T - 1 in its tile, t - 1 in the offsets, 1 when added; T + t - 1 <=
+    # k - 1 for tile t >= 1), so it stays within the comparator's in-order cumsum bound;
+    # products within their reassociation bound. The tile length depends on the length
+    # only: the same bits on every device and run.
+    def _scan_setup(self) -> tuple:
+        """(op, dtype, scan loop dim, its length, tile length, tiles per row, rows)."""
+        red = self.kernel.reductions[0]
+        axis = self.geo.inner_dims[0]
+        length, tile = self.extent(axis), self._extra_args[0]
+        ntiles = self.b.udiv(self.b.add(length, self.b.sub(tile, self.const(1))), tile)
+        return (reducer(red.op).combine_op, red.dtype, axis, length, tile, ntiles,
+                self.product(self.geo.par_dims))
+
+    def _scan_step(self, op: str, dt: np.dtype, a: ir.Value, x: ir.Value) -> ir.Value:
+        return scalar.lower_op(self.b, op, [a, x], [dt, dt], dt, self.math)
+
+    def _each_tile(self, body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None],
+                   first: bool = True) -> None:
+        """``body(q, tile, start, stop)`` for every tile q of every row (the row's loop
+        variables set; ``first``: also the first tile of each row)."""
+        _op, _dt, _axis, length, tile_len, ntiles, rows = self._scan_setup()
+        b = self.b
+        gid, gstride = self.global_ids()
+        with self.loop(gid, b.mul(rows, ntiles), gstride) as q:
+            tile = b.urem(q, ntiles)
+            with (nullcontext() if first else
+                  b.if_then(b.icmp_unsigned("!=", tile, self.const(0)))):
+                self.set_dims(b.udiv(q, ntiles), self.geo.par_dims)
+                start = b.mul(tile, tile_len)
+                body(q, tile, start, self.smin(b.add(start, tile_len), length))
+
+    def _scan_tiles(self) -> None:
+        k = self.kernel
+        op, dt, axis, *_ = self._scan_setup()
+        acc = self.alloca(scalar.llvm_type(dt))
+
+        def tile(q, _tile, start, stop) -> None:
+            self.b.store(reducer(k.reductions[0].op).identity(dt), acc)
+
+            def element(j: ir.Value) -> None:
+                self.loop_vars[axis] = j
+                v = self._scan_step(op, dt, self.b.load(acc), self.ev(k.red_exprs[0], {}))
+                self.b.store(v, acc)
+                self.store(0, k.stores[0], v)
+            self.strided_loop(start, stop, self.const(1), element)
+            scalar.store_value(self.b, self.b.load(acc),
+                               self.b.gep(self.scratch_ptr(0), [q]), dt)
+        self._each_tile(tile)
+
+    def _scan_totals(self) -> None:
+        op, dt, _axis, _length, _tile, ntiles, rows = self._scan_setup()
+        b = self.b
+        acc = self.alloca(scalar.llvm_type(dt))
+        gid, gstride = self.global_ids()
+        with self.loop(gid, rows, gstride) as row:
+            b.store(reducer(self.kernel.reductions[0].op).identity(dt), acc)
+            with self.loop(self.const(0), ntiles) as t:
+                slot = b.gep(self.scratch_ptr(0), [b.add(b.mul(row, ntiles), t)])
+                total = scalar.load_value(b, slot, dt)
+                scalar.store_value(b, b.load(acc), slot, dt)    # the offset of tile t
+                b.store(self._scan_step(op, dt, b.load(acc), total), acc)
+
+    def _scan_offsets(self) -> None:
+        k = self.kernel
+        op, dt, axis, *_ = self._scan_setup()
+
+        def tile(q, _tile, start, stop) -> None:
+            offset = scalar.load_value(self.b, self.b.gep(self.scratch_ptr(0), [q]), dt)
+
+            def element(j: ir.Value) -> None:
+                self.loop_vars[axis] = j
+                ptr = self._address(self.ptrs[len(k.body.accesses)], self.layout.store_slots[0],
+                                    self.geo.store_vstrides[0])
+                prefix = scalar.load_value(self.b, ptr, dt)
+                scalar.store_value(self.b, self._scan_step(op, dt, offset, prefix), ptr, dt)
+            self.strided_loop(start, stop, self.const(1), element)
+        self._each_tile(tile, first=False)
 
     def _scatter(self) -> None:
         """A thread per column of the not-indexed dimensions, sequential along the index
@@ -1027,4 +1134,5 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
 
 
 __all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names", "scratch_dtypes",
+           "scan_tile_length",
            "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]

@@ -44,7 +44,7 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
-                      gpu_strategy, scratch_dtypes, COPY_MAX_RANK)
+                      gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
 
 MAP_BLOCK = 256
@@ -335,12 +335,20 @@ class GpuExecutable:
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
-        scratch = scratch_dtypes(strategy, wide)
-        if scratch:   # as long as the target, after the stores (before any error flag)
+        scratch = scratch_dtypes(strategy, spec.kernel, wide)
+        if scratch:   # after the stores (before any error flag)
             gk.partial_dtypes = scratch
-            gk.nslots = max(1, int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
             gk.ptr_sources += [("partial", i) for i in range(len(scratch))]
-        if strategy in ("map", "scatter_atomic", "scatter_last"):
+        if strategy == "scatter_last":   # a winner per target element
+            gk.nslots = max(1, int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
+        if strategy == "scan_tiled":
+            rows, tile = prod(geo.par_dims), scan_tile_length(inner)
+            tiles = rows * _cdiv(inner, tile)
+            gk.nslots = max(1, tiles)    # a total per tile of each row
+            for entry, n in zip(names, (tiles, rows, tiles) if tiles else ()):
+                launches.append(Launch(entry, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
+                                       THREAD_BLOCK, (tile,)))
+        elif strategy in ("map", "scatter_atomic", "scatter_last"):
             n = prod(range(geo.rank))
             if n:   # scatter_last: its three passes, a thread per element each
                 launches += [Launch(entry, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK)

@@ -44,20 +44,21 @@ STRIDED_SUM_BLOCK = 128
 # with Kahan's compensation (once per block: cheap)
 COLUMN_SUM_BLOCK = 16
 
-# GPU scans and scatters that keep an order (cumsum, ``x[idx] = v``): a thread per row,
-# sequential along the ordered dims, only when the rows alone fill the device and each is
-# short; otherwise in parallel along them too (``ordered_in_parallel``)
-GPU_SEQUENTIAL_MIN_ROWS = 1 << 15
+# GPU scans and scatters that keep an order (cumsum, ``x[idx] = v``): in parallel along
+# their ordered dims (multi-pass) only when those are longer than a short loop, and either
+# the rows alone cannot fill the device or each is long; else a thread per row, sequential
 GPU_SEQUENTIAL_MAX_LENGTH = 64
+GPU_SEQUENTIAL_MIN_ROWS = 1 << 15
+GPU_PARALLEL_MIN_LENGTH = 4096
 
 
 def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
     """Whether a GPU scan or ordered scatter of ``rows`` rows of ``length`` ordered elements
-    should run in parallel along the rows (multi-pass) rather than a thread per row. Unknown
-    sizes (None) keep the thread per row."""
-    if rows is None or length is None or length <= 1:
+    runs in parallel along the rows too, rather than a thread per row. Unknown sizes (None)
+    keep the thread per row."""
+    if rows is None or length is None or length <= GPU_SEQUENTIAL_MAX_LENGTH:
         return False
-    return rows < GPU_SEQUENTIAL_MIN_ROWS or length > GPU_SEQUENTIAL_MAX_LENGTH
+    return rows < GPU_SEQUENTIAL_MIN_ROWS or length >= GPU_PARALLEL_MIN_LENGTH
 
 
 @dataclass(frozen=True)
