@@ -22,6 +22,7 @@ from tracearray.gpu import driver
 from tracearray.gpu import ptx as P
 from tracearray.testing import assert_matches_numpy
 
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 HAVE_GPU = driver.is_available()
 RNG = np.random.default_rng(11)
 
@@ -276,3 +277,142 @@ def test_scan_tiled_cuda_large() -> None:
     x = np.random.default_rng(5).integers(-9, 9, 1 << 24)
     np.testing.assert_array_equal(tracearray.compile(lambda x: np.cumsum(x),
                                                      device="cuda")(x), np.cumsum(x))
+
+
+# ------------------------------------------------------------------------------------------
+# ufunc.at with an order-dependent combine: scatter_sorted (a stable radix sort by target,
+# then a thread per target combining its run in NumPy's order: bit for bit)
+# ------------------------------------------------------------------------------------------
+
+def _at(ufunc, x, key, *v, dtype=None):
+    y = x.astype(dtype) if dtype is not None else x.copy()
+    ufunc.at(y, key, *v)
+    return y
+
+
+BIG = RNG.standard_normal(70001)            # offsets of 17 bits: three radix passes
+AT_CASES: dict[str, tuple[Callable, tuple]] = {
+    "np.add.at float64, repeated and negative": _case(lambda x, i, v: _at(np.add, x, i, v),
+                                                      X1, DUPS, V1),
+    "np.add.at, no duplication": _case(lambda x, i, v: _at(np.add, x, i, v), X1, PERM,
+                                       V1[:N]),
+    "np.add.at, all on one target": _case(lambda x, i, v: _at(np.add, x, i, v), X1, HEAVY,
+                                          V1 * 1e3),
+    "np.add.at, size-1 target": _case(lambda x, i, v: _at(np.add, x, i, v), X1[:1], DUPS % 1,
+                                      V1),
+    "np.add.at, 70001 targets (three radix passes)":
+        _case(lambda x, i, v: _at(np.add, x, i, v), BIG, RNG.integers(-70001, 70001, 5000), V1),
+    "np.add.at float32 += float64 (cast loop)":
+        _case(lambda x, i, v: _at(np.add, x, i, v * 1e-3, dtype=np.float32), X1, DUPS, V1),
+    "np.subtract.at rows (trailing dim)":
+        _case(lambda x, i, v: _at(np.subtract, x, i, v[:, None] * np.arange(1.0, 4.0)), X2,
+              RNG.integers(-40, 40, 900), V1[:900]),
+    "np.multiply.at (:, j)": _case(lambda x, j, v: _at(np.multiply, x, (slice(None), j),
+                                                       1 + v * 1e-2), X2,
+                                   RNG.integers(-3, 3, 700), V1[:700]),
+    "np.maximum.at with NaN": _case(lambda x, i, v: _at(np.maximum, x, i,
+                                                        np.where(v > 2.5, np.nan, v)),
+                                    X1, DUPS, V1),
+    "np.minimum.at float32": _case(lambda x, i, v: _at(np.minimum, x.astype(np.float32), i,
+                                                       v.astype(np.float32)), X1, DUPS, V1),
+    "np.negative.at (unary)": _case(lambda x, i: _at(np.negative, x, i), X1, DUPS),
+    "np.add.at int8 wraps (no 8-bit atomics)":
+        _case(lambda x, i: _at(np.add, x, i, 100, dtype=np.int8), X1, DUPS),
+    "np.add.at y3[i, :, j] (separated)":
+        _case(lambda x, i, j, v: _at(np.add, x, (i, slice(None), j), v[:, None]), X3,
+              RNG.integers(-7, 7, 300), RNG.integers(-5, 5, 300), V1[:300]),
+    "np.add.at 2-d index array": _case(lambda x, i, v: _at(np.add, x, i.reshape(50, 20),
+                                                           v.reshape(50, 20)), X1,
+                                       DUPS[:1000], V1[:1000]),
+    "np.bincount with weights": _case(lambda i, w: np.bincount(i, w, minlength=50),
+                                      RNG.integers(0, 40, 3000), V1[:3000]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_CASES))
+def test_ufunc_at_sorted(name: str, reversed_gpu) -> None:
+    fn, args = AT_CASES[name]
+    assert "scatter_sorted" in _strategies(fn, args)
+    assert_matches_numpy(fn, *args, device="cuda")
+    got, want = tracearray.compile(fn, device="cuda")(*args), fn(*args)
+    np.testing.assert_array_equal(got, want)          # NumPy's order: bit for bit
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(tracearray.compile(fn, device="cpu")(*args), want)
+
+
+def test_ufunc_at_sorted_empty_index(reversed_gpu) -> None:
+    fn = lambda x, i, v: _at(np.add, x, i, v)     # noqa: E731
+    args = (X1, DUPS[:0], V1[:0])
+    np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(*args), fn(*args))
+
+
+def test_ufunc_at_sorted_out_of_range_raises(reversed_gpu) -> None:
+    def f(x, i, v):
+        y = x.copy()
+        np.add.at(y, i, v)
+        return y
+    bad = DUPS.copy()
+    bad[4000] = -N - 1
+    assert "scatter_sorted" in _strategies(f, (X1, bad, V1))
+    with pytest.raises(IndexError) as want:
+        f(X1, bad, V1)
+    with pytest.raises(IndexError) as got:
+        tracearray.compile(f, device="cuda")(X1, bad, V1)
+    assert str(want.value).splitlines()[0] == str(got.value).splitlines()[0]
+    assert "np.add.at(y, i, v)" in str(got.value)
+
+
+def test_ufunc_at_sorted_updates_the_argument(reversed_gpu) -> None:
+    def into(out, i, v):
+        np.add.at(out, i, v)
+    base = np.zeros((N, 2))
+    got, want = base.copy(), base.copy()
+    tracearray.compile(into, device="cuda")(got[:, 1], DUPS, V1)
+    into(want[:, 1], DUPS, V1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_sort_split_is_a_function_of_the_sizes() -> None:
+    from tracearray.gpu.sorted_scatter import radix_passes, sort_chunks
+    assert [sort_chunks(n) for n in (1, 1024, 1025, 1 << 26)] == [1, 1, 2, 4096]
+    assert [radix_passes(d) for d in (1, 255, 256, 70001, 1 << 26)] == [1, 1, 2, 3, 4]
+
+
+@pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
+@pytest.mark.parametrize("name", ["np.add.at float64, repeated and negative",
+                                  "np.add.at float32 += float64 (cast loop)",
+                                  "np.negative.at (unary)", "np.add.at int8 wraps (no 8-bit atomics)",
+                                  "np.maximum.at with NaN", "np.add.at y3[i, :, j] (separated)"])
+def test_ufunc_at_sorted_ptx(name: str) -> None:
+    fn, args = AT_CASES[name]
+    lowered = tracearray.compile(fn, device="cuda").lower(*args)
+    assert "scatter_sorted" in [k.strategy for k in lowered.executable.kernels]
+    assemble_kernels(lowered)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("name", sorted(AT_CASES))
+def test_ufunc_at_sorted_cuda(name: str) -> None:
+    fn, args = AT_CASES[name]
+    assert "scatter_sorted" in _strategies(fn, args)
+    g = tracearray.compile(fn, device="cuda")
+    first = g(*args)
+    np.testing.assert_array_equal(first, fn(*args))
+    for _ in range(3):
+        np.testing.assert_array_equal(g(*args), first)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+def test_ufunc_at_sorted_cuda_large() -> None:
+    """2^22 float32 contributions into 2^20 targets, and 2^20 into one."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    i = rng.integers(0, 1 << 20, 1 << 22)
+    v = rng.standard_normal(1 << 22).astype(np.float32)
+    fn = lambda x, i, v: _at(np.add, x, i, v)     # noqa: E731
+    np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(x, i, v), fn(x, i, v))
+    one = np.zeros(1 << 20, np.int64)
+    np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(x[:1], one, v[:1 << 20]),
+                                  fn(x[:1], one, v[:1 << 20]))

@@ -242,6 +242,11 @@ class KernelLowering:
         """``ptr + base + sum(i_d * stride_d) + sum(index_k * stride_k)``; the vector dim's
         stride is a constant when the geometry built it in (so that loop vectorises);
         ``loaded``: the values of the access's loaded indices (gathers)."""
+        return self.b.gep(ptr, [self._offset(slots, vstride, loaded)])
+
+    def _offset(self, slots: tuple, vstride: int | None, loaded: list[ir.Value] = ()
+                ) -> ir.Value:
+        """The element offset ``_address`` adds to its pointer."""
         base, strides, dyn = slots
         off = self.slots[base]
         for value, s in zip(loaded, dyn):
@@ -256,7 +261,7 @@ class KernelLowering:
             else:
                 term = self.b.mul(i, self.slots[s])
             off = self.b.add(off, term)
-        return self.b.gep(ptr, [off])
+        return off
 
     # ------------------------------------------------------------------ expressions
     def ev(self, e: KExpr, memo: dict[int, ir.Value]) -> ir.Value:
@@ -749,6 +754,10 @@ class KernelLowering:
                 good = self.b.not_(memo[("bad", id(x))])
                 ok = good if ok is None else self.b.and_(ok, good)
         return loaded, ok
+
+    def scatter_offset(self, loaded: list[ir.Value]) -> ir.Value:
+        """The scatter's target element, as an offset in the target's buffer."""
+        return self._offset(self.layout.store_slots[0], self.geo.store_vstrides[0], loaded)
 
     def scatter_address(self, ptr: ir.Value, loaded: list[ir.Value]) -> ir.Value:
         """The scatter's target element in ``ptr`` (the target's buffer, or a scratch array

@@ -52,6 +52,10 @@ from ..fuse.plan import Kernel
 from ..tile import ordered_in_parallel
 from ..tile.geometry import Geometry
 from .mathlib import GpuMath
+from .sorted_scatter import ENTRIES as SORT_ENTRIES
+from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
+from .sorted_scatter import SCRATCH as SORT_SCRATCH
+from .sorted_scatter import SortedScatterMixin
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -86,6 +90,8 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None 
     if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
             ordered_in_parallel(rows, inner_size):
         return "scatter_last"
+    if s == "scatter" and ordered_in_parallel(rows, inner_size):   # an order-dependent combine
+        return "scatter_sorted"
     if s == "scan" and ordered_in_parallel(rows, inner_size):
         return "scan_tiled"
     return s   # full, scan, scatter
@@ -93,7 +99,7 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None 
 
 # The entry points of the multi-pass strategies, in launch order (suffixes of the name).
 PASSES = {"full": ("", "_combine"), "scatter_last": ("_init", "_claim", ""),
-          "scan_tiled": ("_tiles", "_totals", "")}
+          "scan_tiled": ("_tiles", "_totals", ""), "scatter_sorted": SORT_ENTRIES}
 
 
 def entry_names(strategy: str, name: str) -> list[str]:
@@ -105,9 +111,12 @@ def scratch_dtypes(strategy: str, kernel: Kernel, wide: bool) -> list[np.dtype]:
     """Scratch arrays a strategy's passes share (after the stores, before the error flag):
     ``scatter_last``'s winning positions, one per element of the target (int64 when the
     space may have 2^31 elements or more, ``wide``); ``scan_tiled``'s tile totals, one per
-    tile of each row, in the scan's dtype."""
+    tile of each row, in the scan's dtype; ``scatter_sorted``'s keys, positions and digit
+    table (``sorted_scatter.SCRATCH``)."""
     if strategy == "scatter_last":
         return [np.dtype(np.int64 if wide else np.int32)]
+    if strategy == "scatter_sorted":
+        return [np.dtype(np.int64 if wide else np.int32)] * len(SORT_SCRATCH)
     if strategy == "scan_tiled":
         return [np.dtype(kernel.reductions[0].dtype)]
     return []
@@ -372,7 +381,7 @@ class GpuLoweringMixin:
         return fn
 
 
-class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
+class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
     """A fused kernel (map / reduce / scan) for NVPTX."""
 
     def __init__(self, geometry: Geometry, name: str, strategy: str | None = None,
@@ -402,9 +411,11 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
         passes = {"scatter_last": (self._scatter_init, self._scatter_claim,
                                    self._scatter_write),
-                  "scan_tiled": (self._scan_tiles, self._scan_totals, self._scan_offsets)}
+                  "scan_tiled": (self._scan_tiles, self._scan_totals, self._scan_offsets),
+                  "scatter_sorted": self.sorted_scatter_passes()}
         if self.strategy in passes:
-            n_extra = 1 if self.strategy == "scan_tiled" else 0   # the tile length
+            # run-time arguments: scan_tiled's tile length, scatter_sorted's (N_EXTRA)
+            n_extra = {"scan_tiled": 1, "scatter_sorted": SORT_N_EXTRA}.get(self.strategy, 0)
             for entry, emit in zip(entry_names(self.strategy, self.name),
                                    passes[self.strategy]):
                 body = self._internal_function(f"{entry}_body", ptr_types, [I64] * n_extra)

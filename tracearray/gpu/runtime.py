@@ -46,6 +46,8 @@ from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
                       gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
+from .sorted_scatter import ENTRIES as SORT_ENTRIES
+from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
@@ -56,6 +58,13 @@ FULL_WORK_PER_THREAD = 16
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _target_size(kernel: Kernel) -> int:
+    """Elements of a scatter's target (0 for other kernels)."""
+    if kernel.scatter is None:
+        return 0
+    return int(np.prod(kernel.stores[0].dest.shape, dtype=np.int64))
 
 
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -150,6 +159,7 @@ class GpuKernel:
     launches: list[Launch]
     partial_dtypes: list[np.dtype] = field(default_factory=list)
     nslots: int = 0
+    partial_sizes: list[int] = field(default_factory=list)   # per partial (else nslots)
     spec: Any = None
     geometry: Any = None
     functions: dict = field(default_factory=dict)
@@ -327,7 +337,8 @@ class GpuExecutable:
         prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
         inner = prod(geo.inner_dims)
         strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
-        wide = prod(range(geo.rank)) >= 1 << 31   # positions in the space need 64 bits
+        # positions in the space (or a scatter's target offsets) need 64 bits
+        wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
         lowering = GpuKernelLowering(geo, name, strategy, wide)
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
@@ -341,7 +352,12 @@ class GpuExecutable:
             gk.ptr_sources += [("partial", i) for i in range(len(scratch))]
         if strategy == "scatter_last":   # a winner per target element
             gk.nslots = max(1, int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
-        if strategy == "scan_tiled":
+        if strategy == "scatter_sorted":
+            gk.partial_sizes, sort_launches = self._sorted_scatter_launches(
+                names, prod(range(geo.rank)),
+                int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
+            launches += sort_launches
+        elif strategy == "scan_tiled":
             rows, tile = prod(geo.par_dims), scan_tile_length(inner)
             tiles = rows * _cdiv(inner, tile)
             gk.nslots = max(1, tiles)    # a total per tile of each row
@@ -384,6 +400,35 @@ class GpuExecutable:
             gk.checks = list(spec.kernel.body.checks)
             gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
+
+    def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
+                                 ) -> tuple[list[int], list[Launch]]:
+        """Scratch lengths and launches of a ``scatter_sorted`` kernel of n elements into
+        ``targets`` elements (gpu/sorted_scatter.py): the keys, then per radix pass the
+        digit counts, their scan and the placement, then the combine."""
+        chunks = sort_chunks(n)
+        table = RADIX * chunks
+        tile = scan_tile_length(table)
+        ntiles = _cdiv(table, tile)
+        sizes = [max(1, n)] * 4 + [table, ntiles]
+        if not n:
+            return sizes, []
+        entry = dict(zip(SORT_ENTRIES, names))
+
+        def launch(suffix: str, threads: int, shift: int, parity: int) -> Launch:
+            return Launch(entry[suffix], min(_cdiv(threads, THREAD_BLOCK), 32 * self.sms),
+                          THREAD_BLOCK, (shift, parity, chunks, tile, targets))
+        passes = radix_passes(targets)
+        out = [launch("_keys", n, 0, 0)]
+        for r in range(passes):
+            shift, parity = RADIX_BITS * r, r % 2
+            out += [launch("_hist", chunks, shift, parity),
+                    launch("_hscan_tiles", ntiles, shift, parity),
+                    launch("_hscan_totals", 1, shift, parity),
+                    launch("_hscan_apply", ntiles, shift, parity),
+                    launch("_place", chunks, shift, parity)]
+        out.append(launch("", n, 0, passes % 2))
+        return sizes, out
 
     def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
         """A matmul kernel, with the map kernel ``epi_j`` as its epilogue when given."""
@@ -578,8 +623,10 @@ class GpuExecutable:
             return
         if not gk.functions:
             gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
-        if gk.nslots and not gk._partials:
-            gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
+        if (gk.nslots or gk.partial_sizes) and not gk._partials:
+            sizes = gk.partial_sizes or [gk.nslots] * len(gk.partial_dtypes)
+            gk._partials = [Array.empty((size,), dt)
+                            for size, dt in zip(sizes, gk.partial_dtypes)]
         pointers: list[int] = []
         for src in gk.ptr_sources:
             if src[0] == "buf":
