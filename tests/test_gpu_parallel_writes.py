@@ -381,7 +381,8 @@ def test_sort_split_is_a_function_of_the_sizes() -> None:
 @pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
 @pytest.mark.parametrize("name", ["np.add.at float64, repeated and negative",
                                   "np.add.at float32 += float64 (cast loop)",
-                                  "np.negative.at (unary)", "np.add.at int8 wraps (no 8-bit atomics)",
+                                  "np.negative.at (unary)",
+                                  "np.add.at int8 wraps (no 8-bit atomics)",
                                   "np.maximum.at with NaN", "np.add.at y3[i, :, j] (separated)"])
 def test_ufunc_at_sorted_ptx(name: str) -> None:
     fn, args = AT_CASES[name]

@@ -1144,6 +1144,5 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
     return str(module)
 
 
-__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names", "scratch_dtypes",
-           "scan_tile_length",
-           "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]
+__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
+           "scratch_dtypes", "scan_tile_length", "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]

@@ -148,7 +148,8 @@ class Launch:
 @dataclass
 class GpuKernel:
     """One compiled kernel and how to call it. Pointer sources, in order: ("buf", node,
-    copies) for buffers (copies: gathers before the launch), ("partial", i), ("null",)."""
+    copies) for buffers (copies: gathers before the launch), ("partial", i), ("scratch", i),
+    ("flag",), ("null",)."""
     name: str
     strategy: str
     ir: str
@@ -159,7 +160,9 @@ class GpuKernel:
     launches: list[Launch]
     partial_dtypes: list[np.dtype] = field(default_factory=list)
     nslots: int = 0
-    partial_sizes: list[int] = field(default_factory=list)   # per partial (else nslots)
+    # scratch arrays of a multi-pass strategy (scratch_dtypes), taken from the caching
+    # allocator for each call (the stream orders their reuse), and their lengths
+    scratch: list[tuple[np.dtype, int]] = field(default_factory=list)
     spec: Any = None
     geometry: Any = None
     functions: dict = field(default_factory=dict)
@@ -347,20 +350,19 @@ class GpuExecutable:
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
         scratch = scratch_dtypes(strategy, spec.kernel, wide)
-        if scratch:   # after the stores (before any error flag)
-            gk.partial_dtypes = scratch
-            gk.ptr_sources += [("partial", i) for i in range(len(scratch))]
+        # after the stores (before any error flag)
+        gk.ptr_sources += [("scratch", i) for i in range(len(scratch))]
         if strategy == "scatter_last":   # a winner per target element
-            gk.nslots = max(1, int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
+            gk.scratch = [(scratch[0], max(1, _target_size(spec.kernel)))]
         if strategy == "scatter_sorted":
-            gk.partial_sizes, sort_launches = self._sorted_scatter_launches(
-                names, prod(range(geo.rank)),
-                int(np.prod(spec.kernel.stores[0].dest.shape, dtype=np.int64)))
+            sizes, sort_launches = self._sorted_scatter_launches(
+                names, prod(range(geo.rank)), _target_size(spec.kernel))
+            gk.scratch = list(zip(scratch, sizes))
             launches += sort_launches
         elif strategy == "scan_tiled":
             rows, tile = prod(geo.par_dims), scan_tile_length(inner)
             tiles = rows * _cdiv(inner, tile)
-            gk.nslots = max(1, tiles)    # a total per tile of each row
+            gk.scratch = [(scratch[0], max(1, tiles))]    # a total per tile of each row
             for entry, n in zip(names, (tiles, rows, tiles) if tiles else ()):
                 launches.append(Launch(entry, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
                                        THREAD_BLOCK, (tile,)))
@@ -623,10 +625,10 @@ class GpuExecutable:
             return
         if not gk.functions:
             gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
-        if (gk.nslots or gk.partial_sizes) and not gk._partials:
-            sizes = gk.partial_sizes or [gk.nslots] * len(gk.partial_dtypes)
-            gk._partials = [Array.empty((size,), dt)
-                            for size, dt in zip(sizes, gk.partial_dtypes)]
+        if gk.nslots and not gk._partials:
+            gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
+        scratch = [Array.empty((size,), dt) for dt, size in gk.scratch]
+        keep += scratch
         pointers: list[int] = []
         for src in gk.ptr_sources:
             if src[0] == "buf":
@@ -636,6 +638,8 @@ class GpuExecutable:
                 pointers.append(p)
             elif src[0] == "partial":
                 pointers.append(gk._partials[src[1]].ptr)
+            elif src[0] == "scratch":
+                pointers.append(scratch[src[1]].ptr)
             elif src[0] == "flag":
                 pointers.append(flag_ptr)
             else:

@@ -11,11 +11,12 @@ the elements' positions; its ranks come from counting, never from thread timing:
 - ``_keys``: a thread per element writes its target's offset (the target's length for an
   index out of range: sorted last, never combined) and its position;
 - per pass, ``_hist``: a thread per chunk (a fixed run of consecutive sorted slots) counts
-  its keys' digits into its own column of a digit-major table; ``_hscan_tiles``,
-  ``_hscan_totals``, ``_hscan_apply``: an exclusive scan of the table (integers: exact), so
-  entry (digit, chunk) is where that chunk's first key of that digit goes; ``_place``: each
-  chunk walks its slots in order and moves each key and position to its digit's next slot.
-  Chunks are walked in order and placed in chunk order: the pass is stable;
+  its keys' digits into its own row of RADIX counters (contiguous: they stay in cache);
+  ``_hscan_tiles``, ``_hscan_totals``, ``_hscan_apply``: an exclusive scan of the table
+  read digit-major (integers: exact), so entry (chunk, digit) becomes where that chunk's
+  first key of that digit goes; ``_place``: each chunk walks its slots in order and moves
+  each key and position to its digit's next slot. Digits are placed in digit order, chunks
+  in chunk order, a chunk's keys in slot order: the pass is stable;
 - ``<name>``: a thread per sorted slot; the first slot of each target's run combines the run
   in order into the target.
 
@@ -95,6 +96,14 @@ class SortedScatterMixin:
     def _digit(self, key: ir.Value, shift: ir.Value) -> ir.Value:
         return self.b.and_(self.b.lshr(key, shift), self.const(RADIX - 1))
 
+    def _counter(self, chunk: ir.Value, digit: ir.Value) -> ir.Value:
+        """A chunk's counter of a digit in the table (a row of RADIX per chunk)."""
+        return self.b.add(self.b.mul(chunk, self.const(RADIX)), digit)
+
+    def _scan_order(self, i: ir.Value, chunks: ir.Value) -> ir.Value:
+        """The table entry at position i of the scan's (digit-major) order."""
+        return self._counter(self.b.urem(i, chunks), self.b.udiv(i, chunks))
+
     def _chunk_slots(self, body: Callable[[ir.Value, ir.Value], None]) -> None:
         """``body(chunk, slot)`` for the slots of each chunk, in order."""
         _s, _p, chunks, _t, _n_t, n, chunk = self._args()
@@ -125,24 +134,26 @@ class SortedScatterMixin:
         keys, _pos = self._pair(parity, source=True)
         table = self._buf("table")
         gid, gstride = self.global_ids()
-        with self.loop(gid, chunks, gstride) as c:     # the chunk's column starts at 0
+        with self.loop(gid, chunks, gstride) as c:     # the chunk's counters start at 0
             with self.loop(self.const(0), self.const(RADIX)) as d:
-                self._st(table, self.b.add(self.b.mul(d, chunks), c), self.const(0))
+                self._st(table, self._counter(c, d), self.const(0))
 
         def count(c: ir.Value, i: ir.Value) -> None:
-            slot = self.b.add(self.b.mul(self._digit(self._ld(keys, i), shift), chunks), c)
+            slot = self._counter(c, self._digit(self._ld(keys, i), shift))
             self._st(table, slot, self.b.add(self._ld(table, slot), self.const(1)))
         self._chunk_slots(count)
 
     def _table_tiles(self) -> None:
         """Each tile of the digit table: its sum."""
         table, totals = self._buf("table"), self._buf("totals")
+        chunks = self._args()[2]
 
         def tile(t: ir.Value, start: ir.Value, stop: ir.Value) -> None:
             acc = self.alloca(I64)
             self.b.store(self.const(0), acc)
             with self.loop(start, stop) as i:
-                self.b.store(self.b.add(self.b.load(acc), self._ld(table, i)), acc)
+                v = self._ld(table, self._scan_order(i, chunks))
+                self.b.store(self.b.add(self.b.load(acc), v), acc)
             self._st(totals, t, self.b.load(acc))
         self._table_each_tile(tile)
 
@@ -165,13 +176,15 @@ class SortedScatterMixin:
     def _table_apply(self) -> None:
         """Each tile of the digit table: its entries into their starts."""
         table, totals = self._buf("table"), self._buf("totals")
+        chunks = self._args()[2]
 
         def tile(t: ir.Value, start: ir.Value, stop: ir.Value) -> None:
             acc = self.alloca(I64)
             self.b.store(self._ld(totals, t), acc)
             with self.loop(start, stop) as i:
-                v = self._ld(table, i)
-                self._st(table, i, self.b.load(acc))
+                entry = self._scan_order(i, chunks)
+                v = self._ld(table, entry)
+                self._st(table, entry, self.b.load(acc))
                 self.b.store(self.b.add(self.b.load(acc), v), acc)
         self._table_each_tile(tile)
 
@@ -186,14 +199,14 @@ class SortedScatterMixin:
             body(t, start, self.smin(b.add(start, tile_len), m))
 
     def _sort_place(self) -> None:
-        shift, parity, chunks, *_ = self._args()
+        shift, parity, *_ = self._args()
         keys, pos = self._pair(parity, source=True)
         out_keys, out_pos = self._pair(parity, source=False)
         table = self._buf("table")
 
         def place(c: ir.Value, i: ir.Value) -> None:
             key = self._ld(keys, i)
-            slot = self.b.add(self.b.mul(self._digit(key, shift), chunks), c)
+            slot = self._counter(c, self._digit(key, shift))
             at = self._ld(table, slot)
             self._st(table, slot, self.b.add(at, self.const(1)))
             self._st(out_keys, at, key)
