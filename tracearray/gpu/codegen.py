@@ -21,10 +21,17 @@ size is correct:
   writes one partial per block; stage 2 (``<name>_combine``, one block) combines the partials
   in a fixed tree and writes the outputs. For a given size and grid the result does not
   depend on thread timing;
-- ``scan``: a thread per row, sequential along the scan axis;
+- ``scan``: a thread per row, sequential along the scan axis; ``scan_tiled`` (a long axis,
+  few rows: ``tile.ordered_in_parallel``): tiles scanned in parallel, then their totals,
+  then the offsets added (three entries);
 - ``scatter``: a thread per column of the dimensions that are not indexed, sequential along
   the index dimensions (repeated positions in NumPy's order); ``scatter_atomic``: an integer
   add/and/or/xor/max/min (exact in any order) as a thread per element with ``atomicrmw``;
+  with long index dimensions, an assignment as ``scatter_last`` (the atomic max of the
+  positions picks each target's last write) and any other ``ufunc.at`` as ``scatter_sorted``
+  (``sorted_scatter.py``: a stable radix sort by target, then a thread per target);
+- the multi-pass strategies share scratch arrays (``scratch_dtypes``) and launch their
+  entries (``entry_names``) in order on the stream;
 - float sums: a thread's own terms (its strided share of a row or of a full reduction, or
   its whole row) are added with Kahan's compensation (``codegen.summation``), then the
   threads' partials combine in the trees above: accurate whatever the share's length;

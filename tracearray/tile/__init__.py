@@ -16,6 +16,8 @@ chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each 
 - ``scan``: parallel over the kept dimensions, sequential along the scan axis.
 - ``scatter``: parallel over the dimensions that are not indexed, sequential (in C order)
   along the index dimensions, so repeated positions are written in NumPy's order.
+  (A GPU runs both in parallel along the ordered dims too when ``ordered_in_parallel``
+  says so, in passes that keep NumPy's order: gpu/codegen.py.)
 - ``matmul``: an external BLAS call, no loops of ours (the GPU has its own matmul kernel).
 - ``external``: a library call (``ops.external``: sorts, LAPACK), no loops of ours.
 
