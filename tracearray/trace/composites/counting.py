@@ -210,9 +210,8 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     n = context.data_size(longest.node, "the length of np.bincount's result")
     if n < 0:
         raise ValueError(with_location("'list' argument must have no negative elements"))
-    # the probe ran on this call's x, so no element is negative; still, an index never
-    # leaves the array while the kernel runs: a negative one would go to the last bin
-    safe = np.where(idx >= 0, idx, n - 1)
+    # The probe ran on this call's x before the result is computed: every element is in
+    # [0, n), so the indices go to the scatter as they are (it checks its bounds anyway).
     out = _zeros(n, np.intp if w is None else np.float64)
-    np.add.at(out, safe, 1 if w is None else w)
+    np.add.at(out, idx, 1 if w is None else w)
     return out
