@@ -96,9 +96,12 @@ def test_assignment_scatter_parallel(name: str, reversed_gpu) -> None:
 
 
 def test_assignment_scatter_empty_index(reversed_gpu) -> None:
+    """The same function, parallel for a long index, then with an empty one."""
     fn = lambda x, i, v: _set(x, i, v)     # noqa: E731
-    args = (X1, DUPS[:0], V1[:0])
-    np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(*args), fn(*args))
+    g = tracearray.compile(fn, device="cuda")
+    assert "scatter_last" in _strategies(fn, (X1, DUPS, V1))
+    for args in ((X1, DUPS, V1), (X1, DUPS[:0], V1[:0])):
+        np.testing.assert_array_equal(g(*args), fn(*args))
 
 
 def test_assignment_scatter_out_of_range_raises(reversed_gpu) -> None:
@@ -241,10 +244,13 @@ def test_scan_stays_a_thread_per_row_for_many_short_rows(reversed_gpu) -> None:
 
 
 def test_scan_tiled_empty_and_size_1(reversed_gpu) -> None:
-    for x in (np.zeros((0, 5000)), np.ones(1), np.ones((2, 1))):
-        np.testing.assert_array_equal(tracearray.compile(lambda x: np.cumsum(x, axis=-1),
-                                                         device="cuda")(x),
-                                      np.cumsum(x, axis=-1))
+    """The same function, tiled for a long row, then with no rows, one element, short rows."""
+    fn = lambda x: np.cumsum(x, axis=-1)    # noqa: E731
+    g = tracearray.compile(fn, device="cuda")
+    long_row = RNG.integers(-9, 9, (1, 5000))
+    assert _strategies(fn, (long_row,)) == ["scan_tiled"]
+    for x in (long_row, np.zeros((0, 5000), np.int64), np.ones(1), np.ones((2, 1))):
+        np.testing.assert_array_equal(g(x), fn(x))
 
 
 @pytest.mark.skipif(P.ptxas_path() is None, reason="ptxas (CUDA toolkit) is not installed")
@@ -341,9 +347,12 @@ def test_ufunc_at_sorted(name: str, reversed_gpu) -> None:
 
 
 def test_ufunc_at_sorted_empty_index(reversed_gpu) -> None:
+    """The same function, sorted for a long index, then with an empty one."""
     fn = lambda x, i, v: _at(np.add, x, i, v)     # noqa: E731
-    args = (X1, DUPS[:0], V1[:0])
-    np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(*args), fn(*args))
+    g = tracearray.compile(fn, device="cuda")
+    assert "scatter_sorted" in _strategies(fn, (X1, DUPS, V1))
+    for args in ((X1, DUPS, V1), (X1, DUPS[:0], V1[:0])):
+        np.testing.assert_array_equal(g(*args), fn(*args))
 
 
 def test_ufunc_at_sorted_out_of_range_raises(reversed_gpu) -> None:
@@ -367,6 +376,7 @@ def test_ufunc_at_sorted_updates_the_argument(reversed_gpu) -> None:
         np.add.at(out, i, v)
     base = np.zeros((N, 2))
     got, want = base.copy(), base.copy()
+    assert "scatter_sorted" in _strategies(into, (got[:, 1], DUPS, V1))
     tracearray.compile(into, device="cuda")(got[:, 1], DUPS, V1)
     into(want[:, 1], DUPS, V1)
     np.testing.assert_array_equal(got, want)
