@@ -384,7 +384,8 @@ def test_ufunc_at_sorted_updates_the_argument(reversed_gpu) -> None:
 
 def test_sort_split_is_a_function_of_the_sizes() -> None:
     from tracearray.gpu.sorted_scatter import radix_passes, sort_chunks
-    assert [sort_chunks(n) for n in (1, 1024, 1025, 1 << 26)] == [1, 1, 2, 4096]
+    assert [sort_chunks(n) for n in (1, 256, 257, 1 << 20, 1 << 26)] == [1, 1, 2, 4096,
+                                                                         1 << 15]
     assert [radix_passes(d) for d in (1, 255, 256, 70001, 1 << 26)] == [1, 1, 2, 3, 4]
 
 

@@ -35,9 +35,12 @@ from ..codegen import scalar
 I64 = ir.IntType(64)
 RADIX_BITS = 8
 RADIX = 1 << RADIX_BITS
-# elements per chunk at least, and chunks at most (the digit table has RADIX per chunk)
-SORT_CHUNK_MIN = 1024
-SORT_MAX_CHUNKS = 4096
+# elements per chunk at least, and chunks at most (the digit table has RADIX per chunk:
+# 8M entries at most). A chunk is one thread's sequential walk, so more chunks mean more
+# threads in flight; a bigger table means a longer scan of it. Not tuned on a GPU yet: at
+# 2^26 elements, 32768 chunks of 2048.
+SORT_CHUNK_MIN = 256
+SORT_MAX_CHUNKS = 1 << 15
 # scratch arrays, in order: keys and positions (two copies: a pass reads one, writes the
 # other), the digit table, its tile totals
 SCRATCH = ("keys0", "pos0", "keys1", "pos1", "table", "totals")
