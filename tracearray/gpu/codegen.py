@@ -704,11 +704,14 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         gid, gstride = self.global_ids()
         with self.loop(gid, rows, gstride) as row:
             b.store(reducer(self.kernel.reductions[0].op).identity(dt), acc)
-            with self.loop(self.const(0), ntiles) as t:
+
+            def tile(t: ir.Value) -> None:
                 slot = b.gep(self.scratch_ptr(0), [b.add(b.mul(row, ntiles), t)])
                 total = scalar.load_value(b, slot, dt)
                 scalar.store_value(b, b.load(acc), slot, dt)    # the offset of tile t
                 b.store(self._scan_step(op, dt, b.load(acc), total), acc)
+            # unrolled: the next totals' loads do not wait for this one's add
+            self.strided_loop(self.const(0), ntiles, self.const(1), tile)
 
     def _scan_offsets(self) -> None:
         k = self.kernel

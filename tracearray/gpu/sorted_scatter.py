@@ -113,8 +113,9 @@ class SortedScatterMixin:
         gid, gstride = self.global_ids()
         with self.loop(gid, chunks, gstride) as c:
             start = self.b.mul(c, chunk)
-            with self.loop(start, self.smin(self.b.add(start, chunk), n)) as i:
-                body(c, i)
+            # unrolled: the next keys' loads are in flight while one is counted or placed
+            self.strided_loop(start, self.smin(self.b.add(start, chunk), n), self.const(1),
+                              lambda i: body(c, i))
 
     # -------------------------------------------------------------- passes
     def _sort_keys(self) -> None:
@@ -171,10 +172,12 @@ class SortedScatterMixin:
         acc = self.alloca(I64)
         with b.if_then(b.icmp_unsigned("==", gid, self.const(0))):
             b.store(self.const(0), acc)
-            with self.loop(self.const(0), ntiles) as t:
+
+            def tile(t: ir.Value) -> None:
                 v = self._ld(totals, t)
                 self._st(totals, t, b.load(acc))
                 b.store(b.add(b.load(acc), v), acc)
+            self.strided_loop(self.const(0), ntiles, self.const(1), tile)   # loads in flight
 
     def _table_apply(self) -> None:
         """Each tile of the digit table: its entries into their starts."""
