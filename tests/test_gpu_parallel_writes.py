@@ -428,3 +428,22 @@ def test_ufunc_at_sorted_cuda_large() -> None:
     one = np.zeros(1 << 20, np.int64)
     np.testing.assert_array_equal(tracearray.compile(fn, device="cuda")(x[:1], one, v[:1 << 20]),
                                   fn(x[:1], one, v[:1 << 20]))
+
+
+def test_assignment_scatter_checks_every_value_gather(reversed_gpu) -> None:
+    """``y[i] = x[j]``: a bad j at a position that loses (a later write to the same target
+    wins) still raises NumPy's IndexError: every value is computed, only winners stored."""
+    def f(x, i, j):
+        y = x.copy()
+        y[i] = x[j]
+        return y
+    i = np.zeros(200, np.int64)        # every write on target 0: only the last one wins
+    j = np.arange(200) % N
+    assert "scatter_last" in _strategies(f, (X1, i, j))
+    np.testing.assert_array_equal(tracearray.compile(f, device="cuda")(X1, i, j), f(X1, i, j))
+    j[5] = N + 3
+    with pytest.raises(IndexError) as want:
+        f(X1, i, j)
+    with pytest.raises(IndexError) as got:
+        tracearray.compile(f, device="cuda")(X1, i, j)
+    assert str(want.value).splitlines()[0] == str(got.value).splitlines()[0]

@@ -782,8 +782,10 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         k = self.kernel
 
         def write(p: ir.Value, memo: dict, loaded: list, winner: ir.Value) -> None:
+            # every element's value is computed (its gathers' bounds checks run, as NumPy
+            # evaluates the whole right-hand side), only the winner's is stored
+            value = self.ev(k.root_exprs[0], memo)
             with self.b.if_then(self.b.icmp_signed("==", self.b.load(winner), p)):
-                value = self.ev(k.root_exprs[0], memo)
                 scalar.store_value(self.b, value,
                                    self.scatter_address(self.ptrs[len(k.body.accesses)], loaded),
                                    k.scatter.dtype)
@@ -1155,4 +1157,5 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
 
 
 __all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
-           "scratch_dtypes", "scan_tile_length", "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]
+           "scratch_dtypes", "scan_tile_length", "epilogue_reads_identity", "copy_kernel_ir",
+           "COPY_MAX_RANK", "MATMUL_THREADS"]
