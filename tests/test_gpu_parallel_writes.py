@@ -15,6 +15,9 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiers import examples
 
 import tracearray
 from gpu_differential import assemble_kernels
@@ -447,3 +450,61 @@ def test_assignment_scatter_checks_every_value_gather(reversed_gpu) -> None:
     with pytest.raises(IndexError) as got:
         tracearray.compile(f, device="cuda")(X1, i, j)
     assert str(want.value).splitlines()[0] == str(got.value).splitlines()[0]
+
+
+# ------------------------------------------------------------------------------------------
+# Random scatters and scans on the parallel paths (reversed thread order)
+# ------------------------------------------------------------------------------------------
+
+@settings(max_examples=examples(12), deadline=None)
+@given(n=st.integers(1, 300), m=st.integers(65, 700), cols=st.integers(1, 3),
+       op=st.sampled_from(["set", "add", "subtract", "multiply", "maximum", "minimum"]),
+       dtype=st.sampled_from(["float64", "float32", "int64", "int16", "uint8"]),
+       seed=st.integers(0, 2**16))
+def test_random_parallel_scatters(n, m, cols, op, dtype, seed) -> None:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, cols)) * 50).astype(dtype)
+    idx = rng.integers(-n, n, m)
+    v = (rng.standard_normal((m, cols)) * 50).astype(dtype)
+
+    def f(x, idx, v):
+        y = x.copy()
+        if op == "set":
+            y[idx] = v
+        else:
+            getattr(np, op).at(y, idx, v)
+        return y
+    from gpu_emulator import EmulatedDevice
+    prev = driver.set_device_for_testing(EmulatedDevice(reverse_threads=True))
+    try:
+        strategies = _strategies(f, (x, idx, v))
+        assert {"scatter_last", "scatter_sorted", "scatter_atomic"} & set(strategies)
+        np.testing.assert_array_equal(tracearray.compile(f, device="cuda")(x, idx, v),
+                                      f(x, idx, v))
+    finally:
+        driver.set_device_for_testing(prev)
+
+
+@settings(max_examples=examples(8), deadline=None)
+@given(rows=st.integers(1, 3), length=st.integers(65, 3000),
+       op=st.sampled_from(["cumsum", "cumprod", "maximum", "minimum"]),
+       dtype=st.sampled_from(["int64", "int32", "uint8", "float64", "float32"]),
+       seed=st.integers(0, 2**16))
+def test_random_parallel_scans(rows, length, op, dtype, seed) -> None:
+    x = (np.random.default_rng(seed).standard_normal((rows, length)) * 3).astype(dtype)
+    if op == "cumprod":
+        x = (np.abs(x) % 2 + 1).astype(dtype) if dtype[0] in "iu" else 1 + x * 1e-3
+
+    def f(x):
+        if op in ("cumsum", "cumprod"):
+            return getattr(np, op)(x, axis=1)
+        return getattr(np, op).accumulate(x, axis=1)
+    from gpu_emulator import EmulatedDevice
+    prev = driver.set_device_for_testing(EmulatedDevice(reverse_threads=True))
+    try:
+        assert _strategies(f, (x,)) == ["scan_tiled"]
+        assert_matches_numpy(f, x, device="cuda")
+        if np.dtype(dtype).kind != "f":
+            np.testing.assert_array_equal(tracearray.compile(f, device="cuda")(x), f(x))
+    finally:
+        driver.set_device_for_testing(prev)
