@@ -12,12 +12,16 @@ Workloads (float32 values, int64 indices; n = 64 / 2048 / 16384 for check / cpu 
   masked_zero_sum  y = x.copy(); y[y < 0] = 0; y.sum()
   scatter_add      np.add.at(out, idx, v)               out: n*n/16 bins, idx, v: n*n/4;
                                                         out updated in place
+  scatter_set      out[idx] = v                         the same arrays; repeated indices:
+                                                        the last write (C order) wins
+  cumsum           np.cumsum(x)                         x: n*n/16
   jacobi_inplace   u[1:-1, 1:-1] = 0.25 * (4 neighbours)  u: n x n, updated in place
 
 tracearray compiles the NumPy source (``device="cuda"``, tracearray device arrays); CuPy (eager)
 runs that same source, except scatter_add, which is ``cupyx.scatter_add``; torch.compile gets
 the PyTorch way of writing each: ``index_select``, ``where``, ``masked_fill_``, ``index_add_``,
-and for the stencil the same slicing source (a slice assignment copies the right-hand side,
+``cumsum``, and for scatter_set and the stencil the same indexing source (CuPy and PyTorch do
+not promise which of repeated writes wins, so their scatter_set may fail the check) (a slice assignment copies the right-hand side,
 computed first, into the view: NumPy's semantics).  A program tracearray declines is reported
 as "refused: <error>", not as a crash.
 
@@ -72,6 +76,14 @@ def scatter_add(out, idx, v):
     np.add.at(out, idx, v)
 
 
+def scatter_set(out, idx, v):
+    out[idx] = v
+
+
+def cumsum(x):
+    return np.cumsum(x)
+
+
 def jacobi_inplace(u):
     u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
 
@@ -95,8 +107,12 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def torch_scatter_add(out, idx, v):
         out.index_add_(0, idx, v)
 
+    def torch_cumsum(x):
+        return torch.cumsum(x, 0)
+
     return {"gather": torch_gather, "masked_sum": torch_masked_sum,
             "masked_zero_sum": torch_masked_zero_sum, "scatter_add": torch_scatter_add,
+            "scatter_set": scatter_set, "cumsum": torch_cumsum,
             "jacobi_inplace": jacobi_inplace}
 
 
@@ -105,7 +121,8 @@ def cupy_versions(cupyx: Any) -> Dict[str, Callable]:
         cupyx.scatter_add(out, idx, v)
 
     return {"gather": gather, "masked_sum": masked_sum, "masked_zero_sum": masked_zero_sum,
-            "scatter_add": cupy_scatter_add, "jacobi_inplace": jacobi_inplace}
+            "scatter_add": cupy_scatter_add, "scatter_set": scatter_set, "cumsum": cumsum,
+            "jacobi_inplace": jacobi_inplace}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -147,6 +164,10 @@ def _scatter_inputs(n, rng):
             "v": _normal(n * n // 4, rng)}
 
 
+def _scan_input(n, rng):
+    return {"x": _normal(n * n // 16, rng)}
+
+
 def _grid_input(n, rng):
     return {"u": _normal((n, n), rng)}
 
@@ -159,6 +180,10 @@ _SPECS = [
     WriteWorkload("scatter_add", scatter_add, _scatter_inputs,
                   lambda a: a["idx"].nbytes + a["v"].nbytes + 2 * a["out"].nbytes,
                   inplace=("out",)),
+    WriteWorkload("scatter_set", scatter_set, _scatter_inputs,
+                  lambda a: a["idx"].nbytes + a["v"].nbytes + a["out"].nbytes,
+                  inplace=("out",)),
+    WriteWorkload("cumsum", cumsum, _scan_input, lambda a: 2 * a["x"].nbytes),
     WriteWorkload("jacobi_inplace", jacobi_inplace, _grid_input,
                   lambda a: a["u"].nbytes + 4 * (a["u"].shape[0] - 2) * (a["u"].shape[1] - 2),
                   inplace=("u",)),

@@ -11,7 +11,10 @@ some threads skip fails the test instead of hanging), shuffles exchange values t
 per-warp slot array between two warp barriers.
 
 Kernels without barriers (grid-stride loops: map, thread-per-row, scan, gather) run as one
-thread of one block, which covers their whole range. Block reductions run with two warps per
+thread of one block, which covers their whole range; ``EmulatedDevice(reverse_threads=True)``
+instead runs them as two blocks of 32 threads, one thread after another from the last to
+the first, so a kernel whose result depends on which thread writes first (plain stores
+racing for one element) gives a different answer than in the forward order. Block reductions run with two warps per
 block (so both the shuffle tree and the cross-warp shared-memory stage are exercised), and
 at most four blocks, except the first stage of a full reduction, whose grid is the number of
 partial results.
@@ -138,7 +141,8 @@ class EmulatedDevice:
     cc = (9, 0)
     target = DEFAULT_TARGET
 
-    def __init__(self) -> None:
+    def __init__(self, reverse_threads: bool = False) -> None:
+        self.reverse_threads = reverse_threads
         self._mem: dict[int, np.ndarray] = {}
         self.allocator = CachingAllocator(self)
         self.module_loads = 0
@@ -223,6 +227,12 @@ class EmulatedDevice:
         assert block % 32 == 0 and block > 0, block
         self.launches.append((fn.name, grid, block))
         self.smem_sizes.append(smem)
+        if not fn.barriers and self.reverse_threads:
+            for ctaid in reversed(range(2)):
+                for tid in reversed(range(32)):
+                    _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, 32, ctaid, 2
+                    fn.cfunc(*args)
+            return
         if not fn.barriers:
             self._run_block(fn, args, 0, 1, 1)
             return

@@ -161,3 +161,17 @@ def test_numpys_error_on_selected_elements_only() -> None:
     np.testing.assert_array_equal(f(np.array([256, 3])), np.array([256, 3])[:0])
     with pytest.raises(ValueError, match="negative integer powers"):
         f(np.array([-3, 2]))
+
+
+def test_bincount_checks_negative_elements_in_its_probe() -> None:
+    """The probe that finds np.bincount's length also finds the negative elements NumPy
+    refuses (its min and max reductions share one kernel: one pass over x), so the compiled
+    result is the zeroed counts and the scatter, with no second pass for a run-time check."""
+    f = tracearray.compile(lambda i: np.bincount(i, minlength=3), device="cpu")
+    i = np.array([4, 0, 4, 1])
+    kinds = [k.kind for k in f.lower(i).plan.kernels]
+    assert kinds == ["map", "scatter"], kinds
+    np.testing.assert_array_equal(f(i), np.bincount(i, minlength=3))
+    with pytest.raises(ValueError, match="'list' argument must have no negative elements"):
+        f(np.array([4, -1, 4]))
+    np.testing.assert_array_equal(f(i[:2]), np.bincount(i[:2], minlength=3))

@@ -242,6 +242,11 @@ class KernelLowering:
         """``ptr + base + sum(i_d * stride_d) + sum(index_k * stride_k)``; the vector dim's
         stride is a constant when the geometry built it in (so that loop vectorises);
         ``loaded``: the values of the access's loaded indices (gathers)."""
+        return self.b.gep(ptr, [self._offset(slots, vstride, loaded)])
+
+    def _offset(self, slots: tuple, vstride: int | None, loaded: list[ir.Value] = ()
+                ) -> ir.Value:
+        """The element offset ``_address`` adds to its pointer."""
         base, strides, dyn = slots
         off = self.slots[base]
         for value, s in zip(loaded, dyn):
@@ -256,7 +261,7 @@ class KernelLowering:
             else:
                 term = self.b.mul(i, self.slots[s])
             off = self.b.add(off, term)
-        return self.b.gep(ptr, [off])
+        return off
 
     # ------------------------------------------------------------------ expressions
     def ev(self, e: KExpr, memo: dict[int, ir.Value]) -> ir.Value:
@@ -722,21 +727,14 @@ class KernelLowering:
         the GPU driver, which (``atomic``: every loop variable is set) may instead combine
         one element with an atomic read-modify-write (``atomic_combine``)."""
         k = self.kernel
-        node, st = k.scatter, k.stores[0]
+        node = k.scatter
         combine = node.attr("combine")
         dt = node.dtype
         with (_nothing() if atomic else self.nest(self.geo.inner_dims)):
             memo: dict = {}
-            terms = loaded_indices(st.index)
-            loaded = [self.ev(x, memo) for x in terms]
+            loaded, ok = self.scatter_target(memo)
             value = self.ev(k.root_exprs[0], memo) if k.root_exprs else None
-            ptr = self._address(self.ptrs[len(k.body.accesses)], self.layout.store_slots[0],
-                                self.geo.store_vstrides[0], loaded)
-            bad = [memo[("bad", id(x))] for x in terms if ("bad", id(x)) in memo]
-            ok = None
-            for flag in bad:
-                good = self.b.not_(flag)
-                ok = good if ok is None else self.b.and_(ok, good)
+            ptr = self.scatter_address(self.ptrs[len(k.body.accesses)], loaded)
             with (self.b.if_then(ok) if ok is not None else _nothing()):
                 if atomic:
                     self.b.atomic_rmw(atomic_combine(node), ptr, value, "monotonic")
@@ -744,6 +742,28 @@ class KernelLowering:
                 if combine is not None:
                     value = self._combine_at(combine, node.attr("loop"), ptr, dt, value)
                 scalar.store_value(self.b, value, ptr, dt)
+
+    def scatter_target(self, memo: dict) -> tuple[list[ir.Value], ir.Value | None]:
+        """Where the scatter's element at the current loop variables goes: the values of its
+        loaded indices, and whether they are all in range (None: no index is checked)."""
+        terms = loaded_indices(self.kernel.stores[0].index)
+        loaded = [self.ev(x, memo) for x in terms]
+        ok = None
+        for x in terms:
+            if ("bad", id(x)) in memo:
+                good = self.b.not_(memo[("bad", id(x))])
+                ok = good if ok is None else self.b.and_(ok, good)
+        return loaded, ok
+
+    def scatter_offset(self, loaded: list[ir.Value]) -> ir.Value:
+        """The scatter's target element, as an offset in the target's buffer."""
+        return self._offset(self.layout.store_slots[0], self.geo.store_vstrides[0], loaded)
+
+    def scatter_address(self, ptr: ir.Value, loaded: list[ir.Value]) -> ir.Value:
+        """The scatter's target element in ``ptr`` (the target's buffer, or a scratch array
+        of the same length indexed the same way)."""
+        return self._address(ptr, self.layout.store_slots[0], self.geo.store_vstrides[0],
+                             loaded)
 
     def _combine_at(self, op: str, loop: tuple[str, ...], ptr: ir.Value, dt: np.dtype,
                     value: ir.Value | None) -> ir.Value:

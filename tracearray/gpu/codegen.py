@@ -21,10 +21,17 @@ size is correct:
   writes one partial per block; stage 2 (``<name>_combine``, one block) combines the partials
   in a fixed tree and writes the outputs. For a given size and grid the result does not
   depend on thread timing;
-- ``scan``: a thread per row, sequential along the scan axis;
+- ``scan``: a thread per row, sequential along the scan axis; ``scan_tiled`` (a long axis,
+  few rows: ``tile.ordered_in_parallel``): tiles scanned in parallel, then their totals,
+  then the offsets added (three entries);
 - ``scatter``: a thread per column of the dimensions that are not indexed, sequential along
   the index dimensions (repeated positions in NumPy's order); ``scatter_atomic``: an integer
   add/and/or/xor/max/min (exact in any order) as a thread per element with ``atomicrmw``;
+  with long index dimensions, an assignment as ``scatter_last`` (the atomic max of the
+  positions picks each target's last write) and any other ``ufunc.at`` as ``scatter_sorted``
+  (``sorted_scatter.py``: a stable radix sort by target, then a thread per target);
+- the multi-pass strategies share scratch arrays (``scratch_dtypes``) and launch their
+  entries (``entry_names``) in order on the stream;
 - float sums: a thread's own terms (its strided share of a row or of a full reduction, or
   its whole row) are added with Kahan's compensation (``codegen.summation``), then the
   threads' partials combine in the trees above: accurate whatever the share's length;
@@ -36,6 +43,8 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
+import math
+from contextlib import nullcontext
 from typing import Callable, Sequence
 
 import numpy as np
@@ -47,8 +56,13 @@ from ..codegen.kernel import (KernelLowering, accumulator_dtype, atomic_combine,
 from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
+from ..tile import ordered_in_parallel
 from ..tile.geometry import Geometry
 from .mathlib import GpuMath
+from .sorted_scatter import ENTRIES as SORT_ENTRIES
+from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
+from .sorted_scatter import SCRATCH as SORT_SCRATCH
+from .sorted_scatter import SortedScatterMixin
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -63,10 +77,13 @@ ROW_CACHE_MAX_BYTES = 40 << 10
 SMEM_LAUNCH_LIMIT = 48 << 10
 # grid-stride loops run this many iterations per trip (``strided_loop``)
 UNROLL = 4
+# scan_tiled's shortest tile (``scan_tile_length``)
+SCAN_TILE_MIN = 128
 
 
-def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
-    """The GPU driver for a geometry (``inner_size``: elements per row, when known)."""
+def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None = None) -> str:
+    """The GPU driver for a geometry (``inner_size``: elements per row, ``rows``: the rows
+    of the parallel range, when known)."""
     s = geo.strategy
     if s in ("map", "map2d"):
         return "map"
@@ -77,11 +94,47 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None) -> str:
             else "block_row"
     if s == "scatter" and atomic_combine(geo.kernel.scatter) is not None:
         return "scatter_atomic"
+    if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
+            ordered_in_parallel(rows, inner_size):
+        return "scatter_last"
+    if s == "scatter" and ordered_in_parallel(rows, inner_size):   # an order-dependent combine
+        return "scatter_sorted"
+    if s == "scan" and ordered_in_parallel(rows, inner_size):
+        return "scan_tiled"
     return s   # full, scan, scatter
 
 
+# The entry points of the multi-pass strategies, in launch order (suffixes of the name).
+PASSES = {"full": ("", "_combine"), "scatter_last": ("_init", "_claim", ""),
+          "scan_tiled": ("_tiles", "_totals", ""), "scatter_sorted": SORT_ENTRIES}
+
+
 def entry_names(strategy: str, name: str) -> list[str]:
-    return [name, f"{name}_combine"] if strategy == "full" else [name]
+    """The kernel's entry points, in launch order."""
+    return [name + suffix for suffix in PASSES.get(strategy, ("",))]
+
+
+def scratch_dtypes(strategy: str, kernel: Kernel, wide: bool) -> list[np.dtype]:
+    """Scratch arrays a strategy's passes share (after the stores, before the error flag):
+    ``scatter_last``'s winning positions, one per element of the target (int64 when the
+    space may have 2^31 elements or more, ``wide``); ``scan_tiled``'s tile totals, one per
+    tile of each row, in the scan's dtype; ``scatter_sorted``'s keys, positions and digit
+    table (``sorted_scatter.SCRATCH``)."""
+    if strategy == "scatter_last":
+        return [np.dtype(np.int64 if wide else np.int32)]
+    if strategy == "scatter_sorted":
+        return [np.dtype(np.int64 if wide else np.int32)] * len(SORT_SCRATCH)
+    if strategy == "scan_tiled":
+        return [np.dtype(kernel.reductions[0].dtype)]
+    return []
+
+
+def scan_tile_length(length: int) -> int:
+    """Elements per tile of a ``scan_tiled`` row of ``length``: about its square root, so
+    neither the tiles (a thread each) nor the per-row scan of their totals is long. A
+    function of the length only: the association of a float scan does not depend on the
+    device."""
+    return max(SCAN_TILE_MIN, math.isqrt(max(length - 1, 0)) + 1)
 
 
 class _Nvvm:
@@ -335,12 +388,14 @@ class GpuLoweringMixin:
         return fn
 
 
-class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
+class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
     """A fused kernel (map / reduce / scan) for NVPTX."""
 
-    def __init__(self, geometry: Geometry, name: str, strategy: str | None = None):
+    def __init__(self, geometry: Geometry, name: str, strategy: str | None = None,
+                 wide: bool = True):
         super().__init__(geometry, GpuMath(), name)
         self.strategy = strategy or gpu_strategy(geometry)
+        self.wide = wide    # positions of the space may reach 2^31 (scratch arrays' width)
         self._gpu_init()
         self._row_cache: dict[int, ir.Value] = {}
         self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
@@ -348,9 +403,35 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         self._nesting = 0
         self._extra_args: list[ir.Value] = []
 
+    def buffer_dtypes(self) -> list[np.dtype]:
+        dts = super().buffer_dtypes()
+        k = self.kernel
+        at = len(k.body.accesses) + len(k.stores)
+        return dts[:at] + scratch_dtypes(self.strategy, k, self.wide) + dts[at:]
+
+    def scratch_ptr(self, i: int) -> ir.Value:
+        k = self.kernel
+        return self.ptrs[len(k.body.accesses) + len(k.stores) + i]
+
     def lower(self) -> str:
         dts = self.buffer_dtypes()
         ptr_types = [scalar.memory_type(dt).as_pointer(1) for dt in dts]
+        passes = {"scatter_last": (self._scatter_init, self._scatter_claim,
+                                   self._scatter_write),
+                  "scan_tiled": (self._scan_tiles, self._scan_totals, self._scan_offsets),
+                  "scatter_sorted": self.sorted_scatter_passes()}
+        if self.strategy in passes:
+            # run-time arguments: scan_tiled's tile length, scatter_sorted's (N_EXTRA)
+            n_extra = {"scan_tiled": 1, "scatter_sorted": SORT_N_EXTRA}.get(self.strategy, 0)
+            for entry, emit in zip(entry_names(self.strategy, self.name),
+                                   passes[self.strategy]):
+                body = self._internal_function(f"{entry}_body", ptr_types, [I64] * n_extra)
+                self._begin_function(body, len(dts))
+                self._extra_args = list(body.args[len(dts) + 1:])
+                emit()
+                self._end_function()
+                self.emit_kernel(entry, body, ptr_types, self.layout.size, n_extra)
+            return str(self.module)
         n_extra = 1 if self.strategy == "block_row" else 0    # block_row: the cache flag
         body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
         self._begin_function(body, len(dts))
@@ -560,6 +641,94 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
             self.set_dims(p, geo.par_dims)
             self._scan_row(acc)    # the CPU's row: same start value and per-step rounding
 
+    # scan_tiled: a long scan axis with few rows, in three passes over tiles of a run-time
+    # length T (``scan_tile_length``): (tiles) a thread per tile of each row scans it in
+    # order from the reducer's start value, stores the tile's prefixes and its total;
+    # (totals) a thread per row turns its tile totals into each tile's offset, in order
+    # (an exclusive scan); (offsets) a thread per tile after the first combines its offset
+    # with each stored prefix. Integer and max/min scans are exact in any association. A
+    # float sum's k-th output goes through at most k - 1 roundings, as in order (a term of
+    # an earlier tile: T - 1 in its tile, t - 1 in the offsets, 1 when added; T + t - 1 <=
+    # k - 1 for tile t >= 1), so it stays within the comparator's in-order cumsum bound;
+    # products within their reassociation bound. The tile length depends on the length
+    # only: the same bits on every device and run.
+    def _scan_setup(self) -> tuple:
+        """(op, dtype, scan loop dim, its length, tile length, tiles per row, rows)."""
+        red = self.kernel.reductions[0]
+        axis = self.geo.inner_dims[0]
+        length, tile = self.extent(axis), self._extra_args[0]
+        ntiles = self.b.udiv(self.b.add(length, self.b.sub(tile, self.const(1))), tile)
+        return (reducer(red.op).combine_op, red.dtype, axis, length, tile, ntiles,
+                self.product(self.geo.par_dims))
+
+    def _scan_step(self, op: str, dt: np.dtype, a: ir.Value, x: ir.Value) -> ir.Value:
+        return scalar.lower_op(self.b, op, [a, x], [dt, dt], dt, self.math)
+
+    def _each_tile(self, body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None],
+                   first: bool = True) -> None:
+        """``body(q, tile, start, stop)`` for every tile q of every row (the row's loop
+        variables set; ``first``: also the first tile of each row)."""
+        _op, _dt, _axis, length, tile_len, ntiles, rows = self._scan_setup()
+        b = self.b
+        gid, gstride = self.global_ids()
+        with self.loop(gid, b.mul(rows, ntiles), gstride) as q:
+            tile = b.urem(q, ntiles)
+            with (nullcontext() if first else
+                  b.if_then(b.icmp_unsigned("!=", tile, self.const(0)))):
+                self.set_dims(b.udiv(q, ntiles), self.geo.par_dims)
+                start = b.mul(tile, tile_len)
+                body(q, tile, start, self.smin(b.add(start, tile_len), length))
+
+    def _scan_tiles(self) -> None:
+        k = self.kernel
+        op, dt, axis, *_ = self._scan_setup()
+        acc = self.alloca(scalar.llvm_type(dt))
+
+        def tile(q, _tile, start, stop) -> None:
+            self.b.store(reducer(k.reductions[0].op).identity(dt), acc)
+
+            def element(j: ir.Value) -> None:
+                self.loop_vars[axis] = j
+                v = self._scan_step(op, dt, self.b.load(acc), self.ev(k.red_exprs[0], {}))
+                self.b.store(v, acc)
+                self.store(0, k.stores[0], v)
+            self.strided_loop(start, stop, self.const(1), element)
+            scalar.store_value(self.b, self.b.load(acc),
+                               self.b.gep(self.scratch_ptr(0), [q]), dt)
+        self._each_tile(tile)
+
+    def _scan_totals(self) -> None:
+        op, dt, _axis, _length, _tile, ntiles, rows = self._scan_setup()
+        b = self.b
+        acc = self.alloca(scalar.llvm_type(dt))
+        gid, gstride = self.global_ids()
+        with self.loop(gid, rows, gstride) as row:
+            b.store(reducer(self.kernel.reductions[0].op).identity(dt), acc)
+
+            def tile(t: ir.Value) -> None:
+                slot = b.gep(self.scratch_ptr(0), [b.add(b.mul(row, ntiles), t)])
+                total = scalar.load_value(b, slot, dt)
+                scalar.store_value(b, b.load(acc), slot, dt)    # the offset of tile t
+                b.store(self._scan_step(op, dt, b.load(acc), total), acc)
+            # unrolled: the next totals' loads do not wait for this one's add
+            self.strided_loop(self.const(0), ntiles, self.const(1), tile)
+
+    def _scan_offsets(self) -> None:
+        k = self.kernel
+        op, dt, axis, *_ = self._scan_setup()
+
+        def tile(q, _tile, start, stop) -> None:
+            offset = scalar.load_value(self.b, self.b.gep(self.scratch_ptr(0), [q]), dt)
+
+            def element(j: ir.Value) -> None:
+                self.loop_vars[axis] = j
+                ptr = self._address(self.ptrs[len(k.body.accesses)], self.layout.store_slots[0],
+                                    self.geo.store_vstrides[0])
+                prefix = scalar.load_value(self.b, ptr, dt)
+                scalar.store_value(self.b, self._scan_step(op, dt, offset, prefix), ptr, dt)
+            self.strided_loop(start, stop, self.const(1), element)
+        self._each_tile(tile, first=False)
+
     def _scatter(self) -> None:
         """A thread per column of the not-indexed dimensions, sequential along the index
         dimensions: NumPy's order for repeated positions, on one thread (deterministic)."""
@@ -577,6 +746,50 @@ class GpuKernelLowering(GpuLoweringMixin, KernelLowering):
         with self.loop(gid, self.product(dims), gstride) as p:
             self.set_dims(p, dims)
             self._scatter_row(atomic=True)
+
+    # scatter_last: NumPy's last write wins, in parallel. Three passes of a thread per
+    # element, each element at its flat position p in the space (C order: for a fixed
+    # target element, the elements that write it differ only along the index dims, so a
+    # later one in NumPy's order has a larger p): init sets the target's winner to -1,
+    # claim takes the atomic max of p, write stores the value of the element that won.
+    # Exact integer atomics and a plain compare: the result does not depend on timing.
+    def _each_element(self, body: Callable[[ir.Value, dict, list, ir.Value], None]) -> None:
+        """``body(p, memo, loaded, winner)`` for every element p of the space whose indices
+        are in range (``loaded``: its index values, ``winner``: its target's slot in the
+        scratch array)."""
+        dims = tuple(range(self.geo.rank))
+        gid, gstride = self.global_ids()
+        pos_ty = ir.IntType(64 if self.wide else 32)
+
+        def element(p: ir.Value) -> None:
+            self.set_dims(p, dims)
+            memo: dict = {}
+            loaded, ok = self.scatter_target(memo)
+            pos = p if self.wide else self.b.trunc(p, pos_ty)
+            with (self.b.if_then(ok) if ok is not None else nullcontext()):
+                body(pos, memo, loaded, self.scatter_address(self.scratch_ptr(0), loaded))
+        self.strided_loop(gid, self.product(dims), gstride, element)
+
+    def _scatter_init(self) -> None:
+        self._each_element(lambda p, memo, loaded, winner:
+                           self.b.store(ir.Constant(p.type, -1), winner))
+
+    def _scatter_claim(self) -> None:
+        self._each_element(lambda p, memo, loaded, winner:
+                           self.b.atomic_rmw("max", winner, p, "monotonic"))
+
+    def _scatter_write(self) -> None:
+        k = self.kernel
+
+        def write(p: ir.Value, memo: dict, loaded: list, winner: ir.Value) -> None:
+            # every element's value is computed (its gathers' bounds checks run, as NumPy
+            # evaluates the whole right-hand side), only the winner's is stored
+            value = self.ev(k.root_exprs[0], memo)
+            with self.b.if_then(self.b.icmp_signed("==", self.b.load(winner), p)):
+                scalar.store_value(self.b, value,
+                                   self.scatter_address(self.ptrs[len(k.body.accesses)], loaded),
+                                   k.scatter.dtype)
+        self._each_element(write)
 
     def _full_stage1(self) -> None:
         k = self.kernel
@@ -944,4 +1157,5 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
 
 
 __all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
-           "epilogue_reads_identity", "copy_kernel_ir", "COPY_MAX_RANK", "MATMUL_THREADS"]
+           "scratch_dtypes", "scan_tile_length", "epilogue_reads_identity", "copy_kernel_ir",
+           "COPY_MAX_RANK", "MATMUL_THREADS"]

@@ -44,8 +44,10 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
-                      gpu_strategy, COPY_MAX_RANK)
+                      gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK)
 from .driver import current_target, get_device, sm_count
+from .sorted_scatter import ENTRIES as SORT_ENTRIES
+from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
@@ -56,6 +58,13 @@ FULL_WORK_PER_THREAD = 16
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _target_size(kernel: Kernel) -> int:
+    """Elements of a scatter's target (0 for other kernels)."""
+    if kernel.scatter is None:
+        return 0
+    return int(np.prod(kernel.stores[0].dest.shape, dtype=np.int64))
 
 
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -139,7 +148,8 @@ class Launch:
 @dataclass
 class GpuKernel:
     """One compiled kernel and how to call it. Pointer sources, in order: ("buf", node,
-    copies) for buffers (copies: gathers before the launch), ("partial", i), ("null",)."""
+    copies) for buffers (copies: gathers before the launch), ("partial", i), ("scratch", i),
+    ("flag",), ("null",)."""
     name: str
     strategy: str
     ir: str
@@ -150,6 +160,9 @@ class GpuKernel:
     launches: list[Launch]
     partial_dtypes: list[np.dtype] = field(default_factory=list)
     nslots: int = 0
+    # scratch arrays of a multi-pass strategy (scratch_dtypes), taken from the caching
+    # allocator for each call (the stream orders their reuse), and their lengths
+    scratch: list[tuple[np.dtype, int]] = field(default_factory=list)
     spec: Any = None
     geometry: Any = None
     functions: dict = field(default_factory=dict)
@@ -326,18 +339,38 @@ class GpuExecutable:
         geo, params, sources, ext = self._geometry(spec)
         prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
         inner = prod(geo.inner_dims)
-        strategy = gpu_strategy(geo, inner)
-        lowering = GpuKernelLowering(geo, name, strategy)
+        strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
+        # positions in the space (or a scatter's target offsets) need 64 bits
+        wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
+        lowering = GpuKernelLowering(geo, name, strategy, wide)
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
-        if strategy in ("map", "scatter_atomic"):
+        scratch = scratch_dtypes(strategy, spec.kernel, wide)
+        # after the stores (before any error flag)
+        gk.ptr_sources += [("scratch", i) for i in range(len(scratch))]
+        if strategy == "scatter_last":   # a winner per target element
+            gk.scratch = [(scratch[0], max(1, _target_size(spec.kernel)))]
+        if strategy == "scatter_sorted":
+            sizes, sort_launches = self._sorted_scatter_launches(
+                names, prod(range(geo.rank)), _target_size(spec.kernel))
+            gk.scratch = list(zip(scratch, sizes))
+            launches += sort_launches
+        elif strategy == "scan_tiled":
+            rows, tile = prod(geo.par_dims), scan_tile_length(inner)
+            tiles = rows * _cdiv(inner, tile)
+            gk.scratch = [(scratch[0], max(1, tiles))]    # a total per tile of each row
+            for entry, n in zip(names, (tiles, rows, tiles) if tiles else ()):
+                launches.append(Launch(entry, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
+                                       THREAD_BLOCK, (tile,)))
+        elif strategy in ("map", "scatter_atomic", "scatter_last"):
             n = prod(range(geo.rank))
-            if n:
-                launches.append(Launch(name, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK))
+            if n:   # scatter_last: its three passes, a thread per element each
+                launches += [Launch(entry, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK)
+                             for entry in names]
         elif strategy in ("thread_row", "scan", "scatter"):
             kept = [d for d in range(geo.rank) if not geo.reduced[d]] if strategy == "thread_row" \
                 else list(geo.par_dims)
@@ -369,6 +402,35 @@ class GpuExecutable:
             gk.checks = list(spec.kernel.body.checks)
             gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
+
+    def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
+                                 ) -> tuple[list[int], list[Launch]]:
+        """Scratch lengths and launches of a ``scatter_sorted`` kernel of n elements into
+        ``targets`` elements (gpu/sorted_scatter.py): the keys, then per radix pass the
+        digit counts, their scan and the placement, then the combine."""
+        chunks = sort_chunks(n)
+        table = RADIX * chunks
+        tile = scan_tile_length(table)
+        ntiles = _cdiv(table, tile)
+        sizes = [max(1, n)] * 4 + [table, ntiles]
+        if not n:
+            return sizes, []
+        entry = dict(zip(SORT_ENTRIES, names))
+
+        def launch(suffix: str, threads: int, shift: int, parity: int) -> Launch:
+            return Launch(entry[suffix], min(_cdiv(threads, THREAD_BLOCK), 32 * self.sms),
+                          THREAD_BLOCK, (shift, parity, chunks, tile, targets))
+        passes = radix_passes(targets)
+        out = [launch("_keys", n, 0, 0)]
+        for r in range(passes):
+            shift, parity = RADIX_BITS * r, r % 2
+            out += [launch("_hist", chunks, shift, parity),
+                    launch("_hscan_tiles", ntiles, shift, parity),
+                    launch("_hscan_totals", 1, shift, parity),
+                    launch("_hscan_apply", ntiles, shift, parity),
+                    launch("_place", chunks, shift, parity)]
+        out.append(launch("", n, 0, passes % 2))
+        return sizes, out
 
     def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
         """A matmul kernel, with the map kernel ``epi_j`` as its epilogue when given."""
@@ -565,6 +627,8 @@ class GpuExecutable:
             gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
         if gk.nslots and not gk._partials:
             gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
+        scratch = [Array.empty((size,), dt) for dt, size in gk.scratch]
+        keep += scratch
         pointers: list[int] = []
         for src in gk.ptr_sources:
             if src[0] == "buf":
@@ -574,6 +638,8 @@ class GpuExecutable:
                 pointers.append(p)
             elif src[0] == "partial":
                 pointers.append(gk._partials[src[1]].ptr)
+            elif src[0] == "scratch":
+                pointers.append(scratch[src[1]].ptr)
             elif src[0] == "flag":
                 pointers.append(flag_ptr)
             else:

@@ -91,7 +91,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "Float sums are reassociated: a kernel sums blocks of 1024 terms in vector partial sums "
         "and combines the blocks (and a full reduction's slots) pairwise; column sums and a "
         "GPU thread's share are compensated (Kahan). NumPy sums its inner loop pairwise and "
-        "the other reduced axes in order; cumsum runs in order, as NumPy's. Results agree within the summation "
+        "the other reduced axes in order; cumsum runs in order, as NumPy's, except a long GPU "
+        "scan with few rows, which adds tile prefixes to the scanned tile totals (each k-th "
+        "output still through at most k - 1 roundings). Results agree within the summation "
         "bound d(n)·eps·Σ|x| (d(n) ≤ 1024 + log2(n/512) + 8 roundings), not bit for bit; when a partial sum could overflow in some order "
         "(Σ|x| near the dtype's maximum) the result is order dependent (inf, NaN or finite) and "
         "not compared.", "tolerance"),

@@ -202,15 +202,18 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     idx = t.astype(np.intp)
     if t.size == 0:
         return _zeros(minlength, np.intp)   # NumPy: intp counts, with weights or not
-    context.require((idx.min() >= 0).node, ValueError,
-                    "'list' argument must have no negative elements")
-    longest = np.maximum(idx.max() + 1, minlength)
+    # The probe finds the length and the negative elements NumPy refuses in one pass over
+    # x (its min and max reductions share a kernel, as NumPy's loop finds both at once):
+    # -1 says there is a negative element. The compiled result then needs only the zeroed
+    # counts and the scatter (no second pass over x for a run-time check).
+    longest = np.where(idx.min() >= 0, np.maximum(idx.max() + 1, minlength), -1)
     n = context.data_size(longest.node, "the length of np.bincount's result")
-    # a negative element (refused by the check above when the function runs) must not leave
-    # the array while the kernel runs: it is sent to the last bin
-    safe = np.where(idx >= 0, idx, n - 1)
+    if n < 0:
+        raise ValueError(with_location("'list' argument must have no negative elements"))
+    # The probe ran on this call's x before the result is computed: every element is in
+    # [0, n), so the indices go to the scatter as they are (it checks its bounds anyway).
     out = _zeros(n, np.intp if w is None else np.float64)
-    np.add.at(out, safe, 1 if w is None else w)
+    np.add.at(out, idx, 1 if w is None else w)
     return out
 
 
