@@ -397,7 +397,7 @@ def test_new_process_loads_from_disk(cache_root) -> None:
     assert warm["stats"]["compiles"] == 0
     assert warm["stats"]["disk_hits"] == cold["stats"]["compiles"]
     assert warm["bytes"] == cold["bytes"]                    # bit-identical results
-    assert "cpu jit: loaded" in log
+    assert "cpu kernel cache: loaded" in log
 
 
 def test_eight_processes_compiling_the_same_functions_at_once(cache_root) -> None:

@@ -58,6 +58,14 @@ VARIABLES: tuple[Variable, ...] = (
              "Folder of the disk cache of compiled kernels (`~/.cache/tracearray`, "
              "`~/Library/Caches/tracearray`, `%LOCALAPPDATA%\\tracearray\\Cache`); `\"\"`, "
              "`0` or `off` turn the disk cache off.", "cpu/jit.py, gpu/ptx.py"),
+    Variable("TRACEARRAY_LINKER", "`cc`, else `gcc`, else `clang`",
+             "C compiler driver that links CPU kernels into shared libraries (loaded without "
+             "LLVM from the disk cache); `off` runs them through LLVM's MCJIT instead.",
+             "cpu/sharedlib.py"),
+    Variable("TRACEARRAY_CHECK_KERNEL_KEYS", "0",
+             "`1` generates the LLVM IR of every CPU kernel found by its description key and "
+             "checks it against the IR the cached code was compiled from (a debug check of "
+             "the size-free kernel key).", "cpu/codecache.py"),
     Variable("TRACEARRAY_CACHE_MAX_MB", "256",
              "Size bound of each backend's disk cache, least recently used entries deleted "
              "first; `unlimited` for none.", "cpu/jit.py, gpu/ptx.py"),
@@ -273,6 +281,19 @@ def vector_math() -> bool:
 
 
 _threads_for: dict[str | None, int | None] = {}   # read on every parallel call: parse once
+
+
+def linker() -> str | None:
+    """``TRACEARRAY_LINKER``: None to search for one, "" for none (off), else its name."""
+    raw = os.environ.get("TRACEARRAY_LINKER")
+    if raw is None:
+        return None
+    return "" if raw.strip().lower() in _OFF else raw.strip()
+
+
+def check_kernel_keys() -> bool:
+    """``TRACEARRAY_CHECK_KERNEL_KEYS``: check each kernel key against its IR (debug)."""
+    return os.environ.get("TRACEARRAY_CHECK_KERNEL_KEYS", "0").strip().lower() not in _OFF
 
 
 def num_threads_setting() -> int | None:

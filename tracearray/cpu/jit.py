@@ -201,6 +201,9 @@ CODEGEN_OPTIONS: Mapping[str, object] = {
     "slp_vectorization": True,      # the tuning-option default leaves SLP off
 }
 
+# Options of the objects linked into shared libraries (``emit_pic_object``), where they differ.
+SHARED_OPTIONS: Mapping[str, object] = {"reloc": "pic", "codemodel": "default"}
+
 # The inputs of ``object_key``, in hashing order.
 KEY_COMPONENTS = ("module", "triple", "data_layout", "cpu", "features", "vector_variants",
                   "codegen_options", "llvmlite", "llvm", "tracearray", "pipeline")
@@ -239,6 +242,9 @@ class JitStats:
         return self.disk_hits + self.compiles
 
 
+# The process's counters: get_jit's JIT and the kernel cache (codecache.py) count into them.
+PROCESS_STATS = JitStats()
+
 _FROM_ENV = object()   # CpuJit(cache_dir=...) default: config.cache_dir() at each memory miss
 
 
@@ -252,7 +258,8 @@ class CpuJit:
     after start-up applies to kernels compiled afterwards.
     """
 
-    def __init__(self, vector_math: bool | None = None, cache_dir: str | None | object = _FROM_ENV) -> None:
+    def __init__(self, vector_math: bool | None = None, cache_dir: str | None | object = _FROM_ENV,
+                 stats: JitStats | None = None) -> None:
         llvm = _llvm()
         import llvmlite
         self.triple: str = llvm.get_process_triple()
@@ -262,6 +269,7 @@ class CpuJit:
         self._tm = self._target_machine()
         self.data_layout: str = str(self._tm.target_data)
         use_vector = config.vector_math() if vector_math is None else vector_math
+        self.vector_math_setting: bool = use_vector
         self.vector_variants = mathlib.host_vector_variants(self.features, self.triple) if use_vector else {}
         self._lock = threading.RLock()
         forksafe.wait_at_fork(self, "_lock", _RANK_JIT)
@@ -269,10 +277,12 @@ class CpuJit:
         self._engines: "weakref.WeakValueDictionary[str, _Engine]" = \
             weakref.WeakValueDictionary()
         self._pinned: dict[str, _Engine] = {}   # engines of ``compile``: never freed
+        self._pic_tm = None
         self._cache_dir = cache_dir
         self._disk_caches: dict[str, ObjectCache] = {}
         self._machine = elf.host_machine(self.triple)    # None: objects are never read from disk
-        self.stats = JitStats()
+        # get_jit's JIT shares the process's counters with the kernel cache (codecache.py)
+        self.stats = JitStats() if stats is None else stats
         # Everything in the key but the module text; fixed for the life of the JIT.
         self._key_base: dict[str, str] = {
             "triple": self.triple,
@@ -306,6 +316,56 @@ class CpuJit:
             cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
             reloc=CODEGEN_OPTIONS["reloc"], codemodel=CODEGEN_OPTIONS["codemodel"], jit=True)
 
+    def _pic_target_machine(self):
+        """The target machine of objects linked into shared libraries (``sharedlib``):
+        position-independent code, small code model."""
+        if self._pic_tm is None:
+            self._pic_tm = self._target.create_target_machine(
+                cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
+                reloc=SHARED_OPTIONS["reloc"], codemodel=SHARED_OPTIONS["codemodel"])
+        return self._pic_tm
+
+    def emit_pic_object(self, module_text: str) -> bytes:
+        """Steps 1-3, then a position-independent relocatable object of the module (for
+        ``sharedlib.link``); ``JitError`` as ``load_module``."""
+        with self._lock:
+            start = time.perf_counter()
+            text = mathlib.apply_vector_abi(module_text, self.vector_variants)
+            context = _llvm().create_context()
+            try:
+                mod = self._parse_and_optimize(text, context, self._pic_target_machine())
+                try:
+                    obj = self._pic_target_machine().emit_object(mod)
+                finally:
+                    mod.close()
+            finally:
+                context.close()
+            config.log(config.COMPILES, "cpu jit: compiled a position-independent object in "
+                       "%.1f ms", 1e3 * (time.perf_counter() - start))
+            return obj
+
+    def build_engine(self, module_text: str) -> tuple[_Engine, bytes | None]:
+        """Steps 1-4 for a caller with a cache of its own (``codecache``): the engine and the
+        relocatable object MCJIT emitted (None if it emitted other than one)."""
+        with self._lock:
+            text = mathlib.apply_vector_abi(module_text, self.vector_variants)
+            llvm = _llvm()
+            context = llvm.create_context()
+            mod = self._parse_and_optimize(text, context)
+            engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), context,
+                             self._lock)
+            objects: list[bytes] = []
+            engine.engine.set_object_cache(lambda _module, buf: objects.append(bytes(buf)))
+            engine.engine.finalize_object()
+            obj = objects[0] if len(objects) == 1 else None
+            objects.clear()     # the hook's closure lives as long as the engine
+            return engine, obj
+
+    def engine_addresses(self, engine: _Engine, names: list[str]) -> dict[str, int] | None:
+        """The addresses of ``names`` in ``engine``, or None if one is missing."""
+        with self._lock:
+            return self._addresses(engine, names)
+
     def key_components(self, module_text: str) -> dict[str, str]:
         """The ``object_key`` inputs for a module (its text after the vector-ABI rewrite)."""
         return {"module": mathlib.apply_vector_abi(module_text, self.vector_variants), **self._key_base}
@@ -329,9 +389,9 @@ class CpuJit:
         finally:
             context.close()
 
-    def _parse_and_optimize(self, text: str, context):
+    def _parse_and_optimize(self, text: str, context, target_machine=None):
         """Steps 2-3 on text already through step 1, into ``context`` (which the module
-        keeps alive)."""
+        keeps alive), optimised for ``target_machine`` (default: the JIT's)."""
         llvm = _llvm()
         try:
             mod = llvm.parse_assembly(text, context=context)
@@ -347,7 +407,7 @@ class CpuJit:
         pto = llvm.create_pipeline_tuning_options(speed_level=CODEGEN_OPTIONS["speed_level"])
         pto.loop_vectorization = CODEGEN_OPTIONS["loop_vectorization"]
         pto.slp_vectorization = CODEGEN_OPTIONS["slp_vectorization"]
-        pb = llvm.create_pass_builder(self._tm, pto)
+        pb = llvm.create_pass_builder(target_machine or self._tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return mod
 
@@ -387,9 +447,12 @@ class CpuJit:
 
     @property
     def live_engines(self) -> int:
-        """Engines (modules of machine code) alive now: in use, or pinned by ``compile``."""
+        """Modules of machine code alive now: engines in use or pinned by ``compile``, and
+        the kernels of the process's kernel cache (``codecache``: shared libraries or
+        engines)."""
+        from .codecache import live_kernels
         with self._lock:
-            return len(self._engines)
+            return len(self._engines) + live_kernels()
 
     @staticmethod
     def _addresses(engine: _Engine, names: list[str]) -> dict[str, int] | None:
@@ -420,35 +483,43 @@ class CpuJit:
             if cache.counts.discarded != discarded:     # refused: deleted by the cache
                 self._note_discard(key, cache.last_error)
             return None
-        try:    # LLVM's loader trusts the object's structure: a malformed one crashes it
-            elf.check_object(payload, self._machine)
-        except elf.MalformedObject as e:
-            cache.refuse(key, f"not a well-formed object: {e}")
-            self._note_discard(key, cache.last_error)
-            return None
-        llvm = _llvm()
         start = time.perf_counter()
         try:
-            context = llvm.create_context()
-            empty = llvm.parse_assembly("", context=context)
-            empty.triple = self.triple
-            empty.data_layout = self.data_layout
-            engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()), context,
-                             self._lock)
-            engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
-            engine.engine.finalize_object()
-        except RuntimeError as e:   # LLVM refused the object (cannot happen for our own writes)
-            cache.refuse(key, f"LLVM could not load the cached object: {e}")
-            self._note_discard(key, cache.last_error)
-            return None
-        if self._addresses(engine, names) is None:   # a key collision or a foreign file
-            cache.refuse(key, f"the cached object lacks one of {names}")
+            engine = self.load_object(payload, names)
+        except (elf.MalformedObject, JitError) as e:
+            cache.refuse(key, str(e))
             self._note_discard(key, cache.last_error)
             return None
         self.stats.disk_hits += 1
         config.log(config.COMPILES, "cpu jit: loaded %s from %s (%d bytes, %.1f ms)", key[:12],
                    cache.folder, len(payload), 1e3 * (time.perf_counter() - start))
         return engine
+
+    def load_object(self, payload: bytes, names: list[str]) -> _Engine:
+        """An engine running a relocatable object read from the disk; ``elf.MalformedObject``
+        or ``JitError`` (naming why) when it may not or cannot be used."""
+        if self._machine is None:
+            raise elf.MalformedObject(f"objects for {self.triple} are not read from the disk")
+        try:    # LLVM's loader trusts the object's structure: a malformed one crashes it
+            elf.check_object(payload, self._machine)
+        except elf.MalformedObject as e:
+            raise elf.MalformedObject(f"not a well-formed object: {e}") from None
+        with self._lock:
+            llvm = _llvm()
+            try:
+                context = llvm.create_context()
+                empty = llvm.parse_assembly("", context=context)
+                empty.triple = self.triple
+                empty.data_layout = self.data_layout
+                engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()),
+                                 context, self._lock)
+                engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+                engine.engine.finalize_object()
+            except RuntimeError as e:   # LLVM refused it (cannot happen for our own writes)
+                raise JitError(f"LLVM could not load the cached object: {e}") from None
+            if self._addresses(engine, names) is None:   # a key collision or a foreign file
+                raise JitError(f"the cached object lacks one of {names}")
+            return engine
 
     def _note_discard(self, key: str, reason: str | None) -> None:
         """A bad disk entry was deleted; the caller recompiles."""
@@ -498,5 +569,5 @@ def get_jit() -> CpuJit:
     global _jit
     with _jit_lock:
         if _jit is None:
-            _jit = CpuJit()
+            _jit = CpuJit(stats=PROCESS_STATS)
         return _jit

@@ -1,0 +1,275 @@
+"""The CPU's kernel cache: machine code found by the kernel's description, not by its IR.
+
+``load_kernel(description, names, make_ir)`` returns a kernel's machine code. Its key hashes
+the kernel's description (``tile.describe.describe_kernel``: everything the LLVM IR depends on,
+no sizes) with the target as ``host.py`` reads it without LLVM, the vector-math setting,
+``jit.CODEGEN_OPTIONS`` and ``SHARED_OPTIONS``, llvmlite's identity, tracearray's version and the
+digest of the code-generating sources. So the IR is generated only when the code must be
+compiled (issue 12):
+
+1. **memory**: code loaded in this process for that key, while a kernel still uses it (held
+   weakly) - a new input size whose kernels are the same size-generic kernels generates no IR;
+2. **disk** (``diskcache.ObjectCache`` in ``config.cache_dir()/cpu``, the same checks as every
+   entry: a trusted folder and file, the header, digest and *full key* compared): a shared
+   library (``sharedlib``: structure checked, then ``dlopen``-ed from memory: no LLVM at all),
+   or, where no linker was found when it was written, a relocatable object for MCJIT;
+3. **compile**: ``make_ir()``, then with a linker an optimised position-independent object
+   linked into a shared library, loaded like a cached one (one code path); without one, or if
+   linking fails (logged), MCJIT as before. The result is written to the disk.
+
+An entry's payload is ``PAYLOAD_MAGIC``, its kind (``S`` shared library, ``O`` object), the
+sha256 of the IR it was compiled from, then the ELF bytes. ``TRACEARRAY_CHECK_KERNEL_KEYS=1``
+generates the IR on every hit too and raises ``KernelKeyMismatch`` if it is not the IR the code
+was compiled from (a description missing something the IR depends on).
+
+Counters go to ``jit.PROCESS_STATS`` (``get_jit().stats``): memory hits, disk hits, compiles,
+disk writes and discarded entries, whichever path ran. Thread safety: the maps are guarded
+by a lock renewed at fork (never held around LLVM or user code); two threads missing the same
+key both compile it, and the last one's code is kept (both work).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .. import config, forksafe
+from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
+from . import host, sharedlib
+from .elf import EM_X86_64, MalformedObject
+from .jit import CODEGEN_OPTIONS, PROCESS_STATS, SHARED_OPTIONS, JitError, get_jit
+
+PAYLOAD_MAGIC = b"TAKCODE1"
+_SHARED, _OBJECT = b"S", b"O"
+_PAYLOAD_HEADER = len(PAYLOAD_MAGIC) + 1 + 32
+
+# The inputs of the kernel key, in hashing order.
+KERNEL_KEY_COMPONENTS = ("kernel", "host_cpu", "platform", "llvm", "vector_math",
+                         "codegen_options", "tracearray", "pipeline")
+
+
+class KernelKeyMismatch(RuntimeError):
+    """TRACEARRAY_CHECK_KERNEL_KEYS: a kernel's description key found code compiled from other
+    IR than the kernel's (the description misses something the IR depends on)."""
+
+
+class LoadedCode:
+    """Machine code of one kernel module: its functions' addresses, valid while this lives
+    (it holds the shared library or MCJIT engine they point into)."""
+
+    def __init__(self, addresses: Mapping[str, int], holder: Any, ir_digest: bytes) -> None:
+        self.addresses = dict(addresses)
+        self.holder = holder
+        self.ir_digest = ir_digest
+        self.kind = "shared library" if isinstance(holder, sharedlib.SharedLibrary) else "MCJIT"
+
+
+@dataclass(frozen=True)
+class KernelCode:
+    """What ``load_kernel`` returns: the code (kept alive by this) and where it came from:
+    "memory", "disk" or "compiled"; ``disk_miss``: the disk was asked in vain."""
+    code: LoadedCode
+    origin: str
+    disk_miss: bool = False
+
+    @property
+    def addresses(self) -> Mapping[str, int]:
+        return self.code.addresses
+
+
+_lock = threading.Lock()
+forksafe.renew_at_fork(sys.modules[__name__], "_lock")
+_memory: "weakref.WeakValueDictionary[str, LoadedCode]" = weakref.WeakValueDictionary()
+_disk_caches: dict[str, ObjectCache] = {}
+_key_base: dict[str, str] = {}
+
+
+def live_kernels() -> int:
+    """Kernel modules of the cache alive now (used by a kernel of some executable)."""
+    with _lock:
+        return len(_memory)
+
+
+def key_components(description: str) -> dict[str, str]:
+    """The kernel key's inputs (``KERNEL_KEY_COMPONENTS``) for a description."""
+    return {"kernel": description, **_target_components()}
+
+
+def _target_components() -> dict[str, str]:
+    from . import jit
+    # the setting of the process's JIT, which compiles; before there is one, what it will read
+    vector = jit._jit.vector_math_setting if jit._jit is not None else config.vector_math()
+    with _lock:
+        base = _key_base.get(str(vector))
+    if base is None:
+        cpu = host.host_cpu()
+        if cpu is None:   # no /proc/cpuinfo: LLVM's own answer (this loads LLVM)
+            jit = get_jit()
+            cpu = f"llvm: {jit.cpu_name} {jit.features}"
+        base = {
+            "host_cpu": cpu,
+            "platform": host.platform_identity(),
+            "llvm": host.llvm_identity(),
+            "vector_math": str(vector),
+            "codegen_options": repr(sorted(CODEGEN_OPTIONS.items())) + " shared " +
+            repr(sorted(SHARED_OPTIONS.items())),
+            "tracearray": tracearray_version(),
+            "pipeline": host.pipeline_digest(),
+        }
+        with _lock:
+            _key_base[str(vector)] = base
+    return dict(base)
+
+
+def load_kernel(description: str, names: list[str], make_ir: Callable[[], str]) -> KernelCode:
+    """The machine code of the kernel ``description`` describes, defining ``names``
+    (``make_ir()`` gives its LLVM IR, called only when it must be compiled or checked)."""
+    components = key_components(description)
+    record = key_record(components, KERNEL_KEY_COMPONENTS, "kernel_key")
+    key = record_key(record)
+    check = config.check_kernel_keys()
+    with _lock:
+        code = _memory.get(key)
+    if code is not None:
+        PROCESS_STATS.memory_hits += 1
+        if check:
+            _check_ir(code, make_ir, key)
+        return KernelCode(code, "memory")
+    cache = _disk_cache()
+    if cache is not None:
+        code = _from_disk(cache, key, record, names)
+        if code is not None:
+            if check:
+                _check_ir(code, make_ir, key)
+            with _lock:
+                _memory[key] = code
+            return KernelCode(code, "disk")
+    code = _compile(make_ir(), names, key, record, cache)
+    with _lock:
+        _memory[key] = code
+    return KernelCode(code, "compiled", disk_miss=cache is not None)
+
+
+def _check_ir(code: LoadedCode, make_ir: Callable[[], str], key: str) -> None:
+    text = make_ir()
+    if hashlib.sha256(text.encode()).digest() != code.ir_digest:
+        raise KernelKeyMismatch(
+            f"tracearray: the kernel key {key[:16]}... found code compiled from other LLVM IR "
+            f"than this kernel's (a bug of tracearray's kernel description: please report "
+            f"it with this kernel's IR, TRACEARRAY_DEBUG=6):\n{text[:2000]}")
+
+
+# ------------------------------------------------------------------------------ the disk
+
+def _disk_cache() -> ObjectCache | None:
+    root = config.cache_dir()
+    if not root or not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"):
+        return None   # (elf.py and sharedlib.py know x86-64 ELF only)
+    folder = os.path.join(str(root), "cpu")
+    with _lock:
+        cache = _disk_caches.get(folder)
+        if cache is None:
+            cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(),
+                                                       root=str(root))
+        return cache
+
+
+def _from_disk(cache: ObjectCache, key: str, record: bytes, names: list[str]
+               ) -> LoadedCode | None:
+    start = time.perf_counter()
+    discarded = cache.counts.discarded
+    payload = cache.load(key, record)
+    if payload is None:
+        if cache.counts.discarded != discarded:
+            _note_discard(key, cache.last_error)
+        return None
+    try:
+        code = _load_payload(payload, names)
+    except (MalformedObject, JitError, OSError) as e:
+        cache.refuse(key, str(e))
+        _note_discard(key, cache.last_error)
+        return None
+    PROCESS_STATS.disk_hits += 1
+    config.log(config.COMPILES, "cpu kernel cache: loaded %s (%s) from %s in %.2f ms",
+               key[:12], code.kind, cache.folder, 1e3 * (time.perf_counter() - start))
+    return code
+
+
+def _load_payload(payload: bytes, names: list[str]) -> LoadedCode:
+    """The code of a payload read from the disk (its entry's checks passed); raises
+    ``MalformedObject`` (or ``JitError``, ``OSError``) naming why it cannot be used."""
+    if len(payload) < _PAYLOAD_HEADER or not payload.startswith(PAYLOAD_MAGIC):
+        raise MalformedObject("not a kernel entry of this format")
+    kind = payload[len(PAYLOAD_MAGIC):len(PAYLOAD_MAGIC) + 1]
+    digest = payload[len(PAYLOAD_MAGIC) + 1:_PAYLOAD_HEADER]
+    data = payload[_PAYLOAD_HEADER:]
+    if kind == _SHARED:
+        sharedlib.check_library(data, EM_X86_64)   # before dlopen sees a byte of it
+        return _from_library(sharedlib.SharedLibrary(data), names, digest)
+    if kind == _OBJECT:
+        jit = get_jit()
+        engine = jit.load_object(data, names)
+        return LoadedCode(jit.engine_addresses(engine, names), engine, digest)
+    raise MalformedObject(f"unknown kind {kind!r}")
+
+
+def _from_library(lib: sharedlib.SharedLibrary, names: list[str], digest: bytes) -> LoadedCode:
+    addresses = {}
+    for name in names:
+        addr = lib.address(name)
+        if not addr:
+            lib.close()
+            raise MalformedObject(f"the library does not define {name!r}")
+        addresses[name] = addr
+    return LoadedCode(addresses, lib, digest)
+
+
+def _note_discard(key: str, reason: str | None) -> None:
+    PROCESS_STATS.disk_discarded += 1
+    config.log(config.COMPILES, "cpu kernel cache: discarded disk entry %s: %s; recompiling",
+               key[:12], reason)
+
+
+# ---------------------------------------------------------------------------- compiling
+
+def _compile(ir_text: str, names: list[str], key: str, record: bytes,
+             cache: ObjectCache | None) -> LoadedCode:
+    start = time.perf_counter()
+    digest = hashlib.sha256(ir_text.encode()).digest()
+    jit = get_jit()
+    driver = sharedlib.linker()
+    code = kind = data = None
+    if driver is not None:
+        obj = jit.emit_pic_object(ir_text)
+        try:
+            data = sharedlib.link(obj, driver)
+            sharedlib.check_library(data, EM_X86_64)
+            code, kind = _from_library(sharedlib.SharedLibrary(data), names, digest), _SHARED
+        except (sharedlib.LinkError, MalformedObject, OSError) as e:
+            _warn_link_failure(f"{e}")
+    if code is None:    # MCJIT, as without a linker
+        engine, data = jit.build_engine(ir_text)
+        addresses = jit.engine_addresses(engine, names)
+        if addresses is None:
+            missing = [n for n in names if n not in (addresses or {})]
+            raise JitError(f"function {missing[0]!r} is not defined by the compiled module")
+        code, kind = LoadedCode(addresses, engine, digest), _OBJECT
+    PROCESS_STATS.compiles += 1
+    written = cache is not None and data is not None and \
+        cache.store(key, PAYLOAD_MAGIC + kind + digest + data, record)
+    PROCESS_STATS.disk_writes += bool(written)
+    config.log(config.COMPILES, "cpu kernel cache: compiled %s (%s) in %.1f ms%s", key[:12],
+               code.kind, 1e3 * (time.perf_counter() - start),
+               f", wrote {cache.folder}" if written else "")
+    return code
+
+
+def _warn_link_failure(reason: str) -> None:
+    """Log (step 1) why a kernel was not linked: it still runs, through MCJIT."""
+    config.log(config.COMPILES, "cpu kernel cache: linking failed, running the kernel "
+               "through MCJIT: %s", reason)
