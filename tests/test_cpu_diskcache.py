@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -285,7 +286,7 @@ def test_read_only_cache_still_serves_hits(cache_root, monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(diskcache.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)   # (diskcache imports it when writing)
     jit = CpuJit()
     with pytest.warns(CacheWarning, match="not writing"):
         run_exp(jit, exp_module(2.0))

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 import weakref
 from pathlib import Path
 
@@ -191,13 +192,27 @@ def test_each_target_component_changes_the_key(monkeypatch, component) -> None:
     assert [k for k in base if base[k] != changed[k]] == [component]
 
 
-def test_pipeline_digest_covers_the_code_generator() -> None:
-    files = {p.relative_to(ROOT / "tracearray").as_posix()
-             for pk in host._PIPELINE_PACKAGES for p in (ROOT / "tracearray" / pk).rglob("*.py")}
+def test_pipeline_digest_covers_the_code_generator(tmp_path, monkeypatch) -> None:
+    package = ROOT / "tracearray"
+    files = {Path(p).relative_to(package).as_posix()
+             for pk in host._PIPELINE_PACKAGES for p in host._sources(str(package / pk))}
     for needed in ("codegen/kernel.py", "codegen/scalar.py", "tile/describe.py",
                    "tile/layout.py", "ops/elementwise.py", "fuse/kexpr.py", "cpu/mathlib.py",
                    "cpu/jit.py", "cpu/sharedlib.py"):
         assert needed in files
+    # and an edited file (a new modification time) is a new digest
+    monkeypatch.setattr(host, "_cached", {})
+    before = host.pipeline_digest()
+    real_stat = os.stat
+
+    def edited(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if str(path).endswith(os.path.join("codegen", "scalar.py")):
+            return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
+        return st
+    monkeypatch.setattr(host, "_cached", {})
+    monkeypatch.setattr(host.os, "stat", edited)
+    assert host.pipeline_digest() != before
 
 
 # -------------------------------------------------------------------- the debug check

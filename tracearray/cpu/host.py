@@ -20,8 +20,9 @@ what determines LLVM's answers rather than by the answers:
 
 A wrong answer here could only make two hosts that LLVM tells apart share a key; the kernel
 key also holds tracearray's version and a digest of every source file between the
-description and the machine code (``pipeline_digest``), so an edited code generator is a
-new key too.
+description and the machine code (``pipeline_digest``: their paths, sizes and modification
+times, the test by which Python itself reuses their bytecode), so an edited code generator is
+a new key too.
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ import os
 import platform
 import sys
 import threading
-from importlib.util import find_spec
-from pathlib import Path
 
 # /proc/cpuinfo fields that describe the processor (the rest: clocks, core and APIC numbers)
 _CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "microcode",
@@ -85,14 +84,15 @@ def llvm_identity() -> str:
     with _lock:
         if "llvm" not in _cached:
             import llvmlite     # its __init__ reads the version only (not the binding)
-            spec = find_spec("llvmlite")
+            folder = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
             library = "unknown"
-            if spec is not None and spec.submodule_search_locations:
-                folder = Path(next(iter(spec.submodule_search_locations))) / "binding"
-                for lib in sorted(folder.glob("libllvmlite.*")):
-                    st = lib.stat()
-                    library = f"{lib} {st.st_size} {st.st_mtime_ns}"
-                    break
+            for name in ("libllvmlite.so", "libllvmlite.dylib", "llvmlite.dll"):
+                try:
+                    st = os.stat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                library = f"{os.path.join(folder, name)} {st.st_size} {st.st_mtime_ns}"
+                break
             _cached["llvm"] = f"llvmlite {llvmlite.__version__}; {library}"
         return _cached["llvm"]   # type: ignore[return-value]
 
@@ -105,20 +105,28 @@ def platform_identity() -> str:
 
 
 def pipeline_digest() -> str:
-    """sha256 over the sources of ``_PIPELINE_PACKAGES`` (names and contents, sorted): an
-    editable install keeps one version while the code generator changes."""
+    """sha256 over the path, size and modification time of every source file of
+    ``_PIPELINE_PACKAGES``: an editable install keeps one version while the code generator
+    changes. (Python reuses a module's compiled bytecode by the same test, so this digest
+    changes whenever the code that runs does; reading the 400 KB of sources instead cost
+    2 ms of every new process's first call.)"""
     with _lock:
         if "pipeline" not in _cached:
-            root = Path(__file__).resolve().parent.parent
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             h = hashlib.sha256()
             for package in _PIPELINE_PACKAGES:
-                for path in sorted((root / package).rglob("*.py")):
-                    try:
-                        data = path.read_bytes()
-                    except OSError:   # pragma: no cover - e.g. run from a zip
-                        data = b"unavailable"
-                    rel = path.relative_to(root).as_posix().encode()
-                    h.update(b"%d:%s%d:" % (len(rel), rel, len(data)))
-                    h.update(data)
+                for path in _sources(os.path.join(root, package)):
+                    st = os.stat(path)
+                    h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                             .encode())
             _cached["pipeline"] = h.hexdigest()
         return _cached["pipeline"]   # type: ignore[return-value]
+
+
+def _sources(folder: str) -> list[str]:
+    """The .py files under ``folder``, sorted (``__pycache__`` skipped)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        out += [os.path.join(dirpath, f) for f in filenames if f.endswith(".py")]
+    return sorted(out)

@@ -375,13 +375,13 @@ class CpuJit:
         return object_key(self.key_components(module_text))
 
     @contextlib.contextmanager
-    def _optimized_module(self, module_text: str) -> Iterator[object]:
+    def _optimized_module(self, module_text: str, target_machine=None) -> Iterator[object]:
         """Steps 1-3 of the pipeline, the module freed (with its context) afterwards; the
         caller holds the lock."""
         text = mathlib.apply_vector_abi(module_text, self.vector_variants)
         context = _llvm().create_context()
         try:
-            mod = self._parse_and_optimize(text, context)
+            mod = self._parse_and_optimize(text, context, target_machine)
             try:
                 yield mod
             finally:
@@ -549,10 +549,13 @@ class CpuJit:
                    f", wrote {cache.folder}" if written else "")
         return engine
 
-    def asm(self, module_text: str) -> str:
-        """Host assembly of the optimised module."""
-        with self._lock, self._optimized_module(module_text) as mod:
-            return self._tm.emit_assembly(mod)
+    def asm(self, module_text: str, shared: bool = False) -> str:
+        """Host assembly of the optimised module: as MCJIT compiles it, or (``shared``) as
+        it is compiled to be linked into a shared library (``emit_pic_object``)."""
+        with self._lock:
+            tm = self._pic_target_machine() if shared else self._tm
+            with self._optimized_module(module_text, tm) as mod:
+                return tm.emit_assembly(mod)
 
     def optimized_ir(self, module_text: str) -> str:
         with self._lock, self._optimized_module(module_text) as mod:
