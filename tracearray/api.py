@@ -118,9 +118,7 @@ class Lowered:
         if stage == "llvm-opt":
             return "\n".join(self.executable.jit.optimized_ir(k.ir) for k in kernels)
         if stage == "asm":
-            # (a CPU kernel says which code runs: a shared library's or MCJIT's)
-            return "\n".join(k.asm if hasattr(type(k), "asm") else self.executable.jit.asm(k.ir)
-                             for k in kernels)
+            return "\n".join(self.executable.jit.asm(k.ir) for k in kernels)
         if stage == "ptx":   # GPU hook (tracearray/gpu)
             if not hasattr(self.executable, "ptx"):
                 raise ValueError("PTX exists for device='cuda' only; this signature was "

@@ -58,10 +58,6 @@ VARIABLES: tuple[Variable, ...] = (
              "Folder of the disk cache of compiled kernels (`~/.cache/tracearray`, "
              "`~/Library/Caches/tracearray`, `%LOCALAPPDATA%\\tracearray\\Cache`); `\"\"`, "
              "`0` or `off` turn the disk cache off.", "cpu/jit.py, gpu/ptx.py"),
-    Variable("TRACEARRAY_LINKER", "`cc`, else `gcc`, else `clang`",
-             "C compiler driver that links CPU kernels into shared libraries (loaded without "
-             "LLVM from the disk cache); `off` runs them through LLVM's MCJIT instead.",
-             "cpu/sharedlib.py"),
     Variable("TRACEARRAY_CHECK_KERNEL_KEYS", "0",
              "`1` generates the LLVM IR of every CPU kernel found by its description key and "
              "checks it against the IR the cached code was compiled from (a debug check of "
@@ -281,14 +277,6 @@ def vector_math() -> bool:
 
 
 _threads_for: dict[str | None, int | None] = {}   # read on every parallel call: parse once
-
-
-def linker() -> str | None:
-    """``TRACEARRAY_LINKER``: None to search for one, "" for none (off), else its name."""
-    raw = os.environ.get("TRACEARRAY_LINKER")
-    if raw is None:
-        return None
-    return "" if raw.strip().lower() in _OFF else raw.strip()
 
 
 def check_kernel_keys() -> bool:

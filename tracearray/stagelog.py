@@ -69,9 +69,7 @@ def report_executable(fn_name: str, file_name: str, exe: Any, ekey: Any,
             config.dump(k.name, "ll", k.ir, signature, describe)
         if show[config.ASSEMBLY] or dumping:
             ptx = getattr(k, "ptx", None)
-            asm = k.asm if hasattr(type(k), "asm") else None   # (what runs, on the CPU)
-            text, stage = (ptx, "ptx") if ptx is not None else \
-                (asm if asm is not None else exe.jit.asm(k.ir), "s")
+            text, stage = (ptx, "ptx") if ptx is not None else (exe.jit.asm(k.ir), "s")
             config.log(config.ASSEMBLY, "%s %s:\n%s", k.name,
                        "PTX" if stage == "ptx" else "assembly", text)
             config.dump(k.name, stage, text, signature, describe)

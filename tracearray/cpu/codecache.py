@@ -3,22 +3,24 @@
 ``load_kernel(description, names, make_ir)`` returns a kernel's machine code. Its key hashes
 the kernel's description (``tile.describe.describe_kernel``: everything the LLVM IR depends on,
 no sizes) with the target as ``host.py`` reads it without LLVM, the vector-math setting,
-``jit.CODEGEN_OPTIONS`` and ``SHARED_OPTIONS``, llvmlite's identity, tracearray's version and the
-digest of the code-generating sources. So the IR is generated only when the code must be
-compiled (issue 12):
+``jit.CODEGEN_OPTIONS``, llvmlite's identity, tracearray's version and the digest of the
+code-generating sources. So the IR is generated only when the code must be compiled
+(issue 12):
 
 1. **memory**: code loaded in this process for that key, while a kernel still uses it (held
    weakly) - a new input size whose kernels are the same size-generic kernels generates no IR;
 2. **disk** (``diskcache.ObjectCache`` in ``config.cache_dir()/cpu``, the same checks as every
-   entry: a trusted folder and file, the header, digest and *full key* compared): a shared
-   library (``sharedlib``: structure checked, then ``dlopen``-ed from memory: no LLVM at all),
-   or, where no linker was found when it was written, a relocatable object for MCJIT;
-3. **compile**: ``make_ir()``, then with a linker an optimised position-independent object
-   linked into a shared library, loaded like a cached one (one code path); without one, or if
-   linking fails (logged), MCJIT as before. The result is written to the disk.
+   entry: a trusted folder and file, the header, digest and *full key* compared): the kernel's
+   relocatable object, structure-checked by ``elf.check_object`` and loaded by ``loader``
+   (Python: no LLVM at all);
+3. **compile**: ``make_ir()``, optimised and emitted as the same kind of object by LLVM
+   (``CpuJit.emit_object``), loaded by ``loader`` like a cached one (one code path), and
+   written to the disk.
 
-An entry's payload is ``PAYLOAD_MAGIC``, its kind (``S`` shared library, ``O`` object), the
-sha256 of the IR it was compiled from, then the ELF bytes. ``TRACEARRAY_CHECK_KERNEL_KEYS=1``
+Where ``loader`` cannot load an object (``CannotLoad``: a relocation type or an external
+symbol it does not handle; not seen in our kernels), MCJIT loads the same object, as before.
+An entry's payload is ``PAYLOAD_MAGIC``, its kind (``O``: a relocatable object), the sha256 of
+the IR it was compiled from, then the object. ``TRACEARRAY_CHECK_KERNEL_KEYS=1``
 generates the IR on every hit too and raises ``KernelKeyMismatch`` if it is not the IR the code
 was compiled from (a description missing something the IR depends on).
 
@@ -40,12 +42,12 @@ from typing import Any, Callable, Mapping
 
 from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
-from . import host, sharedlib
-from .elf import EM_X86_64, MalformedObject
-from .jit import CODEGEN_OPTIONS, PROCESS_STATS, SHARED_OPTIONS, JitError, get_jit
+from . import host, loader
+from .elf import EM_X86_64, MalformedObject, check_object
+from .jit import CODEGEN_OPTIONS, PROCESS_STATS, JitError, get_jit
 
 PAYLOAD_MAGIC = b"TAKCODE1"
-_SHARED, _OBJECT = b"S", b"O"
+_OBJECT = b"O"
 _PAYLOAD_HEADER = len(PAYLOAD_MAGIC) + 1 + 32
 
 # The inputs of the kernel key, in hashing order.
@@ -66,7 +68,7 @@ class LoadedCode:
         self.addresses = dict(addresses)
         self.holder = holder
         self.ir_digest = ir_digest
-        self.kind = "shared library" if isinstance(holder, sharedlib.SharedLibrary) else "MCJIT"
+        self.kind = "loaded" if isinstance(holder, loader.LoadedObject) else "MCJIT"
 
 
 @dataclass(frozen=True)
@@ -101,23 +103,23 @@ def key_components(description: str) -> dict[str, str]:
 
 
 def _target_components() -> dict[str, str]:
-    from . import jit
+    from . import jit as jit_module
     # the setting of the process's JIT, which compiles; before there is one, what it will read
-    vector = jit._jit.vector_math_setting if jit._jit is not None else config.vector_math()
+    made = jit_module._jit
+    vector = made.vector_math_setting if made is not None else config.vector_math()
     with _lock:
         base = _key_base.get(str(vector))
     if base is None:
         cpu = host.host_cpu()
         if cpu is None:   # no /proc/cpuinfo: LLVM's own answer (this loads LLVM)
-            jit = get_jit()
-            cpu = f"llvm: {jit.cpu_name} {jit.features}"
+            cpu_jit = get_jit()
+            cpu = f"llvm: {cpu_jit.cpu_name} {cpu_jit.features}"
         base = {
             "host_cpu": cpu,
             "platform": host.platform_identity(),
             "llvm": host.llvm_identity(),
             "vector_math": str(vector),
-            "codegen_options": repr(sorted(CODEGEN_OPTIONS.items())) + " shared " +
-            repr(sorted(SHARED_OPTIONS.items())),
+            "codegen_options": repr(sorted(CODEGEN_OPTIONS.items())),
             "tracearray": tracearray_version(),
             "pipeline": host.pipeline_digest(),
         }
@@ -169,7 +171,7 @@ def _check_ir(code: LoadedCode, make_ir: Callable[[], str], key: str) -> None:
 def _disk_cache() -> ObjectCache | None:
     root = config.cache_dir()
     if not root or not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"):
-        return None   # (elf.py and sharedlib.py know x86-64 ELF only)
+        return None   # (elf.py and loader.py know x86-64 ELF only)
     folder = os.path.join(str(root), "cpu")
     with _lock:
         cache = _disk_caches.get(folder)
@@ -206,27 +208,33 @@ def _load_payload(payload: bytes, names: list[str]) -> LoadedCode:
     if len(payload) < _PAYLOAD_HEADER or not payload.startswith(PAYLOAD_MAGIC):
         raise MalformedObject("not a kernel entry of this format")
     kind = payload[len(PAYLOAD_MAGIC):len(PAYLOAD_MAGIC) + 1]
+    if kind != _OBJECT:
+        raise MalformedObject(f"unknown kind {kind!r}")
     digest = payload[len(PAYLOAD_MAGIC) + 1:_PAYLOAD_HEADER]
-    data = payload[_PAYLOAD_HEADER:]
-    if kind == _SHARED:
-        sharedlib.check_library(data, EM_X86_64)   # before dlopen sees a byte of it
-        return _from_library(sharedlib.SharedLibrary(data), names, digest)
-    if kind == _OBJECT:
-        jit = get_jit()
-        engine = jit.load_object(data, names)
-        return LoadedCode(jit.engine_addresses(engine, names), engine, digest)
-    raise MalformedObject(f"unknown kind {kind!r}")
+    return _load_object(payload[_PAYLOAD_HEADER:], names, digest)
 
 
-def _from_library(lib: sharedlib.SharedLibrary, names: list[str], digest: bytes) -> LoadedCode:
+def _load_object(data: bytes, names: list[str], digest: bytes) -> LoadedCode:
+    """Load an object: its structure checked, then ``loader``; MCJIT where it cannot."""
+    try:    # the loader (like MCJIT's) trusts the structure: a malformed object would crash it
+        check_object(data, EM_X86_64)
+    except MalformedObject as e:
+        raise MalformedObject(f"not a well-formed object: {e}") from None
+    try:
+        obj = loader.load_object(data)
+    except loader.CannotLoad as e:
+        config.log(config.COMPILES, "cpu kernel cache: %s; loading it with MCJIT", e)
+        cpu_jit = get_jit()
+        engine = cpu_jit.load_object(data, names)
+        return LoadedCode(cpu_jit.engine_addresses(engine, names), engine, digest)
     addresses = {}
     for name in names:
-        addr = lib.address(name)
+        addr = obj.address(name)
         if not addr:
-            lib.close()
-            raise MalformedObject(f"the library does not define {name!r}")
+            obj.close()
+            raise MalformedObject(f"the object does not define {name!r}")
         addresses[name] = addr
-    return LoadedCode(addresses, lib, digest)
+    return LoadedCode(addresses, obj, digest)
 
 
 def _note_discard(key: str, reason: str | None) -> None:
@@ -241,35 +249,16 @@ def _compile(ir_text: str, names: list[str], key: str, record: bytes,
              cache: ObjectCache | None) -> LoadedCode:
     start = time.perf_counter()
     digest = hashlib.sha256(ir_text.encode()).digest()
-    jit = get_jit()
-    driver = sharedlib.linker()
-    code = kind = data = None
-    if driver is not None:
-        obj = jit.emit_pic_object(ir_text)
-        try:
-            data = sharedlib.link(obj, driver)
-            sharedlib.check_library(data, EM_X86_64)
-            code, kind = _from_library(sharedlib.SharedLibrary(data), names, digest), _SHARED
-        except (sharedlib.LinkError, MalformedObject, OSError) as e:
-            _warn_link_failure(f"{e}")
-    if code is None:    # MCJIT, as without a linker
-        engine, data = jit.build_engine(ir_text)
-        addresses = jit.engine_addresses(engine, names)
-        if addresses is None:
-            missing = [n for n in names if n not in (addresses or {})]
-            raise JitError(f"function {missing[0]!r} is not defined by the compiled module")
-        code, kind = LoadedCode(addresses, engine, digest), _OBJECT
+    data = get_jit().emit_object(ir_text)
+    try:
+        code = _load_object(data, names, digest)
+    except MalformedObject as e:   # (LLVM's own object: cannot happen)
+        raise JitError(f"the compiled kernel cannot be loaded: {e}") from None
     PROCESS_STATS.compiles += 1
-    written = cache is not None and data is not None and \
-        cache.store(key, PAYLOAD_MAGIC + kind + digest + data, record)
+    written = cache is not None and \
+        cache.store(key, PAYLOAD_MAGIC + _OBJECT + digest + data, record)
     PROCESS_STATS.disk_writes += bool(written)
     config.log(config.COMPILES, "cpu kernel cache: compiled %s (%s) in %.1f ms%s", key[:12],
                code.kind, 1e3 * (time.perf_counter() - start),
                f", wrote {cache.folder}" if written else "")
     return code
-
-
-def _warn_link_failure(reason: str) -> None:
-    """Log (step 1) why a kernel was not linked: it still runs, through MCJIT."""
-    config.log(config.COMPILES, "cpu kernel cache: linking failed, running the kernel "
-               "through MCJIT: %s", reason)

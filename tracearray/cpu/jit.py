@@ -201,9 +201,6 @@ CODEGEN_OPTIONS: Mapping[str, object] = {
     "slp_vectorization": True,      # the tuning-option default leaves SLP off
 }
 
-# Options of the objects linked into shared libraries (``emit_pic_object``), where they differ.
-SHARED_OPTIONS: Mapping[str, object] = {"reloc": "pic", "codemodel": "default"}
-
 # The inputs of ``object_key``, in hashing order.
 KEY_COMPONENTS = ("module", "triple", "data_layout", "cpu", "features", "vector_variants",
                   "codegen_options", "llvmlite", "llvm", "tracearray", "pipeline")
@@ -277,7 +274,7 @@ class CpuJit:
         self._engines: "weakref.WeakValueDictionary[str, _Engine]" = \
             weakref.WeakValueDictionary()
         self._pinned: dict[str, _Engine] = {}   # engines of ``compile``: never freed
-        self._pic_tm = None
+        self._object_tm = None
         self._cache_dir = cache_dir
         self._disk_caches: dict[str, ObjectCache] = {}
         self._machine = elf.host_machine(self.triple)    # None: objects are never read from disk
@@ -316,50 +313,29 @@ class CpuJit:
             cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
             reloc=CODEGEN_OPTIONS["reloc"], codemodel=CODEGEN_OPTIONS["codemodel"], jit=True)
 
-    def _pic_target_machine(self):
-        """The target machine of objects linked into shared libraries (``sharedlib``):
-        position-independent code, small code model."""
-        if self._pic_tm is None:
-            self._pic_tm = self._target.create_target_machine(
-                cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
-                reloc=SHARED_OPTIONS["reloc"], codemodel=SHARED_OPTIONS["codemodel"])
-        return self._pic_tm
-
-    def emit_pic_object(self, module_text: str) -> bytes:
-        """Steps 1-3, then a position-independent relocatable object of the module (for
-        ``sharedlib.link``); ``JitError`` as ``load_module``."""
+    def emit_object(self, module_text: str) -> bytes:
+        """Steps 1-3, then the relocatable object MCJIT would make of the module (its target
+        machine: the large code model), for ``loader.load_object``."""
         with self._lock:
             start = time.perf_counter()
             text = mathlib.apply_vector_abi(module_text, self.vector_variants)
             context = _llvm().create_context()
             try:
-                mod = self._parse_and_optimize(text, context, self._pic_target_machine())
+                mod = self._parse_and_optimize(text, context)
                 try:
-                    obj = self._pic_target_machine().emit_object(mod)
+                    obj = self._object_target_machine().emit_object(mod)
                 finally:
                     mod.close()
             finally:
                 context.close()
-            config.log(config.COMPILES, "cpu jit: compiled a position-independent object in "
-                       "%.1f ms", 1e3 * (time.perf_counter() - start))
+            config.log(config.COMPILES, "cpu jit: compiled an object in %.1f ms",
+                       1e3 * (time.perf_counter() - start))
             return obj
 
-    def build_engine(self, module_text: str) -> tuple[_Engine, bytes | None]:
-        """Steps 1-4 for a caller with a cache of its own (``codecache``): the engine and the
-        relocatable object MCJIT emitted (None if it emitted other than one)."""
-        with self._lock:
-            text = mathlib.apply_vector_abi(module_text, self.vector_variants)
-            llvm = _llvm()
-            context = llvm.create_context()
-            mod = self._parse_and_optimize(text, context)
-            engine = _Engine(llvm.create_mcjit_compiler(mod, self._target_machine()), context,
-                             self._lock)
-            objects: list[bytes] = []
-            engine.engine.set_object_cache(lambda _module, buf: objects.append(bytes(buf)))
-            engine.engine.finalize_object()
-            obj = objects[0] if len(objects) == 1 else None
-            objects.clear()     # the hook's closure lives as long as the engine
-            return engine, obj
+    def _object_target_machine(self):
+        if self._object_tm is None:
+            self._object_tm = self._target_machine()
+        return self._object_tm
 
     def engine_addresses(self, engine: _Engine, names: list[str]) -> dict[str, int] | None:
         """The addresses of ``names`` in ``engine``, or None if one is missing."""
@@ -549,13 +525,10 @@ class CpuJit:
                    f", wrote {cache.folder}" if written else "")
         return engine
 
-    def asm(self, module_text: str, shared: bool = False) -> str:
-        """Host assembly of the optimised module: as MCJIT compiles it, or (``shared``) as
-        it is compiled to be linked into a shared library (``emit_pic_object``)."""
-        with self._lock:
-            tm = self._pic_target_machine() if shared else self._tm
-            with self._optimized_module(module_text, tm) as mod:
-                return tm.emit_assembly(mod)
+    def asm(self, module_text: str) -> str:
+        """Host assembly of the optimised module."""
+        with self._lock, self._optimized_module(module_text) as mod:
+            return self._tm.emit_assembly(mod)
 
     def optimized_ir(self, module_text: str) -> str:
         with self._lock, self._optimized_module(module_text) as mod:

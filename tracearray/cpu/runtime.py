@@ -82,12 +82,6 @@ class CompiledKernel:
         """The kernel's LLVM IR (generated again: the executable keeps only the description)."""
         return _lower(self.geometry, self.name)
 
-    @property
-    def asm(self) -> str:
-        """The host assembly of the code that runs (a shared library's or MCJIT's)."""
-        from .jit import get_jit
-        return get_jit().asm(self.ir, shared=self.code.code.kind == "shared library")
-
 
 class Executable:
     """Everything needed to run one plan on arrays of one signature."""
