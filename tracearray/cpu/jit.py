@@ -23,6 +23,10 @@ weakly, and an engine no ``NativeModule`` refers to is closed (its code pages
 unmapped, about 0.9 MB per kernel). ``compile`` (addresses only, for callers
 that keep no handle) pins its engine for the life of the JIT.
 
+The CPU runtime does not call ``load_module``: its kernels go through ``codecache`` (a key
+computed without the IR, objects from ``emit_object`` loaded by ``loader``, no LLVM on a
+warm start). ``load_module``/``compile`` serve callers with module text of their own.
+
 Caches (ARCHITECTURE.md decision 7)
 -----------------------------------
 ``compile`` looks a module up by ``object_key``: sha256 over every input that

@@ -32,6 +32,7 @@ import sys
 import threading
 import weakref
 
+from .. import forksafe
 from .elf import _EHDR, _RELA, _SHDR, _SYM, SHN_ABS, SHN_UNDEF, SHT_NOBITS, SHT_RELA
 
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
@@ -48,6 +49,7 @@ class CannotLoad(ValueError):
 
 
 _libs_lock = threading.Lock()
+forksafe.renew_at_fork(sys.modules[__name__], "_libs_lock")
 _libs: list[ctypes.CDLL] = []
 _libc = None
 
