@@ -224,3 +224,36 @@ def test_threads_loading_kernels_at_once_get_their_own_code(cache_root) -> None:
             t.join(120)
     assert not errors, errors
     assert loader.live_objects() >= 4 * len(_OPS)
+
+
+@pytest.mark.parametrize("far", [False, True])
+def test_position_independent_objects_load_through_stubs_and_slots(monkeypatch, far) -> None:
+    """An object of the small code model (PIC) calls libm through PLT32 relocations (through
+    a jump stub each when libm is more than 2 GiB away: ``far`` makes every call so) and may
+    read addresses from GOT slots: loaded, it computes what MCJIT's large-model object
+    computes."""
+    if far:
+        monkeypatch.setattr(loader, "_NEAR", 0)
+    jit = get_jit()
+    x = np.linspace(-3, 3, 1001)
+    f = tracearray.compile(lambda x: np.exp(x) * np.sin(x) - np.log1p(np.abs(x)), device="cpu")
+    want = f(x)
+    exe = f.lower(x).executable
+    (ck,) = exe.kernels
+    from tracearray.cpu import mathlib
+    tm = jit._target.create_target_machine(cpu=jit.cpu_name, features=jit.features, opt=3,
+                                           reloc="pic", codemodel="default")
+    llvm = __import__("llvmlite.binding", fromlist=["binding"])
+    context = llvm.create_context()
+    mod = jit._parse_and_optimize(mathlib.apply_vector_abi(ck.ir, jit.vector_variants),
+                                  context, tm)
+    obj = tm.emit_object(mod)
+    mod.close()
+    context.close()
+    elf.check_object(obj, elf.EM_X86_64)
+    assert b".rela.text" in obj
+    code = loader.load_object(obj)
+    ck.entry = type(ck.entry)(code.address(ck.name))
+    exe._plan_call(exe._template_buffers([x]))
+    np.testing.assert_array_equal(exe.run([x])[0], want)
+    code.close()

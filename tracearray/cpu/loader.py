@@ -9,16 +9,18 @@ code executable. ``load_object`` does exactly that, for the objects ``CpuJit.emi
 makes (x86-64 ELF, the large code model MCJIT uses: absolute 64-bit relocations for every
 address, so any placement works), after ``elf.check_object`` has checked their structure.
 
-- **Layout**: one anonymous mapping; executable sections first, then the others, each at its
-  alignment; the code pages become read + execute, the rest read + write (never both
-  writable and executable). ``.eh_frame`` is not loaded: nothing unwinds through a kernel.
+- **Layout**: one anonymous mapping; executable sections first, then the jump stubs and GOT
+  slots relocations need, then the other sections, each at its alignment; the code pages
+  (stubs and slots included) become read + execute once relocated, the rest stays read +
+  write (never both writable and executable). ``.eh_frame`` is not loaded: nothing unwinds
+  through a kernel.
 - **Symbols**: defined ones are section address + value; undefined ones are looked up with
   ``dlsym`` in the C library's libraries (libc, libm, libmvec, libgcc_s) only. A name found in
   none of them refuses the object (the caller compiles it again), as MCJIT would have left it
   pointing at address 0.
 - **Relocations** (x86-64 psABI, S symbol, A addend, P place): ``R_X86_64_64`` S + A,
-  ``R_X86_64_PC32``/``PLT32`` S + A - P (through a jump stub in the mapping when the target
-  is more than 2 GiB away), ``R_X86_64_PC64`` S + A - P, ``R_X86_64_GOTPCREL`` and the relaxable
+  ``R_X86_64_PC32``/``PLT32`` S + A - P (a call through a jump stub in the mapping when its
+  target is more than 2 GiB away), ``R_X86_64_PC64`` S + A - P, ``R_X86_64_GOTPCREL`` and the relaxable
   ``GOTPCRELX`` forms G + A - P with G a slot holding S. Any other type refuses the object.
 - **Lifetime**: the mapping is unmapped when the ``LoadedObject`` is closed or collected (the
   kernels hold theirs); it stays in a forked child like all memory.
@@ -41,6 +43,7 @@ R_NONE, R_64, R_PC32, R_PLT32, R_GOTPCREL, R_PC64, R_GOTPCRELX, R_REX_GOTPCRELX 
 _STUB = struct.Struct("<6sQ")      # jmp *0(%rip); .quad target
 _STUB_CODE = b"\xff\x25\x00\x00\x00\x00"
 _PAGE = mmap.PAGESIZE
+_NEAR = 2**31        # what a 32-bit displacement reaches (tests lower it to force stubs)
 _LIBRARIES = ("libc.so.6", "libm.so.6", "libmvec.so.1", "libgcc_s.so.1")
 
 
@@ -128,27 +131,31 @@ def load_object(data: bytes) -> LoadedObject:
         start = sections[i][0]
         return names[start:names.index(b"\0", start)]
 
-    # layout: executable sections, then the others (offsets from the mapping's start)
+    def loaded(i: int) -> bool:   # (.eh_frame: nothing unwinds through a kernel)
+        return bool(sections[i][2] & SHF_ALLOC) and section_name(i) != b".eh_frame"
+
+    relocations = [(i, s) for i, s in enumerate(sections) if s[1] == SHT_RELA
+                   and loaded(s[7])]
+    n_slots = sum(s[5] // _RELA.size for _i, s in relocations)
+    # layout (offsets from the mapping's start): executable sections, then the jump stubs and
+    # GOT slots (a stub is code, a slot is only read: both go in the code pages), then the
+    # other sections
     placed: dict[int, int] = {}
-    offset = 0
+    offset = slots_at = code_size = 0
     for executable in (True, False):
-        for i, (_n, sh_type, flags, _a, _o, size, _l, _i, align, _e) in enumerate(sections):
-            if not flags & SHF_ALLOC or bool(flags & SHF_EXECINSTR) != executable or \
-                    section_name(i) == b".eh_frame":
+        for i, (_n, _t, flags, _a, _o, size, _l, _i, align, _e) in enumerate(sections):
+            if not loaded(i) or bool(flags & SHF_EXECINSTR) != executable:
                 continue
             offset = -(-offset // max(align, 1)) * max(align, 1)
             placed[i] = offset
             offset += size
         if executable:
+            slots_at = offset = -(-offset // 16) * 16
+            offset += 16 * n_slots
             code_size = offset = -(-offset // _PAGE) * _PAGE
     symtab = next((s for s in sections if s[1] == 2), None)     # SHT_SYMTAB
     symbols = _symbols(data, sections, symtab) if symtab is not None else []
-    relocations = [(i, s) for i, s in enumerate(sections) if s[1] == SHT_RELA
-                   and s[7] in placed]
-    n_slots = sum(s[5] // _RELA.size for _i, s in relocations)
-    offset = -(-offset // 16) * 16
-    slots_at = offset               # GOT slots and jump stubs, 16 bytes each
-    size = max(-(-(offset + 16 * n_slots) // _PAGE) * _PAGE, _PAGE)
+    size = max(-(-offset // _PAGE) * _PAGE, _PAGE)
 
     _, libc = _system()
     base = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
@@ -202,7 +209,9 @@ def _relocate(place: int, r_type: int, symbol: int | None, addend: int, slots: l
         ctypes.c_int64.from_address(place).value = symbol + addend - place
     elif r_type in (R_PC32, R_PLT32):
         value = symbol + addend - place
-        if not -2**31 <= value < 2**31:     # too far: through a jump stub of the mapping
+        if r_type == R_PLT32 and not -_NEAR <= value < _NEAR:
+            # a call too far for 32 bits: through a jump stub of the mapping (data references,
+            # PC32, have no such way round: refused below)
             stub = _new_slot(slots)
             ctypes.memmove(stub, _STUB.pack(_STUB_CODE, symbol), _STUB.size)
             value = stub + addend - place
