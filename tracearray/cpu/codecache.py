@@ -18,7 +18,8 @@ code-generating sources. So the IR is generated only when the code must be compi
    written to the disk.
 
 Where ``loader`` cannot load an object (``CannotLoad``: a relocation type or an external
-symbol it does not handle; not seen in our kernels), MCJIT loads the same object, as before.
+symbol it does not handle, not seen in our kernels; or the system refused the mapping), MCJIT
+loads the same object, as before.
 An entry's payload is ``PAYLOAD_MAGIC``, its kind (``O``: a relocatable object), the sha256 of
 the IR it was compiled from, then the object. ``TRACEARRAY_CHECK_KERNEL_KEYS=1``
 generates the IR on every hit too and raises ``KernelKeyMismatch`` if it is not the IR the code
@@ -222,7 +223,7 @@ def _load_object(data: bytes, names: list[str], digest: bytes) -> LoadedCode:
         raise MalformedObject(f"not a well-formed object: {e}") from None
     try:
         obj = loader.load_object(data)
-    except loader.CannotLoad as e:
+    except (loader.CannotLoad, OSError) as e:   # (OSError: the system refused the mapping)
         config.log(config.COMPILES, "cpu kernel cache: %s; loading it with MCJIT", e)
         cpu_jit = get_jit()
         engine = cpu_jit.load_object(data, names)
