@@ -319,3 +319,33 @@ def test_objects_the_loader_cannot_load_run_through_mcjit(monkeypatch) -> None:
     np.testing.assert_allclose(f(x), np.arctan(x) * 3 - np.exp(x), rtol=1e-12)
     (ck,) = f.lower(x).executable.kernels
     assert ck.code.code.kind == "MCJIT"
+
+
+_CPUINFO = """processor\t: {n}
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9004
+stepping\t: 1
+microcode\t: 0xa101148
+cpu MHz\t\t: {mhz}
+flags\t\t: fpu sse2 avx avx2 {extra}
+bogomips\t: 4792.{n}
+core id\t\t: {n}
+"""
+
+
+def test_host_cpu_is_what_decides_llvms_host_answers() -> None:
+    """Clock speeds, core numbers and bogomips do not change the host part of the key; a
+    feature flag, the model or the microcode does; every distinct processor is kept."""
+    same = host.parse_cpuinfo("\n".join(_CPUINFO.format(n=n, mhz=1000 + 37 * n, extra="avx512f")
+                                        for n in range(4)))
+    assert same == host.parse_cpuinfo(_CPUINFO.format(n=0, mhz=3700, extra="avx512f"))
+    assert "cpu MHz" not in same and "bogomips" not in same and "avx512f" in same
+    assert host.parse_cpuinfo(_CPUINFO.format(n=0, mhz=3700, extra="")) != same
+    assert host.parse_cpuinfo(_CPUINFO.format(n=0, mhz=1, extra="avx512f")
+                              .replace("model\t\t: 17", "model\t\t: 18")) != same
+    mixed = host.parse_cpuinfo(_CPUINFO.format(n=0, mhz=1, extra="avx512f") + "\n" +
+                               _CPUINFO.format(n=1, mhz=1, extra=""))
+    assert mixed.count("vendor_id") == 2
+    assert host.parse_cpuinfo("") is None

@@ -61,9 +61,14 @@ def host_cpu() -> str | None:
 def _read_cpuinfo() -> str | None:
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            text = f.read()
+            return parse_cpuinfo(f.read())
     except OSError:
         return None
+
+
+def parse_cpuinfo(text: str) -> str | None:
+    """The distinct processor descriptions of a ``/proc/cpuinfo`` text (``_CPU_FIELDS``, in
+    that order, whitespace normalised), or None when it describes none."""
     blocks = []
     for block in text.split("\n\n"):
         fields = {}
