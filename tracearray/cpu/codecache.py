@@ -25,7 +25,7 @@ the IR it was compiled from, then the object. ``TRACEARRAY_CHECK_KERNEL_KEYS=1``
 generates the IR on every hit too and raises ``KernelKeyMismatch`` if it is not the IR the code
 was compiled from (a description missing something the IR depends on).
 
-Counters go to ``jit.PROCESS_STATS`` (``get_jit().stats``): memory hits, disk hits, compiles,
+Counters go to ``options.PROCESS_STATS`` (``get_jit().stats``): memory hits, disk hits, compiles,
 disk writes and discarded entries, whichever path ran. Thread safety: the maps are guarded
 by a lock renewed at fork (never held around LLVM or user code); two threads missing the same
 key both compile it, and the last one's code is kept (both work).
@@ -45,7 +45,7 @@ from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from . import host, loader
 from .elf import EM_X86_64, MalformedObject, check_object
-from .jit import CODEGEN_OPTIONS, PROCESS_STATS, JitError, get_jit
+from .options import CODEGEN_OPTIONS, PROCESS_STATS, JitError
 
 PAYLOAD_MAGIC = b"TAKCODE1"
 _OBJECT = b"O"
@@ -104,9 +104,9 @@ def key_components(description: str) -> dict[str, str]:
 
 
 def _target_components() -> dict[str, str]:
-    from . import jit as jit_module
+    jit_module = sys.modules.get(f"{__package__}.jit")   # (not imported by a warm process)
     # the setting of the process's JIT, which compiles; before there is one, what it will read
-    made = jit_module._jit
+    made = jit_module._jit if jit_module is not None else None
     vector = made.vector_math_setting if made is not None else config.vector_math()
     with _lock:
         base = _key_base.get(str(vector))
@@ -263,3 +263,9 @@ def _compile(ir_text: str, names: list[str], key: str, record: bytes,
                code.kind, 1e3 * (time.perf_counter() - start),
                f", wrote {cache.folder}" if written else "")
     return code
+
+
+def get_jit():   # noqa: ANN201 -- jit.CpuJit
+    """The process's LLVM JIT, imported and made when first needed (to compile)."""
+    from .jit import get_jit as process_jit
+    return process_jit()

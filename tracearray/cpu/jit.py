@@ -72,13 +72,12 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from . import elf, mathlib
+# (in options.py, which the kernel cache imports without this module: re-exported here)
+from .options import CODEGEN_OPTIONS, PROCESS_STATS, JitError, JitStats  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     import llvmlite.binding as llvm_binding
 
-
-class JitError(RuntimeError):
-    """LLVM rejected a module (parse or verification error)."""
 
 
 _init_lock = threading.Lock()
@@ -195,15 +194,6 @@ class NativeModule:
     disk_miss: bool = False
 
 
-# Every option given to LLVM below; part of the cache key, so the key cannot miss one.
-CODEGEN_OPTIONS: Mapping[str, object] = {
-    "opt": 3,                       # target machine (instruction selection, scheduling)
-    "reloc": "default",
-    "codemodel": "jitdefault",
-    "speed_level": 3,               # new pass manager pipeline: O3
-    "loop_vectorization": True,
-    "slp_vectorization": True,      # the tuning-option default leaves SLP off
-}
 
 # The inputs of ``object_key``, in hashing order.
 KEY_COMPONENTS = ("module", "triple", "data_layout", "cpu", "features", "vector_variants",
@@ -227,24 +217,6 @@ def _pipeline_digest() -> str:
         return "unavailable"
 
 
-@dataclass
-class JitStats:
-    """What ``CpuJit.compile`` did with each module it was given."""
-
-    memory_hits: int = 0     # engine already built in this process
-    disk_hits: int = 0       # object loaded from the disk cache (no LLVM optimisation or codegen)
-    compiles: int = 0        # parsed, optimised and compiled
-    disk_writes: int = 0     # objects written to the disk cache
-    disk_discarded: int = 0  # corrupt or mismatched disk entries deleted (then recompiled)
-
-    @property
-    def built(self) -> int:
-        """Engines built in this process: disk hits plus compiles."""
-        return self.disk_hits + self.compiles
-
-
-# The process's counters: get_jit's JIT and the kernel cache (codecache.py) count into them.
-PROCESS_STATS = JitStats()
 
 _FROM_ENV = object()   # CpuJit(cache_dir=...) default: config.cache_dir() at each memory miss
 
