@@ -63,7 +63,7 @@ class KernelKeyMismatch(RuntimeError):
 
 class LoadedCode:
     """Machine code of one kernel module: its functions' addresses, valid while this lives
-    (it holds the shared library or MCJIT engine they point into)."""
+    (it holds the loaded object or MCJIT engine they point into)."""
 
     def __init__(self, addresses: Mapping[str, int], holder: Any, ir_digest: bytes) -> None:
         self.addresses = dict(addresses)

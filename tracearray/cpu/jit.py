@@ -400,7 +400,7 @@ class CpuJit:
     @property
     def live_engines(self) -> int:
         """Modules of machine code alive now: engines in use or pinned by ``compile``, and
-        the kernels of the process's kernel cache (``codecache``: shared libraries or
+        the kernels of the process's kernel cache (``codecache``: loaded objects or
         engines)."""
         from .codecache import live_kernels
         with self._lock:
