@@ -2,19 +2,20 @@
 """Dispatch overhead: what a call of a compiled function costs beyond its kernels.
 
     python benchmarks/overhead.py [--part cpu|gpu|all] [--only a,b] [--json out.json]
-                                  [--quick]
+                                  [--quick] [--runs N] [--no-warm-calls]
 
 Measured, per workload of ``benchmarks/workloads.py`` (the 13 public ones):
 
 1. **cold first call**: a new process with an empty disk cache (``TRACEARRAY_CACHE_DIR`` a
    fresh folder) imports tracearray, compiles the workload and calls it once (trace, plan,
-   LLVM, run); the import is timed apart;
+   LLVM, run); the import is timed apart; byte-code caching is on in these processes;
 2. **first call in a new process with a warm disk cache**: the same again, in a new process
-   on the folder the first one filled (nothing should compile: ``cache_info().compiles`` 0);
+   on the folder the first one filled (nothing should compile: ``cache_info().compiles`` 0;
+   whether ``llvmlite.binding`` was imported is recorded);
 3. **recompiles across 20 sizes**: in one process, the workload called at its ``check`` size,
    then at 20 other sizes of its first dimension (no axis becomes or stops being of length 1);
    ``cache_info()`` says how many kernels were built for them (target 0) and how many traces;
-   the mean cost of such a new-size call is reported too;
+   the median and minimum cost of such a new-size call are reported too;
 4. **warm per-call cost** of ``ew_chain`` and ``softmax`` at 16, 1024 and 10^5 elements:
    NumPy's own call of the expression, tracearray's compiled call (NumPy in, NumPy out), and,
    when importable, ``numba.njit`` and ``jax.jit`` (NumPy in; the result waited for), all in
@@ -25,8 +26,8 @@ Measured, per workload of ``benchmarks/workloads.py`` (the 13 public ones):
 
 Method: the machine is shared, so the warm costs are the *minimum* over many short batches
 (each framework's batches interleaved with the others'), which filters out the intervals in
-which another process had the core; the other figures are medians of a few processes. The
-ratios within one run are what to compare.
+which another process had the core; the first calls are the minimum (and median) of
+``--runs`` processes each. The ratios within one run are what to compare.
 """
 from __future__ import annotations
 
@@ -100,13 +101,17 @@ if {device!r} == "cuda":
     W.as_outputs(out)
 t3 = time.perf_counter()
 print(json.dumps({{"import_ms": 1e3 * (t1 - t0), "first_call_ms": 1e3 * (t3 - t2),
-                  "cache_info": list(f.cache_info())}}))
+                  "cache_info": list(f.cache_info()),
+                  "llvm_loaded": "llvmlite.binding" in sys.modules}}))
 """
 
 
 def child_first_call(name: str, cache_dir: str, device: str) -> dict:
     code = _CHILD.format(root=str(ROOT), name=name, device=device)
     env = {**os.environ, "TRACEARRAY_CACHE_DIR": cache_dir}
+    # byte-code caching on, as an installed package has it (without it every new process
+    # compiles tracearray's sources again: about 80 ms more)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0:
@@ -116,18 +121,24 @@ def child_first_call(name: str, cache_dir: str, device: str) -> dict:
 
 def first_calls(name: str, device: str, runs: int) -> dict:
     """Cold first call (empty disk cache) and first call with a warm disk cache, each in a
-    new process, ``runs`` times (medians)."""
+    new process, ``runs`` times: the minimum (the run least disturbed by other processes on a
+    shared machine) and the median of each."""
     cold, warm = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="tracearray-overhead-") as folder:
             cold.append(child_first_call(name, folder, device))
             warm.append(child_first_call(name, folder, device))
     med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
-    return {"cold_first_call_ms": med(cold, "first_call_ms"),
-            "warm_disk_first_call_ms": med(warm, "first_call_ms"),
+    low = lambda rs, k: min(r[k] for r in rs)  # noqa: E731
+    return {"cold_first_call_ms": low(cold, "first_call_ms"),
+            "warm_disk_first_call_ms": low(warm, "first_call_ms"),
+            "cold_first_call_median_ms": med(cold, "first_call_ms"),
+            "warm_disk_first_call_median_ms": med(warm, "first_call_ms"),
+            "runs": runs,
             "import_ms": med(cold + warm, "import_ms"),
             "cold_cache_info": cold[-1]["cache_info"],
-            "warm_disk_cache_info": warm[-1]["cache_info"]}
+            "warm_disk_cache_info": warm[-1]["cache_info"],
+            "warm_disk_llvm_loaded": any(r.get("llvm_loaded", True) for r in warm)}
 
 
 # ------------------------------------------------------------------------- new sizes
@@ -148,7 +159,8 @@ def new_sizes(name: str, device: str) -> dict:
     return {"sizes": NEW_SIZES, "traces": after.traces - before.traces,
             "recompiles": (after.compiles + after.disk_hits)
             - (before.compiles + before.disk_hits),
-            "new_size_call_ms": 1e3 * statistics.median(times)}
+            "new_size_call_ms": 1e3 * statistics.median(times),
+            "new_size_call_min_ms": 1e3 * min(times)}
 
 
 # ----------------------------------------------------------------------- warm calls
@@ -326,20 +338,29 @@ def markdown(results: dict) -> str:
         res = results.get(part)
         if not res:
             continue
-        lines += [f"**{part.upper()}: first calls and new sizes** (ms; new process each)", "",
+        lines += [f"**{part.upper()}: first calls and new sizes** (ms; new process each; "
+                  f"minimum (median) over the runs)", "",
                   "| workload | cold first call | first call, warm disk cache | compiles then "
-                  "| new size (median) | recompiles / traces over 20 sizes |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "| LLVM loaded then | new size | recompiles / traces over 20 sizes |",
+                  "|---|---:|---:|---:|---|---:|---:|"]
         for name, r in res["workloads"].items():
             f, s = r["first_calls"], r["new_sizes"]
-            lines.append(f"| {name} | {f['cold_first_call_ms']:.1f} | "
-                         f"{f['warm_disk_first_call_ms']:.1f} | "
-                         f"{f['warm_disk_cache_info'][1]} | {s['new_size_call_ms']:.2f} | "
+            cold_med = f.get("cold_first_call_median_ms", f["cold_first_call_ms"])
+            warm_med = f.get("warm_disk_first_call_median_ms", f["warm_disk_first_call_ms"])
+            new_min = s.get("new_size_call_min_ms", s["new_size_call_ms"])
+            loaded = "yes" if f.get("warm_disk_llvm_loaded", True) else "no"
+            lines.append(f"| {name} | {f['cold_first_call_ms']:.1f} ({cold_med:.1f}) | "
+                         f"{f['warm_disk_first_call_ms']:.1f} ({warm_med:.1f}) | "
+                         f"{f['warm_disk_cache_info'][1]} | {loaded} | "
+                         f"{new_min:.2f} ({s['new_size_call_ms']:.2f}) | "
                          f"{s['recompiles']} / {s['traces']} |")
         imports = [r["first_calls"]["import_ms"] for r in res["workloads"].values()]
         if imports:
             lines += ["", f"(`import tracearray`: median {statistics.median(imports):.0f} ms, "
                           f"not included above)"]
+        if not res["warm"]:
+            lines.append("")
+            continue
         lines += ["", f"**{part.upper()}: warm per-call cost** (us, minimum over batches)", "",
                   "| workload | elements | shape | " + " | ".join(_frameworks(res)) + " |",
                   "|---|---:|---|" + "---:|" * len(_frameworks(res))]
@@ -384,7 +405,7 @@ def run_part(part: str, args: argparse.Namespace) -> dict:
     names = [n for n in W.names() if not args.only or n in args.only]
     res: dict = {"workloads": {}, "warm": {}}
     for name in names:
-        r = {"first_calls": first_calls(name, device, 1 if args.quick else 3),
+        r = {"first_calls": first_calls(name, device, 1 if args.quick else args.runs),
              "new_sizes": new_sizes(name, device)}
         res["workloads"][name] = r
         f, s = r["first_calls"], r["new_sizes"]
@@ -392,8 +413,11 @@ def run_part(part: str, args: argparse.Namespace) -> dict:
               f"{f['warm_disk_first_call_ms']:6.1f} ms   new size "
               f"{s['new_size_call_ms']:6.2f} ms   recompiles {s['recompiles']}/{s['sizes']}",
               flush=True)
-    res["warm"] = warm_cpu(args.only, args.quick) if part == "cpu" else \
-        warm_gpu(args.only, args.quick)
+    if args.no_warm_calls:
+        res["warm"] = {}
+    else:
+        res["warm"] = warm_cpu(args.only, args.quick) if part == "cpu" else \
+            warm_gpu(args.only, args.quick)
     return res
 
 
@@ -403,6 +427,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--only", type=lambda s: [x for x in s.split(",") if x], default=[])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--quick", action="store_true", help="fewer processes and rounds")
+    p.add_argument("--runs", type=int, default=5,
+                   help="new processes per workload for the first calls (minimum and median)")
+    p.add_argument("--no-warm-calls", action="store_true",
+                   help="first calls and new sizes only (no warm per-call loops)")
     args = p.parse_args(argv)
     results: dict = {"machine": machine()}
     parts = ["cpu", "gpu"] if args.part == "all" else [args.part]

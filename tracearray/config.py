@@ -58,6 +58,10 @@ VARIABLES: tuple[Variable, ...] = (
              "Folder of the disk cache of compiled kernels (`~/.cache/tracearray`, "
              "`~/Library/Caches/tracearray`, `%LOCALAPPDATA%\\tracearray\\Cache`); `\"\"`, "
              "`0` or `off` turn the disk cache off.", "cpu/jit.py, gpu/ptx.py"),
+    Variable("TRACEARRAY_CHECK_KERNEL_KEYS", "0",
+             "`1` generates the LLVM IR of every CPU kernel found by its description key and "
+             "checks it against the IR the cached code was compiled from (a debug check of "
+             "the size-free kernel key).", "cpu/codecache.py"),
     Variable("TRACEARRAY_CACHE_MAX_MB", "256",
              "Size bound of each backend's disk cache, least recently used entries deleted "
              "first; `unlimited` for none.", "cpu/jit.py, gpu/ptx.py"),
@@ -273,6 +277,11 @@ def vector_math() -> bool:
 
 
 _threads_for: dict[str | None, int | None] = {}   # read on every parallel call: parse once
+
+
+def check_kernel_keys() -> bool:
+    """``TRACEARRAY_CHECK_KERNEL_KEYS``: check each kernel key against its IR (debug)."""
+    return os.environ.get("TRACEARRAY_CHECK_KERNEL_KEYS", "0").strip().lower() not in _OFF
 
 
 def num_threads_setting() -> int | None:

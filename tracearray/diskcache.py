@@ -63,7 +63,6 @@ import os
 import stat
 import struct
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -375,6 +374,7 @@ class ObjectCache:
         data = encode_entry(key, payload, record)
         tmp = None
         try:
+            import tempfile   # (here: a process that only reads entries never imports it)
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=self.folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

@@ -35,7 +35,7 @@ from ..fuse.plan import Store
 from ..ops import OPS, Reducer
 from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
-from ..tile.layout import ParamLayout, param_layout
+from ..tile.layout import ParamLayout, entry_names, param_layout, partial_dtypes
 from . import scalar
 from .scalar import MathLib
 from .summation import PairwiseSum, compensated_add
@@ -78,16 +78,6 @@ def is_float_sum(red) -> bool:
     summed pairwise or compensated (codegen/summation.py)."""
     acc_dt = accumulator_dtype(red.op, reduction_input_dtype(red))
     return reducer(red.op).combine_op == "add" and acc_dt.kind == "f"
-
-
-def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
-    """Dtypes of the partial-result buffers of a full reduction."""
-    out = []
-    for red in geometry.kernel.reductions:
-        out.append(accumulator_dtype(red.op, reduction_input_dtype(red)))
-        if is_arg_reduction(red.op):
-            out.append(_INDEX)
-    return out
 
 
 class KernelLowering:
@@ -893,6 +883,3 @@ def lower_kernel(geometry: Geometry, math: MathLib, name: str) -> str:
     """Entry point of the codegen stage: LLVM IR text of one kernel in one geometry."""
     return KernelLowering(geometry, math, name).lower()
 
-
-def entry_names(geometry: Geometry, name: str) -> list[str]:
-    return [name, f"{name}_combine"] if geometry.strategy == "full" else [name]

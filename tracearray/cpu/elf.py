@@ -1,4 +1,7 @@
-"""Structure check of a relocatable ELF object before LLVM's runtime linker sees it.
+"""Structure check of a relocatable ELF object before a runtime linker sees it.
+
+(The runtime linkers: LLVM's MCJIT, and tracearray's own ``loader.py``, which loads every CPU
+kernel and makes the same assumptions about the object's shape.)
 
 MCJIT's loader (RuntimeDyld) trusts the object it is given: a section offset past the end of
 the file, a relocation that points outside its section or names a symbol that does not exist,

@@ -23,6 +23,10 @@ weakly, and an engine no ``NativeModule`` refers to is closed (its code pages
 unmapped, about 0.9 MB per kernel). ``compile`` (addresses only, for callers
 that keep no handle) pins its engine for the life of the JIT.
 
+The CPU runtime does not call ``load_module``: its kernels go through ``codecache`` (a key
+computed without the IR, objects from ``emit_object`` loaded by ``loader``, no LLVM on a
+warm start). ``load_module``/``compile`` serve callers with module text of their own.
+
 Caches (ARCHITECTURE.md decision 7)
 -----------------------------------
 ``compile`` looks a module up by ``object_key``: sha256 over every input that
@@ -68,13 +72,12 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 from .. import config, forksafe
 from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
 from . import elf, mathlib
+# (in options.py, which the kernel cache imports without this module: re-exported here)
+from .options import CODEGEN_OPTIONS, PROCESS_STATS, JitError, JitStats  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     import llvmlite.binding as llvm_binding
 
-
-class JitError(RuntimeError):
-    """LLVM rejected a module (parse or verification error)."""
 
 
 _init_lock = threading.Lock()
@@ -191,15 +194,6 @@ class NativeModule:
     disk_miss: bool = False
 
 
-# Every option given to LLVM below; part of the cache key, so the key cannot miss one.
-CODEGEN_OPTIONS: Mapping[str, object] = {
-    "opt": 3,                       # target machine (instruction selection, scheduling)
-    "reloc": "default",
-    "codemodel": "jitdefault",
-    "speed_level": 3,               # new pass manager pipeline: O3
-    "loop_vectorization": True,
-    "slp_vectorization": True,      # the tuning-option default leaves SLP off
-}
 
 # The inputs of ``object_key``, in hashing order.
 KEY_COMPONENTS = ("module", "triple", "data_layout", "cpu", "features", "vector_variants",
@@ -223,21 +217,6 @@ def _pipeline_digest() -> str:
         return "unavailable"
 
 
-@dataclass
-class JitStats:
-    """What ``CpuJit.compile`` did with each module it was given."""
-
-    memory_hits: int = 0     # engine already built in this process
-    disk_hits: int = 0       # object loaded from the disk cache (no LLVM optimisation or codegen)
-    compiles: int = 0        # parsed, optimised and compiled
-    disk_writes: int = 0     # objects written to the disk cache
-    disk_discarded: int = 0  # corrupt or mismatched disk entries deleted (then recompiled)
-
-    @property
-    def built(self) -> int:
-        """Engines built in this process: disk hits plus compiles."""
-        return self.disk_hits + self.compiles
-
 
 _FROM_ENV = object()   # CpuJit(cache_dir=...) default: config.cache_dir() at each memory miss
 
@@ -252,7 +231,8 @@ class CpuJit:
     after start-up applies to kernels compiled afterwards.
     """
 
-    def __init__(self, vector_math: bool | None = None, cache_dir: str | None | object = _FROM_ENV) -> None:
+    def __init__(self, vector_math: bool | None = None, cache_dir: str | None | object = _FROM_ENV,
+                 stats: JitStats | None = None) -> None:
         llvm = _llvm()
         import llvmlite
         self.triple: str = llvm.get_process_triple()
@@ -262,6 +242,7 @@ class CpuJit:
         self._tm = self._target_machine()
         self.data_layout: str = str(self._tm.target_data)
         use_vector = config.vector_math() if vector_math is None else vector_math
+        self.vector_math_setting: bool = use_vector
         self.vector_variants = mathlib.host_vector_variants(self.features, self.triple) if use_vector else {}
         self._lock = threading.RLock()
         forksafe.wait_at_fork(self, "_lock", _RANK_JIT)
@@ -269,10 +250,12 @@ class CpuJit:
         self._engines: "weakref.WeakValueDictionary[str, _Engine]" = \
             weakref.WeakValueDictionary()
         self._pinned: dict[str, _Engine] = {}   # engines of ``compile``: never freed
+        self._object_tm = None
         self._cache_dir = cache_dir
         self._disk_caches: dict[str, ObjectCache] = {}
         self._machine = elf.host_machine(self.triple)    # None: objects are never read from disk
-        self.stats = JitStats()
+        # get_jit's JIT shares the process's counters with the kernel cache (codecache.py)
+        self.stats = JitStats() if stats is None else stats
         # Everything in the key but the module text; fixed for the life of the JIT.
         self._key_base: dict[str, str] = {
             "triple": self.triple,
@@ -306,6 +289,35 @@ class CpuJit:
             cpu=self.cpu_name, features=self.features, opt=CODEGEN_OPTIONS["opt"],
             reloc=CODEGEN_OPTIONS["reloc"], codemodel=CODEGEN_OPTIONS["codemodel"], jit=True)
 
+    def emit_object(self, module_text: str) -> bytes:
+        """Steps 1-3, then the relocatable object MCJIT would make of the module (its target
+        machine: the large code model), for ``loader.load_object``."""
+        with self._lock:
+            start = time.perf_counter()
+            text = mathlib.apply_vector_abi(module_text, self.vector_variants)
+            context = _llvm().create_context()
+            try:
+                mod = self._parse_and_optimize(text, context)
+                try:
+                    obj = self._object_target_machine().emit_object(mod)
+                finally:
+                    mod.close()
+            finally:
+                context.close()
+            config.log(config.COMPILES, "cpu jit: compiled an object in %.1f ms",
+                       1e3 * (time.perf_counter() - start))
+            return obj
+
+    def _object_target_machine(self):
+        if self._object_tm is None:
+            self._object_tm = self._target_machine()
+        return self._object_tm
+
+    def engine_addresses(self, engine: _Engine, names: list[str]) -> dict[str, int] | None:
+        """The addresses of ``names`` in ``engine``, or None if one is missing."""
+        with self._lock:
+            return self._addresses(engine, names)
+
     def key_components(self, module_text: str) -> dict[str, str]:
         """The ``object_key`` inputs for a module (its text after the vector-ABI rewrite)."""
         return {"module": mathlib.apply_vector_abi(module_text, self.vector_variants), **self._key_base}
@@ -315,13 +327,13 @@ class CpuJit:
         return object_key(self.key_components(module_text))
 
     @contextlib.contextmanager
-    def _optimized_module(self, module_text: str) -> Iterator[object]:
+    def _optimized_module(self, module_text: str, target_machine=None) -> Iterator[object]:
         """Steps 1-3 of the pipeline, the module freed (with its context) afterwards; the
         caller holds the lock."""
         text = mathlib.apply_vector_abi(module_text, self.vector_variants)
         context = _llvm().create_context()
         try:
-            mod = self._parse_and_optimize(text, context)
+            mod = self._parse_and_optimize(text, context, target_machine)
             try:
                 yield mod
             finally:
@@ -329,9 +341,9 @@ class CpuJit:
         finally:
             context.close()
 
-    def _parse_and_optimize(self, text: str, context):
+    def _parse_and_optimize(self, text: str, context, target_machine=None):
         """Steps 2-3 on text already through step 1, into ``context`` (which the module
-        keeps alive)."""
+        keeps alive), optimised for ``target_machine`` (default: the JIT's)."""
         llvm = _llvm()
         try:
             mod = llvm.parse_assembly(text, context=context)
@@ -347,7 +359,7 @@ class CpuJit:
         pto = llvm.create_pipeline_tuning_options(speed_level=CODEGEN_OPTIONS["speed_level"])
         pto.loop_vectorization = CODEGEN_OPTIONS["loop_vectorization"]
         pto.slp_vectorization = CODEGEN_OPTIONS["slp_vectorization"]
-        pb = llvm.create_pass_builder(self._tm, pto)
+        pb = llvm.create_pass_builder(target_machine or self._tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return mod
 
@@ -387,9 +399,12 @@ class CpuJit:
 
     @property
     def live_engines(self) -> int:
-        """Engines (modules of machine code) alive now: in use, or pinned by ``compile``."""
+        """Modules of machine code alive now: engines in use or pinned by ``compile``, and
+        the kernels of the process's kernel cache (``codecache``: loaded objects or
+        engines)."""
+        from .codecache import live_kernels
         with self._lock:
-            return len(self._engines)
+            return len(self._engines) + live_kernels()
 
     @staticmethod
     def _addresses(engine: _Engine, names: list[str]) -> dict[str, int] | None:
@@ -420,35 +435,43 @@ class CpuJit:
             if cache.counts.discarded != discarded:     # refused: deleted by the cache
                 self._note_discard(key, cache.last_error)
             return None
-        try:    # LLVM's loader trusts the object's structure: a malformed one crashes it
-            elf.check_object(payload, self._machine)
-        except elf.MalformedObject as e:
-            cache.refuse(key, f"not a well-formed object: {e}")
-            self._note_discard(key, cache.last_error)
-            return None
-        llvm = _llvm()
         start = time.perf_counter()
         try:
-            context = llvm.create_context()
-            empty = llvm.parse_assembly("", context=context)
-            empty.triple = self.triple
-            empty.data_layout = self.data_layout
-            engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()), context,
-                             self._lock)
-            engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
-            engine.engine.finalize_object()
-        except RuntimeError as e:   # LLVM refused the object (cannot happen for our own writes)
-            cache.refuse(key, f"LLVM could not load the cached object: {e}")
-            self._note_discard(key, cache.last_error)
-            return None
-        if self._addresses(engine, names) is None:   # a key collision or a foreign file
-            cache.refuse(key, f"the cached object lacks one of {names}")
+            engine = self.load_object(payload, names)
+        except (elf.MalformedObject, JitError) as e:
+            cache.refuse(key, str(e))
             self._note_discard(key, cache.last_error)
             return None
         self.stats.disk_hits += 1
         config.log(config.COMPILES, "cpu jit: loaded %s from %s (%d bytes, %.1f ms)", key[:12],
                    cache.folder, len(payload), 1e3 * (time.perf_counter() - start))
         return engine
+
+    def load_object(self, payload: bytes, names: list[str]) -> _Engine:
+        """An engine running a relocatable object read from the disk; ``elf.MalformedObject``
+        or ``JitError`` (naming why) when it may not or cannot be used."""
+        if self._machine is None:
+            raise elf.MalformedObject(f"objects for {self.triple} are not read from the disk")
+        try:    # LLVM's loader trusts the object's structure: a malformed one crashes it
+            elf.check_object(payload, self._machine)
+        except elf.MalformedObject as e:
+            raise elf.MalformedObject(f"not a well-formed object: {e}") from None
+        with self._lock:
+            llvm = _llvm()
+            try:
+                context = llvm.create_context()
+                empty = llvm.parse_assembly("", context=context)
+                empty.triple = self.triple
+                empty.data_layout = self.data_layout
+                engine = _Engine(llvm.create_mcjit_compiler(empty, self._target_machine()),
+                                 context, self._lock)
+                engine.engine.add_object_file(llvm.ObjectFileRef.from_data(payload))
+                engine.engine.finalize_object()
+            except RuntimeError as e:   # LLVM refused it (cannot happen for our own writes)
+                raise JitError(f"LLVM could not load the cached object: {e}") from None
+            if self._addresses(engine, names) is None:   # a key collision or a foreign file
+                raise JitError(f"the cached object lacks one of {names}")
+            return engine
 
     def _note_discard(self, key: str, reason: str | None) -> None:
         """A bad disk entry was deleted; the caller recompiles."""
@@ -498,5 +521,5 @@ def get_jit() -> CpuJit:
     global _jit
     with _jit_lock:
         if _jit is None:
-            _jit = CpuJit()
+            _jit = CpuJit(stats=PROCESS_STATS)
         return _jit

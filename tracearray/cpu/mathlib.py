@@ -36,7 +36,6 @@ import sys
 import threading
 
 import numpy as np
-from llvmlite import ir
 
 from .. import forksafe
 from ..ops import MATH
@@ -55,7 +54,8 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 class CpuMath:
     """MathLib for the host CPU (see module docstring for the vector path)."""
 
-    def call(self, b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
+    def call(self, b, name: str, args: list, dtype: np.dtype):   # (llvmlite.ir values)
+        from llvmlite import ir
         dt = np.dtype(dtype)
         if name not in _LIBM or dt not in (_F32, _F64):
             raise TypeError(f"tracearray: CpuMath has no {name} for {dt}")

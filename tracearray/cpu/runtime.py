@@ -1,10 +1,12 @@
 """The CPU executable: compiled kernels, their arguments, and the call path.
 
-An ``Executable`` is built once per argument signature (shapes, dtypes, strides): it lowers
-and JIT-compiles each kernel variant (cached by its IR text, so a new size reuses the same
-machine code), and precomputes every kernel's parameter array (extents, strides and offsets
-in elements, scalar constants). A call then only allocates the stored values, fills the
-pointer arrays and runs the kernels over chunks of their parallel range on the thread pool.
+An ``Executable`` is built once per argument signature (shapes, dtypes, strides): it finds
+each kernel's machine code by the kernel's description (``codecache``: a new size, or a new
+process with the kernels on disk, generates no LLVM IR; the code generator is imported only
+when a kernel must be compiled), and precomputes every kernel's parameter array (extents,
+strides and offsets in elements, scalar constants). A call then only allocates the stored
+values, fills the pointer arrays and runs the kernels over chunks of their parallel range on
+the thread pool.
 """
 from __future__ import annotations
 
@@ -19,17 +21,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import config
-from ..codegen.kernel import entry_names, lower_kernel, partial_dtypes
 from ..errors import TracearrayError, node_location, run_time_error, stage_error
 from ..fuse.plan import Plan
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
-from ..tile.layout import affine_params, fill_params
+from ..tile.describe import describe_kernel
+from ..tile.layout import affine_params, entry_names, fill_params, partial_dtypes
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
-from . import memory, pool
-from .jit import get_jit
-from .mathlib import CpuMath
+from . import codecache, memory, pool
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64)
@@ -58,7 +58,7 @@ class CompiledKernel:
     spec: TileSpec
     geometry: Geometry
     name: str
-    ir: str
+    description: str          # the kernel's description (tile/describe.py): its cache key
     params: np.ndarray                                  # int64 parameter array
     load_views: list[tuple[Node, tuple[Node, ...], bool]]   # buffer, chain, needs a copy per call
     store_views: list[tuple[Node, int, int, int]]           # dest, axis, offset, length
@@ -75,7 +75,12 @@ class CompiledKernel:
     direct_slots: list[int] | None = None
     slot_of_chunk: dict[int, int] = field(default_factory=dict)   # full: chunk begin -> slot
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
-    code: Any = None   # the jit.NativeModule ``entry`` and ``combine`` point into: keeps it alive
+    code: Any = None   # the codecache.KernelCode ``entry`` and ``combine`` point into: keeps it alive
+
+    @property
+    def ir(self) -> str:
+        """The kernel's LLVM IR (generated again: the executable keeps only the description)."""
+        return _lower(self.geometry, self.name)
 
 
 class Executable:
@@ -86,8 +91,6 @@ class Executable:
         self.plan = plan
         self.graph = plan.graph
         self.specs = specs
-        self.jit = get_jit()
-        self.math = CpuMath()
         self.threads = pool.num_threads()
         # What building cost, for CompiledFunction.cache_info(): modules compiled by LLVM,
         # loaded from the disk cache, and looked up there in vain.
@@ -106,6 +109,13 @@ class Executable:
                 raise stage_error(f"compiling kernel {name}{i} for the CPU",
                                   spec.kernel.nodes, e, plan.graph.locations) from e
         self._plan_call(buffers)
+
+    @property
+    def jit(self) -> Any:
+        """The process's LLVM JIT (``lower().as_text`` asks it for optimised IR and assembly;
+        running kernels does not need it)."""
+        from .jit import get_jit
+        return get_jit()
 
     def _plan_call(self, buffers: dict[Node, np.ndarray]) -> None:
         """Resolve every buffer to a slot of a per-call list once, so that a call indexes
@@ -213,10 +223,11 @@ class Executable:
             store_views.append((st.dest, st.axis, st.offset, length))
         geo = make_geometry(kernel, spec.strategy, [s for _, s, _ in loads], [s for _, s, _ in stores])
         params, extents = fill_params(geo, loads, stores)
-        ir_text = lower_kernel(geo, self.math, name)
-        ck = CompiledKernel(spec, geo, name, ir_text, params, load_views, store_views,
+        description = describe_kernel(geo, name)
+        ck = CompiledKernel(spec, geo, name, description, params, load_views, store_views,
                             checks=list(kernel.body.checks))
-        ck.code = self.jit.load_module(ir_text, entry_names(geo, name))
+        ck.code = codecache.load_kernel(description, entry_names(geo, name),
+                                        lambda: _lower(geo, name))
         self.compiles += ck.code.origin == "compiled"
         self.disk_hits += ck.code.origin == "disk"
         self.disk_misses += ck.code.disk_miss
@@ -340,6 +351,13 @@ class Executable:
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
             pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+
+
+def _lower(geometry: Geometry, name: str) -> str:
+    """LLVM IR of a kernel (the code generator, imported when first needed)."""
+    from ..codegen.kernel import lower_kernel
+    from .mathlib import CpuMath
+    return lower_kernel(geometry, CpuMath(), name)
 
 
 def _getter(positions: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:

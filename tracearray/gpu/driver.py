@@ -21,11 +21,15 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config, forksafe
 from ..errors import TracearrayError
-from .ptx import DEFAULT_TARGET, GpuTarget, cubin_for, target_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .ptx import GpuTarget
+# (gpu/ptx.py is imported where it is used: asking whether a GPU is there, what a
+# device="auto" function does on its first call, need not load the PTX toolchain's module)
 
 INSTALL_HINT = "pip install 'tracearray[cuda]' (or: pip install cuda-python)"
 
@@ -102,6 +106,7 @@ class Device:
         self.name = name.split(b"\0")[0].decode(errors="replace") if isinstance(name, bytes) \
             else str(name)
         self.driver_version = self.call("cuDriverGetVersion")
+        from .ptx import target_for
         self.target: GpuTarget = target_for(*self.cc, driver_version=self.driver_version)
         self.ctx = self.call("cuDevicePrimaryCtxRetain", self.dev)
         self.call("cuCtxSetCurrent", self.ctx)
@@ -222,6 +227,7 @@ class Device:
         arch = f"sm_{self.cc[0]}{self.cc[1]}"
         mode = config.gpu_load_mode()   # auto | ptx | cubin
         if mode != "ptx":
+            from .ptx import cubin_for
             cubin = cubin_for(ptx, arch)   # the disk cache, else nvJitLink or ptxas
             if cubin is not None:
                 try:
@@ -343,6 +349,7 @@ def current_target() -> GpuTarget:
     """The device's target when a GPU is there, else the default (sm_90, PTX 8.0)."""
     if _device is not None:
         return _device.target
+    from .ptx import DEFAULT_TARGET
     return get_device().target if is_available() else DEFAULT_TARGET
 
 

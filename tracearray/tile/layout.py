@@ -69,6 +69,24 @@ def param_layout(geometry: Geometry) -> ParamLayout:
     return ParamLayout(rank, loads, stores, scalars, slot + n_scalars)
 
 
+def entry_names(geometry: Geometry, name: str) -> list[str]:
+    """The functions a kernel's module defines: its entry, and a full reduction's combine."""
+    return [name, f"{name}_combine"] if geometry.strategy == "full" else [name]
+
+
+def partial_dtypes(geometry: Geometry) -> list[np.dtype]:
+    """Dtypes of the partial-result buffers of a full reduction (values in the reducer's
+    accumulator dtype, then int64 positions for argmax/argmin)."""
+    out = []
+    for red in geometry.kernel.reductions:
+        r = OPS[red.op].reducer
+        operand = red.args[0].dtype if r.operand_dtype else red.dtype
+        out.append(r.accumulator_dtype(operand))
+        if r.index is not None:
+            out.append(np.dtype(np.int64))
+    return out
+
+
 def n_partial_buffers(geometry: Geometry) -> int:
     return sum(2 if OPS[r.op].reducer.index is not None else 1
                for r in geometry.kernel.reductions)
