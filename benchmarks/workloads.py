@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import types
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
@@ -390,6 +391,19 @@ def max_rel_err(result, ref: Tuple[np.ndarray, ...]) -> float:
     if len(outs) != len(ref):
         return math.inf
     return max(rel_err(o, r) for o, r in zip(outs, ref, strict=True))
+
+
+def with_namespace(fn: Callable, xp: Any) -> Callable:
+    """``fn`` with its module's ``np`` bound to ``xp`` (cupy, jax.numpy, ``torch_numpy``), and
+    every function of that module rebound the same way, so calls between them (black_scholes
+    calls normal_cdf) stay in ``xp``."""
+    scope = dict(fn.__globals__)
+    scope["np"] = xp
+    for name, value in fn.__globals__.items():
+        if isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
+            scope[name] = types.FunctionType(value.__code__, scope, value.__name__,
+                                             value.__defaults__, value.__closure__)
+    return scope[fn.__name__]
 
 
 def markdown_table(size: str = "cpu") -> str:
