@@ -380,6 +380,24 @@ def _build_numba_kernels() -> Dict[str, Callable]:
                     if dst[j] < ZERO:
                         dst[j] = ZERO
 
+    @jit
+    def argmax_rows_k(x, out):
+        for i in prange(x.shape[0]):
+            out[i] = np.argmax(x[i])
+
+    @jit
+    def argmin_rows_k(x, out):
+        for i in prange(x.shape[0]):
+            out[i] = np.argmin(x[i])
+
+    def arg_rows(kernel):
+        """Wrap a kernel that writes one int64 position per row of its argument."""
+        def run(x):
+            out = np.empty(x.shape[0], np.int64)
+            kernel(x, out)
+            return out
+        return run
+
     def like(kernel):
         """Wrap a kernel that writes one output shaped like its first argument."""
         def run(*args):
@@ -421,6 +439,7 @@ def _build_numba_kernels() -> Dict[str, Callable]:
         "rmsnorm": like(rmsnorm_k), "l2_normalize": like(l2_normalize_k), "adam_step": adam,
         "black_scholes": black_scholes, "haversine": like(haversine_k), "moments": moments,
         "pairwise_min": per_row(pairwise_min_k), "linear_relu": linear_relu,
+        "argmax_rows": arg_rows(argmax_rows_k), "argmin_rows": arg_rows(argmin_rows_k),
     }
 
 
@@ -453,7 +472,7 @@ def jax_kernels() -> Dict[str, Callable]:
         def jitted(fn: Callable) -> Callable:
             compiled = jax.jit(W.with_namespace(fn, jnp))
             return lambda *args: jax.block_until_ready(compiled(*args))
-        _JAX_KERNELS = {name: jitted(w.fn) for name, w in W.WORKLOADS.items()}
+        _JAX_KERNELS = {name: jitted(W.get(name).fn) for name in W.cpu_names()}
     return _JAX_KERNELS
 
 

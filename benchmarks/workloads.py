@@ -162,6 +162,16 @@ def linear_relu(x, w, b):
     return np.maximum(x @ w + b, 0.0)
 
 
+def argmax_rows(x):
+    """The position of each row's maximum (NumPy's first occurrence)."""
+    return np.argmax(x, axis=1)
+
+
+def argmin_rows(x):
+    """The position of each row's minimum (NumPy's first occurrence)."""
+    return np.argmin(x, axis=1)
+
+
 # ======================================================================================
 # Specifications: shapes, input ranges, cost model, accuracy tolerance.
 # ======================================================================================
@@ -303,15 +313,39 @@ _SPECS = [
 WORKLOADS: Dict[str, Workload] = {w.name: w for w in _SPECS}
 
 
+def _arg_rows(name: str, fn: Callable) -> Workload:
+    """An index-carrying row reduction (issue 17's CPU rows, benchmarks/cpu.py only): int64
+    results, compared exactly (tol 0) with the float64 reference's, which are the same
+    positions (float32 -> float64 is exact)."""
+    return Workload(name, fn, "row arg-reduction", (Arg("x", _mat, -1.0, 1.0),),
+                    out_shapes=lambda d: (_per_row(d),),
+                    flops_fn=lambda d: d["M"] * d["N"],
+                    sizes={"check": ROW_CHECK, "cpu": {"M": 4096, "N": 1024},
+                           "gpu": {"M": 1 << 16, "N": 4096}},
+                    tol=0.0)
+
+
+# Workloads of the CPU benchmark beyond the 13 public ones (not in the GPU suite).
+CPU_EXTRAS: Dict[str, Workload] = {w.name: w for w in (_arg_rows("argmax_rows", argmax_rows),
+                                                       _arg_rows("argmin_rows", argmin_rows))}
+
+
 def names():
+    """The 13 public workloads."""
     return list(WORKLOADS)
+
+
+def cpu_names():
+    """The CPU benchmark's workloads: the 13 public ones, then ``CPU_EXTRAS``."""
+    return names() + list(CPU_EXTRAS)
 
 
 def get(name: str) -> Workload:
     try:
-        return WORKLOADS[name]
+        return WORKLOADS.get(name) or CPU_EXTRAS[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+        known = ", ".join(cpu_names())
+        raise KeyError(f"unknown workload {name!r}; known: {known}") from None
 
 
 # ======================================================================================

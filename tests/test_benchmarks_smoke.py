@@ -31,6 +31,7 @@ from benchmarks import workloads as W  # noqa: E402
 
 SIZE = "check"
 NAMES = W.names()
+CPU_NAMES = W.cpu_names()   # the 13 and the CPU benchmark's arg-reduction rows
 
 
 def _case(name: str):
@@ -125,10 +126,27 @@ def numba_check():
         pytest.skip(f"numba not importable and ${B.NUMBA_PYTHON_ENV} unset")
 
 
-@pytest.mark.parametrize("name", NAMES)
+def _numpy_dtypes(name):
+    w, inputs, ref, args = _case(name)
+    return _dtypes(w.fn(*args))
+
+
+def test_cpu_extras_are_the_arg_reduction_rows_checked_exactly():
+    assert CPU_NAMES == NAMES + ["argmax_rows", "argmin_rows"]
+    for name in ("argmax_rows", "argmin_rows"):
+        w, inputs, ref, args = _case(name)
+        assert w.tol == 0.0 and w.shapes("cpu") == {"x": (4096, 1024)}
+        out = w.fn(*args)
+        assert _dtypes(out) == ["int64"] and W.max_rel_err(out, ref) == 0.0
+        wrong = out.copy()
+        wrong[0] = (wrong[0] + 1) % args[0].shape[1]
+        assert W.max_rel_err(wrong, ref) > w.tol
+
+
+@pytest.mark.parametrize("name", CPU_NAMES)
 def test_numba_baseline_matches_reference(name, numba_check):
     err, dtypes = numba_check(name)
-    assert dtypes == ["float32"]
+    assert dtypes == _numpy_dtypes(name)
     assert err <= W.get(name).tol
 
 
@@ -155,10 +173,11 @@ def jax_check():
         pytest.skip(f"jax not importable and ${B.JAX_PYTHON_ENV} unset")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CPU_NAMES)
 def test_jax_baseline_matches_reference(name, jax_check):
     err, dtypes = jax_check(name)
-    assert dtypes == ["float32"]
+    # JAX without x64 has no int64: its indices are int32 (benchmarks/cpu.py accepts them)
+    assert dtypes == [{"int64": "int32"}.get(d, d) for d in _numpy_dtypes(name)]
     assert err <= W.get(name).tol
 
 
@@ -249,7 +268,7 @@ def test_accuracy_cli_runs_and_writes_json(tmp_path):
 # tracearray itself: expected to fail until tracearray.compile handles the workload
 # --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CPU_NAMES)
 def test_tracearray_compile_matches_reference(name):
     import tracearray
 
