@@ -43,6 +43,10 @@ from .summation import PairwiseSum, compensated_add
 I64 = ir.IntType(64)
 # arg-reductions' blocks (``_arg_two_pass``): pass 2 rescans one block
 ARG_BLOCK = 2048
+# arg-reductions of rows of at least ARG_LANES_MIN positions (``_arg_lanes``): ARG_UNROLL
+# vectors of ARG_LANES lanes; ARG_STRATEGY "two-pass" turns it off (benchmarks compare both)
+ARG_LANES, ARG_UNROLL, ARG_LANES_MIN = 16, 4, 256
+ARG_STRATEGY = "lanes"
 I8P = ir.IntType(8).as_pointer()
 _INDEX = np.dtype(np.int64)
 
@@ -505,7 +509,7 @@ class KernelLowering:
         k, inner = self.kernel, self.geo.inner_dims
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
             if self._two_pass_arg(red):
-                self.red_values[j] = self._arg_two_pass(red, e)
+                self.red_values[j] = self._arg_row(red, e)
                 continue
             acc, idx = self._new_acc(red)
             if not (inner and is_float_sum(red)):
@@ -530,6 +534,22 @@ class KernelLowering:
         return (is_arg_reduction(red.op) and len(inner) == 1 and dt.kind in "fiu"
                 and dt != np.float16 and self.geo.loop_dim_of(red.attr("axes")[0]) == inner[0]
                 and self._contiguous_sweep())
+
+    def _arg_row(self, red, e: KExpr) -> ir.Value:
+        """An arg-reduction along a contiguous row: one pass of vector lanes for rows of at
+        least ``ARG_LANES_MIN`` positions (``_arg_lanes``), else two vectorised passes
+        (``_arg_two_pass``: on a short row the lanes' final merge costs more than it saves)."""
+        b = self.b
+        if ARG_STRATEGY == "two-pass":
+            return self._arg_two_pass(red, e)
+        at = self.alloca(I64)
+        n = self.extent(self.geo.inner_dims[0])
+        with b.if_else(b.icmp_signed(">=", n, self.const(ARG_LANES_MIN))) as (long_row, short_row):
+            with long_row:
+                b.store(self._arg_lanes(red, e), at)
+            with short_row:
+                b.store(self._arg_two_pass(red, e), at)
+        return b.load(at)
 
     def _arg_two_pass(self, red, e: KExpr) -> ir.Value:
         """argmax/argmin of a row in two passes that vectorise, where a select carrying an
@@ -573,6 +593,69 @@ class KernelLowering:
             b.store(self.smin(b.select(hit, i, stop), b.load(found)), found)
         f = b.load(found)
         return b.select(b.icmp_signed("<", f, n), f, self.const(0))
+
+    def _arg_lanes(self, red, e: KExpr) -> ir.Value:
+        """argmax/argmin of a row in one pass, as NumPy's SIMD argmax: ``ARG_UNROLL``
+        independent vectors of ``ARG_LANES`` lanes (independent, so the compare-select chains
+        overlap) each keep every lane's best value and its position, with one vector compare
+        and two selects per step; at the end of the row the vectors, then the lanes (a tree of
+        shuffles), are merged with NumPy's rule (ties to the lower position, of NaNs the
+        first: ``_merge_lanes``), and the last positions are taken one by one."""
+        b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
+        arg = reducer(red.op)
+        lanes, unroll, ty = ARG_LANES, ARG_UNROLL, scalar.llvm_type(dt)
+        vty, ity = ir.VectorType(ty, lanes), ir.VectorType(I64, lanes)
+        n = self.extent(dim)
+        step = lanes * unroll
+        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
+        best = [self.alloca(vty) for _ in range(unroll)]
+        best_at = [self.alloca(ity) for _ in range(unroll)]
+        for u in range(unroll):
+            b.store(_splat(b, arg.identity(dt), lanes), best[u])
+            b.store(ir.Constant(ity, [0] * lanes), best_at[u])
+        offsets = ir.Constant(ity, list(range(lanes)))
+        op = ">" if arg.index == "max" else "<"
+
+        def lane_step(u: int, start: ir.Value) -> None:
+            x = ir.Constant(vty, None)
+            for k in range(lanes):         # consecutive loads: one vector load after SLP
+                self.loop_vars[dim] = b.add(start, self.const(k))
+                x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+            cur = b.load(best[u])
+            if dt.kind == "f":             # strictly better, or the lane's first NaN
+                first_nan = b.and_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("ord", cur, cur))
+                take = b.or_(b.fcmp_ordered(op, x, cur), first_nan)
+            else:
+                take = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, x, cur)
+            b.store(b.select(take, x, cur), best[u])
+            at = b.add(_splat(b, start, lanes), offsets)
+            b.store(b.select(take, at, b.load(best_at[u])), best_at[u])
+
+        with self.loop(self.const(0), whole, self.const(step)) as i0:
+            for u in range(unroll):
+                lane_step(u, b.add(i0, self.const(u * lanes)))
+        # then whole vectors into the first accumulator (its positions stay increasing)
+        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
+        with self.loop(whole, vectors, self.const(lanes)) as i0:
+            lane_step(0, i0)
+        v, at = b.load(best[0]), b.load(best_at[0])
+        for u in range(1, unroll):
+            v, at = _merge_lanes(b, op, dt, v, at, b.load(best[u]), b.load(best_at[u]))
+        half = lanes // 2
+        while half:                         # lane k against lane k + half
+            shift = ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                [(k + half) % lanes for k in range(lanes)])
+            v, at = _merge_lanes(b, op, dt, v, at, b.shuffle_vector(v, v, shift),
+                                 b.shuffle_vector(at, at, shift))
+            half //= 2
+        acc, idx = self.alloca(ty), self.alloca(I64)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+        b.store(b.extract_element(v, lane0), acc)
+        b.store(b.extract_element(at, lane0), idx)
+        with self.loop(vectors, n) as i:
+            self.loop_vars[dim] = i
+            self._accumulate(red, acc, idx, self.ev(e, {}), i)
+        return b.load(idx)
 
     def _contiguous_sweep(self) -> bool:
         """Whether every load of the kernel is contiguous or invariant along the innermost
@@ -840,6 +923,31 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+def _splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    """A vector of ``lanes`` copies of a scalar (insertelement + shufflevector)."""
+    vty = ir.VectorType(value.type, lanes)
+    one = b.insert_element(ir.Constant(vty, None), value, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(one, ir.Constant(vty, None),
+                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+
+def _merge_lanes(b: ir.IRBuilder, op: str, dt: np.dtype, a: ir.Value, ai: ir.Value,
+                 x: ir.Value, xi: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Lane by lane, two (best value, position) vectors of an arg-reduction into one, in any
+    order of the partials: the better value, ties to the lower position, a NaN over any
+    number, of two NaNs the lower position (``Reducer.merge_indexed``, on vectors)."""
+    earlier = b.icmp_signed("<", xi, ai)
+    if dt.kind == "f":
+        nan_wins = b.and_(b.fcmp_unordered("uno", x, x),
+                          b.or_(b.fcmp_ordered("ord", a, a), earlier))
+        take = b.or_(nan_wins, b.or_(b.fcmp_ordered(op, x, a),
+                                     b.and_(b.fcmp_ordered("==", x, a), earlier)))
+    else:
+        cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
+        take = b.or_(cmp(op, x, a), b.and_(b.icmp_unsigned("==", x, a), earlier))
+    return b.select(take, x, a), b.select(take, xi, ai)
 
 
 @contextmanager
