@@ -41,6 +41,7 @@ from .scalar import MathLib
 from .summation import PairwiseSum, compensated_add
 
 I64 = ir.IntType(64)
+I32 = ir.IntType(32)
 # arg-reductions' blocks (``_arg_two_pass``): pass 2 rescans one block
 ARG_BLOCK = 2048
 # arg-reductions of rows of at least ARG_LANES_MIN positions (``_arg_lanes``): ARG_UNROLL
@@ -537,14 +538,17 @@ class KernelLowering:
 
     def _arg_row(self, red, e: KExpr) -> ir.Value:
         """An arg-reduction along a contiguous row: one pass of vector lanes for rows of at
-        least ``ARG_LANES_MIN`` positions (``_arg_lanes``), else two vectorised passes
-        (``_arg_two_pass``: on a short row the lanes' final merge costs more than it saves)."""
+        least ``ARG_LANES_MIN`` and under 2^31 positions (``_arg_lanes``, positions in i32),
+        else two vectorised passes (``_arg_two_pass``: on a short row the lanes' final merge
+        costs more than it saves)."""
         b = self.b
         if ARG_STRATEGY == "two-pass":
             return self._arg_two_pass(red, e)
         at = self.alloca(I64)
         n = self.extent(self.geo.inner_dims[0])
-        with b.if_else(b.icmp_signed(">=", n, self.const(ARG_LANES_MIN))) as (long_row, short_row):
+        lanes_fit = b.and_(b.icmp_signed(">=", n, self.const(ARG_LANES_MIN)),
+                           b.icmp_signed("<", n, self.const(2 ** 31)))   # i32 positions
+        with b.if_else(lanes_fit) as (long_row, short_row):
             with long_row:
                 b.store(self._arg_lanes(red, e), at)
             with short_row:
@@ -604,7 +608,8 @@ class KernelLowering:
         b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
         arg = reducer(red.op)
         lanes, unroll, ty = ARG_LANES, ARG_UNROLL, scalar.llvm_type(dt)
-        vty, ity = ir.VectorType(ty, lanes), ir.VectorType(I64, lanes)
+        # positions as i32 (the caller keeps rows under 2^31): half the width of i64 lanes
+        vty, ity = ir.VectorType(ty, lanes), ir.VectorType(I32, lanes)
         n = self.extent(dim)
         step = lanes * unroll
         whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
@@ -628,7 +633,7 @@ class KernelLowering:
             else:
                 take = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, x, cur)
             b.store(b.select(take, x, cur), best[u])
-            at = b.add(_splat(b, start, lanes), offsets)
+            at = b.add(_splat(b, b.trunc(start, I32), lanes), offsets)
             b.store(b.select(take, at, b.load(best_at[u])), best_at[u])
 
         with self.loop(self.const(0), whole, self.const(step)) as i0:
@@ -651,7 +656,7 @@ class KernelLowering:
         acc, idx = self.alloca(ty), self.alloca(I64)
         lane0 = ir.Constant(ir.IntType(32), 0)
         b.store(b.extract_element(v, lane0), acc)
-        b.store(b.extract_element(at, lane0), idx)
+        b.store(b.sext(b.extract_element(at, lane0), I64), idx)
         with self.loop(vectors, n) as i:
             self.loop_vars[dim] = i
             self._accumulate(red, acc, idx, self.ev(e, {}), i)
