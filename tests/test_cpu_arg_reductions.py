@@ -93,3 +93,22 @@ def test_long_rows_run_as_vector_lanes(tmp_path: Path, monkeypatch):
     ir_text = " ".join("".join(p.read_text() for p in tmp_path.glob("*.ll")).split())
     assert f"select <{K.ARG_LANES} x i1> %" in ir_text
     assert f"<{K.ARG_LANES} x i32>" in ir_text     # the positions
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_with_infinities_or_nans_take_the_exact_path(op, dtype):
+    """The lane loop flags a row holding a NaN or an infinity (x*0 is NaN) and the row is done
+    again exactly: the first of several infinities, an infinity against a NaN after it, one
+    NaN in the last vector or in the tail, an infinity of the other sign (not the answer)."""
+    n = 1031
+    x = np.random.default_rng(7).standard_normal((6, n)).astype(dtype)
+    big = np.inf if op == "argmax" else -np.inf
+    x[0, [700, 300, 900]] = big
+    x[1, [100, 500]] = big
+    x[1, 800] = np.nan
+    x[2, 1020] = np.nan
+    x[3, n - 1] = np.nan
+    x[4, [5, 6]] = -big
+    x[5, :] = big
+    np.testing.assert_array_equal(compiled(op)(x), OPS[op](x, axis=1))

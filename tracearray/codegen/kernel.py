@@ -33,6 +33,7 @@ from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KIndex, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..ops import OPS, Reducer
+from ..ops.ir import declare
 from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, param_layout
@@ -603,8 +604,10 @@ class KernelLowering:
         independent vectors of ``ARG_LANES`` lanes (independent, so the compare-select chains
         overlap) each keep every lane's best value and its position, with one vector compare
         and two selects per step; at the end of the row the vectors, then the lanes (a tree of
-        shuffles), are merged with NumPy's rule (ties to the lower position, of NaNs the
-        first: ``_merge_lanes``), and the last positions are taken one by one."""
+        shuffles), are merged with NumPy's rule (ties to the lower position: ``_merge_lanes``),
+        and the last positions are taken one by one. A float row holding a NaN or an infinity
+        (flagged by one FMA per vector) is done again by ``_arg_two_pass``, which has NumPy's
+        NaN rule; the loop itself never takes a NaN."""
         b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
         arg = reducer(red.op)
         lanes, unroll, ty = ARG_LANES, ARG_UNROLL, scalar.llvm_type(dt)
@@ -615,9 +618,18 @@ class KernelLowering:
         whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
         best = [self.alloca(vty) for _ in range(unroll)]
         best_at = [self.alloca(ity) for _ in range(unroll)]
+        # floats: the loop compares with > (<) alone, which never takes a NaN; x*0 + acc,
+        # one FMA per vector, turns acc NaN for a NaN or an infinity, and a row that has
+        # one is done again by the exact two-pass code (rare data)
+        special = [self.alloca(vty) for _ in range(unroll)] if dt.kind == "f" else []
+        if special:
+            suffix = f"v{lanes}f{8 * dt.itemsize}"
+            fma = declare(self.module, f"llvm.fma.{suffix}", vty, [vty] * 3)
         for u in range(unroll):
             b.store(_splat(b, arg.identity(dt), lanes), best[u])
             b.store(ir.Constant(ity, [0] * lanes), best_at[u])
+            if special:
+                b.store(_splat(b, scalar.constant(0.0, dt), lanes), special[u])
         offsets = ir.Constant(ity, list(range(lanes)))
         op = ">" if arg.index == "max" else "<"
 
@@ -627,9 +639,10 @@ class KernelLowering:
                 self.loop_vars[dim] = b.add(start, self.const(k))
                 x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
             cur = b.load(best[u])
-            if dt.kind == "f":             # strictly better, or the lane's first NaN
-                first_nan = b.and_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("ord", cur, cur))
-                take = b.or_(b.fcmp_ordered(op, x, cur), first_nan)
+            if dt.kind == "f":             # strictly better (never a NaN: see special)
+                take = b.fcmp_ordered(op, x, cur)
+                zero = _splat(b, scalar.constant(0.0, dt), lanes)
+                b.store(b.call(fma, [x, zero, b.load(special[u])]), special[u])
             else:
                 take = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, x, cur)
             b.store(b.select(take, x, cur), best[u])
@@ -660,6 +673,16 @@ class KernelLowering:
         with self.loop(vectors, n) as i:
             self.loop_vars[dim] = i
             self._accumulate(red, acc, idx, self.ev(e, {}), i)
+        if not special:
+            return b.load(idx)
+        acc_special = b.load(special[0])
+        for u in range(1, unroll):
+            acc_special = b.fadd(acc_special, b.load(special[u]))
+        flags = b.fcmp_unordered("uno", acc_special, acc_special)
+        any_special = b.icmp_unsigned("!=", b.bitcast(flags, ir.IntType(lanes)),
+                                      ir.Constant(ir.IntType(lanes), 0))
+        with b.if_then(any_special, likely=False):   # a NaN or an infinity in the row
+            b.store(self._arg_two_pass(red, e), idx)
         return b.load(idx)
 
     def _contiguous_sweep(self) -> bool:
