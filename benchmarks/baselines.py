@@ -1,4 +1,4 @@
-"""Baselines that tracearray is measured against: numexpr expressions and numba loops.
+"""Baselines that tracearray is measured against: numexpr expressions, numba loops and jax.jit.
 
 numexpr
     One ``numexpr.evaluate`` per fused elementwise stage.  Python-float constants are passed as
@@ -22,11 +22,17 @@ numba
     linear_relu is a hand-written loop too (4-row blocks, vectorised over columns), not a BLAS
     call: it is several times slower than NumPy's OpenBLAS matmul.
 
-numba is not a dependency of tracearray.  It is used in-process when importable; otherwise
-(or when asked) in another interpreter, ``python baselines.py --numba-worker``, driven by
-``RemoteNumba``: the worker rebuilds the inputs from (workload, size, seed) with the same
-deterministic generator, proves it by returning their digest, and answers one JSON line per
-request on stdout, so the parent can interleave its calls with the other frameworks'.
+jax.jit
+    The workload's own NumPy source with ``np`` bound to ``jax.numpy`` (``W.with_namespace``),
+    under ``jax.jit``, on the CPU backend, float32 (x64 off), its inputs put on the device
+    once; a call waits for its result (``jax.block_until_ready``).
+
+numba and JAX are not dependencies of tracearray.  Each is used in-process when importable;
+otherwise (or when asked) in another interpreter, ``python baselines.py --numba-worker`` or
+``--jax-worker``, driven by ``RemoteNumba`` / ``RemoteJax``: the worker rebuilds the inputs
+from (workload, size, seed) with the same deterministic generator, proves it by returning
+their digest, and answers one JSON line per request on stdout, so the parent can interleave
+its calls with the other frameworks'.
 """
 
 from __future__ import annotations
@@ -374,6 +380,24 @@ def _build_numba_kernels() -> Dict[str, Callable]:
                     if dst[j] < ZERO:
                         dst[j] = ZERO
 
+    @jit
+    def argmax_rows_k(x, out):
+        for i in prange(x.shape[0]):
+            out[i] = np.argmax(x[i])
+
+    @jit
+    def argmin_rows_k(x, out):
+        for i in prange(x.shape[0]):
+            out[i] = np.argmin(x[i])
+
+    def arg_rows(kernel):
+        """Wrap a kernel that writes one int64 position per row of its argument."""
+        def run(x):
+            out = np.empty(x.shape[0], np.int64)
+            kernel(x, out)
+            return out
+        return run
+
     def like(kernel):
         """Wrap a kernel that writes one output shaped like its first argument."""
         def run(*args):
@@ -415,14 +439,63 @@ def _build_numba_kernels() -> Dict[str, Callable]:
         "rmsnorm": like(rmsnorm_k), "l2_normalize": like(l2_normalize_k), "adam_step": adam,
         "black_scholes": black_scholes, "haversine": like(haversine_k), "moments": moments,
         "pairwise_min": per_row(pairwise_min_k), "linear_relu": linear_relu,
+        "argmax_rows": arg_rows(argmax_rows_k), "argmin_rows": arg_rows(argmin_rows_k),
     }
 
 
 # ======================================================================================
-# numba in another interpreter
+# jax.jit (in-process)
+# ======================================================================================
+
+def jax_available() -> bool:
+    try:
+        import jax  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+_JAX_KERNELS: Optional[Dict[str, Callable]] = None
+
+
+def jax_kernels() -> Dict[str, Callable]:
+    """``jax.jit`` of every workload's NumPy source, each call waiting for its result.
+
+    The CPU backend is selected before anything runs (a machine with a GPU jaxlib would
+    otherwise take the GPU); each function is traced and compiled on its first call."""
+    global _JAX_KERNELS
+    if _JAX_KERNELS is None:
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_platforms", "cpu")
+
+        def jitted(fn: Callable) -> Callable:
+            compiled = jax.jit(W.with_namespace(fn, jnp))
+            return lambda *args: jax.block_until_ready(compiled(*args))
+        _JAX_KERNELS = {name: jitted(W.get(name).fn) for name in W.cpu_names()}
+    return _JAX_KERNELS
+
+
+def jax_device_arrays(arrays: list) -> list:
+    """The inputs on JAX's CPU device, copied once (as a user's data already lives there)."""
+    import jax
+    return [jax.device_put(a) for a in arrays]
+
+
+def jax_versions() -> dict:
+    import jax
+    import jaxlib
+    return dict(jax=jax.__version__, jaxlib=jaxlib.__version__, numpy=np.__version__,
+                python=sys.version.split()[0], backend=jax.default_backend(),
+                devices=[str(d) for d in jax.devices()])
+
+
+# ======================================================================================
+# numba and JAX in another interpreter
 # ======================================================================================
 
 NUMBA_PYTHON_ENV = "TRACEARRAY_NUMBA_PYTHON"
+JAX_PYTHON_ENV = "TRACEARRAY_JAX_PYTHON"
 
 
 def numba_versions() -> dict:
@@ -434,19 +507,30 @@ def numba_versions() -> dict:
                 threading_layer=str(numba.config.THREADING_LAYER))
 
 
-class RemoteNumba:
-    """The numba baselines run by ``python baselines.py --numba-worker`` in another interpreter.
+# What a worker serves, by its command-line flag: its kernels, how its inputs are prepared,
+# and its versions.
+WORKER_KINDS: Dict[str, dict] = {
+    "numba": dict(kernels=numba_kernels, prepare=list, versions=numba_versions),
+    "jax": dict(kernels=jax_kernels, prepare=jax_device_arrays, versions=jax_versions),
+}
 
-    Why: numba pins the llvmlite it works with, and tracearray needs its own; a separate venv
-    keeps numba out of the project's environment.  The worker regenerates the inputs from
-    (workload, size, seed) and answers one JSON line per request, so the caller can time one
-    numba call at a time, interleaved with its in-process frameworks.  Timings are taken in
-    the worker around the kernel call alone; the pipe round trip is not counted."""
+
+class RemoteWorker:
+    """One kind of baseline run by ``python baselines.py --<kind>-worker`` in another interpreter.
+
+    Why: numba pins the llvmlite it works with, and tracearray needs its own; JAX brings its
+    own NumPy requirements; a separate venv keeps both out of the project's environment.  The
+    worker regenerates the inputs from (workload, size, seed) and answers one JSON line per
+    request, so the caller can time one call at a time, interleaved with its in-process
+    frameworks.  Timings are taken in the worker around the kernel call alone; the pipe round
+    trip is not counted."""
+
+    kind = ""
 
     def __init__(self, python: str):
         self.python = python
         self.proc = subprocess.Popen(
-            [python, str(Path(__file__).resolve()), "--numba-worker"],
+            [python, str(Path(__file__).resolve()), f"--{self.kind}-worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         try:
             self.info = self._ask(op="info")
@@ -456,15 +540,15 @@ class RemoteNumba:
 
     def _ask(self, **request) -> dict:
         if self.proc.poll() is not None:
-            raise RuntimeError(f"numba worker ({self.python}) exited with {self.proc.returncode}")
+            raise RuntimeError(f"{self.kind} worker ({self.python}) exited with {self.proc.returncode}")
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"numba worker ({self.python}) died (exit {self.proc.wait()})")
+            raise RuntimeError(f"{self.kind} worker ({self.python}) died (exit {self.proc.wait()})")
         reply = json.loads(line)
         if "error" in reply:
-            raise RuntimeError(f"numba worker: {reply['error']}")
+            raise RuntimeError(f"{self.kind} worker: {reply['error']}")
         return reply
 
     def load(self, name: str, size: str, seed: int) -> dict:
@@ -492,13 +576,23 @@ class RemoteNumba:
         self.close()
 
 
-def _worker_load(state: dict, workload: str, size: str, seed: int) -> dict:
+class RemoteNumba(RemoteWorker):
+    """The numba loops in another interpreter (one with numba installed)."""
+    kind = "numba"
+
+
+class RemoteJax(RemoteWorker):
+    """jax.jit of the workloads in another interpreter (one with jax and jaxlib installed)."""
+    kind = "jax"
+
+
+def _worker_load(state: dict, kind: dict, workload: str, size: str, seed: int) -> dict:
     """Worker side of 'load': inputs, first (compiling) call, accuracy of a cold and a warm call."""
     state.pop("call", None)  # a failed load must not leave the previous workload timeable
     w = W.get(workload)
     inputs = W.make_inputs(workload, size, seed)
-    kernel = numba_kernels()[workload]
-    args = [inputs[a.name] for a in w.args]
+    kernel = kind["kernels"]()[workload]
+    args = kind["prepare"]([inputs[a.name] for a in w.args])
     t0 = time.perf_counter()
     cold = kernel(*args)
     first = time.perf_counter() - t0
@@ -516,8 +610,9 @@ def _worker_time(state: dict) -> dict:
     return dict(s=time.perf_counter() - t0)
 
 
-def numba_worker_main() -> int:
-    """Serve RemoteNumba: one JSON request per stdin line, one JSON reply per stdout line."""
+def worker_main(kind_name: str) -> int:
+    """Serve a RemoteWorker: one JSON request per stdin line, one JSON reply per stdout line."""
+    kind = WORKER_KINDS[kind_name]
     reply_to = sys.stdout
     sys.stdout = sys.stderr  # stray prints (numba warnings, debug) must not corrupt the protocol
     state: dict = {}
@@ -528,9 +623,9 @@ def numba_worker_main() -> int:
             break
         try:
             if op == "info":
-                reply = numba_versions()
+                reply = kind["versions"]()
             elif op == "load":
-                reply = _worker_load(state, **request)
+                reply = _worker_load(state, kind, **request)
             elif op == "time":
                 reply = _worker_time(state)
             else:
@@ -544,6 +639,7 @@ def numba_worker_main() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--numba-worker"]:
-        raise SystemExit(numba_worker_main())
-    raise SystemExit(f"usage: {sys.argv[0]} --numba-worker   (driven by benchmarks/cpu.py)")
+    flags = {f"--{k}-worker": k for k in WORKER_KINDS}
+    if len(sys.argv) == 2 and sys.argv[1] in flags:
+        raise SystemExit(worker_main(flags[sys.argv[1]]))
+    raise SystemExit(f"usage: {sys.argv[0]} {' | '.join(flags)}   (driven by benchmarks/cpu.py)")

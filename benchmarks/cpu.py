@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""CPU benchmark: tracearray against NumPy, numexpr and numba loops on the 13 public workloads.
+"""CPU benchmark: tracearray against NumPy, numexpr, numba and jax.jit on the public workloads.
 
     python benchmarks/cpu.py [--size cpu|check] [--repeat N] [--only a,b] [--json out.json]
-                             [--numba-python PATH] [--threads N]
+                             [--numba-python PATH] [--jax-python PATH] [--threads N]
 
-For each workload, in one process and on the same inputs: NumPy (the workload's own source),
-numexpr (where expressible), numba prange loops (when numba is importable here, or in the
-interpreter given by --numba-python / $TRACEARRAY_NUMBA_PYTHON), and ``tracearray.compile(fn)``.
+Workloads: the 13 public ones and ``W.CPU_EXTRAS`` (argmax / argmin along the rows of a
+(4096, 1024) float32 matrix, issue 17).  For each, in one process and on the same inputs:
+NumPy (the workload's own source), numexpr (where expressible), numba prange loops (when numba is importable here, or in the
+interpreter given by --numba-python / $TRACEARRAY_NUMBA_PYTHON), ``jax.jit`` of the source with
+``np`` as ``jax.numpy`` on JAX's CPU backend (likewise: importable here, or --jax-python /
+$TRACEARRAY_JAX_PYTHON), and ``tracearray.compile(fn)``.
 
 Method, and why:
   * Every result is checked against a float64 NumPy reference (relative 2-norm error, a
@@ -26,8 +29,9 @@ Method, and why:
     here).  When present they are removed for this process only (by re-executing it), unless
     --keep-openblas-env; the OpenBLAS kernel actually used is recorded.
 
-Verdicts printed at the end (the targets of the CPU issue): geomean speedup over NumPy >= 3x,
-no workload slower than NumPy, and no workload slower than 1.2x the numba loops.
+Verdicts printed at the end (the targets of the CPU issues): geomean speedup over NumPy >= 3x,
+no workload slower than NumPy, no workload slower than 1.2x the numba loops, and (issue 17) no
+workload slower than any CPU peer: NumPy, numexpr, numba or jax.jit.
 Exit status 1 if any result is wrong or any framework raised (or, with --strict, if a verdict
 fails).
 """
@@ -58,7 +62,8 @@ import numpy as np  # noqa: E402
 from benchmarks import baselines as B  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
 
-FRAMEWORKS = ("numpy", "numexpr", "numba", "tracearray")
+FRAMEWORKS = ("numpy", "numexpr", "numba", "jax.jit", "tracearray")
+PEERS = FRAMEWORKS[:-1]
 TARGET_GEOMEAN_VS_NUMPY = 3.0
 TARGET_MIN_VS_NUMPY = 1.0
 TARGET_MAX_SLOWDOWN_VS_NUMBA = 1.2
@@ -88,6 +93,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                     help=f"interpreter with numba for the numba baselines (default: "
                          f"${B.NUMBA_PYTHON_ENV}, else numba in this process if importable)")
     ap.add_argument("--no-numba", action="store_true", help="skip the numba baselines")
+    ap.add_argument("--jax-python", default=None,
+                    help=f"interpreter with jax and jaxlib for the jax.jit baselines (default: "
+                         f"${B.JAX_PYTHON_ENV}, else jax in this process if importable)")
+    ap.add_argument("--no-jax", action="store_true", help="skip the jax.jit baselines")
     ap.add_argument("--threads", type=int, default=None,
                     help="thread count for OpenMP/OpenBLAS/numexpr/numba/tracearray "
                          "(default: each library's own, all cores here)")
@@ -95,7 +104,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                     help="do not remove OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for the benchmark")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target verdict fails")
     args = ap.parse_args(argv)
-    args.names = args.only.split(",") if args.only else W.names()
+    args.names = args.only.split(",") if args.only else W.cpu_names()
     for name in args.names:
         W.get(name)  # fail early on a typo
     if args.repeat < 1:
@@ -210,7 +219,7 @@ def busy_fraction(seconds: float = 0.5) -> Optional[float]:
     return round(1.0 - (idle1 - idle0) / max(1, total1 - total0), 3)
 
 
-def machine_info(args: argparse.Namespace, numba_desc: dict) -> dict:
+def machine_info(args: argparse.Namespace, numba_desc: dict, jax_desc: dict) -> dict:
     info = dict(
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         load_average_at_start=load_average(), busy_fraction_at_start=busy_fraction(),
@@ -220,7 +229,7 @@ def machine_info(args: argparse.Namespace, numba_desc: dict) -> dict:
         numpy=np.__version__, git=git_revision(),
         threads=dict(requested=args.threads, openblas=None, numexpr=None,
                      numba=numba_desc.get("numba_threads")),
-        numba=numba_desc,
+        numba=numba_desc, jax=jax_desc,
     )
     for mod in ("llvmlite", "numexpr", "tracearray"):
         try:
@@ -273,17 +282,17 @@ class LocalCell:
         return time.perf_counter() - t0
 
 
-class RemoteNumbaCell:
-    """The numba loop of one workload, run by the numba worker in another interpreter."""
+class RemoteCell:
+    """One workload of a baseline (numba, jax.jit) run by its worker in another interpreter."""
 
-    def __init__(self, remote: "B.RemoteNumba", name: str, size: str, seed: int, digest: str):
+    def __init__(self, remote: "B.RemoteWorker", name: str, size: str, seed: int, digest: str):
         self.remote, self.name, self.size, self.seed, self.digest = remote, name, size, seed, digest
 
     def start(self) -> dict:
         t0 = time.perf_counter()
         r = self.remote.load(self.name, self.size, self.seed)
         if r["digest"] != self.digest:
-            raise RuntimeError(f"the numba worker generated different inputs ({r['digest']} != "
+            raise RuntimeError(f"the {self.remote.kind} worker generated different inputs ({r['digest']} != "
                                f"{self.digest}): its NumPy differs from this one")
         return dict(first_call_s=r["first_call_s"], cold_s=r["first_call_s"],
                     setup_s=time.perf_counter() - t0, rel_err=r["rel_err"], dtypes=r["dtypes"])
@@ -297,28 +306,33 @@ def compile_with_tracearray(fn: Callable) -> Callable:
     return tracearray.compile(fn)
 
 
-class NumbaSource:
-    """Where the numba baselines come from: this process, a worker interpreter, or nowhere."""
+class BaselineSource:
+    """Where one worker-capable baseline (numba, jax.jit) comes from: this process, a worker
+    interpreter, or nowhere."""
 
-    def __init__(self, args: argparse.Namespace):
-        self.remote: Optional[B.RemoteNumba] = None
+    def __init__(self, kind: str, python: Optional[str], off: bool, env_var: str):
+        remote_class = {"numba": B.RemoteNumba, "jax": B.RemoteJax}[kind]
+        importable = {"numba": B.numba_available, "jax": B.jax_available}[kind]
+        self.kind = kind
+        self.remote: Optional[B.RemoteWorker] = None
         self.local = False
         self.desc: dict = {}
-        python = args.numba_python or os.environ.get(B.NUMBA_PYTHON_ENV)
-        if args.no_numba:
-            self.desc = dict(mode="off", reason="--no-numba")
+        python = python or os.environ.get(env_var)
+        if off:
+            self.desc = dict(mode="off", reason=f"--no-{kind}")
         elif python:
             try:
-                self.remote = B.RemoteNumba(python)
+                self.remote = remote_class(python)
                 self.desc = dict(self.remote.info, mode="subprocess", interpreter=python)
             except Exception as e:
                 self.desc = dict(mode="unavailable", interpreter=python, reason=f"{type(e).__name__}: {e}")
-        elif B.numba_available():
+        elif importable():
             self.local = True
-            self.desc = dict(B.numba_versions(), mode="in-process", interpreter=sys.executable)
+            self.desc = dict(B.WORKER_KINDS[kind]["versions"](), mode="in-process",
+                             interpreter=sys.executable)
         else:
             self.desc = dict(mode="unavailable", reason=(
-                f"numba is not importable here; pass --numba-python PATH or set {B.NUMBA_PYTHON_ENV}"))
+                f"{kind} is not importable here; pass --{kind}-python PATH or set {env_var}"))
 
     @property
     def available(self) -> bool:
@@ -326,23 +340,31 @@ class NumbaSource:
 
     def cell(self, w: W.Workload, args: list, ref: tuple, size: str, seed: int, digest: str):
         if self.remote is not None:
-            return RemoteNumbaCell(self.remote, w.name, size, seed, digest)
-        return LocalCell(lambda: B.numba_kernels()[w.name], args, ref)
+            return RemoteCell(self.remote, w.name, size, seed, digest)
+        kind = B.WORKER_KINDS[self.kind]
+        return LocalCell(lambda: kind["kernels"]()[w.name], kind["prepare"](args), ref)
 
     def close(self) -> None:
         if self.remote is not None:
             self.remote.close()
 
 
+def baseline_sources(args: argparse.Namespace) -> Dict[str, BaselineSource]:
+    """The baselines that may run in another interpreter, by framework name."""
+    return {"numba": BaselineSource("numba", args.numba_python, args.no_numba, B.NUMBA_PYTHON_ENV),
+            "jax.jit": BaselineSource("jax", args.jax_python, args.no_jax, B.JAX_PYTHON_ENV)}
+
+
 def make_cells(w: W.Workload, inputs: dict, ref: tuple, size: str, seed: int,
-               numba: NumbaSource) -> Dict[str, object]:
+               sources: Dict[str, BaselineSource]) -> Dict[str, object]:
     """The cells to run for one workload, in FRAMEWORKS order (missing baselines left out)."""
     args = [inputs[a.name] for a in w.args]
     cells: Dict[str, object] = {"numpy": LocalCell(lambda: w.fn, args, ref)}
     if w.name in B.NUMEXPR and B.numexpr_available():
         cells["numexpr"] = LocalCell(lambda: B.NUMEXPR[w.name], args, ref)
-    if numba.available:
-        cells["numba"] = numba.cell(w, args, ref, size, seed, W.input_digest(inputs))
+    for fw, source in sources.items():
+        if source.available:
+            cells[fw] = source.cell(w, args, ref, size, seed, W.input_digest(inputs))
     cells["tracearray"] = LocalCell(lambda: compile_with_tracearray(w.fn), args, ref)
     return cells
 
@@ -360,6 +382,9 @@ def start_cells(w: W.Workload, cells: Dict[str, object], numpy_dtypes: List[str]
             rec["note"] = B.NUMEXPR_HYBRID[w.name]
         try:
             rec.update(cell.start())
+            if fw == "jax.jit" and rec["dtypes"] == ["int32"] and numpy_dtypes == ["int64"]:
+                # JAX without x64 (float32 work) has no int64: its indices are int32
+                rec["dtypes"], rec["note"] = numpy_dtypes, "int32 indices (JAX's, x64 off)"
             problems = []
             if not rec["rel_err"] <= w.tol:
                 problems.append(f"relative error {rec['rel_err']:.2e} > tol {w.tol:.0e}")
@@ -406,11 +431,12 @@ def interleaved_times(cells: Dict[str, object], order: List[str], repeat: int,
     return samples
 
 
-def bench_workload(w: W.Workload, args: argparse.Namespace, numba: NumbaSource) -> Dict[str, dict]:
+def bench_workload(w: W.Workload, args: argparse.Namespace,
+                   sources: Dict[str, BaselineSource]) -> Dict[str, dict]:
     inputs = W.make_inputs(w.name, args.size, args.seed)
     ref = W.reference(w, inputs)
     numpy_dtypes = sorted({str(o.dtype) for o in W.as_outputs(W.run(w, inputs))})
-    cells = make_cells(w, inputs, ref, args.size, args.seed, numba)
+    cells = make_cells(w, inputs, ref, args.size, args.seed, sources)
     records = start_cells(w, cells, numpy_dtypes)
     timeable = [fw for fw in cells if "error" not in records[fw]]
     samples = interleaved_times(cells, timeable, args.repeat, args.warmup, args.settle)
@@ -454,24 +480,42 @@ def fmt_ms(rec: Optional[dict]) -> str:
     return s if rec["ok"] else s + " FAIL"
 
 
+def best_peer(recs: Dict[str, dict]) -> Optional[str]:
+    """The fastest peer with a correct result on one workload, or None."""
+    timed = [(good_ms(recs.get(fw)), fw) for fw in PEERS if good_ms(recs.get(fw))]
+    return min(timed)[1] if timed else None
+
+
+def speedups_vs_best_peer(results: Dict[str, Dict[str, dict]]) -> Dict[str, tuple]:
+    """workload -> (best peer's time / tracearray's time, that peer), where both are correct."""
+    out = {}
+    for name, recs in results.items():
+        peer, ta = best_peer(recs), good_ms(recs.get("tracearray"))
+        if peer and ta:
+            out[name] = (good_ms(recs[peer]) / ta, peer)
+    return out
+
+
 def markdown_table(results: Dict[str, Dict[str, dict]], size: str) -> str:
-    vs_np = speedups(results, "tracearray", "numpy")
-    vs_nb = speedups(results, "tracearray", "numba")
+    vs = {fw: speedups(results, "tracearray", fw) for fw in ("numpy", "numba", "jax.jit")}
+    vs_best = speedups_vs_best_peer(results)
     lines = [f"ms per call (median), `{size}` size; speedup = other's time / tracearray's time",
              "",
-             "| workload | numpy | numexpr | numba | tracearray | tracearray cold (s) "
-             "| speedup vs numpy | speedup vs numba |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| workload | numpy | numexpr | numba | jax.jit | tracearray | tracearray cold (s) "
+             "| speedup vs numpy | vs numba | vs jax.jit | vs best peer |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, recs in results.items():
         ta = recs.get("tracearray") or {}
         cold = f"{ta['cold_s']:.2f}" if "cold_s" in ta else "—"
-        sp_np, sp_nb = fmt_x(vs_np.get(name, math.nan)), fmt_x(vs_nb.get(name, math.nan))
+        sp = " | ".join(fmt_x(vs[fw].get(name, math.nan)) for fw in vs)
+        best = f"{fmt_x(vs_best[name][0])} ({vs_best[name][1]})" if name in vs_best else "—"
         cols = " | ".join(fmt_ms(recs.get(fw)) for fw in FRAMEWORKS)
-        lines.append(f"| {name} | {cols} | {cold} | {sp_np} | {sp_nb} |")
+        lines.append(f"| {name} | {cols} | {cold} | {sp} | {best} |")
     gm = {fw: geomean(list(speedups(results, fw, "numpy").values())) for fw in FRAMEWORKS[1:]}
     gm_cells = " | ".join(fmt_x(gm[fw]) for fw in FRAMEWORKS[1:])
-    lines.append(f"| **geomean speedup vs numpy** | 1× | {gm_cells} | | {fmt_x(gm['tracearray'])} "
-                 f"| {fmt_x(geomean(list(vs_nb.values())))} |")
+    gm_vs = " | ".join(fmt_x(geomean(list(vs[fw].values()))) for fw in vs)
+    gm_best = fmt_x(geomean([r for r, _ in vs_best.values()]))
+    lines.append(f"| **geomean speedup vs numpy** | 1× | {gm_cells} | | {gm_vs} | {gm_best} |")
     return "\n".join(lines)
 
 
@@ -485,7 +529,8 @@ def verdicts(results: Dict[str, Dict[str, dict]], numba_available: bool) -> List
     vs_np = speedups(results, "tracearray", "numpy")
     vs_nb = speedups(results, "tracearray", "numba")
     broken = [n for n in names if n not in vs_np]   # tracearray wrong, raised, or not run
-    scope = "" if len(names) == len(W.WORKLOADS) else f" (on {len(names)} of {len(W.WORKLOADS)} workloads)"
+    total = len(W.cpu_names())
+    scope = "" if len(names) == total else f" (on {len(names)} of {total} workloads)"
     out = []
     not_run = [f"no correct tracearray result for {', '.join(broken)}"] if broken else []
 
@@ -514,6 +559,16 @@ def verdicts(results: Dict[str, Dict[str, dict]], numba_available: bool) -> List
             parts.append(f"no correct tracearray and numba pair for {', '.join(missing)}")
         out.append(dict(target=target, passed=not slow and not missing, detail="; ".join(parts),
                         value=min(vs_nb.values()) if vs_nb else None))
+
+    vs_best = speedups_vs_best_peer(results)
+    peers = [fw for fw in PEERS if any(fw in recs for recs in results.values())]
+    slow = [f"{n} {s:.2f}× ({peer})" for n, (s, peer) in vs_best.items() if s < 1.0]
+    parts = ["behind: " + ", ".join(slow) if slow else f"ahead on all {len(vs_best)}"] if vs_best else []
+    out.append(dict(target=f"no workload slower than any CPU peer measured "
+                           f"({', '.join(peers)}){scope}",
+                    passed=not broken and not slow and bool(vs_best),
+                    value=min((s for s, _ in vs_best.values()), default=None),
+                    detail="; ".join(parts + not_run)))
     return out
 
 
@@ -551,10 +606,11 @@ def warn_if_busy(info: dict) -> None:
               flush=True)
 
 
-def run_suite(args: argparse.Namespace, numba: NumbaSource) -> Dict[str, Dict[str, dict]]:
+def run_suite(args: argparse.Namespace,
+              sources: Dict[str, BaselineSource]) -> Dict[str, Dict[str, dict]]:
     results = {}
     for name in args.names:
-        recs = bench_workload(W.get(name), args, numba)
+        recs = bench_workload(W.get(name), args, sources)
         results[name] = recs
         print(progress_line(name, recs), flush=True)
         for fw, rec in recs.items():
@@ -569,19 +625,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     reexec_if_needed(args, argv)
 
-    numba = NumbaSource(args)
+    sources = baseline_sources(args)
+    numba, jax = sources["numba"], sources["jax.jit"]
     try:
-        info = machine_info(args, numba.desc)
+        info = machine_info(args, numba.desc, jax.desc)
         print(f"# {info['cpu_model']}, {info['usable_cores']} cores; threads {info['threads']}; "
               f"numpy {info['numpy']}, llvmlite {info['llvmlite']}, numexpr {info['numexpr']}, "
               f"numba: {numba.desc.get('mode')} {numba.desc.get('numba', numba.desc.get('reason', ''))}; "
+              f"jax: {jax.desc.get('mode')} {jax.desc.get('jax', jax.desc.get('reason', ''))}; "
               f"OpenBLAS core {info['openblas'].get('core')}", flush=True)
         warn_if_busy(info)
-        if numba.desc.get("interpreter") and not numba.available:
-            print(f"!!! numba baselines unavailable: {numba.desc['reason']}", flush=True)
-        results = run_suite(args, numba)
+        for fw, source in sources.items():
+            if source.desc.get("interpreter") and not source.available:
+                print(f"!!! {fw} baselines unavailable: {source.desc['reason']}", flush=True)
+        results = run_suite(args, sources)
     finally:
-        numba.close()
+        for source in sources.values():
+            source.close()
 
     info["load_average_at_end"] = load_average()
     table = markdown_table(results, args.size)

@@ -62,6 +62,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import workloads as W  # noqa: E402
 from benchmarks.cpu import git_revision  # noqa: E402
+from benchmarks.workloads import with_namespace  # noqa: E402
 
 FRAMEWORKS = ("tracearray", "torch.compile", "jax.jit", "cupy", "cupy.fuse")
 SAMPLED_ROWS = 2048            # rows of a matrix argument checked at large sizes
@@ -73,19 +74,6 @@ SMALL_COPY_BYTES = 64 << 20
 # ======================================================================================
 # The same NumPy source under each framework
 # ======================================================================================
-
-def with_namespace(fn: Callable, xp: Any) -> Callable:
-    """``fn`` with its module's ``np`` bound to ``xp`` (cupy, jax.numpy, ``torch_numpy``), and
-    every function of that module rebound the same way, so calls between them (black_scholes
-    calls normal_cdf) stay in ``xp``."""
-    scope = dict(fn.__globals__)
-    scope["np"] = xp
-    for name, value in fn.__globals__.items():
-        if isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
-            scope[name] = types.FunctionType(value.__code__, scope, value.__name__,
-                                             value.__defaults__, value.__closure__)
-    return scope[fn.__name__]
-
 
 def torch_numpy(torch: Any) -> types.ModuleType:
     """The NumPy functions the workloads call, on torch tensors (a module, which torch.compile

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import types
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
@@ -159,6 +160,16 @@ def pairwise_min(X, Y):
 def linear_relu(x, w, b):
     """A dense layer with ReLU: max(x @ w + b, 0)."""
     return np.maximum(x @ w + b, 0.0)
+
+
+def argmax_rows(x):
+    """The position of each row's maximum (NumPy's first occurrence)."""
+    return np.argmax(x, axis=1)
+
+
+def argmin_rows(x):
+    """The position of each row's minimum (NumPy's first occurrence)."""
+    return np.argmin(x, axis=1)
 
 
 # ======================================================================================
@@ -302,15 +313,39 @@ _SPECS = [
 WORKLOADS: Dict[str, Workload] = {w.name: w for w in _SPECS}
 
 
+def _arg_rows(name: str, fn: Callable) -> Workload:
+    """An index-carrying row reduction (issue 17's CPU rows, benchmarks/cpu.py only): int64
+    results, compared exactly (tol 0) with the float64 reference's, which are the same
+    positions (float32 -> float64 is exact)."""
+    return Workload(name, fn, "row arg-reduction", (Arg("x", _mat, -1.0, 1.0),),
+                    out_shapes=lambda d: (_per_row(d),),
+                    flops_fn=lambda d: d["M"] * d["N"],
+                    sizes={"check": ROW_CHECK, "cpu": {"M": 4096, "N": 1024},
+                           "gpu": {"M": 1 << 16, "N": 4096}},
+                    tol=0.0)
+
+
+# Workloads of the CPU benchmark beyond the 13 public ones (not in the GPU suite).
+CPU_EXTRAS: Dict[str, Workload] = {w.name: w for w in (_arg_rows("argmax_rows", argmax_rows),
+                                                       _arg_rows("argmin_rows", argmin_rows))}
+
+
 def names():
+    """The 13 public workloads."""
     return list(WORKLOADS)
+
+
+def cpu_names():
+    """The CPU benchmark's workloads: the 13 public ones, then ``CPU_EXTRAS``."""
+    return names() + list(CPU_EXTRAS)
 
 
 def get(name: str) -> Workload:
     try:
-        return WORKLOADS[name]
+        return WORKLOADS.get(name) or CPU_EXTRAS[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}") from None
+        known = ", ".join(cpu_names())
+        raise KeyError(f"unknown workload {name!r}; known: {known}") from None
 
 
 # ======================================================================================
@@ -390,6 +425,19 @@ def max_rel_err(result, ref: Tuple[np.ndarray, ...]) -> float:
     if len(outs) != len(ref):
         return math.inf
     return max(rel_err(o, r) for o, r in zip(outs, ref, strict=True))
+
+
+def with_namespace(fn: Callable, xp: Any) -> Callable:
+    """``fn`` with its module's ``np`` bound to ``xp`` (cupy, jax.numpy, ``torch_numpy``), and
+    every function of that module rebound the same way, so calls between them (black_scholes
+    calls normal_cdf) stay in ``xp``."""
+    scope = dict(fn.__globals__)
+    scope["np"] = xp
+    for name, value in fn.__globals__.items():
+        if isinstance(value, types.FunctionType) and value.__module__ == fn.__module__:
+            scope[name] = types.FunctionType(value.__code__, scope, value.__name__,
+                                             value.__defaults__, value.__closure__)
+    return scope[fn.__name__]
 
 
 def markdown_table(size: str = "cpu") -> str:

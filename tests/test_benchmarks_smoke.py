@@ -31,6 +31,7 @@ from benchmarks import workloads as W  # noqa: E402
 
 SIZE = "check"
 NAMES = W.names()
+CPU_NAMES = W.cpu_names()   # the 13 and the CPU benchmark's arg-reduction rows
 
 
 def _case(name: str):
@@ -125,11 +126,87 @@ def numba_check():
         pytest.skip(f"numba not importable and ${B.NUMBA_PYTHON_ENV} unset")
 
 
-@pytest.mark.parametrize("name", NAMES)
+def _numpy_dtypes(name):
+    w, inputs, ref, args = _case(name)
+    return _dtypes(w.fn(*args))
+
+
+def test_cpu_extras_are_the_arg_reduction_rows_checked_exactly():
+    assert CPU_NAMES == NAMES + ["argmax_rows", "argmin_rows"]
+    for name in ("argmax_rows", "argmin_rows"):
+        w, inputs, ref, args = _case(name)
+        assert w.tol == 0.0 and w.shapes("cpu") == {"x": (4096, 1024)}
+        out = w.fn(*args)
+        assert _dtypes(out) == ["int64"] and W.max_rel_err(out, ref) == 0.0
+        wrong = out.copy()
+        wrong[0] = (wrong[0] + 1) % args[0].shape[1]
+        assert W.max_rel_err(wrong, ref) > w.tol
+
+
+@pytest.mark.parametrize("name", CPU_NAMES)
 def test_numba_baseline_matches_reference(name, numba_check):
     err, dtypes = numba_check(name)
-    assert dtypes == ["float32"]
+    assert dtypes == _numpy_dtypes(name)
     assert err <= W.get(name).tol
+
+
+@pytest.fixture(scope="module")
+def jax_check():
+    """A function name -> (rel_err, dtypes) for jax.jit of the workload, in-process or in the
+    worker named by $TRACEARRAY_JAX_PYTHON."""
+    python = os.environ.get(B.JAX_PYTHON_ENV)
+    if python:
+        with B.RemoteJax(python) as remote:
+            assert remote.info["backend"] == "cpu"
+            def remote_check(name):
+                r = remote.load(name, SIZE, 0)
+                assert r["digest"] == W.input_digest(W.make_inputs(name, SIZE, 0))
+                return r["rel_err"], r["dtypes"]
+            yield remote_check
+    elif B.jax_available():
+        def local_check(name):
+            w, inputs, ref, args = _case(name)
+            out = B.jax_kernels()[name](*B.jax_device_arrays(args))
+            return W.max_rel_err(out, ref), _dtypes(out)
+        yield local_check
+    else:
+        pytest.skip(f"jax not importable and ${B.JAX_PYTHON_ENV} unset")
+
+
+@pytest.mark.parametrize("name", CPU_NAMES)
+def test_jax_baseline_matches_reference(name, jax_check):
+    err, dtypes = jax_check(name)
+    # JAX without x64 has no int64: its indices are int32 (benchmarks/cpu.py accepts them)
+    assert dtypes == [{"int64": "int32"}.get(d, d) for d in _numpy_dtypes(name)]
+    assert err <= W.get(name).tol
+
+
+def _record(name, fw, ms, ok=True):
+    return dict(workload=name, framework=fw, ok=ok, ms=ms)
+
+
+def test_cpu_verdict_names_each_workload_behind_its_best_peer():
+    """Issue 17's CPU target: a workload counts as behind when ANY correct peer is faster; a
+    wrong peer result is no competition; the table names the peer."""
+    from benchmarks import cpu as C
+    results = {
+        "ew_chain": {"numpy": _record("ew_chain", "numpy", 4.0),
+                     "jax.jit": _record("ew_chain", "jax.jit", 1.0),
+                     "tracearray": _record("ew_chain", "tracearray", 2.0)},
+        "moments": {"numpy": _record("moments", "numpy", 4.0),
+                    "numba": _record("moments", "numba", 0.5, ok=False),   # wrong: ignored
+                    "tracearray": _record("moments", "tracearray", 1.0)},
+    }
+    peer_verdict = C.verdicts(results, numba_available=True)[-1]
+    assert peer_verdict["passed"] is False
+    assert "jax.jit" in peer_verdict["target"] and "numexpr" not in peer_verdict["target"]
+    assert peer_verdict["detail"] == "behind: ew_chain 0.50× (jax.jit)"
+    assert C.speedups_vs_best_peer(results) == {"ew_chain": (0.5, "jax.jit"),
+                                                "moments": (4.0, "numpy")}
+    table = C.markdown_table(results, "check")
+    assert "| 0.50× (jax.jit) |" in table and "| 4.00× (numpy) |" in table
+    results["ew_chain"]["tracearray"]["ms"] = 0.9
+    assert C.verdicts(results, numba_available=True)[-1]["passed"] is True
 
 
 # --------------------------------------------------------------------------------------
@@ -140,7 +217,7 @@ def test_cpu_cli_runs_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--size", SIZE, "--only",
-         "ew_chain,moments", "--repeat", "2", "--warmup", "1", "--settle", "0.01", "--no-numba",
+         "ew_chain,moments", "--repeat", "2", "--warmup", "1", "--settle", "0.01", "--no-numba", "--no-jax",
          "--keep-openblas-env", "--json", str(out)],
         capture_output=True, text=True, timeout=120)
     assert "| workload |" in proc.stdout and "geomean" in proc.stdout, proc.stderr
@@ -149,7 +226,7 @@ def test_cpu_cli_runs_and_writes_json(tmp_path):
     numpy_recs = [r for r in doc["results"] if r["framework"] == "numpy"]
     assert [r["workload"] for r in numpy_recs] == ["ew_chain", "moments"]
     assert all(r["ok"] and r["ms"] > 0 for r in numpy_recs)
-    assert len(doc["verdicts"]) == 3
+    assert len(doc["verdicts"]) == 4
     # exit 1 exactly when some result failed (tracearray, until the compiler lands)
     assert proc.returncode == (1 if doc["failures"] else 0)
 
@@ -191,7 +268,7 @@ def test_accuracy_cli_runs_and_writes_json(tmp_path):
 # tracearray itself: expected to fail until tracearray.compile handles the workload
 # --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", CPU_NAMES)
 def test_tracearray_compile_matches_reference(name):
     import tracearray
 

@@ -69,6 +69,16 @@ def test_exp_loop_calls_libmvec(jit: CpuJit) -> None:
     assert "<8 x float>" in ir_text
 
 
+def test_float32_tanh_is_inline_vector_code(jit: CpuJit) -> None:
+    """float32 tanh is fastmath.tanh_f32 (no libm call, vectorised as it stands); float64
+    still calls the C library's tanh (issue 17: gelu_tanh)."""
+    module = exp_module("tanh")
+    assert "tanhf" not in module
+    assert "tanhf" not in jit.asm(module)
+    assert "<8 x float>" in jit.optimized_ir(module) or "<16 x float>" in jit.optimized_ir(module)
+    assert 'call double @"tanh"' in exp_module("tanh", np.dtype(np.float64))
+
+
 def test_vector_math_can_be_disabled() -> None:
     plain = CpuJit(vector_math=False)
     assert not plain.has_vector_math

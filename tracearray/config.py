@@ -93,6 +93,7 @@ SCRIPT_VARIABLES: dict[str, str] = {
     "TRACEARRAY_TEST_REPORT": "tests/test_gpu_cuda.py: file the GPU bandwidth report goes to",
     "TRACEARRAY_TEST_EMULATE_ALL": "tests/gpu: run every GPU test on the SIMT emulator",
     "TRACEARRAY_NUMBA_PYTHON": "benchmarks: interpreter with numba, for the comparison",
+    "TRACEARRAY_JAX_PYTHON": "benchmarks: interpreter with jax and jaxlib, for the comparison",
     "TRACEARRAY_BENCH_REMOVED_OPENBLAS_ENV": "benchmarks: internal marker of a re-executed run",
 }
 SCRIPT_PREFIXES = ("TRACEARRAY_TEST_", "TRACEARRAY_BENCH_")

@@ -33,6 +33,7 @@ from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KIndex, KLoad, KNested, KOp, KParam, KRed
 from ..fuse.plan import Store
 from ..ops import OPS, Reducer
+from ..ops.ir import declare
 from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
 from ..tile.layout import ParamLayout, entry_names, param_layout, partial_dtypes
@@ -41,8 +42,13 @@ from .scalar import MathLib
 from .summation import PairwiseSum, compensated_add
 
 I64 = ir.IntType(64)
+I32 = ir.IntType(32)
 # arg-reductions' blocks (``_arg_two_pass``): pass 2 rescans one block
 ARG_BLOCK = 2048
+# arg-reductions of rows of at least ARG_LANES_MIN positions (``_arg_lanes``): ARG_UNROLL
+# vectors of ARG_LANES lanes; ARG_STRATEGY "two-pass" turns it off (benchmarks compare both)
+ARG_LANES, ARG_UNROLL, ARG_LANES_MIN = 16, 4, 256
+ARG_STRATEGY = "lanes"
 I8P = ir.IntType(8).as_pointer()
 _INDEX = np.dtype(np.int64)
 
@@ -500,7 +506,7 @@ class KernelLowering:
         k, inner = self.kernel, self.geo.inner_dims
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
             if self._two_pass_arg(red):
-                self.red_values[j] = self._arg_two_pass(red, e)
+                self.red_values[j] = self._arg_row(red, e)
                 continue
             acc, idx = self._new_acc(red)
             if not (inner and is_float_sum(red)):
@@ -525,6 +531,25 @@ class KernelLowering:
         return (is_arg_reduction(red.op) and len(inner) == 1 and dt.kind in "fiu"
                 and dt != np.float16 and self.geo.loop_dim_of(red.attr("axes")[0]) == inner[0]
                 and self._contiguous_sweep())
+
+    def _arg_row(self, red, e: KExpr) -> ir.Value:
+        """An arg-reduction along a contiguous row: one pass of vector lanes for rows of at
+        least ``ARG_LANES_MIN`` and under 2^31 positions (``_arg_lanes``, positions in i32),
+        else two vectorised passes (``_arg_two_pass``: on a short row the lanes' final merge
+        costs more than it saves)."""
+        b = self.b
+        if ARG_STRATEGY == "two-pass":
+            return self._arg_two_pass(red, e)
+        at = self.alloca(I64)
+        n = self.extent(self.geo.inner_dims[0])
+        lanes_fit = b.and_(b.icmp_signed(">=", n, self.const(ARG_LANES_MIN)),
+                           b.icmp_signed("<", n, self.const(2 ** 31)))   # i32 positions
+        with b.if_else(lanes_fit) as (long_row, short_row):
+            with long_row:
+                b.store(self._arg_lanes(red, e), at)
+            with short_row:
+                b.store(self._arg_two_pass(red, e), at)
+        return b.load(at)
 
     def _arg_two_pass(self, red, e: KExpr) -> ir.Value:
         """argmax/argmin of a row in two passes that vectorise, where a select carrying an
@@ -568,6 +593,92 @@ class KernelLowering:
             b.store(self.smin(b.select(hit, i, stop), b.load(found)), found)
         f = b.load(found)
         return b.select(b.icmp_signed("<", f, n), f, self.const(0))
+
+    def _arg_lanes(self, red, e: KExpr) -> ir.Value:
+        """argmax/argmin of a row in one pass, as NumPy's SIMD argmax: ``ARG_UNROLL``
+        independent vectors of ``ARG_LANES`` lanes (independent, so the compare-select chains
+        overlap) each keep every lane's best value and its position, with one vector compare
+        and two selects per step; at the end of the row the vectors, then the lanes (a tree of
+        shuffles), are merged with NumPy's rule (ties to the lower position: ``_merge_lanes``),
+        and the last positions are taken one by one. A float row holding a NaN or an infinity
+        (flagged by one FMA per vector) is done again by ``_arg_two_pass``, which has NumPy's
+        NaN rule; the loop itself never takes a NaN."""
+        b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
+        arg = reducer(red.op)
+        lanes, unroll, ty = ARG_LANES, ARG_UNROLL, scalar.llvm_type(dt)
+        # positions as i32 (the caller keeps rows under 2^31): half the width of i64 lanes
+        vty, ity = ir.VectorType(ty, lanes), ir.VectorType(I32, lanes)
+        n = self.extent(dim)
+        step = lanes * unroll
+        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
+        best = [self.alloca(vty) for _ in range(unroll)]
+        best_at = [self.alloca(ity) for _ in range(unroll)]
+        # floats: the loop compares with > (<) alone, which never takes a NaN; x*0 + acc,
+        # one FMA per vector, turns acc NaN for a NaN or an infinity, and a row that has
+        # one is done again by the exact two-pass code (rare data)
+        special = [self.alloca(vty) for _ in range(unroll)] if dt.kind == "f" else []
+        if special:
+            suffix = f"v{lanes}f{8 * dt.itemsize}"
+            fma = declare(self.module, f"llvm.fma.{suffix}", vty, [vty] * 3)
+        for u in range(unroll):
+            b.store(_splat(b, arg.identity(dt), lanes), best[u])
+            b.store(ir.Constant(ity, [0] * lanes), best_at[u])
+            if special:
+                b.store(_splat(b, scalar.constant(0.0, dt), lanes), special[u])
+        offsets = ir.Constant(ity, list(range(lanes)))
+        op = ">" if arg.index == "max" else "<"
+
+        def lane_step(u: int, start: ir.Value) -> None:
+            x = ir.Constant(vty, None)
+            for k in range(lanes):         # consecutive loads: one vector load after SLP
+                self.loop_vars[dim] = b.add(start, self.const(k))
+                x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+            cur = b.load(best[u])
+            if dt.kind == "f":             # strictly better (never a NaN: see special)
+                take = b.fcmp_ordered(op, x, cur)
+                zero = _splat(b, scalar.constant(0.0, dt), lanes)
+                b.store(b.call(fma, [x, zero, b.load(special[u])]), special[u])
+            else:
+                take = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, x, cur)
+            b.store(b.select(take, x, cur), best[u])
+            at = b.add(_splat(b, b.trunc(start, I32), lanes), offsets)
+            b.store(b.select(take, at, b.load(best_at[u])), best_at[u])
+
+        with self.loop(self.const(0), whole, self.const(step)) as i0:
+            for u in range(unroll):
+                lane_step(u, b.add(i0, self.const(u * lanes)))
+        # then whole vectors into the first accumulator (its positions stay increasing)
+        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
+        with self.loop(whole, vectors, self.const(lanes)) as i0:
+            lane_step(0, i0)
+        v, at = b.load(best[0]), b.load(best_at[0])
+        for u in range(1, unroll):
+            v, at = _merge_lanes(b, op, dt, v, at, b.load(best[u]), b.load(best_at[u]))
+        half = lanes // 2
+        while half:                         # lane k against lane k + half
+            shift = ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                [(k + half) % lanes for k in range(lanes)])
+            v, at = _merge_lanes(b, op, dt, v, at, b.shuffle_vector(v, v, shift),
+                                 b.shuffle_vector(at, at, shift))
+            half //= 2
+        acc, idx = self.alloca(ty), self.alloca(I64)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+        b.store(b.extract_element(v, lane0), acc)
+        b.store(b.sext(b.extract_element(at, lane0), I64), idx)
+        with self.loop(vectors, n) as i:
+            self.loop_vars[dim] = i
+            self._accumulate(red, acc, idx, self.ev(e, {}), i)
+        if not special:
+            return b.load(idx)
+        acc_special = b.load(special[0])
+        for u in range(1, unroll):
+            acc_special = b.fadd(acc_special, b.load(special[u]))
+        flags = b.fcmp_unordered("uno", acc_special, acc_special)
+        any_special = b.icmp_unsigned("!=", b.bitcast(flags, ir.IntType(lanes)),
+                                      ir.Constant(ir.IntType(lanes), 0))
+        with b.if_then(any_special, likely=False):   # a NaN or an infinity in the row
+            b.store(self._arg_two_pass(red, e), idx)
+        return b.load(idx)
 
     def _contiguous_sweep(self) -> bool:
         """Whether every load of the kernel is contiguous or invariant along the innermost
@@ -850,6 +961,31 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+def _splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    """A vector of ``lanes`` copies of a scalar (insertelement + shufflevector)."""
+    vty = ir.VectorType(value.type, lanes)
+    one = b.insert_element(ir.Constant(vty, None), value, ir.Constant(ir.IntType(32), 0))
+    return b.shuffle_vector(one, ir.Constant(vty, None),
+                            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+
+def _merge_lanes(b: ir.IRBuilder, op: str, dt: np.dtype, a: ir.Value, ai: ir.Value,
+                 x: ir.Value, xi: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Lane by lane, two (best value, position) vectors of an arg-reduction into one, in any
+    order of the partials: the better value, ties to the lower position, a NaN over any
+    number, of two NaNs the lower position (``Reducer.merge_indexed``, on vectors)."""
+    earlier = b.icmp_signed("<", xi, ai)
+    if dt.kind == "f":
+        nan_wins = b.and_(b.fcmp_unordered("uno", x, x),
+                          b.or_(b.fcmp_ordered("ord", a, a), earlier))
+        take = b.or_(nan_wins, b.or_(b.fcmp_ordered(op, x, a),
+                                     b.and_(b.fcmp_ordered("==", x, a), earlier)))
+    else:
+        cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
+        take = b.or_(cmp(op, x, a), b.and_(b.icmp_unsigned("==", x, a), earlier))
+    return b.select(take, x, a), b.select(take, xi, ai)
 
 
 @contextmanager

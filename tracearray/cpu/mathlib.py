@@ -39,6 +39,7 @@ import numpy as np
 
 from .. import forksafe
 from ..ops import MATH
+from . import fastmath
 
 # NumPy name -> (float32 symbol, float64 symbol): the C99 libm functions of the op registry
 # (``OpSpec.math``).
@@ -50,9 +51,14 @@ _ISAS = (("b", "sse4.1", 4, 2), ("c", "avx", 8, 4), ("d", "avx2", 8, 4), ("e", "
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
+# (op, dtype) -> an inline sequence that replaces the libm call (fastmath.py says why each
+# is faster and as accurate as the op's accuracy family allows).
+_INLINE = {("tanh", _F32): fastmath.tanh_f32}
+
 
 class CpuMath:
-    """MathLib for the host CPU (see module docstring for the vector path)."""
+    """MathLib for the host CPU (see module docstring for the vector path); the functions of
+    ``_INLINE`` are emitted inline instead (``fastmath.py``)."""
 
     def call(self, b, name: str, args: list, dtype: np.dtype):   # (llvmlite.ir values)
         from llvmlite import ir
@@ -62,6 +68,9 @@ class CpuMath:
         nargs = 2 if name in _BINARY else 1
         if len(args) != nargs:
             raise TypeError(f"tracearray: {name} takes {nargs} arguments, got {len(args)}")
+        inline = _INLINE.get((name, dt))
+        if inline is not None:
+            return inline(b, *args)
         symbol = _LIBM[name][dt == _F64]
         ty = ir.FloatType() if dt == _F32 else ir.DoubleType()
         fnty = ir.FunctionType(ty, [ty] * nargs)
