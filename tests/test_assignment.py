@@ -523,3 +523,22 @@ def test_fortran_order_reshapes_and_ravels_are_views_where_numpys_are(view) -> N
         np.testing.assert_array_equal(got, want)
     with pytest.raises(tracearray.UnsupportedOperationError, match="'A' and 'K'"):
         tracearray.compile(lambda x: x.ravel(order="K"), device="cpu")(a)
+
+
+def test_a_stencil_updated_in_a_loop_is_stored_before_its_inline_form_explodes() -> None:
+    # each step reads the last at three positions, which a kernel cannot share: inline, six
+    # steps were 3^6 loads per element in one kernel (14 s to compile), 20 steps never ended
+    from tracearray.fuse.plan import MAX_INLINE_SIZE
+
+    def heat(u, steps):
+        u = u.copy()
+        for _ in range(steps):
+            u[1:-1] = u[1:-1] + 0.2 * (u[2:] - 2 * u[1:-1] + u[:-2])
+        return u
+
+    x = np.random.default_rng(0).random(50)
+    f = tracearray.compile(heat, device="cpu", static_argnums=(1,))
+    np.testing.assert_allclose(f(x, 20), heat(x, 20), rtol=1e-12)
+    kernels = f.explain(x, 6).kernels
+    assert len(kernels) > 1
+    assert MAX_INLINE_SIZE < 3 ** 6
