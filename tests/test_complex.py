@@ -361,3 +361,17 @@ def test_complex_masked_updates_in_a_loop_need_no_data_dependent_sizes(device, r
                         (want_g[0], want_g[1]["r"])):
             np.testing.assert_allclose(a, b, rtol=1e-12)
             assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+@pytest.mark.parametrize("dt", [np.complex128, np.complex64])
+def test_log_near_the_unit_circle_is_accurate_in_its_real_part(dt):
+    # |z| near 1: log|z| is small and |z|^2 - 1 cancels; computed as (u - 1)(u + 1) + v^2 it
+    # was up to 600 ulps of the real part off NumPy's (soak cpu-2026-12-01-p, program 347)
+    rng = np.random.default_rng(1)
+    z = (rng.uniform(0.5, 2, 5000) * np.exp(1j * rng.uniform(-np.pi, np.pi, 5000))).astype(dt)
+    z[:2] = [-0.6834756630445487 * (1 + 1j), 1 + 1e-9j]
+    for fn in (np.log, np.log10, np.log2):
+        got, want = tracearray.compile(fn, device="cpu")(z), fn(z)
+        ulps = np.abs(got.real - want.real) / np.spacing(np.abs(want.real))
+        assert ulps.max() <= 8, (fn.__name__, ulps.max())
+        np.testing.assert_array_max_ulp(got.imag, want.imag, maxulp=0 if fn is np.log else 2)

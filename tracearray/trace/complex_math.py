@@ -169,8 +169,29 @@ def log(a: Pair) -> Pair:
     # the larger part carries the 1: |z|^2 - 1 = (u - 1)(u + 1) + v^2
     u = _where(ax >= ay, np.abs(xs), np.abs(ys))
     v = _where(ax >= ay, ys, xs)
-    near = 0.5 * np.log1p((u - 1) * (u + 1) + v * v)
+    near = 0.5 * np.log1p(_x2y2m1(u, v))
     return _where(near_one, near, np.log(m)), np.arctan2(y, x)
+
+
+def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
+    """a + b as s + err exactly (Knuth's TwoSum; no reassociation: LLVM keeps IEEE order)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _x2y2m1(u: Any, v: Any) -> Any:
+    """u^2 + v^2 - 1 from exact products (an fma gives each rounding error) and exact sums,
+    as glibc's __x2y2m1 computes it: where |z| is near 1 the terms cancel, and the rounding
+    of (u - 1)(u + 1) + v^2 was several ulps of log|z| (soak cpu-2026-12-01-p, program 347:
+    log10 of -0.683(1 + i), 8 ulps off NumPy's)."""
+    a = u * u
+    a_lo = fma(u, u, -a)
+    b = v * v
+    b_lo = fma(v, v, -b)
+    s, s_lo = _two_sum(a, _const(a, -1.0))
+    t, t_lo = _two_sum(s, b)
+    return t + (t_lo + s_lo + a_lo + b_lo)
 
 
 def log2(a: Pair) -> Pair:
