@@ -4,7 +4,7 @@ float32 ``np.tanh`` is straight-line code instead of glibc's ``tanhf`` (issue 17
 It must stay in the registry's accuracy class of tanh: within the comparator's bound of the
 "transcendental" family (``TOLERANCES``, 4 ulp of NumPy's float32 result) everywhere, and
 within NumPy's own tolerance (the data set's column, 2 ulp) of NumPy's validation data
-(``tests/data``); signed zeros, infinities, NaN, subnormals and the saturation to +-1 exactly
+(the file NumPy installs with its own tests, ``numpy/_core/tests/data``); signed zeros, infinities, NaN, subnormals and the saturation to +-1 exactly
 as NumPy gives them. float16 goes through the float32 sequence and one rounding; float64 still
 calls glibc's ``tanh`` and is checked on the same data.
 """
@@ -20,7 +20,7 @@ import tracearray
 from tracearray.ops import OPS
 from tracearray.testing.compare import TOLERANCES
 
-DATA = Path(__file__).parent / "data" / "umath-validation-set-tanh.csv"
+DATA = Path(np.__file__).parent / "_core" / "tests" / "data" / "umath-validation-set-tanh.csv"
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 UINT = {F32: np.uint32, F64: np.uint64}
 
