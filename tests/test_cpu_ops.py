@@ -800,8 +800,18 @@ def test_scans(name: str, data: st.DataObject) -> None:
     if out_dt is not None and np.dtype(out_dt).kind in INT_KINDS and dt.kind == "f":
         x = np.where(float_to_int_ok(x, np.dtype(out_dt)), x, 1).astype(dt)   # DIVERGENCE cast
     got, want = run_both(f, fn, x)
-    if want is not None:
-        assert_matches(got, want, inputs=x)
+    if want is None:
+        return
+    if f.stats.device == "cuda" and name == "cumsum" and np.asarray(want).dtype.kind == "f":
+        # a long GPU scan runs in tiles (scan_tiled): float partial sums associate
+        # differently from NumPy's in-order loop, each within its in-order error bound
+        # (divergence float-sum-reassociation); integers stay exact
+        a = np.abs(x.astype(np.float64))
+        scale = np.cumsum(a, axis=axis) if axis is not None else np.cumsum(a)
+        n = x.size if axis is None else (x.shape[axis] if x.ndim else 1)
+        assert_matches(got, want, "reduction", scale=scale, n=max(n, 1), inputs=x)
+        return
+    assert_matches(got, want, inputs=x)
 
 
 @settings(max_examples=examples(25))

@@ -130,6 +130,8 @@ def test_page_gpu_code_runs(page: pathlib.Path) -> None:
     if not tracearray.gpu.is_available():
         pytest.skip("needs an NVIDIA GPU (tracearray.gpu.is_available() is False): the "
                     "page's '# needs an NVIDIA GPU' blocks")
+    if "import dask" in page.read_text():
+        pytest.importorskip("dask.array")   # (the test extra installs it; a GPU host may not)
     run_page(page, with_gpu_blocks=True)
 
 
