@@ -197,6 +197,15 @@ class Walker:
             return KParam(self.body.param(node), node.dtype)
         if node in self.stored and node not in self.inline_roots:
             return self._load(node, (), idx)
+        if node in self.planned and node not in self.inline_roots:
+            # Stored by a kernel that runs at or after this one: read it from memory (this
+            # node goes after that kernel), never recompute it here. Recomputing undoes the
+            # store: a reduction would become a nested loop (found by the fuzzer,
+            # tests/test_fuzz_regressions.py: impossible for argmax/argmin, O(n) per element
+            # for the others), and a long unrolled loop's chain, cut every MAX_INLINE_DEPTH
+            # ops so that each cut is stored, would be walked back to its start, past
+            # Python's recursion limit.
+            raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
         kind = OPS[node.op].kind
         if kind is Kind.MOVEMENT:
             chain = self._chain_to_buffer(node)
@@ -212,12 +221,6 @@ class Walker:
                          for a in node.args)
             return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
         if kind is Kind.REDUCE and node not in self.stored:
-            if node in self.planned:
-                # Found by the fuzzer (tests/test_fuzz_regressions.py): a reduction stored by
-                # a *later* kernel was recomputed here as a nested loop -- impossible for
-                # argmax/argmin (no nested lowering: TypeError) and O(n) per element for the
-                # others. It must be read from memory: this node goes after that kernel.
-                raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
             return self._nested(node, idx)
         if kind is Kind.GATHER:
             return self._gather(node, idx)
