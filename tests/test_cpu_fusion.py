@@ -628,3 +628,25 @@ def test_regression_scalar_constant_output() -> None:
     got = f(x, True)
     want = (np.max(True), x * True, np.float32(2))
     assert_tree_matches(got, want)
+
+
+def test_regression_stencil_time_loop_stores_steps_it_would_recompute() -> None:
+    """fuse: the steps of a stencil's time loop were all fused into one kernel, which
+    recomputed step t at every shift its readers reach: O(t^2) shifts in two dimensions, a
+    body that grows as the cube of the number of steps (npbench's fdtd_2d, ten steps, spent
+    minutes in LLVM). A value read at more than a few shifts is now stored."""
+    def relax(a, b, steps):
+        for _ in range(steps):
+            b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[:-2, 1:-1] + a[2:, 1:-1]
+                                   + a[1:-1, :-2] + a[1:-1, 2:])
+            a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[:-2, 1:-1] + b[2:, 1:-1]
+                                   + b[1:-1, :-2] + b[1:-1, 2:])
+        return a
+    from tracearray.fuse.plan import plan_graph
+    from tracearray.trace import trace_function
+    a = np.random.default_rng(3).random((12, 13))
+    graph = trace_function(relax, (a, a.copy(), 6), {}, frozenset({2}), frozenset()).graph
+    loads = max(len(k.body.accesses) for k in plan_graph(graph).kernels)
+    assert loads <= 60, f"a kernel loads {loads} shifted values"   # 52; it was 72,865
+    f = tracearray.compile(relax, static_argnums=2)
+    assert_matches(f(a.copy(), a.copy(), 6), relax(a.copy(), a.copy(), 6))
