@@ -102,6 +102,12 @@ def _and_of_tracers(x: Any) -> Any:
     return (x > 0) and (x < 5)  # <- and
 
 
+def _element_into_numpy_array(x: Any) -> Any:
+    out = np.ndarray(2)            # a NumPy array, not a traced one (np.empty would be)
+    out[0], out[1] = x.sum(), x.max()  # <- element
+    return out
+
+
 CONCRETIZATIONS = [
     (_if_on_tracer, "<- if", "bool()"),
     (_while_on_tracer, "<- while", "bool()"),
@@ -110,6 +116,9 @@ CONCRETIZATIONS = [
     (_array_of_sum, "<- array", "float()"),
     (_item_of_tracer, "<- item", ".item()"),
     (_and_of_tracers, "<- and", "bool()"),
+    # NumPy's C code stores the element with float() and replaced our error with its own
+    # ValueError ("setting an array element with a sequence")
+    (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),
 ]
 
 
