@@ -226,6 +226,39 @@ def _uses_global_offset(x: Any) -> Any:
     return x + GLOBAL_OFFSET
 
 
+def test_setting_shape_reshapes_in_place_as_numpy_does() -> None:
+    """``x.shape = s`` on a value the function made: a view of the same memory (a write
+    through it is seen by the original), complex values too; NumPy's AttributeError where
+    it would need a copy; refused on an argument, whose layout is the caller's."""
+    def reshape_in_place(x, z):
+        y = x * 2
+        view = y
+        y.shape = (x.size,)
+        y[0] = 7.0
+        c = z * 1j + x
+        c.shape = x.size
+        return view, c
+    x = np.arange(6.0).reshape(2, 3)
+    got = tracearray.compile(reshape_in_place, device="cpu")(x, x + 1)
+    want = reshape_in_place(x, x + 1)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+    def transposed(x):
+        t = (x + 1).T
+        t.shape = x.size
+        return t
+    with pytest.raises(AttributeError, match="Incompatible shape for in-place"):
+        tracearray.compile(transposed, device="cpu")(x)
+
+    def argument(x):
+        x.shape = x.size
+        return x
+    with pytest.raises(UnsupportedOperationError, match="shape of an argument"):
+        tracearray.compile(argument, device="cpu")(x.copy())
+
+
 def test_global_arrays_are_read_at_every_call() -> None:
     """A global array is an input of the graph, read when the compiled function runs: an
     in-place update between calls is seen, as NumPy would see it."""

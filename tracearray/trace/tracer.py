@@ -212,7 +212,22 @@ class Tracer:
         self._node, self._version = new, buf.version
 
     # --- properties -----------------------------------------------------------------
-    shape = property(lambda self: self.node.shape)
+    def _set_shape(self, shape: Any) -> None:
+        """``x.shape = s``: x itself becomes a reshape of its memory, where NumPy can make it
+        one without a copy (NumPy's AttributeError otherwise)."""
+        new = self.reshape(shape)
+        if new._buf is not self._buf:
+            raise AttributeError(with_location(
+                "Incompatible shape for in-place modification. Use `.reshape()` to make a "
+                "copy with the desired shape."))
+        if new._ambiguous and not self._ambiguous:
+            raise UnsupportedOperationError(with_location(
+                "setting the shape of an argument (x.shape = ...) is not supported by "
+                "tracearray: NumPy can do it in place or not depending on the caller's memory "
+                "layout, which is not known when tracing; use x = x.reshape(...)"))
+        self._path, self._node, self._version = new._path, new._node, new._version
+
+    shape = property(lambda self: self.node.shape, _set_shape)
     dtype = property(lambda self: self.node.dtype)
     ndim = property(lambda self: self.node.ndim)
     size = property(lambda self: self.node.size)
