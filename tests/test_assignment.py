@@ -368,6 +368,22 @@ def test_long_loops_compile_and_huge_ones_stop_clearly(monkeypatch) -> None:
         tracearray.compile(loop, device="cpu")(x)
 
 
+def test_elimination_loop_reading_earlier_steps_compiles() -> None:
+    """An element-by-element elimination whose every step reads results of earlier steps
+    through dot products (which need them stored): the planner once tried each update in
+    earlier kernels by recomputing the stored chain behind it, a walk back to the start of
+    the loop that passed Python's recursion limit at 10 x 10."""
+    def eliminate(a):
+        for i in range(1, a.shape[0]):
+            for j in range(i):
+                a[i, j] -= a[i, :j] @ a[j, :j]
+                a[i, j] /= a[j, j]
+        return a
+    a = RNG.random((10, 10)) + 10 * np.eye(10)
+    got = tracearray.compile(eliminate, device="cpu")(a.copy())
+    np.testing.assert_allclose(got, eliminate(a.copy()), rtol=1e-12)
+
+
 def _kernels(fn, *args) -> int:
     return len(tracearray.compile(fn, device="cpu").lower(*args).plan.kernels)
 

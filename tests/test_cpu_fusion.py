@@ -628,3 +628,48 @@ def test_regression_scalar_constant_output() -> None:
     got = f(x, True)
     want = (np.max(True), x * True, np.float32(2))
     assert_tree_matches(got, want)
+
+
+def test_regression_stencil_time_loop_stores_steps_it_would_recompute() -> None:
+    """fuse: the steps of a stencil's time loop were all fused into one kernel, which
+    recomputed step t at every shift its readers reach: O(t^2) shifts in two dimensions, a
+    body that grows as the cube of the number of steps (npbench's fdtd_2d, ten steps, spent
+    minutes in LLVM). A value read at more than a few shifts is now stored."""
+    def relax(a, b, steps):
+        for _ in range(steps):
+            b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[:-2, 1:-1] + a[2:, 1:-1]
+                                   + a[1:-1, :-2] + a[1:-1, 2:])
+            a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[:-2, 1:-1] + b[2:, 1:-1]
+                                   + b[1:-1, :-2] + b[1:-1, 2:])
+        return a
+    from tracearray.fuse.plan import plan_graph
+    from tracearray.trace import trace_function
+    a = np.random.default_rng(3).random((12, 13))
+    graph = trace_function(relax, (a, a.copy(), 6), {}, frozenset({2}), frozenset()).graph
+    loads = max(len(k.body.accesses) for k in plan_graph(graph).kernels)
+    assert loads <= 60, f"a kernel loads {loads} shifted values"   # 52; it was 72,865
+    f = tracearray.compile(relax, static_argnums=2)
+    assert_matches(f(a.copy(), a.copy(), 6), relax(a.copy(), a.copy(), 6))
+
+
+def test_regression_placing_a_value_tries_only_kernels_after_its_inputs(monkeypatch) -> None:
+    """fuse: each value was tried in every earlier kernel before one was found (or made),
+    even kernels running before those that store what it reads, where the walker must refuse
+    it: planning a loop of stored steps was quadratic in its length (npbench's cavity_flow,
+    10 steps, timed out in the planner)."""
+    from tracearray.fuse import plan as fuse_plan
+    from tracearray.trace import trace_function
+
+    def layers(a, m):
+        for _ in range(30):
+            a = np.tanh(a @ m)    # each product is stored (a library call): a chain of them
+        return a
+    a, m = np.ones((4, 5)), np.eye(5)
+    graph = trace_function(layers, (a, m), {}, frozenset(), frozenset()).graph
+    tries = []
+    real_try = fuse_plan._try
+    monkeypatch.setattr(fuse_plan, "_try", lambda *args, **kw: tries.append(1) or real_try(*args, **kw))
+    kernels = len(fuse_plan.plan_graph(graph).kernels)
+    assert len(tries) <= 2 * kernels, (len(tries), kernels)
+    monkeypatch.undo()
+    np.testing.assert_allclose(tracearray.compile(layers)(a, m), layers(a, m), rtol=1e-12)

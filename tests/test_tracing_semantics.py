@@ -102,6 +102,12 @@ def _and_of_tracers(x: Any) -> Any:
     return (x > 0) and (x < 5)  # <- and
 
 
+def _element_into_numpy_array(x: Any) -> Any:
+    out = np.ndarray(2)            # a NumPy array, not a traced one (np.empty would be)
+    out[0], out[1] = x.sum(), x.max()  # <- element
+    return out
+
+
 CONCRETIZATIONS = [
     (_if_on_tracer, "<- if", "bool()"),
     (_while_on_tracer, "<- while", "bool()"),
@@ -110,6 +116,9 @@ CONCRETIZATIONS = [
     (_array_of_sum, "<- array", "float()"),
     (_item_of_tracer, "<- item", ".item()"),
     (_and_of_tracers, "<- and", "bool()"),
+    # NumPy's C code stores the element with float() and replaced our error with its own
+    # ValueError ("setting an array element with a sequence")
+    (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),
 ]
 
 
@@ -215,6 +224,39 @@ GLOBAL_OFFSET = 2.0
 
 def _uses_global_offset(x: Any) -> Any:
     return x + GLOBAL_OFFSET
+
+
+def test_setting_shape_reshapes_in_place_as_numpy_does() -> None:
+    """``x.shape = s`` on a value the function made: a view of the same memory (a write
+    through it is seen by the original), complex values too; NumPy's AttributeError where
+    it would need a copy; refused on an argument, whose layout is the caller's."""
+    def reshape_in_place(x, z):
+        y = x * 2
+        view = y
+        y.shape = (x.size,)
+        y[0] = 7.0
+        c = z * 1j + x
+        c.shape = x.size
+        return view, c
+    x = np.arange(6.0).reshape(2, 3)
+    got = tracearray.compile(reshape_in_place, device="cpu")(x, x + 1)
+    want = reshape_in_place(x, x + 1)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+    def transposed(x):
+        t = (x + 1).T
+        t.shape = x.size
+        return t
+    with pytest.raises(AttributeError, match="Incompatible shape for in-place"):
+        tracearray.compile(transposed, device="cpu")(x)
+
+    def argument(x):
+        x.shape = x.size
+        return x
+    with pytest.raises(UnsupportedOperationError, match="shape of an argument"):
+        tracearray.compile(argument, device="cpu")(x.copy())
 
 
 def test_global_arrays_are_read_at_every_call() -> None:

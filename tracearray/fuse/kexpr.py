@@ -152,6 +152,11 @@ def is_scalar_source(node: Node) -> bool:
     return node.op in ("constant", "size") and node.ndim == 0
 
 
+# An inline value computed at more distinct indices of one kernel than this is stored
+# (``Walker._count_recomputation``): a 3 x 3 stencil of an expression still fuses.
+MAX_RECOMPUTED_AT = 9
+
+
 class Walker:
     """Builds the expressions of one kernel.
 
@@ -173,6 +178,8 @@ class Walker:
         self.reductions = reductions
         self.reductions_readable = reductions_readable
         self.memo: dict[tuple[Node, Index], KExpr] = {}
+        # the distinct indices at which each elementwise or gather node is computed
+        self.computed_at: dict[Node, set[Index]] = {}
 
     def expr(self, node: Node, idx: Index) -> KExpr:
         key = (node, idx)
@@ -197,7 +204,18 @@ class Walker:
             return KParam(self.body.param(node), node.dtype)
         if node in self.stored and node not in self.inline_roots:
             return self._load(node, (), idx)
+        if node in self.planned and node not in self.inline_roots:
+            # Stored by a kernel that runs at or after this one: read it from memory (this
+            # node goes after that kernel), never recompute it here. Recomputing undoes the
+            # store: a reduction would become a nested loop (found by the fuzzer,
+            # tests/test_fuzz_regressions.py: impossible for argmax/argmin, O(n) per element
+            # for the others), and a long unrolled loop's chain, cut every MAX_INLINE_DEPTH
+            # ops so that each cut is stored, would be walked back to its start, past
+            # Python's recursion limit.
+            raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
         kind = OPS[node.op].kind
+        if kind in (Kind.ELEMENTWISE, Kind.GATHER):
+            self._count_recomputation(node, idx)
         if kind is Kind.MOVEMENT:
             chain = self._chain_to_buffer(node)
             if chain is not None:
@@ -212,17 +230,25 @@ class Walker:
                          for a in node.args)
             return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
         if kind is Kind.REDUCE and node not in self.stored:
-            if node in self.planned:
-                # Found by the fuzzer (tests/test_fuzz_regressions.py): a reduction stored by
-                # a *later* kernel was recomputed here as a nested loop -- impossible for
-                # argmax/argmin (no nested lowering: TypeError) and O(n) per element for the
-                # others. It must be read from memory: this node goes after that kernel.
-                raise NotFusable(f"{node.op} is computed by a later kernel", store=node)
             return self._nested(node, idx)
         if kind is Kind.GATHER:
             return self._gather(node, idx)
         # reductions, scans, contractions, concatenations of other kernels are stored values
         raise NotFusable(f"{node.op} is computed by another kernel", store=node)
+
+    def _count_recomputation(self, node: Node, idx: Index) -> None:
+        """Store a value that this kernel would compute at more than MAX_RECOMPUTED_AT
+        distinct indices. Each shifted read of an inline value recomputes it there, and the
+        reads multiply along a chain: the time loop of a stencil (``b[1:-1] = a[:-2] + a[2:]``,
+        then ``a[1:-1] = b[:-2] + b[2:]``, ...) fused into one kernel reads step t at 2t + 1
+        shifts, and in two dimensions at O(t^2), a kernel body that grows as the cube of the
+        number of steps (fdtd_2d's ten steps took LLVM minutes). Inductor realizes a buffer
+        read more than a few times for the same reason."""
+        at = self.computed_at.setdefault(node, set())
+        at.add(idx)
+        if len(at) > MAX_RECOMPUTED_AT:
+            raise NotFusable(f"{node.op}{list(node.shape)} would be recomputed at "
+                             f"{len(at)} shifted indices", store=node)
 
     def _gather(self, node: Node, idx: Index) -> KExpr:
         """``x[i0, i1, ...]`` at ``idx``: the index arrays are read at the broadcast part of

@@ -221,18 +221,25 @@ def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozens
     produced_by: dict[Node, int] = {}
     notes: list[str] = []
     calls: dict[tuple, int] = {}   # an external call's key -> its kernel
+    # The first kernel that can compute each node inline: the last of the kernels storing
+    # what it reads. An earlier kernel would have to recompute a stored value, which the
+    # walker refuses, so placing a node never tries one (a long chain of stored steps made
+    # every placement try every kernel before it: planning quadratic in the chain's length).
+    first: dict[Node, int] = {}
     for node in graph.nodes():
+        first[node] = max((produced_by[a] if a in produced_by else first[a] for a in node.args),
+                          default=0)
         if node not in stores or OPS[node.op].kind is Kind.SOURCE:
             continue
         kind = OPS[node.op].kind
         if kind is Kind.REDUCE:
-            k = _place_reduction(node, kernels, produced_by, stores, notes)
+            k = _place_reduction(node, kernels, produced_by, stores, notes, first[node])
         elif node in cuts:   # the end of a long inline chain: a kernel of its own
             kernel = Kernel("map", node.shape, roots=[Store(node, space_index(node.shape), node)])
             _try(kernel, stores, produced_by, len(kernels))
             k = _new_kernel(kernels, kernel)
         elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
-            k = _place_root(node, kernels, produced_by, stores, notes)
+            k = _place_root(node, kernels, produced_by, stores, notes, first[node])
         elif kind is Kind.SCAN:
             k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
                                             reductions=[node]))
@@ -312,8 +319,8 @@ def _root_index(kernel: Kernel, node: Node) -> Index | None:
 
 
 def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
-                stores: set[Node], notes: list[str]) -> int:
-    for k in range(len(kernels) - 1, -1, -1):
+                stores: set[Node], notes: list[str], first: int = 0) -> int:
+    for k in range(len(kernels) - 1, first - 1, -1):
         kernel = kernels[k]
         if kernel.kind not in ("map", "reduce"):
             continue
@@ -336,9 +343,9 @@ def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
 
 
 def _place_reduction(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
-                     stores: set[Node], notes: list[str]) -> int:
+                     stores: set[Node], notes: list[str], first: int = 0) -> int:
     space, axes = node.args[0].shape, node.attr("axes")
-    for k in range(len(kernels) - 1, -1, -1):
+    for k in range(len(kernels) - 1, first - 1, -1):
         kernel = kernels[k]
         if kernel.kind != "reduce" or kernel.space != space or kernel.reduce_axes != axes:
             continue

@@ -290,6 +290,13 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 result = compact_all(result)   # x[mask] returned: the selected elements
         except context.SizeNeeded as e:
             probe = e
+        except (ValueError, TypeError) as e:
+            # NumPy's C code calls the tracer's conversions (float(), __array__) and replaces
+            # their error with its own ("setting an array element with a sequence"): the
+            # user's error is ours
+            if isinstance(e.__cause__, TracearrayError):
+                raise e.__cause__ from None
+            raise
         finally:
             if recorder is not None:
                 recorder.recording = False

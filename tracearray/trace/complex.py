@@ -167,7 +167,12 @@ class ComplexTracer:
         return cls(pair[..., 0], pair[..., 1])
 
     # --- properties -----------------------------------------------------------------
-    shape = property(lambda self: self.re.shape)
+    def _set_shape(self, shape: Any) -> None:
+        # both parts are views of the same layout: both can move, or neither
+        self.re.shape = shape
+        self.im.shape = shape
+
+    shape = property(lambda self: self.re.shape, _set_shape)
     ndim = property(lambda self: self.re.ndim)
     size = property(lambda self: self.re.size)
     dtype = property(lambda self: COMPLEX_OF_REAL[self.re.dtype])

@@ -32,6 +32,22 @@ from ..ops.rules import broadcast_shape
 _SUBSCRIPT_ASSIGNMENT = re.compile(r"\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
 
 
+_ASSIGNMENT_INTO_NUMPY = ("assigning a traced value into a NumPy array (`out[...] = value` "
+                          "where `out` is a NumPy array, e.g. one made by np.ndarray(shape), "
+                          "which is not traced: np.empty(shape) is)")
+
+
+def _user_code_line() -> str:
+    where = user_location() or ""
+    return where.splitlines()[1].strip() if "\n" in where else ""
+
+
+def _scalar_conversion(what: str) -> str:
+    """What needs a 0-d tracer's value: NumPy's C code converts the value it stores into one
+    element of a NumPy array with float() / int() / complex()."""
+    return _ASSIGNMENT_INTO_NUMPY if _SUBSCRIPT_ASSIGNMENT.search(_user_code_line()) else what
+
+
 def unwrap(x: Any) -> Any:
     """Tracers become nodes; lists/tuples are unwrapped element-wise; others pass through."""
     if isinstance(x, Tracer):
@@ -196,7 +212,22 @@ class Tracer:
         self._node, self._version = new, buf.version
 
     # --- properties -----------------------------------------------------------------
-    shape = property(lambda self: self.node.shape)
+    def _set_shape(self, shape: Any) -> None:
+        """``x.shape = s``: x itself becomes a reshape of its memory, where NumPy can make it
+        one without a copy (NumPy's AttributeError otherwise)."""
+        new = self.reshape(shape)
+        if new._buf is not self._buf:
+            raise AttributeError(with_location(
+                "Incompatible shape for in-place modification. Use `.reshape()` to make a "
+                "copy with the desired shape."))
+        if new._ambiguous and not self._ambiguous:
+            raise UnsupportedOperationError(with_location(
+                "setting the shape of an argument (x.shape = ...) is not supported by "
+                "tracearray: NumPy can do it in place or not depending on the caller's memory "
+                "layout, which is not known when tracing; use x = x.reshape(...)"))
+        self._path, self._node, self._version = new._path, new._node, new._version
+
+    shape = property(lambda self: self.node.shape, _set_shape)
     dtype = property(lambda self: self.node.dtype)
     ndim = property(lambda self: self.node.ndim)
     size = property(lambda self: self.node.size)
@@ -288,16 +319,16 @@ class Tracer:
         v = self._known()
         if v is not None:
             return int(v)
-        return self._concrete("int()")
+        return self._concrete(_scalar_conversion("int()"))
 
     def __float__(self) -> float:
         v = self._known()
         if v is not None:
             return float(v)
-        return self._concrete("float()")
+        return self._concrete(_scalar_conversion("float()"))
 
     def __complex__(self) -> complex:
-        return self._concrete("complex()")
+        return self._concrete(_scalar_conversion("complex()"))
 
     def __index__(self) -> int:
         v = self._known()
@@ -318,11 +349,9 @@ class Tracer:
             return np.array(v, dtype=dtype)
         # While tracing, np.asarray & co. pass tracers through, so this is NumPy's C code
         # asking for the data: most often an assignment into a NumPy array.
-        where = user_location() or ""
-        code = where.splitlines()[1].strip() if "\n" in where else ""
+        code = _user_code_line()
         if _SUBSCRIPT_ASSIGNMENT.search(code):
-            return self._concrete("assigning a traced value into a NumPy array "
-                                  "(`out[...] = value` where `out` is a NumPy array)")
+            return self._concrete(_ASSIGNMENT_INTO_NUMPY)
         if re.search(r"\w\s*\[", code):
             return self._concrete("converting to a NumPy array (indexing a NumPy array with a "
                                   "traced index? NumPy's own indexing needs the index's "
