@@ -919,12 +919,12 @@ def _two_ops(x: Any) -> Any:
 def test_a_failure_after_tracing_names_the_ops_and_lines(monkeypatch) -> None:
     """An unexpected failure in code generation is a CompileError (a TracearrayError, so
     fallback='numpy' catches it) naming the kernel's ops and the user's lines."""
-    from tracearray.cpu import runtime
+    from tracearray.codegen import kernel
     from tracearray.errors import CompileError
 
     def broken(*args, **kwargs):
         raise KeyError("simulated code generator bug")
-    monkeypatch.setattr(runtime, "lower_kernel", broken)
+    monkeypatch.setattr(kernel, "lower_kernel", broken)
     f = tracearray.compile(_two_ops, device="cpu")
     with pytest.raises(CompileError) as info:
         f(X)

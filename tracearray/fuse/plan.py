@@ -141,35 +141,21 @@ def choose_stores(graph: Graph) -> set[Node]:
 # chain, and the kernel walker's recursion would grow with it. Each such store starts a
 # kernel of its own (``group``), so that planning a long chain stays linear in its length.
 MAX_INLINE_DEPTH = 48
-# ... and at most this many ops once expanded. A kernel shares a value between its uses only
-# at one position: reads of one value at several positions (the shifted slices of a stencil)
-# each recompute it, so a stencil updated in place in a Python loop (``u[1:-1] += r * (u[2:]
-# - 2 * u[1:-1] + u[:-2])``) grows 3x per step inline: 20 steps were 3^20 loads per element
-# (six took 14 s to compile). The expanded size counts each distinct argument once (``x * x``
-# and a chain of squarings stay linear) and views as free.
-MAX_INLINE_SIZE = 256
-
-
 def _bound_inline_depth(graph: Graph, stores: set[Node]) -> set[Node]:
     """Store every elementwise or gather node whose inline expression would be deeper than
-    MAX_INLINE_DEPTH or larger than MAX_INLINE_SIZE once expanded (added to ``stores``);
-    returns those cuts."""
+    MAX_INLINE_DEPTH (added to ``stores``); returns those cuts."""
     cuts: set[Node] = set()
     depth: dict[Node, int] = {}
-    size: dict[Node, int] = {}
     for node in graph.nodes():
         if node in stores or not node.args:
-            depth[node] = size[node] = 0
+            depth[node] = 0
             continue
-        kind = OPS[node.op].kind
         d = 1 + max(depth[a] for a in node.args)
-        n = (kind is not Kind.MOVEMENT) + sum(size[a] for a in set(node.args))
-        if (d > MAX_INLINE_DEPTH or n > MAX_INLINE_SIZE) and \
-                kind in (Kind.ELEMENTWISE, Kind.GATHER):
+        if d > MAX_INLINE_DEPTH and OPS[node.op].kind in (Kind.ELEMENTWISE, Kind.GATHER):
             stores.add(node)
             cuts.add(node)
-            d = n = 0
-        depth[node], size[node] = d, min(n, MAX_INLINE_SIZE + 1)
+            d = 0
+        depth[node] = d
     return cuts
 
 
