@@ -451,13 +451,22 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
 
     # -------------------------------------------------------------- strategies
     def strided_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value,
-                     body: Callable[[ir.Value], None]) -> None:
+                     body: Callable[[ir.Value], None], unroll: int = UNROLL) -> None:
         """``for p in range(start, stop, step): body(p)`` with UNROLL iterations per trip
         while that many remain, then one at a time: the unrolled trip is straight-line code
         whose loads do not depend on each other, so a thread has UNROLL loads in flight
         instead of one (a grid-stride loop is otherwise latency-bound: a thread's next load
         waits for the last one). Iterations run in the same order, so results are the
-        same."""
+        same. ``unroll=1``: a plain loop; the H200 (2026-12-01, benchmarks/gpu.py, UNROLL 4
+        against 1) ran element-wise maps 1.2-1.9x slower unrolled (ew_chain 2.28 against
+        1.27 ms) and reductions 1.3-2x faster (softmax 1.71 against 2.26, moments 3.12
+        against 6.22: the first stage of a full reduction, unrolled): a map's thread has one
+        element per trip of a grid sized to cover the array, so its unrolled trip only adds
+        registers and branches."""
+        if unroll == 1:
+            with self.loop(start, stop, step) as p:
+                body(p)
+            return
         b = self.b
         counter = self.alloca(I64)
         b.store(start, counter)
@@ -467,12 +476,12 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         b.branch(head)
         b.position_at_end(head)
         i = b.load(counter)
-        last = b.add(i, b.mul(step, self.const(UNROLL - 1)))
+        last = b.add(i, b.mul(step, self.const(unroll - 1)))
         b.cbranch(b.icmp_signed("<", last, stop), trip, rest)
         b.position_at_end(trip)
-        for u in range(UNROLL):
+        for u in range(unroll):
             body(b.add(i, b.mul(step, self.const(u))) if u else i)
-        b.store(b.add(i, b.mul(step, self.const(UNROLL))), counter)
+        b.store(b.add(i, b.mul(step, self.const(unroll))), counter)
         b.branch(head)
         b.position_at_end(rest)
         with self.loop(b.load(counter), stop, step) as p:
@@ -486,7 +495,7 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         def element(p: ir.Value) -> None:
             self.set_dims(p, dims)
             self._store_roots(stores, {})
-        self.strided_loop(gid, self.product(dims), gstride, element)
+        self.strided_loop(gid, self.product(dims), gstride, element, unroll=1)
 
     def row_cached_accesses(self) -> list[int]:
         """The loads block_row keeps in shared memory: read by the first phase and again by
@@ -768,7 +777,7 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
             pos = p if self.wide else self.b.trunc(p, pos_ty)
             with (self.b.if_then(ok) if ok is not None else nullcontext()):
                 body(pos, memo, loaded, self.scatter_address(self.scratch_ptr(0), loaded))
-        self.strided_loop(gid, self.product(dims), gstride, element)
+        self.strided_loop(gid, self.product(dims), gstride, element, unroll=1)
 
     def _scatter_init(self) -> None:
         self._each_element(lambda p, memo, loaded, winner:
