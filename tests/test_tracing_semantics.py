@@ -999,21 +999,6 @@ def test_np_vectorize_is_refused_with_the_whole_array_way_to_write_it() -> None:
         g(np.arange(3.0))
 
 
-def test_lists_of_traced_values_given_to_numpy_functions() -> None:
-    # NumPy's dispatchers do not look into a list: np.sum([a.sum(), b.max()]) reached
-    # NumPy's own conversion of the tracers (ConcretizationError)
-    x = np.arange(5.0)
-    for f in (lambda a: np.sum([a.sum(), a.max()]), lambda a: np.mean([a[0], a[1], 3.0]),
-              lambda a: np.linalg.norm([a[0] - a[1], a[2]]),
-              lambda a: np.max([a.min(), a.mean()]), lambda a: np.cumsum((a[0], a[1])),
-              lambda a: np.std([a, a * 2], axis=0), lambda a: np.dot([a[0], a[1]], [a[2], 1]),
-              lambda a: np.concatenate([a, a[:2]])):    # (a sequence function, as before)
-        np.testing.assert_allclose(tracearray.compile(f, device="cpu")(x), f(x))
-    s0 = np.sum
-    tracearray.compile(lambda a: np.sum([a[0], a[1]]), device="cpu")(x)
-    assert np.sum is s0          # NumPy's functions are NumPy's again after the trace
-
-
 def test_builtin_round_of_traced_values() -> None:
     x = np.array([0.125, 1.5, 2.5, -3.14159])
     f = tracearray.compile(lambda a: (round(a.sum(), 2), round(a[1], 0)), device="cpu")

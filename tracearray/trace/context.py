@@ -328,64 +328,6 @@ _CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": Fals
                 "asfortranarray": False, "array": True}
 
 
-# NumPy functions that take a *sequence* of arrays: their dispatchers look into the list,
-# so a list of tracers reaches tracearray already (and stacking it would change the call).
-_SEQUENCE_FUNCTIONS = frozenset({
-    "concatenate", "stack", "vstack", "hstack", "dstack", "column_stack", "row_stack",
-    "block", "select", "piecewise", "choose", "einsum", "einsum_path", "broadcast_arrays",
-    "meshgrid", "ix_", "lexsort", "savez", "savez_compressed", "multi_dot", "unstack",
-    "concat", "atleast_1d", "atleast_2d", "atleast_3d", "result_type", "broadcast_shapes",
-    "can_cast", "min_scalar_type", "promote_types", "shape", "ndim", "size",
-    "histogramdd", "ravel_multi_index", "apply_along_axis", "apply_over_axes"})
-
-
-def _list_of_tracers(a: Any) -> bool:
-    return isinstance(a, (list, tuple)) and _holds_tracer(a)
-
-
-def _converting_lists(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``np.sum([a.sum(), b.sum()])``: NumPy's dispatcher does not look into a list, so its
-    own code meets the tracers: its conversion needs their values, or its Python code asks
-    a traced array for what it lacks. When such a call fails, it is made again with each
-    list that holds tracers as the traced array np.array makes of it (what NumPy's
-    conversion does with values), which dispatches to tracearray. A call that works as it
-    is (a dispatcher that looks into the list, or code that handles a list itself) is left
-    alone: some functions read a list differently from an array (histogramdd's sample)."""
-    from ..errors import ConcretizationError, TraceDTypeError
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        values = (*args, *kwargs.values())
-        if current() is None or not any(_list_of_tracers(a) for a in values):
-            return original(*args, **kwargs)
-        try:
-            return original(*args, **kwargs)
-        except (ConcretizationError, UnsupportedOperationError, TraceDTypeError) as first:
-            try:
-                return original(*(_traced(a) if _list_of_tracers(a) else a for a in args),
-                                **{k: _traced(v) if _list_of_tracers(v) else v
-                                   for k, v in kwargs.items()})
-            except Exception:   # noqa: BLE001 - the first error is the one to report
-                raise first from None
-    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
-        setattr(call, attr, getattr(original, attr, None))
-    call.__wrapped__ = original   # type: ignore[attr-defined]
-    return call
-
-
-def _list_taking_functions() -> list[tuple[str, Callable[..., Any]]]:
-    """np's and np.linalg's array functions (not ufuncs, whose objects carry methods),
-    except those taking sequences of arrays and those replaced for other reasons."""
-    out = []
-    for mod in (np, np.linalg):
-        for name in dir(mod):
-            fn = getattr(mod, name, None)
-            if type(fn).__name__ == "_ArrayFunctionDispatcher" and \
-                    name not in _SEQUENCE_FUNCTIONS and name not in _CONVERSIONS and \
-                    name not in _CREATIONS and name != "asarray_chkfinite":
-                out.append((name, fn))
-    return out
-
-
 _REPLACEMENTS: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
@@ -401,8 +343,6 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
         for name in _CREATIONS:
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
-        for _name, fn in _list_taking_functions():
-            _REPLACEMENTS.setdefault(id(fn), (fn, _converting_lists(fn)))
     return _REPLACEMENTS
 
 
@@ -497,17 +437,13 @@ if hasattr(os, "register_at_fork"):
 
 def _numpy_sites() -> list[tuple[dict, dict[str, Callable[..., Any]]]]:
     """Every NumPy module dict with the replacements of the names it binds to a conversion
-    or creation function (in every module), a random function (np.random) or an array
-    function that may be given lists of tracers (np and np.linalg: user code reaches
-    those); cached until more modules are imported. Grouped per namespace so that
-    installing is one ``dict.update`` each."""
+    or creation function, or a random function (np.random); cached until more modules are
+    imported. Grouped per namespace so that installing is one ``dict.update`` each."""
     global _site_cache
     n = len(sys.modules)
     if _site_cache is not None and _site_cache[0] == n:
         return _site_cache[1]
     repl = _replacements()
-    lists = {id(fn) for _n, fn in _list_taking_functions()}
-    public = (np.__dict__, np.linalg.__dict__)
     sites = []
     for mod_name, mod in list(sys.modules.items()):
         if mod is None or not (mod_name == "numpy" or mod_name.startswith("numpy.")):
@@ -518,8 +454,7 @@ def _numpy_sites() -> list[tuple[dict, dict[str, Callable[..., Any]]]]:
         news = {}
         for name, value in list(ns.items()):
             hit = repl.get(id(value))
-            if hit is not None and hit[0] is value and (
-                    id(value) not in lists or any(ns is p for p in public)):
+            if hit is not None and hit[0] is value:
                 news[name] = hit[1]
         if ns is np.random.__dict__:
             news.update({name: r for name, (_fn, r) in _random_replacements().items()})
@@ -591,6 +526,9 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None
     docstring)."""
     global _active
     state = state if state is not None else TraceState()
+    # Modules that key tables by NumPy's functions are imported before the functions are
+    # replaced (imported during a trace, they would key them by the replacements)
+    from . import complex_selection, selection  # noqa: F401
     with _lock:
         if _active == 0:
             for ns, news in _numpy_sites():
