@@ -264,8 +264,10 @@ def cond(x: Any, p: Any = None) -> Tracer:
         (invx,) = _call("linalg.inv_or_nan", m.astype(np.float64))
         r = (np.linalg.norm(t, p, axis=(-2, -1)) *
              np.linalg.norm(invx, p, axis=(-2, -1))).astype(result)
-    nan_x = np.isnan(t).any(axis=(-2, -1)) if t.dtype.kind in "fc" else False
-    return np.where(np.isnan(r) & ~nan_x, np.asarray(np.inf, r.dtype), r)
+    to_inf = np.isnan(r)
+    if t.dtype.kind in "fc":     # (an integer matrix has no NaN)
+        to_inf = to_inf & ~np.isnan(t).any(axis=(-2, -1))
+    return np.where(to_inf, np.asarray(np.inf, r.dtype), r)
 
 
 @composite(np.linalg.tensorsolve, calls=[f'np.linalg.tensorsolve(({_SQ}).reshape('
