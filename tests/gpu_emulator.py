@@ -211,7 +211,9 @@ class EmulatedDevice:
             ee = llvm.create_mcjit_compiler(m, tm)
             ee.finalize_object()
             _llvm_state["engines"].append(ee)
-            barriers = "emu_barrier" in text
+            # kernels that synchronise threads (barriers, or warp shuffles: warp_row's
+            # rows have shuffles and no barrier) run as blocks of OS threads
+            barriers = "emu_barrier" in text or "emu_shfl" in text
             matmul = "_As" in text
             stage1 = any(n.endswith("_combine") for n in names)
             mod = {n: EmuFunction(n, ee.get_function_address(n), nargs[n], barriers, matmul,

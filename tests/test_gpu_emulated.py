@@ -306,3 +306,11 @@ def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, n: int) -> Non
     check(lambda a: np.argmax(a, -1), x, family="exact")
     fits = n * (4 + 4 + 1) <= ROW_CACHE_MAX_BYTES
     assert [s for s in emulated.smem_sizes if s] if fits else not any(emulated.smem_sizes)
+
+
+def test_as_array_of_host_data_names_to_device() -> None:
+    """``as_array`` views device memory; NumPy data gets a message naming ``to_device``
+    (not NumPy's "only supports stream=None" from its DLPack export)."""
+    for host in (np.ones(3, np.float32), [1.0, 2.0], 3.0):
+        with pytest.raises(TypeError, match="to_device"):
+            as_array(host)

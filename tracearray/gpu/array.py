@@ -223,6 +223,10 @@ def as_array(x: Any) -> Array:
     """An Array viewing a CuPy / PyTorch / JAX / Numba device array (no copy)."""
     if isinstance(x, Array):
         return x
+    if isinstance(x, np.ndarray) or np.isscalar(x) or isinstance(x, (list, tuple)):
+        raise TypeError(f"tracearray.gpu.as_array views device memory without copying; a "
+                        f"{type(x).__name__} lives in host memory: copy it to the GPU with "
+                        f"tracearray.gpu.to_device(x)")
     cai = None
     try:
         cai = x.__cuda_array_interface__

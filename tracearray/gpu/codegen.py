@@ -14,6 +14,11 @@ size is correct:
   stride along the row; each phase's partial results are combined by warp shuffles, then
   across warps through shared memory, in a fixed tree: every thread of the block gets the
   same value, which later phases and the full-space outputs read;
+- ``warp_row`` (rows of THREAD_ROW_MAX < n <= WARP_ROW_MAX elements): the same phases with a
+  warp per row, combined by shuffles alone (no barrier), a row cache per warp;
+- maps, row sweeps and the first stage of full reductions move the accesses that are
+  contiguous along the innermost dimension as 16-byte vectors when the launch's alignment
+  allows (``gpu/vector.py``; the scalar loop otherwise);
 - ``thread_row`` (geometry col, and row with short rows): a thread per output element, which
   runs the CPU's phases over its row serially (column reductions: adjacent threads read
   adjacent columns, so loads coalesce);
@@ -63,6 +68,7 @@ from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
 from .sorted_scatter import SCRATCH as SORT_SCRATCH
 from .sorted_scatter import SortedScatterMixin
+from .vector import VectorPlan, VectorSweepMixin
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -70,13 +76,32 @@ WARP = 32
 MAX_WARPS = 32
 MAX_BLOCK = 256      # threads per block of block reductions (the runtime launches no more)
 THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
+# rows of at most this many elements: a warp per row (warp_row), longer ones a block per row
+# (block_row). A short row's block spends its time in barriers (l2_normalize's 128-element
+# rows ran at 23 % of the copy bandwidth as block_row on the H200, 2026-12-01).
+WARP_ROW_MAX = 1024
+WARP_ROW_WARPS = 8    # warps (rows at a time) per block of warp_row
+ROW_STRATEGIES = ("block_row", "warp_row")
+# blocks per multiprocessor the row strategies ask ptxas to fit (registers budgeted to
+# it); 0: ptxas's own budget
+ROW_MIN_BLOCKS = 0
 # block_row keeps a row's re-read inputs in dynamic shared memory when they take at most
 # this many bytes, and the kernel's static shared arrays (block reductions) and they stay
 # within the 48 KB a launch may use without opting in (``row_cache_limit``)
 ROW_CACHE_MAX_BYTES = 40 << 10
 SMEM_LAUNCH_LIMIT = 48 << 10
-# grid-stride loops run this many iterations per trip (``strided_loop``)
+# grid-stride loops run this many iterations per trip (``strided_loop``), and loops of
+# vector trips this many trips (each of up to 16 bytes per access)
 UNROLL = 4
+# block_row's and full reductions' sweeps: scalar and vector trips. Registers are allocated
+# for the largest of a kernel's paths, so the unrolled copies decide occupancy: unrolled 4
+# times, softmax's and layernorm's rows took 95 and 120 registers (25 % occupancy on the
+# H200, ncu 2026-12-02), twice 48 and 70
+REDUCE_UNROLL = 2
+VECTOR_UNROLL = 2
+# warp_row's sweeps: a lane has at most WARP_ROW_MAX / 32 positions, so no unrolling (the
+# unrolled copy costs registers: occupancy)
+WARP_ROW_UNROLL = 1
 # scan_tiled's shortest tile (``scan_tile_length``)
 SCAN_TILE_MIN = 128
 
@@ -89,9 +114,12 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None 
         return "map"
     if s == "col":
         return "thread_row"
+    if s == "row" and inner_size is not None and inner_size <= THREAD_ROW_MAX:
+        return "thread_row"
+    if s == "row" and inner_size is not None and inner_size <= WARP_ROW_MAX:
+        return "warp_row"
     if s == "row":
-        return "thread_row" if inner_size is not None and inner_size <= THREAD_ROW_MAX \
-            else "block_row"
+        return "block_row"
     if s == "scatter" and atomic_combine(geo.kernel.scatter) is not None:
         return "scatter_atomic"
     if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
@@ -385,10 +413,22 @@ class GpuLoweringMixin:
         params = b.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
         b.call(body, list(fn.args[:np_]) + [params] + list(fn.args[np_ + n_params:]))
         b.ret_void()
+        occupancy = self.launch_bounds()
+        if occupancy is not None:   # .maxntid / .minnctapersm: ptxas budgets registers
+            threads, blocks = occupancy
+            for key, v in (("maxntidx", threads), ("minctasm", blocks)):
+                self.module.add_named_metadata("nvvm.annotations",
+                                               [fn, ir.MetaDataString(self.module, key),
+                                                ir.Constant(I32, v)])
         return fn
 
+    def launch_bounds(self) -> tuple[int, int] | None:
+        """(threads per block at most, blocks per multiprocessor wanted) for the kernel's
+        entries, or None: no bound (ptxas's default register budget)."""
+        return None
 
-class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
+
+class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, KernelLowering):
     """A fused kernel (map / reduce / scan) for NVPTX."""
 
     def __init__(self, geometry: Geometry, name: str, strategy: str | None = None,
@@ -402,6 +442,13 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         self._row_pos: ir.Value | None = None
         self._nesting = 0
         self._extra_args: list[ir.Value] = []
+        self._vector_init()
+
+    def launch_bounds(self) -> tuple[int, int] | None:
+        if self.strategy in ROW_STRATEGIES and ROW_MIN_BLOCKS:
+            return MAX_BLOCK if self.strategy == "block_row" else WARP * WARP_ROW_WARPS, \
+                ROW_MIN_BLOCKS
+        return None
 
     def buffer_dtypes(self) -> list[np.dtype]:
         dts = super().buffer_dtypes()
@@ -432,11 +479,12 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
                 self._end_function()
                 self.emit_kernel(entry, body, ptr_types, self.layout.size, n_extra)
             return str(self.module)
-        n_extra = 1 if self.strategy == "block_row" else 0    # block_row: the cache flag
+        n_extra = 1 if self.strategy in ROW_STRATEGIES else 0    # the row cache's flag
         body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
         self._begin_function(body, len(dts))
         self._extra_args = list(body.args[len(dts) + 1:])
-        {"map": self._map, "block_row": self._block_row, "thread_row": self._thread_row,
+        {"map": self._map, "block_row": self._block_row, "warp_row": self._warp_row,
+         "thread_row": self._thread_row,
          "full": self._full_stage1, "scan": self._scan,
          "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
         self._end_function()
@@ -451,7 +499,7 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
 
     # -------------------------------------------------------------- strategies
     def strided_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value,
-                     body: Callable[[ir.Value], None], unroll: int = UNROLL) -> None:
+                     body: Callable[[ir.Value], None], unroll: int | None = None) -> None:
         """``for p in range(start, stop, step): body(p)`` with UNROLL iterations per trip
         while that many remain, then one at a time: the unrolled trip is straight-line code
         whose loads do not depend on each other, so a thread has UNROLL loads in flight
@@ -463,6 +511,8 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         against 6.22: the first stage of a full reduction, unrolled): a map's thread has one
         element per trip of a grid sized to cover the array, so its unrolled trip only adds
         registers and branches."""
+        if unroll is None:
+            unroll = UNROLL
         if unroll == 1:
             with self.loop(start, stop, step) as p:
                 body(p)
@@ -491,11 +541,45 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         dims = tuple(range(self.geo.rank))
         gid, gstride = self.global_ids()
         stores = list(enumerate(self.kernel.stores))
+        exprs = [e for st, e in ((st, self._root_exprs().get(st.node)) for st in
+                                 self.kernel.stores) if e is not None]
+        plan = self.vector_plan(exprs, [i for i, _st in stores], flat=len(dims) == 1)
+        self.flat_sweep(plan, gid, self.product(dims), gstride, dims, exprs,
+                        lambda: self._store_roots(stores, {}), unroll=1)
+
+    def flat_sweep(self, plan: VectorPlan | None, start: ir.Value, n: ir.Value,
+                   step: ir.Value, dims: tuple[int, ...], exprs: list[KExpr],
+                   body: Callable[[], None], unroll: int | None = None) -> None:
+        """``body()`` at every position p in range(start, n, step) of the flattened ``dims``
+        (their loop variables set); with a vector plan whose test passes, chunks of
+        ``lanes`` positions in vector trips (chunk c at position c * lanes, for c in
+        range(start, n // lanes, step)), then a scalar tail from n // lanes * lanes when
+        the sweep is flat (n need not be a multiple of the lanes)."""
+        if unroll is None:
+            unroll = UNROLL
 
         def element(p: ir.Value) -> None:
             self.set_dims(p, dims)
-            self._store_roots(stores, {})
-        self.strided_loop(gid, self.product(dims), gstride, element, unroll=1)
+            body()
+        if plan is None:
+            self.strided_loop(start, n, step, element, unroll=unroll)
+            return
+        b = self.b
+        lanes = self.const(plan.lanes)
+        with b.if_else(self.vector_ok(plan)) as (vector, scalar_path):
+            with vector:
+                chunks = b.udiv(n, lanes)
+
+                def chunk(c: ir.Value) -> None:
+                    self.set_dims(b.mul(c, lanes), dims)
+                    self.vector_trip(plan, exprs, body)
+                self.strided_loop(start, chunks, step, chunk,
+                                  unroll=min(unroll, VECTOR_UNROLL))
+                if plan.flat:
+                    self.strided_loop(b.add(b.mul(chunks, lanes), start), n, step, element,
+                                      unroll=1)
+            with scalar_path:
+                self.strided_loop(start, n, step, element, unroll=unroll)
 
     def row_cached_accesses(self) -> list[int]:
         """The loads block_row keeps in shared memory: read by the first phase and again by
@@ -503,7 +587,7 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         (softmax's x, read by the max, the sum and the output: read from memory once).
         Larger items first, so every access's part of the cache is aligned."""
         k = self.kernel
-        if self.strategy != "block_row" or not k.reductions:
+        if self.strategy not in ROW_STRATEGIES or not k.reductions:
             return []
         full, _rows = self._split_stores()
         exprs = self._root_exprs()
@@ -544,6 +628,11 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         """Loads of the row cache's accesses: stored to it in the first phase, read from it
         in later ones (``_row_cache_mode``), at the row position the thread visits (each
         thread reads back only what it wrote: no barrier)."""
+        if self._lane_vectors is not None and isinstance(e, KLoad) and not self._nesting \
+                and e.access in self._lane_vectors:
+            v = self.lane_value(e)      # a vector trip's lane (gpu/vector.py)
+            memo[id(e)] = v
+            return v
         mode = self._row_cache_mode
         if mode is None or not isinstance(e, KLoad) or e.access not in self._row_cache \
                 or self._nesting:
@@ -557,6 +646,12 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         scalar.store_value(self.b, v, slot, e.dtype)
         return v
 
+    def store(self, k: int, st, value: ir.Value) -> None:
+        if self._lane_stores is not None and k in self._lane_stores:
+            self._lane_stores[k].append(value)   # written by the vector trip's last lane
+            return
+        super().store(k, st, value)
+
     def _nested(self, e: KNested, memo: dict) -> ir.Value:
         self._nesting += 1
         try:
@@ -564,13 +659,18 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         finally:
             self._nesting -= 1
 
-    def _row_cache_ptrs(self, ninner: ir.Value) -> dict[int, ir.Value]:
-        """Each cached access's part of the dynamic shared memory (``ninner`` elements)."""
+    def _row_cache_ptrs(self, ninner: ir.Value, part: ir.Value | None = None
+                        ) -> dict[int, ir.Value]:
+        """Each cached access's part of the dynamic shared memory (``ninner`` elements);
+        ``part``: which row's cache, of several held by one block (warp_row: a row per
+        warp)."""
         gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0),
                                f"{self.name}_rowcache", addrspace=3)
         gv.linkage = "external"
         gv.align = 16
         ptrs, offset = {}, self.const(0)
+        if part is not None:
+            offset = self.b.mul(part, self.b.mul(ninner, self.const(self.row_cache_itemsize())))
         for a in self.row_cached_accesses():
             dt = self.kernel.body.accesses[a].top.dtype
             base = self.b.gep(gv, [ir.Constant(I32, 0), offset])
@@ -579,54 +679,112 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         return ptrs
 
     def _block_row(self) -> None:
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        self._row_sweeps(tid, ntid, ctaid, nctaid,
+                         lambda j, red, v, vi: self.block_reduce(j, red, v, vi, tid, ntid),
+                         self.b.icmp_unsigned("==", tid, self.const(0)), None,
+                         (REDUCE_UNROLL, VECTOR_UNROLL))
+
+    def _warp_row(self) -> None:
+        """A warp per row: the block's warps take rows independently, the lanes stride
+        along the row, each phase's partials combine by shuffles alone (no barrier, no
+        shared slots), and a row cache per warp."""
+        b = self.b
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        lane = b.and_(tid, self.const(WARP - 1))
+        warp = b.lshr(tid, self.const(5))
+        nwarps = b.lshr(ntid, self.const(5))
+
+        def reduce(_j, red, v, vi):
+            v, vi = self.warp_reduce(red, v, vi)
+            return self.broadcast_lane0(v), (self.broadcast_lane0(vi) if vi is not None
+                                             else None)
+        self._row_sweeps(lane, self.const(WARP), b.add(b.mul(ctaid, nwarps), warp),
+                         b.mul(nctaid, nwarps), reduce,
+                         b.icmp_unsigned("==", lane, self.const(0)), warp,
+                         (WARP_ROW_UNROLL, WARP_ROW_UNROLL))
+
+    def _row_sweeps(self, first: ir.Value, step: ir.Value, row0: ir.Value, row_step: ir.Value,
+                    reduce: Callable, leader: ir.Value, cache_part: ir.Value | None,
+                    unroll: tuple[int, int]) -> None:
+        """Rows row0, row0 + row_step, ...: per row, each reduction's phase (a sweep of the
+        positions first, first + step, ... of the row, then ``reduce`` of the partials,
+        which every participating thread returns), then the full-space stores' sweep, then
+        the per-row stores by the ``leader``. ``unroll``: iterations per trip of the scalar
+        and of the vector sweeps."""
         k, geo = self.kernel, self.geo
         full, rows = self._split_stores()
-        tid, ntid, ctaid, nctaid = self.thread_ids()
         ninner = self.product(geo.inner_dims)
         cached = self.row_cached_accesses()
         use_cache = None
         if cached:   # the runtime sets the flag when the cache fits (ROW_CACHE_MAX_BYTES)
             use_cache = self.b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
-            self._row_cache = self._row_cache_ptrs(ninner)
+            self._row_cache = self._row_cache_ptrs(ninner, cache_part)
+        root = self._root_exprs()
+        full_exprs = [root[st.node] for _i, st in full if st.node in root]
+        plan = self.vector_plan(list(k.red_exprs) + full_exprs, [i for i, _st in full],
+                                flat=False)
+        vector_ok = self.vector_ok(plan) if plan is not None else None
 
-        def sweep(body, phase: int) -> None:
+        def sweep(body, phase: int, exprs: list[KExpr]) -> None:
             """``body`` over the thread's positions of the row; with the cache, the first
-            phase fills it and later ones read it (two copies of the loop, one branch)."""
-            def run(mode):
+            phase fills it and later ones read it; with a vector plan whose test passes,
+            in vector trips (every phase visits the same positions from the same thread,
+            so each reads back from the cache only what it wrote: no barrier)."""
+            def run(mode, vector: bool):
                 self._row_cache_mode = mode
 
                 def position(r: ir.Value) -> None:
                     self._row_pos = r
                     self.set_dims(r, geo.inner_dims)
                     body()
-                self.strided_loop(tid, ninner, ntid, position)
-                self._row_cache_mode = None
-            if use_cache is None:
-                run(None)
-                return
-            with self.b.if_else(use_cache) as (then, otherwise):
-                with then:
-                    run("write" if phase == 0 else "read")
-                with otherwise:
-                    run(None)
 
-        with self.loop(ctaid, self.product(geo.par_dims), nctaid) as row:
+                def chunk(c: ir.Value) -> None:
+                    r = self.b.mul(c, self.const(plan.lanes))
+                    self._row_pos = r
+                    self.set_dims(r, geo.inner_dims)
+                    self.vector_trip(plan, exprs, body)
+                if vector:
+                    self.strided_loop(first, self.b.udiv(ninner, self.const(plan.lanes)),
+                                      step, chunk, unroll=unroll[1])
+                else:
+                    self.strided_loop(first, ninner, step, position, unroll=unroll[0])
+                self._row_cache_mode = None
+
+            def cached_or_not(vector: bool):
+                if use_cache is None:
+                    run(None, vector)
+                    return
+                with self.b.if_else(use_cache) as (then, otherwise):
+                    with then:
+                        run("write" if phase == 0 else "read", vector)
+                    with otherwise:
+                        run(None, vector)
+            if vector_ok is None:
+                cached_or_not(False)
+                return
+            with self.b.if_else(vector_ok) as (then, otherwise):
+                with then:
+                    cached_or_not(True)
+                with otherwise:
+                    cached_or_not(False)
+
+        with self.loop(row0, self.product(geo.par_dims), row_step) as row:
             self.set_dims(row, geo.par_dims)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
                 comp = self._new_compensation(red)
-                sweep(lambda: self._thread_step(red, acc, idx, comp, self.ev(e, {})), j)
-                v, vi = self.block_reduce(j, red, self.b.load(acc),
-                                          self.b.load(idx) if idx is not None else None,
-                                          tid, ntid)
+                sweep(lambda: self._thread_step(red, acc, idx, comp, self.ev(e, {})), j, [e])
+                v, vi = reduce(j, red, self.b.load(acc),
+                               self.b.load(idx) if idx is not None else None)
                 self.b.store(v, acc)
                 if idx is not None:
                     self.b.store(vi, idx)
                 self.red_values[j] = self._finalize(red, acc, idx)
             if full:
-                sweep(lambda: self._store_roots(full, {}), len(k.reductions))
+                sweep(lambda: self._store_roots(full, {}), len(k.reductions), full_exprs)
             if rows:
-                with self.b.if_then(self.b.icmp_unsigned("==", tid, self.const(0))):
+                with self.b.if_then(leader):
                     self._store_roots(rows, {})
 
     def _thread_row(self) -> None:
@@ -807,12 +965,14 @@ class GpuKernelLowering(SortedScatterMixin, GpuLoweringMixin, KernelLowering):
         gid = self.b.add(self.b.mul(ctaid, ntid), tid)
         accs = [self._new_acc(r) for r in k.reductions]
         comps = [self._new_compensation(r) for r in k.reductions]
-        def element(p: ir.Value) -> None:
-            self.set_dims(p, dims)
+
+        def element() -> None:
             memo: dict = {}
             for red, e, (acc, idx), comp in zip(k.reductions, k.red_exprs, accs, comps):
                 self._thread_step(red, acc, idx, comp, self.ev(e, memo))
-        self.strided_loop(gid, self.product(dims), self.b.mul(nctaid, ntid), element)
+        plan = self.vector_plan(list(k.red_exprs), [], flat=len(dims) == 1)
+        self.flat_sweep(plan, gid, self.product(dims), self.b.mul(nctaid, ntid), dims,
+                        list(k.red_exprs), element, unroll=REDUCE_UNROLL)
         is_first = self.b.icmp_unsigned("==", tid, self.const(0))
         for j, (red, (acc, idx), (pv, pi)) in enumerate(zip(k.reductions, accs,
                                                              self._partial_ptrs())):

@@ -44,13 +44,16 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
-                      gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK)
+                      gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK,
+                      WARP, WARP_ROW_WARPS)
 from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
+ROW_GRID_PER_SM = 16          # block_row: blocks per multiprocessor at most (grid-stride rows)
+WARP_ROW_GRID_PER_SM = 64     # warp_row: the same
 THREAD_BLOCK = 128
 FULL_BLOCK = MAX_BLOCK
 FULL_WORK_PER_THREAD = 16
@@ -378,6 +381,15 @@ class GpuExecutable:
             if n:
                 launches.append(Launch(name, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
                                        THREAD_BLOCK))
+        elif strategy == "warp_row":
+            nrows = prod(geo.par_dims)
+            # a row cache per warp, when the block's fit (one read of the re-read inputs)
+            cache = WARP_ROW_WARPS * inner * lowering.row_cache_itemsize()
+            use_cache = 0 < cache <= lowering.row_cache_limit()
+            if nrows:
+                launches.append(Launch(name, min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms),
+                                       WARP * WARP_ROW_WARPS, (int(use_cache),),
+                                       cache if use_cache else 0))
         elif strategy == "block_row":
             nrows = prod(geo.par_dims)
             block = min(ROW_BLOCK_MAX, max(32, 1 << max(inner - 1, 0).bit_length()))
@@ -385,7 +397,7 @@ class GpuExecutable:
             cache = inner * lowering.row_cache_itemsize()
             use_cache = 0 < cache <= lowering.row_cache_limit()
             if nrows:
-                launches.append(Launch(name, min(nrows, 16 * self.sms), block,
+                launches.append(Launch(name, min(nrows, ROW_GRID_PER_SM * self.sms), block,
                                        (int(use_cache),), cache if use_cache else 0))
         elif strategy == "full":
             from ..codegen.kernel import partial_dtypes
