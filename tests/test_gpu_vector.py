@@ -31,7 +31,7 @@ _NO_GPU = "needs an NVIDIA GPU, its driver and cuda-bindings (pip install 'trace
 def device(request):
     """Every test under the SIMT emulator, and (``-m gpu``) on the GPU."""
     if request.param == "cuda":
-        yield driver.get_device()
+        yield None
         return
     dev = EmulatedDevice()
     prev = driver.set_device_for_testing(dev)
@@ -136,8 +136,12 @@ def test_vector_instructions_in_the_ptx() -> None:
     assert "ld.global.v4" in text and "st.global.v4" in text
     assert "ld.global.v2.f64" in ptx(lambda a: a * 2, np.ones(10)) or \
         "ld.global.v2.b64" in ptx(lambda a: a * 2, np.ones(10))
-    rows = ptx(lambda a: a / np.sqrt((a * a).sum(-1, keepdims=True)), np.ones((8, 128), np.float32))
-    assert "ld.global.v4" in rows and "shfl.sync" in rows and "bar.sync" not in rows
+    def l2(a):
+        return a / np.sqrt((a * a).sum(-1, keepdims=True))
+    short = ptx(l2, np.ones((8, 128), np.float32))       # warp_row: shuffles, no barrier
+    assert "shfl.sync" in short and "bar.sync" not in short
+    long = ptx(l2, np.ones((8, 4096), np.float32))       # block_row: vectors and barriers
+    assert "ld.global.v4" in long and "bar.sync" in long
 
 
 def test_row_strategies_by_row_length() -> None:
