@@ -97,6 +97,20 @@ def test_remainder_by_a_tiny_inexact_divisor() -> None:
     assert_matches_numpy(program, np.array([[[2.2250738585072014e-308]]]), device="cpu")
 
 
+def test_fmod_quotient_jump_hidden_by_float16_rounding() -> None:
+    """soak seed 'cpu-2026-12-02-e', program 1146 (on the H200 host's CPU; mismatch of both
+    results): ``np.fmod(int8 127, float16 sinh(-2))``. sinh's result is inexact (a few ulp),
+    and over that interval the quotient 127 / y crosses -35, where fmod jumps from ~0 to ~3.6;
+    computed in float16 the quotient rounded to -35.0 at both corners, the jump went unseen,
+    and the comparator's interval [0.125, 3.617] excluded NumPy's own 0.0566. A comparator fix
+    (bounds.py: a remainder's quotient in float64)."""
+    def program(x0, x1):
+        return np.fmod(x0, np.sinh(np.clip(x1, -8, 8)))
+
+    assert_matches_numpy(program, np.array([[127], [126], [0]], np.int8),
+                         np.array([[-2], [-3], [1]], np.int8), device="cpu")
+
+
 def test_cumprod_of_zero_then_maybe_infinite() -> None:
     """soak seed '1', program 17674 (mismatch of both results): ``cumprod`` over [0, ..., x]
     where x = where(sinh(284) >= inf, ...) is inf or float32's max (sinh is within 4 ulp of

@@ -508,12 +508,18 @@ class Evaluator:
             new_top |= sel & (x_lo <= 0) & (y_lo <= 0) & (y_hi >= 0)   # branch cut / origin
         elif hint is not None and hint.jump is not None:
             jump = hint.jump
-            qs = [np.broadcast_to(np.asarray(jump(*c)).astype(F64), shape)
+            own = jump is OPS[op].ufunc
+            # A remainder's quotient in float64: in the operands' own dtype it may round to
+            # the same integer on both sides of a jump (float16 127 / -3.625 and 127 / -3.629
+            # are both -35.0; found by the soak: seed cpu-2026-12-02-e, program 1146)
+            qs = [np.broadcast_to(np.asarray(jump(*(c if own else [np.asarray(x, F64)
+                                                                     for x in c])))
+                                  .astype(F64), shape)
                   for c in itertools.product(*cands)]
             same = np.ones(shape, bool)
             for q in qs[1:]:
                 same &= (q == qs[0]) | (np.isnan(q) & np.isnan(qs[0]))
-            if jump is not OPS[op].ufunc:   # (floor_divide is its own jump: its corners)
+            if not own:   # (floor_divide is its own jump: its corners)
                 # An overflowing quotient (a / b = +-inf at every corner) hides the jumps of
                 # the remainder in between (found by the soak: seed 1, program 6316).
                 same &= np.isfinite(qs[0])
