@@ -373,3 +373,17 @@ def test_weighted_quantiles():
     with pytest.raises(ValueError, match="non-negative(.|\n)*test_sort.py"):   # at run time
         cpu(lambda x, w: np.quantile(x, 0.2, axis=1, method="inverted_cdf",
                                      weights=w - 2))(x, w)
+
+
+def test_unique_probe_takes_numpys_path_for_the_flags():
+    """soak cpu-2026-12-02-f, program 1408: NumPy 2.4's float16 ``np.unique`` without flags
+    (a hash table) returns duplicates its sort-based path (``return_inverse``) does not; the
+    probe counted with the first and the call ran the second ("the number of distinct values
+    changed"). The probe now asks NumPy with the call's own flags."""
+    x = np.round(np.random.default_rng(3).uniform(-8, 8, 10363)).astype(np.float16)
+    x[::97] = np.nan
+    x[5::89] = -0.0
+    for flags in ({}, {"return_inverse": True}, {"return_counts": True},
+                  {"return_index": True, "return_inverse": True}):
+        got = cpu(lambda v: np.unique(v, **flags))(x)
+        same(got, np.unique(x, **flags))

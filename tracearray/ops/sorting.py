@@ -121,9 +121,13 @@ register_external("order_statistic", _order_statistic_shape, _order_statistic_dt
 _UNIQUE_FLAGS = ("return_index", "return_inverse", "return_counts")
 
 
-def _unique_count(x: np.ndarray, *, axis: int | None, equal_nan: bool, sorted: bool
-                  ) -> np.ndarray:
-    values = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted)
+def _unique_count(x: np.ndarray, *, axis: int | None, equal_nan: bool, sorted: bool,
+                  **flags: bool) -> np.ndarray:
+    """The number of distinct values ``_unique`` will find: NumPy's unique with the same
+    flags, which choose its method (NumPy 2.4's float16 unique without flags, a hash table,
+    returns duplicates that its sort-based path with ``return_inverse`` does not)."""
+    values = np.unique(x, axis=axis, equal_nan=equal_nan, sorted=sorted, **flags)
+    values = values[0] if isinstance(values, tuple) else values
     return np.int64(values.shape[0 if axis is None else axis])
 
 

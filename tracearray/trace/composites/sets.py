@@ -41,12 +41,14 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
             raise np.exceptions.AxisError(with_location(
                 f"unique: axis {axis} is out of bounds for array of dimension 0"))
         (axis,) = normalize_axes(operator.index(axis), t.ndim, "unique")
-    attrs = dict(axis=axis, equal_nan=bool(equal_nan), sorted=bool(sorted))
+    attrs = dict(axis=axis, equal_nan=bool(equal_nan), sorted=bool(sorted),
+                 return_index=bool(return_index), return_inverse=bool(return_inverse),
+                 return_counts=bool(return_counts))
+    # the probe asks for the same flags: NumPy may take another path without them (2.4's
+    # float16 unique without flags returns duplicates: soak cpu-2026-12-02-f, program 1408)
     (count,) = external("unique_count", [t.node], **attrs)
     n = context.data_size(count, "np.unique's number of distinct values")
-    results = external("unique", [t.node], count=n, return_index=bool(return_index),
-                       return_inverse=bool(return_inverse),
-                       return_counts=bool(return_counts), **attrs)
+    results = external("unique", [t.node], count=n, **attrs)
     out = tuple(Tracer(r) for r in results)
     return out[0] if len(out) == 1 else out
 
