@@ -24,8 +24,9 @@ size is correct:
   adjacent columns, so loads coalesce);
 - ``full``: two stages, no atomics. Stage 1: every block reduces a grid-stride share and
   writes one partial per block; stage 2 (``<name>_combine``, one block) combines the partials
-  in a fixed tree and writes the outputs. For a given size and grid the result does not
-  depend on thread timing;
+  in a fixed tree and writes the outputs. For a given size, grid and alignment (16-byte
+  aligned inputs take vector trips, whose terms a thread adds in the same order but whose
+  threads own other positions) the result does not depend on thread timing;
 - ``scan``: a thread per row, sequential along the scan axis; ``scan_tiled`` (a long axis,
   few rows: ``tile.ordered_in_parallel``): tiles scanned in parallel, then their totals,
   then the offsets added (three entries);
