@@ -93,6 +93,19 @@ def test_division_is_smiths_algorithm_bit_for_bit(cdt):
 # Compiled, against NumPy
 # ============================================================================================
 
+@pytest.mark.parametrize("cdt", [np.complex64, np.complex128])
+def test_sqrt_of_tiny_imaginary_values(cdt):
+    """soak cpu-2026-12-02-f, program 8173: ``z ** 0.5`` (NumPy's sqrt) of 5e-324j gave 0:
+    sqrt(0.5 |y|) underflowed; glibc takes 0.5 sqrt(2 |y|) below 2 * tiny. Bit for bit."""
+    tiny = np.finfo(cdt).tiny
+    ys = np.array([np.finfo(cdt).smallest_subnormal, 3 * np.finfo(cdt).smallest_subnormal,
+                   tiny / 3, tiny, 2 * tiny, 4 * tiny, 1.0], np.finfo(cdt).dtype)
+    z = np.concatenate([1j * ys, -1j * ys]).astype(cdt)
+    for fn in (np.sqrt, lambda v: v ** 0.5):
+        got = tracearray.compile(fn, device="cpu")(z)
+        assert np.array_equal(got.view(np.finfo(cdt).dtype), fn(z).view(np.finfo(cdt).dtype))
+
+
 @pytest.mark.parametrize("cdt", CDTYPES)
 def test_arithmetic_at_special_values(cdt):
     z = special_grid(cdt)

@@ -238,7 +238,11 @@ def sqrt(a: Pair) -> Pair:
     re = _where(y0, _where(x < 0, _const(x, 0.0), np.sqrt(np.abs(x))), re)
     im = _where(y0, np.copysign(_where(x < 0, np.sqrt(-x), _const(x, 0.0)), y), im)
     x0 = (x == 0) & ~y0
-    r0 = np.sqrt(0.5 * np.abs(y))
+    # glibc's: 0.5 |y| underflows for |y| below 2 * tiny (5e-324j gave 0 for 1.57e-162 (1 + j):
+    # soak cpu-2026-12-02-f, program 8173), where 0.5 sqrt(2 |y|) does not
+    ay = np.abs(y)
+    r0 = _where(ay >= _const(x, 2 * dt_info.tiny), np.sqrt(0.5 * ay),
+                0.5 * np.sqrt(2 * ay))
     re = _where(x0, r0, re)
     im = _where(x0, np.copysign(r0, y), im)
     # infinities and NaNs (Annex G)
