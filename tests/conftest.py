@@ -88,6 +88,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
         config.stash[_SLOW_DESELECTED] = len(slow)
+        if hasattr(config, "workeroutput"):   # a pytest-xdist worker: tell the controller
+            config.workeroutput["slow_deselected"] = len(slow)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller: the workers deselected the slow tests (each collects the
+    whole suite, so each count is the total)."""
+    n = getattr(node, "workeroutput", {}).get("slow_deselected", 0)
+    node.config.stash[_SLOW_DESELECTED] = max(node.config.stash.get(_SLOW_DESELECTED, 0), n)
 
 
 _SLOW_DESELECTED = pytest.StashKey[int]()
