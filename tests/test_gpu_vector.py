@@ -3,9 +3,10 @@
 Every kernel that can move whole 16-byte vectors has a vector path and the scalar path it
 falls back to when an access is misaligned or a row length is not a multiple of the lanes;
 both must give NumPy's result. Under the SIMT emulator (host memory, the kernels' own IR)
-and, with ``-m gpu``, on the GPU, each case below runs aligned (base arrays: the vector path with its scalar tail) and through
-views that start one element in or have odd rows (the scalar path), at sizes around the
-lane count. The PTX checks that the vector instructions are there at all.
+and, with ``-m gpu``, on the GPU, each case below runs aligned (base arrays: the vector path
+with its scalar tail) and through views that start one element in or have odd rows (the
+scalar path), at sizes around the lane count. The PTX checks that the vector instructions
+are there at all.
 """
 from __future__ import annotations
 

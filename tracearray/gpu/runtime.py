@@ -387,8 +387,8 @@ class GpuExecutable:
             cache = WARP_ROW_WARPS * inner * lowering.row_cache_itemsize()
             use_cache = 0 < cache <= lowering.row_cache_limit()
             if nrows:
-                launches.append(Launch(name, min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms),
-                                       WARP * WARP_ROW_WARPS, (int(use_cache),),
+                grid = min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms)
+                launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
                                        cache if use_cache else 0))
         elif strategy == "block_row":
             nrows = prod(geo.par_dims)
