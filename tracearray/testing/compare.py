@@ -238,15 +238,15 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
         cmp.divergences |= used
     cmp.result, cmp.bounds = got, out_bounds
     _compare_trees(got, want, out_bounds, bound_graph, rtol, atol, cmp,
-                   lambda: _data_sizes_uncertain(ref_fn, args, inputs))
+                   lambda: _data_sizes_uncertain(fn, args, inputs))
     return cmp
 
 
 def _data_sizes_uncertain(fn: Callable, args: Sequence[Any], inputs: list[np.ndarray]
                           ) -> bool:
     """Whether a size the data decides (``x[mask]``, ``np.nonzero``, ``np.unique``) is not
-    determined by NumPy's values within the tolerances: each probe of the function (the
-    graph up to the size, traced as the compiled function traces it) is evaluated with
+    determined by NumPy's values within the tolerances: each probe of the compiled function
+    (the graph up to the size, traced as the compiled function traces it) is evaluated with
     bounds on NumPy's inputs, and a count that is not exact (a mask over an order-dependent
     float sum, a cast of NaN) makes the result's length, and so its shape, unverifiable."""
     sizes: tuple[int, ...] = ()
