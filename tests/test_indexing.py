@@ -369,3 +369,18 @@ def test_reshape_by_an_array_of_sizes() -> None:
     # ndarray.reshape(shape_array), as NumPy's histogramdd calls it
     f = tracearray.compile(lambda a: a.reshape(np.array([2, 3])) * 2, device="cpu")
     np.testing.assert_array_equal(f(np.arange(6.0)), np.arange(6.0).reshape(2, 3) * 2)
+
+
+def test_power_operator_of_a_masked_selection_is_ndarrays():
+    """soak cpu-2026-12-02-g, program 1043: ``(x[m] == x[m]) ** 2`` took np.power's int64
+    where ndarray's ``**`` (its fast path: np.square) gives int8 for a bool selection."""
+    x = np.array([4, 0, 7], np.uint8)
+    f = np.array([1.5, -2.0, 3.0, 0.25], np.float32)
+    z = np.array([1 + 2j, -3 + 0.5j, 0.1 - 0.7j, 5j, 1e-3 + 1e3j])   # (complex: bit for bit)
+    for fn, a in [(lambda v: (v[v > 0] == v[v > 0]) ** 2, x),
+                  (lambda v: (v[v > np.inf] == v[v > np.inf]) ** 2, x),
+                  (lambda v: v[v > 0] ** 0.5, f), (lambda v: v[v > 0] ** -1, f),
+                  (lambda v: v[v > 0] ** 3, x), (lambda v: 2 ** v[v > 0], x),
+                  (lambda v: v[v.imag > -9] ** 2, z), (lambda v: v[v.imag > 0] ** 0.5, z)]:
+        got, want = tracearray.compile(fn, device="cpu")(a), fn(a)
+        assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -69,17 +69,25 @@ class ComplexSelection:
 
     # --- element-wise ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return self._elementwise(ufunc, method, inputs, kwargs)
+
+    def _elementwise(self, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict,
+                     op: Any = None) -> Any:
+        """``ufunc`` (or the operator ``op``: ``z ** 2`` is ndarray's fast path, np.square,
+        which rounds otherwise than np.power) on the whole arrays, the mask kept; on the
+        selected elements where that cannot be done."""
         if method == "__call__" and kwargs.get("out") is None and ufunc.nout == 1 and \
                 ufunc.signature is None and kwargs.get("where", True) is True and \
                 all(self._pairs_with(a) for a in inputs) and not self.re._written:
             from .tracer import Tracer
             whole = [a._whole() if isinstance(a, ComplexSelection) else
                      Tracer(a.values) if isinstance(a, MaskedSelection) else a for a in inputs]
-            picked = self._picked(ufunc(*whole, **kwargs))
+            picked = self._picked((op or ufunc)(*whole, **kwargs))
             if picked is not None:
                 return picked
-        return getattr(ufunc, method)(*[self._compacted(a) for a in inputs],
-                                      **{k: self._compacted(v) for k, v in kwargs.items()})
+        call = op if op is not None else getattr(ufunc, method)
+        return call(*[self._compacted(a) for a in inputs],
+                    **{k: self._compacted(v) for k, v in kwargs.items()})
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         def unwrap(x: Any) -> Any:
@@ -98,8 +106,12 @@ class ComplexSelection:
     __sub__, __rsub__ = _binary(np.subtract), _binary(np.subtract, True)
     __mul__, __rmul__ = _binary(np.multiply), _binary(np.multiply, True)
     __truediv__, __rtruediv__ = _binary(np.true_divide), _binary(np.true_divide, True)
-    __pow__, __rpow__ = _binary(np.power), _binary(np.power, True)
+    __rpow__ = _binary(np.power, True)
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
+
+    def __pow__(self, other: Any) -> Any:   # ndarray's operator (see MaskedSelection)
+        return self._elementwise(np.power, "__call__", (self, other), {},
+                                 op=lambda a, b: a ** b)
     __hash__ = None  # type: ignore[assignment]
 
     def __neg__(self) -> Any:

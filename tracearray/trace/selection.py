@@ -163,19 +163,28 @@ class MaskedSelection:
             if kind is not None and kwargs.get("axis", 0) in (0, None):
                 return self._reduce(kind, kwargs.get("axis", 0), kwargs.get("keepdims", False),
                                     kwargs.get("dtype"), kwargs.get("initial", np._NoValue))
+        return self._elementwise(ufunc, method, inputs, kwargs)
+
+    def _elementwise(self, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict,
+                     op: Callable[..., Any] | None = None) -> Any:
+        """``ufunc`` (or the operator ``op``, which may differ from the ufunc: ``x ** 2`` is
+        ndarray's fast path, np.square) on the whole arrays, the mask kept; on the selected
+        elements where that cannot be done."""
+        from .tracer import Tracer
+        call = op if op is not None else getattr(ufunc, method)
         if method != "__call__" or kwargs.get("out") is not None or ufunc.nout != 1 or \
                 ufunc.signature is not None or not all(self._pairs_with(a) for a in inputs):
             # (a gufunc such as matmul is not element for element)
-            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
+            return call(*_compacted(inputs), **_compacted(kwargs))
         try:
-            result = ufunc(*[a if not isinstance(a, MaskedSelection) else Tracer(a.values)
-                             for a in inputs], **kwargs)
+            result = (op or ufunc)(*[a if not isinstance(a, MaskedSelection) else
+                                     Tracer(a.values) for a in inputs], **kwargs)
         except ValueError:
             # NumPy's error may depend on the elements selected (``x[m] ** -1`` of integers
             # raises unless the selection is empty): decide on the selected elements
-            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
+            return call(*_compacted(inputs), **_compacted(kwargs))
         if not isinstance(result, Tracer):
-            return getattr(ufunc, method)(*_compacted(inputs), **_compacted(kwargs))
+            return call(*_compacted(inputs), **_compacted(kwargs))
         node = result.node
         if node.shape != self.values.shape:
             node = api.broadcast_to(node, self.values.shape)
@@ -193,7 +202,13 @@ class MaskedSelection:
     __truediv__, __rtruediv__ = _binary(np.true_divide), _binary(np.true_divide, True)
     __floordiv__, __rfloordiv__ = _binary(np.floor_divide), _binary(np.floor_divide, True)
     __mod__, __rmod__ = _binary(np.remainder), _binary(np.remainder, True)
-    __pow__, __rpow__ = _binary(np.power), _binary(np.power, True)
+    __rpow__ = _binary(np.power, True)
+
+    def __pow__(self, other: Any) -> Any:
+        # ndarray.__pow__, not np.power: its fast paths (``m ** 2`` of a bool selection is
+        # np.square's int8, np.power's is int64: soak cpu-2026-12-02-g, program 1043)
+        return self._elementwise(np.power, "__call__", (self, other), {},
+                                 op=lambda a, b: a ** b)
     __and__, __rand__ = _binary(np.bitwise_and), _binary(np.bitwise_and, True)
     __or__, __ror__ = _binary(np.bitwise_or), _binary(np.bitwise_or, True)
     __xor__, __rxor__ = _binary(np.bitwise_xor), _binary(np.bitwise_xor, True)
