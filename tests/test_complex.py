@@ -106,6 +106,25 @@ def test_sqrt_of_tiny_imaginary_values(cdt):
         assert np.array_equal(got.view(np.finfo(cdt).dtype), fn(z).view(np.finfo(cdt).dtype))
 
 
+def test_power_with_infinite_exponents_recovers_cs_infinities():
+    """soak cpu-2026-12-02-g, program 6515: ``(-21) ** (inf + inf j)`` gave NaN + NaN j where
+    NumPy (glibc's cpow, cexp(w clog z) with C's complex product, which recovers infinities:
+    Annex G) gives 0. Both parts compared, NaN equal to NaN."""
+    inf, nan = np.inf, np.nan
+    z = np.array([-21 + 0j, 2 + 0j, 0.5 + 0.5j, -3 - 1j, 1e300 + 1e300j, inf + 0j, -inf + 1j,
+                  nan + 0j, 1j, 1e-300 + 0j])
+    w = np.array([inf + inf * 1j, -inf + inf * 1j, inf + 0j, 0.5 + inf * 1j, nan + inf * 1j,
+                  2.5 + 0.5j, 1e308 + 1e308j, 3 + 0j, -inf + 0j, inf - inf * 1j])
+    zz, ww = np.meshgrid(z, w)
+    got = tracearray.compile(lambda a, b: a ** b, device="cpu")(zz, ww)
+    with np.errstate(all="ignore"):
+        want = zz ** ww
+
+    def same(x, y):
+        return (x == y) | (np.isnan(x) & np.isnan(y)) | np.isclose(x, y, rtol=1e-12, atol=0)
+    assert (same(got.real, want.real) & same(got.imag, want.imag)).all()
+
+
 @pytest.mark.parametrize("cdt", CDTYPES)
 def test_arithmetic_at_special_values(cdt):
     z = special_grid(cdt)

@@ -435,3 +435,22 @@ def test_a_wrong_length_from_exact_values_is_still_a_mismatch() -> None:
     cmp = compare_with_numpy(program, x, device="cpu", compiled=_OneShort(program))
     assert not cmp.ok and "NumPy returns float32[20]" in cmp.report(), cmp.report()
     assert compare_with_numpy(program, x, device="cpu").ok
+
+
+def test_graph_sizes_not_numpys_on_uncertain_masks_are_unverifiable() -> None:
+    """soak 'cpu-2026-12-02-g', program 7265 (compile error in the comparator): a mask over
+    a cast of inf and NaN to uint32 (platform dependent: divergence float-to-int-cast)
+    selects more elements under NumPy than the compiled count, and evaluating the graph,
+    which holds the compiled sizes, on NumPy's values raised IndexError. Now unverifiable."""
+    from tracearray.testing import compare_with_numpy
+
+    def program(x0):
+        v0 = x0.astype(np.uint32)
+        return v0[np.any(v0 > 1, axis=(2,))]
+
+    x = np.array([[[0.0], [-np.inf], [-1.7976931348623157e+308], [np.inf], [np.nan], [5e-324],
+                   [-np.inf]], [[-0.0], [1.7976931348623157e+308], [np.inf], [4.0], [0.0],
+                                [4.0], [0.0]]])
+    with np.errstate(invalid="ignore"):
+        cmp = compare_with_numpy(program, x, device="cpu")
+    assert cmp.ok, cmp.report()

@@ -268,6 +268,38 @@ def mul_plain(a: Pair, b: Pair) -> Pair:
     return ar * br - ai * bi, ar * bi + ai * br
 
 
+def mul_c99(a: Pair, b: Pair) -> Pair:
+    """C's complex product (GCC's __muldc3, C11 Annex G.5.1): the unfused product, and
+    where both parts are NaN although an operand is infinite (or a product overflowed), the
+    infinities recovered: (inf + inf i)(3 + 3.1i) is -inf + inf i, not NaN + NaN i."""
+    ar, ai = a
+    br, bi = b
+    re, im = mul_plain(a, b)
+    zero = _const(ar, 0.0)
+    one = zero + 1
+    both_nan = np.isnan(re) & np.isnan(im)
+
+    def box(x: Any, y: Any) -> tuple[Any, Any, Any]:
+        """(an infinite operand's parts as +-1 / +-0, whether it is infinite)"""
+        inf = np.isinf(x) | np.isinf(y)
+        return (_where(inf, np.copysign(_where(np.isinf(x), one, zero), x), x),
+                _where(inf, np.copysign(_where(np.isinf(y), one, zero), y), y), inf)
+
+    def unnan(x: Any, cond: Any) -> Any:
+        return _where(cond & np.isnan(x), np.copysign(zero, x), x)
+    p, q, a_inf = box(ar, ai)
+    r, t, b_inf = box(br, bi)
+    r, t = unnan(r, a_inf), unnan(t, a_inf)
+    p, q = unnan(p, b_inf), unnan(q, b_inf)
+    overflow = ~a_inf & ~b_inf & (np.isinf(ar * br) | np.isinf(ai * bi) | np.isinf(ar * bi) |
+                                  np.isinf(ai * br))
+    p, q, r, t = (unnan(v, overflow) for v in (p, q, r, t))
+    recover = both_nan & (a_inf | b_inf | overflow)
+    inf = _const(ar, np.inf)
+    return (_where(recover, inf * (p * r - q * t), re),
+            _where(recover, inf * (p * t + q * r), im))
+
+
 def power(a: Pair, b: Pair) -> Pair:
     """np.power of complex values as NumPy's nc_pow computes it (funcs.inc.src): z**0 = 1;
     0**w = 0 when Re w > 0, else NaN; a real integer exponent n with |n| < 100 by
@@ -278,7 +310,7 @@ def power(a: Pair, b: Pair) -> Pair:
     zero = _const(ar, 0.0)
     one = zero + 1
     nan = _const(ar, np.nan)
-    gr, gi = exp(mul_plain(b, log(a)))
+    gr, gi = exp(mul_c99(b, log(a)))   # glibc's cpow: cexp(w * clog(z)), C's product
     is_int = (bi == 0) & (br == np.round(br))
     small = is_int & (np.abs(br) < 100)
     n = np.abs(_where(small, br, zero)).astype(np.int64)
