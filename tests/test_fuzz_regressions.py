@@ -454,3 +454,21 @@ def test_graph_sizes_not_numpys_on_uncertain_masks_are_unverifiable() -> None:
     with np.errstate(invalid="ignore"):
         cmp = compare_with_numpy(program, x, device="cpu")
     assert cmp.ok, cmp.report()
+
+
+@pytest.mark.parametrize("device", ["cpu"])
+def test_sum_with_initial_and_where_adds_initial_once(device: str) -> None:
+    """soak 'cpu-2026-12-02-h', programs 3678 and 7862: ``np.sum(x[x > 1e-3], initial=3)``
+    (a masked selection's sum is ``where=``) gave 6 for an empty selection: masked-out
+    elements were filled with ``initial`` and ``initial`` was added again. They take the
+    ufunc's identity; max/min, which have none, take ``initial`` (idempotent)."""
+    x = np.array([0.0, 5.0, -2.0, 7.0])
+    for fn in (lambda a: np.sum(a[a > 1e-3], initial=3),
+               lambda a: np.sum(a, initial=3, where=a > 1e-3),
+               lambda a: np.sum(a, axis=0, initial=1.5, where=a > 100),
+               lambda a: np.prod(a, initial=2, where=a > 1e-3),
+               lambda a: np.max(a, initial=-1, where=a > 1e-3),
+               lambda a: np.min(a, initial=100, where=a > 1e-3),
+               lambda a: np.sum(a.astype(np.int32), initial=3, where=a > 0)):
+        for v in (x, x[:1]):
+            assert_matches_numpy(fn, v, device=device)

@@ -243,7 +243,10 @@ def reduce_with(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dty
                 f"reduction operation '{ufunc.__name__}' does not have an identity, so to use "
                 f"a where mask one has to specify 'initial'"))
         mask = broadcast_to(cast(as_node(where), bool), x.shape)
-        fill = initial if has_initial else ufunc.identity
+        # the identity where there is one (initial is combined once, below: soak
+        # cpu-2026-12-02-h programs 3678, 7862 added it once per masked-out element);
+        # initial for max/min, which have none (combining it again changes nothing)
+        fill = ufunc.identity if ufunc.identity is not None else initial
         x = make("where", [mask, x, _where_operand(fill, x.dtype)])
     out = reduce(kind, x, axis, keepdims, dtype, allow_empty=has_initial)
     if has_initial:
