@@ -106,6 +106,19 @@ def test_sqrt_of_tiny_imaginary_values(cdt):
         assert np.array_equal(got.view(np.finfo(cdt).dtype), fn(z).view(np.finfo(cdt).dtype))
 
 
+def test_arcsinh_of_nan_plus_infinite_imaginary_takes_the_nans_sign():
+    """soak cpu-2026-12-02-i, programs 4551 and 5450: asinh(NaN + i inf) is +-inf + i NaN
+    (Annex G leaves the sign open); glibc copies the NaN's sign, and x86's default NaN (inf
+    * 0) is negative: NumPy gave -inf, we gave +inf."""
+    with np.errstate(invalid="ignore"):
+        default_nan = (np.array([0.0]) * np.inf)[0]
+    z = np.array([complex(default_nan, np.inf), complex(-default_nan, np.inf),
+                  complex(default_nan, -np.inf), complex(np.nan, np.inf)])
+    for fn in (np.arcsinh, np.arcsin, np.arccos, np.arccosh, np.arctanh):
+        got = tracearray.compile(fn, device="cpu")(z)
+        assert [str(v) for v in got] == [str(v) for v in fn(z)], fn.__name__
+
+
 def test_power_with_infinite_exponents_recovers_cs_infinities():
     """soak cpu-2026-12-02-g, program 6515: ``(-21) ** (inf + inf j)`` gave NaN + NaN j where
     NumPy (glibc's cpow, cexp(w clog z) with C's complex product, which recovers infinities:

@@ -504,9 +504,12 @@ def arcsinh(a: Pair) -> Pair:
     nan = _const(x, np.nan)
     x_nan, y_nan = np.isnan(x), np.isnan(y)
     any_nan = x_nan | y_nan
-    # Annex G: asinh(±inf + i NaN) = ±inf + i NaN, asinh(NaN + i ±inf) = ±inf + i NaN,
-    # asinh(NaN + 0i) = NaN + 0i, other NaNs NaN + i NaN
-    re = _where(any_nan, _where(np.isinf(x), x, _where(np.isinf(y), np.abs(y), nan)), re)
+    # Annex G: asinh(±inf + i NaN) = ±inf + i NaN, asinh(NaN + i ±inf) = ±inf + i NaN with
+    # glibc's sign, the NaN's (x86's default NaN, from inf * 0, is negative: soak
+    # cpu-2026-12-02-i, programs 4551 and 5450), asinh(NaN + 0i) = NaN + 0i, other NaNs
+    # NaN + i NaN
+    re = _where(any_nan, _where(np.isinf(x), x, _where(np.isinf(y),
+                                                        np.copysign(np.abs(y), x), nan)), re)
     im = _where(any_nan, _where(y == 0, y, nan), im)
     return re, im
 
