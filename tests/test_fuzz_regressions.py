@@ -472,3 +472,44 @@ def test_sum_with_initial_and_where_adds_initial_once(device: str) -> None:
                lambda a: np.sum(a.astype(np.int32), initial=3, where=a > 0)):
         for v in (x, x[:1]):
             assert_matches_numpy(fn, v, device=device)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.float32, np.float64])
+def test_the_sign_of_clips_zero_is_open_to_later_ops(dtype) -> None:
+    """soak 'cpu-2026-12-02-i', program 7530: ``np.signbit(x.clip(-0.0, 0.1))`` of 0: NumPy's
+    clip returned +0.0, the traced graph (maximum then minimum) -0.0. The comparator let the
+    clip itself return either zero (divergence clip-signed-zero) but not an op that reads the
+    zero's sign afterwards; the tie is now in the bound of the maximum/minimum."""
+    x = np.array([0, 0, 1], dtype=dtype)
+    for fn in (lambda a: np.signbit(a.clip(-0.0, 0.1)),
+               lambda a: np.copysign(2.0, np.clip(a, -0.0, 0.5)),
+               lambda a: 1.0 / np.clip(a, -0.0, 0.5)):
+        with np.errstate(divide="ignore"):
+            assert_matches_numpy(fn, x, device="cpu")
+
+
+def test_a_wrong_zero_sign_outside_a_tie_is_still_a_mismatch() -> None:
+    """The tie rule is narrow: where the maximum's operands are not zeros of both signs, a
+    compiled result that flips the zero's sign (here: signbit's answer) is a mismatch."""
+    import tracearray
+    from tracearray.testing import compare_with_numpy
+
+    def program(a):
+        return np.signbit(np.maximum(a, -1.0))
+
+    class FlipsTheSign:   # the real compiled function, with its results negated
+        def __init__(self):
+            self.cf = tracearray.compile(program, device="cpu")
+
+        def lower(self, *args):
+            return self.cf.lower(*args)
+
+        def __call__(self, *args):
+            return ~self.cf(*args)
+
+    x = np.array([-0.0, 0.0, 3.0])
+    assert compare_with_numpy(program, x, device="cpu").ok
+    assert not compare_with_numpy(program, x, device="cpu", compiled=FlipsTheSign()).ok
+    tie = np.array([0.0])   # maximum(+0.0, -0.0): either zero, so signbit is open
+    assert compare_with_numpy(lambda a: np.signbit(np.maximum(a, -0.0)), tie, device="cpu",
+                              compiled=None).ok

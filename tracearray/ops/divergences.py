@@ -141,7 +141,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "clip-signed-zero", "elementwise", ("clip",),
         "np.clip with scalar bounds returns x itself where x equals a bound (x=0.0, hi=-0.0 "
         "gives 0.0) and the bound with array bounds; the graph's maximum/minimum always follows "
-        "np.minimum/np.maximum. Only the sign of a zero result can differ.", "trace"),
+        "np.minimum/np.maximum. Only the sign of a zero result can differ (and what reads that "
+        "sign afterwards: signbit, copysign, 1/x).", "trace"),
     Divergence(
         "scalar-power", "elementwise", ("power",),
         "A 0-d reduction result is a NumPy scalar, and `scalar ** y` is evaluated with the C "

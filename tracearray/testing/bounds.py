@@ -398,6 +398,15 @@ class Evaluator:
                 if tie.any():
                     exact &= ~tie   # [-0.0, +0.0]: the sign is not compared
                     self.used.add("fmax-fmin-signed-zero")
+            if op in ("maximum", "minimum"):
+                # np.clip with scalar bounds (traced as maximum/minimum) may return either
+                # zero of a tie (divergence clip-signed-zero): the result is [-0.0, +0.0],
+                # so an op reading its sign afterwards (signbit, copysign, 1/x) sees both.
+                x, y = _bcast([args[0].value, args[1].value], shape)
+                tie = (x == 0) & (y == 0) & (np.signbit(x) != np.signbit(y)) & ~inex_in
+                if tie.any():
+                    exact &= ~tie
+                    self.used.add("clip-signed-zero")
         else:
             exact = np.ones(shape, bool)
             lo = hi = None
