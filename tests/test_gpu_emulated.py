@@ -314,3 +314,54 @@ def test_as_array_of_host_data_names_to_device() -> None:
     for host in (np.ones(3, np.float32), [1.0, 2.0], 3.0):
         with pytest.raises(TypeError, match="to_device"):
             as_array(host)
+
+
+def test_warm_calls_on_device_arrays_skip_tracing_and_keying(emulated, monkeypatch) -> None:
+    """Issue 12: a warm call on ``tracearray.Array``s takes the call fast path (a flat key of
+    dtypes, shapes and strides; no pytree flattening or trace lookup), and each call's
+    arrays reach the kernels although the launches' argument buffers are reused."""
+    f = gpu(lambda a, b: a * b + np.exp(-a))
+    hosts = [rng(k).standard_normal(300).astype(np.float32) for k in range(4)]
+    dev = [tracearray.gpu.to_device(h) for h in hosts]
+    f(dev[0], dev[1])   # the first call: the general path records the fast entry
+
+    def no_general_path(*a, **k):
+        raise AssertionError("the warm call went through _lower")
+    monkeypatch.setattr(f, "_lower", no_general_path)
+    for i, j in ((2, 3), (0, 1), (3, 0), (1, 1)):
+        got = f(dev[i], dev[j])
+        assert isinstance(got, Array)
+        assert_matches(got.numpy(), hosts[i] * hosts[j] + np.exp(-hosts[i]), "fused")
+    monkeypatch.undo()
+    # a strided view is another signature: the general path, then correct values
+    view = tracearray.gpu.to_device(np.arange(600, dtype=np.float32))
+    strided = Array(view.ptr, (300,), np.float32, (8,), owner=view)
+    want = np.arange(0, 600, 2, dtype=np.float32)
+    assert_matches(f(strided, dev[1]).numpy(), want * hosts[1] + np.exp(-want), "fused")
+    # the same values as a NumPy argument: a host result (the fast key keeps them apart)
+    got = f(hosts[0], hosts[1])
+    assert isinstance(got, np.ndarray)
+
+
+def test_concurrent_calls_on_device_arrays_each_get_their_own_arguments(emulated) -> None:
+    """The argument buffers are the executable's: threads calling one compiled function
+    on different arrays must not see each other's pointers."""
+    import threading
+    f = gpu(lambda a: a * 2 + 1)
+    hosts = [np.full(64, k, np.float32) for k in range(8)]
+    dev = [tracearray.gpu.to_device(h) for h in hosts]
+    f(dev[0])
+    results: dict[int, np.ndarray] = {}
+
+    def worker(k: int) -> None:
+        for _ in range(5):
+            out = f(dev[k])
+        results[k] = out.numpy()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(8):
+        np.testing.assert_array_equal(results[k], hosts[k] * 2 + 1)

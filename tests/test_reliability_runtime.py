@@ -140,14 +140,20 @@ def test_child_forked_while_another_thread_traces_can_call_the_same_function():
 def test_forked_child_of_a_gpu_process_gets_a_clear_error(emulated_gpu):
     """A CUDA context does not survive fork: in the child, the device is unavailable (auto
     functions run on the CPU) and using it raises GpuUnavailableError naming fork."""
-    from tracearray.gpu import driver
+    from tracearray.gpu import driver, to_device
     assert driver.is_available()
     driver.get_device()
+    warm = tracearray.compile(lambda v: v * 3, device="cuda")
+    on_device = to_device(np.arange(4.0))
+    warm(on_device)
+    warm(on_device)   # the call fast path, which skips tracing and keying
 
     def child():
         assert not driver.is_available()
         with pytest.raises(driver.GpuUnavailableError, match="fork"):
             driver.get_device()
+        with pytest.raises(driver.GpuUnavailableError, match="fork"):
+            warm(on_device)   # the fast path checks too
         x = np.arange(4.0)
         with pytest.raises(driver.GpuUnavailableError, match="spawn"):
             tracearray.compile(lambda v: v + 1, device="cuda")(x)

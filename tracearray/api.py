@@ -549,8 +549,9 @@ class CompiledFunction:
         raise AssertionError("graph without a trace")
 
     def _fast_key(self, args: tuple) -> Any:
-        """The signature of a call whose arguments are all plain, aligned NumPy arrays (the
-        common case), from which the executable follows directly; None for any other call.
+        """The signature of a call whose arguments are all plain, aligned NumPy arrays or
+        ``tracearray.Array``s (the common cases), from which the executable follows
+        directly; None for any other call.
 
         The general path flattens pytrees, builds static keys and locks (~0.1 ms per call,
         more with cold caches); this one is a flat tuple of the resolved device and each
@@ -559,9 +560,17 @@ class CompiledFunction:
         strides), so the key need not say so; alignment is checked here."""
         key = [self._fixed_device or self._resolve_device()]
         for a in args:
-            if type(a) is not np.ndarray or not a.flags.aligned or a.dtype.kind == "c":
-                return None   # (complex arguments are bound as pair views: the general path)
-            key += (a.dtype, a.shape, a.strides)
+            t = type(a)
+            if t is np.ndarray:
+                if not a.flags.aligned or a.dtype.kind == "c":
+                    return None   # (complex arguments are bound as pair views: general path)
+                key += (a.dtype, a.shape, a.strides)
+            elif t is _DEVICE_ARRAY:   # a tracearray.Array: its type keeps it apart
+                if a.dtype.kind == "c":
+                    return None
+                key += (t, a.dtype, a.shape, a.strides)
+            else:
+                return None
         return tuple(key)
 
     def explain(self, *args: Any, **kwargs: Any) -> "Explanation":
@@ -735,6 +744,7 @@ def _write_into(target: Any, value: Any) -> None:
 
 _MISSING = object()
 _tracing = trace_context._local   # the per-thread stack of running traces
+_DEVICE_ARRAY = _gpu_array.Array   # the call fast path keys device arrays by their type
 # Globals whose *value* (not identity) the guards compare.
 _VALUE_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, tuple,
                 frozenset)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ class Array:
             _c_strides(self.shape, self.dtype.itemsize)
         self._owner = owner
         self._stream = stream   # a foreign producer's stream (0: ours or none)
+        self._size = math.prod(self.shape)
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -56,9 +58,19 @@ class Array:
         from .driver import get_device
         dev = get_device()
         dt = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        nbytes = math.prod(shape) * dt.itemsize
         block = dev.allocator.allocate(nbytes)
         return cls(block.ptr, shape, dt, None, block)
+
+    @classmethod
+    def _of_block(cls, block: Any, shape: tuple[int, ...], dtype: np.dtype,
+                  strides: tuple[int, ...], size: int) -> "Array":
+        """A C-contiguous array in a fresh block, from a layout worked out beforehand (the
+        GPU call path's outputs: no conversions, about 0.3 us)."""
+        a = cls.__new__(cls)
+        a.ptr, a.shape, a.dtype, a.strides = block.ptr, shape, dtype, strides
+        a._owner, a._stream, a._size = block, 0, size
+        return a
 
     @classmethod
     def from_numpy(cls, a: Any) -> "Array":
@@ -78,7 +90,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return self._size
 
     @property
     def itemsize(self) -> int:

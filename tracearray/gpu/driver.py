@@ -113,6 +113,8 @@ class Device:
         self._threads = {threading.get_ident()}
         self.stream = self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self.stream_handle = int(self.stream)
+        self._launch_kernel = cu.cuLaunchKernel
+        self._success = cu.CUresult.CUDA_SUCCESS
         self._modules: dict[str, dict[str, Function]] = {}
         self.module_loads = 0   # observable: how many modules were loaded
         from .memory import CachingAllocator
@@ -256,9 +258,15 @@ class Device:
         return ret[1]
 
     def launch(self, fn: Function, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
-        """Launch asynchronously on the stream; ``args_addr``: address of a ``void*[]``."""
-        self.call("cuLaunchKernel", fn.handle, grid, 1, 1, block, 1, 1, smem, self.stream,
-                  args_addr, 0)
+        """Launch asynchronously on the stream; ``args_addr``: address of a ``void*[]``.
+
+        The call path's one driver call per kernel, so it skips ``call``'s generality (the
+        bound function and the success code are looked up once; the fork check is
+        ``get_device``'s, which every call of a compiled function makes first)."""
+        err = self._launch_kernel(fn.handle, grid, 1, 1, block, 1, 1, smem, self.stream,
+                                  args_addr, 0)
+        if (err[0] if isinstance(err, tuple) else err) != self._success:
+            raise self.error("cuLaunchKernel", err[0] if isinstance(err, tuple) else err)
 
 
 # ------------------------------------------------------------------------------------------
@@ -284,6 +292,9 @@ def get_device() -> Device:
     """The initialised device (first call initialises CUDA); GpuUnavailableError if none,
     or if this process is a fork of the one that initialised it."""
     global _device, _device_error, _device_pid
+    device = _device
+    if device is not None and not _forked:   # the warm path: no lock, no system call
+        return device
     with _init_lock:
         if _device is not None and _device_pid != os.getpid():
             raise GpuUnavailableError(forked_message(_device_pid))
@@ -336,9 +347,13 @@ def is_available_memo() -> bool:
     return answer
 
 
+_forked = False   # this process is a fork of one that had initialised the device
+
+
 def _forget_memo_in_child() -> None:
-    global _memo
+    global _memo, _forked
     _memo = None   # the child cannot use the parent's context: ask again
+    _forked = _forked or _device is not None
 
 
 if hasattr(os, "register_at_fork"):
@@ -361,7 +376,7 @@ def sm_count() -> int:
 
 def set_device_for_testing(device: Any) -> Any:
     """Install a device object (tests: a fake without a GPU); returns the previous one."""
-    global _device, _device_error, _device_pid
+    global _device, _device_error, _device_pid, _forked
     prev = _device
-    _device, _device_error, _device_pid = device, None, os.getpid()
+    _device, _device_error, _device_pid, _forked = device, None, os.getpid(), False
     return prev

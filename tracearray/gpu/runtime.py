@@ -24,7 +24,10 @@ or NumPy arrays (host inputs: the only synchronisation, when results are copied 
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -171,6 +174,10 @@ class GpuKernel:
     functions: dict = field(default_factory=dict)
     _partials: list = field(default_factory=list)
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
+    # per launch, once the module is loaded (GpuExecutable._bind): (function, grid, block,
+    # shared bytes, argument buffer, address of its void*[]); the buffers they point into
+    bound: list | None = None
+    _buffers: list = field(default_factory=list)
 
 
 class _MatmulGeometry:
@@ -266,6 +273,15 @@ class GpuExecutable:
         # output comes from ("array": a produced buffer, "input": that input, else a constant).
         self._constant_nodes = [n for n in plan.stored if n.op == "constant"]
         produced = set(self.produced)
+        # What a call allocates for each produced buffer (C-contiguous), worked out once.
+        self._produced_layouts = []
+        for n in self.produced:
+            shape, dtype = tuple(int(d) for d in n.shape), np.dtype(n.dtype)
+            size = math.prod(shape)
+            strides = tuple(dtype.itemsize * st for st in _c_strides(shape))
+            self._produced_layouts.append((n, size * dtype.itemsize, shape, dtype, strides, size))
+        self._checking = [gk for gk in self.kernels if gk.checks and gk.launches]
+        self._run_lock = threading.RLock()
         self._output_sources: list[tuple[str, Any]] = [
             ("array", o) if o in produced else
             ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
@@ -568,15 +584,27 @@ class GpuExecutable:
     def run(self, inputs: Sequence[Any]) -> list[Any]:
         dev = get_device()
         dev.make_current()
-        device_mode = any(is_device_array(x) for x in inputs)
+        # The launches' argument buffers are the executable's own (filled, then copied by
+        # the driver at the launch): one thread at a time queues this executable's kernels.
+        # (Not renewed at fork: a forked child cannot use the GPU, get_device says so.)
+        with self._run_lock:
+            return self._run(dev, inputs)
+
+    def _run(self, dev: Any, inputs: Sequence[Any]) -> list[Any]:
+        device_mode = False
         ptrs: dict[Node, int] = {}
-        keep: list[Any] = []
+        keep: list[Any] = []   # what must live until the launches are queued
         for node, x in zip(self.graph.inputs, inputs):
+            if type(x) is Array:
+                device_mode = True
+                if x._stream:
+                    dev.wait_for_stream(x._stream)
+                ptrs[node] = x.ptr
+                continue
             if is_device_array(x):
-                arr = x if isinstance(x, Array) else None
-                if arr is None:
-                    from .array import as_array
-                    arr = as_array(x)
+                device_mode = True
+                from .array import as_array
+                arr = as_array(x)
                 if arr._stream:
                     dev.wait_for_stream(arr._stream)
             else:
@@ -588,35 +616,37 @@ class GpuExecutable:
                 self._constants[node] = Array.from_numpy(constant_value(node))
             ptrs[node] = self._constants[node].ptr
         arrays: dict[Node, Array] = {}
-        for node in self.produced:
-            arrays[node] = Array.empty(node.shape, node.dtype)
-            ptrs[node] = arrays[node].ptr
-        checking = [gk for gk in self.kernels if gk.checks and gk.launches]
-        flags = None
-        if checking:
+        allocate = dev.allocator.allocate
+        for node, nbytes, shape, dtype, strides, size in self._produced_layouts:
+            block = allocate(nbytes)
+            arrays[node] = Array._of_block(block, shape, dtype, strides, size)
+            ptrs[node] = block.ptr
+        flag_ptrs: dict[int, int] = {}
+        if self._checking:
             # one pair of int64 per checking kernel, cleared before the kernels run
-            flags = Array.empty((2 * len(checking),), np.int64)
-            zeros = np.zeros(2 * len(checking), np.int64)
+            flags = Array.empty((2 * len(self._checking),), np.int64)
+            zeros = np.zeros(2 * len(self._checking), np.int64)
             dev.htod(flags.ptr, zeros.ctypes.data, zeros.nbytes)
-        flag_ptrs = {id(gk): flags.ptr + 16 * j for j, gk in enumerate(checking)}
+            flag_ptrs = {id(gk): flags.ptr + 16 * j for j, gk in enumerate(self._checking)}
         timed = config.logger.isEnabledFor(config.TIMES_LEVEL)   # ~0.1 us
         for gk in self.steps:
             if timed:   # host-timed to completion: each step waits for the one before
                 dev.synchronize()
                 start = time.perf_counter()
-            if isinstance(gk, ExternalStep) and gk.device is not None:
-                self._run_on_device(dev, gk, ptrs, keep)
-            elif isinstance(gk, ExternalStep):
-                self._run_on_host(dev, gk, ptrs)
-            else:
+            if type(gk) is GpuKernel:
                 self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))
+            elif gk.device is not None:
+                self._run_on_device(dev, gk, ptrs, keep)
+            else:
+                self._run_on_host(dev, gk, ptrs)
             if timed:
                 dev.synchronize()
                 config.log(config.TIMES, "%s: %.3f ms (GPU, synchronised)",
                            getattr(gk, "name", "external"), 1e3 * (time.perf_counter() - start))
-        if checking:
+        if self._checking:
             # read when the host next waits for the device (see raise_pending_index_errors)
-            _PENDING.append((flags, [gk.checks for gk in checking], self.graph.locations))
+            _PENDING.append((flags, [gk.checks for gk in self._checking],
+                             self.graph.locations))
         outs: list[Any] = []
         for kind, source in self._output_sources:
             if kind == "array":
@@ -635,27 +665,42 @@ class GpuExecutable:
                 flag_ptr: int = 0) -> None:
         if not gk.launches:
             return
-        if not gk.functions:
-            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
-        if gk.nslots and not gk._partials:
-            gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
-        scratch = [Array.empty((size,), dt) for dt, size in gk.scratch]
-        keep += scratch
+        if gk.bound is None:
+            self._bind(dev, gk)
+        if gk.scratch:
+            scratch = [Array.empty((size,), dt) for dt, size in gk.scratch]
+            keep += scratch
         pointers: list[int] = []
         for src in gk.ptr_sources:
-            if src[0] == "buf":
+            kind = src[0]
+            if kind == "buf":
                 p = ptrs[src[1]]
                 for step in src[2]:
                     p = self._gather(dev, p, step, keep)
                 pointers.append(p)
-            elif src[0] == "partial":
+            elif kind == "partial":
                 pointers.append(gk._partials[src[1]].ptr)
-            elif src[0] == "scratch":
+            elif kind == "scratch":
                 pointers.append(scratch[src[1]].ptr)
-            elif src[0] == "flag":
+            elif kind == "flag":
                 pointers.append(flag_ptr)
             else:
                 pointers.append(0)
+        n = len(pointers)
+        launch = dev.launch
+        for fn, grid, block, smem, vals, addrs in gk.bound:
+            vals[0:n] = pointers
+            launch(fn, grid, block, addrs, smem)
+
+    def _bind(self, dev: Any, gk: GpuKernel) -> None:
+        """Load the kernel's module and make, once, each launch's argument buffer: the
+        pointers (filled at every call), then the parameters and the launch's extras, and
+        the ``void*[]`` of their addresses that ``cuLaunchKernel`` takes."""
+        if not gk.functions:
+            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
+        if gk.nslots and not gk._partials:
+            gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
+        bound = []
         for ln in gk.launches:
             fn = gk.functions[ln.entry]
             block = min(ln.block, fn.max_threads)
@@ -663,10 +708,14 @@ class GpuExecutable:
             if gk.strategy == "matmul" and block != MATMUL_THREADS:
                 raise RuntimeError(f"kernel {ln.entry} cannot run {MATMUL_THREADS} threads per "
                                    f"block on this GPU (limit {fn.max_threads})")
-            vals = _pack(pointers, gk.params, ln.extra)
-            addrs = vals.ctypes.data + _arg_offsets(len(vals))
-            dev.launch(fn, ln.grid, max(block, 32), addrs.ctypes.data, ln.smem)
-            keep.append((vals, addrs))
+            packed = _pack([0] * len(gk.ptr_sources), gk.params, ln.extra)
+            vals = (ctypes.c_uint64 * len(packed))(*packed.tolist())
+            base = ctypes.addressof(vals)
+            addrs = (ctypes.c_uint64 * len(packed))(*range(base, base + 8 * len(packed), 8))
+            # the buffers live in gk._buffers; the launch takes the addresses' address
+            gk._buffers.append((vals, addrs))
+            bound.append((fn, ln.grid, max(block, 32), ln.smem, vals, ctypes.addressof(addrs)))
+        gk.bound = bound
 
     def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
         n = int(np.prod(step.shape, dtype=np.int64))

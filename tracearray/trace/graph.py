@@ -45,7 +45,7 @@ def check_shape(shape: Shape, dtype: np.dtype) -> None:
 class Node:
     """One operation in the graph. Immutable and interned: use ``Node.make``."""
 
-    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "_hash", "__weakref__")
 
     op: str
     args: tuple["Node", ...]
@@ -75,7 +75,7 @@ class Node:
             check_shape(shape, dtype)
             node = object.__new__(cls)
             for name, value in (("op", op), ("args", args), ("attrs", attrs), ("shape", shape),
-                                ("dtype", dtype), ("_key", key)):
+                                ("dtype", dtype), ("_key", key), ("_hash", hash(key))):
                 object.__setattr__(node, name, value)
             cls._interned[key] = node
             return node
@@ -84,7 +84,7 @@ class Node:
         raise AttributeError("graph nodes are immutable")
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return self._hash   # nodes key the dictionaries of every stage: hashed once
 
     def __eq__(self, other: object) -> bool:
         return self is other
