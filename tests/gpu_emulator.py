@@ -275,3 +275,36 @@ class EmulatedDevice:
                 t.join()
         if errors:
             raise errors[0]
+
+
+class ReferenceBlas:
+    """cuBLAS's ``?gemmStridedBatched`` semantics (column-major operands at raw pointers,
+    alpha 1, beta 0) on the emulator's host memory, fed the arguments tracearray would
+    pass to the library (``blas.gemm_arguments``): checks the row-major to column-major
+    translation of ``gpu/blas.py`` without a GPU."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, ...]] = []
+
+    def gemm(self, g: Any, a_ptr: int, b_ptr: int, c_ptr: int) -> None:
+        from tracearray.gpu.blas import OP_N, gemm_arguments
+        args = gemm_arguments(g, a_ptr, b_ptr, c_ptr)
+        self.calls.append(args)
+        (op_a, op_b, m, n, k, pa, lda, sa, pb, ldb, sb, pc, ldc, sc, batch) = args
+        dt = np.dtype(g.dtype)
+        ctype = ctypes.c_float if dt == np.float32 else ctypes.c_double
+
+        def colmajor(ptr: int, rows: int, cols: int, ld: int) -> np.ndarray:
+            assert ld >= max(1, rows), (rows, cols, ld)   # cuBLAS's rule
+            span = (cols - 1) * ld + rows
+            flat = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), (span,))
+            return np.lib.stride_tricks.as_strided(flat, (rows, cols),
+                                                   (dt.itemsize, ld * dt.itemsize))
+
+        for b in range(batch):
+            a = colmajor(pa + b * sa * dt.itemsize, *((m, k) if op_a == OP_N else (k, m)), lda)
+            bm = colmajor(pb + b * sb * dt.itemsize, *((k, n) if op_b == OP_N else (n, k)), ldb)
+            a = a if op_a == OP_N else a.T
+            bm = bm if op_b == OP_N else bm.T
+            colmajor(pc + b * sc * dt.itemsize, m, n, ldc)[...] = \
+                (a.astype(np.float64) @ bm.astype(np.float64)).astype(dt)

@@ -295,3 +295,31 @@ def test_external_ops_run_on_the_host_for_now() -> None:
             np.testing.assert_array_equal(g, w_)
     with pytest.raises(np.linalg.LinAlgError, match="test_gpu_cuda.py"):
         gpu(lambda m: np.linalg.inv(m))(np.ones((4, 4)))
+
+
+def test_float_matmuls_run_in_cublas(monkeypatch) -> None:
+    """Float32/float64 products run in cuBLAS on the GPU (gpu/blas.py) in every layout it
+    translates, and match NumPy exactly on small integers; the others run tracearray's own
+    kernel and match too."""
+    from matmul_forms import MATMUL_FORMS
+    from tracearray.gpu import blas as blas_mod
+    blas = blas_mod.blas_for(driver.get_device())
+    assert blas is not None, "cuBLAS was not found on this GPU machine"
+    calls = []
+    real = blas_mod.Blas.gemm
+    monkeypatch.setattr(blas_mod.Blas, "gemm",
+                        lambda self, *a: (calls.append(a[0]), real(self, *a))[1])
+    rng = np.random.default_rng(3)
+    for name, (fn, shapes, dtype, taken) in sorted(MATMUL_FORMS.items()):
+        for device_inputs in (False, True):
+            calls.clear()
+            args = [rng.integers(-3, 4, s).astype(dtype) for s in shapes]
+            want = fn(*args)
+            call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+            got = gpu(fn)(*call)
+            got = got if isinstance(got, tuple) else (got,)
+            want = want if isinstance(want, tuple) else (want,)
+            for g, w in zip(got, want):
+                g = g.numpy() if isinstance(g, Array) else np.asarray(g)
+                np.testing.assert_array_equal(g, np.asarray(w), err_msg=name)
+            assert bool(calls) == taken, (name, calls)

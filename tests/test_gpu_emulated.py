@@ -20,6 +20,7 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
+from matmul_forms import MATMUL_FORMS
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -365,3 +366,62 @@ def test_concurrent_calls_on_device_arrays_each_get_their_own_arguments(emulated
         t.join()
     for k in range(8):
         np.testing.assert_array_equal(results[k], hosts[k] * 2 + 1)
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+@pytest.mark.parametrize("name", sorted(MATMUL_FORMS))
+def test_matmul_through_cublas_layouts(emulated, monkeypatch, name: str,
+                                       device_inputs: bool) -> None:
+    """Issue 13/17: float matmuls run in cuBLAS on a GPU. Here a reference of cuBLAS's
+    column-major gemm (``gpu_emulator.ReferenceBlas``) receives exactly the arguments the
+    library would, so the row-major translation (operands swapped, transposed views as
+    CUBLAS_OP_T, offsets, leading dimensions, batch strides) is checked against NumPy; the
+    forms cuBLAS cannot take must run tracearray's own kernel."""
+    from gpu_emulator import ReferenceBlas
+    from tracearray.gpu import blas as blas_mod
+    ref = ReferenceBlas()
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ref)
+    fn, shapes, dtype, taken = MATMUL_FORMS[name]
+    r = rng(3)
+    # small integers: every product and sum is exact, so any misplaced element shows
+    args = [r.integers(-3, 4, s).astype(dtype) for s in shapes]
+    want = fn(*args)
+    call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+    got = gpu(fn)(*call)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        g = g.numpy() if isinstance(g, Array) else np.asarray(g)
+        assert_matches(g, np.asarray(w), "exact", zero_sign=False)
+    assert bool(ref.calls) == taken, ref.calls
+
+
+def test_cublas_plan_refuses_what_the_library_cannot_take(monkeypatch) -> None:
+    """``plan_gemm`` says None (tracearray's own kernel) for non-float dtypes, empty or
+    too large sizes, operands with zero or negative strides, and negative batch strides;
+    ``blas_for`` gives None for a device that is not CUDA's and under TRACEARRAY_GPU_BLAS=off."""
+    from tracearray.gpu import blas as b
+    f32 = np.float32
+    ok = b.plan_gemm(f32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0))
+    assert ok is not None and (ok.op_a, ok.op_b, ok.m, ok.n, ok.k) == (b.OP_N, b.OP_N, 5, 4, 6)
+    t = b.plan_gemm(f32, 4, 5, 6, (1, 4, 0), (1, 6, 0), 1, (0, 0, 0))   # both transposed
+    assert t is not None and (t.op_a, t.op_b, t.lda, t.ldb) == (b.OP_T, b.OP_T, 6, 4)
+    assert b.plan_gemm(np.int32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(np.float16, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(f32, 4, 5, 0, (0, 1, 0), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(f32, 1 << 31, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(f32, 4, 5, 6, (0, 1, 0), (5, 1, 0), 1, (0, 0, 0)) is None   # broadcast
+    assert b.plan_gemm(f32, 4, 5, 6, (-6, 1, 18), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(f32, 4, 5, 6, (12, 2, 0), (5, 1, 0), 1, (0, 0, 0)) is None
+    assert b.plan_gemm(f32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 3, (-24, 30, 20)) is None
+
+    class CudaLike:
+        uses_cuda_libraries = True
+        stream_handle = 0
+    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "off")
+    assert b.blas_for(CudaLike()) is None
+    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "auto")
+    assert b.blas_for(EmulatedDevice()) is None
+    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "sometimes")
+    with pytest.raises(ValueError, match="TRACEARRAY_GPU_BLAS"):
+        b.blas_for(CudaLike())

@@ -77,6 +77,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRACEARRAY_GPU_LOAD", "auto",
              "How GPU modules are loaded: `auto` (cubin through nvJitLink or ptxas when "
              "present, else the driver's PTX JIT), `ptx` or `cubin`.", "gpu/driver.py"),
+    Variable("TRACEARRAY_GPU_BLAS", "auto",
+             "`auto`: float32 and float64 matrix products on the GPU run in cuBLAS when the "
+             "library is found; `off`: always tracearray's own matmul kernel.",
+             "gpu/blas.py"),
     Variable("TRACEARRAY_DISABLE_GPU", "0",
              "`1` behaves as if no GPU were present (`device=\"auto\"` runs on the CPU).",
              "gpu/driver.py"),
@@ -405,6 +409,15 @@ def gpu_load_mode() -> str:
     if mode not in ("auto", "ptx", "cubin"):
         raise ValueError(f"TRACEARRAY_GPU_LOAD must be auto, ptx or cubin, got {mode!r}")
     return mode
+
+
+def gpu_blas_enabled() -> bool:
+    """``TRACEARRAY_GPU_BLAS``: ``auto`` (cuBLAS for float matrix products when found) or
+    ``off`` (tracearray's own matmul kernel)."""
+    mode = os.environ.get("TRACEARRAY_GPU_BLAS", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "off"):
+        raise ValueError(f"TRACEARRAY_GPU_BLAS must be auto or off, got {mode!r}")
+    return mode == "auto"
 
 
 def gpu_disabled() -> bool:

@@ -81,6 +81,8 @@ class Function:
 class Device:
     """Device 0: primary context, one stream, modules, launches, memory copies."""
 
+    uses_cuda_libraries = True   # cuBLAS and friends can work on its stream (not emulators)
+
     def __init__(self, ordinal: int = 0):
         self.pid = os.getpid()   # the process whose CUDA context this is (see fork, above)
         self.cu = cu = _import_driver()

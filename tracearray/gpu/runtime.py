@@ -180,6 +180,52 @@ class GpuKernel:
     _buffers: list = field(default_factory=list)
 
 
+@dataclass
+class _MatmulLayout:
+    """A matmul's operands: pointer sources, M, N, K, (row, column) element strides and
+    offsets of A and B, batch dims, where M and N are in C, C's strides, and each batch
+    dim's strides in A and B (0 where broadcast)."""
+    sources: list
+    M: int
+    N: int
+    K: int
+    a_rc: tuple[int, int]
+    a_off: int
+    b_rc: tuple[int, int]
+    b_off: int
+    nb: int
+    m_dim: int | None
+    n_dim: int | None
+    c_str: tuple[int, ...]
+    batch_strides: list[tuple[int, int]]
+
+
+@dataclass
+class BlasStep:
+    """A matrix product run by cuBLAS (``gpu/blas.py``) between the kernels."""
+    name: str
+    blas: Any
+    gemm: Any          # blas.Gemm
+    a: Node            # the stored buffers the operands view
+    b: Node
+    c: Node
+
+    def run(self, ptrs: dict[Node, int]) -> None:
+        self.blas.gemm(self.gemm, ptrs[self.a], ptrs[self.b], ptrs[self.c])
+
+
+def _collapse(dims: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The one stride that walks batch dims ``dims`` of these strides in C order (0 when
+    every one broadcasts), or None when they are not one arithmetic progression."""
+    live = [(n, st) for n, st in zip(dims, strides) if n != 1]
+    if not live:
+        return 0
+    for (n0, s0), (n1, s1) in zip(live, live[1:]):
+        if s0 != s1 * n1:
+            return None
+    return live[-1][1]
+
+
 class _MatmulGeometry:
     """Stands in for a Geometry where a matmul has no epilogue (for logs and explain)."""
     strategy = "matmul"
@@ -240,6 +286,9 @@ class GpuExecutable:
                 self.layouts[node] = (node.shape, _c_strides(node.shape))
         for node in plan.stored:
             self.layouts.setdefault(node, (node.shape, _c_strides(node.shape)))
+        # float matrix products cuBLAS can take (gpu/blas.py): a library call each, never
+        # absorbing an epilogue (which then runs as its own map kernel over C)
+        self._blas: dict[int, BlasStep] = self._blas_steps()
         self._absorbed, self._fused = self._matmul_epilogues()
         self.not_stored: set[Node] = {mm for i, (j, mm, store_c) in self._fused.items()
                                       if not store_c}
@@ -248,6 +297,9 @@ class GpuExecutable:
         for i, spec in enumerate(specs):
             if i in self._absorbed:
                 continue   # runs with its epilogue, at the epilogue's position
+            if i in self._blas:
+                self.steps.append(self._blas[i])
+                continue
             if spec.strategy == "external":
                 self.steps.append(self._external_step(spec.kernel))
                 continue
@@ -295,7 +347,7 @@ class GpuExecutable:
         fused: dict[int, tuple[int, Node, bool]] = {}
         specs = self.specs
         for i, spec in enumerate(specs):
-            if spec.strategy != "matmul":
+            if spec.strategy != "matmul" or i in self._blas:
                 continue
             mm = spec.kernel.matmul
             readers = []
@@ -465,41 +517,15 @@ class GpuExecutable:
         mm = spec.kernel.matmul
         name = f"{self.name}{self.specs.index(spec) if epi_j is None else epi_j}"
         store_c = True if epi_j is None else self._fused[epi_j][2]
-        a_node, b_node = mm.args
-        views = []
-        sources: list[tuple] = []
-        for arg in (a_node, b_node):
-            base, chain = self._view_chain(arg)
-            shape, strides = self.layouts[base]
-            vp = plan_view(shape, strides, base.dtype, chain)
-            views.append(vp)
-            sources.append(("buf", base, vp.copies))
-        (a_shape, a_str, a_off), (b_shape, b_str, b_off) = \
-            [(v.shape, v.strides, v.offset) for v in views]
-        a2, a2s = (a_shape, a_str) if len(a_shape) >= 2 else ((1,) + a_shape, (0,) + a_str)
-        b2, b2s = (b_shape, b_str) if len(b_shape) >= 2 else (b_shape + (1,), b_str + (0,))
-        m_dim = None
-        n_dim = None
-        out = mm.shape
-        nb = len(out) - (len(a_shape) >= 2) - (len(b_shape) >= 2)
-        if len(a_shape) >= 2:
-            m_dim = nb
-        if len(b_shape) >= 2:
-            n_dim = nb + (m_dim is not None)
-        c_str = _c_strides(out)
-        M, K, N = a2[-2], a2[-1], b2[-1]
-        mmp = [M, N, K, a_off, a2s[-2], a2s[-1], b_off, b2s[-2], b2s[-1], 0,
-               c_str[m_dim] if m_dim is not None else 0, c_str[n_dim] if n_dim is not None else 0]
-
-        def batch_stride(shape2, strides2, d):
-            lead = nb - (len(shape2) - 2)
-            k = d - lead
-            if k < 0 or shape2[k] == 1:
-                return 0
-            return strides2[k]
-
+        lay = self._matmul_layout(mm)
+        sources = list(lay.sources)
+        out, nb, M, N, K = mm.shape, lay.nb, lay.M, lay.N, lay.K
+        m_dim, n_dim, c_str = lay.m_dim, lay.n_dim, lay.c_str
+        mmp = [M, N, K, lay.a_off, lay.a_rc[0], lay.a_rc[1], lay.b_off, lay.b_rc[0],
+               lay.b_rc[1], 0, c_str[m_dim] if m_dim is not None else 0,
+               c_str[n_dim] if n_dim is not None else 0]
         for d in range(nb):
-            mmp += [out[d], batch_stride(a2, a2s, d), batch_stride(b2, b2s, d), c_str[d]]
+            mmp += [out[d], lay.batch_strides[d][0], lay.batch_strides[d][1], c_str[d]]
         epi_geo = None
         epi_params = np.zeros(0, dtype=np.int64)
         if store_c:
@@ -518,6 +544,68 @@ class GpuExecutable:
         launches = [Launch(name, min(ntiles, 1 << 20), MATMUL_THREADS)] if ntiles else []
         return GpuKernel(name, "matmul", ir_text, ptx, [name], sources, params, launches,
                          spec=spec, geometry=epi_geo or _MATMUL_GEOMETRY)
+
+    def _matmul_layout(self, mm: Node) -> "_MatmulLayout":
+        """Where a matmul's operands are and how they are laid out (1-d operands as a
+        1 x K row or a K x 1 column with a zero stride on the added axis)."""
+        views, sources = [], []
+        for arg in mm.args:
+            base, chain = self._view_chain(arg)
+            shape, strides = self.layouts[base]
+            vp = plan_view(shape, strides, base.dtype, chain)
+            views.append(vp)
+            sources.append(("buf", base, vp.copies))
+        (a_shape, a_str, a_off), (b_shape, b_str, b_off) = \
+            [(v.shape, v.strides, v.offset) for v in views]
+        a2, a2s = (a_shape, a_str) if len(a_shape) >= 2 else ((1,) + a_shape, (0,) + a_str)
+        b2, b2s = (b_shape, b_str) if len(b_shape) >= 2 else (b_shape + (1,), b_str + (0,))
+        out = mm.shape
+        nb = len(out) - (len(a_shape) >= 2) - (len(b_shape) >= 2)
+        m_dim = nb if len(a_shape) >= 2 else None
+        n_dim = nb + (m_dim is not None) if len(b_shape) >= 2 else None
+
+        def batch_stride(shape2, strides2, d):
+            k = d - (nb - (len(shape2) - 2))
+            if k < 0 or shape2[k] == 1:
+                return 0
+            return strides2[k]
+
+        return _MatmulLayout(
+            sources, a2[-2], b2[-1], a2[-1], (a2s[-2], a2s[-1]), a_off, (b2s[-2], b2s[-1]),
+            b_off, nb, m_dim, n_dim, _c_strides(out),
+            [(batch_stride(a2, a2s, d), batch_stride(b2, b2s, d)) for d in range(nb)])
+
+    def _blas_steps(self) -> dict[int, "BlasStep"]:
+        """The matmul kernels that cuBLAS runs (``gpu/blas.py`` says which can)."""
+        from . import driver
+        from .blas import blas_for, plan_gemm
+        steps: dict[int, BlasStep] = {}
+        matmuls = [i for i, s in enumerate(self.specs) if s.strategy == "matmul"]
+        dev = driver._device
+        if not matmuls or dev is None:
+            return steps
+        blas = blas_for(dev)
+        if blas is None:
+            return steps
+        for i in matmuls:
+            mm = self.specs[i].kernel.matmul
+            lay = self._matmul_layout(mm)
+            if any(src[2] for src in lay.sources):
+                continue   # an operand needs a gather first: the own kernel does that
+            batch_dims = mm.shape[:lay.nb]
+            strides = [_collapse(batch_dims, [bs[0] for bs in lay.batch_strides]),
+                       _collapse(batch_dims, [bs[1] for bs in lay.batch_strides]),
+                       _collapse(batch_dims, list(lay.c_str[:lay.nb]))]
+            if any(st is None for st in strides):
+                continue
+            g = plan_gemm(mm.dtype, lay.M, lay.N, lay.K, (*lay.a_rc, lay.a_off),
+                          (*lay.b_rc, lay.b_off), math.prod(batch_dims), tuple(strides))
+            if g is not None:
+                steps[i] = BlasStep(f"{self.name}{i}", blas, g, lay.sources[0][1],
+                                    lay.sources[1][1], mm)
+                config.log(config.COMPILES, "%s%d: matmul %s in cuBLAS", self.name, i,
+                           "x".join(map(str, mm.shape)))
+        return steps
 
     def _external_step(self, kernel: Kernel) -> ExternalStep:
         call = kernel.call
@@ -635,6 +723,8 @@ class GpuExecutable:
                 start = time.perf_counter()
             if type(gk) is GpuKernel:
                 self._launch(dev, gk, ptrs, keep, flag_ptrs.get(id(gk), 0))
+            elif type(gk) is BlasStep:
+                gk.run(ptrs)
             elif gk.device is not None:
                 self._run_on_device(dev, gk, ptrs, keep)
             else:

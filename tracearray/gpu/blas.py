@@ -1,0 +1,195 @@
+"""cuBLAS for the GPU's matrix products: float32 and float64 ``matmul`` as one call of
+``cublas{S,D}gemmStridedBatched`` on tracearray's stream.
+
+Why a library: a register-blocked SGEMM at the H200's FP32 peak is a kernel of its own
+(tensor-core-free, double-buffered shared tiles, tuned per shape); cuBLAS is that kernel,
+shipped with every CUDA toolkit and as NVIDIA's ``nvidia-cublas`` wheel. Our tiled matmul
+kernel stays for what cuBLAS does not take: integer, bool and float16 operands, layouts
+that are neither row- nor column-major (a zero or arbitrary stride), sizes beyond 32-bit
+cuBLAS arguments, empty products, and a GPU without the library (``TRACEARRAY_GPU_BLAS=off``
+forces it). cuBLAS runs with its default math mode: no TF32 (the products round as float32
+FMAs, as NumPy's OpenBLAS does; the summation order differs, within the matmul tolerance).
+
+Layout: a row-major M x K matrix with row stride ``ld`` is the column-major K x M matrix
+with leading dimension ``ld``, so C = A @ B (row-major) is computed as C^T = B^T A^T
+(column-major); an operand whose *row* stride is 1 (a transposed view) is passed with
+``CUBLAS_OP_T``. The library is found with ``cuda.pathfinder`` (wheels, conda, the CUDA
+toolkit), else by the system's loader; it is loaded on the first product that uses it.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import config, forksafe
+
+OP_N, OP_T = 0, 1
+INT_MAX = (1 << 31) - 1
+_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so", "cublas64_13.dll",
+          "cublas64_12.dll")
+
+
+class CublasError(RuntimeError):
+    """A cuBLAS call failed."""
+
+
+def _load_library() -> Any:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        return ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+    except Exception:   # noqa: BLE001 -- no pathfinder, or it did not find it: the loader
+        pass
+    import os
+    roots = [root for _var, root in config.cuda_toolkit_roots()] + ["/usr/local/cuda"]
+    for name in _NAMES:
+        for path in [name] + [os.path.join(r, sub, name) for r in roots
+                              for sub in ("lib64", "targets/x86_64-linux/lib", "bin")]:
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    return None
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One strided-batched product, in cuBLAS's column-major terms (see the module
+    docstring): C (m x n, ldc) = op_a(A) (m x k) @ op_b(B) (k x n), ``batch`` times, where
+    cuBLAS's A is our B (``*_a`` fields) and its B our A (``*_b``)."""
+    dtype: np.dtype
+    op_a: int
+    op_b: int
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    stride_a: int     # elements between batches (0: the same matrix for every batch)
+    stride_b: int
+    stride_c: int
+    batch: int
+    offset_a: int     # elements from the buffer's start
+    offset_b: int
+
+
+def _operand(rows: int, cols: int, s_row: int, s_col: int) -> tuple[int, int] | None:
+    """(op, leading dimension) of a row-major ``rows x cols`` view with these element
+    strides, as cuBLAS's *transposed* (column-major ``cols x rows``) operand; None when it
+    is neither row- nor column-major."""
+    if cols == 1 and rows == 1:
+        return OP_N, 1
+    if s_col == 1 or cols == 1:
+        ld = s_row if rows > 1 else cols
+        if ld >= max(cols, 1):
+            return OP_N, ld
+    if s_row == 1 or rows == 1:
+        ld = s_col if cols > 1 else rows
+        if ld >= max(rows, 1):
+            return OP_T, ld
+    return None
+
+
+def plan_gemm(dtype: np.dtype, M: int, N: int, K: int, a: tuple[int, int, int],
+              b: tuple[int, int, int], batch: int, batch_strides: tuple[int, int, int]
+              ) -> Gemm | None:
+    """The cuBLAS call of C[b] (M x N, C-contiguous) = A[b] (M x K) @ B[b] (K x N), where
+    ``a`` and ``b`` are (row stride, column stride, offset) in elements and
+    ``batch_strides`` the elements between batches of A, B and C; None when cuBLAS cannot
+    take it (see the module docstring)."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return None
+    if min(M, N, K, batch) <= 0 or max(M, N, K, batch) > INT_MAX:
+        return None
+    # C^T = B^T A^T: cuBLAS's first operand is B, its second A
+    ob = _operand(K, N, b[0], b[1])
+    oa = _operand(M, K, a[0], a[1])
+    if ob is None or oa is None or max(ob[1], oa[1], N) > INT_MAX:
+        return None
+    sa, sb, sc = batch_strides
+    if batch > 1 and (sa < 0 or sb < 0 or sc < 0):
+        return None
+    return Gemm(dtype, ob[0], oa[0], N, M, K, ob[1], oa[1], N, sb, sa, sc, batch,
+                b[2], a[2])
+
+
+class Blas:
+    """A cuBLAS handle on the device's stream (one per process, made on first use)."""
+
+    def __init__(self, lib: Any, stream_handle: int):
+        self.lib = lib
+        self._lock = threading.Lock()   # a handle is not for concurrent use (cuBLAS docs)
+        forksafe.renew_at_fork(self, "_lock")
+        handle = ctypes.c_void_p()
+        self._check(lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate_v2")
+        self.handle = handle
+        self._check(lib.cublasSetStream_v2(handle, ctypes.c_void_p(stream_handle)),
+                    "cublasSetStream_v2")
+        p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        self._fns = {}
+        for dt, name, scalar in ((np.dtype(np.float32), "cublasSgemmStridedBatched",
+                                  ctypes.c_float),
+                                 (np.dtype(np.float64), "cublasDgemmStridedBatched",
+                                  ctypes.c_double)):
+            fn = getattr(lib, name)
+            fn.restype = ctypes.c_int
+            fn.argtypes = [p, i32, i32, i32, i32, i32, p, p, i32, i64, p, i32, i64, p, p,
+                           i32, i64, i32]
+            one, zero = scalar(1.0), scalar(0.0)
+            self._fns[dt] = (fn, name, one, zero, ctypes.addressof(one),
+                             ctypes.addressof(zero))
+
+    @staticmethod
+    def _check(status: int, what: str) -> None:
+        if status != 0:
+            raise CublasError(f"{what} failed with cuBLAS status {status}")
+
+    def gemm(self, g: Gemm, a_ptr: int, b_ptr: int, c_ptr: int) -> None:
+        """Queue ``g`` on the stream: ``a_ptr``/``b_ptr`` the row-major operands' buffers
+        (offsets are added here), ``c_ptr`` the C-contiguous result."""
+        fn, name, _one, _zero, one, zero = self._fns[g.dtype]
+        (op_a, op_b, m, n, k, pa, lda, sa, pb, ldb, sb, pc, ldc, sc, batch) = \
+            gemm_arguments(g, a_ptr, b_ptr, c_ptr)
+        with self._lock:
+            status = fn(self.handle, op_a, op_b, m, n, k, one, pa, lda, sa, pb, ldb, sb,
+                        zero, pc, ldc, sc, batch)
+        self._check(status, name)
+
+
+def gemm_arguments(g: Gemm, a_ptr: int, b_ptr: int, c_ptr: int) -> tuple[int, ...]:
+    """The arguments of ``cublas?gemmStridedBatched`` after the handle, without alpha and
+    beta (1 and 0): transa, transb, m, n, k, A, lda, strideA, B, ldb, strideB, C, ldc,
+    strideC, batchCount. cuBLAS's A is our B and its B our A (C^T = B^T A^T)."""
+    size = g.dtype.itemsize
+    return (g.op_a, g.op_b, g.m, g.n, g.k, b_ptr + size * g.offset_a, g.lda, g.stride_a,
+            a_ptr + size * g.offset_b, g.ldb, g.stride_b, c_ptr, g.ldc, g.stride_c, g.batch)
+
+
+_blas: Blas | None = None
+_blas_tried = False
+_blas_lock = threading.Lock()
+forksafe.renew_at_fork(__import__(__name__, fromlist=["_"]), "_blas_lock")
+
+
+def blas_for(device: Any) -> Blas | None:
+    """The process's cuBLAS handle on ``device``'s stream, or None: no library, turned off
+    (``TRACEARRAY_GPU_BLAS=off``), or a device that is not a CUDA one (the emulator)."""
+    global _blas, _blas_tried
+    if not config.gpu_blas_enabled() or not getattr(device, "uses_cuda_libraries", False):
+        return None
+    with _blas_lock:
+        if not _blas_tried:
+            _blas_tried = True
+            lib = _load_library()
+            if lib is not None:
+                try:
+                    _blas = Blas(lib, device.stream_handle)
+                except (CublasError, AttributeError) as e:
+                    config.log(config.COMPILES, "cuBLAS not used: %s", e)
+                    _blas = None
+        return _blas
