@@ -55,6 +55,7 @@ from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
+ROW_ELEMENTS_PER_THREAD = 32  # block_row: threads per block from the row's length
 ROW_GRID_PER_SM = 16          # block_row: blocks per multiprocessor at most (grid-stride rows)
 WARP_ROW_GRID_PER_SM = 64     # warp_row: the same
 THREAD_BLOCK = 128
@@ -460,7 +461,12 @@ class GpuExecutable:
                                        cache if use_cache else 0))
         elif strategy == "block_row":
             nrows = prod(geo.par_dims)
-            block = min(ROW_BLOCK_MAX, max(32, 1 << max(inner - 1, 0).bit_length()))
+            # about ROW_ELEMENTS_PER_THREAD elements per thread: smaller blocks for shorter
+            # rows, so that more of them share a multiprocessor and one block's loads
+            # overlap another's reductions (H200, 2026-12-02: rows of 4096 ran 10 % faster
+            # with 128 threads than with 256, rows of 8192 fastest with 256)
+            per_thread = _cdiv(max(inner, 1), ROW_ELEMENTS_PER_THREAD)
+            block = min(ROW_BLOCK_MAX, max(32, 1 << max(per_thread - 1, 0).bit_length()))
             # the row's re-read inputs stay in shared memory when they fit (one read of x)
             cache = inner * lowering.row_cache_itemsize()
             use_cache = 0 < cache <= lowering.row_cache_limit()
