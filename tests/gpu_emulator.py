@@ -169,6 +169,10 @@ class EmulatedDevice:
     def dtod(self, dst: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
 
+    def memset_32(self, dst: int, pitch: int, width: int, height: int) -> None:
+        for row in range(height):
+            ctypes.memset(dst + row * pitch, 0, 4 * width)
+
     def synchronize(self) -> None:
         pass
 
@@ -308,3 +312,53 @@ class ReferenceBlas:
             bm = bm if op_b == OP_N else bm.T
             colmajor(pc + b * sc * dt.itemsize, m, n, ldc)[...] = \
                 (a.astype(np.float64) @ bm.astype(np.float64)).astype(dt)
+
+    def scale(self, dtype: Any, ptr: int, count: int, factor: float) -> None:
+        """cuBLAS's ``?scal``: ``count`` contiguous elements multiplied in place."""
+        dt = np.dtype(dtype)
+        ctype = ctypes.c_float if dt == np.float32 else ctypes.c_double
+        x = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), (count,))
+        x *= dt.type(factor)
+
+
+class ReferenceFFT:
+    """cuFFT's semantics (unnormalised transforms, ``cufftPlanMany``'s advanced layout:
+    element ``x`` of batch ``b`` at ``b * idist + x * stride``) on the emulator's host
+    memory, computed with NumPy: checks ``gpu/fft.py``'s layouts and executions without a
+    GPU."""
+
+    def __init__(self) -> None:
+        self.executions = 0
+
+    def execute(self, lay: Any, src: int, dst: int, in_itemsize: int, out_itemsize: int,
+                direction: int) -> None:
+        single = lay.kind in (0x29, 0x2a, 0x2c)
+        real, cplx = (np.float32, np.complex64) if single else (np.float64, np.complex128)
+        n = lay.n
+        in_t, in_n = {0x29: (cplx, n), 0x69: (cplx, n), 0x2a: (real, n), 0x6a: (real, n),
+                      0x2c: (cplx, n // 2 + 1), 0x6c: (cplx, n // 2 + 1)}[lay.kind]
+        out_t, out_n = {0x29: (cplx, n), 0x69: (cplx, n), 0x2a: (cplx, n // 2 + 1),
+                        0x6a: (cplx, n // 2 + 1), 0x2c: (real, n), 0x6c: (real, n)}[lay.kind]
+        assert np.dtype(in_t).itemsize == in_itemsize and np.dtype(out_t).itemsize == out_itemsize
+
+        def view(ptr: int, t: Any, count: int, stride: int, dist: int) -> np.ndarray:
+            it = np.dtype(t).itemsize
+            span = (lay.batch - 1) * dist + (count - 1) * stride + 1
+            raw = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)),
+                                        (span * it,))
+            return np.lib.stride_tricks.as_strided(raw.view(t), (lay.batch, count),
+                                                   (dist * it, stride * it))
+
+        for i_off, o_off in lay.starts:
+            self.executions += 1
+            x = view(src + i_off * in_itemsize, in_t, in_n, lay.istride, lay.idist).copy()
+            y = view(dst + o_off * out_itemsize, out_t, out_n, lay.ostride, lay.odist)
+            if lay.kind in (0x29, 0x69):
+                y[...] = np.fft.fft(x, axis=1) if direction < 0 else \
+                    np.fft.ifft(x, axis=1, norm="forward")
+            elif lay.kind in (0x2a, 0x6a):
+                y[...] = np.fft.rfft(x, axis=1)
+            else:
+                y[...] = np.fft.irfft(x, n=n, axis=1, norm="forward")
+                # cuFFT's C2R overwrites its input (its documented behaviour)
+                view(src + i_off * in_itemsize, in_t, in_n, lay.istride, lay.idist)[...] = np.nan

@@ -330,6 +330,18 @@ def test_gpu_writes_dry_run_checks_tracearray_and_reports_refusals(tmp_path):
     assert doc["workloads"]["jacobi_inplace"]["inplace"] == ["u"]
 
 
+def test_gpu_library_dry_run_checks_tracearray(tmp_path):
+    """benchmarks/gpu_library.py (FFTs, matmul, solve, sorts): every workload compiles and
+    matches its float64 reference on the CPU."""
+    proc, doc = _dry_run(tmp_path, "gpu_library.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = {r["workload"]: r for r in doc["results"]}
+    assert list(status) == ["power_spectrum", "fft_filter", "complex_fft", "matmul",
+                            "batched_solve", "sort_rows", "median_rows"]
+    for r in status.values():
+        assert r["status"] == "ok" and r["rel_err"] <= 1e-4, r
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_gpu_check_samples_rows_of_the_full_reference(name):
     """At large sizes gpu.py checks sampled rows: their reference must be the full one's rows,

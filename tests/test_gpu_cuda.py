@@ -301,7 +301,7 @@ def test_float_matmuls_run_in_cublas(monkeypatch) -> None:
     """Float32/float64 products run in cuBLAS on the GPU (gpu/blas.py) in every layout it
     translates, and match NumPy exactly on small integers; the others run tracearray's own
     kernel and match too."""
-    from matmul_forms import MATMUL_FORMS
+    from library_forms import MATMUL_FORMS
     from tracearray.gpu import blas as blas_mod
     blas = blas_mod.blas_for(driver.get_device())
     assert blas is not None, "cuBLAS was not found on this GPU machine"
@@ -323,3 +323,35 @@ def test_float_matmuls_run_in_cublas(monkeypatch) -> None:
                 g = g.numpy() if isinstance(g, Array) else np.asarray(g)
                 np.testing.assert_array_equal(g, np.asarray(w), err_msg=name)
             assert bool(calls) == taken, (name, calls)
+
+
+def test_ffts_run_in_cufft(monkeypatch) -> None:
+    """FFTs run in cuFFT on the GPU (gpu/fft.py) in every layout it translates, within the
+    gpu-fft-rounding tolerance of NumPy's (spectra with non-zero imaginary parts at the zero
+    and Nyquist frequencies included: C2R clears them as pocketfft ignores them); the
+    forms cuFFT does not take run on the host."""
+    from library_forms import FFT_FORMS
+    from tracearray.gpu import fft as fft_mod
+    assert fft_mod.cufft_for(driver.get_device()) is not None, "cuFFT was not found"
+    runs = []
+    real = fft_mod.CuFFT.execute
+    monkeypatch.setattr(fft_mod.CuFFT, "execute",
+                        lambda self, *a: (runs.append(a[0]), real(self, *a))[1])
+    for name, (fn, make, taken) in sorted(FFT_FORMS.items()):
+        for device_inputs in (False, True):
+            runs.clear()
+            args = make(np.random.default_rng(4))
+            want = fn(*args)
+            call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+            got = gpu(fn)(*call)
+            for g, w in zip(got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,)):
+                g = g.numpy() if isinstance(g, Array) else np.asarray(g)
+                assert g.dtype == w.dtype and g.shape == w.shape, name
+                tol = 2e-6 if w.dtype in (np.float32, np.complex64) else 1e-14
+                n = max(np.shape(args[0])[-1], 2)
+                np.testing.assert_allclose(g, w, rtol=0, atol=tol * np.log2(n) * np.abs(w).max()
+                                           * 4, err_msg=name)
+            assert bool(runs) == taken, (name, runs)
+            for a, c in zip(args, call):
+                np.testing.assert_array_equal(c.numpy() if isinstance(c, Array) else c, a)

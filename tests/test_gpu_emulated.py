@@ -20,7 +20,7 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
-from matmul_forms import MATMUL_FORMS
+from library_forms import FFT_FORMS, MATMUL_FORMS
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -399,7 +399,7 @@ def test_matmul_through_cublas_layouts(emulated, monkeypatch, name: str,
 def test_cublas_plan_refuses_what_the_library_cannot_take(monkeypatch) -> None:
     """``plan_gemm`` says None (tracearray's own kernel) for non-float dtypes, empty or
     too large sizes, operands with zero or negative strides, and negative batch strides;
-    ``blas_for`` gives None for a device that is not CUDA's and under TRACEARRAY_GPU_BLAS=off."""
+    ``blas_for`` gives None for a device that is not CUDA's and under TRACEARRAY_GPU_LIBRARIES=off."""
     from tracearray.gpu import blas as b
     f32 = np.float32
     ok = b.plan_gemm(f32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0))
@@ -418,10 +418,94 @@ def test_cublas_plan_refuses_what_the_library_cannot_take(monkeypatch) -> None:
     class CudaLike:
         uses_cuda_libraries = True
         stream_handle = 0
-    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "off")
+    monkeypatch.setenv("TRACEARRAY_GPU_LIBRARIES", "off")
     assert b.blas_for(CudaLike()) is None
-    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "auto")
+    monkeypatch.setenv("TRACEARRAY_GPU_LIBRARIES", "auto")
     assert b.blas_for(EmulatedDevice()) is None
-    monkeypatch.setenv("TRACEARRAY_GPU_BLAS", "sometimes")
-    with pytest.raises(ValueError, match="TRACEARRAY_GPU_BLAS"):
+    monkeypatch.setenv("TRACEARRAY_GPU_LIBRARIES", "sometimes")
+    with pytest.raises(ValueError, match="TRACEARRAY_GPU_LIBRARIES"):
         b.blas_for(CudaLike())
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+@pytest.mark.parametrize("name", sorted(FFT_FORMS))
+def test_fft_through_cufft_layouts(emulated, monkeypatch, name: str, device_inputs: bool) -> None:
+    """Issue 13: FFTs run in cuFFT on a GPU. Here a reference of cuFFT's semantics
+    (unnormalised transforms over ``cufftPlanMany`` layouts, ``gpu_emulator.ReferenceFFT``)
+    and of cuBLAS's scal run what ``gpu/fft.py`` queues: the layouts (strides, batch
+    distances, executions per group of rows), NumPy's normalisations, C2R's copy of its
+    operand; the forms cuFFT cannot take must run on the host."""
+    from gpu_emulator import ReferenceBlas, ReferenceFFT
+    from tracearray.gpu import blas as blas_mod
+    from tracearray.gpu import fft as fft_mod
+    ref_fft, ref_blas = ReferenceFFT(), ReferenceBlas()
+    monkeypatch.setattr(fft_mod, "cufft_for", lambda dev: ref_fft)
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ref_blas)
+    fn, make, taken = FFT_FORMS[name]
+    args = make(rng(4))
+    want = fn(*args)
+    call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+    got = gpu(fn)(*call)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        g = g.numpy() if isinstance(g, Array) else np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        tol = 1e-5 if w.dtype in (np.float32, np.complex64) else 1e-12
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol * np.abs(w).max() * 4)
+    assert (ref_fft.executions > 0) == taken, ref_fft.executions
+    for a, c in zip(args, call):   # the operands are left as they were (C2R copies first)
+        np.testing.assert_array_equal(c.numpy() if isinstance(c, Array) else c, a)
+
+
+def test_fft_layouts_group_rows_into_one_batch() -> None:
+    """``plan_fft``: C-contiguous rows are one execution; an inner axis is strided with the
+    largest arithmetic run of the other axes as the batch; zero and negative strides are
+    refused."""
+    from tracearray.gpu.fft import C2C, plan_fft
+    k = C2C[np.dtype(np.float32)]
+    rows = plan_fft(k, 16, 1, (6, 16), (16, 1), (6, 16), (16, 1))
+    assert (rows.istride, rows.idist, rows.batch, rows.starts) == (1, 16, 6, ((0, 0),))
+    mid = plan_fft(k, 10, 1, (3, 10, 400), (4000, 400, 1), (3, 10, 400), (4000, 400, 1))
+    assert (mid.istride, mid.idist, mid.batch, len(mid.starts)) == (400, 1, 400, 3)
+    wide = plan_fft(k, 10, 1, (400, 10, 3), (30, 3, 1), (400, 10, 3), (30, 3, 1))
+    assert (wide.idist, wide.batch, len(wide.starts)) == (30, 400, 3)   # loops the short axis
+    assert plan_fft(k, 8, 1, (4, 8), (0, 1), (4, 8), (8, 1)) is None
+    assert plan_fft(k, 8, 1, (4, 8), (8, -1), (4, 8), (8, 1)) is None
+
+
+def test_comparator_allows_cuffts_rounding_on_the_gpu_and_no_more(emulated, monkeypatch) -> None:
+    """Divergence gpu-fft-rounding: on the GPU an FFT is within 4 eps log2(n) sqrt(n) ||x||
+    of NumPy's per element, so a result a few ulp away passes there (and not on the CPU,
+    where FFTs are NumPy's bits), and one 1e-3 of the norm away fails."""
+    from gpu_emulator import ReferenceBlas, ReferenceFFT
+    from tracearray.gpu import blas as blas_mod
+    from tracearray.gpu import fft as fft_mod
+    from tracearray.testing import compare_with_numpy
+    monkeypatch.setattr(fft_mod, "cufft_for", lambda dev: ReferenceFFT())
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ReferenceBlas())
+
+    def program(z):
+        return np.fft.fft(z, norm="ortho")
+
+    z = (rng(5).standard_normal((6, 64)) + 1j).astype(np.complex64)
+    cmp = compare_with_numpy(program, z, device="cuda")
+    assert cmp.ok, cmp.report()
+    assert "gpu-fft-rounding" in cmp.divergences
+
+    class Perturbed:   # the real compiled function, its result moved by `by` of the norm
+        def __init__(self, by: float, device: str):
+            self.cf = tracearray.compile(program, device=device)
+            self._fixed_device, self.by = device, by
+
+        def lower(self, *args):
+            return self.cf.lower(*args)
+
+        def __call__(self, *args):
+            out = self.cf(*args)
+            out = out.numpy() if isinstance(out, Array) else out
+            return (out + self.by * np.abs(out).max()).astype(out.dtype)
+
+    assert compare_with_numpy(program, z, device="cuda", compiled=Perturbed(3e-7, "cuda")).ok
+    assert not compare_with_numpy(program, z, device="cpu", compiled=Perturbed(3e-7, "cpu")).ok
+    assert not compare_with_numpy(program, z, device="cuda",
+                                  compiled=Perturbed(1e-3, "cuda")).ok

@@ -77,10 +77,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRACEARRAY_GPU_LOAD", "auto",
              "How GPU modules are loaded: `auto` (cubin through nvJitLink or ptxas when "
              "present, else the driver's PTX JIT), `ptx` or `cubin`.", "gpu/driver.py"),
-    Variable("TRACEARRAY_GPU_BLAS", "auto",
-             "`auto`: float32 and float64 matrix products on the GPU run in cuBLAS when the "
-             "library is found; `off`: always tracearray's own matmul kernel.",
-             "gpu/blas.py"),
+    Variable("TRACEARRAY_GPU_LIBRARIES", "auto",
+             "`auto`: on the GPU, float32 and float64 matrix products run in cuBLAS and FFTs "
+             "in cuFFT when the libraries are found; `off`: tracearray's own matmul kernel, "
+             "FFTs on the host.", "gpu/blas.py, gpu/fft.py"),
     Variable("TRACEARRAY_DISABLE_GPU", "0",
              "`1` behaves as if no GPU were present (`device=\"auto\"` runs on the CPU).",
              "gpu/driver.py"),
@@ -411,12 +411,12 @@ def gpu_load_mode() -> str:
     return mode
 
 
-def gpu_blas_enabled() -> bool:
-    """``TRACEARRAY_GPU_BLAS``: ``auto`` (cuBLAS for float matrix products when found) or
-    ``off`` (tracearray's own matmul kernel)."""
-    mode = os.environ.get("TRACEARRAY_GPU_BLAS", "auto").strip().lower() or "auto"
+def gpu_libraries_enabled() -> bool:
+    """``TRACEARRAY_GPU_LIBRARIES``: ``auto`` (cuBLAS for float matrix products and cuFFT for
+    FFTs, when found) or ``off`` (tracearray's own matmul kernel, FFTs on the host)."""
+    mode = os.environ.get("TRACEARRAY_GPU_LIBRARIES", "auto").strip().lower() or "auto"
     if mode not in ("auto", "off"):
-        raise ValueError(f"TRACEARRAY_GPU_BLAS must be auto or off, got {mode!r}")
+        raise ValueError(f"TRACEARRAY_GPU_LIBRARIES must be auto or off, got {mode!r}")
     return mode == "auto"
 
 

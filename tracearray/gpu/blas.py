@@ -6,7 +6,7 @@ Why a library: a register-blocked SGEMM at the H200's FP32 peak is a kernel of i
 shipped with every CUDA toolkit and as NVIDIA's ``nvidia-cublas`` wheel. Our tiled matmul
 kernel stays for what cuBLAS does not take: integer, bool and float16 operands, layouts
 that are neither row- nor column-major (a zero or arbitrary stride), sizes beyond 32-bit
-cuBLAS arguments, empty products, and a GPU without the library (``TRACEARRAY_GPU_BLAS=off``
+cuBLAS arguments, empty products, and a GPU without the library (``TRACEARRAY_GPU_LIBRARIES=off``
 forces it). cuBLAS runs with its default math mode: no TF32 (the products round as float32
 FMAs, as NumPy's OpenBLAS does; the summation order differs, within the matmul tolerance).
 
@@ -26,33 +26,16 @@ from typing import Any
 import numpy as np
 
 from .. import config, forksafe
+from .libraries import load_library, usable_on
 
 OP_N, OP_T = 0, 1
 INT_MAX = (1 << 31) - 1
-_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so", "cublas64_13.dll",
-          "cublas64_12.dll")
+SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so", "cublas64_13.dll",
+           "cublas64_12.dll")
 
 
 class CublasError(RuntimeError):
     """A cuBLAS call failed."""
-
-
-def _load_library() -> Any:
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        return ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
-    except Exception:   # noqa: BLE001 -- no pathfinder, or it did not find it: the loader
-        pass
-    import os
-    roots = [root for _var, root in config.cuda_toolkit_roots()] + ["/usr/local/cuda"]
-    for name in _NAMES:
-        for path in [name] + [os.path.join(r, sub, name) for r in roots
-                              for sub in ("lib64", "targets/x86_64-linux/lib", "bin")]:
-            try:
-                return ctypes.CDLL(path)
-            except OSError:
-                continue
-    return None
 
 
 @dataclass(frozen=True)
@@ -144,6 +127,24 @@ class Blas:
             self._fns[dt] = (fn, name, one, zero, ctypes.addressof(one),
                              ctypes.addressof(zero))
 
+    def scale(self, dtype: np.dtype, ptr: int, count: int, factor: float) -> None:
+        """Multiply ``count`` contiguous elements of ``dtype`` at ``ptr`` by ``factor`` (an
+        FFT's normalisation), on the stream."""
+        dtype = np.dtype(dtype)
+        name = {np.dtype(np.float32): "cublasSscal_v2", np.dtype(np.float64): "cublasDscal_v2"}[dtype]
+        scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+        fn = getattr(self.lib, name)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.c_int]
+        alpha = scalar(factor)
+        step = INT_MAX - INT_MAX % 2   # cuBLAS counts are 32-bit
+        with self._lock:
+            for start in range(0, count, step):
+                n = min(step, count - start)
+                self._check(fn(self.handle, n, ctypes.addressof(alpha),
+                               ptr + start * dtype.itemsize, 1), name)
+
     @staticmethod
     def _check(status: int, what: str) -> None:
         if status != 0:
@@ -178,14 +179,14 @@ forksafe.renew_at_fork(__import__(__name__, fromlist=["_"]), "_blas_lock")
 
 def blas_for(device: Any) -> Blas | None:
     """The process's cuBLAS handle on ``device``'s stream, or None: no library, turned off
-    (``TRACEARRAY_GPU_BLAS=off``), or a device that is not a CUDA one (the emulator)."""
+    (``TRACEARRAY_GPU_LIBRARIES=off``), or a device that is not a CUDA one (the emulator)."""
     global _blas, _blas_tried
-    if not config.gpu_blas_enabled() or not getattr(device, "uses_cuda_libraries", False):
+    if not usable_on(device):
         return None
     with _blas_lock:
         if not _blas_tried:
             _blas_tried = True
-            lib = _load_library()
+            lib = load_library("cublas", SONAMES)
             if lib is not None:
                 try:
                     _blas = Blas(lib, device.stream_handle)

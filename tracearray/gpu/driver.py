@@ -183,6 +183,13 @@ class Device:
             self.call("cuMemcpyDtoDAsync", self.cu.CUdeviceptr(dst), self.cu.CUdeviceptr(src),
                       nbytes, self.stream)
 
+    def memset_32(self, dst: int, pitch: int, width: int, height: int) -> None:
+        """Zero ``width`` 32-bit words at each of ``height`` rows ``pitch`` bytes apart, on
+        the stream (cuFFT's C2R operands: the imaginary parts it must not see)."""
+        if width and height:
+            self.call("cuMemsetD2D32Async", self.cu.CUdeviceptr(dst), pitch, 0, width, height,
+                      self.stream)
+
     def synchronize(self) -> None:
         self.call("cuStreamSynchronize", self.stream)
 

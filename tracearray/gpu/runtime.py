@@ -11,8 +11,9 @@ once per argument signature (shapes, dtypes, strides, and which inputs live on t
 - a matmul whose result is read elementwise by the next map kernel (and by no kernel before
   that one) absorbs it as an epilogue: one kernel, the product never stored unless it is
   also needed elsewhere;
-- an external op (``ops.external``: sorts, LAPACK) runs its device implementation for "cuda"
-  (``External.device["cuda"]``) on the stream; an op with none (every op for now) runs on
+- an external op (``ops.external``: sorts, LAPACK, FFTs) runs its device implementation for
+  "cuda" (``External.device["cuda"]``: the FFTs' is cuFFT, ``gpu/fft.py``) on the stream; an
+  op with none, or whose implementation returns ``NotImplemented`` for these operands, runs on
   the host (``ExternalStep``): its operands are copied to the host on tracearray's stream
   (which waits for the kernels before), the host function runs, and its results are copied
   back into their device buffers before the kernels after it.
@@ -43,6 +44,7 @@ from ..errors import TracearrayError, UnsupportedOperationError, run_time_error,
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
+from . import fft as fft_library
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
@@ -52,6 +54,8 @@ from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
 from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
+
+fft_library.register()   # cuFFT is the "cuda" implementation of the FFT ops
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
@@ -241,7 +245,8 @@ class ExternalStep:
     ``External.device["cuda"]``), it is called as ``device(dev, operands, results, **attrs)``
     with ``DeviceBuffer``s (pointer, shape, element strides, dtype: each operand a view of a
     device buffer, each result a fresh C-contiguous buffer, None for one the graph does not
-    use) and queues its work on ``dev``'s stream. Without one, the op runs on the host: each
+    use) and queues its work on ``dev``'s stream, or returns ``NotImplemented`` for operands
+    it does not take. Without one (or then), the op runs on the host: each
     operand copied to the host, the host function, each result copied into its device
     buffer -- correct, not fast."""
     op: str
@@ -639,9 +644,11 @@ class GpuExecutable:
                    if n is not None and n in ptrs else None
                    for n, (shape, dt) in zip(step.results, step.types)]
         try:
-            step.device(dev, operands, results, **step.attrs)
+            done = step.device(dev, operands, results, **step.attrs)
         except Exception as e:   # noqa: BLE001 -- the op's error, at the user's line
             raise run_time_error(e, step.results, self.graph.locations) from None
+        if done is NotImplemented:   # a layout or dtype the library does not take
+            self._run_on_host(dev, step, ptrs)
 
     def _run_on_host(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int]) -> None:
         """One external call on the host (see ExternalStep). ``dtoh`` waits for the kernels

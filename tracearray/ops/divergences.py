@@ -212,6 +212,14 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "NumPy 2.4 pads it without writing the padding, so its result is uninitialised "
         "memory (a different array on each call).", "not-compared"),
     Divergence(
+        "gpu-fft-rounding", "function", ("np.fft.fft", "np.fft.ifft", "np.fft.rfft",
+                                         "np.fft.irfft"),
+        "On the GPU, FFTs are cuFFT's (device='cuda', when the library is found): not "
+        "pocketfft's bits, but each element within 4 * eps * log2(n) * sqrt(n) * ||x||_2 "
+        "(times NumPy's norm factor) of NumPy's value, x the transform's operand; NumPy's "
+        "normalisation is applied after the transform. On the CPU FFTs are NumPy's own, bit "
+        "for bit.", "tolerance"),
+    Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "
         "NaN last). On one that is not, NumPy's result also depends on the keys searched "

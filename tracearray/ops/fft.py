@@ -16,6 +16,7 @@ the complex array, non-negative), ``norm``, for c2c ``inverse``, and for c2c and
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,6 +38,15 @@ def as_complex(pairs: np.ndarray) -> np.ndarray:
 def write_pairs(out: np.ndarray, z: np.ndarray) -> None:
     out[..., 0] = z.real
     out[..., 1] = z.imag
+
+
+def norm_factor(norm: str | None, n: int, inverse: bool) -> float:
+    """NumPy's normalisation of a transform of length n (``numpy.fft``'s ``norm``)."""
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    if norm == "forward":
+        return 1.0 if inverse else 1.0 / n
+    return 1.0 / n if inverse else 1.0   # None, "backward"
 
 
 def _sized(shape: Sequence[int], axis: int, n: int) -> Shape:

@@ -190,10 +190,20 @@ TRANSCENDENTAL = frozenset(n for n, s in OPS.items() if not s.accuracy.exact)
 _EQUALITY = frozenset({"equal", "not_equal"})
 
 
+# FFTs run in a library with its own rounding on some targets (cuFFT on the GPU, divergence
+# gpu-fft-rounding): each element within FFT_EPS * eps * log2(n) * ||y||_2 of NumPy's, y the
+# transform's exact output (||y||_2 = sqrt(n) ||x||_2 before NumPy's normalisation)
+FFT_OPS = frozenset({"fft.c2c", "fft.r2c", "fft.c2r"})
+FFT_EPS = 4
+
+
 class Evaluator:
-    def __init__(self, tolerances: Tolerances):
+    def __init__(self, tolerances: Tolerances, library_ops: frozenset[str] = frozenset()):
         self.tol = tolerances
         self.used: set[str] = set()     # divergence ids whose relaxation was applied
+        # external ops the compiled target computes in a library of its own (FFT_OPS on the
+        # GPU): their results are NumPy's within that library's accuracy, not bit for bit
+        self.library_ops = library_ops
 
     # --- values -----------------------------------------------------------------------------
     @staticmethod
@@ -281,6 +291,8 @@ class Evaluator:
         value = self.value(node, [a.value for a in args])
         known = [a.exact & ~a.top for a in args]
         if all(k.all() for k in known):
+            if node.op in self.library_ops and node.op in FFT_OPS:
+                return self._library_fft(node, args[0], value)
             return exact_bound(value)
         if node.op == "sort" and args[0].is_float:
             axis = node.attr("axis")
@@ -292,6 +304,35 @@ class Evaluator:
         f64 = value.astype(F64) if value.dtype.kind == "f" else None
         return Bound(value, np.zeros(node.shape, bool), np.ones(node.shape, bool), f64,
                      None if f64 is None else f64.copy(), "external")
+
+    def _library_fft(self, node: Node, x: Bound, value: np.ndarray) -> Bound:
+        """An FFT of exact operands computed by another library (divergence
+        gpu-fft-rounding): NumPy's value within FFT_EPS * eps * log2(n) * sqrt(n) *
+        ||x||_2 * NumPy's norm factor, per transform; a transform of a non-finite operand is
+        unverifiable."""
+        from ..ops.fft import norm_factor
+        a = dict(node.attrs)
+        n, axis = a["n"], a["axis"]
+        xv = x.value.astype(F64)
+        pairs = node.op != "fft.r2c" and a.get("pairs", False)
+        mag2 = (xv ** 2).sum(axis=-1) if pairs else xv ** 2
+        used = n // 2 + 1 if node.op == "fft.c2r" else n
+        mag2 = np.take(mag2, np.arange(min(used, mag2.shape[axis])), axis=axis)
+        with np.errstate(invalid="ignore", over="ignore"):
+            energy = mag2.sum(axis=axis, keepdims=True) * (2 if node.op == "fft.c2r" else 1)
+            norm = np.sqrt(energy)
+        factor = norm_factor(a.get("norm"), n, node.op == "fft.c2r" or a.get("inverse", False))
+        real = value.dtype
+        tol = FFT_EPS * _eps(real) * max(1.0, math.log2(n)) * math.sqrt(n) * factor * norm
+        bad = ~np.isfinite(tol)
+        if node.op != "fft.c2r":   # pair results: one tolerance for both parts
+            tol, bad = tol[..., None], bad[..., None]
+        tol = np.broadcast_to(np.where(bad, 0.0, tol), value.shape)
+        top = np.broadcast_to(bad, value.shape).copy()
+        v64 = value.astype(F64)
+        self.used.add("gpu-fft-rounding")
+        return _finish(value, np.zeros(value.shape, bool), top, v64 - tol, v64 + tol,
+                       f"{node.op}: another library's FFT (gpu-fft-rounding)")
 
     def gather(self, node: Node, args: list[Bound]) -> Bound:
         """The operand's bounds read at NumPy's positions (the index arrays' values); where
@@ -894,8 +935,10 @@ def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.where(bad, 0.0, mid), np.where(bad, 0.0, rad), bad
 
 
-def propagate(graph: Graph, inputs: Sequence[np.ndarray], tolerances: Tolerances
-              ) -> tuple[list[Bound], set[str]]:
-    """Bounds of ``graph.outputs`` for the given inputs, and the divergence ids applied."""
-    ev = Evaluator(tolerances)
+def propagate(graph: Graph, inputs: Sequence[np.ndarray], tolerances: Tolerances,
+              library_ops: frozenset[str] = frozenset()) -> tuple[list[Bound], set[str]]:
+    """Bounds of ``graph.outputs`` for the given inputs, and the divergence ids applied
+    (``library_ops``: external ops the target runs in a library of its own, see
+    ``Evaluator``)."""
+    ev = Evaluator(tolerances, library_ops)
     return ev.run(graph, inputs), ev.used

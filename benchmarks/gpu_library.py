@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""GPU library calls (issue 13): FFT pipelines, a matrix product, a batched solve, sorts.
+
+    python benchmarks/gpu_library.py [--size gpu|cpu|check] [--workloads a,b] [--repeat N]
+                                     [--frameworks tracearray,torch.compile,jax.jit,cupy]
+                                     [--json out.json]
+    python benchmarks/gpu_library.py --dry-run    # no GPU needed: tracearray on the CPU
+
+Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64 check):
+
+  power_spectrum  np.abs(np.fft.rfft(x * window)) ** 2       cuFFT R2C on the GPU
+  fft_filter      np.fft.irfft(np.fft.rfft(x) * g, N)        R2C then C2R
+  complex_fft     np.abs(np.fft.ifft(np.fft.fft(x + 1j * y) * 2))   C2C both ways
+  matmul          a @ b, M x M by M x M (M = 4096)           cuBLAS SGEMM
+  batched_solve   np.linalg.solve(A, b), 16 x 16 systems, M of them
+  sort_rows       np.sort(x, axis=-1), M x M
+  median_rows     np.median(x, axis=-1), M x M
+
+tracearray compiles the NumPy source (``device="cuda"``, device arrays); jax.jit and CuPy run
+the same source with ``np`` bound to ``jax.numpy`` / ``cupy``; torch.compile gets the PyTorch
+way of writing each (``torch.fft``, ``torch.linalg.solve``, ``torch.sort``). On the GPU,
+tracearray's sorts and LAPACK calls have no device implementation yet: they run on the host
+between copies (the figures say what that costs). Checking, timing and the report are
+benchmarks/gpu.py's: float64 NumPy reference, relative 2-norm error below 1e-4, CUDA events
+on each framework's own stream (JAX: host clock and block_until_ready), medians.
+"""
+from __future__ import annotations
+
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` and `tracearray` importable
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import gpu as G  # noqa: E402
+from benchmarks import workloads as W  # noqa: E402
+
+FRAMEWORKS = ("tracearray", "torch.compile", "jax.jit", "cupy")
+SIZES = {"check": (16, 64), "cpu": (512, 1024), "gpu": (4096, 8192)}
+TOL = 1e-4   # relative 2-norm error against float64
+
+
+# ======================================================================================
+# The NumPy sources
+# ======================================================================================
+
+def power_spectrum(x, window):
+    return np.abs(np.fft.rfft(x * window)) ** 2
+
+
+def fft_filter(x, g):
+    return np.fft.irfft(np.fft.rfft(x) * g, x.shape[-1])
+
+
+def complex_fft(x, y):
+    return np.abs(np.fft.ifft(np.fft.fft(x + 1j * y) * 2))
+
+
+def matmul(a, b):
+    return a @ b
+
+
+def batched_solve(a, b):
+    return np.linalg.solve(a, b)
+
+
+def sort_rows(x):
+    return np.sort(x, axis=-1)
+
+
+def median_rows(x):
+    return np.median(x, axis=-1)
+
+
+def torch_versions(torch: Any) -> Dict[str, Callable]:
+    def t_power(x, window):
+        return torch.abs(torch.fft.rfft(x * window)) ** 2
+
+    def t_filter(x, g):
+        return torch.fft.irfft(torch.fft.rfft(x) * g, x.shape[-1])
+
+    def t_complex(x, y):
+        return torch.abs(torch.fft.ifft(torch.fft.fft(torch.complex(x, y)) * 2))
+
+    def t_solve(a, b):
+        return torch.linalg.solve(a, b)
+
+    def t_sort(x):
+        return torch.sort(x, -1).values
+
+    def t_median(x):   # NumPy's median of an even row: the mean of the two middle values
+        s = torch.sort(x, -1).values
+        n = x.shape[-1]
+        return (s[..., (n - 1) // 2] + s[..., n // 2]) / 2
+
+    return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
+            "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
+            "median_rows": t_median}
+
+
+def implementation(fw: G.Framework, name: str) -> Callable:
+    if fw.name == "torch.compile":
+        return torch_versions(fw.torch)[name]
+    fn = WORKLOADS[name].fn
+    return fn if fw.namespace is None else G.with_namespace(fn, fw.namespace)
+
+
+# ======================================================================================
+# Workloads: inputs, minimal bytes, the check
+# ======================================================================================
+
+@dataclass(frozen=True)
+class LibraryWorkload:
+    name: str
+    fn: Callable
+    make_inputs: Callable[[Tuple[int, int], np.random.Generator], Dict[str, np.ndarray]]
+    out_bytes: Callable[[Dict[str, np.ndarray]], int]
+
+
+def _rows(size, rng, *extra):
+    m, n = size
+    out = {"x": rng.standard_normal((m, n), dtype=np.float32)}
+    for name, length in extra:
+        out[name] = rng.uniform(0.0, 1.0, length(n)).astype(np.float32)
+    return out
+
+
+def _pair(size, rng):
+    m, n = size
+    return {"x": rng.standard_normal((m // 2, n), dtype=np.float32),
+            "y": rng.standard_normal((m // 2, n), dtype=np.float32)}
+
+
+def _square(size, rng):
+    m = size[0]
+    return {"a": rng.standard_normal((m, m), dtype=np.float32),
+            "b": rng.standard_normal((m, m), dtype=np.float32)}
+
+
+def _systems(size, rng):
+    m = size[0]
+    a = rng.standard_normal((m, 16, 16), dtype=np.float32) + 16 * np.eye(16, dtype=np.float32)
+    return {"a": a, "b": rng.standard_normal((m, 16, 1), dtype=np.float32)}
+
+
+def _square_rows(size, rng):
+    m = size[0]
+    return {"x": rng.standard_normal((m, m), dtype=np.float32)}
+
+
+_SPECS = [
+    LibraryWorkload("power_spectrum", power_spectrum,
+                    lambda s, r: _rows(s, r, ("window", lambda n: n)),
+                    lambda a: 4 * a["x"].shape[0] * (a["x"].shape[1] // 2 + 1)),
+    LibraryWorkload("fft_filter", fft_filter,
+                    lambda s, r: _rows(s, r, ("g", lambda n: n // 2 + 1)),
+                    lambda a: a["x"].nbytes),
+    LibraryWorkload("complex_fft", complex_fft, _pair, lambda a: a["x"].nbytes),
+    LibraryWorkload("matmul", matmul, _square, lambda a: a["a"].nbytes),
+    LibraryWorkload("batched_solve", batched_solve, _systems, lambda a: a["b"].nbytes),
+    LibraryWorkload("sort_rows", sort_rows, _square_rows, lambda a: a["x"].nbytes),
+    LibraryWorkload("median_rows", median_rows, _square_rows,
+                    lambda a: 4 * a["x"].shape[0]),
+]
+WORKLOADS: Dict[str, LibraryWorkload] = {w.name: w for w in _SPECS}
+
+
+def make_inputs(name: str, size: str, seed: int = 0) -> Dict[str, np.ndarray]:
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    return WORKLOADS[name].make_inputs(SIZES[size], rng)
+
+
+class LibraryCheck:
+    """The float64 NumPy reference and the comparison with a framework's values."""
+
+    def __init__(self, w: LibraryWorkload, inputs: Dict[str, np.ndarray]):
+        self.ref = G.as_tuple(w.fn(*[v.astype(np.float64) for v in inputs.values()]))
+
+    def compare(self, outputs: Sequence[np.ndarray]) -> Tuple[float, List[str]]:
+        if len(outputs) != len(self.ref):
+            return float("inf"), [f"{len(outputs)} values, NumPy gives {len(self.ref)}"]
+        problems, worst = [], 0.0
+        for i, (out, ref) in enumerate(zip(outputs, self.ref)):
+            out = np.asarray(out)
+            if out.shape != ref.shape:
+                return float("inf"), [f"value {i} has shape {out.shape}, NumPy {ref.shape}"]
+            worst = max(worst, W.rel_err(out, ref))
+            if out.dtype != np.float32:
+                problems.append(f"value {i} is {out.dtype}, NumPy gives float32")
+        if not worst <= TOL:
+            problems.append(f"relative error {worst:.2e} > tol {TOL:.0e}")
+        return worst, problems
+
+
+DESCRIPTIONS: Dict[str, dict] = {}
+
+
+def bench_library(name: str, frameworks: Dict[str, G.Framework], opts: Any,
+                  bandwidth: Optional[float]) -> Dict[str, dict]:
+    w = WORKLOADS[name]
+    inputs = make_inputs(name, opts.size, opts.seed)
+    check = LibraryCheck(w, inputs)
+    nbytes = sum(v.nbytes for v in inputs.values()) + w.out_bytes(inputs)
+    floor_ms = nbytes / bandwidth * 1e3 if bandwidth else None
+    DESCRIPTIONS[name] = dict(shapes={k: list(v.shape) for k, v in inputs.items()},
+                              bytes=nbytes)
+    records = {}
+    for fw_name, fw in frameworks.items():
+        rec = G.run_cell(fw, implementation(fw, name), list(inputs.values()), check.compare,
+                         opts)
+        rec.update(workload=name, checked="all", floor_ms=floor_ms)
+        if rec.get("ms") and floor_ms:
+            rec["pct_floor"] = 100.0 * floor_ms / rec["ms"]
+        records[fw_name] = rec
+    return records
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    opts = G.parse_args(argv, __doc__, tuple(SIZES), list(WORKLOADS), FRAMEWORKS)
+    return G.run_suite(opts, "tracearray GPU library-call benchmark", bench_library,
+                       DESCRIPTIONS.__getitem__)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""Matrix products and FFTs in every layout the GPU's library calls translate (cuBLAS,
+cuFFT), and some they must leave to tracearray's own kernel or the host, shared by the
+emulated and the GPU tests."""
+import numpy as np
+
+MATMUL_FORMS = {
+    # name: (function, operand shapes, dtype, whether cuBLAS takes it)
+    "2d": (lambda a, b: a @ b, ((37, 19), (19, 23)), np.float32, True),
+    "2d_f64": (lambda a, b: a @ b, ((8, 5), (5, 9)), np.float64, True),
+    "a_transposed": (lambda a, b: a.T @ b, ((19, 37), (19, 23)), np.float32, True),
+    "b_transposed": (lambda a, b: a @ b.T, ((37, 19), (23, 19)), np.float32, True),
+    "both_transposed": (lambda a, b: a.T @ b.T, ((19, 37), (23, 19)), np.float64, True),
+    "offset_views": (lambda a, b: a[2:, 1:] @ b[1:, 3:], ((12, 9), (9, 11)), np.float32, True),
+    "vector_matrix": (lambda a, b: a @ b, ((19,), (19, 7)), np.float32, True),
+    "matrix_vector": (lambda a, b: a @ b, ((7, 19), (19,)), np.float32, True),
+    "dot": (lambda a, b: a @ b, ((19,), (19,)), np.float64, True),
+    "strided_vector": (lambda a, b: a[::3] @ b, ((57,), (19, 4)), np.float32, True),
+    "batched": (lambda a, b: a @ b, ((3, 6, 5), (3, 5, 4)), np.float32, True),
+    "batch_broadcast": (lambda a, b: a @ b, ((6, 5), (4, 5, 3)), np.float32, True),
+    "batch_4d": (lambda a, b: a @ b, ((2, 3, 4, 5), (2, 3, 5, 2)), np.float64, True),
+    "epilogue": (lambda a, b: np.maximum(a @ b + 1.5, 0), ((33, 17), (17, 29)), np.float32,
+                 True),
+    "product_and_epilogue": (lambda a, b: (a @ b, np.tanh(a @ b)), ((9, 4), (4, 6)),
+                             np.float32, True),
+    # cuBLAS cannot take these: tracearray's own kernel runs them
+    "int32": (lambda a, b: a @ b, ((6, 5), (5, 4)), np.int32, False),
+    "float16": (lambda a, b: a @ b, ((6, 5), (5, 4)), np.float16, False),
+    "both_strides_not_unit": (lambda a, b: a[:, ::2] @ b, ((6, 10), (5, 4)), np.float32, False),
+    "empty_k": (lambda a, b: a @ b, ((6, 0), (0, 4)), np.float32, False),
+}
+
+
+def _cplx(r, shape, dtype=np.complex64):
+    return (r.standard_normal(shape) + 1j * r.standard_normal(shape)).astype(dtype)
+
+
+FFT_FORMS = {
+    # name: (function, make arguments from a Generator, whether cuFFT takes it)
+    "fft_rows": (lambda z: np.fft.fft(z), lambda r: (_cplx(r, (6, 16)),), True),
+    "fft_axis0": (lambda z: np.fft.fft(z, axis=0), lambda r: (_cplx(r, (12, 5)),), True),
+    "fft_middle_axis": (lambda z: np.fft.fft(z, axis=1), lambda r: (_cplx(r, (3, 10, 4)),), True),
+    "fft_truncated_ortho": (lambda z: np.fft.fft(z, 7, norm="ortho"),
+                            lambda r: (_cplx(r, (4, 11), np.complex128),), True),
+    "ifft": (lambda z: np.fft.ifft(z), lambda r: (_cplx(r, (5, 9)),), True),
+    "ifft_forward_norm": (lambda z: np.fft.ifft(z, norm="forward"),
+                          lambda r: (_cplx(r, (5, 9), np.complex128),), True),
+    "fft_of_a_transposed_view": (lambda z: np.fft.fft(z.T), lambda r: (_cplx(r, (8, 6)),), True),
+    "fft_of_computed_complex": (lambda x: np.fft.fft(x * 1j + 1),
+                                lambda r: (r.standard_normal((4, 8)).astype(np.float32),), True),
+    "rfft": (lambda x: np.fft.rfft(x), lambda r: (r.standard_normal((7, 20)),), True),
+    "rfft_axis0_odd": (lambda x: np.fft.rfft(x, axis=0),
+                       lambda r: (r.standard_normal((15, 3)).astype(np.float32),), True),
+    "rfft_window_power": (lambda x: np.abs(np.fft.rfft(x * np.hanning(x.shape[-1]))) ** 2,
+                          lambda r: (r.standard_normal((3, 64)).astype(np.float32),), True),
+    "irfft_even": (lambda z: np.fft.irfft(z), lambda r: (_cplx(r, (4, 9)),), True),
+    "irfft_odd_axis0": (lambda z: np.fft.irfft(z, 11, axis=0, norm="ortho"),
+                        lambda r: (_cplx(r, (6, 3), np.complex128),), True),
+    "rfft_round_trip": (lambda x: np.fft.irfft(np.fft.rfft(x), x.shape[-1]),
+                        lambda r: (r.standard_normal((5, 12)),), True),
+    "irfft_operand_read_again": (lambda z: (np.fft.irfft(z * 2), z * 2),
+                                 lambda r: (_cplx(r, (4, 9)),), True),
+    # the host runs these
+    "fft_padded": (lambda z: np.fft.fft(z, 20), lambda r: (_cplx(r, (3, 8)),), False),
+    "fft_of_real": (lambda x: np.fft.fft(x), lambda r: (r.standard_normal((3, 8)),), False),
+    "rfft_float16": (lambda x: np.fft.rfft(x),
+                     lambda r: (r.standard_normal((3, 8)).astype(np.float16),), False),
+}
