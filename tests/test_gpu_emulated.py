@@ -509,3 +509,36 @@ def test_comparator_allows_cuffts_rounding_on_the_gpu_and_no_more(emulated, monk
     assert not compare_with_numpy(program, z, device="cpu", compiled=Perturbed(3e-7, "cpu")).ok
     assert not compare_with_numpy(program, z, device="cuda",
                                   compiled=Perturbed(1e-3, "cuda")).ok
+
+
+DIRECT_PROGRAMS = {
+    "map": (lambda a, b: a * b + 1, True),
+    "full_sum_partials": (lambda a, b: (a * b).sum(), True),
+    "rows_and_columns": (lambda a, b: (a - a.max(axis=1, keepdims=True)) / b.sum(axis=0), True),
+    "constant_array": (lambda a, b: a * np.array([1.0, -2.0, 3.0, 0.5, 2.0], np.float32) + b,
+                       True),
+    "input_returned": (lambda a, b: (a, b + 1), True),
+    "matmul_epilogue": (lambda a, b: np.maximum(a @ b.T, 0), True),
+    "host_sort_then_gather": (lambda a, b: a[:, np.argsort(b[0])], False),   # a host step
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT_PROGRAMS))
+def test_direct_warm_path_matches_numpy_on_every_call(emulated, name: str) -> None:
+    """Issue 12: warm calls of an executable made only of kernels run through a slot plan
+    (``GpuExecutable._run_direct``: pointers by position, no dictionaries); every call's
+    arrays must reach the kernels, partial-result buffers and constants included."""
+    fn, direct = DIRECT_PROGRAMS[name]
+    f = gpu(fn)
+    r = rng(7)
+    hosts = [r.standard_normal((4, 5)).astype(np.float32) for _ in range(6)]
+    devs = [tracearray.gpu.to_device(h) for h in hosts]
+    for i, j in ((0, 1), (2, 3), (4, 5), (1, 0)):
+        got = f(devs[i], devs[j])
+        want = fn(hosts[i], hosts[j])
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            assert_matches(g.numpy() if isinstance(g, Array) else np.asarray(g),
+                           np.asarray(w), "fused")
+    ex = f.lower(devs[0], devs[1]).executable
+    assert (isinstance(ex._direct, tuple)) == direct, ex._direct

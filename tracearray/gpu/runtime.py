@@ -340,6 +340,7 @@ class GpuExecutable:
             self._produced_layouts.append((n, size * dtype.itemsize, shape, dtype, strides, size))
         self._checking = [gk for gk in self.kernels if gk.checks and gk.launches]
         self._run_lock = threading.RLock()
+        self._direct: Any = None   # _plan_direct's plan (None: not planned yet)
         self._output_sources: list[tuple[str, Any]] = [
             ("array", o) if o in produced else
             ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
@@ -689,7 +690,91 @@ class GpuExecutable:
         # the driver at the launch): one thread at a time queues this executable's kernels.
         # (Not renewed at fork: a forked child cannot use the GPU, get_device says so.)
         with self._run_lock:
-            return self._run(dev, inputs)
+            if self._direct is not None:
+                outs = self._run_direct(dev, inputs)
+                if outs is not None:
+                    return outs
+            outs = self._run(dev, inputs)
+            if self._direct is None:
+                self._direct = self._plan_direct()
+            return outs
+
+    def _plan_direct(self) -> Any:
+        """The warm path of an executable that is only kernels (no gathers, scratch arrays,
+        error flags or library calls) for device-array inputs: each pointer a slot of one
+        list (inputs, then produced buffers, then the fixed constants and partials), each
+        kernel the slots of its pointers; False when the executable is not of that kind.
+        Planned after a first run, when every kernel is bound."""
+        if self._checking or any(type(gk) is not GpuKernel or gk.scratch or
+                                 (gk.launches and gk.bound is None) for gk in self.steps):
+            return False
+        slot = {node: i for i, node in enumerate(self.graph.inputs)}
+        if len(slot) != len(self.graph.inputs):
+            return False   # one node for two inputs: the general path
+        for node, *_rest in self._produced_layouts:
+            slot[node] = len(slot)
+        fixed: list[int] = []
+        kernels = []
+        for gk in self.steps:
+            if not gk.launches:
+                continue
+            idx = []
+            for src in gk.ptr_sources:
+                if src[0] == "buf" and not src[2] and src[1] in slot:
+                    idx.append(slot[src[1]])
+                    continue
+                if src[0] == "buf" and not src[2] and src[1] in self._constants:
+                    ptr = self._constants[src[1]].ptr
+                elif src[0] == "partial":
+                    ptr = gk._partials[src[1]].ptr
+                elif src[0] == "null":
+                    ptr = 0
+                else:
+                    return False
+                fixed.append(ptr)
+                idx.append(-len(fixed))   # fixed pointer j as -(j + 1), placed below
+            kernels.append((tuple(idx), gk.bound))
+        kernels = [(tuple(i if i >= 0 else len(slot) - i - 1 for i in idx), bound)
+                   for idx, bound in kernels]
+        produced = {node: j for j, (node, *_r) in enumerate(self._produced_layouts)}
+        outputs = []
+        for kind, source in self._output_sources:
+            if kind == "array":
+                outputs.append((True, produced[source]))
+            elif kind == "input":
+                outputs.append((False, source))
+            else:
+                return False
+        return (fixed, kernels, outputs)
+
+    def _run_direct(self, dev: Any, inputs: Sequence[Any]) -> list[Any] | None:
+        """``_run`` for device arrays through the planned slots; None when an input is not
+        a plain ``Array`` of ours (the general path takes it)."""
+        if self._direct is False:
+            return None
+        if config.logger.isEnabledFor(config.TIMES_LEVEL):
+            return None   # the general path times every step
+        fixed, kernels, outputs = self._direct
+        slots = []
+        for x in inputs:
+            if type(x) is not Array or x._stream:
+                return None
+            slots.append(x.ptr)
+        allocate = dev.allocator.allocate
+        arrays = []
+        for _node, nbytes, shape, dtype, strides, size in self._produced_layouts:
+            block = allocate(nbytes)
+            slots.append(block.ptr)
+            arrays.append(Array._of_block(block, shape, dtype, strides, size))
+        slots += fixed
+        launch = dev.launch
+        for idx, bound in kernels:
+            pointers = [slots[i] for i in idx]
+            n = len(pointers)
+            for fn, grid, block, smem, vals, addrs in bound:
+                vals[0:n] = pointers
+                launch(fn, grid, block, addrs, smem)
+        return [arrays[j] if produced else inputs[j] for produced, j in outputs]
 
     def _run(self, dev: Any, inputs: Sequence[Any]) -> list[Any]:
         device_mode = False
