@@ -321,6 +321,57 @@ class ReferenceBlas:
         x *= dt.type(factor)
 
 
+    # ---- batched LU (gpu/linalg.py), by the semantics of cuBLAS's ?getrf/?getrs/?getriBatched
+    _factored: dict = {}
+
+    @staticmethod
+    def _pointers(ptr: int, count: int) -> list[int]:
+        return [int(p) for p in np.ctypeslib.as_array(
+            ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint64)), (count,))]
+
+    @staticmethod
+    def _colmajor(ptr: int, rows: int, cols: int, ld: int, dtype: Any) -> np.ndarray:
+        dt = np.dtype(dtype)
+        ctype = ctypes.c_float if dt == np.float32 else ctypes.c_double
+        span = (cols - 1) * ld + rows
+        flat = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), (span,))
+        return np.lib.stride_tricks.as_strided(flat, (rows, cols), (dt.itemsize, ld * dt.itemsize))
+
+    def lu_batched(self, dtype, n, a_ptrs, lda, pivots, info, batch) -> None:
+        """The matrices are remembered (the factors' format is cuBLAS's business) and the
+        memory is overwritten, as getrf overwrites it; ``info`` says which are singular."""
+        infos = np.ctypeslib.as_array(ctypes.cast(info, ctypes.POINTER(ctypes.c_int32)), (batch,))
+        for i, p in enumerate(self._pointers(a_ptrs, batch)):
+            m = self._colmajor(p, n, n, lda, dtype)
+            self._factored[p] = m.copy()
+            try:
+                np.linalg.inv(m.astype(np.float64))
+                infos[i] = 0
+            except np.linalg.LinAlgError:
+                infos[i] = 1
+            m[...] = np.nan
+
+    def lu_solve_batched(self, dtype, trans, n, nrhs, a_ptrs, lda, pivots, b_ptrs, ldb,
+                         batch) -> None:
+        from tracearray.gpu.blas import OP_N
+        for pa, pb in zip(self._pointers(a_ptrs, batch), self._pointers(b_ptrs, batch)):
+            m = self._factored[pa]
+            rhs = self._colmajor(pb, n, nrhs, ldb, dtype)
+            try:
+                rhs[...] = np.linalg.solve(m if trans == OP_N else m.T, rhs)
+            except np.linalg.LinAlgError:
+                rhs[...] = np.inf
+
+    def lu_inverse_batched(self, dtype, n, a_ptrs, lda, pivots, c_ptrs, ldc, info,
+                           batch) -> None:
+        for pa, pc in zip(self._pointers(a_ptrs, batch), self._pointers(c_ptrs, batch)):
+            out = self._colmajor(pc, n, n, ldc, dtype)
+            try:
+                out[...] = np.linalg.inv(self._factored[pa])
+            except np.linalg.LinAlgError:
+                out[...] = np.inf
+
+
 class ReferenceFFT:
     """cuFFT's semantics (unnormalised transforms, ``cufftPlanMany``'s advanced layout:
     element ``x`` of batch ``b`` at ``b * idist + x * stride``) on the emulator's host

@@ -1,5 +1,5 @@
-"""Matrix products and FFTs in every layout the GPU's library calls translate (cuBLAS,
-cuFFT), and some they must leave to tracearray's own kernel or the host, shared by the
+"""Matrix products, FFTs and small solves in every layout the GPU's library calls translate (cuBLAS,
+cuFFT, cuBLAS's batched LU), and some they must leave to tracearray's own kernel or the host, shared by the
 emulated and the GPU tests."""
 import numpy as np
 
@@ -64,4 +64,34 @@ FFT_FORMS = {
     "fft_of_real": (lambda x: np.fft.fft(x), lambda r: (r.standard_normal((3, 8)),), False),
     "rfft_float16": (lambda x: np.fft.rfft(x),
                      lambda r: (r.standard_normal((3, 8)).astype(np.float16),), False),
+}
+
+
+def _systems(r, shape, dtype=np.float64):
+    n = shape[-1]
+    return (r.standard_normal(shape) + n * np.eye(n)).astype(dtype)
+
+
+LINALG_FORMS = {
+    # name: (function, arguments from a Generator, whether cuBLAS's batched LU takes it)
+    "solve_vector": (lambda a, b: np.linalg.solve(a, b),
+                     lambda r: (_systems(r, (5, 5)), r.standard_normal(5)), True),
+    "solve_batched_columns": (lambda a, b: np.linalg.solve(a, b),
+                              lambda r: (_systems(r, (7, 6, 6), np.float32),
+                                         r.standard_normal((7, 6, 1)).astype(np.float32)), True),
+    "solve_4d_batch": (lambda a, b: np.linalg.solve(a * 2, b + 1),
+                       lambda r: (_systems(r, (2, 3, 4, 4)), r.standard_normal((2, 3, 4, 1))),
+                       True),
+    "inv_batched": (lambda a: np.linalg.inv(a) * 3, lambda r: (_systems(r, (9, 5, 5)),), True),
+    "inv_float32": (lambda a: np.linalg.inv(a + 1), lambda r: (_systems(r, (8, 8), np.float32),),
+                    True),
+    # the host runs these
+    "solve_several_columns": (lambda a, b: np.linalg.solve(a, b),
+                              lambda r: (_systems(r, (4, 4)), r.standard_normal((4, 3))), False),
+    "solve_broadcast_batch": (lambda a, b: np.linalg.solve(a, b),
+                              lambda r: (_systems(r, (4, 4)), r.standard_normal((3, 4, 1))),
+                              False),
+    "inv_of_a_transposed_view": (lambda a: np.linalg.inv(a.T),
+                                 lambda r: (_systems(r, (8, 8), np.float32),), False),
+    "inv_large": (lambda a: np.linalg.inv(a), lambda r: (_systems(r, (70, 70)),), False),
 }

@@ -355,3 +355,36 @@ def test_ffts_run_in_cufft(monkeypatch) -> None:
             assert bool(runs) == taken, (name, runs)
             for a, c in zip(args, call):
                 np.testing.assert_array_equal(c.numpy() if isinstance(c, Array) else c, a)
+
+
+def test_small_solves_and_inverses_run_in_cublas(monkeypatch) -> None:
+    """linalg.solve (one right-hand side per system) and inv of small matrices run in
+    cuBLAS's batched LU on the GPU (gpu/linalg.py), close to NumPy's LAPACK; a singular
+    matrix raises NumPy's LinAlgError (at the end of a call with NumPy inputs, at the next
+    wait with device arrays); the other forms run on the host."""
+    from library_forms import LINALG_FORMS
+    from tracearray.gpu import blas as blas_mod
+    calls = []
+    for m in ("lu_batched", "lu_solve_batched", "lu_inverse_batched"):
+        real = getattr(blas_mod.Blas, m)
+        monkeypatch.setattr(blas_mod.Blas, m,
+                            lambda self, *a, _real=real, _m=m: (calls.append(_m), _real(self, *a))[1])
+    for name, (fn, make, taken) in sorted(LINALG_FORMS.items()):
+        for device_inputs in (False, True):
+            calls.clear()
+            args = make(np.random.default_rng(8))
+            want = fn(*args)
+            call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+            got = gpu(fn)(*call)
+            got = got.numpy() if isinstance(got, Array) else got
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            tol = 1e-4 if want.dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+            assert bool(calls) == taken, (name, calls)
+    a = np.stack([np.eye(3), np.ones((3, 3))])
+    f = gpu(lambda a, b: np.linalg.solve(a, b))
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        f(a, np.ones((2, 3, 1)))
+    out = f(Array.from_numpy(a), Array.from_numpy(np.ones((2, 3, 1))))
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        out.numpy()

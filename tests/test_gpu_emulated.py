@@ -20,7 +20,7 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
-from library_forms import FFT_FORMS, MATMUL_FORMS
+from library_forms import FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, _systems
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -542,3 +542,91 @@ def test_direct_warm_path_matches_numpy_on_every_call(emulated, name: str) -> No
                            np.asarray(w), "fused")
     ex = f.lower(devs[0], devs[1]).executable
     assert (isinstance(ex._direct, tuple)) == direct, ex._direct
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+@pytest.mark.parametrize("name", sorted(LINALG_FORMS))
+def test_batched_lu_layouts(emulated, monkeypatch, name: str, device_inputs: bool) -> None:
+    """Issue 13: small solves and inverses run in cuBLAS's batched LU on a GPU. A reference
+    of cuBLAS's getrf/getrs/getri semantics (column-major matrices behind device pointer
+    arrays) checks the translation: the LU of A^T and CUBLAS_OP_T for solve, getri's
+    column-major (A^T)^-1 read row-major for inv, operands copied first (getrf overwrites)."""
+    from gpu_emulator import ReferenceBlas
+    from tracearray.gpu import blas as blas_mod
+    ref = ReferenceBlas()
+    calls = []
+    for m in ("lu_batched", "lu_solve_batched", "lu_inverse_batched"):
+        real = getattr(ref, m)
+        monkeypatch.setattr(ref, m, lambda *a, _real=real, _m=m: (calls.append(_m), _real(*a))[1])
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ref)
+    fn, make, taken = LINALG_FORMS[name]
+    args = make(rng(8))
+    want = fn(*args)
+    call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+    got = gpu(fn)(*call)
+    got = got.numpy() if isinstance(got, Array) else got
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1e-4 if want.dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert bool(calls) == taken, calls
+    for a, c in zip(args, call):
+        np.testing.assert_array_equal(c.numpy() if isinstance(c, Array) else c, a)
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+def test_singular_matrix_on_the_device_raises_numpys_error(emulated, monkeypatch,
+                                                           device_inputs: bool) -> None:
+    """A singular matrix found by the device's LU raises LinAlgError("Singular matrix") at
+    the user's line: at the end of a call with NumPy inputs, when the host next waits for
+    the device (``.numpy()``) with device arrays."""
+    from gpu_emulator import ReferenceBlas
+    from tracearray.gpu import blas as blas_mod
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ReferenceBlas())
+    a = np.stack([np.eye(3), np.ones((3, 3))])
+    b = np.ones((2, 3, 1))
+    f = gpu(lambda a, b: np.linalg.solve(a, b))
+    if device_inputs:
+        out = f(tracearray.gpu.to_device(a), tracearray.gpu.to_device(b))
+        with pytest.raises(np.linalg.LinAlgError, match="Singular matrix(.|\\n)*test_gpu_emulated"):
+            out.numpy()
+        out.numpy()   # reported once
+    else:
+        with pytest.raises(np.linalg.LinAlgError, match="Singular matrix(.|\\n)*test_gpu_emulated"):
+            f(a, b)
+    ok = np.stack([np.eye(3), 2 * np.eye(3)])
+    np.testing.assert_allclose(np.asarray(f(ok, b)), np.linalg.solve(ok, b))
+
+
+def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypatch) -> None:
+    """Divergence gpu-linalg-rounding: a GPU solve within 8 n eps cond(A) max|x| passes,
+    one 1e-2 of max|x| away fails (and on the CPU, where solves are NumPy's LAPACK, even a
+    few ulp fail)."""
+    from gpu_emulator import ReferenceBlas
+    from tracearray.gpu import blas as blas_mod
+    from tracearray.testing import compare_with_numpy
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ReferenceBlas())
+
+    def program(a, b):
+        return np.linalg.solve(a, b)
+
+    a, b = _systems(rng(9), (6, 5, 5)), rng(10).standard_normal((6, 5, 1))
+    cmp = compare_with_numpy(program, a, b, device="cuda")
+    assert cmp.ok, cmp.report()
+    assert "gpu-linalg-rounding" in cmp.divergences
+
+    class Perturbed:
+        def __init__(self, by: float, device: str):
+            self.cf = tracearray.compile(program, device=device)
+            self._fixed_device, self.by = device, by
+
+        def lower(self, *args):
+            return self.cf.lower(*args)
+
+        def __call__(self, *args):
+            out = self.cf(*args)
+            out = out.numpy() if isinstance(out, Array) else out
+            return out + self.by * np.abs(out).max()
+
+    assert compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-15, "cuda")).ok
+    assert not compare_with_numpy(program, a, b, device="cpu", compiled=Perturbed(1e-15, "cpu")).ok
+    assert not compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-2, "cuda")).ok

@@ -145,6 +145,43 @@ class Blas:
                 self._check(fn(self.handle, n, ctypes.addressof(alpha),
                                ptr + start * dtype.itemsize, 1), name)
 
+    # ---- batched LU (small matrices; gpu/linalg.py): pointer arrays live in device memory
+    def _batched(self, dtype: np.dtype, stem: str, argtypes: list) -> tuple[Any, str]:
+        name = f"cublas{'S' if np.dtype(dtype) == np.float32 else 'D'}{stem}Batched"
+        fn = getattr(self.lib, name)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + argtypes
+        return fn, name
+
+    def lu_batched(self, dtype: np.dtype, n: int, a_ptrs: int, lda: int, pivots: int,
+                   info: int, batch: int) -> None:
+        """``?getrfBatched``: LU with partial pivoting of ``batch`` column-major matrices in
+        place (``a_ptrs``: device array of their pointers), pivots and info on the device."""
+        i32, p = ctypes.c_int, ctypes.c_void_p
+        fn, name = self._batched(dtype, "getrf", [i32, p, i32, p, p, i32])
+        with self._lock:
+            self._check(fn(self.handle, n, a_ptrs, lda, pivots, info, batch), name)
+
+    def lu_solve_batched(self, dtype: np.dtype, trans: int, n: int, nrhs: int, a_ptrs: int,
+                         lda: int, pivots: int, b_ptrs: int, ldb: int, batch: int) -> None:
+        """``?getrsBatched``: solve op(A) X = B in place of B with ``lu_batched``'s factors."""
+        i32, p = ctypes.c_int, ctypes.c_void_p
+        fn, name = self._batched(dtype, "getrs", [i32, i32, i32, p, i32, p, p, i32, p, i32])
+        host_info = ctypes.c_int(0)   # argument validity only (singularity: getrf's info)
+        with self._lock:
+            self._check(fn(self.handle, trans, n, nrhs, a_ptrs, lda, pivots, b_ptrs, ldb,
+                           ctypes.byref(host_info), batch), name)
+        if host_info.value:
+            raise CublasError(f"{name}: argument {-host_info.value} is invalid")
+
+    def lu_inverse_batched(self, dtype: np.dtype, n: int, a_ptrs: int, lda: int, pivots: int,
+                           c_ptrs: int, ldc: int, info: int, batch: int) -> None:
+        """``?getriBatched``: the inverses, out of place, from ``lu_batched``'s factors."""
+        i32, p = ctypes.c_int, ctypes.c_void_p
+        fn, name = self._batched(dtype, "getri", [i32, p, i32, p, p, i32, p, i32])
+        with self._lock:
+            self._check(fn(self.handle, n, a_ptrs, lda, pivots, c_ptrs, ldc, info, batch), name)
+
     @staticmethod
     def _check(status: int, what: str) -> None:
         if status != 0:

@@ -36,3 +36,13 @@ def usable_on(device: Any) -> bool:
     """Whether library calls may run on ``device``'s stream: a CUDA device (not the test
     emulator) and ``TRACEARRAY_GPU_LIBRARIES`` not ``off``."""
     return config.gpu_libraries_enabled() and getattr(device, "uses_cuda_libraries", False)
+
+
+class PendingInfo:
+    """What a device implementation returns when its result's validity is known only on the
+    device (a singular matrix found by an LU): per-matrix int32 ``info`` words in the memory
+    ``block`` (non-zero: ``error`` is NumPy's exception), read when the host next waits for
+    the device (``gpu/runtime.py``'s pending errors)."""
+
+    def __init__(self, block: Any, count: int, error: Exception):
+        self.block, self.count, self.error = block, count, error

@@ -45,8 +45,10 @@ from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
 from . import fft as fft_library
+from . import linalg as linalg_library
 from . import ptx as ptxmod
 from .array import Array, is_device_array
+from .libraries import PendingInfo
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
                       MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
                       gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK,
@@ -55,7 +57,8 @@ from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
-fft_library.register()   # cuFFT is the "cuda" implementation of the FFT ops
+fft_library.register()      # cuFFT is the "cuda" implementation of the FFT ops
+linalg_library.register()   # cuBLAS's batched LU: solve and inv
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
@@ -650,6 +653,9 @@ class GpuExecutable:
             raise run_time_error(e, step.results, self.graph.locations) from None
         if done is NotImplemented:   # a layout or dtype the library does not take
             self._run_on_host(dev, step, ptrs)
+        elif isinstance(done, PendingInfo):   # validity known on the device: read later
+            _PENDING.append(DeviceInfo(done.block, done.count, done.error, step.results,
+                                       self.graph.locations))
 
     def _run_on_host(self, dev: Any, step: ExternalStep, ptrs: dict[Node, int]) -> None:
         """One external call on the host (see ExternalStep). ``dtoh`` waits for the kernels
@@ -833,8 +839,8 @@ class GpuExecutable:
                            getattr(gk, "name", "external"), 1e3 * (time.perf_counter() - start))
         if self._checking:
             # read when the host next waits for the device (see raise_pending_index_errors)
-            _PENDING.append((flags, [gk.checks for gk in self._checking],
-                             self.graph.locations))
+            _PENDING.append(_IndexFlags(flags, [gk.checks for gk in self._checking],
+                                        self.graph.locations))
         outs: list[Any] = []
         for kind, source in self._output_sources:
             if kind == "array":
@@ -937,26 +943,60 @@ class GpuExecutable:
         return out.ptr
 
 
-# Error flags of calls whose kernels check indices (gathers), not read yet: the host reads
-# them when it next waits for the device -- at the end of a call with NumPy inputs, and in
-# Array.numpy() (so also np.asarray of a result) for calls on device arrays.
-_PENDING: list[tuple[Array, list[list], dict]] = []
+# Errors found on the device, not read yet: the host reads them when it next waits for the
+# device -- at the end of a call with NumPy inputs, and in Array.numpy() (so also np.asarray
+# of a result) for calls on device arrays. Each entry's ``error(dev)`` reads its flags and
+# returns NumPy's exception at the user's line, or None.
+_PENDING: list[Any] = []
+
+
+@dataclass
+class _IndexFlags:
+    """A call's index-check flags: one pair of int64 per checking kernel (check, index)."""
+    flags: Array
+    checks: list[list]
+    locations: dict
+
+    def error(self, dev: Any) -> Exception | None:
+        from ..cpu.runtime import index_error
+        host = np.empty(self.flags.shape, np.int64)
+        dev.dtoh(host.ctypes.data, self.flags.ptr, host.nbytes)
+        for j, kernel_checks in enumerate(self.checks):
+            if host[2 * j]:
+                return index_error(kernel_checks[int(host[2 * j]) - 1], int(host[2 * j + 1]),
+                                   self.locations)
+        return None
+
+
+@dataclass
+class DeviceInfo:
+    """A library call's per-matrix ``info`` words (int32; non-zero: the matrix is singular),
+    raised as ``error`` at the nodes' line (``errors.run_time_error``)."""
+    info: Any            # the memory Block holding them
+    count: int
+    error_value: Exception
+    nodes: list
+    locations: dict
+
+    def error(self, dev: Any) -> Exception | None:
+        host = np.empty(self.count, np.int32)
+        dev.dtoh(host.ctypes.data, self.info.ptr, host.nbytes)
+        if host.any():
+            return run_time_error(self.error_value, self.nodes, self.locations)
+        return None
 
 
 def raise_pending_index_errors() -> None:
     """Read the error flags of the calls queued so far (the stream has just been waited for)
-    and raise NumPy's IndexError, at the user's line, for the first bad index found."""
-    from ..cpu.runtime import index_error
+    and raise the first error found: NumPy's IndexError for a bad index, LinAlgError for a
+    singular matrix, at the user's line."""
     from .driver import get_device
     found = None
     while _PENDING:
-        flags, checks, locations = _PENDING.pop(0)
-        host = np.empty(flags.shape, np.int64)
-        get_device().dtoh(host.ctypes.data, flags.ptr, host.nbytes)
-        for j, kernel_checks in enumerate(checks):
-            if host[2 * j] and found is None:
-                found = index_error(kernel_checks[int(host[2 * j]) - 1], int(host[2 * j + 1]),
-                                    locations)
+        entry = _PENDING.pop(0)
+        err = entry.error(get_device())
+        if found is None:
+            found = err
     if found is not None:
         raise found
 

@@ -220,6 +220,14 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "normalisation is applied after the transform. On the CPU FFTs are NumPy's own, bit "
         "for bit.", "tolerance"),
     Divergence(
+        "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv"),
+        "On the GPU, solves with one right-hand side per system and inverses of small "
+        "contiguous matrices (n <= 64) are cuBLAS's batched LU with partial pivoting, not "
+        "LAPACK's: each element within 8 * n * eps * cond(A) * max|x| of NumPy's value, per "
+        "matrix. A singular matrix (an exact zero pivot, LAPACK's criterion) raises NumPy's "
+        "LinAlgError when the host next waits for the device, not at the call (with NumPy "
+        "inputs: at the end of the call).", "tolerance"),
+    Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "
         "NaN last). On one that is not, NumPy's result also depends on the keys searched "

@@ -195,6 +195,12 @@ _EQUALITY = frozenset({"equal", "not_equal"})
 # transform's exact output (||y||_2 = sqrt(n) ||x||_2 before NumPy's normalisation)
 FFT_OPS = frozenset({"fft.c2c", "fft.r2c", "fft.c2r"})
 FFT_EPS = 4
+# Small solves and inverses on the GPU are cuBLAS's batched LU (divergence
+# gpu-linalg-rounding): each result element within LU_EPS * n * eps * cond(A) * max|x| of
+# NumPy's, per matrix (x the result matrix or vector)
+LU_OPS = frozenset({"linalg.solve", "linalg.inv"})
+LU_EPS = 8
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS
 
 
 class Evaluator:
@@ -293,6 +299,8 @@ class Evaluator:
         if all(k.all() for k in known):
             if node.op in self.library_ops and node.op in FFT_OPS:
                 return self._library_fft(node, args[0], value)
+            if node.op in self.library_ops and node.op in LU_OPS and value.dtype.kind == "f":
+                return self._library_lu(node, args[0], value)
             return exact_bound(value)
         if node.op == "sort" and args[0].is_float:
             axis = node.attr("axis")
@@ -333,6 +341,31 @@ class Evaluator:
         self.used.add("gpu-fft-rounding")
         return _finish(value, np.zeros(value.shape, bool), top, v64 - tol, v64 + tol,
                        f"{node.op}: another library's FFT (gpu-fft-rounding)")
+
+    def _library_lu(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+        """A solve or inverse computed by another library's LU (divergence
+        gpu-linalg-rounding): NumPy's value within LU_EPS * n * eps * cond(A) * max|x| per
+        matrix; a matrix whose condition number or result is not finite is unverifiable."""
+        av = a.value.astype(F64)
+        n = av.shape[-1]
+        with np.errstate(all="ignore"):
+            try:
+                cond = np.linalg.cond(av) if n else np.zeros(av.shape[:-2])
+            except np.linalg.LinAlgError:
+                cond = np.full(av.shape[:-2], np.inf)
+            v64 = value.astype(F64)
+            vector = node.op == "linalg.solve" and value.ndim == av.ndim - 1
+            per = (-1,) if vector else (-2, -1)
+            big = np.max(np.abs(v64), axis=per, keepdims=True) if v64.size else \
+                np.zeros(v64.shape[:len(v64.shape) - len(per)] + (1,) * len(per))
+            cond = np.asarray(cond).reshape(np.shape(cond) + (1,) * len(per))
+            tol = LU_EPS * max(n, 1) * _eps(value.dtype) * cond * big
+        tol = np.broadcast_to(tol, value.shape)
+        bad = ~np.isfinite(tol)
+        self.used.add("gpu-linalg-rounding")
+        return _finish(value, np.zeros(value.shape, bool), bad, v64 - np.where(bad, 0, tol),
+                       v64 + np.where(bad, 0, tol),
+                       f"{node.op}: another library's LU (gpu-linalg-rounding)")
 
     def gather(self, node: Node, args: list[Bound]) -> Bound:
         """The operand's bounds read at NumPy's positions (the index arrays' values); where

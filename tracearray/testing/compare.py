@@ -236,10 +236,11 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     unbounded = False
     if bound_graph is not None:
         try:
-            # on the GPU, FFTs are cuFFT's (divergence gpu-fft-rounding)
+            # on the GPU, FFTs are cuFFT's and small solves cuBLAS's (gpu-fft-rounding,
+            # gpu-linalg-rounding)
             target = getattr(cf, "_fixed_device", None) or \
                 (cf._resolve_device() if hasattr(cf, "_resolve_device") else "cpu")
-            library = _bounds.FFT_OPS if target == "cuda" else frozenset()
+            library = _bounds.LIBRARY_OPS_CUDA if target == "cuda" else frozenset()
             out_bounds, used = _bounds.propagate(bound_graph, inputs, TOLERANCES, library)
             cmp.divergences |= used
         except (IndexError, ValueError):
