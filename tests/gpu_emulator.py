@@ -383,6 +383,7 @@ class ReferenceFFT:
 
     def execute(self, lay: Any, src: int, dst: int, in_itemsize: int, out_itemsize: int,
                 direction: int) -> None:
+        assert lay.batch >= 1 and lay.n >= 1, f"cuFFT refuses this plan (CUFFT_INVALID_SIZE): {lay}"
         single = lay.kind in (0x29, 0x2a, 0x2c)
         real, cplx = (np.float32, np.complex64) if single else (np.float64, np.complex128)
         n = lay.n

@@ -59,6 +59,10 @@ FFT_FORMS = {
                         lambda r: (r.standard_normal((5, 12)),), True),
     "irfft_operand_read_again": (lambda z: (np.fft.irfft(z * 2), z * 2),
                                  lambda r: (_cplx(r, (4, 9)),), True),
+    "fft_empty_batch": (lambda z: np.fft.fft(z), lambda r: (_cplx(r, (0, 8)),), False),
+    "ihfft_empty_batch": (lambda x: np.fft.ihfft(x), lambda r: (r.standard_normal((2, 0, 6)),),
+                          False),
+    "fft_length_one": (lambda z: np.fft.fft(z, axis=0), lambda r: (_cplx(r, (1, 5)),), True),
     # the host runs these
     "fft_padded": (lambda z: np.fft.fft(z, 20), lambda r: (_cplx(r, (3, 8)),), False),
     "fft_of_real": (lambda x: np.fft.fft(x), lambda r: (r.standard_normal((3, 8)),), False),

@@ -513,3 +513,40 @@ def test_a_wrong_zero_sign_outside_a_tie_is_still_a_mismatch() -> None:
     tie = np.array([0.0])   # maximum(+0.0, -0.0): either zero, so signbit is open
     assert compare_with_numpy(lambda a: np.signbit(np.maximum(a, -0.0)), tie, device="cpu",
                               compiled=None).ok
+
+
+def test_nanpercentile_dtype_of_an_all_nan_first_slice_is_a_divergence() -> None:
+    """soak 'cpu-2026-12-02-k', program 9403: ``np.nanpercentile(v, [10, 75], axis=())`` of
+    a float32 NaN: NumPy applies its 1-d function per slice and takes the first slice's
+    result dtype (float32 for an all-NaN slice, float64 otherwise); the compiled result is
+    float64 (divergence nan-quantile-dtype): NaN positions are compared, nothing else; a
+    wrong NaN position is still a mismatch."""
+    import tracearray
+    from tracearray.testing import compare_with_numpy
+
+    def program(x0):
+        v1 = x0 / np.max(x0, axis=0, keepdims=True)
+        v2 = np.nanpercentile(v1, [10, 75], axis=(), method='linear')
+        v4 = np.nanmedian(v2, axis=(0,), keepdims=True)
+        return np.floor_divide(np.cumprod(v4, axis=-1), np.absolute(v4))
+
+    with np.errstate(all="ignore"):
+        for x in (np.array([0.0], np.float32), np.array([2.0, 0.0], np.float32)):
+            cmp = compare_with_numpy(program, x, device="cpu")
+            assert cmp.ok, cmp.report()
+        nan_first = np.array([np.nan, 3.0], np.float32)
+        f = lambda v: np.nanpercentile(v, [10, 75], axis=())   # noqa: E731
+
+        class NoNaN:   # the compiled function with its NaNs replaced
+            def __init__(self):
+                self.cf = tracearray.compile(f, device="cpu")
+
+            def lower(self, *args):
+                return self.cf.lower(*args)
+
+            def __call__(self, *args):
+                return np.nan_to_num(self.cf(*args))
+
+        assert f(nan_first).dtype == np.float32   # NumPy's quirk, still there
+        assert compare_with_numpy(f, nan_first, device="cpu").ok
+        assert not compare_with_numpy(f, nan_first, device="cpu", compiled=NoNaN()).ok

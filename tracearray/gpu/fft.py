@@ -236,6 +236,8 @@ def c2c(dev: Any, operands: list, results: list, *, n: int, axis: int, norm: Any
     lay = plan_fft(C2C[src.dtype], n, axis, shape, strides, o_shape, o_strides)
     if libs is None or lay is None:
         return NotImplemented
+    if not lay.batch:
+        return None   # an empty axis beside the transformed one: no transforms
     size = 2 * src.dtype.itemsize
     libs[0].execute(lay, src.ptr, out.ptr, size, size, INVERSE if inverse else FORWARD)
     _finish(libs[1], out, factor)
@@ -254,6 +256,8 @@ def r2c(dev: Any, operands: list, results: list, *, n: int, axis: int, norm: Any
     lay = plan_fft(R2C[src.dtype], n, axis, src.shape, src.strides, o_shape, o_strides)
     if libs is None or lay is None:
         return NotImplemented
+    if not lay.batch:
+        return None
     libs[0].execute(lay, src.ptr, out.ptr, src.dtype.itemsize, 2 * out.dtype.itemsize,
                     FORWARD)
     _finish(libs[1], out, factor)
@@ -277,6 +281,8 @@ def c2r(dev: Any, operands: list, results: list, *, n: int, axis: int, norm: Any
     lay = plan_fft(C2R[src.dtype], n, axis, shape, strides, out.shape, out.strides)
     if libs is None or lay is None:
         return NotImplemented
+    if not lay.batch:
+        return None
     # C2R overwrites its input: transform a copy of the operand's span, whose imaginary
     # parts at frequency 0 (and n/2) are cleared as pocketfft ignores them
     size = 2 * src.dtype.itemsize

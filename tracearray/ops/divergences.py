@@ -228,6 +228,15 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "LinAlgError when the host next waits for the device, not at the call (with NumPy "
         "inputs: at the end of the call).", "tolerance"),
     Divergence(
+        "nan-quantile-dtype", "function", ("np.nanmedian", "np.nanquantile",
+                                           "np.nanpercentile"),
+        "Along axes where NumPy applies its 1-d function one slice at a time "
+        "(np.apply_along_axis: several axes, axis=(), or keepdims with q arrays), NumPy's "
+        "result dtype is the first slice's: the input's (float32, float16) when that slice "
+        "is all NaN, float64 otherwise (q's). The compiled result always has the dtype of a "
+        "slice with a number; the comparator then compares NaN positions only.",
+        "unverifiable"),
+    Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "
         "NaN last). On one that is not, NumPy's result also depends on the keys searched "
