@@ -1,5 +1,5 @@
 """numpy.fft: ``fft``, ``ifft``, ``rfft`` and ``irfft`` are the external ops of ``ops/fft.py``
-(NumPy's pocketfft on the host; on the GPU it runs on the host for now); every other
+(NumPy's pocketfft on the host; on the GPU cuFFT, gpu/fft.py); every other
 function of numpy.fft (``fft2``, ``fftn``, ``rfftn``, ``irfftn``, ``hfft``, ``ihfft``,
 ``fftfreq``, ``fftshift``, ...) is NumPy's own Python code, which calls those four along
 each axis in NumPy's order, so the results are NumPy's exactly.
@@ -21,7 +21,9 @@ from ..complex import FUNCTIONS, ComplexTracer
 from ..tracer import Tracer
 from . import NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
-_NOTE = "external op: NumPy's pocketfft (on the GPU: runs on the host for now)"
+_NOTE = ("external op: NumPy's pocketfft; on the GPU cuFFT for float32/float64 complex "
+         "operands and real rfft operands (divergence gpu-fft-rounding), the host for "
+         "float16, zero-padded lengths and real operands of fft/irfft")
 _FFT = dict(dtypes=[np.dtype(d) for d in ("float32", "float64", "int32", "int64")],
             values="small", min_dims=1, max_dims=3, notes=_NOTE)
 _NORMS = (None, "backward", "ortho", "forward")

@@ -29,6 +29,10 @@ _SQ = "{0} @ {0}.swapaxes(-1, -2) + 3 * np.eye({0}.shape[-1])"   # well conditio
 _NOTE = "external op: LAPACK through numpy.linalg (on the GPU: runs on the host for now)"
 _LAPACK = dict(dtypes=NUMERIC, min_dims=2, max_dims=3, same_shape=True, values="small",
                notes=_NOTE)
+_LU_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 systems of "
+            "n <= 64 with one right-hand side (solve) or contiguous (inv) run in cuBLAS's "
+            "batched LU (divergence gpu-linalg-rounding), others on the host")
+_LU = dict(_LAPACK, notes=_LU_NOTE)
 
 
 def _result_dtype(*ts: Tracer) -> np.dtype:
@@ -57,7 +61,7 @@ def _call(op: str, *ts: Tracer, **attrs: Any) -> tuple[Tracer, ...]:
 
 @composite(np.linalg.solve, calls=[f'np.linalg.solve({_SQ}, {{1}})',
                                    f'np.linalg.solve({_SQ}, {{1}}[..., 0])'],
-           arrays=2, name="np.linalg.solve", **_LAPACK)
+           arrays=2, name="np.linalg.solve", **_LU)
 def solve(a: Any, b: Any) -> Tracer:
     ta, tb = as_tracer(a), as_tracer(b)
     dt = _result_dtype(ta, tb)
@@ -78,7 +82,7 @@ def solve(a: Any, b: Any) -> Tracer:
 @composite(np.linalg.inv, calls=[f'np.linalg.inv({_SQ})',
                                  'np.linalg.inv(np.exp({0}) @ np.exp({0}).swapaxes(-1, -2) '
                                  '+ np.eye({0}.shape[-1]))'],
-           name="np.linalg.inv", **_LAPACK)
+           name="np.linalg.inv", **_LU)
 def inv(a: Any) -> Tracer:
     return _call("linalg.inv", _matrices(a))[0]
 
