@@ -99,3 +99,39 @@ LINALG_FORMS = {
                                  lambda r: (_systems(r, (8, 8), np.float32),), False),
     "inv_large": (lambda a: np.linalg.inv(a), lambda r: (_systems(r, (70, 70)),), False),
 }
+
+
+def _ties(r, shape, dtype=np.float32):
+    """Small integers (many ties), NaNs and signed zeros in float data."""
+    x = r.integers(-4, 5, shape).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        flat = x.reshape(-1)
+        flat[::7] = np.nan
+        flat[3::11] = -0.0
+    return x
+
+
+SORT_FORMS = {
+    # name: (function, arguments from a Generator, whether the block sort takes it)
+    "sort_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (6, 37)),), True),
+    "sort_axis0_f64": (lambda x: np.sort(x, axis=0), lambda r: (_ties(r, (300, 5), np.float64),),
+                       True),
+    "sort_middle_axis": (lambda x: np.sort(x, axis=1), lambda r: (_ties(r, (3, 40, 4)),), True),
+    "argsort_stable": (lambda x: np.argsort(x, axis=-1, kind="stable"),
+                       lambda r: (_ties(r, (5, 129)),), True),
+    "argsort_stable_reversed_view": (lambda x: np.argsort(x[:, ::-2], axis=1, kind="stable"),
+                                     lambda r: (_ties(r, (4, 90)),), True),
+    "sort_int8": (lambda x: np.sort(x * 3, axis=-1), lambda r: (_ties(r, (4, 50), np.int8),), True),
+    "sort_uint16": (lambda x: np.sort(x, axis=0), lambda r: (r.integers(0, 9, (33, 3)).astype(np.uint16),),
+                    True),
+    "argsort_int64_stable": (lambda x: np.argsort(x, kind="stable"),
+                             lambda r: (_ties(r, (2, 3, 64), np.int64),), True),
+    "sort_bool": (lambda x: np.sort(x > 0, axis=-1), lambda r: (_ties(r, (3, 20)),), True),
+    "sort_flattened": (lambda x: np.sort(x, axis=None), lambda r: (_ties(r, (8, 9)),), True),
+    "sort_length_one": (lambda x: np.sort(x, axis=1), lambda r: (_ties(r, (5, 1)),), True),
+    "sort_then_fused": (lambda x: np.sort(x * 2 + 1, axis=-1)[:, ::-1] - 1,
+                        lambda r: (_ties(r, (4, 64)),), True),
+    # the host runs these
+    "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), False),
+    "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
+}

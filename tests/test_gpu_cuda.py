@@ -388,3 +388,24 @@ def test_small_solves_and_inverses_run_in_cublas(monkeypatch) -> None:
     out = f(Array.from_numpy(a), Array.from_numpy(np.ones((2, 3, 1))))
     with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
         out.numpy()
+
+
+def test_rows_sort_in_a_block_on_the_gpu() -> None:
+    """sort and argsort of rows that fit a block run as the bitonic kernel (gpu/sort.py) on
+    the GPU: NumPy's values (NaN last; the zeros' signs free), kind="stable" positions
+    exactly, every axis, views, integer widths and bool; longer rows on the host."""
+    from library_forms import SORT_FORMS
+    for name, (fn, make, taken) in sorted(SORT_FORMS.items()):
+        for device_inputs in (False, True):
+            args = make(np.random.default_rng(11))
+            want = fn(*args)
+            call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+            got = gpu(fn)(*call)
+            got = got.numpy() if isinstance(got, Array) else np.asarray(got)
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            both = np.isnan(got) & np.isnan(want) if want.dtype.kind == "f" else False
+            assert np.all((got == want) | both), name
+    x = np.random.default_rng(1).standard_normal((4096, 1000)).astype(np.float32)
+    np.testing.assert_array_equal(gpu(lambda v: np.sort(v, axis=-1))(x), np.sort(x, axis=-1))
+    np.testing.assert_array_equal(gpu(lambda v: np.argsort(v, axis=0, kind="stable"))(x[:, :64]),
+                                  np.argsort(x[:, :64], axis=0, kind="stable"))

@@ -20,7 +20,7 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
-from library_forms import FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, _systems
+from library_forms import FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, SORT_FORMS, _systems
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -630,3 +630,52 @@ def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypa
     assert compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-15, "cuda")).ok
     assert not compare_with_numpy(program, a, b, device="cpu", compiled=Perturbed(1e-15, "cpu")).ok
     assert not compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-2, "cuda")).ok
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+@pytest.mark.parametrize("name", sorted(SORT_FORMS))
+def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> None:
+    """Issue 13: sort and argsort of rows that fit a block run as a bitonic network in
+    shared memory on the GPU (gpu/sort.py), here under the SIMT emulator (two warps per
+    block, real barriers): NumPy's order (NaN last, ties by position: kind="stable" exactly),
+    every axis, strided and reversed views, every integer width and bool; longer rows and
+    float16 run on the host."""
+    fn, make, taken = SORT_FORMS[name]
+    args = make(rng(11))
+    want = fn(*args)
+    call = [tracearray.gpu.to_device(a) for a in args] if device_inputs else args
+    before = len(emulated.launches)
+    got = gpu(fn)(*call)
+    got = got.numpy() if isinstance(got, Array) else np.asarray(got)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    # values: the zeros' signs are free (a stable order of -0.0 and +0.0 is not quicksort's)
+    assert_matches(got, want, "exact", zero_sign=False)
+    ran = any(n.startswith("ta_sort_") for n, _, _ in emulated.launches[before:])
+    assert ran == taken
+
+
+def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emulated) -> None:
+    """Divergence gpu-sort-ties: with NumPy's default kind, the positions of tied values may
+    differ (the comparator leaves them unverified on the GPU), the others may not."""
+    from tracearray.testing import compare_with_numpy
+
+    def program(x):
+        return np.argsort(x, axis=-1)
+
+    x = np.repeat(np.arange(6, dtype=np.float32)[::-1], 3)[None]
+    cmp = compare_with_numpy(program, x, device="cuda")
+    assert cmp.ok, cmp.report()
+    assert "gpu-sort-ties" in cmp.divergences
+
+    class Reversed:   # the compiled argsort with its rows reversed: untied positions wrong
+        def __init__(self):
+            self.cf = tracearray.compile(program, device="cuda")
+            self._fixed_device = "cuda"
+
+        def lower(self, *args):
+            return self.cf.lower(*args)
+
+        def __call__(self, *args):
+            return np.asarray(self.cf(*args))[:, ::-1].copy()
+
+    assert not compare_with_numpy(program, x, device="cuda", compiled=Reversed()).ok

@@ -46,6 +46,7 @@ from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
 from . import fft as fft_library
 from . import linalg as linalg_library
+from . import sort as sort_library
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
@@ -59,6 +60,7 @@ from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 fft_library.register()      # cuFFT is the "cuda" implementation of the FFT ops
 linalg_library.register()   # cuBLAS's batched LU: solve and inv
+sort_library.register()     # a block's bitonic sort: sort and argsort of rows that fit
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK

@@ -55,6 +55,10 @@ class Bound:
     lo: np.ndarray | None = None      # float64 interval (float nodes; == value where exact)
     hi: np.ndarray | None = None
     why: str = "exact"                # the rule that made the last node inexact
+    # a check of a compiled result where elements are unverifiable one by one but not as a
+    # whole (an argsort's tied positions: x[result] must still be NumPy's sorted values):
+    # result -> mask of the elements it rejects
+    verify: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def is_float(self) -> bool:
@@ -200,7 +204,11 @@ FFT_EPS = 4
 # NumPy's, per matrix (x the result matrix or vector)
 LU_OPS = frozenset({"linalg.solve", "linalg.inv"})
 LU_EPS = 8
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS
+# The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
+# equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
+# elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
+SORT_OPS = frozenset({"sort", "argsort"})
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS
 
 
 class Evaluator:
@@ -301,6 +309,9 @@ class Evaluator:
                 return self._library_fft(node, args[0], value)
             if node.op in self.library_ops and node.op in LU_OPS and value.dtype.kind == "f":
                 return self._library_lu(node, args[0], value)
+            if node.op in self.library_ops and node.op in SORT_OPS and \
+                    node.attr("kind") != "stable":
+                return self._library_sort(node, args[0], value)
             return exact_bound(value)
         if node.op == "sort" and args[0].is_float:
             axis = node.attr("axis")
@@ -341,6 +352,50 @@ class Evaluator:
         self.used.add("gpu-fft-rounding")
         return _finish(value, np.zeros(value.shape, bool), top, v64 - tol, v64 + tol,
                        f"{node.op}: another library's FFT (gpu-fft-rounding)")
+
+    def _library_sort(self, node: Node, x: Bound, value: np.ndarray) -> Bound:
+        """Another (stable) sort than NumPy's default kind (divergence gpu-sort-ties): a
+        sort's zeros may have either sign; an argsort's positions of tied values are
+        unverifiable (the values' order, and every untied position, still exact)."""
+        axis = node.attr("axis")
+        exact = np.ones(value.shape, bool)
+        top = np.zeros(value.shape, bool)
+        if node.op == "sort":
+            if value.dtype.kind != "f":
+                return exact_bound(value)
+            exact = value != 0
+        else:
+            sv = np.sort(x.value, axis=axis)
+            nan = np.isnan(sv) if sv.dtype.kind == "f" else np.zeros(sv.shape, bool)
+            a = np.moveaxis(sv, axis, -1)
+            na = np.moveaxis(nan, axis, -1)
+            eq = (a[..., 1:] == a[..., :-1]) | (na[..., 1:] & na[..., :-1])
+            tied = np.zeros(a.shape, bool)
+            tied[..., 1:] |= eq
+            tied[..., :-1] |= eq
+            top = np.moveaxis(tied, -1, axis)
+            exact = ~top
+        self.used.add("gpu-sort-ties")
+        if node.op == "argsort":
+            xv = x.value
+
+            def verify(got: np.ndarray) -> np.ndarray:
+                """Each row a permutation whose values are NumPy's sorted values."""
+                g = np.asarray(got)
+                n = xv.shape[axis]
+                if g.shape != xv.shape or (g.size and (g.min() < 0 or g.max() >= n)):
+                    return np.ones(value.shape, bool)
+                picked = np.take_along_axis(xv, g, axis=axis)
+                same = (picked == sv) | ((picked != picked) & (sv != sv))
+                perm = (np.sort(g, axis=axis) == np.arange(n).reshape(
+                    [n if d == axis % xv.ndim else 1 for d in range(xv.ndim)]))
+                return ~same | ~np.all(perm, axis=axis, keepdims=True)
+            return Bound(value, exact & ~top, top, None, None, f"{node.op}: a stable sort",
+                         verify=verify)
+        if value.dtype.kind != "f":
+            return Bound(value, exact & ~top, top, None, None, f"{node.op}: a stable sort")
+        v64 = value.astype(F64)
+        return _finish(value, exact, top, v64, v64.copy(), f"{node.op}: a stable sort")
 
     def _library_lu(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A solve or inverse computed by another library's LU (divergence

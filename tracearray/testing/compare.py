@@ -415,6 +415,8 @@ def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | No
         user = _close(g, w, rtol or 0.0, atol or 0.0)
         bad_got &= ~user
         bad_want &= ~user
+    if b.verify is not None:   # a whole-result check of what is unverifiable element-wise
+        bad_got = bad_got | np.broadcast_to(b.verify(g), bad_got.shape)
     res.unverifiable = int(b.top.sum())
     if bad_got.any():
         res.problems.append(_describe(g, w, b, bad_got, "compiled result"))

@@ -1,0 +1,286 @@
+"""The GPU's sorts: ``sort`` and ``argsort`` of rows that fit a block's shared memory, as a
+bitonic network per row (the device implementations of the two external ops).
+
+A block takes a row (grid-stride over rows), loads it into shared memory beside each
+element's position, pads it to a power of two ``P`` and runs the log2(P)(log2(P)+1)/2
+compare-exchange steps of a bitonic sort, a barrier after each. The order is NumPy's: NaN
+after every number, and an element goes before another when its value is smaller or, equal
+values (+0.0 and -0.0 included), when its position is (so the sort is stable: argsort's ties
+come in their original order, which is NumPy's ``kind="stable"`` and a valid order for its
+default kind; divergence ``gpu-sort-ties``). The padding's positions are past the row's end, so
+it sorts after everything and is never stored.
+
+The host (NumPy's sorts) takes the rest: rows longer than ``max_row(dtype)`` (4096 elements of
+up to 4 bytes, 2048 of 8: 32 or 24 KiB of shared memory), float16, and a machine without a
+GPU (the emulator runs these kernels too).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from ..ops import EXTERNALS
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+_KERNELS: dict[str, tuple[str, str, str]] = {}   # dtype -> (name, ir, ptx)
+_lock = threading.Lock()
+
+
+def max_row(dtype: np.dtype) -> int:
+    """The longest row a block sorts in shared memory."""
+    return 4096 if np.dtype(dtype).itemsize <= 4 else 2048
+
+
+def _key_type(dtype: np.dtype) -> ir.Type:
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return ir.FloatType()
+    if dtype == np.float64:
+        return ir.DoubleType()
+    return ir.IntType(8 * dtype.itemsize)
+
+
+def sortable(dtype: Any) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iub" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _Loop:
+    """``for (i = start; i < stop; i = step(i))`` on an IRBuilder."""
+
+    def __init__(self, b: ir.IRBuilder, fn: ir.Function, start: ir.Value,
+                 cond: Callable[[ir.Value], ir.Value], name: str):
+        self.b, self.fn = b, fn
+        self.pre = b.block
+        self.head = fn.append_basic_block(f"{name}_head")
+        self.body = fn.append_basic_block(f"{name}_body")
+        self.done = fn.append_basic_block(f"{name}_done")
+        b.branch(self.head)
+        b.position_at_end(self.head)
+        self.var = b.phi(start.type)
+        self.var.add_incoming(start, self.pre)
+        b.cbranch(cond(self.var), self.body, self.done)
+        b.position_at_end(self.body)
+
+    def close(self, nxt: ir.Value) -> None:
+        self.var.add_incoming(nxt, self.b.block)
+        self.b.branch(self.head)
+        self.b.position_at_end(self.done)
+
+
+def sort_kernel_ir(dtype: Any, name: str) -> str:
+    """The kernel ``name(src, vals, idx, nrows, n, P, s_row, s_el, d_row, d_el, want_vals,
+    want_idx)``: rows of ``n`` elements at ``src + row * s_row + i * s_el`` sorted into
+    ``vals`` / their positions into ``idx`` (int64) at ``row * d_row + i * d_el``; ``P`` the
+    power of two at least n (at most ``max_row``); strides in elements."""
+    dtype = np.dtype(dtype)
+    kt = _key_type(dtype)
+    is_float = dtype.kind == "f"
+    signed = dtype.kind == "i"
+    cap = max_row(dtype)
+    module = ir.Module(name=name)
+    ptr = kt.as_pointer(1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64.as_pointer(1)] +
+                                             [I64] * 9), name=name)
+    fn.calling_convention = "ptx_kernel"
+    src, vals, idx, nrows, n, P, s_row, s_el, d_row, d_el, want_vals, want_idx = fn.args
+    keys_t, pos_t = ir.ArrayType(kt, cap), ir.ArrayType(I32, cap)
+    keys_g = ir.GlobalVariable(module, keys_t, f"{name}_keys", addrspace=3)
+    pos_g = ir.GlobalVariable(module, pos_t, f"{name}_pos", addrspace=3)
+    for g, t in ((keys_g, keys_t), (pos_g, pos_t)):
+        g.linkage, g.initializer, g.align = "internal", ir.Constant(t, ir.Undefined), 16
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def sreg(reg: str) -> ir.Value:
+        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
+            ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{reg}")
+        return b.zext(b.call(f, []), I64)
+
+    def barrier() -> None:
+        f = module.globals.get("llvm.nvvm.barrier.cta.sync.aligned.all") or \
+            ir.Function(module, ir.FunctionType(ir.VoidType(), [I32]),
+                        "llvm.nvvm.barrier.cta.sync.aligned.all")
+        b.call(f, [ir.Constant(I32, 0)])
+
+    def key_at(i: ir.Value) -> ir.Value:
+        return b.gep(keys_g, [ir.Constant(I32, 0), i])
+
+    def pos_at(i: ir.Value) -> ir.Value:
+        return b.gep(pos_g, [ir.Constant(I32, 0), i])
+
+    def before(kx, px, ky, py) -> ir.Value:
+        """Element (kx, px) goes before (ky, py): class (number, NaN, padding), then value,
+        then position."""
+        n32 = b.trunc(n, I32)
+
+        def cls(k, p):
+            pad = b.icmp_signed(">=", p, n32)
+            c = b.select(pad, ir.Constant(I32, 2), ir.Constant(I32, 0))
+            if is_float:
+                nan = b.fcmp_unordered("uno", k, k)
+                c = b.select(b.and_(nan, b.not_(pad)), ir.Constant(I32, 1), c)
+            return c
+        cx, cy = cls(kx, px), cls(ky, py)
+        if is_float:
+            klt, kgt = b.fcmp_ordered("<", kx, ky), b.fcmp_ordered("<", ky, kx)
+        elif signed:
+            klt, kgt = b.icmp_signed("<", kx, ky), b.icmp_signed("<", ky, kx)
+        else:
+            klt, kgt = b.icmp_unsigned("<", kx, ky), b.icmp_unsigned("<", ky, kx)
+        plt = b.icmp_signed("<", px, py)
+        number_first = b.or_(klt, b.and_(b.not_(kgt), plt))
+        same = b.select(b.icmp_signed("==", cx, ir.Constant(I32, 0)), number_first, plt)
+        return b.or_(b.icmp_signed("<", cx, cy),
+                     b.and_(b.icmp_signed("==", cx, cy), same))
+
+    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    rows = _Loop(b, fn, ctaid, lambda r: b.icmp_signed("<", r, nrows), "row")
+    row = rows.var
+    base_s, base_d = b.mul(row, s_row), b.mul(row, d_row)
+    # load the row and the positions; the padding's key is never compared by value
+    load = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, P), "load")
+    i = load.var
+    inside = b.icmp_signed("<", i, n)
+    with b.if_else(inside) as (then, other):
+        with then:
+            b.store(b.load(b.gep(src, [b.add(base_s, b.mul(i, s_el))])), key_at(i))
+        with other:
+            b.store(ir.Constant(kt, 0), key_at(i))
+    b.store(b.trunc(i, I32), pos_at(i))
+    load.close(b.add(i, ntid))
+    barrier()
+    # the bitonic network
+    ks = _Loop(b, fn, ir.Constant(I64, 2), lambda k: b.icmp_signed("<=", k, P), "k")
+    k = ks.var
+    js = _Loop(b, fn, b.lshr(k, ir.Constant(I64, 1)),
+               lambda j: b.icmp_signed(">", j, ir.Constant(I64, 0)), "j")
+    j = js.var
+    steps = _Loop(b, fn, tid, lambda t: b.icmp_signed("<", t, P), "step")
+    t = steps.var
+    partner = b.xor(t, j)
+    with b.if_then(b.icmp_signed(">", partner, t)):
+        ka, pa = b.load(key_at(t)), b.load(pos_at(t))
+        kb, pb = b.load(key_at(partner)), b.load(pos_at(partner))
+        up = b.icmp_signed("==", b.and_(t, k), ir.Constant(I64, 0))
+        swap = b.select(up, before(kb, pb, ka, pa), before(ka, pa, kb, pb))
+        with b.if_then(swap):
+            b.store(kb, key_at(t))
+            b.store(pb, pos_at(t))
+            b.store(ka, key_at(partner))
+            b.store(pa, pos_at(partner))
+    steps.close(b.add(t, ntid))
+    barrier()
+    js.close(b.lshr(j, ir.Constant(I64, 1)))
+    ks.close(b.shl(k, ir.Constant(I64, 1)))
+    # store the first n
+    stores = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, n), "store")
+    i = stores.var
+    at = b.add(base_d, b.mul(i, d_el))
+    with b.if_then(b.icmp_signed("!=", want_vals, ir.Constant(I64, 0))):
+        b.store(b.load(key_at(i)), b.gep(vals, [at]))
+    with b.if_then(b.icmp_signed("!=", want_idx, ir.Constant(I64, 0))):
+        b.store(b.sext(b.load(pos_at(i)), I64), b.gep(idx, [at]))
+    stores.close(b.add(i, ntid))
+    barrier()   # the next row reuses the shared arrays
+    rows.close(b.add(row, nctaid))
+    b.ret_void()
+    return str(module)
+
+
+def _kernel(dtype: np.dtype) -> tuple[str, str, str]:
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = np.dtype(dtype).str
+    with _lock:
+        if key not in _KERNELS:
+            name = f"ta_sort_{np.dtype(dtype).name}"
+            text = sort_kernel_ir(dtype, name)
+            _KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
+        return _KERNELS[key]
+
+
+def _row_groups(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], axis: int
+                ) -> tuple[int, int, int, list[tuple[int, int]]]:
+    """Rows along ``axis``: (rows per launch, their source and result strides, the start
+    offsets of each launch); the longest run of the other axes that walks both arrays as one
+    progression is a launch's rows."""
+    dims = [(shape[d], src[d], dst[d]) for d in range(len(shape)) if d != axis and shape[d] != 1]
+    runs: list[list[int]] = []
+    for i, (size, s, t) in enumerate(dims):
+        if runs and dims[runs[-1][-1]][1] == s * size and dims[runs[-1][-1]][2] == t * size:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if not runs:
+        return 1, 0, 0, [(0, 0)]
+    best = max(runs, key=lambda r: math.prod(dims[i][0] for i in r))
+    rows = math.prod(dims[i][0] for i in best)
+    rest = [dims[i] for i in range(len(dims)) if i not in best]
+    import itertools
+    starts = [(sum(i * d[1] for i, d in zip(pos, rest)), sum(i * d[2] for i, d in zip(pos, rest)))
+              for pos in itertools.product(*[range(d[0]) for d in rest])]
+    return rows, dims[best[-1]][1], dims[best[-1]][2], starts
+
+
+def _c_strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(int(n), 1)
+    return out[::-1]
+
+
+def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int) -> Any:
+    dtype = src.dtype
+    shape = tuple(src.shape)
+    if not shape:
+        return NotImplemented
+    n = shape[axis]
+    if not sortable(dtype) or n > max_row(dtype) or not hasattr(dev, "load"):
+        return NotImplemented
+    if math.prod(shape) == 0:
+        return None
+    out = vals if vals is not None else idx
+    rows, s_row, d_row, starts = _row_groups(shape, src.strides, _c_strides(out.shape), axis)
+    name, text, ptx = _kernel(dtype)
+    fn = dev.load(ptx, [name], text)[name]
+    P = 1 << max(n - 1, 0).bit_length()
+    block = min(1024, fn.max_threads, max(32, P // 2))
+    block = 1 << (block.bit_length() - 1)
+    from .driver import sm_count
+    grid = max(1, min(rows, 32 * sm_count()))
+    item, d_el = dtype.itemsize, _c_strides(out.shape)[axis]
+    for s_off, d_off in starts:
+        args = [src.ptr + s_off * item, (vals.ptr + d_off * item) if vals is not None else 0,
+                (idx.ptr + d_off * 8) if idx is not None else 0, rows, n, P, s_row,
+                src.strides[axis], d_row, d_el, int(vals is not None), int(idx is not None)]
+        packed = (ctypes.c_uint64 * len(args))(*[a & ((1 << 64) - 1) for a in args])
+        base = ctypes.addressof(packed)
+        addrs = (ctypes.c_uint64 * len(args))(*range(base, base + 8 * len(args), 8))
+        dev.launch(fn, grid, block, ctypes.addressof(addrs))
+    return None
+
+
+def sort(dev: Any, operands: list, results: list, *, axis: int, kind: str) -> Any:
+    if results[0] is None:
+        return None
+    return _sort_rows(dev, operands[0], results[0], None, axis)
+
+
+def argsort(dev: Any, operands: list, results: list, *, axis: int, kind: str) -> Any:
+    if results[0] is None:
+        return None
+    if np.dtype(results[0].dtype) != np.dtype(np.int64):
+        return NotImplemented
+    return _sort_rows(dev, operands[0], None, results[0], axis)
+
+
+def register() -> None:
+    """Make the block sort the "cuda" implementation of sort and argsort."""
+    EXTERNALS["sort"].device["cuda"] = sort
+    EXTERNALS["argsort"].device["cuda"] = argsort
