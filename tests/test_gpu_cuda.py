@@ -270,10 +270,11 @@ def _cpu_tests_on_the_gpu(request, monkeypatch):
     yield
 
 
-def test_external_ops_run_on_the_host_for_now() -> None:
-    """Sorts, order statistics and LAPACK calls have no device implementation yet: each runs
-    on the host between the kernels around it (operands copied from the device on the
-    stream, results copied back), with NumPy's exact results, for NumPy and device inputs."""
+def test_external_ops_between_kernels() -> None:
+    """Library calls between the kernels around them, for NumPy and device inputs: sorts of
+    rows that fit a block on the device (gpu/sort.py), order statistics, eigh and a solve
+    with two right-hand sides on the host (operands copied from the device on the stream,
+    results copied back), all with NumPy's exact results here."""
     rng = np.random.default_rng(0)
     x = rng.integers(0, 4, (64, 300)).astype(np.float32)
     x[::7, ::5] = np.nan
