@@ -131,7 +131,18 @@ SORT_FORMS = {
     "sort_length_one": (lambda x: np.sort(x, axis=1), lambda r: (_ties(r, (5, 1)),), True),
     "sort_then_fused": (lambda x: np.sort(x * 2 + 1, axis=-1)[:, ::-1] - 1,
                         lambda r: (_ties(r, (4, 64)),), True),
+    "median_rows": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (6, 37)),), True),
+    "median_even_axis0_keepdims": (lambda x: np.median(x, axis=0, keepdims=True),
+                                   lambda r: (_ties(r, (40, 3, 2), np.float64),), True),
+    "median_middle_axis_view": (lambda x: np.median(x[:, ::-1, :], axis=1),
+                                lambda r: (_ties(r, (3, 33, 4)),), True),
     # the host runs these
+    "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
+                       False),
+    "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
+                        False),
+    "percentile_rows": (lambda x: np.percentile(x, 30, axis=-1), lambda r: (_ties(r, (4, 9)),),
+                        False),
     "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), False),
     "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
 }

@@ -235,7 +235,10 @@ def _c_strides(shape: Sequence[int]) -> list[int]:
     return out[::-1]
 
 
-def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int) -> Any:
+def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
+               dst_strides: Sequence[int] | None = None) -> Any:
+    """Sort ``src``'s rows along ``axis`` into ``vals`` and/or their positions into ``idx``
+    (pointers of C-contiguous arrays of src's shape, or laid out by ``dst_strides``)."""
     dtype = src.dtype
     shape = tuple(src.shape)
     if not shape:
@@ -246,7 +249,8 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int) -> Any:
     if math.prod(shape) == 0:
         return None
     out = vals if vals is not None else idx
-    rows, s_row, d_row, starts = _row_groups(shape, src.strides, _c_strides(out.shape), axis)
+    dst = list(dst_strides) if dst_strides is not None else _c_strides(out.shape)
+    rows, s_row, d_row, starts = _row_groups(shape, src.strides, dst, axis)
     name, text, ptx = _kernel(dtype)
     fn = dev.load(ptx, [name], text)[name]
     P = 1 << max(n - 1, 0).bit_length()
@@ -254,15 +258,111 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int) -> Any:
     block = 1 << (block.bit_length() - 1)
     from .driver import sm_count
     grid = max(1, min(rows, 32 * sm_count()))
-    item, d_el = dtype.itemsize, _c_strides(out.shape)[axis]
+    item, d_el = dtype.itemsize, dst[axis]
     for s_off, d_off in starts:
-        args = [src.ptr + s_off * item, (vals.ptr + d_off * item) if vals is not None else 0,
-                (idx.ptr + d_off * 8) if idx is not None else 0, rows, n, P, s_row,
-                src.strides[axis], d_row, d_el, int(vals is not None), int(idx is not None)]
-        packed = (ctypes.c_uint64 * len(args))(*[a & ((1 << 64) - 1) for a in args])
-        base = ctypes.addressof(packed)
-        addrs = (ctypes.c_uint64 * len(args))(*range(base, base + 8 * len(args), 8))
-        dev.launch(fn, grid, block, ctypes.addressof(addrs))
+        _launch(dev, fn, grid, block,
+                [src.ptr + s_off * item, (vals.ptr + d_off * item) if vals is not None else 0,
+                 (idx.ptr + d_off * 8) if idx is not None else 0, rows, n, P, s_row,
+                 src.strides[axis], d_row, d_el, int(vals is not None), int(idx is not None)])
+    return None
+
+
+def _launch(dev: Any, fn: Any, grid: int, block: int, args: Sequence[int]) -> None:
+    """One launch with 8-byte arguments (the driver copies them at the call)."""
+    packed = (ctypes.c_uint64 * len(args))(*[a & ((1 << 64) - 1) for a in args])
+    base = ctypes.addressof(packed)
+    addrs = (ctypes.c_uint64 * len(args))(*range(base, base + 8 * len(args), 8))
+    dev.launch(fn, grid, block, ctypes.addressof(addrs))
+
+
+def median_kernel_ir(dtype: Any, name: str) -> str:
+    """``name(sorted, out, nrows, n, lo, hi, odd)``: NumPy's median of each sorted row of
+    ``n`` (C-contiguous rows): the middle element, or the mean of the two middle ones,
+    ``(a + b) / 2`` in the dtype (``np.mean`` of two elements); NaN when the row's last
+    element is (a NaN anywhere: NumPy's ``_median_nancheck``)."""
+    dtype = np.dtype(dtype)
+    kt = _key_type(dtype)
+    module = ir.Module(name=name)
+    ptr = kt.as_pointer(1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 5), name=name)
+    fn.calling_convention = "ptx_kernel"
+    src, out, nrows, n, lo, hi, odd = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def sreg(reg: str) -> ir.Value:
+        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
+            ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{reg}")
+        return b.zext(b.call(f, []), I64)
+    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    rows = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda r: b.icmp_signed("<", r, nrows),
+                 "row")
+    base = b.mul(rows.var, n)
+    a = b.load(b.gep(src, [b.add(base, lo)]))
+    c = b.load(b.gep(src, [b.add(base, hi)]))
+    last = b.load(b.gep(src, [b.add(base, b.sub(n, ir.Constant(I64, 1)))]))
+    mean = b.fdiv(b.fadd(a, c), ir.Constant(kt, 2.0))
+    m = b.select(b.icmp_signed("!=", odd, ir.Constant(I64, 0)), a, mean)
+    m = b.select(b.fcmp_unordered("uno", last, last), ir.Constant(kt, float("nan")), m)
+    b.store(m, b.gep(out, [rows.var]))
+    rows.close(b.add(rows.var, b.mul(nctaid, ntid)))
+    b.ret_void()
+    return str(module)
+
+
+def _median_kernel(dtype: np.dtype) -> tuple[str, str, str]:
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = "median" + np.dtype(dtype).str
+    with _lock:
+        if key not in _KERNELS:
+            name = f"ta_median_{np.dtype(dtype).name}"
+            text = median_kernel_ir(dtype, name)
+            _KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
+        return _KERNELS[key]
+
+
+def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
+                    q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
+                    keepdims: bool, ndim: int) -> Any:
+    """``np.median`` of float32/float64 along one axis: the rows sorted by the block sort
+    into a scratch array (the axis last), then a thread per row picks the middle. Other
+    order statistics, dtypes, several axes and empty rows run on the host."""
+    out = results[0]
+    if out is None:
+        return None
+    if len(operands) != 1 or func != "median" or axis is None or len(axis) != 1:
+        return NotImplemented
+    src = operands[0]
+    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or out.dtype != src.dtype:
+        return NotImplemented
+    ax = axis[0]
+    shape = tuple(src.shape)
+    n = shape[ax]
+    if n == 0 or n > max_row(src.dtype):
+        return NotImplemented
+    rows = math.prod(shape) // n
+    if rows == 0:
+        return None
+    # the scratch: rows in C order of the other axes, each row contiguous
+    moved = [shape[d] for d in range(len(shape)) if d != ax] + [n]
+    c = _c_strides(moved)
+    dst = [0] * len(shape)
+    others = [d for d in range(len(shape)) if d != ax]
+    for k, d in enumerate(others):
+        dst[d] = c[k]
+    dst[ax] = 1
+    scratch = dev.allocator.allocate(rows * n * src.dtype.itemsize)
+
+    class _Buf:
+        ptr = scratch.ptr
+    done = _sort_rows(dev, src, _Buf, None, ax, dst)
+    if done is NotImplemented:
+        return NotImplemented
+    name, text, ptx = _median_kernel(src.dtype)
+    fn = dev.load(ptx, [name], text)[name]
+    from .driver import sm_count
+    _launch(dev, fn, max(1, min(-(-rows // 128), 32 * sm_count())), 128,
+            [scratch.ptr, out.ptr, rows, n, (n - 1) // 2, n // 2, n % 2])
     return None
 
 
@@ -284,3 +384,4 @@ def register() -> None:
     """Make the block sort the "cuda" implementation of sort and argsort."""
     EXTERNALS["sort"].device["cuda"] = sort
     EXTERNALS["argsort"].device["cuda"] = argsort
+    EXTERNALS["order_statistic"].device["cuda"] = order_statistic

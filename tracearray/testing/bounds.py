@@ -208,7 +208,7 @@ LU_EPS = 8
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
 SORT_OPS = frozenset({"sort", "argsort"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | {"order_statistic"}
 
 
 class Evaluator:
@@ -312,6 +312,13 @@ class Evaluator:
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
+            if node.op in self.library_ops and node.op == "order_statistic" and \
+                    node.attr("func") == "median" and value.dtype.kind == "f":
+                # the middle of a stable sort: a zero's sign may be another zero's
+                self.used.add("gpu-sort-ties")
+                v64 = value.astype(F64)
+                return _finish(value, value != 0, np.zeros(value.shape, bool), v64,
+                               v64.copy(), "median: a stable sort's middle")
             return exact_bound(value)
         if node.op == "sort" and args[0].is_float:
             axis = node.attr("axis")

@@ -21,6 +21,9 @@ from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
+_MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
+                "along one axis of rows that fit a block: the block sort's middle "
+                "(divergence gpu-sort-ties), otherwise on the host")
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
               "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network, "
               "divergence gpu-sort-ties), longer rows and float16 on the host")
@@ -207,7 +210,7 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
 
 @composite(np.median, calls=['np.median({0})', 'np.median({0}, axis=-1)',
                              'np.median({0}, axis=0, keepdims=True)', 'np.median(np.exp({0}))'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_MEDIAN_NOTE)
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Tracer:
     return _order_statistic("median", a, None, axis, out, keepdims=keepdims)
