@@ -9,6 +9,7 @@ Each class also subclasses the builtin a caller would expect (TypeError, ValueEr
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -97,13 +98,21 @@ def describe_nodes(nodes, limit: int = 3, locations=None) -> str:
             break
     return ", ".join(parts)
 
+@functools.lru_cache(maxsize=4096)
+def _is_internal(filename: str) -> bool:
+    """Whether code of this file is tracearray's, NumPy's or frozen (not the user's): asked
+    for every frame of every traced op, so answered once per file (``abspath`` is a
+    system call's worth of work)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_PKG_DIR + os.sep) or path.startswith(_NUMPY_DIR + os.sep) or \
+        path.startswith("<frozen")
+
+
 def user_location() -> str | None:
     """``file:line`` of the innermost stack frame that belongs to the user's code."""
     frame = sys._getframe(1)
     while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        internal = path.startswith(_PKG_DIR + os.sep) or path.startswith(_NUMPY_DIR + os.sep)
-        if not internal and not path.startswith("<frozen"):
+        if not _is_internal(frame.f_code.co_filename):
             line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
             where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
             return f"{where}\n    {line}" if line else where
