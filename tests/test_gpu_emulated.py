@@ -679,3 +679,27 @@ def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emul
             return np.asarray(self.cf(*args))[:, ::-1].copy()
 
     assert not compare_with_numpy(program, x, device="cuda", compiled=Reversed()).ok
+
+
+def test_c2r_transforms_a_dead_intermediate_in_place(emulated, monkeypatch) -> None:
+    """cuFFT's C2R overwrites its input: an operand nothing reads later (the filtered
+    spectrum of ``irfft(rfft(x) * g)``) is transformed in place, one that is read later
+    (returned too) is copied first, and both give NumPy's values."""
+    from gpu_emulator import ReferenceBlas, ReferenceFFT
+    from tracearray.gpu import blas as blas_mod
+    from tracearray.gpu import fft as fft_mod
+    monkeypatch.setattr(fft_mod, "cufft_for", lambda dev: ReferenceFFT())
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ReferenceBlas())
+    copies = []
+    real = emulated.dtod
+    monkeypatch.setattr(emulated, "dtod", lambda d, s, n: (copies.append(n), real(d, s, n))[1])
+    x = rng(12).standard_normal((4, 16)).astype(np.float32)
+    g = np.linspace(0, 1, 9).astype(np.float32)
+    dead = gpu(lambda x, g: np.fft.irfft(np.fft.rfft(x) * g, 16))
+    np.testing.assert_allclose(dead(x, g), np.fft.irfft(np.fft.rfft(x) * g, 16), atol=1e-5)
+    assert copies == []
+    live = gpu(lambda x, g: (np.fft.irfft(np.fft.rfft(x) * g, 16), np.fft.rfft(x) * g))
+    a, b = live(x, g)
+    np.testing.assert_allclose(a, np.fft.irfft(np.fft.rfft(x) * g, 16), atol=1e-5)
+    np.testing.assert_allclose(b, np.fft.rfft(x) * g, atol=1e-5)
+    assert len(copies) == 1

@@ -8,8 +8,9 @@ fixed distance apart); the other axes' rows that do not fall into one arithmetic
 are executed one group at a time (``plan_fft`` picks the largest group as the batch). Plans
 are cached by layout. cuFFT computes unnormalised transforms: NumPy's ``norm`` factor
 (1/n for ``ifft``'s default, 1/sqrt(n) for "ortho", ...) is a cuBLAS ``scal`` of the result.
-cuFFT's C2R overwrites its input, so its operand is copied first, and the imaginary parts of
-the zero and (even n) Nyquist frequencies are cleared in the copy: NumPy's pocketfft ignores
+cuFFT's C2R overwrites its input, so an operand that is read later is copied first, and the
+imaginary parts of the zero and (even n) Nyquist frequencies are cleared (in the operand
+itself when it is a dead intermediate): NumPy's pocketfft ignores
 them, and a C2R of a non-Hermitian spectrum is otherwise the library's choice.
 
 What cuFFT does not take runs on the host as before (``NotImplemented`` tells the runtime):
@@ -283,17 +284,22 @@ def c2r(dev: Any, operands: list, results: list, *, n: int, axis: int, norm: Any
         return NotImplemented
     if not lay.batch:
         return None
-    # C2R overwrites its input: transform a copy of the operand's span, whose imaginary
-    # parts at frequency 0 (and n/2) are cleared as pocketfft ignores them
+    # C2R overwrites its input: transform the operand itself when nothing reads it later
+    # (an intermediate), else a copy of its span; the imaginary parts at frequency 0 (and
+    # n/2) are cleared as pocketfft ignores them
     size = 2 * src.dtype.itemsize
-    span = 1 + sum((k - 1) * s for k, s in zip(shape, strides) if k > 0)
-    scratch = dev.allocator.allocate(span * size)
-    dev.dtod(scratch.ptr, src.ptr, span * size)
+    if src.scratch:
+        base = src.ptr
+    else:
+        span = 1 + sum((k - 1) * s for k, s in zip(shape, strides) if k > 0)
+        scratch = dev.allocator.allocate(span * size)
+        dev.dtod(scratch.ptr, src.ptr, span * size)
+        base = scratch.ptr
     for freq in ((0, n // 2) if n % 2 == 0 else (0,)):
         for i_off, _ in lay.starts:
-            imag = scratch.ptr + (i_off + freq * lay.istride) * size + size // 2
+            imag = base + (i_off + freq * lay.istride) * size + size // 2
             dev.memset_32(imag, lay.idist * size, size // 8, lay.batch)
-    libs[0].execute(lay, scratch.ptr, out.ptr, size, out.dtype.itemsize, INVERSE)
+    libs[0].execute(lay, base, out.ptr, size, out.dtype.itemsize, INVERSE)
     _finish(libs[1], out, factor)
     return None
 

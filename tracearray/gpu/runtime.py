@@ -260,6 +260,8 @@ class ExternalStep:
     results: list[Node | None]
     types: list[tuple[tuple[int, ...], np.dtype]]
     device: Any = None
+    # operand buffers nothing reads after this step (intermediates: see GpuExecutable)
+    dead: frozenset = frozenset()
 
 
 class _PtxTools:
@@ -328,6 +330,7 @@ class GpuExecutable:
                                   e, plan.graph.locations) from e
             self.kernels.append(gk)
             self.steps.append(gk)
+        self._mark_dead_operands()
         self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}
         self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
@@ -350,6 +353,24 @@ class GpuExecutable:
             ("array", o) if o in produced else
             ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
             for o in self.graph.outputs]
+
+    def _mark_dead_operands(self) -> None:
+        """Each external step's operand buffers that no later step reads and that are not
+        the function's inputs, outputs or constants: its implementation may overwrite them
+        (cuFFT's C2R without a copy first)."""
+        keep = set(self.graph.inputs) | set(self.graph.outputs)
+        later: set[Node] = set()
+        for step in reversed(self.steps):
+            if isinstance(step, ExternalStep):
+                bases = [base for base, _chain in step.operands]
+                step.dead = frozenset(
+                    b for b in bases if b not in later and b not in keep and
+                    b.op not in ("input", "constant") and bases.count(b) == 1)
+                later.update(bases)
+            elif isinstance(step, BlasStep):
+                later.update((step.a, step.b))
+            else:
+                later.update(src[1] for src in step.ptr_sources if src[0] == "buf")
 
     # ----------------------------------------------------------------- matmul fusion
     def _matmul_epilogues(self) -> tuple[set[int], dict[int, tuple[int, Node, bool]]]:
@@ -645,7 +666,8 @@ class GpuExecutable:
             for copy in vp.copies:
                 p = self._gather(dev, p, copy, keep)
             operands.append(DeviceBuffer(p + vp.offset * base.dtype.itemsize, vp.shape,
-                                         vp.strides, base.dtype))
+                                         vp.strides, base.dtype,
+                                         bool(vp.copies) or base in step.dead))
         results = [DeviceBuffer(ptrs[n], shape, _c_strides(shape), dt)
                    if n is not None and n in ptrs else None
                    for n, (shape, dt) in zip(step.results, step.types)]

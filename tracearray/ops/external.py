@@ -61,11 +61,14 @@ class External:
 @dataclass(frozen=True)
 class DeviceBuffer:
     """What a device implementation gets for an operand or a result: a device pointer (to
-    the first element), the shape, element strides and dtype."""
+    the first element), the shape, element strides and dtype; ``scratch``: an operand whose
+    memory nothing reads after this call (an intermediate of the call's own), which the
+    implementation may overwrite instead of copying it first."""
     ptr: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     dtype: np.dtype
+    scratch: bool = False
 
 
 EXTERNALS: dict[str, External] = {}
