@@ -566,9 +566,10 @@ class CompiledFunction:
                     return None   # (complex arguments are bound as pair views: general path)
                 key += (a.dtype, a.shape, a.strides)
             elif t is _DEVICE_ARRAY:   # a tracearray.Array: its type keeps it apart
-                if a.dtype.kind == "c":
-                    return None
-                key += (t, a.dtype, a.shape, a.strides)
+                sig = a._sig
+                if sig is None:
+                    return None   # complex: bound as pair views by the general path
+                key += sig
             else:
                 return None
         return tuple(key)

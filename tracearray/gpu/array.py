@@ -51,6 +51,9 @@ class Array:
         self._owner = owner
         self._stream = stream   # a foreign producer's stream (0: ours or none)
         self._size = math.prod(self.shape)
+        # what the call fast path keys it by (None: complex, bound as pair views)
+        self._sig = None if self.dtype.kind == "c" else (Array, self.dtype, self.shape,
+                                                         self.strides)
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -70,6 +73,7 @@ class Array:
         a = cls.__new__(cls)
         a.ptr, a.shape, a.dtype, a.strides = block.ptr, shape, dtype, strides
         a._owner, a._stream, a._size = block, 0, size
+        a._sig = None if dtype.kind == "c" else (cls, dtype, shape, strides)
         return a
 
     @classmethod
