@@ -177,7 +177,9 @@ def test_assignment_scatter_cuda_large() -> None:
 # Scans: scan_tiled (tiles scanned in parallel, then their totals, then the offsets added)
 # ------------------------------------------------------------------------------------------
 
-L = 20011                                  # tiles of 142: the last one short
+# tiles of 128 (the shortest), the last one short: small enough for the emulator, which runs
+# the warp-per-tile scans as blocks of OS threads (a GPU-only test below takes long rows)
+L = 1500
 SCAN_CASES: dict[str, tuple[Callable, tuple]] = {
     "int64 cumsum (exact)": _case(lambda x: np.cumsum(x), RNG.integers(-99, 99, L)),
     "int8 cumsum wraps": _case(lambda x: np.cumsum(x, dtype=np.int8),
@@ -187,7 +189,7 @@ SCAN_CASES: dict[str, tuple[Callable, tuple]] = {
     "float64 cumsum": _case(lambda x: np.cumsum(x), RNG.standard_normal(L)),
     "float32 cumsum of a computed value": _case(lambda x: np.cumsum(np.exp(x) - 1),
                                                 RNG.standard_normal(L).astype(np.float32)),
-    "float16 cumsum": _case(lambda x: np.cumsum(x), RNG.standard_normal(3001)
+    "float16 cumsum": _case(lambda x: np.cumsum(x), RNG.standard_normal(1500)
                             .astype(np.float16)),
     "complex128 cumsum": _case(lambda x: np.cumsum(x * (1 + 2j)), RNG.standard_normal(L)),
     "float64 cumprod": _case(lambda x: np.cumprod(1 + x * 1e-3), RNG.standard_normal(L)),
@@ -196,15 +198,15 @@ SCAN_CASES: dict[str, tuple[Callable, tuple]] = {
                              RNG.standard_normal(L)),
     "cummin uint16": _case(lambda x: np.minimum.accumulate(x),
                            RNG.integers(0, 60000, L).astype(np.uint16)),
-    "exact multiple of the tile (128 x 128)": _case(lambda x: np.cumsum(x),
-                                                    RNG.integers(-9, 9, 128 * 128)),
-    "one past a multiple": _case(lambda x: np.cumsum(x), RNG.integers(-9, 9, 128 * 128 + 1)),
+    "exact multiple of the tile (128 x 12)": _case(lambda x: np.cumsum(x),
+                                                   RNG.integers(-9, 9, 128 * 12)),
+    "one past a multiple": _case(lambda x: np.cumsum(x), RNG.integers(-9, 9, 128 * 12 + 1)),
     "three rows along axis 1": _case(lambda x: np.cumsum(x, axis=1),
-                                     RNG.standard_normal((3, 4099))),
+                                     RNG.standard_normal((3, 1029))),
     "along axis 0 (strided), 5 columns": _case(lambda x: np.cumsum(x, axis=0),
-                                               RNG.integers(-5, 5, (3001, 5))),
+                                               RNG.integers(-5, 5, (1100, 5))),
     "scan of a transposed view": _case(lambda x: np.cumsum(x.T, axis=1),
-                                       RNG.integers(-5, 5, (2049, 2))),
+                                       RNG.integers(-5, 5, (1029, 2))),
     "x[x > 0] (compaction through the count)": _case(lambda x: x[x > 0] * 2,
                                                      RNG.standard_normal(L)),
 }
@@ -219,6 +221,22 @@ def test_scan_tiled(name: str, reversed_gpu) -> None:
     if got.dtype.kind not in "fc":        # exact in any association
         np.testing.assert_array_equal(got, fn(*args))
     assert_matches_numpy(fn, *args, device="cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("n", [20011, 1 << 22, (1 << 22) + 33])
+def test_scan_tiled_long_rows_cuda(n: int) -> None:
+    """Long rows on the GPU: tiles longer than 128 (a square root of the length), every
+    warp's chunks, the last tile and chunk short; float sums within the in-order bound,
+    integers exact, the same bits run to run."""
+    x = RNG.standard_normal(n).astype(np.float32)
+    assert "scan_tiled" in _strategies(lambda v: np.cumsum(v), (x,))
+    assert_matches_numpy(lambda v: np.cumsum(v), x, device="cuda")
+    i = RNG.integers(-9, 9, n)
+    g = tracearray.compile(lambda v: np.cumsum(v), device="cuda")
+    np.testing.assert_array_equal(g(i), np.cumsum(i))
+    np.testing.assert_array_equal(g(x), g(x))
 
 
 def test_scan_tiled_float_is_deterministic(reversed_gpu) -> None:

@@ -835,37 +835,71 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
     def _scan_step(self, op: str, dt: np.dtype, a: ir.Value, x: ir.Value) -> ir.Value:
         return scalar.lower_op(self.b, op, [a, x], [dt, dt], dt, self.math)
 
-    def _each_tile(self, body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value], None],
-                   first: bool = True) -> None:
-        """``body(q, tile, start, stop)`` for every tile q of every row (the row's loop
-        variables set; ``first``: also the first tile of each row)."""
+    def _each_tile(self, body: Callable[[ir.Value, ir.Value, ir.Value, ir.Value, ir.Value],
+                                        None], first: bool = True) -> None:
+        """``body(q, tile, start, stop, lane)`` for every tile q of every row, a warp per
+        tile (the row's loop variables set; ``first``: also the first tile of each row):
+        the warp's 32 lanes walk the tile 32 consecutive elements at a time, so its loads
+        and stores are coalesced (a thread per tile read 32 lines 4 * tile bytes apart per
+        warp load: H200, 2026-12-01, 12x behind CuPy's cumsum)."""
         _op, _dt, _axis, length, tile_len, ntiles, rows = self._scan_setup()
         b = self.b
         gid, gstride = self.global_ids()
-        with self.loop(gid, b.mul(rows, ntiles), gstride) as q:
+        warp, nwarps = b.udiv(gid, self.const(WARP)), b.udiv(gstride, self.const(WARP))
+        lane = b.urem(gid, self.const(WARP))
+        with self.loop(warp, b.mul(rows, ntiles), nwarps) as q:
             tile = b.urem(q, ntiles)
             with (nullcontext() if first else
                   b.if_then(b.icmp_unsigned("!=", tile, self.const(0)))):
                 self.set_dims(b.udiv(q, ntiles), self.geo.par_dims)
                 start = b.mul(tile, tile_len)
-                body(q, tile, start, self.smin(b.add(start, tile_len), length))
+                body(q, tile, start, self.smin(b.add(start, tile_len), length), lane)
+
+    def _shfl_idx(self, v: ir.Value, src_lane: ir.Value) -> ir.Value:
+        b = self.b
+        lane32 = b.trunc(src_lane, I32)
+        return _from_words(b, [self.nv.shfl(b, "idx", w, lane32) for w in _to_words(b, v)],
+                           v.type)
 
     def _scan_tiles(self) -> None:
+        """Each tile's prefixes and its total: chunk by chunk of 32 elements, an inclusive
+        scan across the warp's lanes (lane l adds lane l - 2^s's value for s = 0..4), then
+        the carry of the chunks before (lane 31's last prefix). Float sums: a term goes
+        through at most 5 roundings in its chunk and one per later chunk, within the k - 1
+        of an in-order scan for every k (the comparator's cumsum bound)."""
         k = self.kernel
         op, dt, axis, *_ = self._scan_setup()
-        acc = self.alloca(scalar.llvm_type(dt))
+        ty = scalar.llvm_type(dt)
+        acc, val = self.alloca(ty), self.alloca(ty)
+        b = self.b
+        identity = reducer(k.reductions[0].op).identity(dt)
 
-        def tile(q, _tile, start, stop) -> None:
-            self.b.store(reducer(k.reductions[0].op).identity(dt), acc)
+        def tile(q, _tile, start, stop, lane) -> None:
+            b.store(identity, acc)
 
-            def element(j: ir.Value) -> None:
-                self.loop_vars[axis] = j
-                v = self._scan_step(op, dt, self.b.load(acc), self.ev(k.red_exprs[0], {}))
-                self.b.store(v, acc)
-                self.store(0, k.stores[0], v)
-            self.strided_loop(start, stop, self.const(1), element)
-            scalar.store_value(self.b, self.b.load(acc),
-                               self.b.gep(self.scratch_ptr(0), [q]), dt)
+            def chunk(base: ir.Value) -> None:
+                j = b.add(base, lane)
+                valid = b.icmp_signed("<", j, stop)
+                b.store(identity, val)
+                with b.if_then(valid):
+                    self.loop_vars[axis] = j
+                    b.store(self.ev(k.red_exprs[0], {}), val)
+                v = b.load(val)
+                for off in (1, 2, 4, 8, 16):   # every lane shuffles: no divergence here
+                    src = b.sub(lane, self.const(off))
+                    src = b.select(b.icmp_signed("<", src, self.const(0)), self.const(0), src)
+                    other = self._shfl_idx(v, src)
+                    v = b.select(b.icmp_signed(">=", lane, self.const(off)),
+                                 self._scan_step(op, dt, other, v), v)
+                v = self._scan_step(op, dt, b.load(acc), v)
+                with b.if_then(valid):
+                    self.loop_vars[axis] = j
+                    self.store(0, k.stores[0], v)
+                b.store(self._shfl_idx(v, self.const(WARP - 1)), acc)
+            with self.loop(start, stop, self.const(WARP)) as base:
+                chunk(base)
+            with b.if_then(b.icmp_signed("==", lane, self.const(0))):
+                scalar.store_value(b, b.load(acc), b.gep(self.scratch_ptr(0), [q]), dt)
         self._each_tile(tile)
 
     def _scan_totals(self) -> None:
@@ -888,7 +922,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         k = self.kernel
         op, dt, axis, *_ = self._scan_setup()
 
-        def tile(q, _tile, start, stop) -> None:
+        def tile(q, _tile, start, stop, lane) -> None:
             offset = scalar.load_value(self.b, self.b.gep(self.scratch_ptr(0), [q]), dt)
 
             def element(j: ir.Value) -> None:
@@ -897,7 +931,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                                     self.geo.store_vstrides[0])
                 prefix = scalar.load_value(self.b, ptr, dt)
                 scalar.store_value(self.b, self._scan_step(op, dt, offset, prefix), ptr, dt)
-            self.strided_loop(start, stop, self.const(1), element)
+            self.strided_loop(self.b.add(start, lane), stop, self.const(WARP), element)
         self._each_tile(tile, first=False)
 
     def _scatter(self) -> None:

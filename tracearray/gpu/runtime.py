@@ -467,7 +467,8 @@ class GpuExecutable:
             rows, tile = prod(geo.par_dims), scan_tile_length(inner)
             tiles = rows * _cdiv(inner, tile)
             gk.scratch = [(scratch[0], max(1, tiles))]    # a total per tile of each row
-            for entry, n in zip(names, (tiles, rows, tiles) if tiles else ()):
+            # a warp per tile in the first and last passes, a thread per row between
+            for entry, n in zip(names, (WARP * tiles, rows, WARP * tiles) if tiles else ()):
                 launches.append(Launch(entry, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
                                        THREAD_BLOCK, (tile,)))
         elif strategy in ("map", "scatter_atomic", "scatter_last"):
