@@ -492,23 +492,29 @@ def test_comparator_allows_cuffts_rounding_on_the_gpu_and_no_more(emulated, monk
     assert cmp.ok, cmp.report()
     assert "gpu-fft-rounding" in cmp.divergences
 
-    class Perturbed:   # the real compiled function, its result moved by `by` of the norm
-        def __init__(self, by: float, device: str):
-            self.cf = tracearray.compile(program, device=device)
-            self._fixed_device, self.by = device, by
-
-        def lower(self, *args):
-            return self.cf.lower(*args)
-
-        def __call__(self, *args):
-            out = self.cf(*args)
-            out = out.numpy() if isinstance(out, Array) else out
-            return (out + self.by * np.abs(out).max()).astype(out.dtype)
-
-    assert compare_with_numpy(program, z, device="cuda", compiled=Perturbed(3e-7, "cuda")).ok
-    assert not compare_with_numpy(program, z, device="cpu", compiled=Perturbed(3e-7, "cpu")).ok
+    assert compare_with_numpy(program, z, device="cuda",
+                              compiled=_Perturbed(program, 3e-7, "cuda")).ok
+    assert not compare_with_numpy(program, z, device="cpu",
+                                  compiled=_Perturbed(program, 3e-7, "cpu")).ok
     assert not compare_with_numpy(program, z, device="cuda",
-                                  compiled=Perturbed(1e-3, "cuda")).ok
+                                  compiled=_Perturbed(program, 1e-3, "cuda")).ok
+
+
+class _Perturbed:
+    """A compiled function whose result is moved by ``by`` of its largest magnitude (what a
+    comparator tolerance must accept or reject), lowered as the real one."""
+
+    def __init__(self, program, by: float, device: str):
+        self.cf = tracearray.compile(program, device=device)
+        self._fixed_device, self.by = device, by
+
+    def lower(self, *args):
+        return self.cf.lower(*args)
+
+    def __call__(self, *args):
+        out = self.cf(*args)
+        out = out.numpy() if isinstance(out, Array) else out
+        return (out + self.by * np.abs(out).max()).astype(out.dtype)
 
 
 DIRECT_PROGRAMS = {
@@ -614,22 +620,12 @@ def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypa
     assert cmp.ok, cmp.report()
     assert "gpu-linalg-rounding" in cmp.divergences
 
-    class Perturbed:
-        def __init__(self, by: float, device: str):
-            self.cf = tracearray.compile(program, device=device)
-            self._fixed_device, self.by = device, by
-
-        def lower(self, *args):
-            return self.cf.lower(*args)
-
-        def __call__(self, *args):
-            out = self.cf(*args)
-            out = out.numpy() if isinstance(out, Array) else out
-            return out + self.by * np.abs(out).max()
-
-    assert compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-15, "cuda")).ok
-    assert not compare_with_numpy(program, a, b, device="cpu", compiled=Perturbed(1e-15, "cpu")).ok
-    assert not compare_with_numpy(program, a, b, device="cuda", compiled=Perturbed(1e-2, "cuda")).ok
+    assert compare_with_numpy(program, a, b, device="cuda",
+                              compiled=_Perturbed(program, 1e-15, "cuda")).ok
+    assert not compare_with_numpy(program, a, b, device="cpu",
+                                  compiled=_Perturbed(program, 1e-15, "cpu")).ok
+    assert not compare_with_numpy(program, a, b, device="cuda",
+                                  compiled=_Perturbed(program, 1e-2, "cuda")).ok
 
 
 @pytest.mark.parametrize("device_inputs", [False, True])

@@ -192,14 +192,17 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
     return str(module)
 
 
-def _kernel(dtype: np.dtype) -> tuple[str, str, str]:
+def _kernel(dtype: np.dtype, kind: str = "sort") -> tuple[str, str, str]:
+    """(entry name, IR, PTX) of the ``kind`` ("sort", "median") kernel for ``dtype``,
+    made once per process (the PTX through the disk cache)."""
     from . import ptx as ptxmod
     from .driver import current_target
-    key = np.dtype(dtype).str
+    key = kind + np.dtype(dtype).str
     with _lock:
         if key not in _KERNELS:
-            name = f"ta_sort_{np.dtype(dtype).name}"
-            text = sort_kernel_ir(dtype, name)
+            name = f"ta_{kind}_{np.dtype(dtype).name}"
+            make = sort_kernel_ir if kind == "sort" else median_kernel_ir
+            text = make(dtype, name)
             _KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
         return _KERNELS[key]
 
@@ -309,18 +312,6 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     return str(module)
 
 
-def _median_kernel(dtype: np.dtype) -> tuple[str, str, str]:
-    from . import ptx as ptxmod
-    from .driver import current_target
-    key = "median" + np.dtype(dtype).str
-    with _lock:
-        if key not in _KERNELS:
-            name = f"ta_median_{np.dtype(dtype).name}"
-            text = median_kernel_ir(dtype, name)
-            _KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
-        return _KERNELS[key]
-
-
 def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
                     q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
                     keepdims: bool, ndim: int) -> Any:
@@ -358,7 +349,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     done = _sort_rows(dev, src, _Buf, None, ax, dst)
     if done is NotImplemented:
         return NotImplemented
-    name, text, ptx = _median_kernel(src.dtype)
+    name, text, ptx = _kernel(src.dtype, "median")
     fn = dev.load(ptx, [name], text)[name]
     from .driver import sm_count
     _launch(dev, fn, max(1, min(-(-rows // 128), 32 * sm_count())), 128,
