@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import config, forksafe
-from .libraries import load_library, usable_on
+from .. import forksafe
+from .libraries import ProcessLibrary
 
 OP_N, OP_T = 0, 1
 INT_MAX = (1 << 31) - 1
@@ -208,26 +208,11 @@ def gemm_arguments(g: Gemm, a_ptr: int, b_ptr: int, c_ptr: int) -> tuple[int, ..
             a_ptr + size * g.offset_b, g.ldb, g.stride_b, c_ptr, g.ldc, g.stride_c, g.batch)
 
 
-_blas: Blas | None = None
-_blas_tried = False
-_blas_lock = threading.Lock()
-forksafe.renew_at_fork(__import__(__name__, fromlist=["_"]), "_blas_lock")
+_BLAS = ProcessLibrary("cublas", SONAMES, lambda lib, stream: Blas(lib, stream),
+                       (CublasError, AttributeError))
 
 
 def blas_for(device: Any) -> Blas | None:
     """The process's cuBLAS handle on ``device``'s stream, or None: no library, turned off
     (``TRACEARRAY_GPU_LIBRARIES=off``), or a device that is not a CUDA one (the emulator)."""
-    global _blas, _blas_tried
-    if not usable_on(device):
-        return None
-    with _blas_lock:
-        if not _blas_tried:
-            _blas_tried = True
-            lib = load_library("cublas", SONAMES)
-            if lib is not None:
-                try:
-                    _blas = Blas(lib, device.stream_handle)
-                except (CublasError, AttributeError) as e:
-                    config.log(config.COMPILES, "cuBLAS not used: %s", e)
-                    _blas = None
-        return _blas
+    return _BLAS.get(device)

@@ -26,7 +26,6 @@ allows for FFTs on the GPU.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -38,7 +37,7 @@ import numpy as np
 from .. import forksafe
 from ..ops import EXTERNALS
 from ..ops.fft import norm_factor
-from .libraries import load_library, usable_on
+from .libraries import ProcessLibrary, row_groups
 
 SONAMES = ("libcufft.so.12", "libcufft.so.13", "libcufft.so.11", "libcufft.so",
            "cufft64_12.dll", "cufft64_11.dll")
@@ -84,28 +83,15 @@ def plan_fft(kind: int, n: int, axis: int, in_shape: Sequence[int],
         return FftLayout(kind, n, ist, 1, ost, 1, 0, ())
     if any(s_in <= 0 or s_out <= 0 for _, s_in, s_out in dims):
         return None
-    # runs of consecutive dims that walk both arrays as one progression; the longest
-    # becomes cuFFT's batch, the rest are executions of their own
-    runs: list[list[int]] = []
-    for i, (size, s_in, s_out) in enumerate(dims):
-        if runs and dims[runs[-1][-1]][1] == s_in * size and \
-                dims[runs[-1][-1]][2] == s_out * size:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    if runs:
-        best = max(runs, key=lambda r: math.prod(dims[i][0] for i in r))
-        batch = math.prod(dims[i][0] for i in best)
-        idist, odist = dims[best[-1]][1], dims[best[-1]][2]
-        rest = [dims[i] for i in range(len(dims)) if i not in best]
+    # the longest arithmetic run of the other axes is cuFFT's batch, the rest executions
+    group = row_groups(dims)
+    if group is not None:
+        batch, idist, odist, starts = group
     else:
-        batch, idist, odist, rest = 1, ist * n, ost * n, []
+        batch, idist, odist, starts = 1, ist * n, ost * n, [(0, 0)]
     if max(batch, idist, odist, ist, ost) > INT_MAX:
         return None
-    starts = tuple(
-        (sum(i * d[1] for i, d in zip(pos, rest)), sum(i * d[2] for i, d in zip(pos, rest)))
-        for pos in itertools.product(*[range(d[0]) for d in rest]))
-    return FftLayout(kind, n, ist, idist, ost, odist, batch, starts)
+    return FftLayout(kind, n, ist, idist, ost, odist, batch, tuple(starts))
 
 
 class CuFFT:
@@ -170,29 +156,12 @@ class CuFFT:
                 self._check(status, name)
 
 
-_cufft: CuFFT | None = None
-_tried = False
-_lock = threading.Lock()
+_CUFFT = ProcessLibrary("cufft", SONAMES, lambda lib, stream: CuFFT(lib, stream))
 
 
 def cufft_for(device: Any) -> CuFFT | None:
     """The process's cuFFT on ``device``'s stream, or None (see ``libraries.usable_on``)."""
-    global _cufft, _tried
-    if not usable_on(device):
-        return None
-    with _lock:
-        if not _tried:
-            _tried = True
-            lib = load_library("cufft", SONAMES)
-            if lib is not None:
-                try:
-                    _cufft = CuFFT(lib, device.stream_handle)
-                except (AttributeError, RuntimeError):
-                    _cufft = None
-        return _cufft
-
-
-forksafe.renew_at_fork(__import__(__name__, fromlist=["_"]), "_lock")
+    return _CUFFT.get(device)
 
 
 def _complex_view(buf: Any) -> tuple[tuple[int, ...], tuple[int, ...]] | None:

@@ -8,8 +8,13 @@ until a call needs it; a missing one is not an error: the kernel or host path ru
 from __future__ import annotations
 
 import ctypes
+import itertools
+import math
 import os
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence
+
+from .. import forksafe
 
 from .. import config
 
@@ -46,3 +51,54 @@ class PendingInfo:
 
     def __init__(self, block: Any, count: int, error: Exception):
         self.block, self.count, self.error = block, count, error
+
+
+class ProcessLibrary:
+    """One NVIDIA library per process, bound to the device's stream on first use:
+    ``get(device)`` is ``make(CDLL, stream_handle)`` made once, or None when the library is
+    missing, turned off, the device is not CUDA's, or ``make`` raises one of ``errors``."""
+
+    def __init__(self, libname: str, sonames: Sequence[str], make: Callable[[Any, int], Any],
+                 errors: tuple = (RuntimeError, AttributeError)):
+        self.libname, self.sonames, self.make, self.errors = libname, sonames, make, errors
+        self.value: Any = None
+        self.tried = False
+        self._lock = threading.Lock()
+        forksafe.renew_at_fork(self, "_lock")
+
+    def get(self, device: Any) -> Any:
+        if not usable_on(device):
+            return None
+        with self._lock:
+            if not self.tried:
+                self.tried = True
+                lib = load_library(self.libname, self.sonames)
+                if lib is not None:
+                    try:
+                        self.value = self.make(lib, device.stream_handle)
+                    except self.errors as e:
+                        config.log(config.COMPILES, "%s not used: %s", self.libname, e)
+            return self.value
+
+
+def row_groups(dims: Sequence[tuple[int, int, int]]
+               ) -> tuple[int, int, int, list[tuple[int, int]]] | None:
+    """A library call's batch over ``dims`` (size, input stride, output stride; the axes
+    besides the one it works along, in C order): the longest run of consecutive axes that
+    walk both arrays as one arithmetic progression is the batch, (its count, input and output
+    distance, the start offsets of one call per position of the other axes); None when there
+    are no such axes (one call, no batch)."""
+    dims = [d for d in dims if d[0] != 1]
+    runs: list[list[int]] = []
+    for i, (size, s_in, s_out) in enumerate(dims):
+        if runs and dims[runs[-1][-1]][1] == s_in * size and dims[runs[-1][-1]][2] == s_out * size:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if not runs:
+        return None
+    best = max(runs, key=lambda r: math.prod(dims[i][0] for i in r))
+    rest = [dims[i] for i in range(len(dims)) if i not in best]
+    starts = [(sum(i * d[1] for i, d in zip(pos, rest)), sum(i * d[2] for i, d in zip(pos, rest)))
+              for pos in itertools.product(*[range(d[0]) for d in rest])]
+    return (math.prod(dims[i][0] for i in best), dims[best[-1]][1], dims[best[-1]][2], starts)

@@ -25,6 +25,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..ops import EXTERNALS
+from .array import _c_strides
+from .libraries import row_groups
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 _KERNELS: dict[str, tuple[str, str, str]] = {}   # dtype -> (name, ir, ptx)
@@ -207,37 +209,6 @@ def _kernel(dtype: np.dtype, kind: str = "sort") -> tuple[str, str, str]:
         return _KERNELS[key]
 
 
-def _row_groups(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], axis: int
-                ) -> tuple[int, int, int, list[tuple[int, int]]]:
-    """Rows along ``axis``: (rows per launch, their source and result strides, the start
-    offsets of each launch); the longest run of the other axes that walks both arrays as one
-    progression is a launch's rows."""
-    dims = [(shape[d], src[d], dst[d]) for d in range(len(shape)) if d != axis and shape[d] != 1]
-    runs: list[list[int]] = []
-    for i, (size, s, t) in enumerate(dims):
-        if runs and dims[runs[-1][-1]][1] == s * size and dims[runs[-1][-1]][2] == t * size:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    if not runs:
-        return 1, 0, 0, [(0, 0)]
-    best = max(runs, key=lambda r: math.prod(dims[i][0] for i in r))
-    rows = math.prod(dims[i][0] for i in best)
-    rest = [dims[i] for i in range(len(dims)) if i not in best]
-    import itertools
-    starts = [(sum(i * d[1] for i, d in zip(pos, rest)), sum(i * d[2] for i, d in zip(pos, rest)))
-              for pos in itertools.product(*[range(d[0]) for d in rest])]
-    return rows, dims[best[-1]][1], dims[best[-1]][2], starts
-
-
-def _c_strides(shape: Sequence[int]) -> list[int]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(int(n), 1)
-    return out[::-1]
-
-
 def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
                dst_strides: Sequence[int] | None = None) -> Any:
     """Sort ``src``'s rows along ``axis`` into ``vals`` and/or their positions into ``idx``
@@ -252,8 +223,10 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     if math.prod(shape) == 0:
         return None
     out = vals if vals is not None else idx
-    dst = list(dst_strides) if dst_strides is not None else _c_strides(out.shape)
-    rows, s_row, d_row, starts = _row_groups(shape, src.strides, dst, axis)
+    dst = list(dst_strides) if dst_strides is not None else list(_c_strides(out.shape, 1))
+    group = row_groups([(shape[d], src.strides[d], dst[d]) for d in range(len(shape))
+                        if d != axis])
+    rows, s_row, d_row, starts = group if group is not None else (1, 0, 0, [(0, 0)])
     name, text, ptx = _kernel(dtype)
     fn = dev.load(ptx, [name], text)[name]
     P = 1 << max(n - 1, 0).bit_length()
@@ -336,7 +309,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
         return None
     # the scratch: rows in C order of the other axes, each row contiguous
     moved = [shape[d] for d in range(len(shape)) if d != ax] + [n]
-    c = _c_strides(moved)
+    c = _c_strides(tuple(moved), 1)
     dst = [0] * len(shape)
     others = [d for d in range(len(shape)) if d != ax]
     for k, d in enumerate(others):
