@@ -6,6 +6,8 @@ where it was fixed. Keep them small and keep them forever.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -550,3 +552,23 @@ def test_nanpercentile_dtype_of_an_all_nan_first_slice_is_a_divergence() -> None
         assert f(nan_first).dtype == np.float32   # NumPy's quirk, still there
         assert compare_with_numpy(f, nan_first, device="cpu").ok
         assert not compare_with_numpy(f, nan_first, device="cpu", compiled=NoNaN()).ok
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS caps on Linux")
+def test_drawing_a_step_that_needs_gigabytes_draws_another() -> None:
+    """soak 'cpu-2026-12-02-m', program 3487: a drawn step ``v0 @ v0.swapaxes(-1, -2) + 3 *
+    np.eye(...)`` of a 53844 x 1 column made NumPy build a 23 GB matrix and the OOM killer
+    ended the soak's child. A step is evaluated under an address-space cap: it raises
+    MemoryError and another step is drawn; the cap is lifted afterwards."""
+    import resource
+
+    from tracearray.testing import fuzz
+    from tracearray.testing.programs import _memory_cap
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(MemoryError):
+        with _memory_cap(1 << 28):
+            np.ones(1 << 30)   # 8 GB
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    p = fuzz.program_for("cpu-2026-12-02-m", 3487)
+    assert "np.eye" not in p.source()
+    assert resource.getrlimit(resource.RLIMIT_AS) == before

@@ -24,6 +24,7 @@ Hypothesis strategy (shrinkable), ``RandomSource(seed)`` what the soak uses.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import linecache
 import math
@@ -54,7 +55,36 @@ DTYPE_NAMES = {dt: (f"np.{dt.name}" if dt.name != "bool" else "np.bool_") for dt
 
 # Maximum elements of any value of a program (keeps NumPy and the bounds evaluator cheap).
 MAX_VALUE_SIZE = 1 << 18
+# Bytes a step's NumPy evaluation may allocate while a program is drawn (see _memory_cap)
+STEP_MEMORY = 2 << 30
 _counter = itertools.count()
+
+
+@contextlib.contextmanager
+def _memory_cap(extra: int = STEP_MEMORY):
+    """Evaluate a drawn step with at most ``extra`` more bytes of address space (Linux): a
+    step whose intermediates NumPy cannot hold (``x @ x.T`` of a 53844 x 1 column builds a
+    23 GB matrix: soak cpu-2026-12-02-m, program 3487, killed by the OOM killer) raises
+    MemoryError and is drawn again, like a step NumPy rejects. MAX_VALUE_SIZE checks only the
+    result, after NumPy has made it. Elsewhere (no RLIMIT_AS or /proc) nothing is capped."""
+    try:
+        import resource
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = used + extra
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        if soft != resource.RLIM_INFINITY and soft <= cap:
+            raise OSError("already capped")
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # ============================================================================================
@@ -163,10 +193,10 @@ class _Builder:
         target = f"v{len(self.steps)}"
         env = dict(self.values)
         try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
+            with np.errstate(all="ignore"), warnings.catch_warnings(), _memory_cap():
                 warnings.simplefilter("ignore")
                 out = eval(expr, {"np": np, "nan": math.nan, "inf": math.inf}, env)  # noqa: S307
-        except Exception:   # noqa: BLE001 -- NumPy rejects it: draw another step
+        except Exception:   # noqa: BLE001 -- NumPy rejects it (or needs too much memory)
             return False
         if not isinstance(out, (np.ndarray, np.generic)) or (
                 out.dtype not in ALL_DTYPES and out.dtype not in COMPLEX_DTYPES):
