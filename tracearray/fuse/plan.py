@@ -25,6 +25,7 @@ from ..trace.graph import Graph, Node
 from ..ops import OPS, TRANSCENDENTAL, Kind, call_key, result_index
 from ..ops.external import EXTERNALS
 from ..ops.indexing import gather_shape, scatter_parts
+from .rewrite import rewrite_graph
 from .index import Index
 from .kexpr import (Access, KernelBody, KExpr, NotFusable, Walker, is_scalar_source, row_index,
                     space_index)
@@ -95,7 +96,9 @@ class Plan:
 
 
 def plan_graph(graph: Graph) -> Plan:
-    """Entry point of the fuse stage."""
+    """Entry point of the fuse stage: the graph's rewrites (``rewrite.py``), then which
+    values are stored and which kernel computes what."""
+    graph = rewrite_graph(graph)
     stores = choose_stores(graph)
     cuts = _bound_inline_depth(graph, stores)
     for _ in range(10 * len(stores) + 10):
