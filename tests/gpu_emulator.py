@@ -114,6 +114,18 @@ def host_ir(ir_text: str) -> str:
     t = t.replace('@"llvm.nvvm.shfl.sync.down.i32"', '@"emu_shfl_down"')
     t = t.replace('@"llvm.nvvm.shfl.sync.idx.i32"', '@"emu_shfl_idx"')
     t = t.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
+    # cp.async (global -> shared, asynchronous on the GPU): a copy the thread makes at once,
+    # so its wait has nothing left to wait for
+    for kind, n in (("cg", 16), ("ca", 16), ("ca", 8), ("ca", 4)):
+        t = t.replace(f'@"llvm.nvvm.cp.async.{kind}.shared.global.{n}"', f'@"emu_cp_async_{n}"')
+    t = t.replace('call void @"llvm.nvvm.cp.async.wait.all"()', "")
+    for n in (4, 8, 16):
+        if f'@"emu_cp_async_{n}"' in t:
+            w = f"i{8 * n}"
+            t += (f'\ndefine internal void @"emu_cp_async_{n}"(i8* %d, i8* %s) {{\n'
+                  f'  %sw = bitcast i8* %s to {w}*\n  %dw = bitcast i8* %d to {w}*\n'
+                  f'  %v = load {w}, {w}* %sw, align 1\n  store {w} %v, {w}* %dw, align 1\n'
+                  f'  ret void\n}}\n')
     t = t.replace("define ptx_kernel ", "define ")
     t = re.sub(r'@"__nv_(\w+)"', r'@"\1"', t)
     t += ('\ndeclare i32 @"emu_sreg"(i32)\ndeclare void @"emu_barrier"(i32)\n'

@@ -309,6 +309,29 @@ def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, n: int) -> Non
     assert [s for s in emulated.smem_sizes if s] if fits else not any(emulated.smem_sizes)
 
 
+@pytest.mark.parametrize("dtypes", [("float32",), ("float64",), ("float16",),
+                                    ("float64", "float32")],
+                         ids=["f32", "f64", "f16", "f64+f32"])
+@pytest.mark.parametrize("n", [1028, 1030])   # aligned rows (cp.async) and not (scalar)
+def test_block_row_cache_prefetched_by_cp_async(emulated, dtypes, n) -> None:
+    """An aligned block_row's cached accesses are copied into the row cache by cp.async
+    (4, 8 or 16 bytes per copy: float16, float32/64 and mixed items) before the first phase,
+    which then reads them from the cache; rows with an odd length take the scalar loop, which
+    fills the cache itself. NumPy's results both ways, over several rows per block."""
+    x = rng(8).standard_normal((7, n)).astype(dtypes[0])
+    w = rng(9).standard_normal(n).astype(dtypes[-1])
+
+    def fn(a, g):
+        c = a - a.mean(-1, keepdims=True)
+        return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-3) * g + a * g
+    f = gpu(fn)
+    (kernel,) = f.lower(x, w).executable.kernels
+    assert kernel.strategy == "block_row" and "cp.async" in kernel.ptx
+    check(fn, x, w)
+    check(fn, x[:, 2:], w[2:])    # rows starting 2 elements in: unaligned for 16 bytes
+    assert any(emulated.smem_sizes)
+
+
 def test_as_array_of_host_data_names_to_device() -> None:
     """``as_array`` views device memory; NumPy data gets a message naming ``to_device``
     (not NumPy's "only supports stream=None" from its DLPack export)."""

@@ -189,6 +189,19 @@ class _Nvvm:
         b.call(self._fn("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32]),
                [ir.Constant(I32, 0)])
 
+    def cp_async(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        """``cp.async`` of ``nbytes`` (4, 8 or 16, both addresses aligned to it) from global
+        to shared memory: issued without a register for the data (sm_80+)."""
+        kind = "cg" if nbytes == 16 else "ca"   # cg (L2 only) exists for 16 bytes alone
+        i8 = ir.IntType(8)
+        fn = self._fn(f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}", ir.VoidType(),
+                      [i8.as_pointer(3), i8.as_pointer(1)])
+        b.call(fn, [b.bitcast(dst, i8.as_pointer(3)), b.bitcast(src, i8.as_pointer(1))])
+
+    def cp_async_wait_all(self, b: ir.IRBuilder) -> None:
+        """Until this thread's ``cp.async`` copies are done and visible to it."""
+        b.call(self._fn("llvm.nvvm.cp.async.wait.all", ir.VoidType(), []), [])
+
     def shfl(self, b: ir.IRBuilder, mode: str, v: ir.Value, lane: ir.Value | int) -> ir.Value:
         """``shfl.sync.<mode>.b32`` over the full warp (mode: down, idx, bfly)."""
         c = 0 if mode == "up" else 31   # clamp: the whole warp is one segment
@@ -435,10 +448,13 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
     """A fused kernel (map / reduce / scan) for NVPTX."""
 
     def __init__(self, geometry: Geometry, name: str, strategy: str | None = None,
-                 wide: bool = True):
+                 wide: bool = True, async_copy: bool = False):
         super().__init__(geometry, GpuMath(), name)
         self.strategy = strategy or gpu_strategy(geometry)
         self.wide = wide    # positions of the space may reach 2^31 (scratch arrays' width)
+        # cp.async (sm_80+): block_row fills its row cache without registers (``_prefetch_row``)
+        self.async_copy = async_copy
+        self._prefetched: frozenset[int] = frozenset()
         self._gpu_init()
         self._row_cache: dict[int, ir.Value] = {}
         self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
@@ -640,6 +656,8 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         if mode is None or not isinstance(e, KLoad) or e.access not in self._row_cache \
                 or self._nesting:
             return super()._ev_one(e, memo)
+        if e.access in self._prefetched:
+            mode = "read"
         slot = self.b.gep(self._row_cache[e.access], [self._row_pos])
         if mode == "read":
             v = scalar.load_value(self.b, slot, e.dtype)
@@ -731,6 +749,8 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         plan = self.vector_plan(list(k.red_exprs) + full_exprs, [i for i, _st in full],
                                 flat=False) if self.strategy == "block_row" else None
         vector_ok = self.vector_ok(plan) if plan is not None else None
+        prefetch = sorted(set(cached) & plan.loads) \
+            if plan is not None and self.async_copy else []
 
         def sweep(body, phase: int, exprs: list[KExpr]) -> None:
             """``body`` over the thread's positions of the row; with the cache, the first
@@ -763,7 +783,10 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                     return
                 with self.b.if_else(use_cache) as (then, otherwise):
                     with then:
+                        # the vector path's row was prefetched (``_prefetch_row``)
+                        self._prefetched = frozenset(prefetch) if vector else frozenset()
                         run("write" if phase == 0 else "read", vector)
+                        self._prefetched = frozenset()
                     with otherwise:
                         run(None, vector)
             if vector_ok is None:
@@ -777,6 +800,9 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
 
         with self.loop(row0, self.product(geo.par_dims), row_step) as row:
             self.set_dims(row, geo.par_dims)
+            if prefetch:
+                with self.b.if_then(self.b.and_(use_cache, vector_ok)):
+                    self._prefetch_row(plan, prefetch, first, step, ninner)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
                 comp = self._new_compensation(red)
@@ -792,6 +818,33 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
             if rows:
                 with self.b.if_then(leader):
                     self._store_roots(rows, {})
+
+    def _prefetch_row(self, plan, accesses: list[int], first: ir.Value, step: ir.Value,
+                      ninner: ir.Value) -> None:
+        """The row's cached, vector-loaded accesses copied into the row cache by
+        ``cp.async``, at the chunks the thread's vector sweeps visit, before the first phase
+        (which then reads them from the cache like the later ones). A thread's loads of a
+        row are otherwise a chain of two vector trips at a time: the H200's layernorm row
+        (8192 float32, 256 threads) kept the memory system half busy at 3 blocks per
+        multiprocessor (ncu, 2026-12-02); copies hold no register, so the whole row is in
+        flight at once. Each thread reads back only what it copied, after its own wait; the
+        barrier first orders the last row's reads of the cache before the copies."""
+        b, geo, k = self.b, self.geo, self.kernel
+        lanes = plan.lanes
+        self.nv.barrier(b)
+
+        def chunk(c: ir.Value) -> None:
+            r = b.mul(c, self.const(lanes))
+            self.set_dims(r, geo.inner_dims)
+            for a in accesses:
+                src = self._address(self.ptrs[a], self.layout.load_slots[a],
+                                    self.geo.load_vstrides[a])
+                dst = b.gep(self._row_cache[a], [r])
+                self.nv.cp_async(b, dst, src, lanes * k.body.accesses[a].top.dtype.itemsize)
+        # one copy per trip: an unrolled trip's addresses held 10-15 more registers at the
+        # kernel's peak (ptxas), and a copy's issue does not wait for the last one anyway
+        self.strided_loop(first, b.udiv(ninner, self.const(lanes)), step, chunk, unroll=1)
+        self.nv.cp_async_wait_all(b)
 
     def _thread_row(self) -> None:
         geo = self.geo

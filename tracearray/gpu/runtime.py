@@ -446,7 +446,8 @@ class GpuExecutable:
         strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
         # positions in the space (or a scatter's target offsets) need 64 bits
         wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
-        lowering = GpuKernelLowering(geo, name, strategy, wide)
+        lowering = GpuKernelLowering(geo, name, strategy, wide,
+                                     async_copy=self.target.cc >= 80)
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         names = entry_names(strategy, name)

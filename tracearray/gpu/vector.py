@@ -138,6 +138,8 @@ class VectorSweepMixin:
         vty = ir.VectorType(scalar.memory_type(dt), lanes)
         align = lanes * dt.itemsize
         mode = self._row_cache_mode if a in self._row_cache and not self._nesting else None
+        if mode == "write" and a in self._prefetched:   # copied in by cp.async already
+            mode = "read"
         if mode == "read":
             src = b.bitcast(b.gep(self._row_cache[a], [self._row_pos]), vty.as_pointer(3))
             return b.load(src, align=align)
