@@ -149,6 +149,9 @@ class Graph:
     # node -> the user's line that made it in this trace (for run-time errors)
     locations: Any = field(default=None, compare=False, hash=False, repr=False)
     updates: tuple[int, ...] = ()
+    # ``nodes()``'s order, computed once: every stage walks the graph (not an init field, so
+    # ``dataclasses.replace`` of other outputs starts without it)
+    _order: Any = field(default=None, init=False, compare=False, hash=False, repr=False)
 
     @property
     def results(self) -> tuple[Node, ...]:
@@ -161,7 +164,9 @@ class Graph:
 
     def nodes(self) -> list[Node]:
         """All nodes reachable from the outputs, in topological order (operands first)."""
-        return toposort(self.outputs)
+        if self._order is None:
+            object.__setattr__(self, "_order", tuple(toposort(self.outputs)))
+        return list(self._order)
 
     def users(self) -> dict[Node, list[Node]]:
         users: dict[Node, list[Node]] = {n: [] for n in self.nodes()}
