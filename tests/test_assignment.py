@@ -508,6 +508,70 @@ def test_in_place_updates_write_the_argument_without_a_temporary() -> None:
     assert mask.lower(u).plan.in_place
 
 
+def _strided_view(base: "tracearray.Array", step: int) -> "tracearray.Array":
+    """A view of every ``step``-th column of a 2-D device array, reversed (the kind of view
+    a CuPy or PyTorch slice hands in): negative and non-unit strides over the same memory."""
+    rows, cols = base.shape
+    item = base.dtype.itemsize
+    n = -(-cols // step)
+    last = base.ptr + (n - 1) * step * item
+    return tracearray.Array(last, (rows, n), base.dtype, (base.strides[0], -step * item),
+                            owner=base)
+
+
+def test_gpu_in_place_updates_write_the_device_array_itself(emulated_gpu) -> None:
+    """On the GPU too, ``y += a * x`` on a device array runs one kernel that writes y's own
+    memory (``GpuExecutable.in_place``): no temporary, no device copy; through the strides of
+    a reversed, strided view as well (which a copy back could not write); with NumPy data the
+    device copy is updated and copied back. A stencil keeps its temporary and copy."""
+    from tracearray.gpu import driver
+    dev = driver.get_device()
+    x, y = RNG.standard_normal((7, 10)), RNG.standard_normal((7, 10))
+    axpy = tracearray.compile(_k_axpy, device="cuda")
+    dx, dy = tracearray.Array.from_numpy(x), tracearray.Array.from_numpy(y)
+    exe = axpy.lower(2.0, dx, dy).executable
+    assert list(exe.in_place) and not any(n in exe.in_place for n in exe.produced)
+    copies = []
+    real_dtod = dev.dtod
+    dev.dtod = lambda d, s, n: (copies.append(n), real_dtod(d, s, n))[1]
+    try:
+        for _ in range(2):   # the general path, then the warm (direct) path
+            want = dy.numpy() + 2.0 * x
+            launches = len(dev.launches)
+            assert axpy(2.0, dx, dy) is None
+            np.testing.assert_array_equal(dy.numpy(), want)
+            assert len(dev.launches) - launches == 1 and not copies
+        base = tracearray.Array.from_numpy(RNG.standard_normal((7, 20)))
+        view = _strided_view(base, 2)
+        before = base.numpy()
+        want = view.numpy() + 2.0 * x
+        axpy(2.0, dx, view)
+        np.testing.assert_array_equal(view.numpy(), want)
+        after = base.numpy()
+        np.testing.assert_array_equal(after[:, 1::2], before[:, 1::2])   # the other columns
+        assert not copies
+    finally:
+        dev.dtod = real_dtod
+    host = y.copy()
+    axpy(2.0, x, host)
+    np.testing.assert_array_equal(host, y + 2.0 * x)
+    u = RNG.standard_normal((6, 7))
+    jacobi = tracearray.compile(_k_jacobi, device="cuda")
+    du = tracearray.Array.from_numpy(u)
+    assert not jacobi.lower(du).executable.in_place
+    jacobi(du)
+    _k_jacobi(u)
+    np.testing.assert_array_equal(du.numpy(), u)
+    mask = tracearray.compile(_k_mask, device="cuda")
+    v = RNG.standard_normal((5, 6))
+    dv = tracearray.Array.from_numpy(v)
+    got = mask(dv)
+    want = _k_mask(v)
+    np.testing.assert_array_equal(dv.numpy(), v)
+    np.testing.assert_allclose(float(got.numpy() if hasattr(got, "numpy") else got), want,
+                               rtol=1e-12)
+
+
 def test_in_place_update_keeps_reads_of_the_old_values_right() -> None:
     """A product of the argument's old values (an external matmul of its view) and an
     in-place update of it in one function: the product sees the old values."""

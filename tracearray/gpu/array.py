@@ -460,6 +460,9 @@ def write_into(target: Array, value: Any) -> None:
     from ..errors import UnsupportedOperationError
     if target.size == 0:
         return
+    if isinstance(value, Array) and value.ptr == target.ptr and value.dtype == target.dtype \
+            and value.shape == target.shape and value.strides == target.strides:
+        return   # the kernel wrote it there (an in-place update: GpuExecutable.in_place)
     if not target.is_c_contiguous:
         raise UnsupportedOperationError(
             "the compiled function writes into a non-contiguous device array argument; "

@@ -297,12 +297,19 @@ class GpuExecutable:
                                                             for s in x.strides))
             else:
                 self.layouts[node] = (node.shape, _c_strides(node.shape))
+        self.in_place: dict[Node, Node] = {}   # (below, once the matmul epilogues are known)
         for node in plan.stored:
             self.layouts.setdefault(node, (node.shape, _c_strides(node.shape)))
         # float matrix products cuBLAS can take (gpu/blas.py): a library call each, never
         # absorbing an epilogue (which then runs as its own map kernel over C)
         self._blas: dict[int, BlasStep] = self._blas_steps()
         self._absorbed, self._fused = self._matmul_epilogues()
+        # an argument's final value that its map kernel writes into the argument's own
+        # device memory (Plan.in_place: the kernel reads the argument only at the element
+        # it writes, no later kernel reads it), through the argument's strides
+        self.in_place = self._in_place_updates(specs)
+        for value, arg in self.in_place.items():
+            self.layouts[value] = self.layouts[arg]
         self.not_stored: set[Node] = {mm for i, (j, mm, store_c) in self._fused.items()
                                       if not store_c}
         self.kernels: list[GpuKernel] = []   # in run order
@@ -334,7 +341,7 @@ class GpuExecutable:
         self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}
         self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
-                         and n not in self.not_stored]
+                         and n not in self.not_stored and n not in self.in_place]
         # Resolved once, not on every call: the constants to upload (once) and where each
         # output comes from ("array": a produced buffer, "input": that input, else a constant).
         self._constant_nodes = [n for n in plan.stored if n.op == "constant"]
@@ -351,8 +358,21 @@ class GpuExecutable:
         self._direct: Any = None   # _plan_direct's plan (None: not planned yet)
         self._output_sources: list[tuple[str, Any]] = [
             ("array", o) if o in produced else
+            ("in_place", self.graph.inputs.index(self.in_place[o])) if o in self.in_place else
             ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
             for o in self.graph.outputs]
+
+    def _in_place_updates(self, specs: list[TileSpec]) -> dict[Node, Node]:
+        """``plan.in_place``, less the values a matmul kernel would write as its epilogue
+        (its tiles store C-contiguous rows)."""
+        out = {}
+        for value, arg in self.plan.in_place.items():
+            writer = next((i for i, spec in enumerate(specs)
+                           if any(st.dest is value for st in spec.kernel.stores)), None)
+            if writer is None or writer in self._fused:
+                continue
+            out[value] = arg
+        return out
 
     def _mark_dead_operands(self) -> None:
         """Each external step's operand buffers that no later step reads and that are not
@@ -420,7 +440,9 @@ class GpuExecutable:
         rank = len(kernel.space) + len(kernel.body.nested_extents)
         out = []
         for st in kernel.stores:
-            strides = _c_strides(st.dest.shape)
+            # C-contiguous buffers of the call's own, or an argument's memory (in_place)
+            strides = self.layouts[st.dest][1] if st.dest in self.in_place else \
+                _c_strides(st.dest.shape)
             offset = st.offset * strides[st.axis] if st.dest is not st.node else 0
             out.append(affine_params(strides, offset, st.index, rank))
         return out
@@ -745,6 +767,9 @@ class GpuExecutable:
             return False   # one node for two inputs: the general path
         for node, *_rest in self._produced_layouts:
             slot[node] = len(slot)
+        n_slots = len(slot)
+        for value, arg in self.in_place.items():
+            slot[value] = slot[arg]
         fixed: list[int] = []
         kernels = []
         for gk in self.steps:
@@ -766,14 +791,14 @@ class GpuExecutable:
                 fixed.append(ptr)
                 idx.append(-len(fixed))   # fixed pointer j as -(j + 1), placed below
             kernels.append((tuple(idx), gk.bound))
-        kernels = [(tuple(i if i >= 0 else len(slot) - i - 1 for i in idx), bound)
+        kernels = [(tuple(i if i >= 0 else n_slots - i - 1 for i in idx), bound)
                    for idx, bound in kernels]
         produced = {node: j for j, (node, *_r) in enumerate(self._produced_layouts)}
         outputs = []
         for kind, source in self._output_sources:
             if kind == "array":
                 outputs.append((True, produced[source]))
-            elif kind == "input":
+            elif kind in ("input", "in_place"):
                 outputs.append((False, source))
             else:
                 return False
@@ -812,6 +837,7 @@ class GpuExecutable:
         device_mode = False
         ptrs: dict[Node, int] = {}
         keep: list[Any] = []   # what must live until the launches are queued
+        held: dict[Node, Array] = {}   # the Arrays of inputs that are not plain Arrays
         for node, x in zip(self.graph.inputs, inputs):
             if type(x) is Array:
                 device_mode = True
@@ -828,7 +854,10 @@ class GpuExecutable:
             else:
                 arr = Array.from_numpy(x)
             keep.append(arr)
+            held[node] = arr
             ptrs[node] = arr.ptr
+        for value, arg in self.in_place.items():
+            ptrs[value] = ptrs[arg]
         for node in self._constant_nodes:
             if node not in self._constants:
                 self._constants[node] = Array.from_numpy(constant_value(node))
@@ -873,6 +902,9 @@ class GpuExecutable:
                 outs.append(arrays[source])
             elif kind == "input":
                 outs.append(inputs[source])
+            elif kind == "in_place":   # written into the argument's device memory
+                x = inputs[source]
+                outs.append(x if type(x) is Array else held[self.graph.inputs[source]])
             else:
                 value = constant_value(source)
                 outs.append(Array.from_numpy(value) if device_mode else value)
