@@ -149,3 +149,14 @@ def test_large_one_pass_variance_on_the_gpu() -> None:
     x = (50 + np.random.default_rng(5).standard_normal((1 << 26) + 3)).astype(np.float32)
     assert_matches_numpy(moments, x, device="cuda")
     assert kernels(moments, x) == 1
+
+
+def test_a_rewrite_inside_a_rewritten_centre() -> None:
+    """np.var(x * np.var(x)): the outer sum's operands are rebuilt from the inner rewrite,
+    then rewritten themselves (two kernels: the outer needs the inner's full result)."""
+    def f(x):
+        return np.var(x * np.var(x))
+    plan = tracearray.compile(f, device="cpu").lower(F32).plan
+    assert len(plan.kernels) == 2
+    assert [n.op for n in plan.graph.nodes()].count("sum") == 6
+    assert_matches_numpy(f, F32, device="cpu")

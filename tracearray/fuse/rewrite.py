@@ -41,28 +41,28 @@ _ANCESTOR_BUDGET = 256
 
 
 def rewrite_graph(graph: Graph) -> Graph:
-    """``graph`` with every rewrite applied (the same object when none applies)."""
+    """``graph`` with every rewrite applied (the same object when none applies). A rewritten
+    node's replacement takes its user line (run-time errors name it)."""
     subst: dict[Node, Node] = {}
-    locations = dict(graph.locations or {})
-    for node in graph.nodes():
+    locations = graph.locations or {}
+    added: dict[Node, str] = {}
+    for orig in graph.nodes():
+        node = orig
         if any(a in subst for a in node.args):   # an operand was rewritten: rebuild
-            new = Node.make(node.op, [subst.get(a, a) for a in node.args], node.attrs,
-                            node.shape, node.dtype)
-            subst[node] = new
-            if node in locations:
-                locations.setdefault(new, locations[node])
-            node = new
+            node = Node.make(node.op, [subst.get(a, a) for a in node.args], node.attrs,
+                             node.shape, node.dtype)
+            subst[orig] = node
         made = _centred_square_sum(node)
         if made is not None:
-            subst[node] = made
-            where = locations.get(node)
-            if where is not None:
-                for n in toposort([made]):
-                    locations.setdefault(n, where)
+            subst[orig] = node = made
+        if node is not orig and orig in locations:
+            for n in toposort([node]):
+                if n not in locations:
+                    added.setdefault(n, locations[orig])
     if not subst:
         return graph
     return replace(graph, outputs=tuple(subst.get(o, o) for o in graph.outputs),
-                   locations=locations)
+                   locations={**locations, **added})
 
 
 def _make(op: str, args: Iterable[Node], **attrs) -> Node:
