@@ -31,7 +31,7 @@ from typing import Iterable
 import numpy as np
 
 from ..ops import OPS, Kind, infer
-from ..trace.graph import Graph, Node, toposort
+from ..trace.graph import Graph, Node, any_ancestor, toposort
 
 F64 = np.dtype(np.float64)
 _NARROW = (np.dtype(np.float16), np.dtype(np.float32))
@@ -127,31 +127,9 @@ def _size(value: float) -> Node:
 
 
 def _reduces(c: Node, x: Node) -> bool:
-    """Whether ``c`` is computed from a reduction whose operand is computed from ``x``."""
-    seen: set[int] = set()
-    stack, budget = [c], _ANCESTOR_BUDGET
-    while stack and budget:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        budget -= 1
-        if OPS[n.op].kind is Kind.REDUCE and _depends_on(n.args[0], x):
-            return True
-        stack.extend(n.args)
-    return False
-
-
-def _depends_on(node: Node, x: Node) -> bool:
-    seen: set[int] = set()
-    stack, budget = [node], _ANCESTOR_BUDGET
-    while stack and budget:
-        n = stack.pop()
-        if n is x:
-            return True
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        budget -= 1
-        stack.extend(n.args)
-    return False
+    """Whether ``c`` is computed from a reduction whose operand is computed from ``x`` (no
+    when the graph is too large to tell: the rewrite is only an optimisation)."""
+    def reduction_of_x(n: Node) -> bool:
+        return OPS[n.op].kind is Kind.REDUCE and \
+            any_ancestor(n.args[0], lambda m: m is x, _ANCESTOR_BUDGET) is True
+    return any_ancestor(c, reduction_of_x, _ANCESTOR_BUDGET) is True

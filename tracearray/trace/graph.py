@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -193,6 +193,24 @@ def toposort(roots: Iterable[Node]) -> list[Node]:
             if id(a) not in seen:
                 stack.append((a, False))
     return order
+
+
+def any_ancestor(node: Node, test: Callable[[Node], bool], budget: int) -> bool | None:
+    """Whether ``test`` holds for ``node`` or a node it is computed from, looking at no more
+    than ``budget`` distinct nodes; None when the budget ran out first (callers choose the
+    safe answer)."""
+    stack, seen = [node], set()
+    while stack:
+        if len(seen) >= budget:
+            return None
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        if test(n):
+            return True
+        seen.add(id(n))
+        stack.extend(n.args)
+    return False
 
 
 def walk(roots: Iterable[Node]) -> Iterator[Node]:

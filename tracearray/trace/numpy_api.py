@@ -17,7 +17,7 @@ import numpy as np
 from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
 from ..errors import with_location
-from .graph import Node
+from .graph import Node, any_ancestor
 from ..ops import OPS, UFUNC_OPS, Kind, numel
 from ..ops.rules import broadcast_shape
 
@@ -692,16 +692,8 @@ _SELECTED: "weakref.WeakSet[Node]" = weakref.WeakSet()
 
 
 def _reads_selected(node: Node, budget: int = 64) -> bool:
-    stack, seen = [node], set()
-    while stack and len(seen) < budget:
-        n = stack.pop()
-        if n in _SELECTED:
-            return True
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        stack.extend(n.args)
-    return bool(stack)   # too deep to tell: assume it does
+    found = any_ancestor(node, _SELECTED.__contains__, budget)
+    return found is not False   # too deep to tell: assume it does
 
 
 def _concatenate_by_selects(parts: Sequence[Node], ax: int) -> Node:
