@@ -44,8 +44,11 @@ F32 = np.random.default_rng(0).random(1000).astype(np.float32) * 4 + 1
     lambda x: (np.var(x), np.std(x[::-1])),
 ], ids=["moments", "var", "std", "pow2", "c_minus_x", "ddof", "views"])
 def test_one_pass(fn) -> None:
-    """Two full-reduction kernels become one (one read of x); NumPy's results."""
+    """Two full-reduction kernels become one (one read of x), which explain() says; NumPy's
+    results."""
     assert kernels(fn, F32) == 1
+    text = str(tracearray.compile(fn, device="cpu").explain(F32))
+    assert "rewritten: the sum of squared deviations at " in text and "test_rewrite.py" in text
     assert_matches_numpy(fn, F32, device="cpu")
 
 

@@ -38,6 +38,7 @@ class Explanation:
     ``bytes_written`` and ``temporaries_avoided`` add up the kernels; ``str()`` is a table."""
     kernels: tuple[KernelReport, ...]
     rejected: tuple[str, ...]
+    rewrites: tuple[str, ...] = ()   # the plan's graph rewrites (fuse/rewrite.py)
 
     @property
     def bytes_read(self) -> int:
@@ -64,6 +65,8 @@ class Explanation:
         lines.append(f"total: {len(self.kernels)} kernel(s), {_bytes(self.bytes_read)} read, "
                      f"{_bytes(self.bytes_written)} written, "
                      f"{self.temporaries_avoided} temporaries avoided")
+        for r in self.rewrites:
+            lines.append(f"rewritten: {r}")
         for r in self.rejected:
             lines.append(f"not fused: {r}")
         return "\n".join(lines)
@@ -178,9 +181,9 @@ def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
                      for st in k.stores if st.dest in plan.in_place]
         if arg_names:
             r = replace(r, note=f"writes the argument {', '.join(map(repr, arg_names))} in place "
-                               f"(no temporary, no copy back; on the CPU)")
+                               f"(no temporary, no copy back)")
         reports.append(r)
-    return Explanation(tuple(reports), tuple(plan.rejected))
+    return Explanation(tuple(reports), tuple(plan.rejected), tuple(plan.rewrites))
 
 
 def format_plan(plan: Plan, specs: list[TileSpec]) -> str:

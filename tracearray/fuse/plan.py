@@ -93,18 +93,22 @@ class Plan:
     # an argument's final value (Graph.updates) -> that argument's input node, where the
     # kernel computing it may write the argument's own memory (``in_place_updates``)
     in_place: dict[Node, Node] = field(default_factory=dict)
+    rewrites: list[str] = field(default_factory=list)   # the graph rewrites applied (rewrite.py)
 
 
 def plan_graph(graph: Graph) -> Plan:
     """Entry point of the fuse stage: the graph's rewrites (``rewrite.py``), then which
     values are stored and which kernel computes what."""
-    graph = rewrite_graph(graph)
+    rewrites: list[str] = []
+    graph = rewrite_graph(graph, rewrites)
     stores = choose_stores(graph)
     cuts = _bound_inline_depth(graph, stores)
     for _ in range(10 * len(stores) + 10):
         try:
             kernels, notes = group(graph, stores, cuts)
-            return finish(graph, kernels, stores, notes)
+            plan = finish(graph, kernels, stores, notes)
+            plan.rewrites = rewrites
+            return plan
         except NotFusable as e:
             if e.store is None or e.store in stores:
                 raise stage_error("planning", [e.store] if e.store is not None else [],

@@ -40,9 +40,10 @@ _NARROW = (np.dtype(np.float16), np.dtype(np.float32))
 _ANCESTOR_BUDGET = 256
 
 
-def rewrite_graph(graph: Graph) -> Graph:
+def rewrite_graph(graph: Graph, notes: list[str] | None = None) -> Graph:
     """``graph`` with every rewrite applied (the same object when none applies). A rewritten
-    node's replacement takes its user line (run-time errors name it)."""
+    node's replacement takes its user line (run-time errors name it); ``notes`` gets a line
+    per rewrite for ``explain()``."""
     subst: dict[Node, Node] = {}
     locations = graph.locations or {}
     added: dict[Node, str] = {}
@@ -55,6 +56,10 @@ def rewrite_graph(graph: Graph) -> Graph:
         made = _centred_square_sum(node)
         if made is not None:
             subst[orig] = node = made
+            if notes is not None:
+                where = (locations.get(orig) or "").split("\n")[0]
+                notes.append("the sum of squared deviations" + (f" at {where}" if where else "")
+                             + " is summed in the pass of its centre (one read of the data)")
         if node is not orig and orig in locations:
             for n in toposort([node]):
                 if n not in locations:
