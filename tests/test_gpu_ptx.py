@@ -244,3 +244,26 @@ def test_nested_concatenations_stay_within_the_kernel_parameter_space() -> None:
             if k is not None:
                 params = re.search(r"\.entry\s+\w+\(([^)]*)\)", k.ptx).group(1)
                 assert params.count(".param") * 8 <= 4352, k.name
+
+
+def test_ptx_from_the_disk_cache_loads_no_llvm(tmp_path) -> None:
+    """A new process whose PTX is all in the disk cache never maps libllvmlite (issue 12's
+    warm first call): the PTX key names LLVM by llvmlite's version and library identity,
+    the same component as the CPU's kernel key."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np, tracearray
+        def softmax(x):
+            e = np.exp(x - x.max(-1, keepdims=True))
+            return e / e.sum(-1, keepdims=True)
+        low = tracearray.compile(softmax, device="cuda").lower(np.ones((8, 2048), np.float32))
+        print(low.executable.disk_hits, low.executable.compiles,
+              "llvmlite.binding" in sys.modules)
+    """)
+    env = {**__import__("os").environ, "TRACEARRAY_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    first, second = (r.stdout.split() for r in runs)
+    assert first[1] != "0" and first[2] == "True"       # compiled: LLVM was needed
+    assert second == [first[1], "0", "False"]            # every kernel from disk, no LLVM

@@ -123,6 +123,30 @@ def record_key(record: bytes) -> str:
     return hashlib.sha256(record).hexdigest()
 
 
+_llvm_identity: str | None = None
+
+
+def llvm_identity() -> str:
+    """llvmlite's version and its shared library's path, size and modification time: the
+    LLVM that compiles a cached entry, named without loading it (importing
+    ``llvmlite.binding`` maps the 179 MB ``libllvmlite.so``, which a process whose kernels
+    are all on disk never needs). A cache-key component of both targets."""
+    global _llvm_identity
+    if _llvm_identity is None:
+        import llvmlite     # its __init__ reads the version only (not the binding)
+        folder = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
+        library = "unknown"
+        for name in ("libllvmlite.so", "libllvmlite.dylib", "llvmlite.dll"):
+            try:
+                st = os.stat(os.path.join(folder, name))
+            except OSError:
+                continue
+            library = f"{os.path.join(folder, name)} {st.st_size} {st.st_mtime_ns}"
+            break
+        _llvm_identity = f"llvmlite {llvmlite.__version__}; {library}"
+    return _llvm_identity
+
+
 def tracearray_version() -> str:
     """tracearray's version, for keys (``_version.py``: no import of the package root and api.py)."""
     from ._version import __version__

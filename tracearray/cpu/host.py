@@ -43,7 +43,7 @@ _CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "mi
 # JIT options, linking).
 _PIPELINE_PACKAGES = ("ops", "tile", "fuse", "codegen", "cpu")
 
-from .. import forksafe
+from .. import diskcache, forksafe
 
 _lock = threading.Lock()
 forksafe.renew_at_fork(sys.modules[__name__], "_lock")
@@ -85,21 +85,8 @@ def parse_cpuinfo(text: str) -> str | None:
 
 
 def llvm_identity() -> str:
-    """llvmlite's version and its shared library's path, size and modification time."""
-    with _lock:
-        if "llvm" not in _cached:
-            import llvmlite     # its __init__ reads the version only (not the binding)
-            folder = os.path.join(os.path.dirname(llvmlite.__file__), "binding")
-            library = "unknown"
-            for name in ("libllvmlite.so", "libllvmlite.dylib", "llvmlite.dll"):
-                try:
-                    st = os.stat(os.path.join(folder, name))
-                except OSError:
-                    continue
-                library = f"{os.path.join(folder, name)} {st.st_size} {st.st_mtime_ns}"
-                break
-            _cached["llvm"] = f"llvmlite {llvmlite.__version__}; {library}"
-        return _cached["llvm"]   # type: ignore[return-value]
+    """llvmlite's version and its shared library's identity (``diskcache.llvm_identity``)."""
+    return diskcache.llvm_identity()
 
 
 def platform_identity() -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import config, forksafe
-from ..diskcache import ObjectCache, key_record, record_key, tracearray_version
+from ..diskcache import ObjectCache, key_record, llvm_identity, record_key, tracearray_version
 from ..errors import TracearrayError
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -262,21 +262,25 @@ PTX_KEY_COMPONENTS = ("module", "triple", "target", "options", "llvmlite", "llvm
 def key_components(ir_text: str, target: GpuTarget) -> dict[str, str]:
     """Everything that changes the PTX made from ``ir_text`` for ``target`` (and so the cubin
     assembled from it), each as a string."""
-    import llvmlite
-    import llvmlite.binding as llvm
     uses_libdevice = "@__nv_" in ir_text or '@"__nv_' in ir_text
     return {
         "module": ir_text,
         "triple": TRIPLE,
         "target": f"{target.arch} {target.features}",
         "options": repr(sorted(PTX_OPTIONS.items())),
-        "llvmlite": llvmlite.__version__,
-        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        # named without loading LLVM: a warm process whose PTX is on disk never needs it
+        "llvmlite": _llvmlite_version(),
+        "llvm": llvm_identity(),
         "libdevice": _libdevice_digest() if uses_libdevice else "",
         "tracearray": tracearray_version(),
         "pipeline": str(PIPELINE_REVISION),
         "pipeline_source": _source_digest(),
     }
+
+
+def _llvmlite_version() -> str:
+    import llvmlite     # its __init__ reads the version only (not the binding)
+    return llvmlite.__version__
 
 
 def _key(ir_text: str, target: GpuTarget) -> tuple[str, bytes]:
