@@ -31,6 +31,7 @@ from typing import Iterable
 import numpy as np
 
 from ..ops import OPS, Kind, infer
+from ..trace.build import size_scalar
 from ..trace.graph import Graph, Node, any_ancestor, toposort
 
 F64 = np.dtype(np.float64)
@@ -115,20 +116,13 @@ def _centred_square_sum(node: Node) -> Node | None:
     s1 = _make("sum", [y], axes=axes, dtype=F64.str)
     s2 = _make("sum", [_make("multiply", [y, y])], axes=axes, dtype=F64.str)
     d = _make("subtract", [wide(c), k])
-    count = _size(float(n))
-    two = _size(2.0)
+    count = size_scalar(float(n), F64)
+    two = size_scalar(2.0, F64)
     inner = _make("subtract", [_make("multiply", [count, d]), _make("multiply", [two, s1])])
     total = _make("add", [s2, _make("multiply", [d, inner])])
-    total = _make("maximum", [total, _size(0.0)])   # ≥ 0 exactly; NaN stays NaN
+    total = _make("maximum", [total, size_scalar(0.0, F64)])   # ≥ 0 exactly; NaN stays NaN
     out = _cast(total, node.dtype)
     return out if out.shape == node.shape else None
-
-
-def _size(value: float) -> Node:
-    """A float64 scalar argument (``size`` nodes are run-time arguments, not immediates)."""
-    arr = np.asarray(value, dtype=F64)
-    return Node.make("size", (), {"value": arr.tobytes(), "shape": (), "dtype": F64.str},
-                     (), F64)
 
 
 def _reduces(c: Node, x: Node) -> bool:
