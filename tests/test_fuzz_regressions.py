@@ -585,3 +585,17 @@ def test_cross_check_leaves_the_gpu_sorts_ties_free(emulated_gpu) -> None:
     p = fuzz.program_for("ci", 71)
     assert "argsort" in str(p)
     assert fuzz.cross_check(p, ("cpu", "cuda")) == []
+
+
+def test_pinv_of_an_empty_float16_matrix_is_empty() -> None:
+    """Soak cpu-2026-12-02-r, program 1094 (compile_error: "array type float16 is unsupported
+    in linalg"): NumPy's pinv returns an empty result of the operand's dtype before checking
+    the dtype or squareness; ours checked the dtype first. Fixed in
+    trace/composites/lapack.py."""
+    def program(x0):
+        return np.linalg.pinv(x0[1::3])
+    assert_matches_numpy(program, np.array([[np.inf]], dtype=np.float16), device="cpu")
+    assert_matches_numpy(lambda a: np.linalg.pinv(a, hermitian=True),
+                         np.zeros((2, 0, 3), np.float16), device="cpu")
+    with pytest.raises(TypeError, match="float16"):
+        tracearray.compile(np.linalg.pinv, device="cpu")(np.ones((2, 2), np.float16))

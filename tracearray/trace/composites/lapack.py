@@ -181,16 +181,18 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
            name="np.linalg.pinv", **_LAPACK)
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._NoValue
          ) -> Tracer:
-    t = _matrices(a, square=bool(hermitian))
     for name, v in (("rcond", rcond), ("rtol", rtol)):
         if isinstance(v, Tracer) or (v is not None and v is not np._NoValue and
                                      np.ndim(v) != 0):
             raise unsupported(f"np.linalg.pinv({name}=<array>)", "pass a Python number")
     if rcond is not None and rtol is not np._NoValue:
         raise ValueError(with_location("`rtol` and `rcond` can't be both set."))
-    if t.shape[-1] == 0 or t.shape[-2] == 0:   # NumPy: an empty result of a's own dtype
-        a = as_tracer(a)
+    a = as_tracer(a)
+    if a.ndim >= 2 and (a.shape[-1] == 0 or a.shape[-2] == 0):
+        # NumPy: an empty result of a's own dtype, before any dtype or shape check (an
+        # empty float16 matrix included: soak cpu-2026-12-02-r, program 1094)
         return as_tracer(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
+    t = _matrices(a, square=bool(hermitian))
     return _call("linalg.pinv", t, rcond=None if rcond is None else float(rcond),
                  rtol=None if rtol is np._NoValue or rtol is None else float(rtol),
                  hermitian=bool(hermitian))[0]
