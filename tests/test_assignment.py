@@ -299,6 +299,81 @@ def test_arguments_updated_in_place(fn, make, device, request) -> None:
             np.testing.assert_allclose(result, want, rtol=1e-12)
 
 
+def _device_layout(a):
+    """``a`` as a device array view of ``_layouts``' form (C, Fortran, strided, reversed): the
+    memory of the NumPy layout's root array uploaded, then viewed with the same strides."""
+    if not isinstance(a, np.ndarray) or a.ndim == 0:
+        return a
+    root = a
+    while root.base is not None:
+        root = root.base
+    flat = tracearray.Array.from_numpy(np.frombuffer(root.tobytes(order="A"), np.uint8))
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return tracearray.Array(flat.ptr + offset, a.shape, a.dtype, a.strides, owner=flat)
+
+
+@pytest.mark.parametrize("fn,make", KERNELS, ids=[k[0].__name__ for k in KERNELS])
+def test_device_arguments_updated_in_place_in_every_layout(fn, make, emulated_gpu) -> None:
+    _check_device_layouts(fn, make)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs an NVIDIA GPU, its driver and cuda-bindings")
+@pytest.mark.parametrize("fn,make", KERNELS, ids=[k[0].__name__ for k in KERNELS])
+def test_device_arguments_updated_in_place_in_every_layout_cuda(fn, make) -> None:
+    _check_device_layouts(fn, make)
+
+
+def _check_device_layouts(fn, make) -> None:
+    """Device array arguments of every layout hold what NumPy leaves in them: updates the
+    planner computes in place store through the view's strides; the others (a stencil, a
+    loop of row writes) are computed into a temporary that a scatter kernel writes back
+    through the strides (``gpu/copy.py``). The memory around a strided view is untouched."""
+    compiled = tracearray.compile(fn, device="cuda")
+    args = make()
+    for layout in range(4):
+        ref = [_layouts(a)[layout] for a in args]
+        dev = [_device_layout(a) for a in ref]
+        roots = [d._owner for d in dev if isinstance(d, tracearray.Array)]
+        before = [r.numpy().copy() for r in roots]
+        want = fn(*ref)
+        result = compiled(*dev)
+        for d, w in zip(dev, ref):
+            if isinstance(d, tracearray.Array):
+                np.testing.assert_allclose(d.numpy(), w, rtol=1e-12, err_msg=f"layout {layout}")
+        if want is not None:
+            got = result.numpy() if hasattr(result, "numpy") else result
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+        for r, b, d, w in zip(roots, before, [d for d in dev if isinstance(d, tracearray.Array)],
+                              [w for w in ref if isinstance(w, np.ndarray) and w.ndim]):
+            # bytes outside the view are what they were (the view's own are checked above)
+            mem = r.numpy()
+            inside = np.zeros(mem.shape, bool)
+            root = w
+            while root.base is not None:
+                root = root.base
+            marks = np.zeros(root.nbytes, np.uint8)
+            view = np.lib.stride_tricks.as_strided(
+                marks[w.__array_interface__["data"][0] - root.__array_interface__["data"][0]:],
+                w.shape + (w.itemsize,), w.strides + (1,))
+            view[...] = 1
+            inside |= marks.astype(bool)
+            np.testing.assert_array_equal(mem[~inside], b[~inside])
+
+
+def test_a_write_back_into_overlapping_device_elements_is_refused(emulated_gpu) -> None:
+    """A zero-stride device view (every row the same memory) cannot hold what NumPy's
+    sequential writes would leave: refused with the layout named, memory untouched."""
+    from tracearray.errors import UnsupportedOperationError
+    jacobi = tracearray.compile(_k_jacobi, device="cuda")
+    row = tracearray.Array.from_numpy(RNG.standard_normal(7))
+    same = tracearray.Array(row.ptr, (6, 7), row.dtype, (0, 8), owner=row)
+    before = row.numpy()
+    with pytest.raises(UnsupportedOperationError, match="overlap in memory"):
+        jacobi(same)
+    np.testing.assert_array_equal(row.numpy(), before)
+
+
 def test_global_array_updated_in_place() -> None:
     global STATE
     STATE = np.zeros(4)

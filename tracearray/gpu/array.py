@@ -455,7 +455,10 @@ def may_share_memory(a: Array, b: Array) -> bool:
 
 def write_into(target: Array, value: Any) -> None:
     """Copy ``value`` (a device Array or host data of target's shape) into ``target``'s
-    memory: an in-place update of a device array argument, written on the device."""
+    memory: an in-place update of a device array argument, written on the device. A
+    non-contiguous target (a reversed, sliced or transposed view) is written through its
+    strides by a scatter kernel (``gpu/copy.py``); one whose elements overlap each other
+    (a zero stride) is refused, as its final values would depend on the order of writes."""
     from .driver import get_device
     from ..errors import UnsupportedOperationError
     if target.size == 0:
@@ -463,16 +466,41 @@ def write_into(target: Array, value: Any) -> None:
     if isinstance(value, Array) and value.ptr == target.ptr and value.dtype == target.dtype \
             and value.shape == target.shape and value.strides == target.strides:
         return   # the kernel wrote it there (an in-place update: GpuExecutable.in_place)
-    if not target.is_c_contiguous:
-        raise UnsupportedOperationError(
-            "the compiled function writes into a non-contiguous device array argument; "
-            "writing back into strided device memory is not supported yet: pass a "
-            "contiguous array")
     dev = get_device()
-    if isinstance(value, Array):
-        src = value if value.is_c_contiguous and value.dtype == target.dtype else \
-            Array.from_numpy(value.numpy().astype(target.dtype))
-        dev.dtod(target.ptr, src.ptr, target.nbytes)
-    else:
-        host = np.ascontiguousarray(np.asarray(value), dtype=target.dtype)
-        dev.htod(target.ptr, host.ctypes.data, host.nbytes)
+    if target.is_c_contiguous:
+        if isinstance(value, Array):
+            src = value if value.is_c_contiguous and value.dtype == target.dtype else \
+                Array.from_numpy(value.numpy().astype(target.dtype))
+            dev.dtod(target.ptr, src.ptr, target.nbytes)
+        else:
+            host = np.ascontiguousarray(np.asarray(value), dtype=target.dtype)
+            dev.htod(target.ptr, host.ctypes.data, host.nbytes)
+        return
+    item = target.itemsize
+    if any(st % item for st in target.strides) or _self_overlapping(target):
+        raise UnsupportedOperationError(
+            f"the compiled function writes into a device array argument whose elements "
+            f"overlap in memory or are not aligned to its item size (shape {target.shape}, "
+            f"strides {target.strides} bytes): the values NumPy would leave there depend "
+            f"on the order of its writes; pass an array whose elements are distinct")
+    if isinstance(value, Array) and value.is_c_contiguous and value.dtype == target.dtype \
+            and not may_share_memory(value, target):
+        src = value
+    else:   # host data, another dtype or layout, or memory the scatter would overwrite
+        host = value.numpy() if isinstance(value, Array) else np.asarray(value)
+        src = Array.from_numpy(np.ascontiguousarray(host, dtype=target.dtype))
+    from .copy import strided_copy
+    strided_copy(dev, target.ptr, src.ptr, target.shape,
+                 tuple(st // item for st in target.strides), 0, item, scatter=True)
+    # (src stays alive until here: the stream orders the copy before any reuse of its block)
+
+
+def _self_overlapping(a: Array) -> bool:
+    """Whether two elements of ``a`` may share memory: sufficient for distinct elements is
+    that each axis (by increasing stride) steps past everything the axes before it span."""
+    span = a.itemsize
+    for st, n in sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1):
+        if st < span:
+            return True
+        span += st * (n - 1)
+    return False

@@ -1386,16 +1386,17 @@ def epilogue_reads_identity(kernel: Kernel, node) -> bool:
 
 
 # ==========================================================================================
-# Gather: a strided view into a C-contiguous buffer (a reshape that cannot be a view)
+# Strided copies: a view gathered into a C-contiguous buffer, or scattered back into one
 # ==========================================================================================
 
 COPY_MAX_RANK = 8
 
 
-def copy_kernel_ir(itemsize: int, name: str) -> str:
-    """``dst[i] = src[off + sum(idx_d(i) * stride_d)]`` for i < n, with ``idx`` the row-major
-    decomposition of i over ``COPY_MAX_RANK`` extents (leading ones padded with 1).
-    Arguments: dst, src, n, off, extents..., strides... (elements, i64)."""
+def copy_kernel_ir(itemsize: int, name: str, scatter: bool = False) -> str:
+    """``dst[i] = src[off + sum(idx_d(i) * stride_d)]`` for i < n (a gather), or with
+    ``scatter`` ``dst[off + sum(idx_d(i) * stride_d)] = src[i]``, with ``idx`` the row-major
+    decomposition of i over ``COPY_MAX_RANK`` extents (leading ones padded with 1); strides
+    may be negative. Arguments: dst, src, n, off, extents..., strides... (elements, i64)."""
     module = ir.Module(name=name)
     ty = ir.IntType(8 * itemsize)
     ptr = ty.as_pointer(1)
@@ -1418,12 +1419,15 @@ def copy_kernel_ir(itemsize: int, name: str) -> str:
     i.add_incoming(start, entry)
     b.cbranch(b.icmp_signed("<", i, n), body, done)
     b.position_at_end(body)
-    rem, src_off = i, off
+    rem, strided = i, off
     for d in reversed(range(COPY_MAX_RANK)):
         idx = b.urem(rem, exts[d]) if d else rem
         rem = b.udiv(rem, exts[d]) if d else rem
-        src_off = b.add(src_off, b.mul(idx, strides[d]))
-    b.store(b.load(b.gep(src, [src_off])), b.gep(dst, [i]))
+        strided = b.add(strided, b.mul(idx, strides[d]))
+    if scatter:
+        b.store(b.load(b.gep(src, [i])), b.gep(dst, [strided]))
+    else:
+        b.store(b.load(b.gep(src, [strided])), b.gep(dst, [i]))
     nxt = b.add(i, step)
     i.add_incoming(nxt, body)
     b.branch(head)

@@ -40,7 +40,7 @@ from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
-from ..errors import TracearrayError, UnsupportedOperationError, run_time_error, stage_error
+from ..errors import TracearrayError, run_time_error, stage_error
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
@@ -51,9 +51,9 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
 from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
-                      MatmulLowering, copy_kernel_ir, entry_names, epilogue_reads_identity,
-                      gpu_strategy, scan_tile_length, scratch_dtypes, COPY_MAX_RANK,
-                      WARP, WARP_ROW_WARPS)
+                      MatmulLowering, entry_names, epilogue_reads_identity, gpu_strategy,
+                      scan_tile_length, scratch_dtypes, WARP, WARP_ROW_WARPS)
+from .copy import strided_copy
 from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
@@ -338,7 +338,6 @@ class GpuExecutable:
             self.kernels.append(gk)
             self.steps.append(gk)
         self._mark_dead_operands()
-        self._copy_kernels: dict[int, GpuKernel] = {}
         self._constants: dict[Node, Array] = {}
         self.produced = [n for n in plan.stored if n.op not in ("input", "constant")
                          and n not in self.not_stored and n not in self.in_place]
@@ -970,34 +969,10 @@ class GpuExecutable:
         gk.bound = bound
 
     def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
-        n = int(np.prod(step.shape, dtype=np.int64))
         out = Array.empty(step.shape, np.dtype(f"u{step.itemsize}"))
         keep.append(out)
-        if n == 0:
-            return out.ptr
-        gk = self._copy_kernels.get(step.itemsize)
-        if gk is None:
-            ir_text = copy_kernel_ir(step.itemsize, f"{self.name}_gather{step.itemsize}")
-            ptx = ptxmod.compile_ptx(ir_text, self.target, self)
-            name = f"{self.name}_gather{step.itemsize}"
-            gk = GpuKernel(name, "gather", ir_text, ptx, [name], [], np.zeros(0, np.int64), [])
-            self._copy_kernels[step.itemsize] = gk
-        if not gk.functions:
-            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
-        rank = len(step.shape)
-        if rank > COPY_MAX_RANK:   # a documented limit of the GPU copy kernel
-            raise UnsupportedOperationError(
-                f"device='cuda': reshaping a non-contiguous {rank}-d view needs a copy kernel "
-                f"of at most {COPY_MAX_RANK} dims; make the array contiguous first "
-                f"(np.ascontiguousarray) or use device='cpu'")
-        pad = COPY_MAX_RANK - rank
-        ext = [1] * pad + list(step.shape)
-        strd = [0] * pad + list(step.strides)
-        vals = _pack([out.ptr, src], np.asarray([n, step.offset] + ext + strd, np.int64), ())
-        addrs = vals.ctypes.data + _arg_offsets(len(vals))
-        fn = gk.functions[gk.names[0]]
-        dev.launch(fn, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK, addrs.ctypes.data)
-        keep.append((vals, addrs))
+        keep.append(strided_copy(dev, out.ptr, src, step.shape, step.strides, step.offset,
+                                 step.itemsize, counts=self))
         return out.ptr
 
 

@@ -237,9 +237,10 @@ def render_markdown() -> str:
         "code generator, so every supported entry runs on both, and is tested against NumPy "
         "by `tests/test_registry.py` (composites and ufuncs) or the per-op suites, on the CPU "
         "and (PTX, and on a GPU machine the GPU) for CUDA. Two limits are the GPU's own: an "
-        "in-place update of a device-array argument (`x += y`, `x[...] = v`) needs a "
-        "contiguous array, and reshaping a non-contiguous view of more than 8 dimensions is "
-        "refused (make it contiguous first).",
+        "in-place update of a device-array argument (`x += y`, `x[...] = v`) whose elements "
+        "overlap in memory (a zero stride) is refused, and copying a non-contiguous view of "
+        "more than 8 dimensions (a reshape, or writing back an update) is refused (make it "
+        "contiguous first).",
         "",
         "*yes (primitive)*: a graph operation with its own code; *yes (composite)*: built from "
         "primitives by tracearray; *yes (NumPy's implementation)*: NumPy's own Python code, "
