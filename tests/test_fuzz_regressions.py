@@ -587,6 +587,18 @@ def test_cross_check_leaves_the_gpu_sorts_ties_free(emulated_gpu) -> None:
     assert fuzz.cross_check(p, ("cpu", "cuda")) == []
 
 
+@pytest.mark.parametrize("seed,index", [("ci", 0), ("gpu-a", 2), ("gpu-b", 0)])
+def test_cross_check_compares_complex_results_as_pairs(seed, index, emulated_gpu) -> None:
+    """GPU tier run 14 (H200, 2026-12-02, git 6cef433): the cross-check of four seeds raised
+    ``operands could not be broadcast together with shapes (11,) (11,2)``: a complex result
+    is compared as (real, imag) pairs, and the exactness mask kept the complex shape. Both
+    devices matched NumPy; the testing tool failed (testing/fuzz.py: the mask per pair)."""
+    from tracearray.testing import fuzz
+    p = fuzz.program_for(seed, index)
+    assert "1j" in p.source()
+    assert fuzz.cross_check(p, ("cpu", "cuda")) == []
+
+
 def test_pinv_of_an_empty_float16_matrix_is_empty() -> None:
     """Soak cpu-2026-12-02-r, program 1094 (compile_error: "array type float16 is unsupported
     in linalg"): NumPy's pinv returns an empty result of the operand's dtype before checking

@@ -108,21 +108,27 @@ def cross_check(p: Program, devices: Sequence[str] = ("cpu", "cuda")) -> list[st
     leaves0 = _leaves(c0.result)
     for d1, c1 in others:
         for k, (g0, g1) in enumerate(zip(leaves0, _leaves(c1.result))):
-            # exact where both devices' bounds say so: a library path's documented
-            # divergence (the GPU sort's order of ties, gpu-sort-ties) frees its elements
-            exact = np.ones(np.shape(g0), bool)
-            for c in (c0, c1):
-                b = c.bounds[k] if c.bounds is not None and k < len(c.bounds) else None
-                if b is not None and np.shape(b.exact) == np.shape(exact):
-                    exact = exact & b.exact
             g0a, g1a = np.asarray(g0), np.asarray(g1)
             if g0a.shape != g1a.shape or g0a.dtype != g1a.dtype:
                 problems.append(f"result leaf {k}: {d0} {g0a.dtype}{list(g0a.shape)} vs {d1} "
                                 f"{g1a.dtype}{list(g1a.shape)}")
                 continue
-            if g0a.dtype.kind == "c":     # (the bounds of a complex result are pairs)
+            pairs = g0a.dtype.kind == "c"
+            if pairs:     # compared as (real, imag) pairs, as bounded
                 g0a = np.stack([g0a.real, g0a.imag], axis=-1)
                 g1a = np.stack([g1a.real, g1a.imag], axis=-1)
+            # exact where both devices' bounds say so: a library path's documented
+            # divergence (the GPU sort's order of ties, gpu-sort-ties) frees its elements
+            exact = np.ones(g0a.shape, bool)
+            for c in (c0, c1):
+                b = c.bounds[k] if c.bounds is not None and k < len(c.bounds) else None
+                if b is None:
+                    continue
+                e = np.asarray(b.exact)
+                if pairs and e.shape == exact.shape[:-1]:
+                    e = e[..., None]    # one flag per complex element: both its parts
+                if e.shape == exact.shape or e.ndim == 0:
+                    exact = exact & e
             same = (g0a == g1a) | (np.isnan(g0a) & np.isnan(g1a) if g0a.dtype.kind == "f"
                                    else False)
             bad = exact & ~np.asarray(same)
