@@ -70,9 +70,10 @@ import weakref  # noqa: E402
 _LOCATIONS: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
 
 
-def record_location(node: object) -> None:
+def record_location(node: object, where: str | None = None) -> None:
+    """Remember the user's line that first made ``node`` (``where``, or found now)."""
     if node not in _LOCATIONS:
-        where = user_location()
+        where = where or user_location()
         if where:
             _LOCATIONS[node] = where
 

@@ -9,8 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import (TraceDTypeError, TraceShapeError, UnsupportedOperationError,
-                      record_location, with_location)
+from ..errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
 from .graph import Node
 from ..ops import ALL_DTYPES, OPS, Kind, infer
 
@@ -57,10 +56,15 @@ def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
         shapes = ", ".join(str(a.shape) for a in args)
         raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
     node = Node.make(op, args, attrs, shape, dtype)
-    record_location(node)
-    from .context import note_location
-    note_location(node)
+    _note_location(node)
     return node
+
+
+def _note_location(node: Node) -> None:
+    global _note_location
+    from .context import note_location   # (context imports this module)
+    _note_location = note_location
+    note_location(node)
 
 
 def external(op: str, args: Sequence[Node], **attrs: Any) -> tuple[Node, ...]:

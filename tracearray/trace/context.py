@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .. import config
-from ..errors import user_location, UnsupportedOperationError, with_location
+from ..errors import record_location, user_location, UnsupportedOperationError, with_location
 
 
 @dataclass
@@ -100,8 +100,11 @@ MAX_TRACE_OPS = config.max_trace_ops()
 
 
 def note_location(node: Any) -> None:
+    """Count a made node against the trace's budget and record the user's line that made it,
+    for this trace and (the first line, ``errors.node_location``) for good."""
     state = current()
     if state is None:
+        record_location(node)
         return
     state.ops += 1
     if state.ops > MAX_TRACE_OPS:
@@ -112,9 +115,10 @@ def note_location(node: Any) -> None:
             f"whole-array operations (slices, np.where, np.cumsum, ...), or raise the limit "
             f"with TRACEARRAY_MAX_TRACE_OPS"))
     if node not in state.locations:
-        where = user_location()
+        where = user_location()   # (once: the global record below takes the same line)
         if where:
             state.locations[node] = where
+            record_location(node, where)
 
 
 _local = threading.local()
@@ -151,12 +155,18 @@ def require(node: Any, error: type[BaseException], message: str) -> None:
 # Argument conversion
 # ============================================================================================
 
+_TRACED_TYPES: tuple = ()
+
+
 def _is_tracer(x: Any) -> bool:
-    from .complex import ComplexTracer
-    from .complex_selection import ComplexSelection
-    from .selection import MaskedSelection
-    from .tracer import Tracer
-    return isinstance(x, (Tracer, MaskedSelection, ComplexTracer, ComplexSelection))
+    global _TRACED_TYPES
+    if not _TRACED_TYPES:   # (the modules import this one: resolved at the first use)
+        from .complex import ComplexTracer
+        from .complex_selection import ComplexSelection
+        from .selection import MaskedSelection
+        from .tracer import Tracer
+        _TRACED_TYPES = (Tracer, MaskedSelection, ComplexTracer, ComplexSelection)
+    return isinstance(x, _TRACED_TYPES)
 
 
 def _holds_tracer(x: Any) -> bool:

@@ -178,9 +178,24 @@ def power(x: Any, y: Any, operator: bool = False) -> Node:
 # ------------------------------------------------------------------------------------------
 
 def _result_dtype_of(fn: Any, dtype: Any, node: Node, **kw: Any) -> np.dtype:
-    """The dtype NumPy's reduction returns, asked of NumPy on a one-element array."""
-    probe = np.ones((1,), dtype=node.dtype)
-    return np.asarray(fn(probe, dtype=dtype, **kw) if dtype is not None else fn(probe, **kw)).dtype
+    """The dtype NumPy's reduction returns, asked of NumPy on a one-element array (the
+    answers remembered: they depend only on the function, the dtypes and the options)."""
+    try:
+        key = (fn, dtype, node.dtype, tuple(sorted(kw.items())))
+        hit = _RESULT_DTYPES.get(key)
+    except TypeError:   # an unhashable dtype= argument: ask every time
+        key, hit = None, None
+    if hit is None:
+        probe = np.ones((1,), dtype=node.dtype)
+        hit = np.asarray(fn(probe, dtype=dtype, **kw) if dtype is not None
+                         else fn(probe, **kw)).dtype
+        if key is not None:
+            _RESULT_DTYPES[key] = hit
+    return hit
+
+
+_RESULT_DTYPES: dict[tuple, np.dtype] = {}
+_REDUCE_DTYPES: dict[tuple, np.dtype] = {}   # (ufunc, operand dtype) -> reduce's dtype
 
 
 def _zero_d_int_axis(x: Node, axis: Any) -> bool:
@@ -214,10 +229,13 @@ def reduce(kind: str, x: Any, axis: Any = None, keepdims: bool = False, dtype: A
             raise unsupported(f"{kind}(dtype=...)")
         # NumPy's own answer for the operand dtype: a TypeError where the ufunc has no loop
         # (bitwise_and.reduce of floats), else the result dtype.
-        try:
-            want = np.asarray(ufunc.reduce(np.ones((1,), x.dtype))).dtype
-        except TypeError as e:
-            raise TypeError(with_location(f"np.{ufunc.__name__}.reduce: {e}")) from None
+        want = _REDUCE_DTYPES.get((ufunc, x.dtype))
+        if want is None:
+            try:
+                want = np.asarray(ufunc.reduce(np.ones((1,), x.dtype))).dtype
+            except TypeError as e:
+                raise TypeError(with_location(f"np.{ufunc.__name__}.reduce: {e}")) from None
+            _REDUCE_DTYPES[(ufunc, x.dtype)] = want
         operand = spec.operand_dtypes(x)[0] if spec.operand_dtypes else x.dtype
         node = make(kind, [cast(x, operand)], axes=axes)
         if node.dtype != want:

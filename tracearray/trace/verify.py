@@ -15,44 +15,45 @@ class GraphVerificationError(AssertionError):
 
 def verify(graph: Graph) -> None:
     for i, node in enumerate(graph.nodes()):
-        where = f"node {i} ({node.op} {type_str(node)})"
         try:
-            _verify_node(node, where)
-        except GraphVerificationError:
-            raise
+            _verify_node(node)
+        except GraphVerificationError as e:
+            raise GraphVerificationError(f"node {i} ({node.op} {type_str(node)}): {e}") from None
         except Exception as e:  # a rule that cannot even run on this node: reject, don't crash
-            raise GraphVerificationError(f"{where}: {type(e).__name__}: {e}") from None
+            raise GraphVerificationError(f"node {i} ({node.op} {type_str(node)}): "
+                                         f"{type(e).__name__}: {e}") from None
     for j, node in enumerate(graph.inputs):
         if node.op != "input" or node.attr("index") != j:
             raise GraphVerificationError(f"input {j}: {node!r} is not input #{j}")
 
 
-def _verify_node(node: Node, where: str) -> None:
+def _verify_node(node: Node) -> None:
+    # (messages name the node only when one is raised: verify() adds which, and where)
     spec = OPS.get(node.op)
     if spec is None:
-        raise GraphVerificationError(f"{where}: unknown op")
+        raise GraphVerificationError("unknown op")
     if spec.arity >= 0 and len(node.args) != spec.arity:
         raise GraphVerificationError(
-            f"{where}: expects {spec.arity} operands, has {len(node.args)}")
+            f"expects {spec.arity} operands, has {len(node.args)}")
     attrs = dict(node.attrs)
     if spec.kind is Kind.REDUCE:
         axes = attrs.get("axes")
         if axes != tuple(sorted(set(axes))) or any(not 0 <= a < node.ndim for a in axes):
-            raise GraphVerificationError(f"{where}: bad axes {axes}")
+            raise GraphVerificationError(f"bad axes {axes}")
     if spec.kind is Kind.ELEMENTWISE and spec.ufunc is not None:
         loop = spec.ufunc.resolve_dtypes(tuple(a.dtype for a in node.args) + (None,))
         if tuple(loop[:-1]) != tuple(a.dtype for a in node.args):
             raise GraphVerificationError(
-                f"{where}: operands {[str(a.dtype) for a in node.args]} are not the "
+                f"operands {[str(a.dtype) for a in node.args]} are not the "
                 f"ufunc loop's input dtypes {[str(d) for d in loop[:-1]]}")
     # The tracer casts operands before these ops, so lowerings never convert: check it.
     if spec.operand_dtypes is not None:
         want = spec.operand_dtypes(node)
         if tuple(a.dtype for a in node.args) != want:
             raise GraphVerificationError(
-                f"{where}: operands {[str(a.dtype) for a in node.args]}, expected "
+                f"operands {[str(a.dtype) for a in node.args]}, expected "
                 f"{[str(d) for d in want]}")
     shape, dtype = infer(node.op, node.args, attrs)
     if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
         raise GraphVerificationError(
-            f"{where}: rules give {np.dtype(dtype)}{list(shape)}")
+            f"rules give {np.dtype(dtype)}{list(shape)}")
