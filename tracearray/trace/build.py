@@ -174,11 +174,11 @@ def result_type(*values: Any) -> np.dtype:
 def to_dtype(value: Any, dtype: np.dtype) -> Node:
     """``value`` as a node of ``dtype``: casts nodes, converts scalars exactly as NumPy does
     (a Python int out of range of an integer dtype raises OverflowError, as in NumPy 2)."""
-    from .selection import MaskedSelection
-    if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
-        value = value.compact().node
     if isinstance(value, Node):
         return cast(value, dtype)
+    from .selection import MaskedSelection
+    if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
+        return cast(value.compact().node, dtype)
     try:
         return constant(np.asarray(value, dtype=dtype))
     except OverflowError as e:

@@ -41,16 +41,19 @@ from .graph import Node
 def is_complex(value: Any) -> bool:
     """A complex operand: a complex tracer, a Python complex, a NumPy complex scalar or
     array (a list holding complex numbers, as NumPy would convert it)."""
-    from .complex_selection import ComplexSelection
-    if isinstance(value, (ComplexTracer, ComplexSelection)):
-        return True
-    if isinstance(value, complex):
+    if isinstance(value, (ComplexTracer, complex)):
         return True
     if isinstance(value, (np.ndarray, np.generic)):
         return value.dtype.kind == "c"
     if isinstance(value, (list, tuple)) and value:
         return any(is_complex(v) for v in value)
-    return False
+    if not _SELECTION:   # (complex_selection imports this module: resolved at first use)
+        from .complex_selection import ComplexSelection
+        _SELECTION.append(ComplexSelection)
+    return isinstance(value, _SELECTION[0])
+
+
+_SELECTION: list[type] = []
 
 
 def is_complex_dtype_kw(kwargs: dict) -> bool:
