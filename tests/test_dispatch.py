@@ -162,6 +162,52 @@ def test_fast_path_keeps_the_layout_and_alignment_checks() -> None:
     assert f.cache_info().traces == 1   # converted to aligned, native arrays: the same trace
 
 
+def test_one_kernel_executables_run_a_specialised_call(caplog) -> None:
+    """An executable of one single-chunk map kernel whose one output is its only buffer runs
+    ``Executable._one_kernel_run``: the same results, on the warm path and from threads that
+    contend for its pointer array, and per-kernel times (DEBUG step 2) still reported."""
+    import logging
+    import threading
+    from tracearray import config
+    f = tracearray.compile(ew_chain, device="cpu")
+    args = [f32(1000, seed=i) for i in range(4)]
+    want = f(*args)   # (the general path's result; the specialised one must be the same)
+    np.testing.assert_allclose(want, ew_chain(*args), rtol=1e-5, atol=1e-6)
+    exe = f.lower(*args).executable
+    assert "run" in vars(exe)   # the specialised call shadows the method
+    for _ in range(3):
+        np.testing.assert_array_equal(f(*args), want)
+    got, errors = [], []
+
+    def worker(seed: int) -> None:
+        try:
+            mine = [f32(1000, seed=seed + i) for i in range(4)]
+            first = f(*mine)
+            for _ in range(200):
+                out = f(*mine)
+            got.append(np.array_equal(out, first) and np.allclose(out, ew_chain(*mine), atol=1e-6))
+        except Exception as e:   # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(10 * k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and got == [True] * 4
+    caplog.set_level(config.logging_level(config.TIMES), logger="tracearray")
+    try:
+        np.testing.assert_array_equal(f(*args), want)
+        assert any(r.levelno == config.logging_level(config.TIMES) and " ms" in r.getMessage()
+                   for r in caplog.records if r.name == "tracearray")
+    finally:
+        config.logger.setLevel(logging.NOTSET)
+    # a row kernel qualifies too; two outputs, or a full reduction, take the general run
+    assert "run" in vars(tracearray.compile(softmax, device="cpu").lower(f32(4, 8)).executable)
+    for other in (lambda x: (x + 1, x * 2), lambda x: x.sum()):
+        assert "run" not in vars(tracearray.compile(other, device="cpu").lower(f32(4, 8))
+                                 .executable)
+
+
 def test_fast_path_keeps_the_in_place_checks() -> None:
     @tracearray.compile(device="cpu")
     def axpy(y, a, x):

@@ -562,8 +562,10 @@ class CompiledFunction:
         for a in args:
             t = type(a)
             if t is np.ndarray:
-                if not a.flags.aligned or a.dtype.kind == "c":
-                    return None   # (complex arguments are bound as pair views: general path)
+                # (a complex argument is bound as a pair view, not as given: the general
+                # path records no entry for it, so its key misses, as it should)
+                if not a.flags.aligned:
+                    return None
                 key += (a.dtype, a.shape, a.strides)
             elif t is _DEVICE_ARRAY:   # a tracearray.Array: its type keeps it apart
                 sig = a._sig

@@ -183,6 +183,9 @@ class Executable:
         # the outputs when none is a constant: a tuple of slots read in one call
         self._output_slots = None if any(c for c, _o in self._outputs) else \
             _getter([o for _c, o in self._outputs])
+        one_kernel = self._one_kernel_run()
+        if one_kernel is not None:
+            self.run = one_kernel   # (an instance attribute: it shadows the method)
 
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
@@ -250,6 +253,39 @@ class Executable:
             return []
         # inner == 0 (reducing an empty axis) still runs: every row gets the identity.
         return split_range(n_par, max(inner, 1), self.threads)
+
+    def _one_kernel_run(self) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None:
+        """``run`` for the commonest executable, specialised (a warm call on small arrays is
+        all overhead): one map-like kernel of one chunk whose only stored value is its one
+        output, no constants. The same steps as ``run``'s, with nothing looked up per call;
+        None for any other executable."""
+        steps = self._direct_steps
+        if steps is None or len(steps) != 1 or steps[0][7] is None or \
+                self._tail != [None] or len(self._allocs) != 1 or self._allocs[0][3] or \
+                self._outputs != [(False, self._allocs[0][0])]:
+            return None
+        entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end) = steps[0]
+        (out_slot, shape, dtype, _large), = self._allocs
+        if out_slot != len(self.graph.inputs):
+            return None
+        address, empty, logger, general = memory.data_address, np.empty, config.logger, self.run
+
+        def run(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+            if logger.isEnabledFor(config.TIMES_LEVEL):   # per-kernel times: the general loop
+                return general(inputs)
+            out = empty(shape, dtype)
+            addrs = list(map(address, inputs))
+            addrs.append(address(out))
+            if lock.acquire(False):
+                try:
+                    own[:] = pointers_of(addrs)
+                    entry(own, params, begin, end, 0)
+                finally:
+                    lock.release()
+            else:   # another thread runs this executable now
+                entry(pointer_array(*pointers_of(addrs)), params, begin, end, 0)
+            return [out]
+        return run
 
     # ----------------------------------------------------------------- run
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
