@@ -181,6 +181,8 @@ def _perturb_results(monkeypatch: pytest.MonkeyPatch, ulps: int, when=lambda inp
         return [np.asarray(bounds.step_ulps(o, o.dtype, ulps)).astype(o.dtype).reshape(o.shape)
                 if o.dtype.kind == "f" else o for o in outs]
     monkeypatch.setattr(rt.Executable, "run", bad_run)
+    # (and no specialised warm call, which would run the kernels without ``run``)
+    monkeypatch.setattr(rt.Executable, "_one_kernel_run", lambda self: None)
 
 
 def test_injected_one_ulp_bug_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

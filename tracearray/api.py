@@ -595,7 +595,7 @@ class _FastCall:
     def __init__(self, executable: Any, trace: Trace) -> None:
         graph = trace.graph
         self.executable = executable
-        self.run = executable.run
+        self.run = getattr(executable, "fast_run", None) or executable.run
         self.trace = trace
         self.guards = tuple(trace.guards.items())
         self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar

@@ -183,9 +183,8 @@ class Executable:
         # the outputs when none is a constant: a tuple of slots read in one call
         self._output_slots = None if any(c for c, _o in self._outputs) else \
             _getter([o for _c, o in self._outputs])
-        one_kernel = self._one_kernel_run()
-        if one_kernel is not None:
-            self.run = one_kernel   # (an instance attribute: it shadows the method)
+        # what the call fast path runs (api._FastCall): ``run``, or its specialisation
+        self.fast_run = self._one_kernel_run() or self.run
 
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
@@ -255,8 +254,8 @@ class Executable:
         return split_range(n_par, max(inner, 1), self.threads)
 
     def _one_kernel_run(self) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None:
-        """``run`` for the commonest executable, specialised (a warm call on small arrays is
-        all overhead): one map-like kernel of one chunk whose only stored value is its one
+        """``run`` for the commonest executable, specialised for the warm call path (where a
+        call on small arrays is all overhead): one map-like kernel of one chunk whose only stored value is its one
         output, no constants. The same steps as ``run``'s, with nothing looked up per call;
         None for any other executable."""
         steps = self._direct_steps
