@@ -13,14 +13,14 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   complex_fft     np.abs(np.fft.ifft(np.fft.fft(x + 1j * y) * 2))   C2C both ways
   matmul          a @ b, M x M by M x M (M = 4096)           cuBLAS SGEMM
   batched_solve   np.linalg.solve(A, b), 16 x 16 systems, M of them
-  sort_rows       np.sort(x, axis=-1), M x M
+  sort_rows       np.sort(x, axis=-1), M x M                 a block's bitonic sort per row
   median_rows     np.median(x, axis=-1), M x M
+  sort_long       np.sort(x) of M * M values (one row)       the radix sort over all blocks
+  argsort_long    np.argsort(x, kind="stable"), the same
 
 tracearray compiles the NumPy source (``device="cuda"``, device arrays); jax.jit and CuPy run
 the same source with ``np`` bound to ``jax.numpy`` / ``cupy``; torch.compile gets the PyTorch
-way of writing each (``torch.fft``, ``torch.linalg.solve``, ``torch.sort``). On the GPU,
-tracearray's sorts and LAPACK calls have no device implementation yet: they run on the host
-between copies (the figures say what that costs). Checking, timing and the report are
+way of writing each (``torch.fft``, ``torch.linalg.solve``, ``torch.sort``). Checking, timing and the report are
 benchmarks/gpu.py's: float64 NumPy reference, relative 2-norm error below 1e-4, CUDA events
 on each framework's own stream (JAX: host clock and block_until_ready), medians.
 """
@@ -78,6 +78,14 @@ def median_rows(x):
     return np.median(x, axis=-1)
 
 
+def sort_long(x):
+    return np.sort(x)
+
+
+def argsort_long(x):
+    return np.argsort(x, kind="stable")
+
+
 def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_power(x, window):
         return torch.abs(torch.fft.rfft(x * window)) ** 2
@@ -99,9 +107,15 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
         n = x.shape[-1]
         return (s[..., (n - 1) // 2] + s[..., n // 2]) / 2
 
+    def t_sort_long(x):
+        return torch.sort(x).values
+
+    def t_argsort_long(x):
+        return torch.argsort(x, stable=True)
+
     return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
-            "median_rows": t_median}
+            "median_rows": t_median, "sort_long": t_sort_long, "argsort_long": t_argsort_long}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -154,6 +168,11 @@ def _square_rows(size, rng):
     return {"x": rng.standard_normal((m, m), dtype=np.float32)}
 
 
+def _long_row(size, rng):
+    m = size[0]
+    return {"x": rng.standard_normal(m * m, dtype=np.float32)}
+
+
 _SPECS = [
     LibraryWorkload("power_spectrum", power_spectrum,
                     lambda s, r: _rows(s, r, ("window", lambda n: n)),
@@ -167,6 +186,8 @@ _SPECS = [
     LibraryWorkload("sort_rows", sort_rows, _square_rows, lambda a: a["x"].nbytes),
     LibraryWorkload("median_rows", median_rows, _square_rows,
                     lambda a: 4 * a["x"].shape[0]),
+    LibraryWorkload("sort_long", sort_long, _long_row, lambda a: a["x"].nbytes),
+    LibraryWorkload("argsort_long", argsort_long, _long_row, lambda a: 2 * a["x"].nbytes),
 ]
 WORKLOADS: Dict[str, LibraryWorkload] = {w.name: w for w in _SPECS}
 
@@ -190,6 +211,10 @@ class LibraryCheck:
             out = np.asarray(out)
             if out.shape != ref.shape:
                 return float("inf"), [f"value {i} has shape {out.shape}, NumPy {ref.shape}"]
+            if ref.dtype.kind in "iu":   # positions (argsort): exactly NumPy's
+                if out.dtype.kind not in "iu" or not np.array_equal(out, ref):
+                    problems.append(f"value {i}: positions differ from NumPy's")
+                continue
             worst = max(worst, W.rel_err(out, ref))
             if out.dtype != np.float32:
                 problems.append(f"value {i} is {out.dtype}, NumPy gives float32")

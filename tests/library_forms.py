@@ -143,6 +143,21 @@ SORT_FORMS = {
                         False),
     "percentile_rows": (lambda x: np.percentile(x, 30, axis=-1), lambda r: (_ties(r, (4, 9)),),
                         False),
-    "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), False),
     "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
 }
+# rows longer than a block sorts: the radix sort over all the blocks (gpu/radix_sort.py)
+SORT_FORMS.update({
+    "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), True),
+    "argsort_long_f64_axis0_reversed": (lambda x: np.argsort(x[::-1], axis=0, kind="stable"),
+                                        lambda r: (_ties(r, (2049, 3), np.float64),), True),
+    "sort_long_1d_int16": (lambda x: np.sort(x), lambda r: (r.integers(-300, 300, 5000)
+                                                            .astype(np.int16),), True),
+    "argsort_long_bool": (lambda x: np.argsort(x > 0, kind="stable"),
+                          lambda r: (_ties(r, (4100,)),), True),
+    "sort_long_uint64_middle_axis": (lambda x: np.sort(x, axis=1),
+                                     lambda r: (r.integers(0, 2**63, (2, 2050, 2), np.uint64),),
+                                     True),
+    "median_long_rows": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (2, 4101)),), True),
+    "sort_long_with_infinities": (lambda x: np.sort(x * np.float32(1e38) * 10),
+                                  lambda r: (_ties(r, (4200,)),), True),
+})

@@ -391,6 +391,31 @@ def test_small_solves_and_inverses_run_in_cublas(monkeypatch) -> None:
         out.numpy()
 
 
+def test_long_rows_sort_over_all_blocks_on_the_gpu() -> None:
+    """Rows longer than a block sorts run as the radix sort over all the blocks
+    (gpu/radix_sort.py): one long row of 2^24 + 3 values (NaN, signed zeros and infinities
+    among them), many long rows (two passes over the row numbers), an integer axis 0 and the
+    median of long rows, against NumPy; argsort with kind="stable" exactly."""
+    r = np.random.default_rng(5)
+    x = r.standard_normal((1 << 24) + 3).astype(np.float32)
+    x[::1001] = np.nan
+    x[5::997] = -0.0
+    x[7::991] = np.inf
+    x[9::983] = -np.inf
+    got = np.asarray(gpu(np.sort)(x))
+    assert np.array_equal(got, np.sort(x), equal_nan=True)
+    np.testing.assert_array_equal(gpu(lambda v: np.argsort(v, kind="stable"))(x),
+                                  np.argsort(x, kind="stable"))
+    rows = r.integers(-50, 50, (300, 5001)).astype(np.float64)
+    np.testing.assert_array_equal(gpu(lambda v: np.sort(v, axis=-1))(rows), np.sort(rows, -1))
+    ints = r.integers(-2**31, 2**31 - 1, (5000, 7), dtype=np.int64).astype(np.int32)
+    np.testing.assert_array_equal(gpu(lambda v: np.argsort(v, axis=0, kind="stable"))(ints),
+                                  np.argsort(ints, axis=0, kind="stable"))
+    long_rows = r.standard_normal((3, 1_000_001)).astype(np.float32)
+    np.testing.assert_array_equal(gpu(lambda v: np.median(v, axis=-1))(long_rows),
+                                  np.median(long_rows, axis=-1))
+
+
 def test_rows_sort_in_a_block_on_the_gpu() -> None:
     """sort and argsort of rows that fit a block run as the bitonic kernel (gpu/sort.py) on
     the GPU: NumPy's values (NaN last; the zeros' signs free), kind="stable" positions

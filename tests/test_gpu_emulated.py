@@ -655,10 +655,10 @@ def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypa
 @pytest.mark.parametrize("name", sorted(SORT_FORMS))
 def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> None:
     """Issue 13: sort and argsort of rows that fit a block run as a bitonic network in
-    shared memory on the GPU (gpu/sort.py), here under the SIMT emulator (two warps per
-    block, real barriers): NumPy's order (NaN last, ties by position: kind="stable" exactly),
-    every axis, strided and reversed views, every integer width and bool; longer rows and
-    float16 run on the host."""
+    shared memory on the GPU (gpu/sort.py), longer rows as the radix sort over all the blocks
+    (gpu/radix_sort.py), here under the SIMT emulator (two warps per block, real barriers):
+    NumPy's order (NaN last, ties by position: kind="stable" exactly), every axis, strided and
+    reversed views, every integer width and bool; float16 runs on the host."""
     fn, make, taken = SORT_FORMS[name]
     args = make(rng(11))
     want = fn(*args)
@@ -669,8 +669,49 @@ def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> N
     assert got.dtype == want.dtype and got.shape == want.shape
     # values: the zeros' signs are free (a stable order of -0.0 and +0.0 is not quicksort's)
     assert_matches(got, want, "exact", zero_sign=False)
-    ran = any(n.startswith(("ta_sort_", "ta_median_")) for n, _, _ in emulated.launches[before:])
+    ran = any(n.startswith(("ta_sort_", "ta_median_", "ta_radix_"))
+              for n, _, _ in emulated.launches[before:])
     assert ran == taken
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int16, np.int32,
+                                   np.int64, np.uint8, np.uint32, np.uint64, np.bool_])
+def test_radix_sort_of_many_short_rows_matches_numpy(emulated, dtype) -> None:
+    """The radix sort (gpu/radix_sort.py) called directly on rows a block could sort, to
+    reach what long rows would need too many elements for here: 600 rows (two passes over
+    the row numbers), every sortable dtype with ties, NaN, signed zeros and infinities, along
+    the last axis and along axis 0 of a reversed view (gathered, then scattered back), sort
+    values and stable argsort positions."""
+    from tracearray.gpu import radix_sort
+    from tracearray.ops.external import DeviceBuffer
+    r = rng(12)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        x = r.integers(-4, 5, (600, 7)).astype(dt)
+        flat = x.reshape(-1)
+        flat[::7], flat[3::11], flat[5::13], flat[6::17] = np.nan, -0.0, np.inf, -np.inf
+    elif dt.kind == "b":
+        x = r.integers(0, 2, (600, 7)).astype(bool)
+    else:
+        info = np.iinfo(dt)
+        x = r.integers(info.min, info.max, (600, 7), dtype=dt, endpoint=True)
+        x[::3] = x[0, 0]   # ties
+    for view, axis in ((x, 1), (x[::-1], 0)):
+        dev_x = Array.from_numpy(np.ascontiguousarray(x))
+        if view is not x:   # the reversed rows: a negative stride over the same memory
+            dev_x = Array(dev_x.ptr + (x.shape[0] - 1) * x.strides[0], x.shape, dt,
+                          (-x.strides[0], x.strides[1]), owner=dev_x)
+        src = DeviceBuffer(dev_x.ptr, view.shape, tuple(s // dt.itemsize for s in dev_x.strides),
+                           dt)
+        vals = Array.empty(view.shape, dt)
+        idx = Array.empty(view.shape, np.int64)
+        assert radix_sort.sort_rows(emulated, src, DeviceBuffer(vals.ptr, view.shape, (), dt),
+                                    None, axis) is None
+        assert radix_sort.sort_rows(emulated, src, None, DeviceBuffer(
+            idx.ptr, view.shape, (), np.dtype(np.int64)), axis) is None
+        want = np.sort(view, axis=axis, kind="stable")
+        assert np.array_equal(vals.numpy(), want, equal_nan=dt.kind == "f")
+        np.testing.assert_array_equal(idx.numpy(), np.argsort(view, axis=axis, kind="stable"))
 
 
 def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emulated) -> None:

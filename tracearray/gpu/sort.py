@@ -10,9 +10,10 @@ come in their original order, which is NumPy's ``kind="stable"`` and a valid ord
 default kind; divergence ``gpu-sort-ties``). The padding's positions are past the row's end, so
 it sorts after everything and is never stored.
 
-The host (NumPy's sorts) takes the rest: rows longer than ``max_row(dtype)`` (4096 elements of
-up to 4 bytes, 2048 of 8: 32 or 24 KiB of shared memory), float16, and a machine without a
-GPU (the emulator runs these kernels too).
+Rows longer than ``max_row(dtype)`` (4096 elements of up to 4 bytes, 2048 of 8: 32 or 24 KiB
+of shared memory) are sorted by the radix sort over all the blocks (``radix_sort.py``); the
+host (NumPy's sorts) takes float16 and a machine without a GPU (the emulator runs these
+kernels too).
 """
 from __future__ import annotations
 
@@ -218,8 +219,11 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     if not shape:
         return NotImplemented
     n = shape[axis]
-    if not sortable(dtype) or n > max_row(dtype) or not hasattr(dev, "load"):
+    if not sortable(dtype) or not hasattr(dev, "load"):
         return NotImplemented
+    if n > max_row(dtype):   # longer than a block's shared memory: over all the blocks
+        from .radix_sort import sort_rows
+        return sort_rows(dev, src, vals, idx, axis, dst_strides)
     if math.prod(shape) == 0:
         return None
     out = vals if vals is not None else idx
@@ -302,7 +306,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     ax = axis[0]
     shape = tuple(src.shape)
     n = shape[ax]
-    if n == 0 or n > max_row(src.dtype):
+    if n == 0:
         return NotImplemented
     rows = math.prod(shape) // n
     if rows == 0:

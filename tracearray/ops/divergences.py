@@ -239,7 +239,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "gpu-sort-ties", "function", ("np.sort", "np.argsort", "np.median"),
         "On the GPU, rows of up to 4096 elements (2048 of 8 bytes) are sorted by a stable "
-        "bitonic network in shared memory: equal elements keep their order, which is NumPy's "
+        "bitonic network in shared memory, longer rows by a stable radix sort over all the "
+        "blocks: equal elements keep their order, which is NumPy's "
         "kind='stable' exactly; NumPy's default kind (quicksort) orders ties its own way, so "
         "+0.0 and -0.0 may come in another order and argsort may give tied elements' "
         "positions in another order. np.median along one axis of float rows is the middle "

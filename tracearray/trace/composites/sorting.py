@@ -22,11 +22,12 @@ from . import ALL, NUMERIC, as_tracer, composite
 
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                "along one axis of rows that fit a block: the block sort's middle "
-                "(divergence gpu-sort-ties), otherwise on the host")
+                "along one axis: the middle of the GPU's sort of the rows (divergence "
+                "gpu-sort-ties), otherwise on the host")
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
-              "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network, "
-              "divergence gpu-sort-ties), longer rows and float16 on the host")
+              "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network), "
+              "longer rows in a stable radix sort over all the blocks (divergence "
+              "gpu-sort-ties), float16 on the host")
 
 
 def _sort_kind(kind: Any, stable: Any, what: str) -> Any:

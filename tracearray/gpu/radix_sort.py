@@ -1,0 +1,359 @@
+"""The GPU's sort of long rows: an LSD radix sort of the whole array over all the blocks
+(``sort``/``argsort`` of rows longer than the block sort's ``max_row``, and so the median of
+such rows).
+
+Every element becomes an unsigned key whose integer order is NumPy's order of the values
+(``_keys``): floats by their bits with the sign folded (negative values inverted, the others
+with the sign bit set), -0.0 as +0.0 (equal values: they keep their positions' order), every
+NaN the largest key (after +inf); signed integers with the sign bit flipped; unsigned and bool
+as they are. Each element carries its position in the C order of the rows (the sorted axis
+last). Passes of 8 bits from the lowest sort the (key, position) pairs by key; when there are
+several rows, further passes sort them by row (the row is the position divided by the row's
+length), so the pairs end grouped by row, each row's pairs in key order. Every pass is stable
+and its ranks come from counting, never from thread timing: a thread per chunk (a run of
+consecutive slots) counts its digits (``_hist``), an exclusive scan of the digit-major table
+(``_tiles``, ``_totals``, ``_apply``: integers, exact) gives where each chunk's first key of
+each digit goes, and each chunk moves its pairs there in slot order (``_place``). Equal keys so
+keep the order of their positions: the sort is stable (NumPy's ``kind="stable"``, and a valid
+order for its default kind: divergence ``gpu-sort-ties``). Finally a thread per slot writes the
+value at its position and/or the position within its row (``_out``).
+
+The chunking is the ordered scatter's (``sorted_scatter.sort_chunks``: a function of the
+element count only, so the work split does not depend on the device). A row that is not the
+last axis of a contiguous array is gathered first and the results scattered back by the
+strided copies of ``gpu/copy.py``.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from .array import _c_strides
+from .copy import strided_copy
+from .sorted_scatter import RADIX, RADIX_BITS, sort_chunks
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+ENTRIES = ("keys", "hist", "tiles", "totals", "apply", "place", "out")
+SCAN_TILE = 1024      # table entries per thread of the scan's first and last step
+BLOCK = 256
+_KERNELS: dict[str, tuple[list[str], str, str]] = {}   # dtype -> (entry names, ir, ptx)
+_lock = threading.Lock()
+
+
+def key_bits(dtype: np.dtype) -> int:
+    """Bits of the key type (a 32-bit key for items of up to 4 bytes)."""
+    return 64 if np.dtype(dtype).itemsize == 8 else 32
+
+
+def _value_type(dtype: np.dtype) -> ir.Type:
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return ir.FloatType()
+    if dtype == np.float64:
+        return ir.DoubleType()
+    return ir.IntType(8 * dtype.itemsize)
+
+
+class _Builder:
+    """One kernel of the module: its IRBuilder, grid-stride loops and special registers."""
+
+    def __init__(self, module: ir.Module, name: str, args: Sequence[ir.Type]):
+        self.module = module
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), list(args)), name=name)
+        self.fn.calling_convention = "ptx_kernel"
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        tid, ntid, ctaid, nctaid = (self.sreg(r) for r in
+                                    ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+        self.gid = self.b.add(self.b.mul(ctaid, ntid), tid)
+        self.gstride = self.b.mul(nctaid, ntid)
+
+    def sreg(self, reg: str) -> ir.Value:
+        name = f"llvm.nvvm.read.ptx.sreg.{reg}"
+        f = self.module.globals.get(name) or ir.Function(self.module,
+                                                         ir.FunctionType(I32, []), name)
+        return self.b.zext(self.b.call(f, []), I64)
+
+    def loop(self, start: ir.Value, stop: ir.Value, step: ir.Value, body) -> None:
+        """``for (i = start; i < stop; i += step) body(i)`` (unsigned compare)."""
+        b = self.b
+        pre = b.block
+        head = self.fn.append_basic_block("head")
+        inner = self.fn.append_basic_block("body")
+        done = self.fn.append_basic_block("done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(start, pre)
+        b.cbranch(b.icmp_unsigned("<", i, stop), inner, done)
+        b.position_at_end(inner)
+        body(i)
+        i.add_incoming(b.add(i, step), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def umin(self, a: ir.Value, c: ir.Value) -> ir.Value:
+        return self.b.select(self.b.icmp_unsigned("<", a, c), a, c)
+
+    def done(self) -> None:
+        self.b.ret_void()
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def radix_module_ir(dtype: Any, name: str) -> str:
+    """The kernels ``{name}_{entry}`` for each of ``ENTRIES`` (arguments in the code below;
+    pointers are global, counts and strides i64)."""
+    dtype = np.dtype(dtype)
+    vt = _value_type(dtype)
+    kbits = key_bits(dtype)
+    kt = ir.IntType(kbits)
+    vbits = 8 * dtype.itemsize
+    module = ir.Module(name=name)
+    vp, kp, ip = vt.as_pointer(1), kt.as_pointer(1), I64.as_pointer(1)
+
+    def digit(g: _Builder, key: ir.Value, pos: ir.Value, shift: ir.Value, rowmode: ir.Value,
+              n: ir.Value) -> ir.Value:
+        """The pass's digit: of the key, or (``rowmode``) of the position's row."""
+        b = g.b
+        of_key = b.and_(b.lshr(b.zext(key, I64) if kbits < 64 else key, shift), _c(RADIX - 1))
+        of_row = b.and_(b.lshr(b.udiv(pos, n), shift), _c(RADIX - 1))
+        return b.select(b.icmp_unsigned("!=", rowmode, _c(0)), of_row, of_key)
+
+    def chunk_len(g: _Builder, total: ir.Value, chunks: ir.Value) -> ir.Value:
+        return g.b.udiv(g.b.add(total, g.b.sub(chunks, _c(1))), chunks)
+
+    def each_chunk_slot(g: _Builder, total: ir.Value, chunks: ir.Value, body) -> None:
+        length = chunk_len(g, total, chunks)
+
+        def chunk(c: ir.Value) -> None:
+            start = g.b.mul(c, length)
+            g.loop(start, g.umin(g.b.add(start, length), total), _c(1), lambda i: body(c, i))
+        g.loop(g.gid, chunks, g.gstride, chunk)
+
+    def scan_entry(g: _Builder, i: ir.Value, chunks: ir.Value) -> ir.Value:
+        """The table entry at position i of the digit-major scan order."""
+        return g.b.add(g.b.mul(g.b.urem(i, chunks), _c(RADIX)), g.b.udiv(i, chunks))
+
+    # keys(src, keys, pos, total): the order-preserving key of each value, and its position
+    g = _Builder(module, f"{name}_keys", [vp, kp, ip, I64])
+    src, keys, pos, total = g.fn.args
+    b = g.b
+
+    def make_key(i: ir.Value) -> None:
+        v = b.load(b.gep(src, [i]))
+        if dtype.kind == "f":
+            bits = b.bitcast(b.select(b.fcmp_ordered("==", v, ir.Constant(vt, 0.0)),
+                                      ir.Constant(vt, 0.0), v), kt)
+            sign = ir.Constant(kt, 1 << (kbits - 1))
+            neg = b.icmp_unsigned("!=", b.and_(bits, sign), ir.Constant(kt, 0))
+            k = b.select(neg, b.not_(bits), b.or_(bits, sign))
+            k = b.select(b.fcmp_unordered("uno", v, v), ir.Constant(kt, (1 << kbits) - 1), k)
+        else:
+            k = v if vbits == kbits else b.zext(v, kt)
+            if dtype.kind == "i":
+                k = b.xor(k, ir.Constant(kt, 1 << (vbits - 1)))
+        b.store(k, b.gep(keys, [i]))
+        b.store(i, b.gep(pos, [i]))
+    g.loop(g.gid, total, g.gstride, make_key)
+    g.done()
+
+    # hist(keys, pos, table, shift, rowmode, n, total, chunks): each chunk's digit counts
+    g = _Builder(module, f"{name}_hist", [kp, ip, ip] + [I64] * 5)
+    keys, pos, table, shift, rowmode, n, total, chunks = g.fn.args
+    b = g.b
+
+    def clear(c: ir.Value) -> None:
+        g.loop(_c(0), _c(RADIX), _c(1),
+               lambda d: b.store(_c(0), b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])))
+    g.loop(g.gid, chunks, g.gstride, clear)
+
+    def count(c: ir.Value, i: ir.Value) -> None:
+        d = digit(g, b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i])), shift, rowmode, n)
+        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])
+        b.store(b.add(b.load(at), _c(1)), at)
+    each_chunk_slot(g, total, chunks, count)
+    g.done()
+
+    # tiles(table, totals, chunks): each tile's sum, in scan order
+    g = _Builder(module, f"{name}_tiles", [ip, ip, I64])
+    table, totals, chunks = g.fn.args
+    b = g.b
+    m = b.mul(chunks, _c(RADIX))
+    ntiles = b.udiv(b.add(m, _c(SCAN_TILE - 1)), _c(SCAN_TILE))
+
+    def tile_sum(t: ir.Value) -> None:
+        acc = b.alloca(I64)
+        b.store(_c(0), acc)
+        start = b.mul(t, _c(SCAN_TILE))
+        g.loop(start, g.umin(b.add(start, _c(SCAN_TILE)), m), _c(1), lambda i: b.store(
+            b.add(b.load(acc), b.load(b.gep(table, [scan_entry(g, i, chunks)]))), acc))
+        b.store(b.load(acc), b.gep(totals, [t]))
+    g.loop(g.gid, ntiles, g.gstride, tile_sum)
+    g.done()
+
+    # totals(totals, ntiles): one thread, the tile sums into each tile's start
+    g = _Builder(module, f"{name}_totals", [ip, I64])
+    totals, ntiles = g.fn.args
+    b = g.b
+    with b.if_then(b.icmp_unsigned("==", g.gid, _c(0))):
+        acc = b.alloca(I64)
+        b.store(_c(0), acc)
+
+        def exclusive(t: ir.Value) -> None:
+            at = b.gep(totals, [t])
+            v = b.load(at)
+            b.store(b.load(acc), at)
+            b.store(b.add(b.load(acc), v), acc)
+        g.loop(_c(0), ntiles, _c(1), exclusive)
+    g.done()
+
+    # apply(table, totals, chunks): each entry becomes where its chunk's keys of its digit go
+    g = _Builder(module, f"{name}_apply", [ip, ip, I64])
+    table, totals, chunks = g.fn.args
+    b = g.b
+    m = b.mul(chunks, _c(RADIX))
+    ntiles = b.udiv(b.add(m, _c(SCAN_TILE - 1)), _c(SCAN_TILE))
+
+    def tile_apply(t: ir.Value) -> None:
+        acc = b.alloca(I64)
+        b.store(b.load(b.gep(totals, [t])), acc)
+        start = b.mul(t, _c(SCAN_TILE))
+
+        def entry(i: ir.Value) -> None:
+            at = b.gep(table, [scan_entry(g, i, chunks)])
+            v = b.load(at)
+            b.store(b.load(acc), at)
+            b.store(b.add(b.load(acc), v), acc)
+        g.loop(start, g.umin(b.add(start, _c(SCAN_TILE)), m), _c(1), entry)
+    g.loop(g.gid, ntiles, g.gstride, tile_apply)
+    g.done()
+
+    # place(keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks)
+    g = _Builder(module, f"{name}_place", [kp, ip, kp, ip, ip] + [I64] * 5)
+    keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks = g.fn.args
+    b = g.b
+
+    def place(c: ir.Value, i: ir.Value) -> None:
+        k, p = b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i]))
+        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), digit(g, k, p, shift, rowmode, n))])
+        slot = b.load(at)
+        b.store(b.add(slot, _c(1)), at)
+        b.store(k, b.gep(out_keys, [slot]))
+        b.store(p, b.gep(out_pos, [slot]))
+    each_chunk_slot(g, total, chunks, place)
+    g.done()
+
+    # out(src, pos, vals, idx, n, total, want_vals, want_idx): slot s is element s % n of
+    # row s // n (each row has n elements, the rows in order)
+    g = _Builder(module, f"{name}_out", [vp, ip, vp, ip] + [I64] * 4)
+    src, pos, vals, idx, n, total, want_vals, want_idx = g.fn.args
+    b = g.b
+
+    def out(s: ir.Value) -> None:
+        p = b.load(b.gep(pos, [s]))
+        with b.if_then(b.icmp_unsigned("!=", want_vals, _c(0))):
+            b.store(b.load(b.gep(src, [p])), b.gep(vals, [s]))
+        with b.if_then(b.icmp_unsigned("!=", want_idx, _c(0))):
+            b.store(b.urem(p, n), b.gep(idx, [s]))
+    g.loop(g.gid, total, g.gstride, out)
+    g.done()
+    return str(module)
+
+
+def _module(dtype: np.dtype) -> tuple[list[str], str, str]:
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = np.dtype(dtype).str
+    with _lock:
+        if key not in _KERNELS:
+            name = f"ta_radix_{np.dtype(dtype).name}"
+            text = radix_module_ir(dtype, name)
+            _KERNELS[key] = ([f"{name}_{e}" for e in ENTRIES], text,
+                             ptxmod.compile_ptx(text, current_target()))
+        return _KERNELS[key]
+
+
+def sortable(dtype: Any) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind in "iub" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
+              dst_strides: Sequence[int] | None = None) -> Any:
+    """``src``'s rows along ``axis`` sorted into ``vals`` and/or their positions into
+    ``idx`` (as ``sort._sort_rows``: pointers of arrays of src's shape, C-contiguous or laid
+    out by ``dst_strides``); NotImplemented for a dtype it does not sort."""
+    from .sort import _launch
+    dtype = np.dtype(src.dtype)
+    shape = tuple(src.shape)
+    if not shape or not sortable(dtype) or not hasattr(dev, "load"):
+        return NotImplemented
+    total = math.prod(shape)
+    if total == 0:
+        return None
+    n = shape[axis]
+    rows = total // n
+    item = dtype.itemsize
+    # the rows in C order of the other axes, the sorted axis last
+    order = [d for d in range(len(shape)) if d != axis] + [axis]
+    moved = tuple(shape[d] for d in order)
+    keep: list[Any] = []
+
+    def block(nbytes: int) -> int:
+        keep.append(dev.allocator.allocate(max(nbytes, 8)))
+        return keep[-1].ptr
+
+    contiguous = tuple(src.strides[d] for d in order) == _c_strides(moved, 1)
+    if contiguous:
+        data = src.ptr
+    else:
+        data = block(total * item)
+        keep.append(strided_copy(dev, data, src.ptr, moved, [src.strides[d] for d in order],
+                                 0, item))
+    kbytes = key_bits(dtype) // 8
+    keys = [block(total * kbytes), block(total * kbytes)]
+    pos = [block(total * 8), block(total * 8)]
+    chunks = sort_chunks(total)
+    table = block(chunks * RADIX * 8)
+    ntiles = -(-chunks * RADIX // SCAN_TILE)
+    totals = block(ntiles * 8)
+    names, text, ptx = _module(dtype)
+    fns = dev.load(ptx, names, text)
+    fn = dict(zip(ENTRIES, (fns[nm] for nm in names)))
+    from .driver import sm_count
+    grid = max(1, min(-(-total // BLOCK), 32 * sm_count()))
+    chunk_grid = max(1, min(-(-chunks // BLOCK), 32 * sm_count()))
+    tile_grid = max(1, min(-(-ntiles // BLOCK), 32 * sm_count()))
+    _launch(dev, fn["keys"], grid, BLOCK, [data, keys[0], pos[0], total])
+    passes = [(s, 0) for s in range(0, 8 * item, RADIX_BITS)]
+    passes += [(s, 1) for s in range(0, max(rows - 1, 0).bit_length(), RADIX_BITS)]
+    for p, (shift, rowmode) in enumerate(passes):
+        k_in, k_out, p_in, p_out = keys[p % 2], keys[1 - p % 2], pos[p % 2], pos[1 - p % 2]
+        _launch(dev, fn["hist"], chunk_grid, BLOCK,
+                [k_in, p_in, table, shift, rowmode, n, total, chunks])
+        _launch(dev, fn["tiles"], tile_grid, BLOCK, [table, totals, chunks])
+        _launch(dev, fn["totals"], 1, 32, [totals, ntiles])
+        _launch(dev, fn["apply"], tile_grid, BLOCK, [table, totals, chunks])
+        _launch(dev, fn["place"], chunk_grid, BLOCK,
+                [k_in, p_in, k_out, p_out, table, shift, rowmode, n, total, chunks])
+    sorted_pos = pos[len(passes) % 2]
+    # the results, C-contiguous (rows, n), or gathered into place by a strided copy
+    for out, width in ((vals, item), (idx, 8)):
+        if out is None:
+            continue
+        dst = list(dst_strides) if dst_strides is not None else list(_c_strides(shape, 1))
+        direct = tuple(dst[d] for d in order) == _c_strides(moved, 1)
+        target = out.ptr if direct else block(total * width)
+        args = [data, sorted_pos, target if out is vals else 0, target if out is idx else 0,
+                n, total, int(out is vals), int(out is idx)]
+        _launch(dev, fn["out"], grid, BLOCK, args)
+        if not direct:
+            keep.append(strided_copy(dev, out.ptr, target, moved, [dst[d] for d in order],
+                                     0, width, scatter=True))
+    return None
