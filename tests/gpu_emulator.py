@@ -86,6 +86,32 @@ def _emu_shfl_idx(_mask: int, value: int, lane: int, _c: int) -> int:
     return _shfl("idx", value, lane)
 
 
+@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+def _emu_shfl_match_any(_mask: int, value: int) -> int:
+    """``match.any.sync.b32``: the lanes whose value equals this lane's."""
+    blk, tid = _tls.block, _tls.tid
+    w = tid // 32
+    blk.slots[w][tid % 32] = value
+    try:
+        blk.warp_barriers[w].wait()
+        mask = sum(1 << j for j, v in enumerate(blk.slots[w]) if v == value)
+        blk.warp_barriers[w].wait()
+    except threading.BrokenBarrierError as e:
+        _tls.errors.append(e)
+        return 0
+    return mask - (1 << 32) if mask >= 1 << 31 else mask
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int32)
+def _emu_shfl_syncwarp(_mask: int) -> None:
+    """``bar.warp.sync`` (named emu_shfl_*: kernels with it run as blocks of threads)."""
+    blk, tid = _tls.block, _tls.tid
+    try:
+        blk.warp_barriers[tid // 32].wait()
+    except threading.BrokenBarrierError as e:
+        _tls.errors.append(e)
+
+
 _SREG = {"tid.x": 0, "ntid.x": 1, "ctaid.x": 2, "nctaid.x": 3}
 _llvm_lock = threading.Lock()
 _llvm_state: dict = {}
@@ -97,7 +123,9 @@ def _llvm():
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         for name, cb in (("emu_sreg", _emu_sreg), ("emu_barrier", _emu_barrier),
-                         ("emu_shfl_down", _emu_shfl_down), ("emu_shfl_idx", _emu_shfl_idx)):
+                         ("emu_shfl_down", _emu_shfl_down), ("emu_shfl_idx", _emu_shfl_idx),
+                         ("emu_shfl_syncwarp", _emu_shfl_syncwarp),
+                         ("emu_shfl_match_any", _emu_shfl_match_any)):
             llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
         _llvm_state["llvm"] = llvm
         _llvm_state["engines"] = []
@@ -113,6 +141,8 @@ def host_ir(ir_text: str) -> str:
     t = t.replace('@"llvm.nvvm.barrier.cta.sync.aligned.all"', '@"emu_barrier"')
     t = t.replace('@"llvm.nvvm.shfl.sync.down.i32"', '@"emu_shfl_down"')
     t = t.replace('@"llvm.nvvm.shfl.sync.idx.i32"', '@"emu_shfl_idx"')
+    t = t.replace('@"llvm.nvvm.bar.warp.sync"', '@"emu_shfl_syncwarp"')
+    t = t.replace('@"llvm.nvvm.match.any.sync.i32"', '@"emu_shfl_match_any"')
     t = t.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
     # cp.async (global -> shared, asynchronous on the GPU): a copy the thread makes at once,
     # so its wait has nothing left to wait for
@@ -130,7 +160,9 @@ def host_ir(ir_text: str) -> str:
     t = re.sub(r'@"__nv_(\w+)"', r'@"\1"', t)
     t += ('\ndeclare i32 @"emu_sreg"(i32)\ndeclare void @"emu_barrier"(i32)\n'
           'declare i32 @"emu_shfl_down"(i32, i32, i32, i32)\n'
-          'declare i32 @"emu_shfl_idx"(i32, i32, i32, i32)\n')
+          'declare i32 @"emu_shfl_idx"(i32, i32, i32, i32)\n'
+          'declare void @"emu_shfl_syncwarp"(i32)\n'
+          'declare i32 @"emu_shfl_match_any"(i32, i32)\n')
     return t
 
 

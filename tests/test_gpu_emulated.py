@@ -651,8 +651,20 @@ def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypa
                                   compiled=_Perturbed(program, 1e-2, "cuda")).ok
 
 
-@pytest.mark.parametrize("device_inputs", [False, True])
-@pytest.mark.parametrize("name", sorted(SORT_FORMS))
+def _sort_cases() -> list:
+    """Every form with NumPy and device inputs; the radix sort's long rows (seconds each
+    under the emulator's threads) once in the default run, the rest in the slow tier."""
+    cases = []
+    for name in sorted(SORT_FORMS):
+        long = "_long" in name
+        for device_inputs in (False, True):
+            slow = long and (device_inputs or name not in ("sort_long_rows", "median_long_rows"))
+            cases.append(pytest.param(name, device_inputs, marks=[pytest.mark.slow] * slow,
+                                      id=f"{name}-{device_inputs}"))
+    return cases
+
+
+@pytest.mark.parametrize("name,device_inputs", _sort_cases())
 def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> None:
     """Issue 13: sort and argsort of rows that fit a block run as a bitonic network in
     shared memory on the GPU (gpu/sort.py), longer rows as the radix sort over all the blocks
@@ -674,11 +686,12 @@ def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> N
     assert ran == taken
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int16, np.int32,
-                                   np.int64, np.uint8, np.uint32, np.uint64, np.bool_])
+@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.bool_] + [
+    pytest.param(d, marks=pytest.mark.slow)   # (seconds each under the emulator's threads)
+    for d in (np.float32, np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64)])
 def test_radix_sort_of_many_short_rows_matches_numpy(emulated, dtype) -> None:
     """The radix sort (gpu/radix_sort.py) called directly on rows a block could sort, to
-    reach what long rows would need too many elements for here: 600 rows (two passes over
+    reach what long rows would need too many elements for here: 300 rows (two passes over
     the row numbers), every sortable dtype with ties, NaN, signed zeros and infinities, along
     the last axis and along axis 0 of a reversed view (gathered, then scattered back), sort
     values and stable argsort positions."""
@@ -687,14 +700,14 @@ def test_radix_sort_of_many_short_rows_matches_numpy(emulated, dtype) -> None:
     r = rng(12)
     dt = np.dtype(dtype)
     if dt.kind == "f":
-        x = r.integers(-4, 5, (600, 7)).astype(dt)
+        x = r.integers(-4, 5, (300, 3)).astype(dt)
         flat = x.reshape(-1)
         flat[::7], flat[3::11], flat[5::13], flat[6::17] = np.nan, -0.0, np.inf, -np.inf
     elif dt.kind == "b":
-        x = r.integers(0, 2, (600, 7)).astype(bool)
+        x = r.integers(0, 2, (300, 3)).astype(bool)
     else:
         info = np.iinfo(dt)
-        x = r.integers(info.min, info.max, (600, 7), dtype=dt, endpoint=True)
+        x = r.integers(info.min, info.max, (300, 3), dtype=dt, endpoint=True)
         x[::3] = x[0, 0]   # ties
     for view, axis in ((x, 1), (x[::-1], 0)):
         dev_x = Array.from_numpy(np.ascontiguousarray(x))

@@ -10,10 +10,12 @@ as they are. Each element carries its position in the C order of the rows (the s
 last). Passes of 8 bits from the lowest sort the (key, position) pairs by key; when there are
 several rows, further passes sort them by row (the row is the position divided by the row's
 length), so the pairs end grouped by row, each row's pairs in key order. Every pass is stable
-and its ranks come from counting, never from thread timing: a thread per chunk (a run of
-consecutive slots) counts its digits (``_hist``), an exclusive scan of the digit-major table
+and its ranks come from counting, never from thread timing: a warp per chunk (a run of
+consecutive slots, read 32 at a time) counts its digits (``_hist``), an exclusive scan of the digit-major table
 (``_tiles``, ``_totals``, ``_apply``: integers, exact) gives where each chunk's first key of
-each digit goes, and each chunk moves its pairs there in slot order (``_place``). Equal keys so
+each digit goes, and each chunk moves its pairs there in slot order (``_place``: a lane's
+place is its digit's next slot plus the number of lanes before it with the same digit, from
+the warp's ``match.any``; the digit's last lane then moves that slot on). Equal keys so
 keep the order of their positions: the sort is stable (NumPy's ``kind="stable"``, and a valid
 order for its default kind: divergence ``gpu-sort-ties``). Finally a thread per slot writes the
 value at its position and/or the position within its row (``_out``).
@@ -70,6 +72,25 @@ class _Builder:
                                     ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
         self.gid = self.b.add(self.b.mul(ctaid, ntid), tid)
         self.gstride = self.b.mul(nctaid, ntid)
+        # warps (blocks are whole warps): the global warp number, the lane, the warp count
+        self.warp = self.b.lshr(self.gid, _c(5))
+        self.lane = self.b.and_(tid, _c(31))
+        self.nwarps = self.b.lshr(self.gstride, _c(5))
+
+    def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        return self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(ret, list(args)), name)
+
+    def match_any(self, v: ir.Value) -> ir.Value:
+        """The mask of the warp's lanes whose ``v`` (i32) equals this lane's."""
+        fn = self.intrinsic("llvm.nvvm.match.any.sync.i32", I32, [I32, I32])
+        return self.b.call(fn, [ir.Constant(I32, -1), v])
+
+    def syncwarp(self) -> None:
+        """The warp's lanes wait for each other; their memory accesses before it are
+        visible to each other after it."""
+        self.b.call(self.intrinsic("llvm.nvvm.bar.warp.sync", ir.VoidType(), [I32]),
+                    [ir.Constant(I32, -1)])
 
     def sreg(self, reg: str) -> ir.Value:
         name = f"llvm.nvvm.read.ptx.sreg.{reg}"
@@ -125,16 +146,35 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         of_row = b.and_(b.lshr(b.udiv(pos, n), shift), _c(RADIX - 1))
         return b.select(b.icmp_unsigned("!=", rowmode, _c(0)), of_row, of_key)
 
-    def chunk_len(g: _Builder, total: ir.Value, chunks: ir.Value) -> ir.Value:
-        return g.b.udiv(g.b.add(total, g.b.sub(chunks, _c(1))), chunks)
-
-    def each_chunk_slot(g: _Builder, total: ir.Value, chunks: ir.Value, body) -> None:
-        length = chunk_len(g, total, chunks)
+    def each_chunk_group(g: _Builder, total: ir.Value, chunks: ir.Value, body) -> None:
+        """``body(c, i, valid)`` for the slots of each chunk, a warp per chunk, 32 consecutive
+        slots at a time (lane l at slot ``i``; ``valid``: i is in the chunk); every lane of
+        the warp runs every step (``match.any`` needs the whole warp)."""
+        b = g.b
+        length = b.udiv(b.add(total, b.sub(chunks, _c(1))), chunks)
 
         def chunk(c: ir.Value) -> None:
-            start = g.b.mul(c, length)
-            g.loop(start, g.umin(g.b.add(start, length), total), _c(1), lambda i: body(c, i))
-        g.loop(g.gid, chunks, g.gstride, chunk)
+            start = b.mul(c, length)
+            stop = g.umin(b.add(start, length), total)
+
+            def group(base: ir.Value) -> None:
+                i = b.add(base, g.lane)
+                body(c, g.umin(i, b.sub(stop, _c(1))), b.icmp_unsigned("<", i, stop))
+            g.loop(start, stop, _c(32), group)
+        g.loop(g.warp, chunks, g.nwarps, chunk)
+
+    def rank(g: _Builder, d: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(lanes before this one with the same digit, whether this lane is the last with
+        its digit): the lanes with its digit (``match.any``) before and after it; ``d`` is
+        RADIX on lanes without a slot (they match only each other)."""
+        b = g.b
+        peers = b.zext(g.match_any(b.trunc(d, I32)), I64)
+        below = b.sub(b.shl(_c(1), g.lane), _c(1))            # lanes before this one
+        above = b.xor(b.sub(b.shl(_c(2), g.lane), _c(1)), _c(0xFFFFFFFF))   # lanes after
+        popc = g.intrinsic("llvm.ctpop.i64", I64, [I64])
+        r = b.call(popc, [b.and_(peers, below)])
+        last = b.icmp_unsigned("==", b.and_(peers, above), _c(0))
+        return r, last
 
     def scan_entry(g: _Builder, i: ir.Value, chunks: ir.Value) -> ir.Value:
         """The table entry at position i of the digit-major scan order."""
@@ -163,21 +203,27 @@ def radix_module_ir(dtype: Any, name: str) -> str:
     g.loop(g.gid, total, g.gstride, make_key)
     g.done()
 
-    # hist(keys, pos, table, shift, rowmode, n, total, chunks): each chunk's digit counts
+    # hist(keys, pos, table, shift, rowmode, n, total, chunks): each chunk's digit counts,
+    # a warp per chunk: the last lane of each digit of 32 slots adds their number
     g = _Builder(module, f"{name}_hist", [kp, ip, ip] + [I64] * 5)
     keys, pos, table, shift, rowmode, n, total, chunks = g.fn.args
     b = g.b
 
     def clear(c: ir.Value) -> None:
-        g.loop(_c(0), _c(RADIX), _c(1),
+        g.loop(g.lane, _c(RADIX), _c(32),
                lambda d: b.store(_c(0), b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])))
-    g.loop(g.gid, chunks, g.gstride, clear)
+    g.loop(g.warp, chunks, g.nwarps, clear)
+    g.syncwarp()
 
-    def count(c: ir.Value, i: ir.Value) -> None:
-        d = digit(g, b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i])), shift, rowmode, n)
-        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])
-        b.store(b.add(b.load(at), _c(1)), at)
-    each_chunk_slot(g, total, chunks, count)
+    def count(c: ir.Value, i: ir.Value, valid: ir.Value) -> None:
+        d = b.select(valid, digit(g, b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i])), shift,
+                                  rowmode, n), _c(RADIX))
+        r, last = rank(g, d)
+        with b.if_then(b.and_(valid, last)):
+            at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])
+            b.store(b.add(b.load(at), b.add(r, _c(1))), at)
+        g.syncwarp()
+    each_chunk_group(g, total, chunks, count)
     g.done()
 
     # tiles(table, totals, chunks): each tile's sum, in scan order
@@ -234,19 +280,27 @@ def radix_module_ir(dtype: Any, name: str) -> str:
     g.loop(g.gid, ntiles, g.gstride, tile_apply)
     g.done()
 
-    # place(keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks)
+    # place(keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks): a warp
+    # per chunk, 32 slots at a time: each pair to its digit's next slot plus its rank among
+    # the lanes before it with that digit; the digit's last lane then moves the next slot on
     g = _Builder(module, f"{name}_place", [kp, ip, kp, ip, ip] + [I64] * 5)
     keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks = g.fn.args
     b = g.b
 
-    def place(c: ir.Value, i: ir.Value) -> None:
+    def place(c: ir.Value, i: ir.Value, valid: ir.Value) -> None:
         k, p = b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i]))
-        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), digit(g, k, p, shift, rowmode, n))])
-        slot = b.load(at)
-        b.store(b.add(slot, _c(1)), at)
-        b.store(k, b.gep(out_keys, [slot]))
-        b.store(p, b.gep(out_pos, [slot]))
-    each_chunk_slot(g, total, chunks, place)
+        d = b.select(valid, digit(g, k, p, shift, rowmode, n), _c(RADIX))
+        r, last = rank(g, d)
+        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), b.select(valid, d, _c(0)))])
+        slot = b.add(b.load(at), r)
+        with b.if_then(valid):
+            b.store(k, b.gep(out_keys, [slot]))
+            b.store(p, b.gep(out_pos, [slot]))
+        g.syncwarp()   # every lane has read its digit's next slot
+        with b.if_then(b.and_(valid, last)):
+            b.store(b.add(slot, _c(1)), at)
+        g.syncwarp()   # the next 32 slots read the moved ones
+    each_chunk_group(g, total, chunks, place)
     g.done()
 
     # out(src, pos, vals, idx, n, total, want_vals, want_idx): slot s is element s % n of
@@ -328,7 +382,7 @@ def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     fn = dict(zip(ENTRIES, (fns[nm] for nm in names)))
     from .driver import sm_count
     grid = max(1, min(-(-total // BLOCK), 32 * sm_count()))
-    chunk_grid = max(1, min(-(-chunks // BLOCK), 32 * sm_count()))
+    chunk_grid = max(1, min(-(-chunks * 32 // BLOCK), 32 * sm_count()))   # a warp per chunk
     tile_grid = max(1, min(-(-ntiles // BLOCK), 32 * sm_count()))
     _launch(dev, fn["keys"], grid, BLOCK, [data, keys[0], pos[0], total])
     passes = [(s, 0) for s in range(0, 8 * item, RADIX_BITS)]
