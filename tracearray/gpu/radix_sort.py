@@ -20,8 +20,7 @@ keep the order of their positions: the sort is stable (NumPy's ``kind="stable"``
 order for its default kind: divergence ``gpu-sort-ties``). Finally a thread per slot writes the
 value at its position and/or the position within its row (``_out``).
 
-The chunking is the ordered scatter's (``sorted_scatter.sort_chunks``: a function of the
-element count only, so the work split does not depend on the device). A row that is not the
+The chunking (``radix_chunks``) is a function of the element count only. A row that is not the
 last axis of a contiguous array is gathered first and the results scattered back by the
 strided copies of ``gpu/copy.py``.
 """
@@ -36,11 +35,19 @@ from llvmlite import ir
 
 from .array import _c_strides
 from .copy import strided_copy
-from .sorted_scatter import RADIX, RADIX_BITS, sort_chunks
+from .sorted_scatter import RADIX, RADIX_BITS
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 ENTRIES = ("keys", "hist", "tiles", "totals", "apply", "place", "out")
 SCAN_TILE = 1024      # table entries per thread of the scan's first and last step
+CHUNK = 2048          # slots per chunk at least (a warp's run: 64 steps of 32)
+MAX_CHUNKS = 1 << 15
+
+
+def radix_chunks(n: int) -> int:
+    """Chunks of the sort of n elements: a function of n only, so the work split (and so
+    nothing at all: the order is by counting) does not depend on the device."""
+    return max(1, min(MAX_CHUNKS, -(-n // CHUNK)))
 BLOCK = 256
 _KERNELS: dict[str, tuple[list[str], str, str]] = {}   # dtype -> (entry names, ir, ptx)
 _lock = threading.Lock()
@@ -176,9 +183,10 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         last = b.icmp_unsigned("==", b.and_(peers, above), _c(0))
         return r, last
 
-    def scan_entry(g: _Builder, i: ir.Value, chunks: ir.Value) -> ir.Value:
-        """The table entry at position i of the digit-major scan order."""
-        return g.b.add(g.b.mul(g.b.urem(i, chunks), _c(RADIX)), g.b.udiv(i, chunks))
+    def entry(g: _Builder, c: ir.Value, d: ir.Value, chunks: ir.Value) -> ir.Value:
+        """Chunk c's counter of digit d: the table is digit-major, so the scan reads it in
+        memory order."""
+        return g.b.add(g.b.mul(d, chunks), c)
 
     # keys(src, keys, pos, total): the order-preserving key of each value, and its position
     g = _Builder(module, f"{name}_keys", [vp, kp, ip, I64])
@@ -211,7 +219,7 @@ def radix_module_ir(dtype: Any, name: str) -> str:
 
     def clear(c: ir.Value) -> None:
         g.loop(g.lane, _c(RADIX), _c(32),
-               lambda d: b.store(_c(0), b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])))
+               lambda d: b.store(_c(0), b.gep(table, [entry(g, c, d, chunks)])))
     g.loop(g.warp, chunks, g.nwarps, clear)
     g.syncwarp()
 
@@ -220,13 +228,13 @@ def radix_module_ir(dtype: Any, name: str) -> str:
                                   rowmode, n), _c(RADIX))
         r, last = rank(g, d)
         with b.if_then(b.and_(valid, last)):
-            at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), d)])
+            at = b.gep(table, [entry(g, c, d, chunks)])
             b.store(b.add(b.load(at), b.add(r, _c(1))), at)
         g.syncwarp()
     each_chunk_group(g, total, chunks, count)
     g.done()
 
-    # tiles(table, totals, chunks): each tile's sum, in scan order
+    # tiles(table, totals, chunks): each tile's sum
     g = _Builder(module, f"{name}_tiles", [ip, ip, I64])
     table, totals, chunks = g.fn.args
     b = g.b
@@ -238,25 +246,46 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         b.store(_c(0), acc)
         start = b.mul(t, _c(SCAN_TILE))
         g.loop(start, g.umin(b.add(start, _c(SCAN_TILE)), m), _c(1), lambda i: b.store(
-            b.add(b.load(acc), b.load(b.gep(table, [scan_entry(g, i, chunks)]))), acc))
+            b.add(b.load(acc), b.load(b.gep(table, [i]))), acc))
         b.store(b.load(acc), b.gep(totals, [t]))
     g.loop(g.gid, ntiles, g.gstride, tile_sum)
     g.done()
 
-    # totals(totals, ntiles): one thread, the tile sums into each tile's start
+    # totals(totals, ntiles): one warp, the tile sums into each tile's start (an exclusive
+    # scan): each lane sums a run of tiles into the 32 words after them, lane 0 scans those,
+    # then each lane scans its run from its start
     g = _Builder(module, f"{name}_totals", [ip, I64])
     totals, ntiles = g.fn.args
     b = g.b
-    with b.if_then(b.icmp_unsigned("==", g.gid, _c(0))):
+    with b.if_then(b.icmp_unsigned("<", g.gid, _c(32))):
+        run = b.udiv(b.add(ntiles, _c(31)), _c(32))
+        first = b.mul(g.lane, run)
+        last = g.umin(b.add(first, run), ntiles)
+        lane_sum = b.gep(totals, [b.add(ntiles, g.lane)])
         acc = b.alloca(I64)
         b.store(_c(0), acc)
+        g.loop(first, last, _c(1), lambda t: b.store(
+            b.add(b.load(acc), b.load(b.gep(totals, [t]))), acc))
+        b.store(b.load(acc), lane_sum)
+        g.syncwarp()
+        with b.if_then(b.icmp_unsigned("==", g.lane, _c(0))):
+            b.store(_c(0), acc)
 
-        def exclusive(t: ir.Value) -> None:
+            def exclusive(t: ir.Value) -> None:
+                at = b.gep(totals, [b.add(ntiles, t)])
+                v = b.load(at)
+                b.store(b.load(acc), at)
+                b.store(b.add(b.load(acc), v), acc)
+            g.loop(_c(0), _c(32), _c(1), exclusive)
+        g.syncwarp()
+        b.store(b.load(lane_sum), acc)
+
+        def tile_start(t: ir.Value) -> None:
             at = b.gep(totals, [t])
             v = b.load(at)
             b.store(b.load(acc), at)
             b.store(b.add(b.load(acc), v), acc)
-        g.loop(_c(0), ntiles, _c(1), exclusive)
+        g.loop(first, last, _c(1), tile_start)
     g.done()
 
     # apply(table, totals, chunks): each entry becomes where its chunk's keys of its digit go
@@ -272,7 +301,7 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         start = b.mul(t, _c(SCAN_TILE))
 
         def entry(i: ir.Value) -> None:
-            at = b.gep(table, [scan_entry(g, i, chunks)])
+            at = b.gep(table, [i])
             v = b.load(at)
             b.store(b.load(acc), at)
             b.store(b.add(b.load(acc), v), acc)
@@ -291,7 +320,7 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         k, p = b.load(b.gep(keys, [i])), b.load(b.gep(pos, [i]))
         d = b.select(valid, digit(g, k, p, shift, rowmode, n), _c(RADIX))
         r, last = rank(g, d)
-        at = b.gep(table, [b.add(b.mul(c, _c(RADIX)), b.select(valid, d, _c(0)))])
+        at = b.gep(table, [entry(g, c, b.select(valid, d, _c(0)), chunks)])
         slot = b.add(b.load(at), r)
         with b.if_then(valid):
             b.store(k, b.gep(out_keys, [slot]))
@@ -373,10 +402,10 @@ def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     kbytes = key_bits(dtype) // 8
     keys = [block(total * kbytes), block(total * kbytes)]
     pos = [block(total * 8), block(total * 8)]
-    chunks = sort_chunks(total)
+    chunks = radix_chunks(total)
     table = block(chunks * RADIX * 8)
     ntiles = -(-chunks * RADIX // SCAN_TILE)
-    totals = block(ntiles * 8)
+    totals = block((ntiles + 32) * 8)   # (and the lanes' sums of the scan of the totals)
     names, text, ptx = _module(dtype)
     fns = dev.load(ptx, names, text)
     fn = dict(zip(ENTRIES, (fns[nm] for nm in names)))
@@ -392,7 +421,7 @@ def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
         _launch(dev, fn["hist"], chunk_grid, BLOCK,
                 [k_in, p_in, table, shift, rowmode, n, total, chunks])
         _launch(dev, fn["tiles"], tile_grid, BLOCK, [table, totals, chunks])
-        _launch(dev, fn["totals"], 1, 32, [totals, ntiles])
+        _launch(dev, fn["totals"], 1, 32, [totals, ntiles])   # one warp
         _launch(dev, fn["apply"], tile_grid, BLOCK, [table, totals, chunks])
         _launch(dev, fn["place"], chunk_grid, BLOCK,
                 [k_in, p_in, k_out, p_out, table, shift, rowmode, n, total, chunks])
