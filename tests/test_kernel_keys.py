@@ -349,3 +349,83 @@ def test_host_cpu_is_what_decides_llvms_host_answers() -> None:
                                _CPUINFO.format(n=1, mhz=1, extra=""))
     assert mixed.count("vendor_id") == 2
     assert host.parse_cpuinfo("") is None
+
+
+# ------------------------------------------------------------------ the GPU's kernel key
+
+@pytest.fixture
+def gpu_recorded(monkeypatch):
+    """Every GPU kernel lowered meanwhile (device='cuda': no GPU needed to lower), as
+    ((description, strategy, index width), its IR), with the in-process memo of
+    ``GpuExecutable._lowered`` off (every kernel generated) and no PTX made (the key is for
+    the IR; PTX follows from the IR through the PTX cache's own key)."""
+    from tracearray.gpu import codegen as gcodegen
+    from tracearray.gpu import runtime as gruntime
+    seen: list[tuple[tuple, str]] = []
+    described: list[str] = []
+    real_describe, real_lower = gruntime.describe_kernel, gcodegen.GpuKernelLowering.lower
+
+    def describe(*args):
+        described.append(real_describe(*args))
+        return described[-1]
+
+    def lower(self):
+        ir_text = real_lower(self)
+        seen.append(((described[-1], self.strategy, self.wide), ir_text))
+        return ir_text
+    monkeypatch.setattr(gruntime, "LOWERED_MAX", 0)
+    monkeypatch.setattr(gruntime, "describe_kernel", describe)
+    monkeypatch.setattr(gcodegen.GpuKernelLowering, "lower", lower)
+    monkeypatch.setattr(gruntime.ptxmod, "compile_ptx", lambda ir, target, counts=None: "")
+    return seen
+
+
+def _lower_cuda(fn, args) -> bool:
+    try:
+        tracearray.compile(fn, device="cuda").lower(*args)
+        return True
+    except Exception:   # noqa: BLE001 -- NumPy's errors, mirrored, or a host-only program
+        return False
+
+
+def test_gpu_equal_keys_have_identical_ir(gpu_recorded) -> None:
+    """The GPU's in-process kernel key (``GpuExecutable._lowered``: the description, the
+    strategy, the index width; the target is one here) holds everything its IR depends on:
+    over every registry case and the 13 workloads at three sizes, equal keys have identical
+    IR text, and a workload's kernels at a new size have the keys they had."""
+    lowered = sum(_lower_cuda(program(case[1], case[2]), draw_inputs(_seed(case, 0), case))
+                  for case in CASES)
+    assert lowered > 0.8 * len(CASES)      # most cases lowered
+    per_workload = {}
+    for name in W.names():
+        w = W.get(name)
+        start = len(gpu_recorded)
+        for k in (0, 1, 5):
+            assert _lower_cuda(w.fn, inputs_for(w, grown_dims(w, k), seed=k)), name
+        per_workload[name] = gpu_recorded[start:]
+    by: dict[tuple, set[str]] = {}
+    for key, ir_text in gpu_recorded:
+        by.setdefault(key, set()).add(ir_text)
+    clashes = {k: irs for k, irs in by.items() if len(irs) > 1}
+    assert not clashes, f"{len(clashes)} keys with several IRs, e.g.:\n{next(iter(clashes))[0]}"
+    assert len(by) < len(gpu_recorded) - 40, (len(by), len(gpu_recorded))
+    for name, seen in per_workload.items():
+        keys = [k for k, _ir in seen]
+        assert len(set(keys)) * 3 == len(keys), name
+
+
+def test_gpu_new_size_generates_no_ir(monkeypatch) -> None:
+    """A new size of a GPU function's arguments lowers no kernel again (PTX from memory)."""
+    from tracearray.gpu import codegen as gcodegen
+    calls = []
+    real = gcodegen.GpuKernelLowering.lower
+    monkeypatch.setattr(gcodegen.GpuKernelLowering, "lower",
+                        lambda self: calls.append(1) or real(self))
+    for name in ("softmax", "layernorm", "black_scholes"):
+        w = W.get(name)
+        f = tracearray.compile(w.fn, device="cuda")
+        f.lower(*inputs_for(w, grown_dims(w, 0)))
+        before = len(calls)
+        for k in (1, 2):
+            f.lower(*inputs_for(w, grown_dims(w, k), seed=k))
+        assert len(calls) == before, f"{name}: a new size generated IR"

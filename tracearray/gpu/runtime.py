@@ -30,6 +30,7 @@ import dataclasses
 import math
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -38,6 +39,7 @@ import numpy as np
 from .. import config
 from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
+from ..tile.describe import describe_kernel
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
 from ..errors import TracearrayError, run_time_error, stage_error
@@ -469,8 +471,7 @@ class GpuExecutable:
         wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
         lowering = GpuKernelLowering(geo, name, strategy, wide,
                                      async_copy=self.target.cc >= 80)
-        ir_text = lowering.lower()
-        ptx = ptxmod.compile_ptx(ir_text, self.target, self)
+        ir_text, ptx = self._lowered(lowering, geo, name, strategy, wide)
         names = entry_names(strategy, name)
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
@@ -543,6 +544,27 @@ class GpuExecutable:
             gk.checks = list(spec.kernel.body.checks)
             gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
+
+    def _lowered(self, lowering: GpuKernelLowering, geo: Geometry, name: str, strategy: str,
+                 wide: bool) -> tuple[str, str]:
+        """The kernel's IR and PTX, generated once per process for each description: the
+        description of everything the lowering reads (``tile/describe.py``, the same claim
+        as the CPU's kernel key; ``tests/test_kernel_keys.py`` checks it for this lowering
+        too) with the GPU's own choices (strategy, index width, target), so a new size of an
+        argument, whose kernels are the same size-generic ones, generates no IR."""
+        key = (describe_kernel(geo, name, "GpuMath"), strategy, wide, self.target)
+        with _LOWERED_LOCK:
+            hit = _LOWERED.get(key)
+            if hit is not None:
+                _LOWERED.move_to_end(key)
+                return hit
+        ir_text = lowering.lower()
+        hit = (ir_text, ptxmod.compile_ptx(ir_text, self.target, self))
+        with _LOWERED_LOCK:
+            _LOWERED[key] = hit
+            while len(_LOWERED) > LOWERED_MAX:
+                _LOWERED.popitem(last=False)
+        return hit
 
     def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
                                  ) -> tuple[list[int], list[Launch]]:
@@ -974,6 +996,13 @@ class GpuExecutable:
         keep.append(strided_copy(dev, out.ptr, src, step.shape, step.strides, step.offset,
                                  step.itemsize, counts=self))
         return out.ptr
+
+
+# Kernels generated in this process, by description (GpuExecutable._lowered): at most this
+# many, least recently used first out (IR and PTX are some 100 KB a kernel)
+LOWERED_MAX = 256
+_LOWERED: "OrderedDict[tuple, tuple[str, str]]" = OrderedDict()
+_LOWERED_LOCK = threading.Lock()
 
 
 # Errors found on the device, not read yet: the host reads them when it next waits for the
