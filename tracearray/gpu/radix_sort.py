@@ -35,6 +35,7 @@ from llvmlite import ir
 
 from .array import _c_strides
 from .copy import strided_copy
+from .sort import _key_type, _launch, sortable
 from .sorted_scatter import RADIX, RADIX_BITS
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -56,15 +57,6 @@ _lock = threading.Lock()
 def key_bits(dtype: np.dtype) -> int:
     """Bits of the key type (a 32-bit key for items of up to 4 bytes)."""
     return 64 if np.dtype(dtype).itemsize == 8 else 32
-
-
-def _value_type(dtype: np.dtype) -> ir.Type:
-    dtype = np.dtype(dtype)
-    if dtype == np.float32:
-        return ir.FloatType()
-    if dtype == np.float64:
-        return ir.DoubleType()
-    return ir.IntType(8 * dtype.itemsize)
 
 
 class _Builder:
@@ -138,7 +130,7 @@ def radix_module_ir(dtype: Any, name: str) -> str:
     """The kernels ``{name}_{entry}`` for each of ``ENTRIES`` (arguments in the code below;
     pointers are global, counts and strides i64)."""
     dtype = np.dtype(dtype)
-    vt = _value_type(dtype)
+    vt = _key_type(dtype)   # the value's own LLVM type (sort.py's)
     kbits = key_bits(dtype)
     kt = ir.IntType(kbits)
     vbits = 8 * dtype.itemsize
@@ -234,21 +226,40 @@ def radix_module_ir(dtype: Any, name: str) -> str:
     each_chunk_group(g, total, chunks, count)
     g.done()
 
+    def add_to(g: _Builder, acc: ir.Value, ptr: ir.Value, i: ir.Value) -> None:
+        """acc += ptr[i]"""
+        g.b.store(g.b.add(g.b.load(acc), g.b.load(g.b.gep(ptr, [i]))), acc)
+
+    def exclusive_step(g: _Builder, acc: ir.Value, ptr: ir.Value, i: ir.Value) -> None:
+        """ptr[i], acc = acc, acc + ptr[i]: one step of an exclusive scan"""
+        b = g.b
+        at = b.gep(ptr, [i])
+        v = b.load(at)
+        b.store(b.load(acc), at)
+        b.store(b.add(b.load(acc), v), acc)
+
+    def each_tile(g: _Builder, chunks: ir.Value, body) -> None:
+        """``body(t, start, stop)`` for each tile of SCAN_TILE entries of the table."""
+        b = g.b
+        m = b.mul(chunks, _c(RADIX))
+        ntiles = b.udiv(b.add(m, _c(SCAN_TILE - 1)), _c(SCAN_TILE))
+
+        def tile(t: ir.Value) -> None:
+            start = b.mul(t, _c(SCAN_TILE))
+            body(t, start, g.umin(b.add(start, _c(SCAN_TILE)), m))
+        g.loop(g.gid, ntiles, g.gstride, tile)
+
     # tiles(table, totals, chunks): each tile's sum
     g = _Builder(module, f"{name}_tiles", [ip, ip, I64])
     table, totals, chunks = g.fn.args
-    b = g.b
-    m = b.mul(chunks, _c(RADIX))
-    ntiles = b.udiv(b.add(m, _c(SCAN_TILE - 1)), _c(SCAN_TILE))
 
-    def tile_sum(t: ir.Value) -> None:
-        acc = b.alloca(I64)
-        b.store(_c(0), acc)
-        start = b.mul(t, _c(SCAN_TILE))
-        g.loop(start, g.umin(b.add(start, _c(SCAN_TILE)), m), _c(1), lambda i: b.store(
-            b.add(b.load(acc), b.load(b.gep(table, [i]))), acc))
-        b.store(b.load(acc), b.gep(totals, [t]))
-    g.loop(g.gid, ntiles, g.gstride, tile_sum)
+    def tile_sum(t: ir.Value, start: ir.Value, stop: ir.Value, g=g, table=table,
+                 totals=totals) -> None:
+        acc = g.b.alloca(I64)
+        g.b.store(_c(0), acc)
+        g.loop(start, stop, _c(1), lambda i: add_to(g, acc, table, i))
+        g.b.store(g.b.load(acc), g.b.gep(totals, [t]))
+    each_tile(g, chunks, tile_sum)
     g.done()
 
     # totals(totals, ntiles): one warp, the tile sums into each tile's start (an exclusive
@@ -261,52 +272,31 @@ def radix_module_ir(dtype: Any, name: str) -> str:
         run = b.udiv(b.add(ntiles, _c(31)), _c(32))
         first = b.mul(g.lane, run)
         last = g.umin(b.add(first, run), ntiles)
-        lane_sum = b.gep(totals, [b.add(ntiles, g.lane)])
+        lane_sum = b.add(ntiles, g.lane)
         acc = b.alloca(I64)
         b.store(_c(0), acc)
-        g.loop(first, last, _c(1), lambda t: b.store(
-            b.add(b.load(acc), b.load(b.gep(totals, [t]))), acc))
-        b.store(b.load(acc), lane_sum)
+        g.loop(first, last, _c(1), lambda t: add_to(g, acc, totals, t))
+        b.store(b.load(acc), b.gep(totals, [lane_sum]))
         g.syncwarp()
         with b.if_then(b.icmp_unsigned("==", g.lane, _c(0))):
             b.store(_c(0), acc)
-
-            def exclusive(t: ir.Value) -> None:
-                at = b.gep(totals, [b.add(ntiles, t)])
-                v = b.load(at)
-                b.store(b.load(acc), at)
-                b.store(b.add(b.load(acc), v), acc)
-            g.loop(_c(0), _c(32), _c(1), exclusive)
+            g.loop(_c(0), _c(32), _c(1),
+                   lambda t: exclusive_step(g, acc, totals, b.add(ntiles, t)))
         g.syncwarp()
-        b.store(b.load(lane_sum), acc)
-
-        def tile_start(t: ir.Value) -> None:
-            at = b.gep(totals, [t])
-            v = b.load(at)
-            b.store(b.load(acc), at)
-            b.store(b.add(b.load(acc), v), acc)
-        g.loop(first, last, _c(1), tile_start)
+        b.store(b.load(b.gep(totals, [lane_sum])), acc)
+        g.loop(first, last, _c(1), lambda t: exclusive_step(g, acc, totals, t))
     g.done()
 
     # apply(table, totals, chunks): each entry becomes where its chunk's keys of its digit go
     g = _Builder(module, f"{name}_apply", [ip, ip, I64])
     table, totals, chunks = g.fn.args
-    b = g.b
-    m = b.mul(chunks, _c(RADIX))
-    ntiles = b.udiv(b.add(m, _c(SCAN_TILE - 1)), _c(SCAN_TILE))
 
-    def tile_apply(t: ir.Value) -> None:
-        acc = b.alloca(I64)
-        b.store(b.load(b.gep(totals, [t])), acc)
-        start = b.mul(t, _c(SCAN_TILE))
-
-        def entry(i: ir.Value) -> None:
-            at = b.gep(table, [i])
-            v = b.load(at)
-            b.store(b.load(acc), at)
-            b.store(b.add(b.load(acc), v), acc)
-        g.loop(start, g.umin(b.add(start, _c(SCAN_TILE)), m), _c(1), entry)
-    g.loop(g.gid, ntiles, g.gstride, tile_apply)
+    def tile_apply(t: ir.Value, start: ir.Value, stop: ir.Value, g=g, table=table,
+                   totals=totals) -> None:
+        acc = g.b.alloca(I64)
+        g.b.store(g.b.load(g.b.gep(totals, [t])), acc)
+        g.loop(start, stop, _c(1), lambda i: exclusive_step(g, acc, table, i))
+    each_tile(g, chunks, tile_apply)
     g.done()
 
     # place(keys, pos, out_keys, out_pos, table, shift, rowmode, n, total, chunks): a warp
@@ -362,17 +352,11 @@ def _module(dtype: np.dtype) -> tuple[list[str], str, str]:
         return _KERNELS[key]
 
 
-def sortable(dtype: Any) -> bool:
-    dtype = np.dtype(dtype)
-    return dtype.kind in "iub" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
               dst_strides: Sequence[int] | None = None) -> Any:
     """``src``'s rows along ``axis`` sorted into ``vals`` and/or their positions into
     ``idx`` (as ``sort._sort_rows``: pointers of arrays of src's shape, C-contiguous or laid
     out by ``dst_strides``); NotImplemented for a dtype it does not sort."""
-    from .sort import _launch
     dtype = np.dtype(src.dtype)
     shape = tuple(src.shape)
     if not shape or not sortable(dtype) or not hasattr(dev, "load"):
