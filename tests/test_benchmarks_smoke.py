@@ -337,7 +337,8 @@ def test_gpu_library_dry_run_checks_tracearray(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = {r["workload"]: r for r in doc["results"]}
     assert list(status) == ["power_spectrum", "fft_filter", "complex_fft", "matmul",
-                            "batched_solve", "sort_rows", "median_rows"]
+                            "batched_solve", "sort_rows", "median_rows", "sort_long",
+                            "argsort_long"]
     for r in status.values():
         assert r["status"] == "ok" and r["rel_err"] <= 1e-4, r
 
