@@ -32,7 +32,7 @@ import numpy as np
 
 from ..ops import OPS, Kind, infer
 from ..trace.build import size_scalar
-from ..trace.graph import Graph, Node, any_ancestor, toposort
+from ..trace.graph import Graph, Node, any_ancestor
 
 F64 = np.dtype(np.float64)
 _NARROW = (np.dtype(np.float16), np.dtype(np.float32))
@@ -48,6 +48,7 @@ def rewrite_graph(graph: Graph, notes: list[str] | None = None) -> Graph:
     subst: dict[Node, Node] = {}
     locations = graph.locations or {}
     added: dict[Node, str] = {}
+    seen: set[Node] = set()
     for orig in graph.nodes():
         node = orig
         if any(a in subst for a in node.args):   # an operand was rewritten: rebuild
@@ -62,9 +63,17 @@ def rewrite_graph(graph: Graph, notes: list[str] | None = None) -> Graph:
                 notes.append("the sum of squared deviations" + (f" at {where}" if where else "")
                              + " is summed in the pass of its centre (one read of the data)")
         if node is not orig and orig in locations:
-            for n in toposort([node]):
+            # the new nodes (and unlocated old ones) take the line of the first rewritten
+            # node they feed; each node is visited once over the whole loop
+            stack = [node]
+            while stack:
+                n = stack.pop()
+                if n in seen:
+                    continue
+                seen.add(n)
                 if n not in locations:
-                    added.setdefault(n, locations[orig])
+                    added[n] = locations[orig]
+                stack.extend(n.args)
     if not subst:
         return graph
     return replace(graph, outputs=tuple(subst.get(o, o) for o in graph.outputs),
