@@ -255,9 +255,9 @@ class Executable:
 
     def _one_kernel_run(self) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None:
         """``run`` for the commonest executable, specialised for the warm call path (where a
-        call on small arrays is all overhead): one map-like kernel of one chunk whose only stored value is its one
-        output, no constants. The same steps as ``run``'s, with nothing looked up per call;
-        None for any other executable."""
+        call on small arrays is all overhead): one map-like kernel of one chunk whose only
+        stored value is its one output, no constants. The same steps as ``run``'s, with
+        nothing looked up per call; None for any other executable."""
         steps = self._direct_steps
         if steps is None or len(steps) != 1 or steps[0][7] is None or \
                 self._tail != [None] or len(self._allocs) != 1 or self._allocs[0][3] or \

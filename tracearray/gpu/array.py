@@ -477,12 +477,17 @@ def write_into(target: Array, value: Any) -> None:
             dev.htod(target.ptr, host.ctypes.data, host.nbytes)
         return
     item = target.itemsize
-    if any(st % item for st in target.strides) or _self_overlapping(target):
+    if any(st % item for st in target.strides):
         raise UnsupportedOperationError(
-            f"the compiled function writes into a device array argument whose elements "
-            f"overlap in memory or are not aligned to its item size (shape {target.shape}, "
-            f"strides {target.strides} bytes): the values NumPy would leave there depend "
-            f"on the order of its writes; pass an array whose elements are distinct")
+            f"the compiled function writes into a device array argument whose strides "
+            f"{target.strides} (bytes) are not multiples of its item size {item}: pass an "
+            f"aligned array")
+    if _self_overlapping(target):
+        raise UnsupportedOperationError(
+            f"the compiled function writes into a device array argument whose elements may "
+            f"overlap in memory (shape {target.shape}, strides {target.strides} bytes): the "
+            f"values NumPy would leave there depend on the order of its writes; pass an "
+            f"array whose elements are distinct")
     if isinstance(value, Array) and value.is_c_contiguous and value.dtype == target.dtype \
             and not may_share_memory(value, target):
         src = value
