@@ -374,6 +374,7 @@ def gpu_recorded(monkeypatch):
         seen.append(((described[-1], self.strategy, self.wide), ir_text))
         return ir_text
     monkeypatch.setattr(gruntime, "LOWERED_MAX", 0)
+    monkeypatch.setattr(gruntime, "_LOWERED", type(gruntime._LOWERED)())   # (earlier tests')
     monkeypatch.setattr(gruntime, "describe_kernel", describe)
     monkeypatch.setattr(gcodegen.GpuKernelLowering, "lower", lower)
     monkeypatch.setattr(gruntime.ptxmod, "compile_ptx", lambda ir, target, counts=None: "")
