@@ -410,7 +410,8 @@ def sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
         _launch(dev, fn["place"], chunk_grid, BLOCK,
                 [k_in, p_in, k_out, p_out, table, shift, rowmode, n, total, chunks])
     sorted_pos = pos[len(passes) % 2]
-    # the results, C-contiguous (rows, n), or gathered into place by a strided copy
+    # the results, C-contiguous (rows, n) in place, or scattered into their layout by a
+    # strided copy
     for out, width in ((vals, item), (idx, 8)):
         if out is None:
             continue
