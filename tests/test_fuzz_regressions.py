@@ -611,3 +611,20 @@ def test_pinv_of_an_empty_float16_matrix_is_empty() -> None:
                          np.zeros((2, 0, 3), np.float16), device="cpu")
     with pytest.raises(TypeError, match="float16"):
         tracearray.compile(np.linalg.pinv, device="cpu")(np.ones((2, 2), np.float16))
+
+
+def test_complex_prod_over_no_axes_multiplies_in_the_identity() -> None:
+    """Bug 58 (CPU soak cpu-2026-12-02-u, program 1243): ``np.prod`` of a 0-d complex value
+    (and ``axis=()``) returned the value itself; NumPy's reduction multiplies in the identity
+    even over no axes, so nan - inf j becomes nan + nan j and -0 - 0j becomes 0 - 0j."""
+    from tracearray.testing import assert_matches_numpy
+
+    def program(x0):
+        v0 = x0 >> x0
+        v2 = np.log2(v0)
+        return np.prod(v0 + v2 * 1j)
+
+    assert_matches_numpy(program, np.array(3, dtype=np.uint64), device="cpu")
+    w = np.array([complex(np.nan, -np.inf), complex(-0.0, -0.0), complex(np.inf, 0.0)])
+    with np.errstate(invalid="ignore"):
+        assert_matches_numpy(lambda a: np.prod(a, axis=()), w, device="cpu")

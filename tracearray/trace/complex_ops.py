@@ -374,6 +374,8 @@ def _prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
     result = z
     for ax in sorted(axes, reverse=True):
         result = _prod_axis(result, ax)
+    if not axes:   # over no axes (a 0-d array, axis=()) NumPy still multiplies in the identity
+        result = C(np.ones(z.shape, z.re.dtype), np.zeros(z.shape, z.re.dtype)) * z
     if initial is not np._NoValue:
         result = result * initial
     if keepdims:
