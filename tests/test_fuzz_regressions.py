@@ -628,3 +628,17 @@ def test_complex_prod_over_no_axes_multiplies_in_the_identity() -> None:
     w = np.array([complex(np.nan, -np.inf), complex(-0.0, -0.0), complex(np.inf, 0.0)])
     with np.errstate(invalid="ignore"):
         assert_matches_numpy(lambda a: np.prod(a, axis=()), w, device="cpu")
+
+
+def test_complex_sin_past_exps_overflow_threshold_rounds_as_glibc() -> None:
+    """Bug 59 (CPU soak cpu-2026-12-02-v, program 813): complex64 ``np.sin(22.5 - 90j)``,
+    whose real part is near float32's largest value: the graph split exp(|y|) at the
+    threshold 127 ln 2 as a fraction, whose float32 rounding moved the result by tens of ulp
+    from NumPy's (glibc's csinhf splits at the integer 88)."""
+    from tracearray.testing import assert_matches_numpy
+    z = (np.arange(40, 48, dtype=np.float32) * np.complex64(0.5 - 2j)).reshape(2, 4)
+    z[0, 1] = np.complex64(22.5 - 90j)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for fn in (np.sin, np.cos, np.sinh, np.cosh, np.exp):
+            assert_matches_numpy(fn, z, device="cpu")
+            assert_matches_numpy(fn, z.astype(np.complex128) * 8, device="cpu")

@@ -114,8 +114,12 @@ def sign(a: Pair) -> Pair:
 # ============================================================================================
 
 def _exp_threshold(x: Any) -> float:
+    """glibc's overflow threshold of exp for x's dtype, ``(int) ((MAX_EXP - 1) * M_LN2)``:
+    an integer (88, 709), so that ``|x| - t`` is exact and ``exp(t)`` rounds once (a
+    fractional t rounded to float32 moved exp(|x| - t) by tens of ulp: soak
+    cpu-2026-12-02-v, program 813)."""
     info = np.finfo(np.asarray(x).dtype if isinstance(x, np.ndarray) else x.dtype)
-    return float((info.maxexp - 1) * np.log(2.0))
+    return float(int((info.maxexp - 1) * np.log(2.0)))
 
 
 def _cis_scaled(x: Any, y: Any) -> tuple[Any, Any, Any]:
