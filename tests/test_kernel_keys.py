@@ -63,6 +63,18 @@ def _lower(fn, args) -> bool:
         return False
 
 
+def _lower_workloads(lower, recorded) -> dict[str, list]:
+    """Each benchmark workload lowered at three sizes; the kernels recorded for each."""
+    per_workload = {}
+    for name in W.names():
+        w = W.get(name)
+        start = len(recorded)
+        for k in (0, 1, 5):
+            assert lower(w.fn, inputs_for(w, grown_dims(w, k), seed=k)), name
+        per_workload[name] = recorded[start:]
+    return per_workload
+
+
 def _ir_by_description(seen):
     by: dict[str, set[str]] = {}
     for description, ir in seen:
@@ -81,13 +93,7 @@ def test_equal_descriptions_have_identical_ir(recorded) -> None:
         fn = program(case[1], case[2])
         for k in range(DRAWS):
             lowered += _lower(fn, draw_inputs(_seed(case, k), case))
-    per_workload = {}
-    for name in W.names():
-        w = W.get(name)
-        start = len(recorded)
-        for k in (0, 1, 5):
-            assert _lower(w.fn, inputs_for(w, grown_dims(w, k), seed=k)), name
-        per_workload[name] = recorded[start:]
+    per_workload = _lower_workloads(_lower, recorded)
     assert lowered > 0.8 * DRAWS * len(CASES)      # most cases lowered
     by = _ir_by_description(recorded)
     clashes = {d: irs for d, irs in by.items() if len(irs) > 1}
@@ -397,16 +403,8 @@ def test_gpu_equal_keys_have_identical_ir(gpu_recorded) -> None:
     lowered = sum(_lower_cuda(program(case[1], case[2]), draw_inputs(_seed(case, 0), case))
                   for case in CASES)
     assert lowered > 0.8 * len(CASES)      # most cases lowered
-    per_workload = {}
-    for name in W.names():
-        w = W.get(name)
-        start = len(gpu_recorded)
-        for k in (0, 1, 5):
-            assert _lower_cuda(w.fn, inputs_for(w, grown_dims(w, k), seed=k)), name
-        per_workload[name] = gpu_recorded[start:]
-    by: dict[tuple, set[str]] = {}
-    for key, ir_text in gpu_recorded:
-        by.setdefault(key, set()).add(ir_text)
+    per_workload = _lower_workloads(_lower_cuda, gpu_recorded)
+    by = _ir_by_description(gpu_recorded)
     clashes = {k: irs for k, irs in by.items() if len(irs) > 1}
     assert not clashes, f"{len(clashes)} keys with several IRs, e.g.:\n{next(iter(clashes))[0]}"
     assert len(by) < len(gpu_recorded) - 40, (len(by), len(gpu_recorded))

@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from .array import _c_strides
 from .copy import strided_copy
-from .sort import _key_type, _launch, sortable
+from .sort import _Loop, _key_type, _launch, sortable
 from .sorted_scatter import RADIX, RADIX_BITS
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -100,20 +100,9 @@ class _Builder:
     def loop(self, start: ir.Value, stop: ir.Value, step: ir.Value, body) -> None:
         """``for (i = start; i < stop; i += step) body(i)`` (unsigned compare)."""
         b = self.b
-        pre = b.block
-        head = self.fn.append_basic_block("head")
-        inner = self.fn.append_basic_block("body")
-        done = self.fn.append_basic_block("done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64)
-        i.add_incoming(start, pre)
-        b.cbranch(b.icmp_unsigned("<", i, stop), inner, done)
-        b.position_at_end(inner)
-        body(i)
-        i.add_incoming(b.add(i, step), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        loop = _Loop(b, self.fn, start, lambda i: b.icmp_unsigned("<", i, stop), "loop")
+        body(loop.var)
+        loop.close(b.add(loop.var, step))
 
     def umin(self, a: ir.Value, c: ir.Value) -> ir.Value:
         return self.b.select(self.b.icmp_unsigned("<", a, c), a, c)
