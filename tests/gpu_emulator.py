@@ -235,6 +235,8 @@ class EmulatedDevice:
     # code
     def load(self, ptx: str, names: list[str], ir: str | None = None) -> dict[str, EmuFunction]:
         assert ir is not None, "the emulator runs the LLVM IR of a kernel"
+        if callable(ir):   # (a kernel found by its description makes its IR when asked)
+            ir = ir()
         mod = self._modules.get(ir)
         if mod is not None:
             return mod

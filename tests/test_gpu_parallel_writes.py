@@ -256,7 +256,7 @@ def test_scan_tiled_float_is_deterministic(reversed_gpu) -> None:
 
 
 def test_scan_stays_a_thread_per_row_for_many_short_rows(reversed_gpu) -> None:
-    from tracearray.gpu.codegen import scan_tile_length
+    from tracearray.gpu.launch import scan_tile_length
     x = RNG.standard_normal((1 << 15, 8))
     fn = lambda x: np.cumsum(x, axis=1)    # noqa: E731
     assert _strategies(fn, (x,)) == ["scan"]

@@ -31,6 +31,7 @@ import pytest
 import tracearray
 from test_registry import CASES, _seed, draw_inputs, program
 from tracearray.cpu import codecache, host, loader
+from tracearray.diskcache import CacheWarning
 from tracearray.cpu import runtime as cpu_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,17 +199,23 @@ def test_each_target_component_changes_the_key(monkeypatch, component) -> None:
     assert [k for k in base if base[k] != changed[k]] == [component]
 
 
-def test_pipeline_digest_covers_the_code_generator(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_pipeline_digest_covers_the_code_generator(target, monkeypatch) -> None:
+    """The digest of the code-generating sources in each target's kernel key covers the
+    files between a description and the code, and an edited file is a new digest."""
+    from tracearray import diskcache
+    from tracearray.gpu import kernelcache
     package = ROOT / "tracearray"
-    files = {Path(p).relative_to(package).as_posix()
-             for pk in host._PIPELINE_PACKAGES for p in host._sources(str(package / pk))}
-    for needed in ("codegen/kernel.py", "codegen/scalar.py", "tile/describe.py",
-                   "tile/layout.py", "ops/elementwise.py", "fuse/kexpr.py", "cpu/mathlib.py",
-                   "cpu/jit.py", "cpu/loader.py"):
-        assert needed in files
+    packages = host._PIPELINE_PACKAGES if target == "cpu" else kernelcache.PIPELINE_PACKAGES
+    files = {Path(p).relative_to(package).as_posix() for p in diskcache.source_files(packages)}
+    needed = ["codegen/kernel.py", "codegen/scalar.py", "tile/describe.py", "tile/layout.py",
+              "ops/elementwise.py", "fuse/kexpr.py"]
+    needed += ["cpu/mathlib.py", "cpu/jit.py", "cpu/loader.py"] if target == "cpu" else \
+        ["gpu/codegen.py", "gpu/vector.py", "gpu/mathlib.py", "gpu/ptx.py", "gpu/launch.py"]
+    for name in needed:
+        assert name in files
     # and an edited file (a new modification time) is a new digest
-    monkeypatch.setattr(host, "_cached", {})
-    before = host.pipeline_digest()
+    before = diskcache.sources_digest(packages)
     real_stat = os.stat
 
     def edited(path, *args, **kwargs):
@@ -216,9 +223,8 @@ def test_pipeline_digest_covers_the_code_generator(tmp_path, monkeypatch) -> Non
         if str(path).endswith(os.path.join("codegen", "scalar.py")):
             return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
         return st
-    monkeypatch.setattr(host, "_cached", {})
-    monkeypatch.setattr(host.os, "stat", edited)
-    assert host.pipeline_digest() != before
+    monkeypatch.setattr(diskcache.os, "stat", edited)
+    assert diskcache.sources_digest(packages) != before
 
 
 # -------------------------------------------------------------------- the debug check
@@ -363,13 +369,13 @@ def test_host_cpu_is_what_decides_llvms_host_answers() -> None:
 def gpu_recorded(monkeypatch):
     """Every GPU kernel lowered meanwhile (device='cuda': no GPU needed to lower), as
     ((description, strategy, index width), its IR), with the in-process memo of
-    ``GpuExecutable._lowered`` off (every kernel generated) and no PTX made (the key is for
+    ``gpu/kernelcache.py`` off (memory and disk) (every kernel generated) and no PTX made (the key is for
     the IR; PTX follows from the IR through the PTX cache's own key)."""
     from tracearray.gpu import codegen as gcodegen
-    from tracearray.gpu import runtime as gruntime
+    from tracearray.gpu import kernelcache
     seen: list[tuple[tuple, str]] = []
     described: list[str] = []
-    real_describe, real_lower = gruntime.describe_kernel, gcodegen.GpuKernelLowering.lower
+    real_describe, real_lower = kernelcache.describe_kernel, gcodegen.GpuKernelLowering.lower
 
     def describe(*args):
         described.append(real_describe(*args))
@@ -379,11 +385,12 @@ def gpu_recorded(monkeypatch):
         ir_text = real_lower(self)
         seen.append(((described[-1], self.strategy, self.wide), ir_text))
         return ir_text
-    monkeypatch.setattr(gruntime, "LOWERED_MAX", 0)
-    monkeypatch.setattr(gruntime, "_LOWERED", type(gruntime._LOWERED)())   # (earlier tests')
-    monkeypatch.setattr(gruntime, "describe_kernel", describe)
+    monkeypatch.setattr(kernelcache, "MEMORY_MAX", 0)
+    monkeypatch.setattr(kernelcache, "_memory", type(kernelcache._memory)())   # (earlier tests')
+    monkeypatch.setattr(kernelcache, "_disk_cache", lambda: None)
+    monkeypatch.setattr(kernelcache, "describe_kernel", describe)
     monkeypatch.setattr(gcodegen.GpuKernelLowering, "lower", lower)
-    monkeypatch.setattr(gruntime.ptxmod, "compile_ptx", lambda ir, target, counts=None: "")
+    monkeypatch.setattr(kernelcache.ptxmod, "compile_ptx", lambda ir, target, counts=None: "")
     return seen
 
 
@@ -396,7 +403,7 @@ def _lower_cuda(fn, args) -> bool:
 
 
 def test_gpu_equal_keys_have_identical_ir(gpu_recorded) -> None:
-    """The GPU's in-process kernel key (``GpuExecutable._lowered``: the description, the
+    """The GPU's kernel key (``gpu/kernelcache.py``: the description, the
     strategy, the index width; the target is one here) holds everything its IR depends on:
     over every registry case and the 13 workloads at three sizes, equal keys have identical
     IR text, and a workload's kernels at a new size have the keys they had."""
@@ -428,3 +435,140 @@ def test_gpu_new_size_generates_no_ir(monkeypatch) -> None:
         for k in (1, 2):
             f.lower(*inputs_for(w, grown_dims(w, k), seed=k))
         assert len(calls) == before, f"{name}: a new size generated IR"
+
+
+# ---------------------------------------------------- the GPU's kernel cache on disk
+
+@pytest.fixture
+def gpu_disk(monkeypatch, tmp_path):
+    """A fresh GPU kernel cache (memory and a disk folder of its own), and a list that
+    records every kernel lowered to IR meanwhile (device='cuda' lowers without a GPU)."""
+    from tracearray.gpu import codegen as gcodegen
+    from tracearray.gpu import kernelcache
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernelcache, "_memory", type(kernelcache._memory)())
+    lowered: list[str] = []
+    real = gcodegen.GpuKernelLowering.lower
+    monkeypatch.setattr(gcodegen.GpuKernelLowering, "lower",
+                        lambda self: lowered.append(self.name) or real(self))
+    return kernelcache, lowered
+
+
+def _cuda_kernels(fn, *args):
+    f = tracearray.compile(fn, device="cuda")
+    return f, f.lower(*args).executable.kernels
+
+
+def _softplus(x):
+    return np.log1p(np.exp(x)) / np.sum(x)   # libdevice's exp and log1p, a full reduction
+
+
+def test_gpu_kernels_found_by_description_on_disk_generate_no_ir(gpu_disk) -> None:
+    """A process whose GPU kernels are on disk (the memory forgotten: as a new process)
+    finds each kernel's PTX by its description: no IR generated, the same PTX, a disk hit
+    counted; the IR is made when asked, and is the IR the PTX came from."""
+    kernelcache, lowered = gpu_disk
+    x = _f32(1000)
+    _f, first = _cuda_kernels(_softplus, x)
+    assert lowered and all(isinstance(k.source.ir, str) for k in first)
+    irs = [k.ir for k in first]
+    kernelcache.clear_memory()
+    del lowered[:]
+    f, again = _cuda_kernels(_softplus, x)
+    assert lowered == []
+    assert [k.ptx for k in again] == [k.ptx for k in first]
+    info = f.cache_info()
+    assert info.disk_hits == len(first) and info.compiles == 0
+    assert [k.ir for k in again] == irs      # generated now, on demand
+    assert len(lowered) == len(first)
+
+
+def test_gpu_kernel_entry_of_a_changed_libdevice_is_not_used(gpu_disk, monkeypatch) -> None:
+    """An entry made with libdevice names its file; when that file has changed (a new
+    modification time), the entry is refused and the kernel lowered again."""
+    kernelcache, lowered = gpu_disk
+    x = _f32(1000)
+    _cuda_kernels(_softplus, x)
+    kernelcache.clear_memory()
+    libdevice = str(kernelcache.ptxmod.find_libdevice())
+    real_stat = os.stat
+
+    def touched(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if str(path) == libdevice:
+            return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
+        return st
+    monkeypatch.setattr(kernelcache.os, "stat", touched)
+    del lowered[:]
+    with pytest.warns(CacheWarning, match="libdevice"):
+        _cuda_kernels(_softplus, x)
+    assert lowered
+
+
+@pytest.mark.parametrize("payload", [b"", b"TAGPUK1\n{not json\n.version", b"TAGPUK1\n{}\nx",
+                                     b"TAGPUK1\n" + json.dumps({"facts": {
+                                         "row_cache_itemsize": 4, "row_cache_limit": 0},
+                                         "ir_sha256": "0"}).encode() + b"\nnot ptx"])
+def test_gpu_kernel_entry_damaged_inside_is_rebuilt(gpu_disk, payload) -> None:
+    """An entry whose file checks out but whose content is not a kernel (truncated header,
+    broken JSON, missing facts, not PTX) is refused with a warning and rebuilt."""
+    kernelcache, lowered = gpu_disk
+    x = _f32(300)
+    _f, first = _cuda_kernels(_softplus, x)
+    cache = kernelcache._disk_cache()
+    keys = [name[:-4] for name in os.listdir(cache.folder) if name.endswith(".bin")]
+    assert keys
+    for key in keys:   # the same key and record, another payload
+        path = cache.path(key)
+        record = _stored_record(path)
+        cache.store(key, payload, record)
+    kernelcache.clear_memory()
+    del lowered[:]
+    with pytest.warns(CacheWarning):
+        _f, again = _cuda_kernels(_softplus, x)
+    assert lowered and [k.ptx for k in again] == [k.ptx for k in first]
+
+
+def _stored_record(path: str) -> bytes:
+    """The key record stored in a cache entry (diskcache's file format)."""
+    import struct
+    import zlib
+    data = Path(path).read_bytes()
+    (n,) = struct.unpack_from("<I", data, 8 + 2 + 2 + 32)
+    start = 8 + 2 + 2 + 32 + 4 + 8 + 32
+    return zlib.decompress(data[start:start + n]) if n else b""
+
+
+def test_gpu_kernel_key_components(monkeypatch) -> None:
+    """The GPU kernel key has every component it names, and where libdevice is looked for
+    (TRACEARRAY_LIBDEVICE, CUDA_HOME) changes it: another libdevice may be found."""
+    from tracearray.gpu import kernelcache
+    target = kernelcache.ptxmod.DEFAULT_TARGET
+    base = kernelcache.key_components("k", "map", False, target)
+    assert set(base) == set(kernelcache.KEY_COMPONENTS)
+    for var in ("TRACEARRAY_LIBDEVICE", "CUDA_HOME"):
+        with monkeypatch.context() as m:
+            m.setenv(var, "/somewhere/else")
+            assert kernelcache.key_components("k", "map", False, target)["libdevice_search"] \
+                != base["libdevice_search"]
+    other = kernelcache.key_components("k", "map", True, target)
+    assert [k for k in base if base[k] != other[k]] == ["wide"]
+    other = kernelcache.key_components("k", "map", False,
+                                       kernelcache.ptxmod.GpuTarget(80, 78))
+    assert [k for k in base if base[k] != other[k]] == ["target"]
+
+
+def test_gpu_check_kernel_keys_catches_a_description_that_misses_something(
+        gpu_disk, monkeypatch) -> None:
+    """TRACEARRAY_CHECK_KERNEL_KEYS=1: a GPU description that leaves out the op makes exp's
+    and log's kernels share a key; the second is refused instead of running exp's PTX."""
+    kernelcache, _lowered = gpu_disk
+    real = kernelcache.describe_kernel
+    monkeypatch.setattr(kernelcache, "describe_kernel",
+                        lambda geo, name, math: real(geo, name, math).replace("log(", "exp("))
+    monkeypatch.setenv("TRACEARRAY_CHECK_KERNEL_KEYS", "1")
+    x = _f32(50) ** 2 + 0.5
+    _cuda_kernels(lambda x: np.exp(x) + 1, x)
+    kernelcache.clear_memory()
+    with pytest.raises(Exception, match="other LLVM IR"):
+        _cuda_kernels(lambda x: np.log(x) + 1, x)

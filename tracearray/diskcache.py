@@ -62,7 +62,6 @@ import hashlib
 import os
 import stat
 import struct
-import sys
 import threading
 import time
 import warnings
@@ -145,6 +144,34 @@ def llvm_identity() -> str:
             break
         _llvm_identity = f"llvmlite {llvmlite.__version__}; {library}"
     return _llvm_identity
+
+
+def source_files(packages: Sequence[str]) -> list[str]:
+    """The .py files of the tracearray subpackages ``packages``, sorted (``__pycache__``
+    skipped)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    for package in packages:
+        found = []
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, package)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            found += [os.path.join(dirpath, f) for f in filenames if f.endswith(".py")]
+        out += sorted(found)
+    return out
+
+
+def sources_digest(packages: Sequence[str]) -> str:
+    """sha256 over the path, size and modification time of every source file of the
+    tracearray subpackages ``packages``, for keys of the code they generate. (Python reuses
+    a module's compiled bytecode by the same test, so this digest changes whenever the code
+    that runs does; reading the 400 KB of sources instead cost 2 ms of every new process's
+    first call.)"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for path in source_files(packages):
+        st = os.stat(path)
+        h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
 
 
 def tracearray_version() -> str:

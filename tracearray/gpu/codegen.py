@@ -49,7 +49,6 @@ Nothing here reads sizes except through ``Launch`` choices made by the runtime.
 """
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from typing import Callable, Sequence
 
@@ -57,32 +56,21 @@ import numpy as np
 from llvmlite import ir
 
 from ..codegen import scalar
-from ..codegen.kernel import (KernelLowering, accumulator_dtype, atomic_combine,
+from ..codegen.kernel import (KernelLowering, accumulator_dtype,
                               is_arg_reduction, is_float_sum, reducer, reduction_input_dtype)
 from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
-from ..fuse.plan import Kernel
-from ..tile import ordered_in_parallel
 from ..tile.geometry import Geometry
+from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
-from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
-from .sorted_scatter import SCRATCH as SORT_SCRATCH
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
+from .launch import (MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, WARP, WARP_ROW_WARPS, entry_names,
+                     gpu_strategy, scratch_dtypes)
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-WARP = 32
-MAX_WARPS = 32
-MAX_BLOCK = 256      # threads per block of block reductions (the runtime launches no more)
-THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, not a block
-# rows of at most this many elements: a warp per row (warp_row), longer ones a block per row
-# (block_row). A short row's block spends its time in barriers (l2_normalize's 128-element
-# rows ran at 23 % of the copy bandwidth as block_row on the H200, 2026-12-01).
-WARP_ROW_MAX = 1024
-WARP_ROW_WARPS = 8    # warps (rows at a time) per block of warp_row
-ROW_STRATEGIES = ("block_row", "warp_row")
 # blocks per multiprocessor the row strategies ask ptxas to fit (registers budgeted to
 # it); 0: ptxas's own budget
 ROW_MIN_BLOCKS = 0
@@ -103,69 +91,8 @@ VECTOR_UNROLL = 2
 # warp_row's sweeps: a lane has at most WARP_ROW_MAX / 32 positions, so no unrolling (the
 # unrolled copy costs registers: occupancy)
 WARP_ROW_UNROLL = 1
-# scan_tiled's shortest tile (``scan_tile_length``)
-SCAN_TILE_MIN = 128
 # chunks of 32 elements whose loads a scan_tiled warp issues before scanning the first
 SCAN_BATCH = 8
-
-
-def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None = None) -> str:
-    """The GPU driver for a geometry (``inner_size``: elements per row, ``rows``: the rows
-    of the parallel range, when known)."""
-    s = geo.strategy
-    if s in ("map", "map2d"):
-        return "map"
-    if s == "col":
-        return "thread_row"
-    if s == "row" and inner_size is not None and inner_size <= THREAD_ROW_MAX:
-        return "thread_row"
-    if s == "row" and inner_size is not None and inner_size <= WARP_ROW_MAX:
-        return "warp_row"
-    if s == "row":
-        return "block_row"
-    if s == "scatter" and atomic_combine(geo.kernel.scatter) is not None:
-        return "scatter_atomic"
-    if s == "scatter" and geo.kernel.scatter.attr("combine") is None and \
-            ordered_in_parallel(rows, inner_size):
-        return "scatter_last"
-    if s == "scatter" and ordered_in_parallel(rows, inner_size):   # an order-dependent combine
-        return "scatter_sorted"
-    if s == "scan" and ordered_in_parallel(rows, inner_size):
-        return "scan_tiled"
-    return s   # full, scan, scatter
-
-
-# The entry points of the multi-pass strategies, in launch order (suffixes of the name).
-PASSES = {"full": ("", "_combine"), "scatter_last": ("_init", "_claim", ""),
-          "scan_tiled": ("_tiles", "_totals", ""), "scatter_sorted": SORT_ENTRIES}
-
-
-def entry_names(strategy: str, name: str) -> list[str]:
-    """The kernel's entry points, in launch order."""
-    return [name + suffix for suffix in PASSES.get(strategy, ("",))]
-
-
-def scratch_dtypes(strategy: str, kernel: Kernel, wide: bool) -> list[np.dtype]:
-    """Scratch arrays a strategy's passes share (after the stores, before the error flag):
-    ``scatter_last``'s winning positions, one per element of the target (int64 when the
-    space may have 2^31 elements or more, ``wide``); ``scan_tiled``'s tile totals, one per
-    tile of each row, in the scan's dtype; ``scatter_sorted``'s keys, positions and digit
-    table (``sorted_scatter.SCRATCH``)."""
-    if strategy == "scatter_last":
-        return [np.dtype(np.int64 if wide else np.int32)]
-    if strategy == "scatter_sorted":
-        return [np.dtype(np.int64 if wide else np.int32)] * len(SORT_SCRATCH)
-    if strategy == "scan_tiled":
-        return [np.dtype(kernel.reductions[0].dtype)]
-    return []
-
-
-def scan_tile_length(length: int) -> int:
-    """Elements per tile of a ``scan_tiled`` row of ``length``: about its square root, so
-    neither the tiles (a thread each) nor the per-row scan of their totals is long. A
-    function of the length only: the association of a float scan does not depend on the
-    device."""
-    return max(SCAN_TILE_MIN, math.isqrt(max(length - 1, 0)) + 1)
 
 
 class _Nvvm:
@@ -1374,22 +1301,10 @@ class MatmulLowering(GpuLoweringMixin, KernelLowering):
         return self._c_load_list
 
 
-def epilogue_reads_identity(kernel: Kernel, node) -> bool:
-    """Whether a map kernel reads ``node`` only elementwise at its own index (so a matmul
-    producing ``node`` can compute the kernel's roots from its accumulators)."""
-    from ..fuse.kexpr import space_index
-    if kernel.kind != "map" or kernel.space != node.shape or kernel.body.nested_extents:
-        return False
-    ident = space_index(kernel.space)
-    accs = [a for a in kernel.body.accesses if a.buffer is node]
-    return bool(accs) and all(a.chain == () and a.index == ident for a in accs)
-
-
 # ==========================================================================================
 # Strided copies: a view gathered into a C-contiguous buffer, or scattered back into one
 # ==========================================================================================
 
-COPY_MAX_RANK = 8
 
 
 def copy_kernel_ir(itemsize: int, name: str, scatter: bool = False) -> str:
@@ -1436,6 +1351,5 @@ def copy_kernel_ir(itemsize: int, name: str, scatter: bool = False) -> str:
     return str(module)
 
 
-__all__ = ["GpuKernelLowering", "MatmulLowering", "gpu_strategy", "entry_names",
-           "scratch_dtypes", "scan_tile_length", "epilogue_reads_identity", "copy_kernel_ir",
-           "COPY_MAX_RANK", "MATMUL_THREADS"]
+__all__ = ["GpuKernelLowering", "MatmulLowering", "copy_kernel_ir", "COPY_MAX_RANK",
+           "MATMUL_THREADS"]

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import ptx as ptxmod
-from .codegen import COPY_MAX_RANK, copy_kernel_ir
+
+COPY_MAX_RANK = 8   # dims of a view the copy kernel takes (its arguments: extents, strides)
 
 COPY_BLOCK = 256
 _lock = threading.Lock()
@@ -29,6 +30,7 @@ def _kernel(dev: Any, itemsize: int, scatter: bool, counts: Any) -> Any:
     with _lock:
         entry = _ptx.get(key)
         if entry is None:
+            from .codegen import copy_kernel_ir   # (only when a copy runs)
             name = f"tracearray_{'scatter' if scatter else 'gather'}{itemsize}"
             ir_text = copy_kernel_ir(itemsize, name, scatter)
             entry = _ptx[key] = (name, ir_text, ptxmod.compile_ptx(ir_text, dev.target, counts))

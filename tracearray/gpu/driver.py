@@ -216,10 +216,11 @@ class Device:
             self.call("cuEventDestroy", ev)
 
     # -------------------------------------------------------------- code
-    def load(self, ptx: str, names: list[str], ir: str | None = None) -> dict[str, Function]:
+    def load(self, ptx: str, names: list[str], ir: Any = None) -> dict[str, Function]:
         """Load a PTX module (cached by its text): as a cubin made by nvJitLink or ptxas when
         one of them is there, else through the driver's JIT, whose error log is reported.
-        (``ir``, the LLVM IR the PTX came from, is for emulated devices in tests.)"""
+        (``ir``, the LLVM IR the PTX came from or a function that makes it, is for emulated
+        devices in tests; a device never generates it.)"""
         with self._lock:
             mod = self._modules.get(ptx)
             if mod is None:

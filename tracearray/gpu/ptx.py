@@ -35,10 +35,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +180,7 @@ def libdevice_candidates() -> list[tuple[str, Path]]:
         for rel in ("nvidia/cu13/nvvm/libdevice", "nvidia/cuda_nvcc/nvvm/libdevice"):
             out.append(("site-packages", Path(sp) / rel / _LIBDEVICE))
     for tool in ("ptxas", "nvcc"):
+        import shutil   # (these three: not imported by a process whose kernels are on disk)
         found = shutil.which(tool)
         if found:
             root = Path(os.path.realpath(found)).parent.parent
@@ -485,6 +483,7 @@ def optimized_ir(ir_text: str, target: GpuTarget = DEFAULT_TARGET) -> str:
 # ------------------------------------------------------------------------------------------
 
 def ptxas_path() -> str | None:
+    import shutil
     found = shutil.which("ptxas")
     if found:
         return found
@@ -500,6 +499,8 @@ def ptxas(ptx: str, arch: str = "sm_90", verbose: bool = False) -> tuple[bytes, 
     exe = ptxas_path()
     if exe is None:
         raise PtxasError("ptxas was not found (PATH, CUDA_HOME)")
+    import subprocess
+    import tempfile
     with tempfile.TemporaryDirectory(prefix="tracearray-ptxas-") as d:
         src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
         src.write_text(ptx)

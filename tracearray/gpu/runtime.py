@@ -30,7 +30,6 @@ import dataclasses
 import math
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -39,7 +38,6 @@ import numpy as np
 from .. import config
 from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
-from ..tile.describe import describe_kernel
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
 from ..errors import TracearrayError, run_time_error, stage_error
@@ -52,9 +50,9 @@ from . import sort as sort_library
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
-from .codegen import (MATMUL_THREADS, MAX_BLOCK, GpuKernelLowering,
-                      MatmulLowering, entry_names, epilogue_reads_identity, gpu_strategy,
-                      scan_tile_length, scratch_dtypes, WARP, WARP_ROW_WARPS)
+from .kernelcache import lowered_kernel
+from .launch import (MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names, epilogue_reads_identity,
+                     gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
@@ -170,7 +168,9 @@ class GpuKernel:
     ("flag",), ("null",)."""
     name: str
     strategy: str
-    ir: str
+    # the LLVM IR, or a kernelcache.LoweredKernel that generates it when asked (a kernel
+    # found by its description has PTX only until then)
+    source: Any
     ptx: str
     names: list[str]
     ptr_sources: list[tuple]
@@ -190,6 +190,10 @@ class GpuKernel:
     # shared bytes, argument buffer, address of its void*[]); the buffers they point into
     bound: list | None = None
     _buffers: list = field(default_factory=list)
+
+    @property
+    def ir(self) -> str:
+        return self.source if isinstance(self.source, str) else self.source.ir
 
 
 @dataclass
@@ -469,12 +473,11 @@ class GpuExecutable:
         strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
         # positions in the space (or a scatter's target offsets) need 64 bits
         wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
-        lowering = GpuKernelLowering(geo, name, strategy, wide,
-                                     async_copy=self.target.cc >= 80)
-        ir_text, ptx = self._lowered(lowering, geo, name, strategy, wide)
+        lowered = lowered_kernel(geo, name, strategy, wide, self.target, self)
+        facts = lowered.facts
         names = entry_names(strategy, name)
         launches: list[Launch] = []
-        gk = GpuKernel(name, strategy, ir_text, ptx, names, sources, params, launches,
+        gk = GpuKernel(name, strategy, lowered, lowered.ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
         scratch = scratch_dtypes(strategy, spec.kernel, wide)
         # after the stores (before any error flag)
@@ -509,8 +512,8 @@ class GpuExecutable:
         elif strategy == "warp_row":
             nrows = prod(geo.par_dims)
             # a row cache per warp, when the block's fit (one read of the re-read inputs)
-            cache = WARP_ROW_WARPS * inner * lowering.row_cache_itemsize()
-            use_cache = 0 < cache <= lowering.row_cache_limit()
+            cache = WARP_ROW_WARPS * inner * facts["row_cache_itemsize"]
+            use_cache = 0 < cache <= facts["row_cache_limit"]
             if nrows:
                 grid = min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms)
                 launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
@@ -524,8 +527,8 @@ class GpuExecutable:
             per_thread = _cdiv(max(inner, 1), ROW_ELEMENTS_PER_THREAD)
             block = min(ROW_BLOCK_MAX, max(32, 1 << max(per_thread - 1, 0).bit_length()))
             # the row's re-read inputs stay in shared memory when they fit (one read of x)
-            cache = inner * lowering.row_cache_itemsize()
-            use_cache = 0 < cache <= lowering.row_cache_limit()
+            cache = inner * facts["row_cache_itemsize"]
+            use_cache = 0 < cache <= facts["row_cache_limit"]
             if nrows:
                 launches.append(Launch(name, min(nrows, ROW_GRID_PER_SM * self.sms), block,
                                        (int(use_cache),), cache if use_cache else 0))
@@ -544,27 +547,6 @@ class GpuExecutable:
             gk.checks = list(spec.kernel.body.checks)
             gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
-
-    def _lowered(self, lowering: GpuKernelLowering, geo: Geometry, name: str, strategy: str,
-                 wide: bool) -> tuple[str, str]:
-        """The kernel's IR and PTX, generated once per process for each description: the
-        description of everything the lowering reads (``tile/describe.py``, the same claim
-        as the CPU's kernel key; ``tests/test_kernel_keys.py`` checks it for this lowering
-        too) with the GPU's own choices (strategy, index width, target), so a new size of an
-        argument, whose kernels are the same size-generic ones, generates no IR."""
-        key = (describe_kernel(geo, name, "GpuMath"), strategy, wide, self.target)
-        with _LOWERED_LOCK:
-            hit = _LOWERED.get(key)
-            if hit is not None:
-                _LOWERED.move_to_end(key)
-                return hit
-        ir_text = lowering.lower()
-        hit = (ir_text, ptxmod.compile_ptx(ir_text, self.target, self))
-        with _LOWERED_LOCK:
-            _LOWERED[key] = hit
-            while len(_LOWERED) > LOWERED_MAX:
-                _LOWERED.popitem(last=False)
-        return hit
 
     def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
                                  ) -> tuple[list[int], list[Launch]]:
@@ -618,6 +600,7 @@ class GpuExecutable:
             # the epilogue's loads of C read the accumulators: no pointer needed
             epi_sources = [("null",) if s[0] == "buf" and s[1] is mm else s for s in epi_sources]
             sources += epi_sources
+        from .codegen import MATMUL_THREADS, MatmulLowering
         lowering = MatmulLowering(mm, name, epi_geo, store_c, (m_dim, n_dim))
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
@@ -970,7 +953,7 @@ class GpuExecutable:
         pointers (filled at every call), then the parameters and the launch's extras, and
         the ``void*[]`` of their addresses that ``cuLaunchKernel`` takes."""
         if not gk.functions:
-            gk.functions = dev.load(gk.ptx, gk.names, gk.ir)
+            gk.functions = dev.load(gk.ptx, gk.names, lambda: gk.ir)
         if gk.nslots and not gk._partials:
             gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
         bound = []
@@ -978,8 +961,8 @@ class GpuExecutable:
             fn = gk.functions[ln.entry]
             block = min(ln.block, fn.max_threads)
             block = 1 << (block.bit_length() - 1)   # a power of two (block reductions' tree)
-            if gk.strategy == "matmul" and block != MATMUL_THREADS:
-                raise RuntimeError(f"kernel {ln.entry} cannot run {MATMUL_THREADS} threads per "
+            if gk.strategy == "matmul" and block != ln.block:   # (its tile needs them all)
+                raise RuntimeError(f"kernel {ln.entry} cannot run {ln.block} threads per "
                                    f"block on this GPU (limit {fn.max_threads})")
             packed = _pack([0] * len(gk.ptr_sources), gk.params, ln.extra)
             vals = (ctypes.c_uint64 * len(packed))(*packed.tolist())
@@ -998,11 +981,6 @@ class GpuExecutable:
         return out.ptr
 
 
-# Kernels generated in this process, by description (GpuExecutable._lowered): at most this
-# many, least recently used first out (IR and PTX are some 100 KB a kernel)
-LOWERED_MAX = 256
-_LOWERED: "OrderedDict[tuple, tuple[str, str]]" = OrderedDict()
-_LOWERED_LOCK = threading.Lock()
 
 
 # Errors found on the device, not read yet: the host reads them when it next waits for the
