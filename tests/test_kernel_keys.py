@@ -368,9 +368,9 @@ def test_host_cpu_is_what_decides_llvms_host_answers() -> None:
 @pytest.fixture
 def gpu_recorded(monkeypatch):
     """Every GPU kernel lowered meanwhile (device='cuda': no GPU needed to lower), as
-    ((description, strategy, index width), its IR), with the in-process memo of
-    ``gpu/kernelcache.py`` off (memory and disk) (every kernel generated) and no PTX made (the key is for
-    the IR; PTX follows from the IR through the PTX cache's own key)."""
+    ((description, strategy, index width), its IR), with ``gpu/kernelcache.py`` off (memory
+    and disk: every kernel generated) and no PTX made (the key is for the IR; PTX follows
+    from the IR through the PTX cache's own key)."""
     from tracearray.gpu import codegen as gcodegen
     from tracearray.gpu import kernelcache
     seen: list[tuple[tuple, str]] = []

@@ -147,6 +147,12 @@ class KernelBody:
         self.nested_extents.append(extent)
         return self.space_rank + len(self.nested_extents) - 1
 
+    def copy(self) -> "KernelBody":
+        """An independent copy (a walk continued from it leaves this one as it was)."""
+        return KernelBody(list(self.accesses), list(self.params), self.space_rank,
+                          list(self.nested_extents), list(self.checks), self.scatter_index,
+                          dict(self._access_ids), dict(self._param_ids))
+
 
 def is_scalar_source(node: Node) -> bool:
     return node.op in ("constant", "size") and node.ndim == 0
@@ -180,6 +186,16 @@ class Walker:
         self.memo: dict[tuple[Node, Index], KExpr] = {}
         # the distinct indices at which each elementwise or gather node is computed
         self.computed_at: dict[Node, set[Index]] = {}
+
+    def fork(self, stored: set[Node]) -> "Walker":
+        """A copy of this walker, reading ``stored``, whose walks leave this one (and its
+        body) as they were: the planner continues a kernel's last walk with one more root
+        instead of walking the kernel again (``plan._try``)."""
+        other = Walker(self.body.copy(), stored, dict(self.inline_roots), dict(self.reductions),
+                       self.reductions_readable, self.planned, self.space)
+        other.memo = dict(self.memo)
+        other.computed_at = {n: set(at) for n, at in self.computed_at.items()}
+        return other
 
     def expr(self, node: Node, idx: Index) -> KExpr:
         key = (node, idx)

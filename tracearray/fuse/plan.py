@@ -74,6 +74,9 @@ class Kernel:
     # kind "scatter": the scatter node; its space is the values' (the gather's shape), its
     # reduce_axes the index dimensions, visited in order (body.scatter_index: where it writes)
     scatter: Node | None = None
+    # the planner's last successful walk of this kernel's roots and reductions (``_try``),
+    # continued when a root joins; None when the kernel must be walked again
+    walked: Any = field(default=None, repr=False)
 
     @property
     def full_rows(self) -> bool:
@@ -254,19 +257,42 @@ def _new_kernel(kernels: list[Kernel], kernel: Kernel) -> int:
     return len(kernels) - 1
 
 
+# Whether ``_try`` continues a kernel's last walk when a root joins it (else every try walks
+# the whole kernel again: a kernel of r roots was walked r times over, most of black_scholes's
+# planning; tests/test_cpu_fusion.py checks both give the same plans).
+INCREMENTAL = True
+
+
 def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int,
          extra_root: Store | None = None, extra_red: Node | None = None) -> None:
     """Raise NotFusable unless the kernel, extended by a root or a reduction, can be built
-    from what is stored before it runs."""
+    from what is stored before it runs.
+
+    A root joining a kernel that was walked before is walked alone, continuing a copy of
+    the last walk (its memo, recomputation counts and body): the same answer as walking the
+    whole kernel again, since nothing the earlier walk read can have changed. Its roots and
+    reductions read only nodes before them in the graph's order, which were placed (stored
+    or not, and by which kernel) before they were; the new root, later in that order, is no
+    operand of theirs; and a fresh walk visits the roots last, in order, after the reductions,
+    as the continued walk does."""
     earlier = {n for n in stores if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
+    last = kernel.walked
+    if INCREMENTAL and extra_red is None and extra_root is not None and last is not None:
+        walker = last.fork(earlier)
+        if extra_root.dest is extra_root.node:
+            walker.inline_roots[extra_root.node] = extra_root.index
+        walker.expr(extra_root.node, extra_root.index)
+        kernel.walked = walker
+        return
     roots = kernel.roots + ([extra_root] if extra_root else [])
     reds = kernel.reductions + ([extra_red] if extra_red else [])
-    _walk_kernel(kernel, roots, reds, earlier, KernelBody(), stores)
+    walker = _walk_kernel(kernel, roots, reds, earlier, KernelBody(), stores)[2]
+    kernel.walked = walker if kernel.scatter is None else None
 
 
 def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: set[Node],
                  body: KernelBody, planned: set[Node] | frozenset = frozenset()
-                 ) -> tuple[list[KExpr], list[KExpr]]:
+                 ) -> tuple[list[KExpr], list[KExpr], Walker]:
     row = row_index(kernel.space, kernel.reduce_axes)
     body.space_rank = len(kernel.space)
     walker = Walker(body, stored, {r.node: r.index for r in roots if r.dest is r.node},
@@ -278,7 +304,7 @@ def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: s
         body.scatter_index = walker.scatter_index(kernel.scatter, space_index(kernel.space))
         values = scatter_parts(kernel.scatter.args, kernel.scatter.attr("axes"))[2]
         return [], ([walker.expr(values, space_index(kernel.space))] if values is not None
-                    else [])
+                    else []), walker
     red_exprs = []
     for i, r in enumerate(reds):
         # A reduction's input may use only the reductions of earlier phases, and only when
@@ -291,7 +317,7 @@ def _walk_kernel(kernel: Kernel, roots: list[Store], reds: list[Node], stored: s
     walker.reductions_readable = True
     walker.memo.clear()
     root_exprs = [walker.expr(r.node, r.index) for r in roots]
-    return red_exprs, root_exprs
+    return red_exprs, root_exprs, walker
 
 
 def _root_index(kernel: Kernel, node: Node) -> Index | None:
@@ -425,8 +451,9 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
         earlier = {n for n in stores
                    if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
         kernel.body = KernelBody()
-        kernel.red_exprs, kernel.root_exprs = _walk_kernel(
+        kernel.red_exprs, kernel.root_exprs, _ = _walk_kernel(
             kernel, kernel.roots, kernel.reductions, earlier, kernel.body, stores)
+        kernel.walked = None   # (the planner's; not kept with the plan)
         needed.update(acc.buffer for acc in kernel.body.accesses)
     for kernel in kernels:
         if kernel.call is not None:
