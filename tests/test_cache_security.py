@@ -463,3 +463,27 @@ def test_cubin_cache_off_assembles_every_time(tmp_path, monkeypatch) -> None:
     assert P.cubin_for(".version 8.0", "sm_90") is not None
     assert P.cubin_for(".version 8.0", "sm_90") is not None
     assert calls == ["sm_90", "sm_90"] and not any(tmp_path.iterdir())
+
+
+@needs_ptxas
+def test_assembler_found_once_is_remembered_while_its_files_are_unchanged(cache_root,
+                                                                           monkeypatch) -> None:
+    """Which tool assembles cubins (nvJitLink, whose binding locates its library through
+    cuda.pathfinder: 25 ms; else ptxas) is remembered in the cache's toolchain folder with
+    the files it came from: used again without looking, unless a file or the search
+    settings changed."""
+    first = P._assembler()
+    assert first is not None
+    looked = []
+    real = P._resolve_assembler
+    monkeypatch.setattr(P, "_resolve_assembler", lambda: looked.append(1) or real())
+    assert P._assembler()[0] == first[0] and looked == []      # remembered
+    entries = [p for p in (cache_root / "toolchain").iterdir() if p.name.endswith(".bin")]
+    assert len(entries) == 1 and stat.S_IMODE(entries[0].stat().st_mode) & 0o077 == 0
+    with monkeypatch.context() as m:     # another PATH may find another ptxas
+        m.setenv("PATH", os.environ.get("PATH", "") + os.pathsep + "/elsewhere")
+        assert P._assembler()[0] == first[0] and looked == [1]
+    with monkeypatch.context() as m:     # the tool was replaced (another size and time)
+        m.setattr(P, "_file_identity", lambda path: [path, 0, 0])
+        P._assembler()
+    assert looked == [1, 1]

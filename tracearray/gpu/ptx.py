@@ -33,6 +33,7 @@ its kernels without running an assembler.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sys
@@ -543,28 +544,123 @@ def _cubin_cache() -> ObjectCache | None:
 
 def _assembler() -> tuple[str, Any] | None:
     """The tool that assembles PTX here, as (its identity for the key, assemble(ptx, arch)),
-    nvJitLink first; None when neither it nor ptxas is installed."""
+    nvJitLink first; None when neither it nor ptxas is installed.
+
+    Finding nvJitLink imports its binding, which locates ``libnvJitLink`` through
+    ``cuda.pathfinder`` (25 ms on the H200, most of a warm process's first GPU call), so the
+    answer is remembered in the cache's ``toolchain`` folder with the files it came from
+    (path, size, modification time) and the settings it was found under
+    (``_resolution_key``), and used while they are unchanged."""
+    found = _recorded_assembler()
+    if found is None:
+        found, files = _resolve_assembler()
+        if found is not None and files:
+            _record_assembler(found[0], files)
+    return found
+
+
+def _resolve_assembler() -> tuple[tuple[str, Any] | None, list[str]]:
+    """(identity, assemble) as ``_assembler`` describes, and the files that decide it."""
     try:
         from cuda.bindings import nvjitlink
         version = "nvjitlink " + ".".join(map(str, nvjitlink.version()))
     except Exception:   # noqa: BLE001 - not installed, or its library is missing
         version = None
     if version is not None:
-        return version, nvjitlink_cubin
+        library = _loaded_library("libnvJitLink")
+        files = [nvjitlink.__file__, library] if library else []
+        return (version, nvjitlink_cubin), files
     exe = ptxas_path()
     if exe is None:
-        return None
+        return None, []
     try:
         st = os.stat(exe)
     except OSError:
+        return None, []
+    return (f"ptxas {os.path.realpath(exe)} {st.st_size} {st.st_mtime_ns}", _ptxas_cubin), \
+        [os.path.realpath(exe)]
+
+
+def _ptxas_cubin(ptx: str, arch: str) -> bytes | None:
+    try:
+        return ptxas(ptx, arch)[0]
+    except Exception:   # noqa: BLE001 - the driver's JIT is tried next, and reports it
         return None
 
-    def assemble(ptx: str, arch: str) -> bytes | None:
-        try:
-            return ptxas(ptx, arch)[0]
-        except Exception:   # noqa: BLE001 - the driver's JIT is tried next, and reports it
-            return None
-    return f"ptxas {os.path.realpath(exe)} {st.st_size} {st.st_mtime_ns}", assemble
+
+def _loaded_library(stem: str) -> str | None:
+    """The path of a shared library of this process whose name starts with ``stem``
+    (``/proc/self/maps``; None elsewhere or when it is not loaded)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if os.path.basename(path).startswith(stem):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+# Where the assembler is looked for besides the files themselves: a record made under
+# other settings is not used.
+def _resolution_key() -> tuple[str, bytes]:
+    env = {v: os.environ.get(v, "") for v in ("CUDA_HOME", "CUDA_PATH", "PATH",
+                                             "LD_LIBRARY_PATH", "CONDA_PREFIX")}
+    record = key_record({"what": "assembler", "environment": repr(sorted(env.items())),
+                         "sys_path": repr(sys.path), "tracearray": tracearray_version()},
+                        ("what", "environment", "sys_path", "tracearray"), "assembler record")
+    return record_key(record), record
+
+
+def _file_identity(path: str) -> list:
+    st = os.stat(path)
+    return [path, st.st_size, st.st_mtime_ns]
+
+
+def _toolchain_cache() -> ObjectCache | None:
+    """``<cache>/toolchain``: what was found where (the assembler), not code."""
+    root = config.cache_dir()
+    if root is None:
+        return None
+    folder = os.path.join(root, "toolchain")
+    cache = _disk_caches.get(folder)
+    if cache is None:
+        cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(), root=root)
+    return cache
+
+
+def _record_assembler(identity: str, files: list[str]) -> None:
+    cache = _toolchain_cache()
+    if cache is None:
+        return
+    try:
+        data = {"identity": identity, "files": [_file_identity(f) for f in files]}
+    except OSError:
+        return
+    key, record = _resolution_key()
+    cache.store(key, json.dumps(data, sort_keys=True).encode(), record)
+
+
+def _recorded_assembler() -> tuple[str, Any] | None:
+    """The remembered assembler, if its files are as they were (read as JSON data)."""
+    cache = _toolchain_cache()
+    if cache is None:
+        return None
+    key, record = _resolution_key()
+    payload = cache.load(key, record)
+    if payload is None:
+        return None
+    try:
+        data = json.loads(payload)
+        identity, files = data["identity"], data["files"]
+        same = isinstance(identity, str) and files and \
+            all(_file_identity(f[0]) == list(f) for f in files)
+    except (ValueError, TypeError, KeyError, IndexError, OSError):
+        same = False
+    if not same:
+        return None
+    return identity, (nvjitlink_cubin if identity.startswith("nvjitlink ") else _ptxas_cubin)
 
 
 def cubin_for(ptx: str, arch: str) -> bytes | None:
