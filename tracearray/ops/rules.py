@@ -17,6 +17,8 @@ def broadcast_shape(shapes: Sequence[Shape], attrs: dict | None = None) -> Shape
     rather than ``np.broadcast_shapes``, which is limited to 32 dimensions and reports a
     result too large for memory as a broadcasting error: those limits are checked, with
     NumPy's messages, where a node is made (``graph.check_shape``)."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:   # (most operands: equal shapes)
+        return tuple(int(n) for n in shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for shape in shapes:

@@ -74,9 +74,14 @@ class Node:
                 return node
             check_shape(shape, dtype)
             node = object.__new__(cls)
-            for name, value in (("op", op), ("args", args), ("attrs", attrs), ("shape", shape),
-                                ("dtype", dtype), ("_key", key), ("_hash", hash(key))):
-                object.__setattr__(node, name, value)
+            setattr_ = object.__setattr__
+            setattr_(node, "op", op)
+            setattr_(node, "args", args)
+            setattr_(node, "attrs", attrs)
+            setattr_(node, "shape", shape)
+            setattr_(node, "dtype", dtype)
+            setattr_(node, "_key", key)
+            setattr_(node, "_hash", hash(key))
             cls._interned[key] = node
             return node
 
