@@ -402,6 +402,19 @@ def cuda_toolkit_roots() -> list[tuple[str, str]]:
     return [(var, os.environ[var]) for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
 
 
+# The system's search paths a tool or library is found through (PATH for ptxas, the loader's
+# path and a conda prefix for nvJitLink): not tracearray settings, read to tell whether a
+# remembered answer (``gpu/ptx.py``'s assembler) was found under the same ones.
+TOOL_SEARCH_VARIABLES = ("PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX")
+
+
+def tool_search_environment() -> dict[str, str]:
+    """The values of ``TOOL_SEARCH_VARIABLES`` and of ``CUDA_HOME`` / ``CUDA_PATH`` ('' when
+    unset)."""
+    names = TOOL_SEARCH_VARIABLES + ("CUDA_HOME", "CUDA_PATH")
+    return {name: os.environ.get(name, "") for name in names}
+
+
 def gpu_load_mode() -> str:
     """``TRACEARRAY_GPU_LOAD``: how GPU modules are loaded: ``auto`` (cubin through nvJitLink
     or ptxas when present, else the driver's PTX JIT), ``ptx`` or ``cubin``."""

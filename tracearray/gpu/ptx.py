@@ -605,8 +605,7 @@ def _loaded_library(stem: str) -> str | None:
 # Where the assembler is looked for besides the files themselves: a record made under
 # other settings is not used.
 def _resolution_key() -> tuple[str, bytes]:
-    env = {v: os.environ.get(v, "") for v in ("CUDA_HOME", "CUDA_PATH", "PATH",
-                                             "LD_LIBRARY_PATH", "CONDA_PREFIX")}
+    env = config.tool_search_environment()
     record = key_record({"what": "assembler", "environment": repr(sorted(env.items())),
                          "sys_path": repr(sys.path), "tracearray": tracearray_version()},
                         ("what", "environment", "sys_path", "tracearray"), "assembler record")
