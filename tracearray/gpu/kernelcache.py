@@ -57,7 +57,6 @@ MEMORY_MAX = 256
 _lock = threading.Lock()
 forksafe.renew_at_fork(sys.modules[__name__], "_lock")
 _memory: "OrderedDict[tuple, LoweredKernel]" = OrderedDict()
-_disk_caches: dict[str, ObjectCache] = {}
 _pipeline: list[str] = []
 
 
@@ -144,16 +143,7 @@ def key_components(description: str, strategy: str, wide: bool, target: ptxmod.G
 # ------------------------------------------------------------------------------ the disk
 
 def _disk_cache() -> ObjectCache | None:
-    root = config.cache_dir()
-    if root is None:
-        return None
-    folder = os.path.join(root, "gpukernel")
-    with _lock:
-        cache = _disk_caches.get(folder)
-        if cache is None:
-            cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(),
-                                                       root=root)
-    return cache
+    return ptxmod.subfolder_cache("gpukernel")
 
 
 def _payload(kernel: LoweredKernel, ir_text: str) -> bytes:

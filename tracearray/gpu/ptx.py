@@ -531,15 +531,20 @@ def cubin_key_components(ptx: str, arch: str, assembler: str) -> dict[str, str]:
             "pipeline_source": _source_digest()}
 
 
-def _cubin_cache() -> ObjectCache | None:
+def subfolder_cache(name: str) -> ObjectCache | None:
+    """The cache of ``<config.cache_dir()>/<name>`` (one per folder), None when it is off."""
     root = config.cache_dir()
     if root is None:
         return None
-    folder = os.path.join(root, "cubin")
+    folder = os.path.join(root, name)
     cache = _disk_caches.get(folder)
     if cache is None:
         cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(), root=root)
     return cache
+
+
+def _cubin_cache() -> ObjectCache | None:
+    return subfolder_cache("cubin")
 
 
 def _assembler() -> tuple[str, Any] | None:
@@ -619,14 +624,7 @@ def _file_identity(path: str) -> list:
 
 def _toolchain_cache() -> ObjectCache | None:
     """``<cache>/toolchain``: what was found where (the assembler), not code."""
-    root = config.cache_dir()
-    if root is None:
-        return None
-    folder = os.path.join(root, "toolchain")
-    cache = _disk_caches.get(folder)
-    if cache is None:
-        cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(), root=root)
-    return cache
+    return subfolder_cache("toolchain")
 
 
 def _record_assembler(identity: str, files: list[str]) -> None:
