@@ -484,6 +484,6 @@ def test_assembler_found_once_is_remembered_while_its_files_are_unchanged(cache_
         m.setenv("PATH", os.environ.get("PATH", "") + os.pathsep + "/elsewhere")
         assert P._assembler()[0] == first[0] and looked == [1]
     with monkeypatch.context() as m:     # the tool was replaced (another size and time)
-        m.setattr(P, "_file_identity", lambda path: [path, 0, 0])
+        m.setattr(P, "file_identity", lambda path: [path, 0, 0])
         P._assembler()
     assert looked == [1, 1]

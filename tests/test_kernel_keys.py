@@ -498,7 +498,7 @@ def test_gpu_kernel_entry_of_a_changed_libdevice_is_not_used(gpu_disk, monkeypat
         if str(path) == libdevice:
             return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
         return st
-    monkeypatch.setattr(kernelcache.os, "stat", touched)
+    monkeypatch.setattr(os, "stat", touched)
     del lowered[:]
     with pytest.warns(CacheWarning, match="libdevice"):
         _cuda_kernels(_softplus, x)

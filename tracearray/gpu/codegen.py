@@ -1305,8 +1305,6 @@ class MatmulLowering(GpuLoweringMixin, KernelLowering):
 # Strided copies: a view gathered into a C-contiguous buffer, or scattered back into one
 # ==========================================================================================
 
-
-
 def copy_kernel_ir(itemsize: int, name: str, scatter: bool = False) -> str:
     """``dst[i] = src[off + sum(idx_d(i) * stride_d)]`` for i < n (a gather), or with
     ``scatter`` ``dst[off + sum(idx_d(i) * stride_d)] = src[i]``, with ``idx`` the row-major

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -156,9 +155,8 @@ def _payload(kernel: LoweredKernel, ir_text: str) -> bytes:
 
 
 def _libdevice_record() -> dict:
-    path = ptxmod.find_libdevice()
-    st = os.stat(path)
-    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+    path, size, mtime_ns = ptxmod.file_identity(str(ptxmod.find_libdevice()))
+    return {"path": path, "size": size, "mtime_ns": mtime_ns,
             "sha256": ptxmod._libdevice_digest()}
 
 
@@ -206,8 +204,8 @@ def _parse(payload: bytes, target: ptxmod.GpuTarget) -> tuple[tuple[dict, str] |
     lib = header.get("libdevice")
     if lib is not None:
         try:
-            st = os.stat(lib["path"])
-            same = st.st_size == lib["size"] and st.st_mtime_ns == lib["mtime_ns"]
+            same = ptxmod.file_identity(lib["path"]) == [lib["path"], lib["size"],
+                                                         lib["mtime_ns"]]
         except (OSError, TypeError, KeyError):
             same = False
         if not same:

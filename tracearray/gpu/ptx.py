@@ -617,7 +617,8 @@ def _resolution_key() -> tuple[str, bytes]:
     return record_key(record), record
 
 
-def _file_identity(path: str) -> list:
+def file_identity(path: str) -> list:
+    """[path, size, modification time]: how a remembered file is recognised unchanged."""
     st = os.stat(path)
     return [path, st.st_size, st.st_mtime_ns]
 
@@ -632,7 +633,7 @@ def _record_assembler(identity: str, files: list[str]) -> None:
     if cache is None:
         return
     try:
-        data = {"identity": identity, "files": [_file_identity(f) for f in files]}
+        data = {"identity": identity, "files": [file_identity(f) for f in files]}
     except OSError:
         return
     key, record = _resolution_key()
@@ -652,7 +653,7 @@ def _recorded_assembler() -> tuple[str, Any] | None:
         data = json.loads(payload)
         identity, files = data["identity"], data["files"]
         same = isinstance(identity, str) and files and \
-            all(_file_identity(f[0]) == list(f) for f in files)
+            all(file_identity(f[0]) == list(f) for f in files)
     except (ValueError, TypeError, KeyError, IndexError, OSError):
         same = False
     if not same:

@@ -981,8 +981,6 @@ class GpuExecutable:
         return out.ptr
 
 
-
-
 # Errors found on the device, not read yet: the host reads them when it next waits for the
 # device -- at the end of a call with NumPy inputs, and in Array.numpy() (so also np.asarray
 # of a result) for calls on device arrays. Each entry's ``error(dev)`` reads its flags and
