@@ -500,10 +500,20 @@ class KernelLowering:
                     self.loop_vars[d1] = j
                     self._store_roots(stores, {})
 
-    def _reduce_phases(self) -> None:
+    def _reduce_phases(self, stash: "RowStash | None" = None) -> None:
         """Each reduction sweeps the inner dims once; its value feeds later phases. A float
-        sum's innermost loop runs in blocks combined pairwise."""
+        sum's innermost loop runs in blocks combined pairwise. With a ``stash`` (row
+        kernels), a phase writes the values that later phases read back (``RowStash``)."""
         k, inner = self.kernel, self.geo.inner_dims
+
+        def element(j: int, e: KExpr) -> ir.Value:
+            if stash is None:
+                return self.ev(e, {})
+            memo = stash.reads(self, j)
+            v = self.ev(e, memo)
+            stash.write(self, j, memo)
+            return v
+
         for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
             if self._two_pass_arg(red):
                 self.red_values[j] = self._arg_row(red, e)
@@ -512,13 +522,13 @@ class KernelLowering:
             if not (inner and is_float_sum(red)):
                 with self.nest(inner):
                     pos = self._position(red) if idx is not None else None
-                    self._accumulate(red, acc, idx, self.ev(e, {}), pos)
+                    self._accumulate(red, acc, idx, element(j, e), pos)
                 self.red_values[j] = self._finalize(red, acc, idx)
                 continue
             pw = self._pairwise(red)
             with self.nest(inner[:-1]):
                 with self.blocks(self.const(0), self.extent(inner[-1]), inner[-1], [pw]):
-                    pw.add(self.ev(e, {}), reduction_input_dtype(red))
+                    pw.add(element(j, e), reduction_input_dtype(red))
             self.b.store(pw.total(), acc)
             self.red_values[j] = self._finalize(red, acc, idx)
 
@@ -712,13 +722,27 @@ class KernelLowering:
                 yield
 
     def _row_body(self, begin: ir.Value, end: ir.Value) -> None:
+        stash = RowStash.plan(self)
+        if stash is None:
+            self._rows(begin, end, None)
+            return
+        # Rows longer than the stash holds recompute instead (one test per call: the row
+        # length is the same for every row).
+        with self.b.if_else(stash.fits(self)) as (short, long):
+            with short:
+                self._rows(begin, end, stash)
+            with long:
+                self._rows(begin, end, None)
+
+    def _rows(self, begin: ir.Value, end: ir.Value, stash: "RowStash | None") -> None:
         full, rows = self._split_stores()
         with self.loop(begin, end) as p:
             self.set_par_index(p)
-            self._reduce_phases()
+            self._reduce_phases(stash)
             if full:
                 with self.nest(self.geo.inner_dims):
-                    self._store_roots(full, {})
+                    memo = stash.reads(self, len(self.kernel.reductions)) if stash else {}
+                    self._store_roots(full, memo)
             self._store_roots(rows, {})
 
     def _col_body(self, begin: ir.Value, end: ir.Value) -> None:
@@ -961,6 +985,181 @@ class KernelLowering:
             self.red_values[j] = self._finalize(red, acc, idx)
         self._store_roots(list(enumerate(k.stores)), {})
         self._end_function()
+
+
+class RowStash:
+    """Values of a row kernel that one phase computes and a later phase reads again, kept in
+    a per-thread buffer of the row instead of computed twice.
+
+    softmax's ``exp(x - max)`` is the sum's operand and the output's numerator: the row kernel
+    sweeps the row once for the max, once for the sum and once for the output, and without a
+    stash evaluates ``exp`` in the last two (2.2 ms for (2048, 2048) float32 on two threads,
+    of which one ``np.exp`` is 0.86). Only costly ops are kept (``ops.TRANSCENDENTAL``: an
+    add is cheaper than its store and load), each value at the phase that first evaluates it,
+    read back by every later one where it would be evaluated again, so every phase sees the
+    same value (recomputing need not: a vectorised loop's scalar tail calls the scalar libm
+    function, which may differ from the vector one in the last bit). Phases are separate walks of the graph, so the same value is
+    recognised by its structure (``_Structure``: op, dtypes, operands; a load by its access,
+    which names buffer and index). The buffers are fixed-size stack arrays of
+    ``STASH_BYTES`` in all (L1/L2-resident for the rows that fit; worker threads have
+    megabyte stacks); the kernel tests the row length once and takes the recomputing sweep
+    for longer rows.
+    """
+
+    STASH_BYTES = 64 * 1024
+
+    def __init__(self, phases: list[list[KExpr]], structure: "_Structure",
+                 kept: dict[int, tuple[np.dtype, int]]):
+        self.phases = phases            # per phase, the expressions it evaluates per element
+        self.structure = structure
+        self.kept = kept                # structure id -> (dtype, phase that writes it)
+        row_bytes = sum(max(dt.itemsize, 4) for dt, _ in kept.values())
+        self.capacity = self.STASH_BYTES // row_bytes   # elements per row that fit
+        self.buffers: dict[int, ir.Value] = {}
+
+    @classmethod
+    def plan(cls, low: "KernelLowering") -> "RowStash | None":
+        from ..ops import TRANSCENDENTAL
+        k = low.kernel
+        if not low.geo.inner_dims:
+            return None
+        exprs = low._root_exprs()
+        full, _ = low._split_stores()
+        phases = [[e] if not low._two_pass_arg(red) else []
+                  for red, e in zip(k.reductions, k.red_exprs)]
+        phases.append([exprs[st.node] for _, st in full if st.node in exprs])
+        structure = _Structure(low)
+        first: dict[int, tuple[np.dtype, int]] = {}
+        for j, roots in enumerate(phases[:-1]):
+            for n in structure.reachable(roots, stop=()):
+                key = structure.of(n)
+                if isinstance(n, KOp) and n.op in TRANSCENDENTAL and key not in first:
+                    first[key] = (n.dtype, j)
+        if not first:
+            return None
+        # A value is kept if a later phase evaluates it other than inside another kept value
+        # (tanh(exp(x)) read later needs tanh, not exp as well).
+        kept: dict[int, tuple[np.dtype, int]] = {}
+        for j in range(1, len(phases)):
+            for n in structure.reachable(phases[j], stop=first):
+                hit = first.get(structure.of(n))
+                if hit is not None and hit[1] < j:
+                    kept[structure.of(n)] = hit
+        return cls(phases, structure, kept) if kept else None
+
+    def fits(self, low: "KernelLowering") -> ir.Value:
+        n = low.const(1)
+        for d in low.geo.inner_dims:
+            n = low.b.mul(n, low.extent(d))
+        return low.b.icmp_signed("<=", n, low.const(self.capacity))
+
+    def _slot(self, low: "KernelLowering", key: int, dtype: np.dtype) -> ir.Value:
+        """The element's place in value ``key``'s buffer (row-major over the inner dims)."""
+        buf = self.buffers.get(key)
+        if buf is None:
+            buf = self.buffers[key] = low.alloca(scalar.llvm_type(dtype), self.capacity)
+        pos = None
+        for d in low.geo.inner_dims:
+            i = low.loop_vars[d]
+            pos = i if pos is None else low.b.add(low.b.mul(pos, low.extent(d)), i)
+        return low.b.gep(buf, [pos])
+
+    def reads(self, low: "KernelLowering", phase: int) -> dict[int, ir.Value]:
+        """A memo for ``phase``'s evaluation: each value an earlier phase kept, loaded where
+        this phase's expressions would evaluate it."""
+        memo: dict[int, ir.Value] = {}
+        loaded: dict[int, ir.Value] = {}
+        stop = {key for key, (_, j) in self.kept.items() if j < phase}
+        for n in self.structure.reachable(self.phases[phase], stop=stop):
+            key = self.structure.of(n)
+            if key in stop:
+                if key not in loaded:
+                    loaded[key] = low.b.load(self._slot(low, key, self.kept[key][0]))
+                memo[id(n)] = loaded[key]
+        return memo
+
+    def write(self, low: "KernelLowering", phase: int, memo: dict[int, ir.Value]) -> None:
+        """After ``phase``'s evaluation (``memo``): store the values it keeps."""
+        done = set()
+        for n in self.structure.reachable(self.phases[phase], stop=()):
+            key = self.structure.of(n)
+            if key in done or self.kept.get(key, (None, -1))[1] != phase:
+                continue
+            done.add(key)
+            low.b.store(memo[id(n)], self._slot(low, key, self.kept[key][0]))
+
+
+class _Structure:
+    """Structural identity of kernel expressions: equal ids evaluate to the same value at the
+    same element (hash-consed, so a deep expression never builds a deep key)."""
+
+    def __init__(self, low: "KernelLowering"):
+        self.low = low
+        self.ids: dict[int, int] = {}          # id(expr) -> structure id
+        self.table: dict[tuple, int] = {}
+        self.keep: list[KExpr] = []            # the expressions whose id() is in ids
+
+    def of(self, e: KExpr) -> int:
+        got = self.ids.get(id(e))
+        if got is not None:
+            return got
+        order, stack = [], [(e, False)]
+        while stack:
+            n, done = stack.pop()
+            if id(n) in self.ids:
+                continue
+            if done:
+                order.append(n)
+                continue
+            stack.append((n, True))
+            stack.extend((c, False) for c in self._children(n))
+        for n in order:
+            if id(n) not in self.ids:
+                key = (type(n).__name__, self._fields(n),
+                       tuple(self.ids[id(c)] for c in self._children(n)))
+                self.ids[id(n)] = self.table.setdefault(key, len(self.table))
+                self.keep.append(n)
+        return self.ids[id(e)]
+
+    @staticmethod
+    def _children(n: KExpr) -> tuple:
+        if isinstance(n, KOp):
+            return n.args
+        if isinstance(n, KNested):
+            return (n.expr,)
+        if isinstance(n, KIndex):
+            return (n.expr, n.bound)
+        return ()
+
+    @staticmethod
+    def _fields(n: KExpr) -> tuple:
+        if isinstance(n, KOp):
+            return (n.op, n.in_dtypes, n.dtype)
+        if isinstance(n, KLoad):
+            return (n.access, n.dtype)
+        if isinstance(n, KParam):
+            return (n.param, n.dtype)
+        if isinstance(n, KRed):
+            return (n.reduction, n.dtype)
+        if isinstance(n, KNested):
+            return (n.op, n.vars, n.in_dtype, n.dtype)
+        if isinstance(n, KIndex):
+            return (n.mode, n.check, n.dtype)
+        raise TypeError(n)  # pragma: no cover
+
+    def reachable(self, roots: list[KExpr], stop) -> list[KExpr]:
+        """Expressions evaluated at the row's element (not inside nested reductions), not
+        descending below those whose structure id is in ``stop`` (they are included)."""
+        out, seen, todo = [], set(), list(roots)
+        while todo:
+            n = todo.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            out.append(n)
+            if self.of(n) not in stop:
+                todo.extend(self.low._operands(n))
+        return out
 
 
 def _splat(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
