@@ -7,6 +7,9 @@ within NumPy's own tolerance (the data set's column, 2 ulp) of NumPy's validatio
 (the file NumPy installs with its own tests, ``numpy/_core/tests/data``); signed zeros, infinities, NaN, subnormals and the saturation to +-1 exactly
 as NumPy gives them. float16 goes through the float32 sequence and one rounding; float64 still
 calls glibc's ``tanh`` and is checked on the same data.
+
+float32 ``np.exp`` is straight-line code too (issue 17: softmax and logsumexp): the same
+checks, plus underflow into the subnormals and to 0, and overflow to inf, at NumPy's places.
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ import tracearray
 from tracearray.ops import OPS
 from tracearray.testing.compare import TOLERANCES
 
-DATA = Path(np.__file__).parent / "_core" / "tests" / "data" / "umath-validation-set-tanh.csv"
+DATA_DIR = Path(np.__file__).parent / "_core" / "tests" / "data"
+DATA = DATA_DIR / "umath-validation-set-tanh.csv"
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 UINT = {F32: np.uint32, F64: np.uint64}
 
@@ -48,8 +52,8 @@ def ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(got) & np.isnan(want), 0.0, d)
 
 
-def validation_rows(dtype: np.dtype):
-    with DATA.open() as f:
+def validation_rows(dtype: np.dtype, data: Path = DATA):
+    with data.open() as f:
         rows = [r for r in csv.DictReader(f) if not r["dtype"].startswith("#")]
     rows = [r for r in rows if np.dtype(r["dtype"].removeprefix("np.")) == dtype]
     u = UINT[dtype]
@@ -116,3 +120,62 @@ def test_float64_within_the_comparator_bound(tanh):
     x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e-300, 20.0, 1e300]])
     got, want = tanh(x), np.tanh(x)
     assert ulp_distance(got, want).max() <= TOLERANCES.ulps("transcendental", F64)
+
+
+# ---------------------------------------------------------------------------------- exp
+
+@pytest.fixture(scope="module")
+def exp():
+    return tracearray.compile(np.exp, device="cpu")
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=str)
+def test_exp_numpy_validation_data_within_its_tolerance(exp, dtype):
+    x, want, tol = validation_rows(dtype, DATA_DIR / "umath-validation-set-exp.csv")
+    assert x.size > 100
+    with np.errstate(over="ignore"):
+        got = exp(x)
+    assert got.dtype == dtype
+    worst = ulp_distance(got, want)
+    # float64 calls glibc's vector exp (libmvec), within 4 ulp, not NumPy's 1: 2 at -696.6
+    bound = tol if dtype == F32 else TOLERANCES.ulps("transcendental", F64)
+    assert worst.max() <= bound, f"x = {x[worst.argmax()]!r}: {worst.max():.0f} ulp"
+
+
+EXP_SPECIAL32 = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.4e-45, -1.4e-45,
+                          1e-8, -1e-8, 0.34657359, 0.3466, -0.3466, 1.0, -1.0, 10.0, 88.0,
+                          88.72283, 88.722839, 88.7228394, 88.73, 89.0, 100.0, 3.4028235e38,
+                          -87.33654, -87.3366, -100.0, -103.27893, -103.972, -103.98, -104.0,
+                          -150.0, -3.4028235e38], dtype=F32)
+
+
+def test_exp_special_values_as_numpy(exp):
+    with np.errstate(over="ignore"):
+        got, want = exp(EXP_SPECIAL32), np.exp(EXP_SPECIAL32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))        # overflow at 88.7228...
+    np.testing.assert_array_equal(got == 0, want == 0)                  # underflow at -103.97...
+    np.testing.assert_array_equal(got[np.abs(EXP_SPECIAL32) < 1e-7], 1.0)
+    assert ulp_distance(got, want).max() <= TOLERANCES.ulps("transcendental", F32)
+
+
+def test_exp_dense_float32_sweep_within_the_comparator_bound(exp):
+    """Every 61st float32 of [0, 89] and of [-104, 0] (about 35 million values): within 4 ulp
+    of NumPy and within 1 of the correctly rounded value (subnormal results included)."""
+    for top, sign in ((89.0, 1), (104.0, -1)):
+        bits = np.arange(0, np.float32(top).view(np.uint32) + 1, 61, dtype=np.uint32)
+        v = sign * bits.view(F32)
+        with np.errstate(over="ignore"):
+            got, want = exp(v), np.exp(v)
+            exact = np.exp(v.astype(F64)).astype(F32)
+        assert ulp_distance(got, want).max() <= TOLERANCES.ulps("transcendental", F32)
+        assert ulp_distance(got, exact).max() <= 1
+
+
+def test_exp_every_float16_within_one_ulp_of_numpy(exp):
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(F16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.exp(x)
+    got = exp(x)
+    assert got.dtype == F16
+    assert ulp_distance(got, want).max() <= TOLERANCES.ulps("transcendental", F16)

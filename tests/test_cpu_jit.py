@@ -60,13 +60,20 @@ def test_host_description(jit: CpuJit) -> None:
     assert isinstance(jit.features, str)
 
 
-def test_exp_loop_calls_libmvec(jit: CpuJit) -> None:
+def test_log_loop_calls_libmvec(jit: CpuJit) -> None:
     if not jit.has_vector_math:
         pytest.skip("libmvec not available on this host")
-    asm = jit.asm(exp_module())
-    assert "_ZGV" in asm and "N8v_expf" in asm, "the vectorised loop should call libmvec's 8-lane expf"
-    ir_text = jit.optimized_ir(exp_module())
+    asm = jit.asm(exp_module("log"))
+    assert "_ZGV" in asm and "N8v_logf" in asm, "the vectorised loop should call libmvec's 8-lane logf"
+    ir_text = jit.optimized_ir(exp_module("log"))
     assert "<8 x float>" in ir_text
+
+
+def test_float32_exp_is_inline_and_float64_calls_libmvec(jit: CpuJit) -> None:
+    """float32 exp is fastmath.exp_f32 (issue 17: softmax, logsumexp); float64 keeps glibc's."""
+    assert "expf" not in exp_module() and "expf" not in jit.asm(exp_module())
+    if jit.has_vector_math:
+        assert "_ZGV" in jit.asm(exp_module("exp", np.dtype(np.float64)))
 
 
 def test_float32_tanh_is_inline_vector_code(jit: CpuJit) -> None:
@@ -82,7 +89,7 @@ def test_float32_tanh_is_inline_vector_code(jit: CpuJit) -> None:
 def test_vector_math_can_be_disabled() -> None:
     plain = CpuJit(vector_math=False)
     assert not plain.has_vector_math
-    assert "_ZGV" not in plain.asm(exp_module())
+    assert "_ZGV" not in plain.asm(exp_module("log"))
     assert apply_vector_abi("declare float @expf(float)\n", {}) == "declare float @expf(float)\n"
 
 

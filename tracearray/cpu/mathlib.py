@@ -53,7 +53,7 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 # (op, dtype) -> an inline sequence that replaces the libm call (fastmath.py says why each
 # is faster and as accurate as the op's accuracy family allows).
-_INLINE = {("tanh", _F32): fastmath.tanh_f32}
+_INLINE = {("tanh", _F32): fastmath.tanh_f32, ("exp", _F32): fastmath.exp_f32}
 
 
 class CpuMath:
