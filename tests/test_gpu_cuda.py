@@ -435,3 +435,26 @@ def test_rows_sort_in_a_block_on_the_gpu() -> None:
     np.testing.assert_array_equal(gpu(lambda v: np.sort(v, axis=-1))(x), np.sort(x, axis=-1))
     np.testing.assert_array_equal(gpu(lambda v: np.argsort(v, axis=0, kind="stable"))(x[:, :64]),
                                   np.argsort(x[:, :64], axis=0, kind="stable"))
+
+
+def test_block_rows_on_the_gpu() -> None:
+    """block_rows (8 rows per block sharing the loads of a row-invariant array) on a real
+    device: pairwise minimum distances and an argmin of distances over 4099 rows (a last group
+    of 3) of 3000 columns, with a NaN in one column, against NumPy."""
+    from numpy_compare import assert_matches
+    rng = np.random.default_rng(21)
+    p = rng.standard_normal((4099, 3)).astype(np.float32)
+    q = rng.standard_normal((3000, 3)).astype(np.float32)
+
+    def pairwise(a, c):
+        return ((a[:, None, :] - c[None, :, :]) ** 2).sum(-1).min(1)
+
+    def argmin_dist(a, c):
+        return np.argmin(((a[:, None, :] - c[None, :, :]) ** 2).sum(-1), axis=1)
+    for fn, family in ((pairwise, "fused"), (argmin_dist, "exact")):
+        f = gpu(fn)
+        (kernel,) = f.lower(p, q).executable.kernels
+        assert kernel.strategy == "block_rows"
+        assert_matches(f(p, q), fn(p, q), family)
+    q[1234, 2] = np.nan
+    assert np.isnan(gpu(pairwise)(p, q)).all()

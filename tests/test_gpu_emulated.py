@@ -332,6 +332,45 @@ def test_block_row_cache_prefetched_by_cp_async(emulated, dtypes, n) -> None:
     assert any(emulated.smem_sizes)
 
 
+@pytest.mark.parametrize("rows", [19, 24, 43])   # a last group of 3 rows; whole groups; more groups than blocks
+def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: int) -> None:
+    """block_rows (launch.shares_row_loads): a row reduction reading an array that does not
+    depend on the row (pairwise_min's Y, a matrix-vector product's vector, an argmin over
+    distances) computes BLOCK_ROWS rows per block; its results are NumPy's, rows past the
+    end of the last group store nothing, and a kernel with a whole-row output (softmax) or a
+    row-dependent operand only keeps block_row."""
+    from tracearray.gpu import launch
+    monkeypatch.setattr(launch, "BLOCK_ROWS_MIN", 8)
+    n = 1100     # longer than a warp_row's rows
+    p = rng(11).standard_normal((rows, 3)).astype(np.float32)
+    q = rng(12).standard_normal((n, 3)).astype(np.float32)
+    q[5, 1] = np.nan    # a NaN in every row's minimum
+    A = rng(13).standard_normal((rows, n))
+    v = rng(14).standard_normal(n)
+
+    def pairwise(a, c):
+        return ((a[:, None, :] - c[None, :, :]) ** 2).sum(-1).min(1)
+
+    def argmin_dist(a, c):
+        return np.argmin(np.abs(a[:, :1] - c[None, :, 0]), axis=1)
+
+    def matvec_scaled(m, w):
+        return np.sqrt(np.abs((m * w).sum(1))) + m[:, 0]
+
+    for fn, args, family in ((pairwise, (p, q), "fused"), (pairwise, (p, np.nan_to_num(q)),
+                                                              "fused"),
+                             (argmin_dist, (p, q), "exact"), (matvec_scaled, (A, v), "fused")):
+        f = gpu(fn)
+        (kernel,) = f.lower(*args).executable.kernels
+        assert kernel.strategy == "block_rows", fn
+        got = check(fn, *args, family=family)
+        assert got.shape == (rows,)
+    softmax = PROGRAMS["softmax"][0]
+    for fn, args in ((softmax, (A,)), (lambda m: (m * m).sum(1), (A,))):
+        (kernel,) = gpu(fn).lower(*args).executable.kernels
+        assert kernel.strategy == "block_row"
+
+
 def test_as_array_of_host_data_names_to_device() -> None:
     """``as_array`` views device memory; NumPy data gets a message naming ``to_device``
     (not NumPy's "only supports stream=None" from its DLPack export)."""

@@ -59,15 +59,15 @@ from ..codegen import scalar
 from ..codegen.kernel import (KernelLowering, accumulator_dtype,
                               is_arg_reduction, is_float_sum, reducer, reduction_input_dtype)
 from ..fuse.index import loaded_indices
-from ..fuse.kexpr import KExpr, KLoad, KNested, KOp
+from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam
 from ..tile.geometry import Geometry
 from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
 from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
-from .launch import (MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, WARP, WARP_ROW_WARPS, entry_names,
-                     gpu_strategy, scratch_dtypes)
+from .launch import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, WARP, WARP_ROW_WARPS,
+                     entry_names, gpu_strategy, scratch_dtypes)
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -430,7 +430,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         self._begin_function(body, len(dts))
         self._extra_args = list(body.args[len(dts) + 1:])
         {"map": self._map, "block_row": self._block_row, "warp_row": self._warp_row,
-         "thread_row": self._thread_row,
+         "block_rows": self._block_rows, "thread_row": self._thread_row,
          "full": self._full_stage1, "scan": self._scan,
          "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
         self._end_function()
@@ -632,6 +632,86 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                          lambda j, red, v, vi: self.block_reduce(j, red, v, vi, tid, ntid),
                          self.b.icmp_unsigned("==", tid, self.const(0)), None,
                          (REDUCE_UNROLL, VECTOR_UNROLL))
+
+    def _block_rows(self) -> None:
+        """BLOCK_ROWS rows per block (launch.shares_row_loads): the block's threads stride
+        along the rows together, and at each position a thread evaluates the reduction's
+        term for every one of its rows, reusing the values that do not depend on the row
+        (the shared array's loads, evaluated for the first row; inside a nested reduction,
+        merged by LLVM once its constant-extent loop is unrolled). Each row's terms are
+        combined as block_row combines them (the same thread shares, the same tree), so the
+        results are block_row's. The last group's rows past the end repeat the last row
+        (valid addresses, no branch in the sweep) and store nothing."""
+        b, k, geo = self.b, self.kernel, self.geo
+        tid, ntid, ctaid, nctaid = self.thread_ids()
+        red, e = k.reductions[0], k.red_exprs[0]
+        _full, rows = self._split_stores()
+        shared = self._row_invariant(e)
+        nrows = self.product(geo.par_dims)
+        last = b.sub(nrows, self.const(1))
+        group = self.const(BLOCK_ROWS)
+        with self.loop(b.mul(ctaid, group), nrows, b.mul(nctaid, group)) as row0:
+            row_vars, valid = [], []
+            for u in range(BLOCK_ROWS):
+                r = b.add(row0, self.const(u))
+                valid.append(b.icmp_unsigned("<", r, nrows))
+                self.set_dims(b.select(valid[-1], r, last), geo.par_dims)
+                row_vars.append({d: self.loop_vars[d] for d in geo.par_dims})
+            accs = [self._new_acc(red) for _u in range(BLOCK_ROWS)]
+            comps = [self._new_compensation(red) for _u in range(BLOCK_ROWS)]
+
+            def position(p: ir.Value) -> None:
+                self.set_dims(p, geo.inner_dims)
+                first: dict = {}
+                for u, ((acc, idx), comp) in enumerate(zip(accs, comps)):
+                    self.loop_vars.update(row_vars[u])
+                    memo = first if u == 0 else {i: v for i, v in first.items() if i in shared}
+                    self._thread_step(red, acc, idx, comp, self.ev(e, memo))
+            self.strided_loop(tid, self.product(geo.inner_dims), ntid, position,
+                              unroll=REDUCE_UNROLL)
+            leader = b.icmp_unsigned("==", tid, self.const(0))
+            for u, (acc, idx) in enumerate(accs):
+                v, vi = self.block_reduce(0, red, b.load(acc),
+                                          b.load(idx) if idx is not None else None, tid, ntid)
+                b.store(v, acc)
+                if idx is not None:
+                    b.store(vi, idx)
+                self.loop_vars.update(row_vars[u])
+                self.red_values[0] = self._finalize(red, acc, idx)
+                with b.if_then(b.and_(leader, valid[u])):
+                    self._store_roots(rows, {})
+
+    def _row_invariant(self, e: KExpr) -> set[int]:
+        """ids of the subexpressions of ``e`` (at its own position) that are the same for
+        every row: loads whose index uses no parallel dimension and loads nothing,
+        parameters, and operations of such values (a nested reduction counts as one
+        value of the row)."""
+        geo, k = self.geo, self.kernel
+        out: set[int] = set()
+        order, stack, seen = [], [(e, False)], set()
+        while stack:        # post-order: operands before their users
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((c, False) for c in self._operands(n))
+        for n in order:
+            if isinstance(n, KLoad):
+                ok = not loaded_indices(k.body.accesses[n.access].index) and \
+                    not any(geo.load_uses[n.access][d] for d in geo.par_dims)
+            elif isinstance(n, KParam):
+                ok = True
+            elif isinstance(n, KOp):
+                ok = all(id(a) in out for a in n.args)
+            else:       # KRed, KIndex, KNested: the row's own
+                ok = False
+            if ok:
+                out.add(id(n))
+        return out
 
     def _warp_row(self) -> None:
         """A warp per row: the block's warps take rows independently, the lanes stride

@@ -51,7 +51,7 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
 from .kernelcache import lowered_kernel
-from .launch import (MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names, epilogue_reads_identity,
+from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names, epilogue_reads_identity,
                      gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count
@@ -518,7 +518,7 @@ class GpuExecutable:
                 grid = min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms)
                 launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
                                        cache if use_cache else 0))
-        elif strategy == "block_row":
+        elif strategy in ("block_row", "block_rows"):
             nrows = prod(geo.par_dims)
             # about ROW_ELEMENTS_PER_THREAD elements per thread: smaller blocks for shorter
             # rows, so that more of them share a multiprocessor and one block's loads
@@ -526,10 +526,14 @@ class GpuExecutable:
             # with 128 threads than with 256, rows of 8192 fastest with 256)
             per_thread = _cdiv(max(inner, 1), ROW_ELEMENTS_PER_THREAD)
             block = min(ROW_BLOCK_MAX, max(32, 1 << max(per_thread - 1, 0).bit_length()))
-            # the row's re-read inputs stay in shared memory when they fit (one read of x)
-            cache = inner * facts["row_cache_itemsize"]
-            use_cache = 0 < cache <= facts["row_cache_limit"]
-            if nrows:
+            if strategy == "block_rows":    # BLOCK_ROWS rows per block, no row cache
+                if nrows:
+                    launches.append(Launch(name, min(_cdiv(nrows, BLOCK_ROWS),
+                                                     ROW_GRID_PER_SM * self.sms), block))
+            elif nrows:
+                # the row's re-read inputs stay in shared memory when they fit (one read of x)
+                cache = inner * facts["row_cache_itemsize"]
+                use_cache = 0 < cache <= facts["row_cache_limit"]
                 launches.append(Launch(name, min(nrows, ROW_GRID_PER_SM * self.sms), block,
                                        (int(use_cache),), cache if use_cache else 0))
         elif strategy == "full":
@@ -543,9 +547,15 @@ class GpuExecutable:
             launches.append(Launch(f"{name}_combine", 1, FULL_BLOCK, (slots,)))
         else:  # pragma: no cover
             raise AssertionError(strategy)
+        return self._with_checks(gk, spec)
+
+    @staticmethod
+    def _with_checks(gk: GpuKernel, spec: TileSpec) -> GpuKernel:
+        """``gk`` with the error flag of its gathers' bounds checks (last, after any
+        partials)."""
         if spec.kernel.body.checks:
             gk.checks = list(spec.kernel.body.checks)
-            gk.ptr_sources.append(("flag",))     # last, after any partials
+            gk.ptr_sources.append(("flag",))
         return gk
 
     def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
