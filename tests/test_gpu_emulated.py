@@ -354,12 +354,16 @@ def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: i
     def argmin_dist(a, c):
         return np.argmin(np.abs(a[:, :1] - c[None, :, 0]), axis=1)
 
+    def argmin_nested(a, c):    # k-means' assignment: the nested sum inside the argmin
+        return np.argmin(((a[:, None, :] - c[None, :, :]) ** 2).sum(-1), axis=1)
+
     def matvec_scaled(m, w):
         return np.sqrt(np.abs((m * w).sum(1))) + m[:, 0]
 
     for fn, args, family in ((pairwise, (p, q), "fused"), (pairwise, (p, np.nan_to_num(q)),
                                                               "fused"),
-                             (argmin_dist, (p, q), "exact"), (matvec_scaled, (A, v), "fused")):
+                             (argmin_dist, (p, q), "exact"), (argmin_nested, (p, q), "exact"),
+                             (matvec_scaled, (A, v), "fused")):
         f = gpu(fn)
         (kernel,) = f.lower(*args).executable.kernels
         assert kernel.strategy == "block_rows", fn

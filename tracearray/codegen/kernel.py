@@ -518,6 +518,9 @@ class KernelLowering:
             if self._two_pass_arg(red):
                 self.red_values[j] = self._arg_row(red, e)
                 continue
+            if self._lanes_max_min(red):
+                self.red_values[j] = self._max_min_lanes(red, e)
+                continue
             acc, idx = self._new_acc(red)
             if not (inner and is_float_sum(red)):
                 with self.nest(inner):
@@ -540,7 +543,81 @@ class KernelLowering:
         dt = reduction_input_dtype(red)
         return (is_arg_reduction(red.op) and len(inner) == 1 and dt.kind in "fiu"
                 and dt != np.float16 and self.geo.loop_dim_of(red.attr("axes")[0]) == inner[0]
-                and self._contiguous_sweep())
+                and self._constant_stride_sweep())
+
+    def own_sweep(self, red) -> bool:
+        """Whether a reduction's row is swept by code of its own (``_arg_row``,
+        ``_max_min_lanes``) rather than the phase loop (which a ``RowStash`` joins)."""
+        return self._two_pass_arg(red) or self._lanes_max_min(red)
+
+    def _lanes_max_min(self, red) -> bool:
+        """Whether a max/min row runs in explicit vector lanes (``_max_min_lanes``): one
+        loop dimension, the reduced one, swept at strides built into the code but not all
+        contiguous (pairwise distances' interleaved operand), of a non-bool, non-f16 dtype.
+        The loop vectoriser takes such loads as gathers (AVX-512: ``vgatherdps``), 5-6x
+        slower than the lanes' scalar loads put together by SLP."""
+        inner = self.geo.inner_dims
+        dt = reduction_input_dtype(red)
+        return (red.op in ("max", "min") and len(inner) == 1 and dt.kind in "fiu"
+                and dt != np.float16 and not self._contiguous_sweep()
+                and self._constant_stride_sweep())
+
+    def _max_min_lanes(self, red, e: KExpr) -> ir.Value:
+        """max/min of a row in ``ARG_UNROLL`` independent vectors of ``ARG_LANES`` lanes,
+        each lane's term evaluated by the scalar expression code at consecutive positions
+        (``_arg_lanes``' shape), combined by llvm.maximum/minimum (floats: NaN propagates,
+        as NumPy's) or a compare and select (integers), then the vectors and their lanes
+        merged, then the last positions one by one. max and min are exact and commutative,
+        so the order of combination does not change the result."""
+        b, dim, dt = self.b, self.geo.inner_dims[0], reduction_input_dtype(red)
+        r = reducer(red.op)
+        lanes, unroll, ty = ARG_LANES, ARG_UNROLL, scalar.llvm_type(dt)
+        vty = ir.VectorType(ty, lanes)
+        is_max = r.combine_op == "maximum"
+        if dt.kind == "f":
+            vfn = declare(self.module, f"llvm.{'maximum' if is_max else 'minimum'}."
+                          f"v{lanes}f{8 * dt.itemsize}", vty, [vty, vty])
+
+        def vcombine(a: ir.Value, x: ir.Value) -> ir.Value:
+            if dt.kind == "f":
+                return b.call(vfn, [a, x])
+            cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
+            return b.select(cmp(">" if is_max else "<", x, a), x, a)
+        n = self.extent(dim)
+        step = lanes * unroll
+        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
+        accs = [self.alloca(vty) for _ in range(unroll)]
+        for a in accs:
+            b.store(_splat(b, r.identity(dt), lanes), a)
+
+        def lane_step(u: int, start: ir.Value) -> None:
+            x = ir.Constant(vty, None)
+            for k in range(lanes):
+                self.loop_vars[dim] = b.add(start, self.const(k))
+                x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+            b.store(vcombine(b.load(accs[u]), x), accs[u])
+
+        with self.loop(self.const(0), whole, self.const(step)) as i0:
+            for u in range(unroll):
+                lane_step(u, b.add(i0, self.const(u * lanes)))
+        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
+        with self.loop(whole, vectors, self.const(lanes)) as i0:
+            lane_step(0, i0)
+        v = b.load(accs[0])
+        for u in range(1, unroll):
+            v = vcombine(v, b.load(accs[u]))
+        half = lanes // 2
+        while half:                         # lane k against lane k + half
+            shift = ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                [(k + half) % lanes for k in range(lanes)])
+            v = vcombine(v, b.shuffle_vector(v, v, shift))
+            half //= 2
+        acc = self.alloca(ty)
+        b.store(b.extract_element(v, ir.Constant(ir.IntType(32), 0)), acc)
+        with self.loop(vectors, n) as i:
+            self.loop_vars[dim] = i
+            self._accumulate(red, acc, None, self.ev(e, {}), None)
+        return self._finalize(red, acc, None)
 
     def _arg_row(self, red, e: KExpr) -> ir.Value:
         """An arg-reduction along a contiguous row: one pass of vector lanes for rows of at
@@ -699,6 +776,20 @@ class KernelLowering:
             if loaded_indices(access.index):
                 return False
             if vdim is not None and uses[vdim] and vs != 1:
+                return False
+        return True
+
+    def _constant_stride_sweep(self) -> bool:
+        """Whether every load of the kernel has a stride built into the code along the
+        innermost loop (contiguous, invariant, or interleaved by a nested reduction's
+        extent: pairwise distances' second operand) and none is gathered: the loop
+        vectoriser takes such loads as whole or interleaved vectors."""
+        vdim = self.geo.vector_dim
+        for access, uses, vs in zip(self.kernel.body.accesses, self.geo.load_uses,
+                                    self.geo.load_vstrides):
+            if loaded_indices(access.index):
+                return False
+            if vdim is not None and uses[vdim] and vs is None:
                 return False
         return True
 
@@ -1025,7 +1116,7 @@ class RowStash:
             return None
         exprs = low._root_exprs()
         full, _ = low._split_stores()
-        phases = [[e] if not low._two_pass_arg(red) else []
+        phases = [[e] if not low.own_sweep(red) else []
                   for red, e in zip(k.reductions, k.red_exprs)]
         phases.append([exprs[st.node] for _, st in full if st.node in exprs])
         structure = _Structure(low)

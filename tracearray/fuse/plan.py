@@ -187,7 +187,7 @@ def _inline_reduction(node: Node, users: dict[Node, list[Node]], graph: Graph) -
     while OPS[user.op].kind in (Kind.ELEMENTWISE, Kind.MOVEMENT) and len(users[user]) == 1 \
             and user not in graph.outputs:
         user = users[user][0]
-    return OPS[user.op].kind is Kind.REDUCE and OPS[user.op].reducer.index is None
+    return OPS[user.op].kind is Kind.REDUCE
 
 
 def _has_transcendental(node: Node, stores: set[Node]) -> bool:
