@@ -609,6 +609,9 @@ def bench_workload(name: str, frameworks: Dict[str, Framework], opts: argparse.N
         if rec.get("ms") and floor_ms:
             rec["pct_floor"] = 100.0 * floor_ms / rec["ms"]
         records[fw_name] = rec
+        # each cell as it ends: a run killed by its time limit (a framework's compile that
+        # takes minutes) still shows the cells before it
+        print(f"#   {name} {fw_name}: {fmt_cell(rec)}", flush=True)
     return records
 
 
