@@ -1,11 +1,11 @@
 """max / min and argmax / argmin of rows whose terms read an interleaved operand (CPU).
 
 Pairwise distances read their second operand at stride D along the row (``c[None, :, :]``
-summed over its last axis inside the row's reduction). The loop vectoriser took such loads
-as AVX-512 gathers, 5-6x slower than the same terms evaluated lane by lane and put together
-by SLP, so max/min rows at strides built into the code but not all contiguous run in explicit
-vector lanes (``KernelLowering._max_min_lanes``), and argmax/argmin rows at such strides in
-``_arg_row``'s lanes; an argmin over a small nested reduction (k-means' assignment step) is
+summed over its last axis inside the row's reduction). The loop vectoriser's version of such
+a row ran 5x slower than the same terms evaluated in explicit lanes, so max/min rows at
+strides built into the code but not all contiguous run in vector lanes
+(``KernelLowering._max_min_lanes``), and argmax/argmin rows at such strides in ``_arg_row``'s
+lanes; an argmin over a small nested reduction (k-means' assignment step) is
 one kernel. Results are NumPy's: NaN propagates (max/min) or is found first (arg*), ties go
 to the first position, integers wrap as NumPy's do.
 """

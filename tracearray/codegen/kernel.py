@@ -554,8 +554,10 @@ class KernelLowering:
         """Whether a max/min row runs in explicit vector lanes (``_max_min_lanes``): one
         loop dimension, the reduced one, swept at strides built into the code but not all
         contiguous (pairwise distances' interleaved operand), of a non-bool, non-f16 dtype.
-        The loop vectoriser takes such loads as gathers (AVX-512: ``vgatherdps``), 5-6x
-        slower than the lanes' scalar loads put together by SLP."""
+        Measured on Zen 5 (2026-12-03): pairwise minimum distances, 4099 x 3000 float32
+        points, 8.3 ms as the loop vectoriser's loop, 1.65 ms in lanes (both versions load
+        the interleaved operand with AVX-512 gathers; what makes the lanes faster was not
+        established)."""
         inner = self.geo.inner_dims
         dt = reduction_input_dtype(red)
         return (red.op in ("max", "min") and len(inner) == 1 and dt.kind in "fiu"
