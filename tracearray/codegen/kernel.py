@@ -586,25 +586,14 @@ class KernelLowering:
             cmp = b.icmp_signed if dt.kind == "i" else b.icmp_unsigned
             return b.select(cmp(">" if is_max else "<", x, a), x, a)
         n = self.extent(dim)
-        step = lanes * unroll
-        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
         accs = [self.alloca(vty) for _ in range(unroll)]
         for a in accs:
             b.store(_splat(b, r.identity(dt), lanes), a)
 
         def lane_step(u: int, start: ir.Value) -> None:
-            x = ir.Constant(vty, None)
-            for k in range(lanes):
-                self.loop_vars[dim] = b.add(start, self.const(k))
-                x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+            x = self._lane_terms(e, dim, start, vty)
             b.store(vcombine(b.load(accs[u]), x), accs[u])
-
-        with self.loop(self.const(0), whole, self.const(step)) as i0:
-            for u in range(unroll):
-                lane_step(u, b.add(i0, self.const(u * lanes)))
-        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
-        with self.loop(whole, vectors, self.const(lanes)) as i0:
-            lane_step(0, i0)
+        vectors = self._lane_loops(n, lanes, unroll, lane_step)
         v = b.load(accs[0])
         for u in range(1, unroll):
             v = vcombine(v, b.load(accs[u]))
@@ -620,6 +609,33 @@ class KernelLowering:
             self.loop_vars[dim] = i
             self._accumulate(red, acc, None, self.ev(e, {}), None)
         return self._finalize(red, acc, None)
+
+    def _lane_terms(self, e: KExpr, dim: int, start: ir.Value, vty: ir.VectorType
+                    ) -> ir.Value:
+        """The vector of ``e`` at positions start, start + 1, ... of loop dim ``dim``, one
+        lane each (the scalar expression code per lane; contiguous loads become one vector
+        load after SLP)."""
+        x = ir.Constant(vty, None)
+        for k in range(vty.count):
+            self.loop_vars[dim] = self.b.add(start, self.const(k))
+            x = self.b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+        return x
+
+    def _lane_loops(self, n: ir.Value, lanes: int, unroll: int,
+                    lane_step: Callable[[int, ir.Value], None]) -> ir.Value:
+        """``lane_step(u, start)`` for the row's whole steps of ``unroll`` vectors of
+        ``lanes`` (vector u at start), then its remaining whole vectors into vector 0 (its
+        positions stay increasing); returns where the scalar tail starts."""
+        b = self.b
+        step = lanes * unroll
+        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
+        with self.loop(self.const(0), whole, self.const(step)) as i0:
+            for u in range(unroll):
+                lane_step(u, b.add(i0, self.const(u * lanes)))
+        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
+        with self.loop(whole, vectors, self.const(lanes)) as i0:
+            lane_step(0, i0)
+        return vectors
 
     def _arg_row(self, red, e: KExpr) -> ir.Value:
         """An arg-reduction along a contiguous row: one pass of vector lanes for rows of at
@@ -698,8 +714,6 @@ class KernelLowering:
         # positions as i32 (the caller keeps rows under 2^31): half the width of i64 lanes
         vty, ity = ir.VectorType(ty, lanes), ir.VectorType(I32, lanes)
         n = self.extent(dim)
-        step = lanes * unroll
-        whole = b.mul(b.sdiv(n, self.const(step)), self.const(step))
         best = [self.alloca(vty) for _ in range(unroll)]
         best_at = [self.alloca(ity) for _ in range(unroll)]
         # floats: the loop compares with > (<) alone, which never takes a NaN; x*0 + acc,
@@ -718,10 +732,7 @@ class KernelLowering:
         op = ">" if arg.index == "max" else "<"
 
         def lane_step(u: int, start: ir.Value) -> None:
-            x = ir.Constant(vty, None)
-            for k in range(lanes):         # consecutive loads: one vector load after SLP
-                self.loop_vars[dim] = b.add(start, self.const(k))
-                x = b.insert_element(x, self.ev(e, {}), ir.Constant(ir.IntType(32), k))
+            x = self._lane_terms(e, dim, start, vty)
             cur = b.load(best[u])
             if dt.kind == "f":             # strictly better (never a NaN: see special)
                 take = b.fcmp_ordered(op, x, cur)
@@ -733,13 +744,7 @@ class KernelLowering:
             at = b.add(_splat(b, b.trunc(start, I32), lanes), offsets)
             b.store(b.select(take, at, b.load(best_at[u])), best_at[u])
 
-        with self.loop(self.const(0), whole, self.const(step)) as i0:
-            for u in range(unroll):
-                lane_step(u, b.add(i0, self.const(u * lanes)))
-        # then whole vectors into the first accumulator (its positions stay increasing)
-        vectors = b.mul(b.sdiv(n, self.const(lanes)), self.const(lanes))
-        with self.loop(whole, vectors, self.const(lanes)) as i0:
-            lane_step(0, i0)
+        vectors = self._lane_loops(n, lanes, unroll, lane_step)
         v, at = b.load(best[0]), b.load(best_at[0])
         for u in range(1, unroll):
             v, at = _merge_lanes(b, op, dt, v, at, b.load(best[u]), b.load(best_at[u]))

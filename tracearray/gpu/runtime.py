@@ -51,8 +51,8 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
 from .kernelcache import lowered_kernel
-from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names, epilogue_reads_identity,
-                     gpu_strategy, scan_tile_length, scratch_dtypes)
+from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names,
+                     epilogue_reads_identity, gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
@@ -547,15 +547,9 @@ class GpuExecutable:
             launches.append(Launch(f"{name}_combine", 1, FULL_BLOCK, (slots,)))
         else:  # pragma: no cover
             raise AssertionError(strategy)
-        return self._with_checks(gk, spec)
-
-    @staticmethod
-    def _with_checks(gk: GpuKernel, spec: TileSpec) -> GpuKernel:
-        """``gk`` with the error flag of its gathers' bounds checks (last, after any
-        partials)."""
         if spec.kernel.body.checks:
             gk.checks = list(spec.kernel.body.checks)
-            gk.ptr_sources.append(("flag",))
+            gk.ptr_sources.append(("flag",))     # last, after any partials
         return gk
 
     def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
