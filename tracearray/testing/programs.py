@@ -687,7 +687,8 @@ def f_normalize(b: _Builder) -> str | None:
 
 
 def f_pairwise(b: _Builder) -> str | None:
-    # Small nested reductions (pairwise distances): min_j sum_d (a_id - b_jd)^2.
+    # Small nested reductions (pairwise distances): min_j sum_d (a_id - b_jd)^2, and the
+    # position of the nearest (k-means' assignment: an arg-reduction over the nested sum).
     src = b.src
     a = b.pick(lambda v: np.ndim(v) == 2 and v.dtype.kind in "fiu")
     if a is None:
@@ -697,7 +698,7 @@ def f_pairwise(b: _Builder) -> str | None:
     n = np.shape(b.v(a))[0] * np.shape(b.v(c))[0] * d
     if n > MAX_VALUE_SIZE:
         return None
-    red = src.choice(("min", "max", "sum"))
+    red = src.choice(("min", "max", "sum", "argmin", "argmax"))
     return f"np.{red}(np.sum(np.square({a}[:, None, :] - {c}[None, :, :]), axis=-1), axis=1)"
 
 
