@@ -698,7 +698,11 @@ def f_pairwise(b: _Builder) -> str | None:
     n = np.shape(b.v(a))[0] * np.shape(b.v(c))[0] * d
     if n > MAX_VALUE_SIZE:
         return None
-    red = src.choice(("min", "max", "sum", "argmin", "argmax"))
+    red = src.choice(("min", "max", "sum"))
+    if red != "sum" and n % 2 == 0:
+        # the position of the nearest instead, chosen from the shapes rather than by a new
+        # draw, so that every seed's programs stay the ones regression tests name
+        red = "arg" + red
     return f"np.{red}(np.sum(np.square({a}[:, None, :] - {c}[None, :, :]), axis=-1), axis=1)"
 
 
