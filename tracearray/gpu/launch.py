@@ -13,6 +13,7 @@ import numpy as np
 
 from ..codegen.kernel import atomic_combine
 from ..fuse.index import loaded_indices
+from ..fuse.kexpr import KIndex, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
 from ..tile import ordered_in_parallel
 from ..tile.geometry import Geometry
@@ -73,7 +74,6 @@ def shares_row_loads(geo: Geometry) -> bool:
     """Whether ``geo`` is a row kernel of one reduction and per-row stores only, whose
     reduction loads, along the row, an array that is the same for every row (no parallel
     dimension in its index, no data-dependent index)."""
-    from ..fuse.kexpr import KIndex, KLoad, KNested, KOp
     k = geo.kernel
     if len(k.reductions) != 1 or not geo.inner_dims:
         return False
