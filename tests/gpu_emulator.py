@@ -112,6 +112,56 @@ def _emu_shfl_syncwarp(_mask: int) -> None:
         _tls.errors.append(e)
 
 
+# cp.async: a copy is made only when the thread waits for it (cp.async.wait.group/all), as
+# late as the GPU may make it, so a read of the row cache that does not wait for its copies
+# reads what the buffer held before (an earlier row, or the poison bytes) and fails a test.
+def _copies() -> tuple[list, list]:
+    if getattr(_tls, "copies", None) is None:
+        _tls.copies, _tls.groups = [], []     # this thread's uncommitted copies; its groups
+    return _tls.copies, _tls.groups
+
+
+def _cp_async(n: int):
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+    def copy(dst: int, src: int) -> None:
+        _copies()[0].append((dst, src, n))
+    return copy
+
+
+_emu_cp_async = {n: _cp_async(n) for n in (4, 8, 16)}
+
+
+def _complete(copies: list) -> None:
+    for dst, src, n in copies:
+        ctypes.memmove(dst, src, n)
+
+
+@ctypes.CFUNCTYPE(None)
+def _emu_cp_async_commit() -> None:
+    copies, groups = _copies()
+    groups.append(list(copies))
+    copies.clear()
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int32)
+def _emu_cp_async_wait_group(pending: int) -> None:
+    _copies()
+    groups = _tls.groups
+    done = len(groups) - pending
+    for g in groups[:max(done, 0)]:
+        _complete(g)
+    del groups[:max(done, 0)]
+
+
+@ctypes.CFUNCTYPE(None)
+def _emu_cp_async_wait_all() -> None:
+    copies, groups = _copies()
+    for g in groups + [copies]:
+        _complete(g)
+    groups.clear()
+    copies.clear()
+
+
 _SREG = {"tid.x": 0, "ntid.x": 1, "ctaid.x": 2, "nctaid.x": 3}
 _llvm_lock = threading.Lock()
 _llvm_state: dict = {}
@@ -125,7 +175,11 @@ def _llvm():
         for name, cb in (("emu_sreg", _emu_sreg), ("emu_barrier", _emu_barrier),
                          ("emu_shfl_down", _emu_shfl_down), ("emu_shfl_idx", _emu_shfl_idx),
                          ("emu_shfl_syncwarp", _emu_shfl_syncwarp),
-                         ("emu_shfl_match_any", _emu_shfl_match_any)):
+                         ("emu_shfl_match_any", _emu_shfl_match_any),
+                         ("emu_cp_async_commit", _emu_cp_async_commit),
+                         ("emu_cp_async_wait_group", _emu_cp_async_wait_group),
+                         ("emu_cp_async_wait_all", _emu_cp_async_wait_all),
+                         *((f"emu_cp_async_{n}", f) for n, f in _emu_cp_async.items())):
             llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
         _llvm_state["llvm"] = llvm
         _llvm_state["engines"] = []
@@ -144,25 +198,23 @@ def host_ir(ir_text: str) -> str:
     t = t.replace('@"llvm.nvvm.bar.warp.sync"', '@"emu_shfl_syncwarp"')
     t = t.replace('@"llvm.nvvm.match.any.sync.i32"', '@"emu_shfl_match_any"')
     t = t.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
-    # cp.async (global -> shared, asynchronous on the GPU): a copy the thread makes at once,
-    # so its wait has nothing left to wait for
+    # cp.async (global -> shared, asynchronous on the GPU): made at the thread's wait
     for kind, n in (("cg", 16), ("ca", 16), ("ca", 8), ("ca", 4)):
         t = t.replace(f'@"llvm.nvvm.cp.async.{kind}.shared.global.{n}"', f'@"emu_cp_async_{n}"')
-    t = t.replace('call void @"llvm.nvvm.cp.async.wait.all"()', "")
-    for n in (4, 8, 16):
-        if f'@"emu_cp_async_{n}"' in t:
-            w = f"i{8 * n}"
-            t += (f'\ndefine internal void @"emu_cp_async_{n}"(i8* %d, i8* %s) {{\n'
-                  f'  %sw = bitcast i8* %s to {w}*\n  %dw = bitcast i8* %d to {w}*\n'
-                  f'  %v = load {w}, {w}* %sw, align 1\n  store {w} %v, {w}* %dw, align 1\n'
-                  f'  ret void\n}}\n')
+    t = t.replace('@"llvm.nvvm.cp.async.wait.all"', '@"emu_cp_async_wait_all"')
+    t = t.replace('@"llvm.nvvm.cp.async.commit.group"', '@"emu_cp_async_commit"')
+    t = t.replace('@"llvm.nvvm.cp.async.wait.group"', '@"emu_cp_async_wait_group"')
     t = t.replace("define ptx_kernel ", "define ")
     t = re.sub(r'@"__nv_(\w+)"', r'@"\1"', t)
     t += ('\ndeclare i32 @"emu_sreg"(i32)\ndeclare void @"emu_barrier"(i32)\n'
           'declare i32 @"emu_shfl_down"(i32, i32, i32, i32)\n'
           'declare i32 @"emu_shfl_idx"(i32, i32, i32, i32)\n'
           'declare void @"emu_shfl_syncwarp"(i32)\n'
-          'declare i32 @"emu_shfl_match_any"(i32, i32)\n')
+          'declare i32 @"emu_shfl_match_any"(i32, i32)\n'
+          'declare void @"emu_cp_async_4"(i8*, i8*)\ndeclare void @"emu_cp_async_8"(i8*, i8*)\n'
+          'declare void @"emu_cp_async_16"(i8*, i8*)\ndeclare void @"emu_cp_async_commit"()\n'
+          'declare void @"emu_cp_async_wait_group"(i32)\n'
+          'declare void @"emu_cp_async_wait_all"()\n')
     return t
 
 
@@ -173,6 +225,7 @@ class EmuFunction:
         self.cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_uint64] * nargs))(address)
         self.barriers, self.matmul, self.stage1 = barriers, matmul, stage1
         self.max_threads = 1024
+        self.smem_allowed = 0
 
 
 class EmulatedDevice:
@@ -182,6 +235,7 @@ class EmulatedDevice:
     ordinal = 0
     stream_handle = 0xE0
     sm_count = 4
+    smem_optin = 1 << 16    # the host buffer standing in for each kernel's dynamic shared memory
     cc = (9, 0)
     target = DEFAULT_TARGET
 
@@ -272,6 +326,10 @@ class EmulatedDevice:
         self.module_loads += 1
         return mod
 
+    def allow_smem(self, fn: EmuFunction, nbytes: int) -> None:
+        assert nbytes <= self.smem_optin, nbytes
+        fn.smem_allowed = max(fn.smem_allowed, nbytes)
+
     def launch(self, fn: EmuFunction, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
         addrs = np.frombuffer((ctypes.c_uint64 * fn.nargs).from_address(args_addr), np.uint64)
         args = [int(np.frombuffer((ctypes.c_uint64 * 1).from_address(int(a)), np.uint64)[0])
@@ -279,6 +337,7 @@ class EmulatedDevice:
         assert block % 32 == 0 and block > 0, block
         self.launches.append((fn.name, grid, block))
         self.smem_sizes.append(smem)
+        assert smem <= max(48 << 10, fn.smem_allowed), (fn.name, smem)   # (allow_smem)
         if not fn.barriers and self.reverse_threads:
             for ctaid in reversed(range(2)):
                 for tid in reversed(range(32)):
@@ -304,6 +363,7 @@ class EmulatedDevice:
             _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, ntid, ctaid, nctaid
             _tls.block = state
             _tls.errors = []
+            _tls.copies = None      # cp.async's pending copies (_copies)
             try:
                 fn.cfunc(*args)
                 if _tls.errors:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -330,6 +331,39 @@ def test_block_row_cache_prefetched_by_cp_async(emulated, dtypes, n) -> None:
     check(fn, x, w)
     check(fn, x[:, 2:], w[2:])    # rows starting 2 elements in: unaligned for 16 bytes
     assert any(emulated.smem_sizes)
+
+
+@pytest.mark.parametrize("n, buffers", [(1028, 2), (1030, 2), (9000, 1), (16400, 0)])
+def test_block_row_pipelines_its_rows(emulated, n: int, buffers: int) -> None:
+    """block_row's row cache holds two rows when both fit (the launch's flag 2): the next
+    row's cp.async copies go to the other buffer while this row is reduced, and only this
+    row's group is waited for. The emulator makes a copy only at its wait, so a read that
+    did not wait reads the other row. Rows of 9000 float32 fit one buffer only (flag 1), of
+    16400 none; odd rows (1030) take the scalar loop with the two buffers allocated. Each
+    block (at most 4 in the emulator) takes several rows, the last one without a next."""
+    x = rng(15).standard_normal((11, n)).astype(np.float32)
+    x[3, 7] = np.inf
+    x[5] = -np.inf      # a row of -inf: NaN from the max's subtraction, as NumPy's
+
+    def softmax(a):
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def norm(a):        # a second row reduction over the cached row
+        c = a - a.mean(-1, keepdims=True)
+        return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-3)
+    for fn in (softmax, norm):
+        f = gpu(fn)
+        (kernel,) = f.lower(x).executable.kernels
+        assert kernel.strategy == "block_row"
+        before = len(emulated.launches)
+        check(fn, x)
+        (smem,) = emulated.smem_sizes[before:]
+        assert smem == buffers * n * 4, (smem, buffers)
+        check(fn, x[1:])            # another row count per block
+    if buffers:
+        ptx = gpu(softmax).lower(x).executable.kernels[0].ptx
+        assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
 
 
 @pytest.mark.parametrize("rows", [19, 24, 43])   # a last group of 3 rows; whole groups; more groups than blocks

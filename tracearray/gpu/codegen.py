@@ -129,6 +129,16 @@ class _Nvvm:
         """Until this thread's ``cp.async`` copies are done and visible to it."""
         b.call(self._fn("llvm.nvvm.cp.async.wait.all", ir.VoidType(), []), [])
 
+    def cp_async_commit(self, b: ir.IRBuilder) -> None:
+        """This thread's ``cp.async`` copies since the last commit become one group."""
+        b.call(self._fn("llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+
+    def cp_async_wait_group(self, b: ir.IRBuilder, pending: int) -> None:
+        """Until at most ``pending`` of this thread's most recent committed groups are still
+        in flight (every older group done and visible to it)."""
+        b.call(self._fn("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32]),
+               [ir.Constant(I32, pending)])
+
     def shfl(self, b: ir.IRBuilder, mode: str, v: ir.Value, lane: ir.Value | int) -> ir.Value:
         """``shfl.sync.<mode>.b32`` over the full warp (mode: down, idx, bfly)."""
         c = 0 if mode == "up" else 31   # clamp: the whole warp is one segment
@@ -384,6 +394,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         self._prefetched: frozenset[int] = frozenset()
         self._gpu_init()
         self._row_cache: dict[int, ir.Value] = {}
+        self._row_cache_var: ir.GlobalVariable | None = None
         self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
         self._row_pos: ir.Value | None = None
         self._nesting = 0
@@ -546,11 +557,31 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 and any(self.geo.load_uses[a][d] for d in inner)]
         return sorted(keep, key=lambda a: (-k.body.accesses[a].top.dtype.itemsize, a))
 
+    def static_smem_bytes(self) -> int:
+        """Bytes of the (lowered) kernel's static shared memory (reductions' slots)."""
+        return sum(gv.type.pointee.count * _bits(gv.type.pointee.element) // 8
+                   for gv in self._smem_vars.values())
+
     def row_cache_limit(self) -> int:
-        """Bytes the row cache may take in a launch of this (lowered) kernel."""
-        static = sum(gv.type.pointee.count * _bits(gv.type.pointee.element) // 8
-                     for gv in self._smem_vars.values())
-        return max(0, min(ROW_CACHE_MAX_BYTES, SMEM_LAUNCH_LIMIT - static))
+        """Bytes one row's cache may take in a launch of this (lowered) kernel, within what a
+        launch may use without opting in."""
+        return max(0, min(ROW_CACHE_MAX_BYTES, SMEM_LAUNCH_LIMIT - self.static_smem_bytes()))
+
+    def row_cache_buffers(self) -> int:
+        """Rows the row cache holds: 2 when block_row prefetches its rows by cp.async (the
+        next row is copied in while this one is reduced; the launch's flag 2 asks for it),
+        else 1."""
+        if self.strategy != "block_row" or not self.async_copy:
+            return 1
+        k = self.kernel
+        cached = self.row_cached_accesses()
+        if not cached:
+            return 1
+        full, _rows = self._split_stores()
+        root = self._root_exprs()
+        exprs = list(k.red_exprs) + [root[st.node] for _i, st in full if st.node in root]
+        plan = self.vector_plan(exprs, [i for i, _st in full], flat=False)
+        return 2 if plan is not None and set(cached) & plan.loads else 1
 
     def row_cache_itemsize(self) -> int:
         """Shared-memory bytes per row element of the row cache (0: no cache)."""
@@ -611,11 +642,14 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                         ) -> dict[int, ir.Value]:
         """Each cached access's part of the dynamic shared memory (``ninner`` elements);
         ``part``: which row's cache, of several held by one block (warp_row: a row per
-        warp)."""
-        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0),
-                               f"{self.name}_rowcache", addrspace=3)
-        gv.linkage = "external"
-        gv.align = 16
+        warp; block_row pipelined: the row's buffer of two)."""
+        gv = self._row_cache_var
+        if gv is None:      # the dynamic shared memory, sized by the launch
+            gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0),
+                                   f"{self.name}_rowcache", addrspace=3)
+            gv.linkage = "external"
+            gv.align = 16
+            self._row_cache_var = gv
         ptrs, offset = {}, self.const(0)
         if part is not None:
             offset = self.b.mul(part, self.b.mul(ninner, self.const(self.row_cache_itemsize())))
@@ -805,11 +839,28 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 with otherwise:
                     cached_or_not(False)
 
-        with self.loop(row0, self.product(geo.par_dims), row_step) as row:
+        nrows = self.product(geo.par_dims)
+        pipelined = None    # i1: two row buffers, the next row copied in during this one
+        if prefetch and cache_part is None:
+            b = self.b
+            pipelined = b.and_(b.icmp_unsigned("==", self._extra_args[0], self.const(2)),
+                               vector_ok)
+            parity = self.alloca(I64)       # which buffer holds this row
+            b.store(self.const(0), parity)
+            with b.if_then(b.and_(pipelined, b.icmp_unsigned("<", row0, nrows))):
+                self.set_dims(row0, geo.par_dims)
+                self._prefetch_row(plan, prefetch, first, step, ninner,
+                                   self._row_cache_ptrs(ninner, self.const(0)), barrier=False)
+                self.nv.cp_async_commit(b)
+        with self.loop(row0, nrows, row_step) as row:
             self.set_dims(row, geo.par_dims)
-            if prefetch:
+            if pipelined is not None:
+                self._pipeline_rows(plan, prefetch, first, step, ninner, row, row_step, nrows,
+                                    parity, pipelined, self.b.and_(use_cache, vector_ok))
+            elif prefetch:
                 with self.b.if_then(self.b.and_(use_cache, vector_ok)):
-                    self._prefetch_row(plan, prefetch, first, step, ninner)
+                    self._prefetch_row(plan, prefetch, first, step, ninner, self._row_cache)
+                    self.nv.cp_async_wait_all(self.b)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
                 comp = self._new_compensation(red)
@@ -826,19 +877,54 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 with self.b.if_then(leader):
                     self._store_roots(rows, {})
 
+    def _pipeline_rows(self, plan, prefetch: list[int], first: ir.Value, step: ir.Value,
+                       ninner: ir.Value, row: ir.Value, row_step: ir.Value, nrows: ir.Value,
+                       parity: ir.Value, pipelined: ir.Value, single: ir.Value) -> None:
+        """At the top of a block_row row: the row cache's buffer for this row, and its
+        copies. Pipelined (the launch's flag 2, an aligned launch): this row was copied into
+        buffer ``parity`` during the last row (or before the first); the next row's copies
+        go to the other buffer now, and only this row's group is waited for, so the next
+        row's reads are in flight while this one is reduced and stored. Otherwise (flag 1)
+        one buffer, filled and waited for here (``single``)."""
+        b, geo = self.b, self.geo
+        part = b.select(pipelined, b.load(parity), self.const(0))
+        self._row_cache = self._row_cache_ptrs(ninner, part)
+        with b.if_else(pipelined) as (then, otherwise):
+            with then:
+                nxt = b.add(row, row_step)
+                with b.if_else(b.icmp_unsigned("<", nxt, nrows)) as (more, last):
+                    with more:
+                        self.set_dims(nxt, geo.par_dims)
+                        self._prefetch_row(plan, prefetch, first, step, ninner,
+                                           self._row_cache_ptrs(ninner, b.xor(part,
+                                                                              self.const(1))))
+                        self.set_dims(row, geo.par_dims)
+                        self.nv.cp_async_commit(b)
+                        self.nv.cp_async_wait_group(b, 1)
+                    with last:
+                        self.nv.cp_async_wait_group(b, 0)
+            with otherwise:
+                with b.if_then(single):
+                    self._prefetch_row(plan, prefetch, first, step, ninner, self._row_cache)
+                    self.nv.cp_async_wait_all(b)
+        b.store(b.xor(b.load(parity), self.const(1)), parity)
+
     def _prefetch_row(self, plan, accesses: list[int], first: ir.Value, step: ir.Value,
-                      ninner: ir.Value) -> None:
-        """The row's cached, vector-loaded accesses copied into the row cache by
+                      ninner: ir.Value, cache: dict[int, ir.Value], barrier: bool = True
+                      ) -> None:
+        """The row's cached, vector-loaded accesses copied into the row cache ``cache`` by
         ``cp.async``, at the chunks the thread's vector sweeps visit, before the first phase
-        (which then reads them from the cache like the later ones). A thread's loads of a
-        row are otherwise a chain of two vector trips at a time: the H200's layernorm row
-        (8192 float32, 256 threads) kept the memory system half busy at 3 blocks per
-        multiprocessor (ncu, 2026-12-02); copies hold no register, so the whole row is in
-        flight at once. Each thread reads back only what it copied, after its own wait; the
-        barrier first orders the last row's reads of the cache before the copies."""
+        (which then reads them from the cache like the later ones); the caller waits. A
+        thread's loads of a row are otherwise a chain of two vector trips at a time: the
+        H200's layernorm row (8192 float32, 256 threads) kept the memory system half busy
+        at 3 blocks per multiprocessor (ncu, 2026-12-02); copies hold no register, so the
+        whole row is in flight at once. Each thread reads back only what it copied, after
+        its own wait; the barrier first orders the last reads of these buffers (the last
+        row's, by every thread) before the copies overwrite them."""
         b, geo, k = self.b, self.geo, self.kernel
         lanes = plan.lanes
-        self.nv.barrier(b)
+        if barrier:
+            self.nv.barrier(b)
 
         def chunk(c: ir.Value) -> None:
             r = b.mul(c, self.const(lanes))
@@ -846,12 +932,11 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
             for a in accesses:
                 src = self._address(self.ptrs[a], self.layout.load_slots[a],
                                     self.geo.load_vstrides[a])
-                dst = b.gep(self._row_cache[a], [r])
+                dst = b.gep(cache[a], [r])
                 self.nv.cp_async(b, dst, src, lanes * k.body.accesses[a].top.dtype.itemsize)
         # one copy per trip: an unrolled trip's addresses held 10-15 more registers at the
         # kernel's peak (ptxas), and a copy's issue does not wait for the last one anyway
         self.strided_loop(first, b.udiv(ninner, self.const(lanes)), step, chunk, unroll=1)
-        self.nv.cp_async_wait_all(b)
 
     def _thread_row(self) -> None:
         geo = self.geo

@@ -76,6 +76,7 @@ class Function:
     handle: Any
     name: str
     max_threads: int
+    smem_allowed: int = 0   # dynamic shared memory its launches were allowed (allow_smem)
 
 
 class Device:
@@ -104,6 +105,8 @@ class Device:
                    self.attribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
         self.sm_count = self.attribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         self.max_threads = self.attribute(attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        self.smem_optin = self.attribute(
+            attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         name = self.call("cuDeviceGetName", 256, self.dev)
         self.name = name.split(b"\0")[0].decode(errors="replace") if isinstance(name, bytes) \
             else str(name)
@@ -267,6 +270,14 @@ class Device:
             raise CudaError(f"{e}\nPTX JIT log:\n{text}" if text else str(e), err, e.name)
         return ret[1]
 
+    def allow_smem(self, fn: Function, nbytes: int) -> None:
+        """Let ``fn``'s launches take ``nbytes`` of dynamic shared memory (past 48 KB a
+        kernel must opt in; block_row's two row buffers can)."""
+        if nbytes > fn.smem_allowed:
+            self.call("cuFuncSetAttribute", fn.handle, self.cu.CUfunction_attribute
+                      .CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+            fn.smem_allowed = nbytes
+
     def launch(self, fn: Function, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
         """Launch asynchronously on the stream; ``args_addr``: address of a ``void*[]``.
 
@@ -376,6 +387,12 @@ def current_target() -> GpuTarget:
         return _device.target
     from .ptx import DEFAULT_TARGET
     return get_device().target if is_available() else DEFAULT_TARGET
+
+
+def smem_per_block_optin() -> int:
+    """Shared memory a block may use once its kernel opts in (227 KB, an H200's, when there
+    is no device)."""
+    return getattr(_device, "smem_optin", 232448) if _device is not None else 232448
 
 
 def sm_count() -> int:

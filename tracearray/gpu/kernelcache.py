@@ -50,7 +50,7 @@ PIPELINE_PACKAGES = ("ops", "tile", "fuse", "codegen", "gpu")
 KEY_COMPONENTS = ("kernel", "strategy", "wide", "target", "ptx_options", "llvm",
                   "libdevice_search", "tracearray", "pipeline")
 PAYLOAD_MAGIC = b"TAGPUK1\n"
-FACTS = ("row_cache_itemsize", "row_cache_limit")
+FACTS = ("row_cache_itemsize", "row_cache_limit", "row_cache_buffers", "smem_static")
 MEMORY_MAX = 256
 
 _lock = threading.Lock()
@@ -62,7 +62,9 @@ _pipeline: list[str] = []
 @dataclass(eq=False)
 class LoweredKernel:
     """A kernel's PTX, what the launch needs of its lowering (``facts``: bytes of the row
-    cache per row element, the most it may take), and its IR on demand."""
+    cache per row element, the most one row's may take without opting in, how many rows it
+    can hold (2: block_row's pipelined rows), the static shared memory), and its IR on
+    demand."""
     ptx: str
     facts: dict[str, int]
     make_ir: Callable[[], str] = field(repr=False)
@@ -107,7 +109,9 @@ def lowered_kernel(geo: Geometry, name: str, strategy: str, wide: bool,
         ir_text = low.lower()
         ptx = ptxmod.compile_ptx(ir_text, target, counts)
         facts = {"row_cache_itemsize": int(low.row_cache_itemsize()),
-                 "row_cache_limit": int(low.row_cache_limit())}
+                 "row_cache_limit": int(low.row_cache_limit()),
+                 "row_cache_buffers": int(low.row_cache_buffers()),
+                 "smem_static": int(low.static_smem_bytes())}
         found = LoweredKernel(ptx, facts, make_ir, ir_text)
         if cache is not None:
             cache.store(key, _payload(found, ir_text), record)
