@@ -68,7 +68,10 @@ ROW_ELEMENTS_PER_THREAD = 32  # block_row: threads per block from the row's leng
 # Blocks per multiprocessor at most (grid-stride rows). A grid of the resident blocks alone
 # (the occupancy calculator's) was slower on the H200, 2026-12-03: softmax 1.18 -> 1.25 ms,
 # pairwise_min 0.456 -> 0.536, l2_normalize 1.22 -> 1.28 (layernorm, rmsnorm 2-4 % faster).
-ROW_GRID_PER_SM = 16          # block_row, block_rows
+# 21 against 16 (H200, 2026-12-04, three calls; docs/bench-gpu-ab-rows-2026-12-04.jsonl):
+# layernorm 1.29 -> 1.23 ms (16 ran 5.33 waves of its 3 resident blocks per multiprocessor,
+# 21 runs 7), rmsnorm and softmax 1-3 % faster, logsumexp and pairwise_min level.
+ROW_GRID_PER_SM = 21          # block_row, block_rows
 WARP_ROW_GRID_PER_SM = 64     # warp_row
 # block_row's two row buffers at most (two blocks per multiprocessor still fit an H200's
 # 228 KB; layernorm's rows of 8192 float32 take 64 KB)
