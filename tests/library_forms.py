@@ -111,6 +111,19 @@ def _ties(r, shape, dtype=np.float32):
     return x
 
 
+def _spread(r, shape, dtype=np.float32):
+    """Values with ties and few NaNs, so that most quantiles are numbers: one decimal of a
+    normal draw; along the last axis one slice has infinities, one a NaN, one -0.0s."""
+    x = np.round(r.standard_normal(shape) * 3, 1).astype(dtype)
+    rows = x.reshape(-1, shape[-1])
+    rows[0, ::3] = np.inf
+    rows[0, 1::5] = -np.inf
+    if len(rows) > 2:
+        rows[1, -1] = np.nan
+        rows[2, ::2] = -0.0
+    return x
+
+
 SORT_FORMS = {
     # name: (function, arguments from a Generator, whether the block sort takes it)
     "sort_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (6, 37)),), True),
@@ -136,13 +149,39 @@ SORT_FORMS = {
                                    lambda r: (_ties(r, (40, 3, 2), np.float64),), True),
     "median_middle_axis_view": (lambda x: np.median(x[:, ::-1, :], axis=1),
                                 lambda r: (_ties(r, (3, 33, 4)),), True),
+    "median_flattened": (lambda x: np.median(x), lambda r: (_spread(r, (5, 8)),), True),
+    "percentile_rows": (lambda x: np.percentile(x, 30, axis=-1), lambda r: (_spread(r, (4, 9)),),
+                        True),
+    "quantile_rows_linear": (lambda x: np.quantile(x, [0.1, 0.5, 0.9, 1.0], axis=-1),
+                             lambda r: (_spread(r, (6, 37)),), True),
+    "quantile_axis0_keepdims_f64": (
+        lambda x: np.quantile(x, 0.37, axis=0, keepdims=True, method="median_unbiased"),
+        lambda r: (_spread(r, (40, 3, 2), np.float64).transpose(2, 0, 1).copy(),), True),
+    "quantile_nearest_flattened": (lambda x: np.quantile(x, [0.25, 0.75], method="nearest"),
+                                   lambda r: (_spread(r, (7, 9)),), True),
+    "quantile_lower_reversed_view": (lambda x: np.quantile(x[:, ::-1], 0.6, axis=1,
+                                                           method="lower"),
+                                     lambda r: (_spread(r, (5, 20)),), True),
+    "quantile_float32_q_array": (
+        lambda x: np.quantile(x, np.array([0.2, 0.85], np.float32), axis=-1, method="hazen"),
+        lambda r: (_spread(r, (5, 11)),), True),
+    "percentile_weibull_f64_then_fused": (
+        lambda x: np.percentile(x * 2, [5, 50, 95.5], axis=-1, method="weibull") + 1,
+        lambda r: (_spread(r, (4, 16), np.float64),), True),
+    "quantile_length_one_rows": (lambda x: np.quantile(x, [0.0, 0.5], axis=-1),
+                                 lambda r: (_spread(r, (6, 1)),), True),
     # the host runs these
     "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
                        False),
     "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
                         False),
-    "percentile_rows": (lambda x: np.percentile(x, 30, axis=-1), lambda r: (_ties(r, (4, 9)),),
-                        False),
+    "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
+                         lambda r: (_spread(r, (4, 9)),), False),
+    "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
+                                               method="inverted_cdf"),
+                         lambda r: (_spread(r, (4, 9)),), False),
+    "quantile_of_ints": (lambda x: np.quantile(x, 0.3, axis=-1),
+                         lambda r: (_ties(r, (4, 9), np.int32),), False),
     "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
 }
 # rows longer than a block sorts: the radix sort over all the blocks (gpu/radix_sort.py)
@@ -158,6 +197,8 @@ SORT_FORMS.update({
                                      lambda r: (r.integers(0, 2**63, (2, 2050, 2), np.uint64),),
                                      True),
     "median_long_rows": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (2, 4101)),), True),
+    "quantile_long_rows": (lambda x: np.quantile(x, [0.01, 0.5, 0.99], axis=-1),
+                           lambda r: (_spread(r, (3, 4101)),), True),
     "sort_long_with_infinities": (lambda x: np.sort(x * np.float32(1e38) * 10),
                                   lambda r: (_ties(r, (4200,)),), True),
 })

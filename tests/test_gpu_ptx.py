@@ -267,3 +267,18 @@ def test_ptx_from_the_disk_cache_loads_no_llvm(tmp_path) -> None:
     first, second = (r.stdout.split() for r in runs)
     assert first[1] != "0" and first[2] == "True"       # compiled: LLVM was needed
     assert second == [first[1], "0", "False"]            # every kernel from disk, no LLVM
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype,res", [(np.float32, np.float32), (np.float32, np.float64),
+                                       (np.float64, np.float64)])
+def test_quantile_kernel_rounds_like_numpy_and_assembles(dtype, res) -> None:
+    """Issue 13: the GPU's quantile kernel (gpu/quantile.py) rounds its product before the
+    add, as NumPy's ``_lerp`` does: no fused multiply-add in its PTX (``.rn`` operations,
+    which ptxas does not contract), and ptxas accepts it."""
+    from tracearray.gpu.quantile import quantile_kernel_ir
+    text = P.compile_ptx(quantile_kernel_ir(dtype, res, "ta_quantile_test"), P.DEFAULT_TARGET)
+    assert "fma" not in text
+    ops = set(re.findall(r"\b(mul|add|sub)(\.rn)?\.f(?:32|64)", text))
+    assert {op for op, _ in ops} >= {"mul", "add", "sub"} and all(rn for _, rn in ops)
+    assemble(text)

@@ -217,6 +217,56 @@ def test_quantile_every_method(method):
           what=f"nan {method}")
 
 
+def _quantiles_from_plan(rows: np.ndarray, plan) -> np.ndarray:
+    """What the GPU's quantile kernel computes (gpu/quantile.py), in NumPy: the plan's one
+    or two sorted values per q, the difference in the values' dtype, one rounded product and
+    one rounded add or subtract in the result's, the row's last value where it is NaN."""
+    res = plan.dtype
+    out = []
+    with np.errstate(all="ignore"):
+        for i in range(len(plan.prev)):
+            a, b = rows[:, plan.prev[i]], rows[:, plan.next[i]]
+            diff = (b - a).astype(res)
+            low = a.astype(res) + diff * plan.t[i]
+            high = b.astype(res) - diff * plan.omt[i]
+            r = a.astype(res) if plan.mode[i] == 0 else high if plan.mode[i] == 2 else low
+            out.append(np.where(np.isnan(rows[:, -1]), rows[:, -1].astype(res), r))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_quantile_plan_gives_numpys_values_bit_for_bit(method, dtype):
+    """Issue 13: ``ops.sorting.quantile_plan`` (which sorted positions a quantile reads and
+    its weights, from n and q alone, by NumPy's own helpers) and the GPU kernel's arithmetic
+    give np.quantile's and np.percentile's values bit for bit (signed zeros, infinities and
+    NaN rows included) for every method, Python-scalar (weak) and array q, float32 q."""
+    from tracearray.ops.sorting import quantile_plan
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 10, 101):
+        x = np.round(rng.standard_normal((5, n)) * 3, 1).astype(dtype)
+        x[0, 0] = np.nan
+        x[1] = np.inf
+        x[2, : n // 2] = -np.inf
+        x[3, ::2] = -0.0
+        rows = np.sort(x, axis=-1)
+        for func, qs in (("quantile", [0.5, 0.0, 1.0, 0.3, 1, [0.1, 0.25, 0.999],
+                                       np.float32(0.7), np.array([0.2, 0.8], np.float32)]),
+                         ("percentile", [50, 33.3, 100, [10, 90], np.array([5, 95.5])])):
+            for q in qs:
+                qa = np.asarray(q)
+                plan = quantile_plan(n, dtype, func=func, q=tuple(qa.ravel().tolist()),
+                                     q_shape=qa.shape, q_dtype=qa.dtype.str,
+                                     weak=type(q) in (int, float), method=method)
+                with np.errstate(all="ignore"):
+                    want = np.asarray(getattr(np, func)(x, q, axis=-1, method=method))
+                got = _quantiles_from_plan(rows, plan).reshape(qa.shape + (5,))
+                what = f"{func}({q!r}, method={method!r}), n={n}"
+                assert got.dtype == want.dtype, what
+                np.testing.assert_array_equal(got, want, err_msg=what)
+                assert np.array_equal(np.signbit(got), np.signbit(want)), what
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.uint8, np.float16, np.float32, np.float64],
                          ids=str)
 def test_median_and_nanmedian(dtype):

@@ -1,5 +1,7 @@
 """The GPU's sorts: ``sort`` and ``argsort`` of rows that fit a block's shared memory, as a
-bitonic network per row (the device implementations of the two external ops).
+bitonic network per row (the device implementations of the two external ops), and the order
+statistics that read sorted rows: ``np.median`` here, ``np.quantile`` and ``np.percentile``
+in ``quantile.py``.
 
 A block takes a row (grid-stride over rows), loads it into shared memory beside each
 element's position, pads it to a power of two ``P`` and runs the log2(P)(log2(P)+1)/2
@@ -26,6 +28,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ops import EXTERNALS
+from ..ops.external import DeviceBuffer
 from .array import _c_strides
 from .libraries import row_groups
 
@@ -289,43 +292,75 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     return str(module)
 
 
-def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
-                    q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
-                    keepdims: bool, ndim: int) -> Any:
-    """``np.median`` of float32/float64 along one axis: the rows sorted by the block sort
-    into a scratch array (the axis last), then a thread per row picks the middle. Other
-    order statistics, dtypes, several axes and empty rows run on the host."""
-    out = results[0]
-    if out is None:
-        return None
-    if len(operands) != 1 or func != "median" or axis is None or len(axis) != 1:
-        return NotImplemented
-    src = operands[0]
-    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or out.dtype != src.dtype:
-        return NotImplemented
-    ax = axis[0]
+def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
+    """``src``'s rows along the one axis of ``axis`` (None: the whole array, when it is
+    C-contiguous) sorted into a scratch block, the rows in C order of the other axes and
+    each row contiguous: ``(scratch, rows, n)``, or NotImplemented (several axes, a
+    strided whole array, empty rows, a dtype the sorts do not take)."""
     shape = tuple(src.shape)
+    if axis is None:
+        if tuple(src.strides) != tuple(_c_strides(shape, 1)):
+            return NotImplemented
+        n = math.prod(shape)
+        src = DeviceBuffer(src.ptr, (n,), (1,), src.dtype)
+        shape, ax = (n,), 0
+    elif len(axis) == 1:
+        ax = axis[0]
+    else:
+        return NotImplemented
     n = shape[ax]
     if n == 0:
         return NotImplemented
     rows = math.prod(shape) // n
-    if rows == 0:
-        return None
-    # the scratch: rows in C order of the other axes, each row contiguous
     moved = [shape[d] for d in range(len(shape)) if d != ax] + [n]
     c = _c_strides(tuple(moved), 1)
     dst = [0] * len(shape)
-    others = [d for d in range(len(shape)) if d != ax]
-    for k, d in enumerate(others):
+    for k, d in enumerate(d for d in range(len(shape)) if d != ax):
         dst[d] = c[k]
     dst[ax] = 1
-    scratch = dev.allocator.allocate(rows * n * src.dtype.itemsize)
-
-    class _Buf:
-        ptr = scratch.ptr
-    done = _sort_rows(dev, src, _Buf, None, ax, dst)
-    if done is NotImplemented:
+    scratch = dev.allocator.allocate(max(rows * n, 1) * src.dtype.itemsize)
+    if rows and _sort_rows(dev, src, scratch, None, ax, dst) is NotImplemented:
         return NotImplemented
+    return scratch, rows, n
+
+
+def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
+                    q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
+                    keepdims: bool, ndim: int) -> Any:
+    """``np.median``, ``np.quantile`` and ``np.percentile`` of float32/float64 along one axis
+    (or the whole of a C-contiguous array): the rows sorted by the block sort (or the radix
+    sort) into a scratch array (the axis last), then a thread per row picks the middle, or
+    per (q, row) reads and interpolates as NumPy does (``gpu/quantile.py``). The nan*
+    variants, weights, other dtypes, several axes and empty rows run on the host."""
+    out = results[0]
+    if out is None:
+        return None
+    if len(operands) != 1 or func not in ("median", "quantile", "percentile"):
+        return NotImplemented
+    src = operands[0]
+    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return NotImplemented
+    plan = None
+    if func != "median":
+        from ..ops.sorting import quantile_plan
+        n = math.prod(src.shape) if axis is None else \
+            math.prod(src.shape[d] for d in axis)
+        plan = quantile_plan(n, src.dtype, func=func, q=q, q_shape=q_shape, q_dtype=q_dtype,
+                             weak=weak, method=method)
+        if plan is None or plan.dtype != out.dtype:
+            return NotImplemented
+    elif out.dtype != src.dtype:
+        return NotImplemented
+    sorted_ = _sorted_rows(dev, src, axis)
+    if sorted_ is NotImplemented:
+        return NotImplemented
+    scratch, rows, n = sorted_
+    if rows == 0:
+        return None
+    if plan is not None:
+        from .quantile import launch_quantiles
+        launch_quantiles(dev, scratch, out, rows, n, plan, src.dtype)
+        return None
     name, text, ptx = _kernel(src.dtype, "median")
     fn = dev.load(ptx, [name], text)[name]
     from .driver import sm_count

@@ -12,6 +12,7 @@ are normalised to non-negative positions.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -90,6 +91,69 @@ def order_statistic_call(x: np.ndarray, weights: np.ndarray | None = None, *, fu
         return np.asarray(fn(x, **kwargs))
     return np.asarray(fn(x, order_statistic_q(q, q_shape, q_dtype, weak), method=method,
                          **kwargs))
+
+
+@dataclass(frozen=True)
+class QuantilePlan:
+    """Where NumPy's quantile of a row of ``n`` sorted values reads and how it combines what
+    it reads, one entry per q (C order of q's shape): ``prev``/``next`` positions in
+    ``[0, n)``; ``mode`` 0: the value at ``prev`` (a method without interpolation), 1:
+    ``a + (b - a) * t``, 2: ``b - (b - a) * omt`` (NumPy's ``_lerp`` takes the second form
+    where ``t >= 0.5``), with ``b - a`` in the values' dtype and the rest in ``dtype``, the
+    result's. A row whose last sorted value is NaN gives that value instead (NaN sorts last)."""
+    prev: np.ndarray
+    next: np.ndarray
+    mode: np.ndarray
+    t: np.ndarray
+    omt: np.ndarray
+    dtype: np.dtype
+
+
+def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tuple,
+                  q_dtype: str, weak: bool, method: str, **_: Any) -> QuantilePlan | None:
+    """The plan of ``np.quantile`` / ``np.percentile`` (``func``) of rows of ``n`` values of a
+    float ``dtype``, computed with NumPy's own index and weight helpers on q alone (they do
+    not look at the data), so that a device kernel given the sorted rows computes NumPy's
+    values bit for bit. None where this NumPy has no such helpers (the caller then runs
+    NumPy's function itself)."""
+    try:
+        from numpy.lib import _function_base_impl as fb
+        methods, get_indexes, get_gamma = fb._QuantileMethods, fb._get_indexes, fb._get_gamma
+    except (ImportError, AttributeError):
+        return None
+    dtype = np.dtype(dtype)
+    if n <= 0 or dtype.kind != "f" or func not in ("quantile", "percentile") or \
+            method not in methods:
+        return None
+    qv = order_statistic_q(q, q_shape, q_dtype, weak)
+    if func == "percentile":
+        qv = np.true_divide(qv, 100)
+    props = methods[method]
+    with np.errstate(all="ignore"):
+        virtual = np.asanyarray(props["get_virtual_index"](n, np.asanyarray(qv)))
+        if props["fix_gamma"] is None or (method == "linear" and
+                                          np.issubdtype(virtual.dtype, np.integer)):
+            idx = virtual.astype(np.int64).ravel()       # ``take``: no interpolation
+            idx = np.where(idx < 0, idx + n, idx)
+            zeros = np.zeros(idx.shape, dtype)
+            return QuantilePlan(idx, idx, np.zeros(idx.shape, np.int64), zeros, zeros, dtype)
+        prev, nxt = get_indexes(np.empty(0, dtype), virtual, n)
+        gamma = get_gamma(virtual, prev, props)
+        if weak:   # a Python float: NEP 50's weak scalar, cast to the values' dtype
+            g = float(gamma)
+            res = dtype
+            t = np.array([g], res)
+            omt = np.array([1 - g], res)
+            high = np.array([g >= 0.5])
+        else:
+            res = np.result_type(dtype, gamma.dtype)
+            t = gamma.astype(res).ravel()
+            omt = (1 - gamma).astype(res).ravel()
+            high = (gamma >= 0.5).ravel()
+    prev = np.asarray(prev, np.int64).ravel()
+    nxt = np.asarray(nxt, np.int64).ravel()
+    return QuantilePlan(np.where(prev < 0, prev + n, prev), np.where(nxt < 0, nxt + n, nxt),
+                        np.where(high, 2, 1).astype(np.int64), t, omt, np.dtype(res))
 
 
 def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:

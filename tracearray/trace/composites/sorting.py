@@ -22,8 +22,12 @@ from . import ALL, NUMERIC, as_tracer, composite
 
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                "along one axis: the middle of the GPU's sort of the rows (divergence "
-                "gpu-sort-ties), otherwise on the host")
+                "along one axis (or the whole of a contiguous array): the middle of the GPU's "
+                "sort of the rows (divergence gpu-sort-ties), otherwise on the host")
+_QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
+                  "along one axis (or the whole of a contiguous array), every method, without "
+                  "weights: the GPU's sort of the rows, then NumPy's positions and interpolation "
+                  "(bit for bit; divergence gpu-sort-ties), otherwise on the host")
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
               "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network), "
               "longer rows in a stable radix sort over all the blocks (divergence "
@@ -229,7 +233,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
                                'np.quantile({0}, 0.25, method="nearest")',
                                'np.quantile({0}, 0.75, method="median_unbiased", axis=0)',
                                'np.quantile({0}, 1.0, keepdims=True, axis=-1)'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_QUANTILE_NOTE)
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None,
              interpolation: Any = None) -> Tracer:
@@ -240,7 +244,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 @composite(np.percentile, calls=['np.percentile({0}, 50)',
                                  'np.percentile({0}, [10, 90], axis=-1, method="lower")',
                                  'np.percentile({0}, 33.0, method="weibull")'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_QUANTILE_NOTE)
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False,
                *, weights: Any = None, interpolation: Any = None) -> Tracer:

@@ -1,0 +1,115 @@
+"""``np.quantile`` / ``np.percentile`` on the GPU: NumPy's values from the sorted rows.
+
+Which sorted positions a quantile reads, and with which weights it interpolates, depend on
+the row's length and on q alone (``ops.sorting.quantile_plan``, computed on the host with
+NumPy's own helpers). The rows are sorted by the block sort or the radix sort into a scratch
+array (``sort._sorted_rows``); then one thread per (q, row) reads the one or two values and
+combines them as NumPy's ``_lerp`` does: the difference in the values' dtype, then one
+rounded multiply and one rounded add or subtract in the result's dtype (no fused
+multiply-add: NumPy rounds the product), and the row's last value where it is NaN.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from ..ops.sorting import QuantilePlan
+
+I64 = ir.IntType(64)
+_KERNELS: dict[tuple[str, str], tuple[str, str, str]] = {}
+_lock = threading.Lock()
+
+
+def _float(dtype: np.dtype) -> ir.Type:
+    return ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
+
+
+def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
+    """``name(sorted, out, table, weights, nrows, n, nq, nancheck)``: ``out[k * nrows + r]``,
+    quantile k of sorted row r (C-contiguous rows of ``n`` values of ``dtype``), in ``res``.
+    ``table`` holds the plan's int64 ``prev``, ``next`` and ``mode`` (``nq`` each),
+    ``weights`` its ``t`` and ``omt`` in ``res``."""
+    from .sort import _Loop
+    kt, rt = _float(dtype), _float(res)
+    module = ir.Module(name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
+        kt.as_pointer(1), rt.as_pointer(1), I64.as_pointer(1), rt.as_pointer(1)] + [I64] * 4),
+        name=name)
+    fn.calling_convention = "ptx_kernel"
+    src, out, table, weights, nrows, n, nq, nancheck = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def sreg(reg: str) -> ir.Value:
+        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
+            ir.Function(module, ir.FunctionType(ir.IntType(32), []),
+                        f"llvm.nvvm.read.ptx.sreg.{reg}")
+        return b.zext(b.call(f, []), I64)
+
+    def widen(v: ir.Value) -> ir.Value:
+        return b.fpext(v, rt) if rt != kt else v
+    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    total = b.mul(nq, nrows)
+    loop = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda k: b.icmp_signed("<", k, total),
+                 "k")
+    k = loop.var
+    qi = b.sdiv(k, nrows)
+    base = b.mul(b.sub(k, b.mul(qi, nrows)), n)
+    prev = b.load(b.gep(table, [qi]))
+    nxt = b.load(b.gep(table, [b.add(nq, qi)]))
+    mode = b.load(b.gep(table, [b.add(b.add(nq, nq), qi)]))
+    a = b.load(b.gep(src, [b.add(base, prev)]))
+    c = b.load(b.gep(src, [b.add(base, nxt)]))
+    t = b.load(b.gep(weights, [qi]))
+    omt = b.load(b.gep(weights, [b.add(nq, qi)]))
+    diff = widen(b.fsub(c, a))
+    low = b.fadd(widen(a), b.fmul(diff, t))
+    high = b.fsub(widen(c), b.fmul(diff, omt))
+    r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 2)), high, low)
+    r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 0)), widen(a), r)
+    last = b.load(b.gep(src, [b.add(base, b.sub(n, ir.Constant(I64, 1)))]))
+    isnan = b.and_(b.icmp_signed("!=", nancheck, ir.Constant(I64, 0)),
+                   b.fcmp_unordered("uno", last, last))
+    r = b.select(isnan, widen(last), r)
+    b.store(r, b.gep(out, [k]))
+    loop.close(b.add(k, b.mul(nctaid, ntid)))
+    b.ret_void()
+    return str(module)
+
+
+def _kernel(dtype: np.dtype, res: np.dtype) -> tuple[str, str, str]:
+    """(entry name, IR, PTX) of the kernel for values of ``dtype`` and results of ``res``,
+    made once per process (the PTX through the disk cache)."""
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = (np.dtype(dtype).str, np.dtype(res).str)
+    with _lock:
+        if key not in _KERNELS:
+            name = f"ta_quantile_{np.dtype(dtype).name}_{np.dtype(res).name}"
+            text = quantile_kernel_ir(dtype, res, name)
+            _KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
+        return _KERNELS[key]
+
+
+def launch_quantiles(dev: Any, scratch: Any, out: Any, rows: int, n: int,
+                     plan: QuantilePlan, dtype: np.dtype) -> None:
+    """The quantiles of the ``rows`` sorted rows of ``n`` in ``scratch`` into ``out``."""
+    from .driver import sm_count
+    from .sort import _launch
+    nq = len(plan.prev)
+    table = np.ascontiguousarray(np.concatenate([plan.prev, plan.next, plan.mode]), np.int64)
+    weights = np.ascontiguousarray(np.concatenate([plan.t, plan.omt]), plan.dtype)
+    tbuf = dev.allocator.allocate(table.nbytes)
+    wbuf = dev.allocator.allocate(weights.nbytes)
+    # pageable copies: staged before htod returns, so the host arrays may go
+    dev.htod(tbuf.ptr, table.ctypes.data, table.nbytes)
+    dev.htod(wbuf.ptr, weights.ctypes.data, weights.nbytes)
+    name, text, ptx = _kernel(dtype, plan.dtype)
+    fn = dev.load(ptx, [name], text)[name]
+    total = nq * rows
+    _launch(dev, fn, max(1, min(-(-total // 128), 32 * sm_count())), 128,
+            [scratch.ptr, out.ptr, tbuf.ptr, wbuf.ptr, rows, n, nq, 1])
+    # the blocks go back to the caching allocator, which reuses them in stream order
+    del tbuf, wbuf
