@@ -170,13 +170,25 @@ SORT_FORMS = {
         lambda r: (_spread(r, (4, 16), np.float64),), True),
     "quantile_length_one_rows": (lambda x: np.quantile(x, [0.0, 0.5], axis=-1),
                                  lambda r: (_spread(r, (6, 1)),), True),
+    "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
+                         lambda r: (_spread(r, (4, 9)),), True),
+    "nanpercentile_first_row_all_nan": (
+        # NumPy's dtype is then the input's (divergence nan-quantile-dtype), its values
+        # rounded to it: compared as float64
+        lambda x: np.nanpercentile(np.where(np.arange(5)[:, None] == 0, np.nan, x), [10, 50.5],
+                                   axis=-1).astype(np.float64),
+        lambda r: (_spread(r, (5, 9)),), True),
+    "nanquantile_axis0_f64": (lambda x: np.nanquantile(x, [0.2], axis=0, method="weibull"),
+                              lambda r: (_spread(r, (13, 4), np.float64),), True),
+    "nanpercentile_flattened": (lambda x: np.nanpercentile(x, 95), lambda r: (_spread(r, (6, 7)),),
+                                True),
     # the host runs these
     "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
                        False),
     "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
                         False),
-    "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
-                         lambda r: (_spread(r, (4, 9)),), False),
+    "nanmedian_rows": (lambda x: np.nanmedian(x, axis=-1), lambda r: (_spread(r, (4, 9)),),
+                       False),
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),

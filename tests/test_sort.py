@@ -11,6 +11,7 @@ consumers around a sort must stay fused into the kernels before and after it.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +266,70 @@ def test_quantile_plan_gives_numpys_values_bit_for_bit(method, dtype):
                 assert got.dtype == want.dtype, what
                 np.testing.assert_array_equal(got, want, err_msg=what)
                 assert np.array_equal(np.signbit(got), np.signbit(want)), what
+
+
+def _nanquantiles_from_plan(rows: np.ndarray, plan, nq: int) -> np.ndarray:
+    """What the GPU's kernel computes for np.nanquantile: each sorted row's valid values
+    counted (NaN sorts last), the plan's entry for that many, NaN for none. When the first
+    row has none, NumPy's ``apply_along_axis`` makes its output in the values' dtype (the
+    all-NaN row's result), so every value is rounded to it."""
+    res = plan.dtype
+    out = np.empty((nq, len(rows)), res)
+    first_all_nan = len(rows) and not np.count_nonzero(~np.isnan(rows[0]))
+    with np.errstate(all="ignore"):
+        for r, row in enumerate(rows):
+            valid = int(np.count_nonzero(~np.isnan(row)))
+            for k in range(nq):
+                if not valid:
+                    out[k, r] = np.nan
+                    continue
+                e = (valid - 1) * nq + k
+                a, b = row[plan.prev[e]], row[plan.next[e]]
+                diff = res.type(b - a)
+                out[k, r] = res.type(a) if plan.mode[e] == 0 else \
+                    res.type(b) - diff * plan.t.dtype.type(plan.omt[e]) if plan.mode[e] == 2 \
+                    else res.type(a) + diff * plan.t[e]
+    return out.astype(rows.dtype).astype(res) if first_all_nan else out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_nanquantile_plan_by_length_gives_numpys_values(method):
+    """Issue 13: the plan for each row length 1..n at once (``lengths=True``, which the
+    GPU's np.nanquantile / np.nanpercentile index by a row's count of valid values) has
+    each length's entries exactly, and gives NumPy's nan* values bit for bit, all-NaN rows
+    included."""
+    from tracearray.ops.sorting import quantile_plan
+    rng = np.random.default_rng(6)
+    for dtype in (np.float32, np.float64):
+        x = np.round(rng.standard_normal((9, 12)) * 3, 1).astype(dtype)
+        x[0] = np.nan
+        x[1, ::2] = np.nan
+        x[2, 5:] = np.nan
+        x[3, 1:] = np.nan
+        x[4, ::3] = np.inf
+        x[5, ::4] = -0.0
+        rows = np.sort(x, axis=-1)
+        for func, q in (("nanquantile", 0.4), ("nanquantile", [0.0, 0.5, 1.0]),
+                        ("nanquantile", np.array([0.3, 0.9], np.float32)),
+                        ("nanpercentile", 75), ("nanpercentile", [12.5, 99.0])):
+            qa = np.asarray(q)
+            attrs = dict(func=func, q=tuple(qa.ravel().tolist()), q_shape=qa.shape,
+                         q_dtype=qa.dtype.str, weak=type(q) in (int, float), method=method)
+            table = quantile_plan(12, dtype, lengths=True, **attrs)
+            nq = qa.size
+            for n in (1, 2, 7, 12):
+                one = quantile_plan(n, dtype, **attrs)
+                sl = slice((n - 1) * nq, n * nq)
+                for field in ("prev", "next", "mode", "t", "omt"):
+                    np.testing.assert_array_equal(getattr(table, field)[sl],
+                                                  getattr(one, field), err_msg=field)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = np.asarray(getattr(np, func)(x, q, axis=-1, method=method))
+            got = _nanquantiles_from_plan(rows, table, nq).reshape(qa.shape + (9,))
+            what = f"{func}({q!r}, method={method!r}) {np.dtype(dtype)}"
+            np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=what)
+            assert np.array_equal(np.signbit(got), np.signbit(want)), what
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.uint8, np.float16, np.float32, np.float64],

@@ -1,4 +1,5 @@
-"""``np.quantile`` / ``np.percentile`` on the GPU: NumPy's values from the sorted rows.
+"""``np.quantile`` / ``np.percentile`` and their nan* variants on the GPU: NumPy's values
+from the sorted rows.
 
 Which sorted positions a quantile reads, and with which weights it interpolates, depend on
 the row's length and on q alone (``ops.sorting.quantile_plan``, computed on the host with
@@ -28,19 +29,24 @@ def _float(dtype: np.dtype) -> ir.Type:
 
 
 def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
-    """``name(sorted, out, table, weights, nrows, n, nq, nancheck)``: ``out[k * nrows + r]``,
-    quantile k of sorted row r (C-contiguous rows of ``n`` values of ``dtype``), in ``res``.
-    ``table`` holds the plan's int64 ``prev``, ``next`` and ``mode`` (``nq`` each),
-    ``weights`` its ``t`` and ``omt`` in ``res``."""
+    """``name(sorted, out, table, weights, nrows, n, nq, ne, nanrows)``: ``out[k * nrows +
+    r]``, quantile k of sorted row r (C-contiguous rows of ``n`` values of ``dtype``), in
+    ``res``. ``table`` holds the plan's ``ne`` int64 ``prev``, then ``next``, then ``mode``;
+    ``weights`` its ``ne`` ``t``, then ``omt``, in ``res``. ``nanrows`` (np.nanquantile): the
+    plan has an entry per row length (``(valid - 1) * nq + k``), a row reads its valid values
+    (counted by a binary search for its first NaN), NaN where it has none, and when the
+    first row has none every value is rounded to ``dtype`` (NumPy's apply_along_axis makes
+    its output in the dtype of that row's result)."""
     from .sort import _Loop
     kt, rt = _float(dtype), _float(res)
     module = ir.Module(name=name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
-        kt.as_pointer(1), rt.as_pointer(1), I64.as_pointer(1), rt.as_pointer(1)] + [I64] * 4),
+        kt.as_pointer(1), rt.as_pointer(1), I64.as_pointer(1), rt.as_pointer(1)] + [I64] * 5),
         name=name)
     fn.calling_convention = "ptx_kernel"
-    src, out, table, weights, nrows, n, nq, nancheck = fn.args
+    src, out, table, weights, nrows, n, nq, ne, nanrows = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
 
     def sreg(reg: str) -> ir.Value:
         f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
@@ -50,29 +56,63 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
 
     def widen(v: ir.Value) -> ir.Value:
         return b.fpext(v, rt) if rt != kt else v
+
+    def valid_count(base: ir.Value, tag: str) -> ir.Value:
+        """Values before the row's first NaN (all of them unless ``nanrows``)."""
+        nan_rows = b.icmp_signed("!=", nanrows, zero)
+        lo0, hi0 = b.select(nan_rows, zero, n), n
+        pre = b.block
+        head = fn.append_basic_block(f"{tag}_head")
+        body = fn.append_basic_block(f"{tag}_body")
+        done = fn.append_basic_block(f"{tag}_done")
+        b.branch(head)
+        b.position_at_end(head)
+        lo, hi = b.phi(I64), b.phi(I64)
+        lo.add_incoming(lo0, pre)
+        hi.add_incoming(hi0, pre)
+        b.cbranch(b.icmp_signed("<", lo, hi), body, done)
+        b.position_at_end(body)
+        mid = b.ashr(b.add(lo, hi), one)
+        v = b.load(b.gep(src, [b.add(base, mid)]))
+        isnan = b.fcmp_unordered("uno", v, v)
+        lo.add_incoming(b.select(isnan, lo, b.add(mid, one)), body)
+        hi.add_incoming(b.select(isnan, mid, hi), body)
+        b.branch(head)
+        b.position_at_end(done)
+        return lo
     tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    first_none = b.and_(b.icmp_signed("!=", nanrows, zero),
+                        b.icmp_signed("==", valid_count(zero, "first"), zero))
     total = b.mul(nq, nrows)
     loop = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda k: b.icmp_signed("<", k, total),
                  "k")
     k = loop.var
     qi = b.sdiv(k, nrows)
     base = b.mul(b.sub(k, b.mul(qi, nrows)), n)
-    prev = b.load(b.gep(table, [qi]))
-    nxt = b.load(b.gep(table, [b.add(nq, qi)]))
-    mode = b.load(b.gep(table, [b.add(b.add(nq, nq), qi)]))
+    valid = valid_count(base, "valid")
+    none = b.icmp_signed("==", valid, zero)
+    entry = b.select(b.icmp_signed("!=", nanrows, zero),
+                     b.add(b.mul(b.select(none, zero, b.sub(valid, one)), nq), qi), qi)
+    prev = b.load(b.gep(table, [entry]))
+    nxt = b.load(b.gep(table, [b.add(ne, entry)]))
+    mode = b.load(b.gep(table, [b.add(b.add(ne, ne), entry)]))
     a = b.load(b.gep(src, [b.add(base, prev)]))
     c = b.load(b.gep(src, [b.add(base, nxt)]))
-    t = b.load(b.gep(weights, [qi]))
-    omt = b.load(b.gep(weights, [b.add(nq, qi)]))
+    t = b.load(b.gep(weights, [entry]))
+    omt = b.load(b.gep(weights, [b.add(ne, entry)]))
     diff = widen(b.fsub(c, a))
     low = b.fadd(widen(a), b.fmul(diff, t))
     high = b.fsub(widen(c), b.fmul(diff, omt))
     r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 2)), high, low)
-    r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 0)), widen(a), r)
-    last = b.load(b.gep(src, [b.add(base, b.sub(n, ir.Constant(I64, 1)))]))
-    isnan = b.and_(b.icmp_signed("!=", nancheck, ir.Constant(I64, 0)),
-                   b.fcmp_unordered("uno", last, last))
-    r = b.select(isnan, widen(last), r)
+    r = b.select(b.icmp_signed("==", mode, zero), widen(a), r)
+    # np.quantile: a row with a NaN (the last sorted value) gives it; np.nanquantile: NaN
+    # for a row without valid values
+    last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
+    r = b.select(b.and_(b.icmp_signed("==", nanrows, zero), b.fcmp_unordered("uno", last, last)),
+                 widen(last), r)
+    r = b.select(none, ir.Constant(rt, float("nan")), r)
+    if rt != kt:
+        r = b.select(first_none, b.fpext(b.fptrunc(r, kt), rt), r)
     b.store(r, b.gep(out, [k]))
     loop.close(b.add(k, b.mul(nctaid, ntid)))
     b.ret_void()
@@ -93,12 +133,12 @@ def _kernel(dtype: np.dtype, res: np.dtype) -> tuple[str, str, str]:
         return _KERNELS[key]
 
 
-def launch_quantiles(dev: Any, scratch: Any, out: Any, rows: int, n: int,
-                     plan: QuantilePlan, dtype: np.dtype) -> None:
-    """The quantiles of the ``rows`` sorted rows of ``n`` in ``scratch`` into ``out``."""
+def launch_quantiles(dev: Any, scratch: Any, out: Any, rows: int, n: int, nq: int,
+                     plan: QuantilePlan, dtype: np.dtype, nanrows: bool) -> None:
+    """The ``nq`` quantiles of the ``rows`` sorted rows of ``n`` in ``scratch`` into ``out``
+    (``nanrows``: of their valid values, the plan's entries per row length)."""
     from .driver import sm_count
     from .sort import _launch
-    nq = len(plan.prev)
     table = np.ascontiguousarray(np.concatenate([plan.prev, plan.next, plan.mode]), np.int64)
     weights = np.ascontiguousarray(np.concatenate([plan.t, plan.omt]), plan.dtype)
     tbuf = dev.allocator.allocate(table.nbytes)
@@ -110,6 +150,7 @@ def launch_quantiles(dev: Any, scratch: Any, out: Any, rows: int, n: int,
     fn = dev.load(ptx, [name], text)[name]
     total = nq * rows
     _launch(dev, fn, max(1, min(-(-total // 128), 32 * sm_count())), 128,
-            [scratch.ptr, out.ptr, tbuf.ptr, wbuf.ptr, rows, n, nq, 1])
+            [scratch.ptr, out.ptr, tbuf.ptr, wbuf.ptr, rows, n, nq, len(plan.prev),
+             int(nanrows)])
     # the blocks go back to the caching allocator, which reuses them in stream order
     del tbuf, wbuf

@@ -292,6 +292,11 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     return str(module)
 
 
+# np.nanquantile's plan has an entry per (row length, q), 40 bytes each, copied to the device
+# with each call: rows of up to 65536 values for one q on the device, longer ones on the host
+NAN_QUANTILE_MAX_ENTRIES = 1 << 16
+
+
 def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
     """``src``'s rows along the one axis of ``axis`` (None: the whole array, when it is
     C-contiguous) sorted into a scratch block, the rows in C order of the other axes and
@@ -327,26 +332,32 @@ def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
 def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
                     q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
                     keepdims: bool, ndim: int) -> Any:
-    """``np.median``, ``np.quantile`` and ``np.percentile`` of float32/float64 along one axis
-    (or the whole of a C-contiguous array): the rows sorted by the block sort (or the radix
-    sort) into a scratch array (the axis last), then a thread per row picks the middle, or
-    per (q, row) reads and interpolates as NumPy does (``gpu/quantile.py``). The nan*
-    variants, weights, other dtypes, several axes and empty rows run on the host."""
+    """``np.median``, ``np.quantile``, ``np.percentile`` and the latter two's nan* variants of
+    float32/float64 along one axis (or the whole of a C-contiguous array): the rows sorted
+    by the block sort (or the radix sort) into a scratch array (the axis last), then a
+    thread per row picks the middle, or per (q, row) reads and interpolates as NumPy does
+    (``gpu/quantile.py``). np.nanmedian, weights, other dtypes, several axes, empty rows and
+    nan* plans past NAN_QUANTILE_MAX_ENTRIES run on the host."""
     out = results[0]
     if out is None:
         return None
-    if len(operands) != 1 or func not in ("median", "quantile", "percentile"):
+    from ..ops.sorting import QUANTILE_FUNCS, quantile_plan
+    if len(operands) != 1 or func not in ("median",) + QUANTILE_FUNCS:
         return NotImplemented
     src = operands[0]
     if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return NotImplemented
     plan = None
+    nanrows = func.startswith("nan")
     if func != "median":
-        from ..ops.sorting import quantile_plan
         n = math.prod(src.shape) if axis is None else \
             math.prod(src.shape[d] for d in axis)
+        nq = math.prod(q_shape)
+        # the nan* variants' plan has an entry per row length: uploaded with the call
+        if nanrows and n * nq > NAN_QUANTILE_MAX_ENTRIES:
+            return NotImplemented
         plan = quantile_plan(n, src.dtype, func=func, q=q, q_shape=q_shape, q_dtype=q_dtype,
-                             weak=weak, method=method)
+                             weak=weak, method=method, lengths=nanrows)
         if plan is None or plan.dtype != out.dtype:
             return NotImplemented
     elif out.dtype != src.dtype:
@@ -359,7 +370,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
         return None
     if plan is not None:
         from .quantile import launch_quantiles
-        launch_quantiles(dev, scratch, out, rows, n, plan, src.dtype)
+        launch_quantiles(dev, scratch, out, rows, n, nq, plan, src.dtype, nanrows)
         return None
     name, text, ptx = _kernel(src.dtype, "median")
     fn = dev.load(ptx, [name], text)[name]

@@ -96,11 +96,13 @@ def order_statistic_call(x: np.ndarray, weights: np.ndarray | None = None, *, fu
 @dataclass(frozen=True)
 class QuantilePlan:
     """Where NumPy's quantile of a row of ``n`` sorted values reads and how it combines what
-    it reads, one entry per q (C order of q's shape): ``prev``/``next`` positions in
-    ``[0, n)``; ``mode`` 0: the value at ``prev`` (a method without interpolation), 1:
+    it reads, one entry per q (C order of q's shape; for ``lengths`` rows, entry
+    ``(n - 1) * nq + k`` for n valid values): ``prev``/``next`` positions in ``[0, n)``;
+    ``mode`` 0: the value at ``prev`` (a method without interpolation), 1:
     ``a + (b - a) * t``, 2: ``b - (b - a) * omt`` (NumPy's ``_lerp`` takes the second form
     where ``t >= 0.5``), with ``b - a`` in the values' dtype and the rest in ``dtype``, the
-    result's. A row whose last sorted value is NaN gives that value instead (NaN sorts last)."""
+    result's. np.quantile's row whose last sorted value is NaN gives that value instead (NaN
+    sorts last); np.nanquantile's reads the row's valid values only (NaN where none is)."""
     prev: np.ndarray
     next: np.ndarray
     mode: np.ndarray
@@ -109,51 +111,59 @@ class QuantilePlan:
     dtype: np.dtype
 
 
+QUANTILE_FUNCS = ("quantile", "percentile", "nanquantile", "nanpercentile")
+
+
 def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tuple,
-                  q_dtype: str, weak: bool, method: str, **_: Any) -> QuantilePlan | None:
-    """The plan of ``np.quantile`` / ``np.percentile`` (``func``) of rows of ``n`` values of a
-    float ``dtype``, computed with NumPy's own index and weight helpers on q alone (they do
-    not look at the data), so that a device kernel given the sorted rows computes NumPy's
-    values bit for bit. None where this NumPy has no such helpers (the caller then runs
-    NumPy's function itself)."""
+                  q_dtype: str, weak: bool, method: str, lengths: bool = False,
+                  **_: Any) -> QuantilePlan | None:
+    """The plan of ``np.quantile`` / ``np.percentile`` and their nan* variants (``func``)
+    for rows of ``n`` values of a float ``dtype`` (``lengths``: for each length 1..n, as
+    the nan* variants need for a row of that many valid values), computed with NumPy's own
+    index and weight helpers on q alone (they do not look at the data), so that a device
+    kernel given the sorted rows computes NumPy's values bit for bit. None where this NumPy
+    has no such helpers (the caller then runs NumPy's function itself)."""
     try:
         from numpy.lib import _function_base_impl as fb
         methods, get_indexes, get_gamma = fb._QuantileMethods, fb._get_indexes, fb._get_gamma
     except (ImportError, AttributeError):
         return None
     dtype = np.dtype(dtype)
-    if n <= 0 or dtype.kind != "f" or func not in ("quantile", "percentile") or \
-            method not in methods:
+    if n <= 0 or dtype.kind != "f" or func not in QUANTILE_FUNCS or method not in methods:
         return None
     qv = order_statistic_q(q, q_shape, q_dtype, weak)
-    if func == "percentile":
+    if func.endswith("percentile"):
         qv = np.true_divide(qv, 100)
+    qa = np.asanyarray(qv)
+    # the row length as NumPy's helpers get it, a Python int (weak: q's dtype decides), or
+    # each length as a column typed to promote as that Python int does with q
+    count: Any = n
+    if lengths:
+        count = np.arange(1, n + 1).reshape(-1, 1).astype(
+            qa.dtype if qa.dtype.kind == "f" else np.int64)
+        qa = qa.reshape(1, -1)
     props = methods[method]
     with np.errstate(all="ignore"):
-        virtual = np.asanyarray(props["get_virtual_index"](n, np.asanyarray(qv)))
+        virtual = np.asanyarray(props["get_virtual_index"](count, qa))
         if props["fix_gamma"] is None or (method == "linear" and
                                           np.issubdtype(virtual.dtype, np.integer)):
-            idx = virtual.astype(np.int64).ravel()       # ``take``: no interpolation
-            idx = np.where(idx < 0, idx + n, idx)
+            idx = virtual.astype(np.int64)       # ``take``: no interpolation
+            idx = np.where(idx < 0, idx + np.asarray(count, np.int64), idx).ravel()
             zeros = np.zeros(idx.shape, dtype)
             return QuantilePlan(idx, idx, np.zeros(idx.shape, np.int64), zeros, zeros, dtype)
-        prev, nxt = get_indexes(np.empty(0, dtype), virtual, n)
+        prev, nxt = get_indexes(np.empty(0, dtype), virtual, count)
         gamma = get_gamma(virtual, prev, props)
-        if weak:   # a Python float: NEP 50's weak scalar, cast to the values' dtype
-            g = float(gamma)
-            res = dtype
-            t = np.array([g], res)
-            omt = np.array([1 - g], res)
-            high = np.array([g >= 0.5])
-        else:
-            res = np.result_type(dtype, gamma.dtype)
-            t = gamma.astype(res).ravel()
-            omt = (1 - gamma).astype(res).ravel()
-            high = (gamma >= 0.5).ravel()
-    prev = np.asarray(prev, np.int64).ravel()
-    nxt = np.asarray(nxt, np.int64).ravel()
-    return QuantilePlan(np.where(prev < 0, prev + n, prev), np.where(nxt < 0, nxt + n, nxt),
-                        np.where(high, 2, 1).astype(np.int64), t, omt, np.dtype(res))
+        # a Python-scalar q is NEP 50's weak scalar: the weights are cast to the values'
+        # dtype (NumPy converts ``float(gamma)`` and ``1 - float(gamma)``, the same values)
+        res = dtype if weak else np.result_type(dtype, gamma.dtype)
+        t = gamma.astype(res).ravel()
+        omt = (1 - gamma).astype(res).ravel()
+        high = (gamma >= 0.5).ravel()
+    last = np.asarray(count, np.int64) - 1
+    prev = np.where(prev < 0, last, prev).astype(np.int64).ravel()
+    nxt = np.where(nxt < 0, last, nxt).astype(np.int64).ravel()
+    return QuantilePlan(prev, nxt, np.where(high, 2, 1).astype(np.int64), t, omt,
+                        np.dtype(res))
 
 
 def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:

@@ -28,6 +28,12 @@ _QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU 
                   "along one axis (or the whole of a contiguous array), every method, without "
                   "weights: the GPU's sort of the rows, then NumPy's positions and interpolation "
                   "(bit for bit; divergence gpu-sort-ties), otherwise on the host")
+_NANQUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU "
+                     "float32/float64 along one axis (or the whole of a contiguous array), "
+                     "every method, without weights, rows of up to 65536 values per q: the "
+                     "GPU's sort of the rows, then NumPy's positions and interpolation for "
+                     "each row's count of valid values (bit for bit; divergences "
+                     "gpu-sort-ties, nan-quantile-dtype), otherwise on the host")
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
               "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network), "
               "longer rows in a stable radix sort over all the blocks (divergence "
@@ -254,7 +260,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
 
 @composite(np.nanquantile, calls=['np.nanquantile(np.where({0} > 1, np.nan, {0}), 0.5, axis=-1)',
                                   'np.nanquantile({0}, [0.2, 0.7])'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_NANQUANTILE_NOTE)
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
                 overwrite_input: bool = False, method: str = "linear",
                 keepdims: Any = np._NoValue, *, weights: Any = None,
@@ -265,7 +271,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None,
 
 @composite(np.nanpercentile,
            calls=['np.nanpercentile(np.where({0} > 1, np.nan, {0}), 50, axis=0)'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_NANQUANTILE_NOTE)
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None,
                   overwrite_input: bool = False, method: str = "linear",
                   keepdims: Any = np._NoValue, *, weights: Any = None,
