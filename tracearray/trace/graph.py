@@ -45,7 +45,7 @@ def check_shape(shape: Shape, dtype: np.dtype) -> None:
 class Node:
     """One operation in the graph. Immutable and interned: use ``Node.make``."""
 
-    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "_hash", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "__weakref__")
 
     op: str
     args: tuple["Node", ...]
@@ -81,18 +81,15 @@ class Node:
             setattr_(node, "shape", shape)
             setattr_(node, "dtype", dtype)
             setattr_(node, "_key", key)
-            setattr_(node, "_hash", hash(key))
             cls._interned[key] = node
             return node
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("graph nodes are immutable")
 
-    def __hash__(self) -> int:
-        return self._hash   # nodes key the dictionaries of every stage: hashed once
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    # Equality is identity (nodes are interned: equal structure is the same node) and the
+    # hash object's own: both stay in C, as nodes key the dictionaries of every stage
+    # (a Python __hash__ was a tenth of planning's time).
 
     def attr(self, name: str, default: Any = None) -> Any:
         for k, v in self.attrs:
