@@ -170,6 +170,13 @@ SORT_FORMS = {
         lambda r: (_spread(r, (4, 16), np.float64),), True),
     "quantile_length_one_rows": (lambda x: np.quantile(x, [0.0, 0.5], axis=-1),
                                  lambda r: (_spread(r, (6, 1)),), True),
+    "nanmedian_rows": (lambda x: np.nanmedian(np.where(x > 3, np.nan, x), axis=-1),
+                       lambda r: (_spread(r, (6, 10)),), True),
+    "nanmedian_all_nan_row_axis0_f64": (
+        lambda x: np.nanmedian(np.where(np.arange(3) == 1, np.nan, x), axis=0),
+        lambda r: (_spread(r, (9, 3), np.float64),), True),
+    "nanmedian_rows_past_600": (lambda x: np.nanmedian(x, axis=-1),   # NumPy: 1-d medians
+                            lambda r: (_spread(r, (3, 700)),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
                          lambda r: (_spread(r, (4, 9)),), True),
     "nanpercentile_first_row_all_nan": (
@@ -187,8 +194,6 @@ SORT_FORMS = {
                        False),
     "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
                         False),
-    "nanmedian_rows": (lambda x: np.nanmedian(x, axis=-1), lambda r: (_spread(r, (4, 9)),),
-                       False),
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),

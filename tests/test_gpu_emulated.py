@@ -765,6 +765,8 @@ def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> N
     assert ran == taken
     if taken and ("quantile" in name or "percentile" in name):   # not sorted, then the host
         assert any(n.startswith("ta_quantile_") for n in launched)
+    if taken and "median" in name:
+        assert any(n.startswith("ta_median_") for n in launched)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int16, np.bool_] + [

@@ -282,3 +282,12 @@ def test_quantile_kernel_rounds_like_numpy_and_assembles(dtype, res) -> None:
     ops = set(re.findall(r"\b(mul|add|sub)(\.rn)?\.f(?:32|64)", text))
     assert {op for op, _ in ops} >= {"mul", "add", "sub"} and all(rn for _, rn in ops)
     assemble(text)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_median_kernel_assembles(dtype) -> None:
+    """The GPU's median kernel (gpu/sort.py; np.median and np.nanmedian's binary search for
+    a row's first NaN) is accepted by ptxas."""
+    from tracearray.gpu.sort import median_kernel_ir
+    assemble(P.compile_ptx(median_kernel_ir(dtype, "ta_median_test"), P.DEFAULT_TARGET))

@@ -37,7 +37,7 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     (counted by a binary search for its first NaN), NaN where it has none, and when the
     first row has none every value is rounded to ``dtype`` (NumPy's apply_along_axis makes
     its output in the dtype of that row's result)."""
-    from .sort import _Loop
+    from .sort import _Loop, valid_count
     kt, rt = _float(dtype), _float(res)
     module = ir.Module(name=name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
@@ -57,39 +57,17 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     def widen(v: ir.Value) -> ir.Value:
         return b.fpext(v, rt) if rt != kt else v
 
-    def valid_count(base: ir.Value, tag: str) -> ir.Value:
-        """Values before the row's first NaN (all of them unless ``nanrows``)."""
-        nan_rows = b.icmp_signed("!=", nanrows, zero)
-        lo0, hi0 = b.select(nan_rows, zero, n), n
-        pre = b.block
-        head = fn.append_basic_block(f"{tag}_head")
-        body = fn.append_basic_block(f"{tag}_body")
-        done = fn.append_basic_block(f"{tag}_done")
-        b.branch(head)
-        b.position_at_end(head)
-        lo, hi = b.phi(I64), b.phi(I64)
-        lo.add_incoming(lo0, pre)
-        hi.add_incoming(hi0, pre)
-        b.cbranch(b.icmp_signed("<", lo, hi), body, done)
-        b.position_at_end(body)
-        mid = b.ashr(b.add(lo, hi), one)
-        v = b.load(b.gep(src, [b.add(base, mid)]))
-        isnan = b.fcmp_unordered("uno", v, v)
-        lo.add_incoming(b.select(isnan, lo, b.add(mid, one)), body)
-        hi.add_incoming(b.select(isnan, mid, hi), body)
-        b.branch(head)
-        b.position_at_end(done)
-        return lo
     tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
     first_none = b.and_(b.icmp_signed("!=", nanrows, zero),
-                        b.icmp_signed("==", valid_count(zero, "first"), zero))
+                        b.icmp_signed("==", valid_count(b, fn, src, zero, n, nanrows, "first"),
+                                      zero))
     total = b.mul(nq, nrows)
     loop = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda k: b.icmp_signed("<", k, total),
                  "k")
     k = loop.var
     qi = b.sdiv(k, nrows)
     base = b.mul(b.sub(k, b.mul(qi, nrows)), n)
-    valid = valid_count(base, "valid")
+    valid = valid_count(b, fn, src, base, n, nanrows, "valid")
     none = b.icmp_signed("==", valid, zero)
     entry = b.select(b.icmp_signed("!=", nanrows, zero),
                      b.add(b.mul(b.select(none, zero, b.sub(valid, one)), nq), qi), qi)

@@ -79,6 +79,33 @@ class _Loop:
         self.b.position_at_end(self.done)
 
 
+def valid_count(b: ir.IRBuilder, fn: ir.Function, src: ir.Value, base: ir.Value, n: ir.Value,
+                nanrows: ir.Value, tag: str) -> ir.Value:
+    """The values of the sorted row at ``src[base:base + n]`` before its first NaN (NaN
+    sorts last), by a binary search; ``n`` unless ``nanrows``."""
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+    lo0 = b.select(b.icmp_signed("!=", nanrows, zero), zero, n)
+    pre = b.block
+    head = fn.append_basic_block(f"{tag}_head")
+    body = fn.append_basic_block(f"{tag}_body")
+    done = fn.append_basic_block(f"{tag}_done")
+    b.branch(head)
+    b.position_at_end(head)
+    lo, hi = b.phi(I64), b.phi(I64)
+    lo.add_incoming(lo0, pre)
+    hi.add_incoming(n, pre)
+    b.cbranch(b.icmp_signed("<", lo, hi), body, done)
+    b.position_at_end(body)
+    mid = b.ashr(b.add(lo, hi), one)
+    v = b.load(b.gep(src, [b.add(base, mid)]))
+    isnan = b.fcmp_unordered("uno", v, v)
+    lo.add_incoming(b.select(isnan, lo, b.add(mid, one)), body)
+    hi.add_incoming(b.select(isnan, mid, hi), body)
+    b.branch(head)
+    b.position_at_end(done)
+    return lo
+
+
 def sort_kernel_ir(dtype: Any, name: str) -> str:
     """The kernel ``name(src, vals, idx, nrows, n, P, s_row, s_el, d_row, d_el, want_vals,
     want_idx)``: rows of ``n`` elements at ``src + row * s_row + i * s_el`` sorted into
@@ -259,18 +286,21 @@ def _launch(dev: Any, fn: Any, grid: int, block: int, args: Sequence[int]) -> No
 
 
 def median_kernel_ir(dtype: Any, name: str) -> str:
-    """``name(sorted, out, nrows, n, lo, hi, odd)``: NumPy's median of each sorted row of
-    ``n`` (C-contiguous rows): the middle element, or the mean of the two middle ones,
+    """``name(sorted, out, nrows, n, nanrows)``: NumPy's median of each sorted row of ``n``
+    (C-contiguous rows): the middle element, or the mean of the two middle ones,
     ``(a + b) / 2`` in the dtype (``np.mean`` of two elements); NaN when the row's last
-    element is (a NaN anywhere: NumPy's ``_median_nancheck``)."""
+    element is (a NaN anywhere: NumPy's ``_median_nancheck``). ``nanrows``
+    (np.nanmedian): the median of the values before the row's first NaN, NaN for none (the
+    same ``(a + b) / 2``: NumPy's masked median and its 1-d median both take it)."""
     dtype = np.dtype(dtype)
     kt = _key_type(dtype)
     module = ir.Module(name=name)
     ptr = kt.as_pointer(1)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 5), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 3), name=name)
     fn.calling_convention = "ptx_kernel"
-    src, out, nrows, n, lo, hi, odd = fn.args
+    src, out, nrows, n, nanrows = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
 
     def sreg(reg: str) -> ir.Value:
         f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
@@ -280,12 +310,20 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     rows = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda r: b.icmp_signed("<", r, nrows),
                  "row")
     base = b.mul(rows.var, n)
+    valid = valid_count(b, fn, src, base, n, nanrows, "valid")
+    none = b.icmp_signed("==", valid, zero)
+    count = b.select(none, one, valid)            # (an all-NaN row reads position 0)
+    lo = b.sdiv(b.sub(count, one), ir.Constant(I64, 2))
+    hi = b.sdiv(count, ir.Constant(I64, 2))
+    odd = b.icmp_signed("!=", b.srem(count, ir.Constant(I64, 2)), zero)
     a = b.load(b.gep(src, [b.add(base, lo)]))
     c = b.load(b.gep(src, [b.add(base, hi)]))
-    last = b.load(b.gep(src, [b.add(base, b.sub(n, ir.Constant(I64, 1)))]))
+    last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
     mean = b.fdiv(b.fadd(a, c), ir.Constant(kt, 2.0))
-    m = b.select(b.icmp_signed("!=", odd, ir.Constant(I64, 0)), a, mean)
-    m = b.select(b.fcmp_unordered("uno", last, last), ir.Constant(kt, float("nan")), m)
+    m = b.select(odd, a, mean)
+    nan = b.select(b.icmp_signed("!=", nanrows, zero), none,
+                   b.fcmp_unordered("uno", last, last))
+    m = b.select(nan, ir.Constant(kt, float("nan")), m)
     b.store(m, b.gep(out, [rows.var]))
     rows.close(b.add(rows.var, b.mul(nctaid, ntid)))
     b.ret_void()
@@ -332,24 +370,24 @@ def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
 def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
                     q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
                     keepdims: bool, ndim: int) -> Any:
-    """``np.median``, ``np.quantile``, ``np.percentile`` and the latter two's nan* variants of
+    """``np.median``, ``np.quantile``, ``np.percentile`` and their nan* variants of
     float32/float64 along one axis (or the whole of a C-contiguous array): the rows sorted
     by the block sort (or the radix sort) into a scratch array (the axis last), then a
     thread per row picks the middle, or per (q, row) reads and interpolates as NumPy does
-    (``gpu/quantile.py``). np.nanmedian, weights, other dtypes, several axes, empty rows and
-    nan* plans past NAN_QUANTILE_MAX_ENTRIES run on the host."""
+    (``gpu/quantile.py``). Weights, other dtypes, several axes, empty rows and nan* quantile
+    plans past NAN_QUANTILE_MAX_ENTRIES run on the host."""
     out = results[0]
     if out is None:
         return None
     from ..ops.sorting import QUANTILE_FUNCS, quantile_plan
-    if len(operands) != 1 or func not in ("median",) + QUANTILE_FUNCS:
+    if len(operands) != 1 or func not in ("median", "nanmedian") + QUANTILE_FUNCS:
         return NotImplemented
     src = operands[0]
     if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return NotImplemented
     plan = None
     nanrows = func.startswith("nan")
-    if func != "median":
+    if func not in ("median", "nanmedian"):
         n = math.prod(src.shape) if axis is None else \
             math.prod(src.shape[d] for d in axis)
         nq = math.prod(q_shape)
@@ -376,7 +414,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     fn = dev.load(ptx, [name], text)[name]
     from .driver import sm_count
     _launch(dev, fn, max(1, min(-(-rows // 128), 32 * sm_count())), 128,
-            [scratch.ptr, out.ptr, rows, n, (n - 1) // 2, n // 2, n % 2])
+            [scratch.ptr, out.ptr, rows, n, int(nanrows)])
     return None
 
 

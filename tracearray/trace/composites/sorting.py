@@ -23,7 +23,8 @@ from . import ALL, NUMERIC, as_tracer, composite
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
                 "along one axis (or the whole of a contiguous array): the middle of the GPU's "
-                "sort of the rows (divergence gpu-sort-ties), otherwise on the host")
+                "sort of the rows (of their valid values for nanmedian; divergence "
+                "gpu-sort-ties), otherwise on the host")
 _QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
                   "along one axis (or the whole of a contiguous array), every method, without "
                   "weights: the GPU's sort of the rows, then NumPy's positions and interpolation "
@@ -229,7 +230,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
 
 @composite(np.nanmedian, calls=['np.nanmedian(np.where({0} > 1, np.nan, {0}), axis=-1)',
                                 'np.nanmedian({0})'],
-           dtypes=NUMERIC, min_dims=1, notes=_NOTE)
+           dtypes=NUMERIC, min_dims=1, notes=_MEDIAN_NOTE)
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
               keepdims: Any = np._NoValue) -> Tracer:
     return _order_statistic("nanmedian", a, None, axis, out, keepdims=keepdims)
