@@ -175,6 +175,12 @@ SORT_FORMS = {
     "nanmedian_all_nan_row_axis0_f64": (
         lambda x: np.nanmedian(np.where(np.arange(3) == 1, np.nan, x), axis=0),
         lambda r: (_spread(r, (9, 3), np.float64),), True),
+    "nanmedian_huge_values": (   # NumPy's masked median: an odd count's (a + a) / 2 overflows
+        lambda x: np.nanmedian(np.where(x > 2, np.nan, x) * np.float32(2.5e38), axis=-1),
+        lambda r: (_spread(r, (8, 7)),), True),
+    "nanmedian_huge_values_flattened": (   # NumPy's 1-d median: the middle value
+        lambda x: np.nanmedian(np.where(x > 2, np.nan, x) * np.float32(2.5e38)),
+        lambda r: (_spread(r, (1, 7)),), True),
     "nanmedian_rows_past_600": (lambda x: np.nanmedian(x, axis=-1),   # NumPy: 1-d medians
                             lambda r: (_spread(r, (3, 700)),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),

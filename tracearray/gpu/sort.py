@@ -286,19 +286,21 @@ def _launch(dev: Any, fn: Any, grid: int, block: int, args: Sequence[int]) -> No
 
 
 def median_kernel_ir(dtype: Any, name: str) -> str:
-    """``name(sorted, out, nrows, n, nanrows)``: NumPy's median of each sorted row of ``n``
-    (C-contiguous rows): the middle element, or the mean of the two middle ones,
+    """``name(sorted, out, nrows, n, nanrows, odd_mean)``: NumPy's median of each sorted row
+    of ``n`` (C-contiguous rows): the middle element, or the mean of the two middle ones,
     ``(a + b) / 2`` in the dtype (``np.mean`` of two elements); NaN when the row's last
-    element is (a NaN anywhere: NumPy's ``_median_nancheck``). ``nanrows``
-    (np.nanmedian): the median of the values before the row's first NaN, NaN for none (the
-    same ``(a + b) / 2``: NumPy's masked median and its 1-d median both take it)."""
+    element is (a NaN anywhere: NumPy's ``_median_nancheck``). ``nanrows`` (np.nanmedian):
+    the median of the values before the row's first NaN, NaN for none; ``odd_mean``: an odd
+    count's middle ``a`` as ``(a + a) / 2`` (NumPy's masked median, which np.nanmedian takes
+    along an axis of fewer than 600 of an array of several dimensions: infinite past half
+    the dtype's largest value)."""
     dtype = np.dtype(dtype)
     kt = _key_type(dtype)
     module = ir.Module(name=name)
     ptr = kt.as_pointer(1)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 3), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 4), name=name)
     fn.calling_convention = "ptx_kernel"
-    src, out, nrows, n, nanrows = fn.args
+    src, out, nrows, n, nanrows, odd_mean = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
 
@@ -320,7 +322,7 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     c = b.load(b.gep(src, [b.add(base, hi)]))
     last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
     mean = b.fdiv(b.fadd(a, c), ir.Constant(kt, 2.0))
-    m = b.select(odd, a, mean)
+    m = b.select(b.and_(odd, b.icmp_signed("==", odd_mean, zero)), a, mean)
     nan = b.select(b.icmp_signed("!=", nanrows, zero), none,
                    b.fcmp_unordered("uno", last, last))
     m = b.select(nan, ir.Constant(kt, float("nan")), m)
@@ -414,7 +416,8 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     fn = dev.load(ptx, [name], text)[name]
     from .driver import sm_count
     _launch(dev, fn, max(1, min(-(-rows // 128), 32 * sm_count())), 128,
-            [scratch.ptr, out.ptr, rows, n, int(nanrows)])
+            [scratch.ptr, out.ptr, rows, n, int(nanrows),
+             int(nanrows and axis is not None and len(src.shape) > 1 and n < 600)])
     return None
 
 
