@@ -183,6 +183,10 @@ SORT_FORMS = {
         lambda r: (_spread(r, (1, 7)),), True),
     "nanmedian_rows_past_600": (lambda x: np.nanmedian(x, axis=-1),   # NumPy: 1-d medians
                             lambda r: (_spread(r, (3, 700)),), True),
+    "isin_of_a_strided_view": (lambda x: np.isin(x, x[::2, ::3] + 1),
+                               lambda r: (_spread(r, (6, 10)),), True),
+    "isin_int16_inverted": (lambda x: np.isin(x, x[:2], invert=True),
+                            lambda r: (r.integers(-9, 9, (5, 7)).astype(np.int16),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
                          lambda r: (_spread(r, (4, 9)),), True),
     "nanpercentile_first_row_all_nan": (

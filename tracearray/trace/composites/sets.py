@@ -23,6 +23,8 @@ from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
 _NOTE = "sort-based: NumPy's own functions (on the GPU: run on the host for now)"
+_ISIN_NOTE = ("a bisection of the sorted test elements: np.sort and np.searchsorted, compiled (on "
+              "the GPU the device's sort; float16 sorts on the host)")
 
 
 @composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',
@@ -76,7 +78,7 @@ def _isin(ar1: Any, ar2: Any, invert: bool, kind: Any) -> Tracer:
 
 @composite(np.isin, calls=['np.isin({0}, [0, 1, 2])', 'np.isin(np.round({0}), np.round({1}))',
                            'np.isin({0}, {1}, invert=True)'],
-           arrays=2, dtypes=ALL, notes=_NOTE)
+           arrays=2, dtypes=ALL, notes=_ISIN_NOTE)
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False,
          *, kind: Any = None) -> Tracer:
     return _isin(element, test_elements, invert, kind)
