@@ -7,7 +7,9 @@ NumPy's own helpers). The rows are sorted by the block sort or the radix sort in
 array (``sort._sorted_rows``); then one thread per (q, row) reads the one or two values and
 combines them as NumPy's ``_lerp`` does: the difference in the values' dtype, then one
 rounded multiply and one rounded add or subtract in the result's dtype (no fused
-multiply-add: NumPy rounds the product), and the row's last value where it is NaN.
+multiply-add: NumPy rounds the product), and the row's last value where it is NaN. The nan*
+variants read a row's valid values only (NaN sorts last: a binary search counts them) with
+the plan's entry for that many.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The GPU's sorts: ``sort`` and ``argsort`` of rows that fit a block's shared memory, as a
 bitonic network per row (the device implementations of the two external ops), and the order
-statistics that read sorted rows: ``np.median`` here, ``np.quantile`` and ``np.percentile``
-in ``quantile.py``.
+statistics that read sorted rows: ``np.median`` and ``np.nanmedian`` here, ``np.quantile``,
+``np.percentile`` and their nan* variants in ``quantile.py``.
 
 A block takes a row (grid-stride over rows), loads it into shared memory beside each
 element's position, pads it to a power of two ``P`` and runs the log2(P)(log2(P)+1)/2
