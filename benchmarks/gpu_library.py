@@ -15,6 +15,7 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   batched_solve   np.linalg.solve(A, b), 16 x 16 systems, M of them
   sort_rows       np.sort(x, axis=-1), M x M                 a block's bitonic sort per row
   median_rows     np.median(x, axis=-1), M x M
+  quantile_rows   np.quantile(x, 0.9, axis=-1), M x M        the sort, then NumPy's lerp
   sort_long       np.sort(x) of M * M values (one row)       the radix sort over all blocks
   argsort_long    np.argsort(x, kind="stable"), the same
 
@@ -78,6 +79,10 @@ def median_rows(x):
     return np.median(x, axis=-1)
 
 
+def quantile_rows(x):
+    return np.quantile(x, 0.9, axis=-1)
+
+
 def sort_long(x):
     return np.sort(x)
 
@@ -107,6 +112,13 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
         n = x.shape[-1]
         return (s[..., (n - 1) // 2] + s[..., n // 2]) / 2
 
+    def t_quantile(x):   # NumPy's linear method: (n - 1) q, interpolated as its _lerp
+        s = torch.sort(x, -1).values
+        pos = (x.shape[-1] - 1) * 0.9
+        lo = int(pos)
+        a, b, t = s[..., lo], s[..., min(lo + 1, x.shape[-1] - 1)], pos - lo
+        return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
     def t_sort_long(x):
         return torch.sort(x).values
 
@@ -115,7 +127,8 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
 
     return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
-            "median_rows": t_median, "sort_long": t_sort_long, "argsort_long": t_argsort_long}
+            "median_rows": t_median, "quantile_rows": t_quantile, "sort_long": t_sort_long,
+            "argsort_long": t_argsort_long}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -185,6 +198,8 @@ _SPECS = [
     LibraryWorkload("batched_solve", batched_solve, _systems, lambda a: a["b"].nbytes),
     LibraryWorkload("sort_rows", sort_rows, _square_rows, lambda a: a["x"].nbytes),
     LibraryWorkload("median_rows", median_rows, _square_rows,
+                    lambda a: 4 * a["x"].shape[0]),
+    LibraryWorkload("quantile_rows", quantile_rows, _square_rows,
                     lambda a: 4 * a["x"].shape[0]),
     LibraryWorkload("sort_long", sort_long, _long_row, lambda a: a["x"].nbytes),
     LibraryWorkload("argsort_long", argsort_long, _long_row, lambda a: 2 * a["x"].nbytes),
