@@ -148,7 +148,11 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
         if props["fix_gamma"] is None or (method == "linear" and
                                           np.issubdtype(virtual.dtype, np.integer)):
             idx = virtual.astype(np.int64)       # ``take``: no interpolation
-            idx = np.where(idx < 0, idx + np.asarray(count, np.int64), idx).ravel()
+            size = np.broadcast_to(np.asarray(count, np.int64), idx.shape)
+            idx = np.where(idx < 0, idx + size, idx)
+            if np.any(idx < 0) or np.any(idx >= size):   # NumPy's take would raise: its call
+                return None
+            idx = idx.ravel()
             zeros = np.zeros(idx.shape, dtype)
             return QuantilePlan(idx, idx, np.zeros(idx.shape, np.int64), zeros, zeros, dtype)
         prev, nxt = get_indexes(np.empty(0, dtype), virtual, count)
@@ -159,9 +163,12 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
         t = gamma.astype(res).ravel()
         omt = (1 - gamma).astype(res).ravel()
         high = (gamma >= 0.5).ravel()
-    last = np.asarray(count, np.int64) - 1
-    prev = np.where(prev < 0, last, prev).astype(np.int64).ravel()
-    nxt = np.where(nxt < 0, last, nxt).astype(np.int64).ravel()
+    last = np.broadcast_to(np.asarray(count, np.int64) - 1, np.shape(prev))
+    prev = np.where(prev < 0, last, prev).astype(np.int64)
+    nxt = np.where(nxt < 0, last, nxt).astype(np.int64)
+    if np.any(prev > last) or np.any(nxt > last):   # (not for a valid q: then NumPy's call)
+        return None
+    prev, nxt = prev.ravel(), nxt.ravel()
     return QuantilePlan(prev, nxt, np.where(high, 2, 1).astype(np.int64), t, omt,
                         np.dtype(res))
 
