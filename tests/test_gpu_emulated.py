@@ -837,6 +837,44 @@ def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emul
     assert not compare_with_numpy(program, x, device="cuda", compiled=Reversed()).ok
 
 
+@pytest.mark.parametrize("func", ["quantile", "nanpercentile", "nanmedian"])
+def test_device_quantiles_free_only_zero_signs(emulated, func) -> None:
+    """Divergence gpu-sort-ties for the order statistics the GPU reads from its stable sort
+    (gpu/quantile.py, gpu/sort.py): a zero result may have the other zero's sign (the
+    comparator leaves it free), every other value is NumPy's exactly."""
+    from tracearray.testing import compare_with_numpy
+    call = {"quantile": lambda x: np.quantile(x, [0.25, 0.5, 0.9], axis=-1),
+            "nanpercentile": lambda x: np.nanpercentile(x, [25, 50, 90], axis=-1),
+            "nanmedian": lambda x: np.nanmedian(x, axis=-1)}[func]
+
+    def program(x):
+        return call(x)
+
+    x = np.array([[-0.0, 0.0, 0.0, -0.0, 1.0, 2.0, np.nan if func != "quantile" else 3.0],
+                  [0.5, -0.0, 0.0, 4.0, -1.0, 0.0, -0.0]], np.float32)
+    cmp = compare_with_numpy(program, x, device="cuda")
+    assert cmp.ok, cmp.report()
+    assert "gpu-sort-ties" in cmp.divergences
+
+    class OneWrong:   # the compiled result with one value moved by one ulp (a zero too)
+        def __init__(self):
+            self.cf = tracearray.compile(program, device="cuda")
+            self._fixed_device = "cuda"
+
+        def lower(self, *args):
+            return self.cf.lower(*args)
+
+        def __call__(self, *args):
+            out = np.array(self.cf(*args))
+            flat = out.reshape(-1)
+            nonzero = np.flatnonzero(flat != 0)
+            k = int(nonzero[0]) if len(nonzero) else 0
+            flat[k] = np.nextafter(flat[k], np.inf)
+            return out
+
+    assert not compare_with_numpy(program, x, device="cuda", compiled=OneWrong()).ok
+
+
 def test_c2r_transforms_a_dead_intermediate_in_place(emulated, monkeypatch) -> None:
     """cuFFT's C2R overwrites its input: an operand nothing reads later (the filtered
     spectrum of ``irfft(rfft(x) * g)``) is transformed in place, one that is read later

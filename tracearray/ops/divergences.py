@@ -237,14 +237,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "slice with a number; the comparator then compares NaN positions only.",
         "unverifiable"),
     Divergence(
-        "gpu-sort-ties", "function", ("np.sort", "np.argsort", "np.median"),
+        "gpu-sort-ties", "function", ("np.sort", "np.argsort", "np.median", "np.nanmedian",
+                                      "np.quantile", "np.percentile", "np.nanquantile",
+                                      "np.nanpercentile"),
         "On the GPU, rows of up to 4096 elements (2048 of 8 bytes) are sorted by a stable "
         "bitonic network in shared memory, longer rows by a stable radix sort over all the "
         "blocks: equal elements keep their order, which is NumPy's "
         "kind='stable' exactly; NumPy's default kind (quicksort) orders ties its own way, so "
         "+0.0 and -0.0 may come in another order and argsort may give tied elements' "
-        "positions in another order. np.median along one axis of float rows is the middle "
-        "of that sort (its zero may have the other sign).", "tolerance"),
+        "positions in another order. np.median, np.quantile, np.percentile and their nan* "
+        "variants of float rows read that sort (NumPy's positions and interpolation), so a "
+        "zero among their results may have the other sign.", "tolerance"),
     Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "

@@ -208,6 +208,9 @@ LU_EPS = 8
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
 SORT_OPS = frozenset({"sort", "argsort"})
+# the order statistics the GPU reads from its sorted rows (gpu/sort.py, gpu/quantile.py)
+SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
+                               "nanpercentile"})
 LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | {"order_statistic"}
 
 
@@ -313,12 +316,13 @@ class Evaluator:
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
             if node.op in self.library_ops and node.op == "order_statistic" and \
-                    node.attr("func") == "median" and value.dtype.kind == "f":
-                # the middle of a stable sort: a zero's sign may be another zero's
+                    node.attr("func") in SORTED_STATISTICS and value.dtype.kind == "f":
+                # read from a stable sort: a zero's sign may be another zero's (ties of
+                # other values are equal values, wherever they sort)
                 self.used.add("gpu-sort-ties")
                 v64 = value.astype(F64)
                 return _finish(value, value != 0, np.zeros(value.shape, bool), v64,
-                               v64.copy(), "median: a stable sort's middle")
+                               v64.copy(), f"{node.attr('func')}: read from a stable sort")
             return exact_bound(value)
         if node.op == "sort" and args[0].is_float:
             axis = node.attr("axis")
