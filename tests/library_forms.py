@@ -187,6 +187,20 @@ SORT_FORMS = {
                                lambda r: (_spread(r, (6, 10)),), True),
     "isin_int16_inverted": (lambda x: np.isin(x, x[:2], invert=True),
                             lambda r: (r.integers(-9, 9, (5, 7)).astype(np.int16),), True),
+    # several axes (and a strided whole array): gathered, kept axes first, then sorted
+    "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
+                        True),
+    "quantile_two_axes_keepdims": (
+        lambda x: np.quantile(x, [0.3, 0.7], axis=(0, 2), keepdims=True),
+        lambda r: (_spread(r, (4, 5, 3)),), True),
+    "nanmedian_two_axes_huge_values": (   # NumPy's masked median: odd counts as (a + a) / 2
+        lambda x: np.nanmedian(np.where(x > 2, np.nan, x) * np.float32(3e38), axis=(1, 2)),
+        lambda r: (_spread(r, (6, 3, 3)),), True),
+    "nanmedian_every_axis_huge_values": (   # a 1-d median for NumPy: the middle value
+        lambda x: np.nanmedian(np.where(x > 2, np.nan, x) * np.float32(3e38), axis=(0, 1)),
+        lambda r: (_spread(r, (2, 7)),), True),
+    "nanpercentile_reversed_view_flattened": (lambda x: np.nanpercentile(x[::-1, ::2], 40),
+                                              lambda r: (_spread(r, (6, 9)),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
                          lambda r: (_spread(r, (4, 9)),), True),
     "nanpercentile_first_row_all_nan": (
@@ -202,8 +216,6 @@ SORT_FORMS = {
     # the host runs these
     "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
                        False),
-    "median_two_axes": (lambda x: np.median(x, axis=(0, 1)), lambda r: (_ties(r, (4, 5, 3)),),
-                        False),
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),

@@ -338,25 +338,38 @@ NAN_QUANTILE_MAX_ENTRIES = 1 << 16
 
 
 def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
-    """``src``'s rows along the one axis of ``axis`` (None: the whole array, when it is
-    C-contiguous) sorted into a scratch block, the rows in C order of the other axes and
-    each row contiguous: ``(scratch, rows, n)``, or NotImplemented (several axes, a
-    strided whole array, empty rows, a dtype the sorts do not take)."""
+    """``src``'s rows along ``axis`` (a tuple of axes, None: all of them) sorted into a
+    scratch block, the rows in C order of the other axes and each row contiguous:
+    ``(scratch, rows, n, keep)``, ``keep`` the scratch blocks to hold until the sort is
+    queued; or NotImplemented (empty rows, a dtype the sorts do not take). Several axes
+    (NumPy's ``_ureduce`` merges them into one, last) are first gathered into a contiguous
+    copy, the kept axes first; their order within a row does not matter to a sort."""
+    from .copy import COPY_MAX_RANK, strided_copy
     shape = tuple(src.shape)
-    if axis is None:
-        if tuple(src.strides) != tuple(_c_strides(shape, 1)):
-            return NotImplemented
-        n = math.prod(shape)
-        src = DeviceBuffer(src.ptr, (n,), (1,), src.dtype)
-        shape, ax = (n,), 0
-    elif len(axis) == 1:
-        ax = axis[0]
-    else:
-        return NotImplemented
-    n = shape[ax]
+    reduced = tuple(range(len(shape))) if axis is None else tuple(axis)
+    n = math.prod(shape[d] for d in reduced)
     if n == 0:
         return NotImplemented
     rows = math.prod(shape) // n
+    keep: list = []
+    if len(reduced) == 1:
+        ax = reduced[0]
+    else:
+        kept = [d for d in range(len(shape)) if d not in reduced]
+        order = kept + list(reduced)
+        view_shape = [shape[d] for d in order]
+        view_strides = [src.strides[d] for d in order]
+        if view_strides != list(_c_strides(tuple(view_shape), 1)):
+            if len(order) > COPY_MAX_RANK:
+                return NotImplemented
+            gathered = dev.allocator.allocate(rows * n * src.dtype.itemsize)
+            keep += [gathered, strided_copy(dev, gathered.ptr, src.ptr, view_shape,
+                                            view_strides, 0, src.dtype.itemsize)]
+            ptr = gathered.ptr
+        else:
+            ptr = src.ptr
+        src = DeviceBuffer(ptr, (rows, n), (n, 1), src.dtype)
+        shape, ax = (rows, n), 1
     moved = [shape[d] for d in range(len(shape)) if d != ax] + [n]
     c = _c_strides(tuple(moved), 1)
     dst = [0] * len(shape)
@@ -366,18 +379,18 @@ def _sorted_rows(dev: Any, src: Any, axis: tuple | None) -> Any:
     scratch = dev.allocator.allocate(max(rows * n, 1) * src.dtype.itemsize)
     if rows and _sort_rows(dev, src, scratch, None, ax, dst) is NotImplemented:
         return NotImplemented
-    return scratch, rows, n
+    return scratch, rows, n, keep
 
 
 def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: Any,
                     q_shape: Any, q_dtype: Any, weak: bool, axis: Any, method: str,
                     keepdims: bool, ndim: int) -> Any:
     """``np.median``, ``np.quantile``, ``np.percentile`` and their nan* variants of
-    float32/float64 along one axis (or the whole of a C-contiguous array): the rows sorted
+    float32/float64 over any axes: the rows sorted
     by the block sort (or the radix sort) into a scratch array (the axis last), then a
     thread per row picks the middle, or per (q, row) reads and interpolates as NumPy does
-    (``gpu/quantile.py``). Weights, other dtypes, several axes, empty rows and nan* quantile
-    plans past NAN_QUANTILE_MAX_ENTRIES run on the host."""
+    (``gpu/quantile.py``). Weights, other dtypes, empty rows and nan* quantile plans past
+    NAN_QUANTILE_MAX_ENTRIES run on the host."""
     out = results[0]
     if out is None:
         return None
@@ -389,6 +402,9 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
         return NotImplemented
     plan = None
     nanrows = func.startswith("nan")
+    # NumPy's nan* functions see the array with the reduced axes merged, last: a 1-d array
+    # when every axis is reduced (np.nanmedian's 1-d median), else (kept..., n)
+    rows_kept = axis is not None and len(axis) < len(src.shape)
     if func not in ("median", "nanmedian"):
         n = math.prod(src.shape) if axis is None else \
             math.prod(src.shape[d] for d in axis)
@@ -405,7 +421,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     sorted_ = _sorted_rows(dev, src, axis)
     if sorted_ is NotImplemented:
         return NotImplemented
-    scratch, rows, n = sorted_
+    scratch, rows, n, _held = sorted_
     if rows == 0:
         return None
     if plan is not None:
@@ -417,7 +433,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     from .driver import sm_count
     _launch(dev, fn, max(1, min(-(-rows // 128), 32 * sm_count())), 128,
             [scratch.ptr, out.ptr, rows, n, int(nanrows),
-             int(nanrows and axis is not None and len(src.shape) > 1 and n < 600)])
+             int(nanrows and rows_kept and n < 600)])
     return None
 
 
