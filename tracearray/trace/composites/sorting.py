@@ -22,19 +22,18 @@ from . import ALL, NUMERIC, as_tracer, composite
 
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
 _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                "along one axis (or the whole of a contiguous array): the middle of the GPU's "
-                "sort of the rows (of their valid values for nanmedian; divergence "
-                "gpu-sort-ties), otherwise on the host")
+                "over any axes: the middle of the GPU's sort of the rows (of their valid "
+                "values for nanmedian; divergence gpu-sort-ties), otherwise on the host")
 _QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                  "along one axis (or the whole of a contiguous array), every method, without "
-                  "weights: the GPU's sort of the rows, then NumPy's positions and interpolation "
-                  "(bit for bit; divergence gpu-sort-ties), otherwise on the host")
+                  "over any axes, every method, without weights: the GPU's sort of the rows, "
+                  "then NumPy's positions and interpolation (bit for bit; divergence "
+                  "gpu-sort-ties), otherwise on the host")
 _NANQUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU "
-                     "float32/float64 along one axis (or the whole of a contiguous array), "
-                     "every method, without weights, rows of up to 65536 values per q: the "
-                     "GPU's sort of the rows, then NumPy's positions and interpolation for "
-                     "each row's count of valid values (bit for bit; divergences "
-                     "gpu-sort-ties, nan-quantile-dtype), otherwise on the host")
+                     "float32/float64 over any axes, every method, without weights, rows of "
+                     "up to 65536 values per q: the GPU's sort of the rows, then NumPy's "
+                     "positions and interpolation for each row's count of valid values (bit "
+                     "for bit; divergences gpu-sort-ties, nan-quantile-dtype), otherwise on "
+                     "the host")
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
               "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network), "
               "longer rows in a stable radix sort over all the blocks (divergence "
