@@ -201,6 +201,16 @@ SORT_FORMS = {
         lambda r: (_spread(r, (2, 7)),), True),
     "nanpercentile_reversed_view_flattened": (lambda x: np.nanpercentile(x[::-1, ::2], 40),
                                               lambda r: (_spread(r, (6, 9)),), True),
+    # integer and bool medians: float64, NumPy's mean of the middle values
+    "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
+                       True),
+    "median_of_uint64_past_2_53": (
+        lambda x: np.median(x, axis=0),
+        lambda r: (r.integers(2**62, 2**64 - 1, (6, 5), dtype=np.uint64),), True),
+    "median_of_bools_two_axes": (lambda x: np.median(x > 0, axis=(0, 2)),
+                                 lambda r: (_ties(r, (4, 3, 6)),), True),
+    "nanmedian_of_int16": (lambda x: np.nanmedian(x, axis=1),
+                           lambda r: (r.integers(-300, 300, (5, 8)).astype(np.int16),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
                          lambda r: (_spread(r, (4, 9)),), True),
     "nanpercentile_first_row_all_nan": (
@@ -214,8 +224,6 @@ SORT_FORMS = {
     "nanpercentile_flattened": (lambda x: np.nanpercentile(x, 95), lambda r: (_spread(r, (6, 7)),),
                                 True),
     # the host runs these
-    "median_of_ints": (lambda x: np.median(x, axis=-1), lambda r: (_ties(r, (4, 9), np.int32),),
-                       False),
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),

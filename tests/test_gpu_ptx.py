@@ -285,9 +285,10 @@ def test_quantile_kernel_rounds_like_numpy_and_assembles(dtype, res) -> None:
 
 
 @needs_ptxas
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int32, np.uint64,
+                                   np.bool_])
 def test_median_kernel_assembles(dtype) -> None:
     """The GPU's median kernel (gpu/sort.py; np.median and np.nanmedian's binary search for
-    a row's first NaN) is accepted by ptxas."""
+    a row's first NaN; integer and bool rows to float64) is accepted by ptxas."""
     from tracearray.gpu.sort import median_kernel_ir
     assemble(P.compile_ptx(median_kernel_ir(dtype, "ta_median_test"), P.DEFAULT_TARGET))

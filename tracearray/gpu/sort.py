@@ -293,12 +293,16 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     the median of the values before the row's first NaN, NaN for none; ``odd_mean``: an odd
     count's middle ``a`` as ``(a + a) / 2`` (NumPy's masked median, which np.nanmedian takes
     along an axis of fewer than 600 of an array of several dimensions: infinite past half
-    the dtype's largest value)."""
+    the dtype's largest value). Integer and bool rows give float64 medians, as NumPy's mean
+    of the middle values does (each converted to float64, then ``(a + b) / 2``); they hold
+    no NaN."""
     dtype = np.dtype(dtype)
     kt = _key_type(dtype)
+    floats = dtype.kind == "f"
+    rt = kt if floats else ir.DoubleType()
     module = ir.Module(name=name)
-    ptr = kt.as_pointer(1)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr] + [I64] * 4), name=name)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
+        kt.as_pointer(1), rt.as_pointer(1)] + [I64] * 4), name=name)
     fn.calling_convention = "ptx_kernel"
     src, out, nrows, n, nanrows, odd_mean = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -312,7 +316,7 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     rows = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda r: b.icmp_signed("<", r, nrows),
                  "row")
     base = b.mul(rows.var, n)
-    valid = valid_count(b, fn, src, base, n, nanrows, "valid")
+    valid = valid_count(b, fn, src, base, n, nanrows, "valid") if floats else n
     none = b.icmp_signed("==", valid, zero)
     count = b.select(none, one, valid)            # (an all-NaN row reads position 0)
     lo = b.sdiv(b.sub(count, one), ir.Constant(I64, 2))
@@ -320,12 +324,16 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     odd = b.icmp_signed("!=", b.srem(count, ir.Constant(I64, 2)), zero)
     a = b.load(b.gep(src, [b.add(base, lo)]))
     c = b.load(b.gep(src, [b.add(base, hi)]))
-    last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
-    mean = b.fdiv(b.fadd(a, c), ir.Constant(kt, 2.0))
+    if not floats:   # NumPy's mean of integers: in float64
+        convert = b.sitofp if dtype.kind == "i" else b.uitofp
+        a, c = convert(a, rt), convert(c, rt)
+    mean = b.fdiv(b.fadd(a, c), ir.Constant(rt, 2.0))
     m = b.select(b.and_(odd, b.icmp_signed("==", odd_mean, zero)), a, mean)
-    nan = b.select(b.icmp_signed("!=", nanrows, zero), none,
-                   b.fcmp_unordered("uno", last, last))
-    m = b.select(nan, ir.Constant(kt, float("nan")), m)
+    if floats:
+        last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
+        nan = b.select(b.icmp_signed("!=", nanrows, zero), none,
+                       b.fcmp_unordered("uno", last, last))
+        m = b.select(nan, ir.Constant(rt, float("nan")), m)
     b.store(m, b.gep(out, [rows.var]))
     rows.close(b.add(rows.var, b.mul(nctaid, ntid)))
     b.ret_void()
@@ -398,14 +406,16 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     if len(operands) != 1 or func not in ("median", "nanmedian") + QUANTILE_FUNCS:
         return NotImplemented
     src = operands[0]
-    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+    median = func in ("median", "nanmedian")
+    if src.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) and not (
+            median and src.dtype.kind in "iub" and sortable(src.dtype)):
         return NotImplemented
     plan = None
-    nanrows = func.startswith("nan")
+    nanrows = func.startswith("nan") and src.dtype.kind == "f"   # (integers hold no NaN)
     # NumPy's nan* functions see the array with the reduced axes merged, last: a 1-d array
     # when every axis is reduced (np.nanmedian's 1-d median), else (kept..., n)
     rows_kept = axis is not None and len(axis) < len(src.shape)
-    if func not in ("median", "nanmedian"):
+    if not median:
         n = math.prod(src.shape) if axis is None else \
             math.prod(src.shape[d] for d in axis)
         nq = math.prod(q_shape)
@@ -416,7 +426,7 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
                              weak=weak, method=method, lengths=nanrows)
         if plan is None or plan.dtype != out.dtype:
             return NotImplemented
-    elif out.dtype != src.dtype:
+    elif out.dtype != (src.dtype if src.dtype.kind == "f" else np.dtype(np.float64)):
         return NotImplemented
     sorted_ = _sorted_rows(dev, src, axis)
     if sorted_ is NotImplemented:

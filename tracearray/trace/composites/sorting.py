@@ -21,9 +21,10 @@ from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
 _NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
-_MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                "over any axes: the middle of the GPU's sort of the rows (of their valid "
-                "values for nanmedian; divergence gpu-sort-ties), otherwise on the host")
+_MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32, float64, "
+                "integers and bool over any axes: the middle of the GPU's sort of the rows (of "
+                "their valid values for nanmedian; divergence gpu-sort-ties), float16 on the "
+                "host")
 _QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
                   "over any axes, every method, without weights: the GPU's sort of the rows, "
                   "then NumPy's positions and interpolation (bit for bit; divergence "
