@@ -211,6 +211,19 @@ SORT_FORMS = {
                                  lambda r: (_ties(r, (4, 3, 6)),), True),
     "nanmedian_of_int16": (lambda x: np.nanmedian(x, axis=1),
                            lambda r: (r.integers(-300, 300, (5, 8)).astype(np.int16),), True),
+    "quantile_of_ints": (lambda x: np.quantile(x, 0.3, axis=-1),
+                         lambda r: (_ties(r, (4, 9), np.int32),), True),
+    "quantile_int8_difference_wraps": (   # NumPy's b - a in int8: -128 .. 127 gives -1
+        lambda x: np.quantile(x, [0.5, 0.7], axis=-1),
+        lambda r: (np.array([[-128, 127], [5, -3], [127, -128]], np.int8),), True),
+    "percentile_uint64_lower": (lambda x: np.percentile(x, [10, 95], axis=0, method="lower"),
+                                lambda r: (r.integers(0, 2**64 - 1, (7, 4), dtype=np.uint64),),
+                                True),
+    "nanquantile_int16_float32_q": (
+        lambda x: np.nanquantile(x, np.array([0.25, 0.6], np.float32), axis=1),
+        lambda r: (r.integers(-300, 300, (5, 8)).astype(np.int16),), True),
+    "quantile_bools_higher": (lambda x: np.quantile(x > 0, 0.5, axis=-1, method="higher"),
+                              lambda r: (_ties(r, (5, 6)),), True),
     "nanquantile_rows": (lambda x: np.nanquantile(x, 0.3, axis=-1),
                          lambda r: (_spread(r, (4, 9)),), True),
     "nanpercentile_first_row_all_nan": (
@@ -227,8 +240,6 @@ SORT_FORMS = {
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),
-    "quantile_of_ints": (lambda x: np.quantile(x, 0.3, axis=-1),
-                         lambda r: (_ties(r, (4, 9), np.int32),), False),
     "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
 }
 # rows longer than a block sorts: the radix sort over all the blocks (gpu/radix_sort.py)

@@ -271,7 +271,8 @@ def test_ptx_from_the_disk_cache_loads_no_llvm(tmp_path) -> None:
 
 @needs_ptxas
 @pytest.mark.parametrize("dtype,res", [(np.float32, np.float32), (np.float32, np.float64),
-                                       (np.float64, np.float64)])
+                                       (np.float64, np.float64), (np.int8, np.float64),
+                                       (np.uint64, np.float64), (np.int16, np.float32)])
 def test_quantile_kernel_rounds_like_numpy_and_assembles(dtype, res) -> None:
     """Issue 13: the GPU's quantile kernel (gpu/quantile.py) rounds its product before the
     add, as NumPy's ``_lerp`` does: no fused multiply-add in its PTX (``.rn`` operations,
@@ -292,3 +293,13 @@ def test_median_kernel_assembles(dtype) -> None:
     a row's first NaN; integer and bool rows to float64) is accepted by ptxas."""
     from tracearray.gpu.sort import median_kernel_ir
     assemble(P.compile_ptx(median_kernel_ir(dtype, "ta_median_test"), P.DEFAULT_TARGET))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", [np.uint64, np.int32, np.bool_, np.float32])
+def test_quantile_take_kernel_assembles(dtype) -> None:
+    """The quantile kernel of the methods without interpolation (results in the values' own
+    dtype: a copy of the value read) is accepted by ptxas."""
+    from tracearray.gpu.quantile import quantile_kernel_ir
+    assemble(P.compile_ptx(quantile_kernel_ir(dtype, dtype, "ta_quantile_take_test"),
+                           P.DEFAULT_TARGET))

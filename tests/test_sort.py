@@ -227,11 +227,15 @@ def _quantiles_from_plan(rows: np.ndarray, plan) -> np.ndarray:
     with np.errstate(all="ignore"):
         for i in range(len(plan.prev)):
             a, b = rows[:, plan.prev[i]], rows[:, plan.next[i]]
-            diff = (b - a).astype(res)
-            low = a.astype(res) + diff * plan.t[i]
-            high = b.astype(res) - diff * plan.omt[i]
-            r = a.astype(res) if plan.mode[i] == 0 else high if plan.mode[i] == 2 else low
-            out.append(np.where(np.isnan(rows[:, -1]), rows[:, -1].astype(res), r))
+            if plan.mode[i] == 0:
+                r = a.astype(res)
+            else:
+                diff = (b - a).astype(res)
+                r = b.astype(res) - diff * plan.omt[i] if plan.mode[i] == 2 else \
+                    a.astype(res) + diff * plan.t[i]
+            if rows.dtype.kind == "f":
+                r = np.where(np.isnan(rows[:, -1]), rows[:, -1].astype(res), r)
+            out.append(r)
     return np.stack(out)
 
 
@@ -266,6 +270,37 @@ def test_quantile_plan_gives_numpys_values_bit_for_bit(method, dtype):
                 assert got.dtype == want.dtype, what
                 np.testing.assert_array_equal(got, want, err_msg=what)
                 assert np.array_equal(np.signbit(got), np.signbit(want)), what
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64], ids=str)
+def test_quantile_plan_of_integers_gives_numpys_values(method, dtype):
+    """Issue 13: for integer rows the plan and the kernel's arithmetic give NumPy's values
+    too: ``b - a`` in the integers' dtype (wrapping past its range, as NumPy's does), then
+    float64 (or the q array's float dtype when it is wide enough); the methods without
+    interpolation keep the integers' dtype."""
+    from tracearray.ops.sorting import quantile_plan
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    for n in (1, 2, 5, 33):
+        x = rng.integers(info.min, info.max, (4, n), dtype=dtype, endpoint=True)
+        if n >= 2:
+            x[0, :2] = (info.min, info.max)   # a difference past the dtype's range
+        rows = np.sort(x, axis=-1)
+        for func, q in (("quantile", 0.5), ("quantile", [0.1, 0.75, 1.0]),
+                        ("quantile", np.array([0.3], np.float32)), ("percentile", 62.5),
+                        ("nanquantile", [0.2, 0.9])):
+            qa = np.asarray(q)
+            plan = quantile_plan(n, dtype, func=func, q=tuple(qa.ravel().tolist()),
+                                 q_shape=qa.shape, q_dtype=qa.dtype.str,
+                                 weak=type(q) in (int, float), method=method)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = np.asarray(getattr(np, func)(x, q, axis=-1, method=method))
+                got = _quantiles_from_plan(rows, plan).reshape(qa.shape + (4,))
+            what = f"{func}({q!r}, method={method!r}) {np.dtype(dtype)} n={n}"
+            assert got.dtype == want.dtype, what
+            np.testing.assert_array_equal(got, want, err_msg=what)
 
 
 def _nanquantiles_from_plan(rows: np.ndarray, plan, nq: int) -> np.ndarray:

@@ -26,10 +26,6 @@ _KERNELS: dict[tuple[str, str], tuple[str, str, str]] = {}
 _lock = threading.Lock()
 
 
-def _float(dtype: np.dtype) -> ir.Type:
-    return ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
-
-
 def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     """``name(sorted, out, table, weights, nrows, n, nq, ne, nanrows)``: ``out[k * nrows +
     r]``, quantile k of sorted row r (C-contiguous rows of ``n`` values of ``dtype``), in
@@ -38,9 +34,13 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     plan has an entry per row length (``(valid - 1) * nq + k``), a row reads its valid values
     (counted by a binary search for its first NaN), NaN where it has none, and when the
     first row has none every value is rounded to ``dtype`` (NumPy's apply_along_axis makes
-    its output in the dtype of that row's result)."""
-    from .sort import _Loop, valid_count
-    kt, rt = _float(dtype), _float(res)
+    its output in the dtype of that row's result). Integer rows: ``b - a`` in their dtype
+    (wrapping, as NumPy's does), then converted; a ``res`` of ``dtype`` itself (methods
+    without interpolation) copies the value read."""
+    from .sort import _Loop, _key_type, valid_count
+    dtype, res = np.dtype(dtype), np.dtype(res)
+    kt, rt = _key_type(dtype), _key_type(res)
+    floats = dtype.kind == "f"
     module = ir.Module(name=name)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
         kt.as_pointer(1), rt.as_pointer(1), I64.as_pointer(1), rt.as_pointer(1)] + [I64] * 5),
@@ -57,42 +57,52 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
         return b.zext(b.call(f, []), I64)
 
     def widen(v: ir.Value) -> ir.Value:
-        return b.fpext(v, rt) if rt != kt else v
+        if rt == kt:
+            return v
+        if floats:
+            return b.fpext(v, rt)
+        return (b.sitofp if dtype.kind == "i" else b.uitofp)(v, rt)
 
     tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
-    first_none = b.and_(b.icmp_signed("!=", nanrows, zero),
-                        b.icmp_signed("==", valid_count(b, fn, src, zero, n, nanrows, "first"),
-                                      zero))
+    first_none = None
+    if floats and rt != kt:
+        first_none = b.and_(b.icmp_signed("!=", nanrows, zero),
+                            b.icmp_signed("==", valid_count(b, fn, src, zero, n, nanrows,
+                                                            "first"), zero))
     total = b.mul(nq, nrows)
     loop = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda k: b.icmp_signed("<", k, total),
                  "k")
     k = loop.var
     qi = b.sdiv(k, nrows)
     base = b.mul(b.sub(k, b.mul(qi, nrows)), n)
-    valid = valid_count(b, fn, src, base, n, nanrows, "valid")
+    valid = valid_count(b, fn, src, base, n, nanrows, "valid") if floats else n
     none = b.icmp_signed("==", valid, zero)
     entry = b.select(b.icmp_signed("!=", nanrows, zero),
                      b.add(b.mul(b.select(none, zero, b.sub(valid, one)), nq), qi), qi)
     prev = b.load(b.gep(table, [entry]))
-    nxt = b.load(b.gep(table, [b.add(ne, entry)]))
-    mode = b.load(b.gep(table, [b.add(b.add(ne, ne), entry)]))
     a = b.load(b.gep(src, [b.add(base, prev)]))
-    c = b.load(b.gep(src, [b.add(base, nxt)]))
-    t = b.load(b.gep(weights, [entry]))
-    omt = b.load(b.gep(weights, [b.add(ne, entry)]))
-    diff = widen(b.fsub(c, a))
-    low = b.fadd(widen(a), b.fmul(diff, t))
-    high = b.fsub(widen(c), b.fmul(diff, omt))
-    r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 2)), high, low)
-    r = b.select(b.icmp_signed("==", mode, zero), widen(a), r)
-    # np.quantile: a row with a NaN (the last sorted value) gives it; np.nanquantile: NaN
-    # for a row without valid values
-    last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
-    r = b.select(b.and_(b.icmp_signed("==", nanrows, zero), b.fcmp_unordered("uno", last, last)),
-                 widen(last), r)
-    r = b.select(none, ir.Constant(rt, float("nan")), r)
-    if rt != kt:
-        r = b.select(first_none, b.fpext(b.fptrunc(r, kt), rt), r)
+    if res.kind != "f":   # (no interpolation: the value read, in its own dtype)
+        r = a
+    else:
+        nxt = b.load(b.gep(table, [b.add(ne, entry)]))
+        mode = b.load(b.gep(table, [b.add(b.add(ne, ne), entry)]))
+        c = b.load(b.gep(src, [b.add(base, nxt)]))
+        t = b.load(b.gep(weights, [entry]))
+        omt = b.load(b.gep(weights, [b.add(ne, entry)]))
+        diff = widen(b.fsub(c, a) if floats else b.sub(c, a))
+        low = b.fadd(widen(a), b.fmul(diff, t))
+        high = b.fsub(widen(c), b.fmul(diff, omt))
+        r = b.select(b.icmp_signed("==", mode, ir.Constant(I64, 2)), high, low)
+        r = b.select(b.icmp_signed("==", mode, zero), widen(a), r)
+    if floats:
+        # np.quantile: a row with a NaN (the last sorted value) gives it; np.nanquantile:
+        # NaN for a row without valid values
+        last = b.load(b.gep(src, [b.add(base, b.sub(n, one))]))
+        r = b.select(b.and_(b.icmp_signed("==", nanrows, zero),
+                            b.fcmp_unordered("uno", last, last)), widen(last), r)
+        r = b.select(none, ir.Constant(rt, float("nan")), r)
+        if first_none is not None:
+            r = b.select(first_none, b.fpext(b.fptrunc(r, kt), rt), r)
     b.store(r, b.gep(out, [k]))
     loop.close(b.add(k, b.mul(nctaid, ntid)))
     b.ret_void()

@@ -118,7 +118,7 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
                   q_dtype: str, weak: bool, method: str, lengths: bool = False,
                   **_: Any) -> QuantilePlan | None:
     """The plan of ``np.quantile`` / ``np.percentile`` and their nan* variants (``func``)
-    for rows of ``n`` values of a float ``dtype`` (``lengths``: for each length 1..n, as
+    for rows of ``n`` values of a real ``dtype`` (``lengths``: for each length 1..n, as
     the nan* variants need for a row of that many valid values), computed with NumPy's own
     index and weight helpers on q alone (they do not look at the data), so that a device
     kernel given the sorted rows computes NumPy's values bit for bit. None where this NumPy
@@ -129,7 +129,8 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
     except (ImportError, AttributeError):
         return None
     dtype = np.dtype(dtype)
-    if n <= 0 or dtype.kind != "f" or func not in QUANTILE_FUNCS or method not in methods:
+    if n <= 0 or dtype.kind not in "fiub" or func not in QUANTILE_FUNCS or \
+            method not in methods:
         return None
     qv = order_statistic_q(q, q_shape, q_dtype, weak)
     if func.endswith("percentile"):
@@ -155,11 +156,17 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
             idx = idx.ravel()
             zeros = np.zeros(idx.shape, dtype)
             return QuantilePlan(idx, idx, np.zeros(idx.shape, np.int64), zeros, zeros, dtype)
+        if dtype.kind == "b":   # (NumPy's interpolation subtracts bools: it raises)
+            return None
         prev, nxt = get_indexes(np.empty(0, dtype), virtual, count)
         gamma = get_gamma(virtual, prev, props)
         # a Python-scalar q is NEP 50's weak scalar: the weights are cast to the values'
-        # dtype (NumPy converts ``float(gamma)`` and ``1 - float(gamma)``, the same values)
-        res = dtype if weak else np.result_type(dtype, gamma.dtype)
+        # dtype (NumPy converts ``float(gamma)`` and ``1 - float(gamma)``, the same values),
+        # float64 for integer values
+        if weak:
+            res = dtype if dtype.kind == "f" else np.dtype(np.float64)
+        else:
+            res = np.result_type(dtype, gamma.dtype)
         t = gamma.astype(res).ravel()
         omt = (1 - gamma).astype(res).ravel()
         high = (gamma >= 0.5).ravel()

@@ -25,12 +25,13 @@ _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU fl
                 "integers and bool over any axes: the middle of the GPU's sort of the rows (of "
                 "their valid values for nanmedian; divergence gpu-sort-ties), float16 on the "
                 "host")
-_QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32/float64 "
-                  "over any axes, every method, without weights: the GPU's sort of the rows, "
-                  "then NumPy's positions and interpolation (bit for bit; divergence "
-                  "gpu-sort-ties), otherwise on the host")
+_QUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32, float64, "
+                  "integers and bool over any axes, every method, without weights: the GPU's "
+                  "sort of the rows, then NumPy's positions and interpolation (bit for bit; "
+                  "divergence gpu-sort-ties), float16 and weights on the host")
 _NANQUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the GPU "
-                     "float32/float64 over any axes, every method, without weights, rows of "
+                     "float32, float64 and integers over any axes, every method, without "
+                     "weights, float rows of "
                      "up to 65536 values per q: the GPU's sort of the rows, then NumPy's "
                      "positions and interpolation for each row's count of valid values (bit "
                      "for bit; divergences gpu-sort-ties, nan-quantile-dtype), otherwise on "
