@@ -9,7 +9,8 @@ combines them as NumPy's ``_lerp`` does: the difference in the values' dtype, th
 rounded multiply and one rounded add or subtract in the result's dtype (no fused
 multiply-add: NumPy rounds the product), and the row's last value where it is NaN. The nan*
 variants read a row's valid values only (NaN sorts last: a binary search counts them) with
-the plan's entry for that many.
+the plan's entry for that many. Integer rows subtract in their own dtype (wrapping, as NumPy's
+``b - a`` does) before converting; the methods without interpolation copy the value read.
 """
 from __future__ import annotations
 
