@@ -570,10 +570,14 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
     def row_cache_buffers(self) -> int:
         """Rows the row cache holds: 2 when block_row prefetches its rows by cp.async (the
         next row is copied in while this one is reduced; the launch's flag 2 asks for it),
-        else 1."""
+        else 1. Only kernels of two or more reductions pipeline: on the H200 it made
+        softmax 7-8 % faster and rmsnorm's one reduction 2-3 % slower, in two A/Bs a day
+        apart (docs/benchmarks.md, 2026-12-04), layernorm level."""
         if self.strategy != "block_row" or not self.async_copy:
             return 1
         k = self.kernel
+        if len(k.reductions) < 2:
+            return 1
         cached = self.row_cached_accesses()
         if not cached:
             return 1
