@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -187,6 +189,27 @@ def _program(items: list) -> Callable:
         key = tuple(idx[k[1]] if isinstance(k, tuple) else k for k in items)
         return x[key] * 2
     return fn
+
+
+@pytest.mark.parametrize("key", [
+    (slice(None), np.array([0, 0, 0]), Ellipsis, 0),    # found by test_random_keys in CI
+    (slice(None), [0, 2, 3], Ellipsis, 1),
+    (1, Ellipsis, [0, 2]),
+    ([1, 0], slice(None), Ellipsis, [4, 3]),
+])
+def test_an_ellipsis_of_no_dims_separates_advanced_indices(key) -> None:
+    """NumPy counts an ellipsis that expands to no dimension as a separator: advanced
+    indices on both sides of it are not consecutive, so the broadcast dims come first
+    (x[:, [0, 0, 0], ..., 0] of a 3-d x is (3, n0)); reads and writes alike."""
+    for shape in ((2, 4, 5), (0, 4, 5)):
+        x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+        assert_matches_numpy(lambda a: a[key], x, device="cpu")
+
+        def write(a):
+            a = a.copy()
+            a[key] = -1.0
+            return a
+        assert_matches_numpy(write, x, device="cpu")
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -50,6 +50,11 @@ class _Adv:
         self.dims = dims        # dimensions of x it consumes (a boolean mask: its ndim)
 
 
+# where an ellipsis of no dims stood in a key (advanced_key): it consumes no dim of x but
+# separates the advanced indices around it
+_SEPARATOR = object()
+
+
 def _classify(k: Any) -> Any:
     """One key item as slice / None / Ellipsis / int / _Adv (or raise NumPy's IndexError)."""
     from .numpy_api import array_from_nested
@@ -230,13 +235,18 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
     if Ellipsis not in items:
         items = items + [Ellipsis]
     e = items.index(Ellipsis)
-    items = items[:e] + [slice(None)] * (x.ndim - consumed) + items[e + 1:]
+    # an ellipsis of no dims still separates the advanced indices around it, as in NumPy
+    # (x[:, [0, 0], ..., 0] of a 3-d x puts the broadcast dims first)
+    items = items[:e] + ([slice(None)] * (x.ndim - consumed) or [_SEPARATOR]) + items[e + 1:]
 
     basic: list[Any] = []       # the key of the view y (advanced positions: full slices)
     adv: list[tuple[int, int, Any]] = []   # (dim of y, dim of x, index: Node or ndarray)
     adv_key_pos: list[int] = []  # positions in the key (without None) of advanced items
     y_dim = x_dim = key_pos = 0
     for k in items:
+        if k is _SEPARATOR:
+            key_pos += 1
+            continue
         if k is None:       # a new axis (it separates advanced indices, as in NumPy)
             basic.append(None)
             y_dim, key_pos = y_dim + 1, key_pos + 1
