@@ -642,3 +642,28 @@ def test_complex_sin_past_exps_overflow_threshold_rounds_as_glibc() -> None:
         for fn in (np.sin, np.cos, np.sinh, np.cosh, np.exp):
             assert_matches_numpy(fn, z, device="cpu")
             assert_matches_numpy(fn, z.astype(np.complex128) * 8, device="cpu")
+
+
+def test_a_step_that_crashes_numpy_is_not_drawn() -> None:
+    """Soak cpu-2026-12-04-c, program 2419: the generator drew np.bincount of an int64 array
+    holding the largest int64, which makes NumPy 2.4's own bincount segfault (its length
+    max + 1 wraps), so drawing the program killed the soak's child. The generator's NumPy
+    refuses that call as a step NumPy rejects (in a child process here: a regression would
+    crash it, not pytest)."""
+    import subprocess
+    code = ("from tracearray.testing import fuzz; "
+            "p = fuzz.program_for('cpu-2026-12-04-c', 2419); print('drawn', len(p.steps))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "drawn" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_bincount_of_the_largest_int64_is_too_big_not_an_index_error() -> None:
+    """np.bincount's length max + 1 wrapped for the largest intp (a scatter into an empty
+    result then raised an IndexError); it is an array too big, as for any length past what
+    memory can hold (NumPy 2.4's own bincount segfaults on it)."""
+    f = tracearray.compile(lambda x: np.bincount(x))
+    for top in (np.iinfo(np.int64).max, 1 << 62):
+        with pytest.raises(ValueError, match="array is too big"):
+            f(np.array([top, 5], np.int64))
+    np.testing.assert_array_equal(f(np.array([3, 1, 3])), np.bincount(np.array([3, 1, 3])))

@@ -60,6 +60,26 @@ STEP_MEMORY = 2 << 30
 _counter = itertools.count()
 
 
+class _GuardedNumPy:
+    """NumPy for evaluating drawn steps, with the calls that crash NumPy's own process
+    refused as a step NumPy rejects (the step is drawn again): NumPy 2.4's np.bincount of a
+    value whose + 1 wraps (the largest int64) segfaults (soak cpu-2026-12-04-c, program
+    2419); any length past 2^40 would not fit in memory anyway."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+    @staticmethod
+    def bincount(x: Any, *args: Any, **kwargs: Any) -> Any:
+        a = np.asarray(x)
+        if a.size and a.dtype.kind in "iu" and a.max() >= 1 << 40:
+            raise MemoryError("np.bincount of a value past 2^40: not evaluated")
+        return np.bincount(x, *args, **kwargs)
+
+
+_GUARDED_NUMPY = _GuardedNumPy()
+
+
 @contextlib.contextmanager
 def _memory_cap(extra: int = STEP_MEMORY):
     """Evaluate a drawn step with at most ``extra`` more bytes of address space (Linux): a
@@ -195,7 +215,8 @@ class _Builder:
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings(), _memory_cap():
                 warnings.simplefilter("ignore")
-                out = eval(expr, {"np": np, "nan": math.nan, "inf": math.inf}, env)  # noqa: S307
+                out = eval(expr, {"np": _GUARDED_NUMPY, "nan": math.nan,  # noqa: S307
+                                  "inf": math.inf}, env)
         except Exception:   # noqa: BLE001 -- NumPy rejects it (or needs too much memory)
             return False
         if not isinstance(out, (np.ndarray, np.generic)) or (

@@ -206,8 +206,15 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     # x (its min and max reductions share a kernel, as NumPy's loop finds both at once):
     # -1 says there is a negative element. The compiled result then needs only the zeroed
     # counts and the scatter (no second pass over x for a run-time check).
-    longest = np.where(idx.min() >= 0, np.maximum(idx.max() + 1, minlength), -1)
+    # -2: the largest intp, whose + 1 would wrap (NumPy 2.4's own bincount crashes on it)
+    top = idx.max()
+    longest = np.where(idx.min() >= 0, np.where(top == np.iinfo(np.intp).max, -2,
+                                                np.maximum(top + 1, minlength)), -1)
     n = context.data_size(longest.node, "the length of np.bincount's result")
+    if n == -2:
+        raise ValueError(with_location(
+            "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum "
+            "possible size."))
     if n < 0:
         raise ValueError(with_location("'list' argument must have no negative elements"))
     # The probe ran on this call's x before the result is computed: every element is in
