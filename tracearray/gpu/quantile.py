@@ -38,7 +38,7 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     its output in the dtype of that row's result). Integer rows: ``b - a`` in their dtype
     (wrapping, as NumPy's does), then converted; a ``res`` of ``dtype`` itself (methods
     without interpolation) copies the value read."""
-    from .sort import _Loop, _key_type, valid_count
+    from .sort import _Loop, _key_type, sreg, valid_count
     dtype, res = np.dtype(dtype), np.dtype(res)
     kt, rt = _key_type(dtype), _key_type(res)
     floats = dtype.kind == "f"
@@ -51,12 +51,6 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
 
-    def sreg(reg: str) -> ir.Value:
-        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
-            ir.Function(module, ir.FunctionType(ir.IntType(32), []),
-                        f"llvm.nvvm.read.ptx.sreg.{reg}")
-        return b.zext(b.call(f, []), I64)
-
     def widen(v: ir.Value) -> ir.Value:
         if rt == kt:
             return v
@@ -64,7 +58,7 @@ def quantile_kernel_ir(dtype: Any, res: Any, name: str) -> str:
             return b.fpext(v, rt)
         return (b.sitofp if dtype.kind == "i" else b.uitofp)(v, rt)
 
-    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    tid, ntid, ctaid, nctaid = (sreg(b, r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
     first_none = None
     if floats and rt != kt:
         first_none = b.and_(b.icmp_signed("!=", nanrows, zero),

@@ -79,6 +79,14 @@ class _Loop:
         self.b.position_at_end(self.done)
 
 
+def sreg(b: ir.IRBuilder, reg: str) -> ir.Value:
+    """The PTX special register ``reg`` (``tid.x``, ``ntid.x``, ...) as an i64."""
+    module = b.module
+    name = f"llvm.nvvm.read.ptx.sreg.{reg}"
+    f = module.globals.get(name) or ir.Function(module, ir.FunctionType(I32, []), name)
+    return b.zext(b.call(f, []), I64)
+
+
 def valid_count(b: ir.IRBuilder, fn: ir.Function, src: ir.Value, base: ir.Value, n: ir.Value,
                 nanrows: ir.Value, tag: str) -> ir.Value:
     """The values of the sorted row at ``src[base:base + n]`` before its first NaN (NaN
@@ -129,10 +137,6 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
         g.linkage, g.initializer, g.align = "internal", ir.Constant(t, ir.Undefined), 16
     b = ir.IRBuilder(fn.append_basic_block("entry"))
 
-    def sreg(reg: str) -> ir.Value:
-        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
-            ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{reg}")
-        return b.zext(b.call(f, []), I64)
 
     def barrier() -> None:
         f = module.globals.get("llvm.nvvm.barrier.cta.sync.aligned.all") or \
@@ -171,7 +175,7 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
         return b.or_(b.icmp_signed("<", cx, cy),
                      b.and_(b.icmp_signed("==", cx, cy), same))
 
-    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    tid, ntid, ctaid, nctaid = (sreg(b, r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
     rows = _Loop(b, fn, ctaid, lambda r: b.icmp_signed("<", r, nrows), "row")
     row = rows.var
     base_s, base_d = b.mul(row, s_row), b.mul(row, d_row)
@@ -308,11 +312,7 @@ def median_kernel_ir(dtype: Any, name: str) -> str:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
 
-    def sreg(reg: str) -> ir.Value:
-        f = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{reg}") or \
-            ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{reg}")
-        return b.zext(b.call(f, []), I64)
-    tid, ntid, ctaid, nctaid = (sreg(r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    tid, ntid, ctaid, nctaid = (sreg(b, r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
     rows = _Loop(b, fn, b.add(b.mul(ctaid, ntid), tid), lambda r: b.icmp_signed("<", r, nrows),
                  "row")
     base = b.mul(rows.var, n)
