@@ -607,21 +607,26 @@ def test_comparator_allows_cuffts_rounding_on_the_gpu_and_no_more(emulated, monk
                                   compiled=_Perturbed(program, 1e-3, "cuda")).ok
 
 
-class _Perturbed:
-    """A compiled function whose result is moved by ``by`` of its largest magnitude (what a
-    comparator tolerance must accept or reject), lowered as the real one."""
+class _Altered:
+    """A compiled function, lowered as the real one, whose (host) result ``change`` alters:
+    what a comparator must accept or reject."""
 
-    def __init__(self, program, by: float, device: str):
+    def __init__(self, program, device: str, change):
         self.cf = tracearray.compile(program, device=device)
-        self._fixed_device, self.by = device, by
+        self._fixed_device, self.change = device, change
 
     def lower(self, *args):
         return self.cf.lower(*args)
 
     def __call__(self, *args):
         out = self.cf(*args)
-        out = out.numpy() if isinstance(out, Array) else out
-        return (out + self.by * np.abs(out).max()).astype(out.dtype)
+        return self.change(np.array(out.numpy() if isinstance(out, Array) else out))
+
+
+def _Perturbed(program, by: float, device: str) -> _Altered:
+    """The result moved by ``by`` of its largest magnitude."""
+    return _Altered(program, device,
+                    lambda out: (out + by * np.abs(out).max()).astype(out.dtype))
 
 
 DIRECT_PROGRAMS = {
@@ -830,18 +835,9 @@ def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emul
     assert cmp.ok, cmp.report()
     assert "gpu-sort-ties" in cmp.divergences
 
-    class Reversed:   # the compiled argsort with its rows reversed: untied positions wrong
-        def __init__(self):
-            self.cf = tracearray.compile(program, device="cuda")
-            self._fixed_device = "cuda"
-
-        def lower(self, *args):
-            return self.cf.lower(*args)
-
-        def __call__(self, *args):
-            return np.asarray(self.cf(*args))[:, ::-1].copy()
-
-    assert not compare_with_numpy(program, x, device="cuda", compiled=Reversed()).ok
+    # the compiled argsort with its rows reversed: untied positions wrong
+    reversed_rows = _Altered(program, "cuda", lambda out: out[:, ::-1].copy())
+    assert not compare_with_numpy(program, x, device="cuda", compiled=reversed_rows).ok
 
 
 @pytest.mark.parametrize("func", ["quantile", "nanpercentile", "nanmedian"])
@@ -863,23 +859,15 @@ def test_device_quantiles_free_only_zero_signs(emulated, func) -> None:
     assert cmp.ok, cmp.report()
     assert "gpu-sort-ties" in cmp.divergences
 
-    class OneWrong:   # the compiled result with one value moved by one ulp (a zero too)
-        def __init__(self):
-            self.cf = tracearray.compile(program, device="cuda")
-            self._fixed_device = "cuda"
+    def one_ulp_off(out):   # one value moved by one ulp (a zero too)
+        flat = out.reshape(-1)
+        nonzero = np.flatnonzero(flat != 0)
+        k = int(nonzero[0]) if len(nonzero) else 0
+        flat[k] = np.nextafter(flat[k], np.inf)
+        return out
 
-        def lower(self, *args):
-            return self.cf.lower(*args)
-
-        def __call__(self, *args):
-            out = np.array(self.cf(*args))
-            flat = out.reshape(-1)
-            nonzero = np.flatnonzero(flat != 0)
-            k = int(nonzero[0]) if len(nonzero) else 0
-            flat[k] = np.nextafter(flat[k], np.inf)
-            return out
-
-    assert not compare_with_numpy(program, x, device="cuda", compiled=OneWrong()).ok
+    assert not compare_with_numpy(program, x, device="cuda",
+                                  compiled=_Altered(program, "cuda", one_ulp_off)).ok
 
 
 def test_c2r_transforms_a_dead_intermediate_in_place(emulated, monkeypatch) -> None:
