@@ -4,13 +4,8 @@
 # Runs from the repository root without installing (PYTHONPATH=.); writes logs under $OUT
 # (the device tool's output folder) or ./gpu-logs.
 set -u -o pipefail
-OUT=${OUT:-gpu-logs}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 CI=1
-export TRACEARRAY_CACHE_DIR="${TRACEARRAY_CACHE_DIR:-$PWD/.ptxcache}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false   # JAX must not take 75% of the GPU up front
+. "$(dirname "$0")/env.sh"
 export TRACEARRAY_TEST_REPORT="$OUT/bandwidth.txt"
-PY=${PYTHON:-python3}
 {
   echo "== $(date -u +%FT%TZ) $(uname -m)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1

@@ -5,12 +5,7 @@
 # The processes: tests/test_registry.py, tests/test_gpu_cuda.py, and every other file's
 # `-m gpu` tests; each under a timeout of $T seconds (default 540). Use a soak seed once.
 set -u -o pipefail
-OUT=${OUT:-gpu-logs}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 CI=1
-export TRACEARRAY_CACHE_DIR="${TRACEARRAY_CACHE_DIR:-$PWD/.ptxcache}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false   # JAX must not take 75% of the GPU up front
-PY=${PYTHON:-python3}
+. "$(dirname "$0")/env.sh"
 T=${T:-540}
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1; } \
     > "$OUT/environment.txt"
