@@ -125,6 +125,12 @@ class Framework:
     namespace: Any = None       # what ``np`` means in the workloads' source (None: NumPy)
     timer = "CUDA events on the framework's own stream"
     events = True
+    matmul_precision = "float32"   # --matmul-precision (set_matmul_precision)
+
+    def set_matmul_precision(self, precision: str) -> None:
+        """How float32 matrix products may round: "float32" (NumPy's) or "tf32" (TF32
+        tensor cores allowed), in the framework's own terms."""
+        self.matmul_precision = precision
 
     def device(self, host: np.ndarray) -> Any:
         raise NotImplementedError
@@ -152,7 +158,8 @@ class Framework:
         """Give cached device memory back (between workloads, for the next framework)."""
 
     def describe(self) -> dict:
-        return {"version": self.version, "timer": self.timer}
+        return {"version": self.version, "timer": self.timer,
+                "matmul_precision": self.matmul_precision}
 
 
 class Tracearray(Framework):
@@ -178,7 +185,7 @@ class Tracearray(Framework):
         return self.gpu.Array.from_numpy(host)
 
     def compile(self, fn):
-        return self.ta.compile(fn, device="cuda")
+        return self.ta.compile(fn, device="cuda", matmul_precision=self.matmul_precision)
 
     def wait(self, value):
         self.dev.synchronize()
@@ -217,7 +224,7 @@ class TracearrayCPU(Tracearray):
         return host
 
     def compile(self, fn):
-        return self.ta.compile(fn, device="cpu")
+        return self.ta.compile(fn, device="cpu", matmul_precision=self.matmul_precision)
 
     def wait(self, value):
         pass
@@ -267,6 +274,10 @@ class TorchCompile(Framework):
         return value.detach().cpu().numpy() if isinstance(value, self.torch.Tensor) \
             else np.asarray(value)
 
+    def set_matmul_precision(self, precision):
+        super().set_matmul_precision(precision)
+        self.torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+
     def compile(self, fn):
         return self.torch.compile(fn)
 
@@ -308,6 +319,13 @@ class JaxJit(Framework):
     def device(self, host):
         return self.jax.device_put(host)
 
+    def set_matmul_precision(self, precision):
+        # JAX's default on this GPU is TF32 for float32 products: "float32" asks for
+        # float32-accurate ones, as the other frameworks give by default
+        super().set_matmul_precision(precision)
+        self.jax.config.update("jax_default_matmul_precision",
+                               "tensorfloat32" if precision == "tf32" else "float32")
+
     def compile(self, fn):
         return self.jax.jit(fn)
 
@@ -348,6 +366,11 @@ class Cupy(Framework):
         self.cupy, self.cupyx, self.namespace = cupy, cupyx, cupy
         self.version = cupy.__version__
 
+    def set_matmul_precision(self, precision):
+        # CuPy reads CUPY_TF32 (load_frameworks sets it before CuPy is imported)
+        super().set_matmul_precision(
+            "tf32" if os.environ.get("CUPY_TF32", "0") not in ("", "0") else "float32")
+
     def device(self, host):
         return self.cupy.asarray(host)
 
@@ -381,11 +404,15 @@ FRAMEWORK_CLASSES = {"tracearray": Tracearray, "torch.compile": TorchCompile,
                      "jax.jit": JaxJit, "cupy": Cupy, "cupy.fuse": CupyFuse}
 
 
-def load_frameworks(names: Sequence[str], dry_run: bool) -> tuple[Dict[str, Framework], dict]:
+def load_frameworks(names: Sequence[str], dry_run: bool, matmul_precision: str = "float32"
+                    ) -> tuple[Dict[str, Framework], dict]:
     """The frameworks that run here, and for every requested one its description or why not.
-    A dry run has only tracearray, on the CPU."""
+    A dry run has only tracearray, on the CPU. ``matmul_precision``: "float32" (every
+    framework's float32 products float32-accurate) or "tf32" (TF32 tensor cores allowed)."""
     loaded: Dict[str, Framework] = {}
     info: dict = {}
+    if matmul_precision == "tf32":
+        os.environ["CUPY_TF32"] = "1"   # (read by CuPy, imported below)
     for name in names:
         if dry_run and name != "tracearray":
             info[name] = {"available": False, "reason": "dry run: tracearray on the CPU only"}
@@ -393,6 +420,7 @@ def load_frameworks(names: Sequence[str], dry_run: bool) -> tuple[Dict[str, Fram
         cls = TracearrayCPU if dry_run else FRAMEWORK_CLASSES[name]
         try:
             fw = cls()
+            fw.set_matmul_precision(matmul_precision)
         except Unavailable as e:
             info[name] = {"available": False, "reason": str(e)}
             continue
@@ -721,6 +749,10 @@ def parse_args(argv: Optional[List[str]], doc: str, sizes: Sequence[str],
     ap.add_argument("--skip", default=",".join(SKIP_CELLS),
                     help="comma-separated framework:workload cells not run (default: "
                          "%(default)s; '' runs every cell)")
+    ap.add_argument("--matmul-precision", choices=("float32", "tf32"), default="float32",
+                    help="float32 products: float32-accurate in every framework (default; "
+                         "JAX is told so, its default is TF32) or TF32 tensor cores allowed "
+                         "in every framework (tracearray: compile(matmul_precision='tf32'))")
     ap.add_argument("--json", dest="json_out", default=None, help="write the results here")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: check (and time) tracearray on the CPU against NumPy")
@@ -749,7 +781,8 @@ def run_suite(opts: argparse.Namespace, suite: str, bench: Bench,
     """Load the frameworks, measure the bandwidth, run ``bench`` on every workload, print the
     table and write the JSON (after every workload, so that a killed run keeps its results).
     Returns the exit status."""
-    frameworks, info = load_frameworks(opts.framework_names, opts.dry_run)
+    frameworks, info = load_frameworks(opts.framework_names, opts.dry_run,
+                                       opts.matmul_precision)
     env = environment(info, opts)
     for name, i in info.items():
         state = f"{i['version']}, {i['timer']}" if i["available"] else f"unavailable: {i['reason']}"
@@ -767,7 +800,8 @@ def run_suite(opts: argparse.Namespace, suite: str, bench: Bench,
               f"tracearray / best other below 1 = tracearray faster")
     results: Dict[str, Dict[str, dict]] = {}
     doc = dict(suite=suite, size=opts.size, repeat=opts.repeat, warmup=opts.warmup,
-               budget_s=opts.budget, seed=opts.seed, bandwidth=bandwidth, **env)
+               budget_s=opts.budget, seed=opts.seed, matmul_precision=opts.matmul_precision,
+               bandwidth=bandwidth, **env)
     for name in opts.names:
         results[name] = bench(name, frameworks, opts, bw)
         print(progress_line(name, results[name]), flush=True)

@@ -26,6 +26,13 @@ def plain_softmax(x):
 softmax_cpu = tracearray.compile(plain_softmax, device="cpu")
 
 
+def plain_matmul(a, b):
+    return a @ b
+
+
+matmul_tf32 = tracearray.compile(plain_matmul, device="cpu", matmul_precision="tf32")
+
+
 def call_and_count(cf, *args):
     """Run ``cf`` in this (child) process; its result and this process's JIT counters."""
     from tracearray.cpu.jit import get_jit

@@ -254,3 +254,20 @@ def test_check_follows_the_users_settings_and_database() -> None:
                  reference=lambda a: a.sum(), device="cpu", stream=open(os.devnull, "w"),
                  settings=hypothesis.settings(database=db, max_examples=50))
     assert db.data, "the failing example was not saved to the user's database"
+
+
+def test_matmul_precision_option() -> None:
+    """``matmul_precision``: "float32" (NumPy's rounding) by default, "tf32" an opt-in for
+    the GPU's cuBLAS products (tests/test_gpu_cuda.py checks it there); anything else is
+    refused; on the CPU products round as NumPy's whichever is chosen."""
+    with pytest.raises(ValueError, match="matmul_precision must be one of .*'float32', 'tf32'"):
+        tracearray.compile(scale_by, matmul_precision="tensorfloat32")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((33, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 9)).astype(np.float32)
+    mm = lambda x, y: x @ y   # noqa: E731
+    assert tracearray.compile(mm).matmul_precision == "float32"
+    default = tracearray.compile(mm, device="cpu")(a, b)
+    tf32 = tracearray.compile(mm, device="cpu", matmul_precision="tf32")(a, b)
+    np.testing.assert_array_equal(tf32, default)
+    np.testing.assert_allclose(default, a @ b, rtol=1e-5, atol=1e-5)

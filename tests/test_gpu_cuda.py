@@ -326,6 +326,38 @@ def test_float_matmuls_run_in_cublas(monkeypatch) -> None:
             assert bool(calls) == taken, (name, calls)
 
 
+def test_tf32_matmul_precision_is_opt_in(monkeypatch) -> None:
+    """compile(matmul_precision="tf32") lets cuBLAS's float32 products use TF32 tensor cores:
+    within TF32's error of the float64 product but measurably off float32's; the default
+    stays float32-accurate; float64 products are unaffected by the option."""
+    from tracearray.gpu import blas as blas_mod
+    calls = []
+    real = blas_mod.Blas.gemm
+    monkeypatch.setattr(blas_mod.Blas, "gemm",
+                        lambda self, *a: (calls.append(a[0]), real(self, *a))[1])
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((512, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 256)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+
+    def err(got):
+        got = got.numpy() if isinstance(got, Array) else np.asarray(got)
+        return np.linalg.norm(got - exact) / np.linalg.norm(exact)
+
+    fn = lambda x, y: np.maximum(x @ y, 0.0) + 1.0   # noqa: E731 - with an epilogue
+    exact = np.maximum(exact, 0.0) + 1.0
+    default = err(gpu(fn)(a, b))
+    assert [g.tf32 for g in calls] == [False]
+    calls.clear()
+    tf32 = err(gpu(fn, matmul_precision="tf32")(a, b))
+    assert [g.tf32 for g in calls] == [True]
+    assert default < 1e-6, default
+    assert 1e-5 < tf32 < 5e-3, tf32   # TF32 keeps 10 mantissa bits: ~5e-4 per product
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    got = gpu(lambda x, y: x @ y, matmul_precision="tf32")(a64, b64)
+    np.testing.assert_allclose(np.asarray(got), a64 @ b64, rtol=1e-12, atol=1e-11)
+
+
 def test_ffts_run_in_cufft(monkeypatch) -> None:
     """FFTs run in cuFFT on the GPU (gpu/fft.py) in every layout it translates, within the
     gpu-fft-rounding tolerance of NumPy's (spectra with non-zero imaginary parts at the zero

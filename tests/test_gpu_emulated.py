@@ -521,6 +521,11 @@ def test_cublas_plan_refuses_what_the_library_cannot_take(monkeypatch) -> None:
     assert b.plan_gemm(f32, 4, 5, 6, (-6, 1, 18), (5, 1, 0), 1, (0, 0, 0)) is None
     assert b.plan_gemm(f32, 4, 5, 6, (12, 2, 0), (5, 1, 0), 1, (0, 0, 0)) is None
     assert b.plan_gemm(f32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 3, (-24, 30, 20)) is None
+    # TF32 only when compile's option asks, and only for float32 products
+    assert not ok.tf32
+    assert b.plan_gemm(f32, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0), tf32=True).tf32
+    assert not b.plan_gemm(np.float64, 4, 5, 6, (6, 1, 0), (5, 1, 0), 1, (0, 0, 0),
+                           tf32=True).tf32
 
     class CudaLike:
         uses_cuda_libraries = True

@@ -34,6 +34,14 @@ def test_options_travel_with_the_function():
     assert pickle.loads(pickle.dumps(helpers.softmax_cpu)) is back
 
 
+def test_matmul_precision_travels_with_the_function():
+    back = pickle.loads(pickle.dumps(helpers.matmul_tf32))
+    assert back.fn is helpers.plain_matmul and back.matmul_precision == "tf32"
+    # the same function compiled with the default precision is another compiled function
+    default = tracearray.compile(helpers.plain_matmul, device="cpu")
+    assert pickle.loads(pickle.dumps(default)).matmul_precision == "float32"
+
+
 def test_static_argnums_survive():
     back = pickle.loads(pickle.dumps(helpers.power_sum))
     assert back.static_argnums == frozenset({1})

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .explain import Explanation
 
 DEVICES = ("auto", "cpu", "cuda")
+MATMUL_PRECISIONS = ("float32", "tf32")
 # A call traces in at most this many stages (a probe per data-dependent size, then the rest).
 MAX_DATA_SIZES = 64
 
@@ -147,11 +148,15 @@ class CompiledFunction:
     max_executables = 64
 
     def __init__(self, fn: Callable, device: str = "auto", static_argnums: Any = (),
-                 static_argnames: Any = (), fallback: str | None = None):
+                 static_argnames: Any = (), fallback: str | None = None,
+                 matmul_precision: str = "float32"):
         if device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
         if fallback not in (None, "numpy"):
             raise ValueError(f"fallback must be None or 'numpy', got {fallback!r}")
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got "
+                             f"{matmul_precision!r}")
         config.check_environment()   # a misspelt TRACEARRAY_* name, warned about once
         self.fn = fn
         self.device = device
@@ -159,6 +164,7 @@ class CompiledFunction:
         self.static_argnums, self.static_argnames = static_arguments(fn, static_argnums,
                                                                      static_argnames)
         self.fallback = fallback
+        self.matmul_precision = matmul_precision
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
         self._executables: OrderedDict[Any, Any] = OrderedDict()
@@ -352,7 +358,10 @@ class CompiledFunction:
                 from .gpu.runtime import GpuExecutable as Executable
             else:
                 from .cpu.runtime import Executable
-            exe = Executable(traced[1], traced[2], leaves, name=name)
+            # (the precision of float32 products: an option of the GPU's cuBLAS calls only)
+            options = {"matmul_precision": self.matmul_precision} \
+                if getattr(Executable, "takes_matmul_precision", False) else {}
+            exe = Executable(traced[1], traced[2], leaves, name=name, **options)
             self._executables[ekey] = exe
             while len(self._executables) > self.max_executables:
                 self._forget_executable(next(iter(self._executables)))
@@ -628,17 +637,20 @@ def _refuse_lazy_function(fn: Callable) -> None:
 
 @overload
 def compile(fn: Callable, *, device: str = "auto", static_argnums: Any = (),
-            static_argnames: Any = (), fallback: str | None = None) -> CompiledFunction: ...
+            static_argnames: Any = (), fallback: str | None = None,
+            matmul_precision: str = "float32") -> CompiledFunction: ...
 
 
 @overload
 def compile(fn: None = None, *, device: str = "auto", static_argnums: Any = (),
             static_argnames: Any = (),
-            fallback: str | None = None) -> Callable[[Callable], CompiledFunction]: ...
+            fallback: str | None = None, matmul_precision: str = "float32"
+            ) -> Callable[[Callable], CompiledFunction]: ...
 
 
 def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums: Any = (),
-            static_argnames: Any = (), fallback: str | None = None
+            static_argnames: Any = (), fallback: str | None = None,
+            matmul_precision: str = "float32"
             ) -> CompiledFunction | Callable[[Callable], CompiledFunction]:
     """Compile a NumPy function into fused kernels.
 
@@ -665,16 +677,25 @@ def compile(fn: Callable | None = None, *, device: str = "auto", static_argnums:
     :param fallback: ``None`` (the default): an operation tracearray cannot compile raises a
         ``TracearrayError`` naming it and your line. ``"numpy"``: such a call runs the
         original function with NumPy instead, with a ``RuntimeWarning``.
+    :param matmul_precision: ``"float32"`` (the default): float32 matrix products round as
+        float32 multiply-adds, as NumPy's do. ``"tf32"``: on the GPU, the float32 products
+        cuBLAS runs may use TF32 tensor cores (operands rounded to 10 mantissa bits before
+        multiplying, float32 sums: about 1e-3 relative error; several times faster on Hopper
+        GPUs), as ``torch.backends.cuda.matmul.allow_tf32`` and JAX's default precision do.
+        A documented divergence from NumPy (``docs/divergences.md``, ``gpu-matmul-tf32``);
+        float64 products, the CPU and the products of tracearray's own matmul kernel are
+        unaffected.
     :returns: a ``CompiledFunction`` (called like ``fn``; ``.lower()``, ``.explain()``,
         ``.stats``, ``.fn``), or, called without ``fn``, a decorator that makes one.
-    :raises ValueError: for an unknown ``device`` or ``fallback``.
+    :raises ValueError: for an unknown ``device``, ``fallback`` or ``matmul_precision``.
     """
     def wrap(f: Callable) -> Any:
         # @compile above @staticmethod / @classmethod: compile the function, keep the kind
         if isinstance(f, (staticmethod, classmethod)):
             return type(f)(wrap(f.__func__))
         return CompiledFunction(f, device=device, static_argnums=static_argnums,
-                                static_argnames=static_argnames, fallback=fallback)
+                                static_argnames=static_argnames, fallback=fallback,
+                                matmul_precision=matmul_precision)
     return wrap if fn is None else wrap(fn)
 
 

@@ -46,7 +46,7 @@ def compiled_options(cf: Any) -> tuple:
     """The options of ``compile`` that make a compiled function what it is (static argument
     sets sorted, so equal options send equal bytes)."""
     return (cf.device, tuple(sorted(cf.static_argnums)), tuple(sorted(cf.static_argnames)),
-            cf.fallback)
+            cf.fallback, cf.matmul_precision)
 
 
 def reduce_compiled(cf: Any) -> tuple:
@@ -111,9 +111,10 @@ def shared_compiled(fn: Any, options: tuple, load: Callable = lambda fn: fn) -> 
 
 def _compiled(fn: Callable, options: tuple) -> Any:
     from .api import CompiledFunction
-    device, static_argnums, static_argnames, fallback = options
+    device, static_argnums, static_argnames, fallback, matmul_precision = options
     return CompiledFunction(fn, device=device, static_argnums=static_argnums,
-                            static_argnames=static_argnames, fallback=fallback)
+                            static_argnames=static_argnames, fallback=fallback,
+                            matmul_precision=matmul_precision)
 
 
 class _CloudPickled:

@@ -9,6 +9,9 @@ that are neither row- nor column-major (a zero or arbitrary stride), sizes beyon
 cuBLAS arguments, empty products, and a GPU without the library (``TRACEARRAY_GPU_LIBRARIES=off``
 forces it). cuBLAS runs with its default math mode: no TF32 (the products round as float32
 FMAs, as NumPy's OpenBLAS does; the summation order differs, within the matmul tolerance).
+Only ``compile(..., matmul_precision="tf32")`` lets float32 products use TF32 tensor cores
+(``Gemm.tf32``: the handle's math mode is ``CUBLAS_TF32_TENSOR_OP_MATH`` for that call only,
+under the handle's lock, and back to the default after it).
 
 Layout: a row-major M x K matrix with row stride ``ld`` is the column-major K x M matrix
 with leading dimension ``ld``, so C = A @ B (row-major) is computed as C^T = B^T A^T
@@ -29,6 +32,7 @@ from .. import forksafe
 from .libraries import ProcessLibrary
 
 OP_N, OP_T = 0, 1
+DEFAULT_MATH, TF32_TENSOR_OP_MATH = 0, 3   # cublasMath_t
 INT_MAX = (1 << 31) - 1
 SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so", "cublas64_13.dll",
            "cublas64_12.dll")
@@ -58,6 +62,7 @@ class Gemm:
     batch: int
     offset_a: int     # elements from the buffer's start
     offset_b: int
+    tf32: bool = False   # float32 only: TF32 tensor cores allowed (compile's option)
 
 
 def _operand(rows: int, cols: int, s_row: int, s_col: int) -> tuple[int, int] | None:
@@ -78,12 +83,13 @@ def _operand(rows: int, cols: int, s_row: int, s_col: int) -> tuple[int, int] | 
 
 
 def plan_gemm(dtype: np.dtype, M: int, N: int, K: int, a: tuple[int, int, int],
-              b: tuple[int, int, int], batch: int, batch_strides: tuple[int, int, int]
-              ) -> Gemm | None:
+              b: tuple[int, int, int], batch: int, batch_strides: tuple[int, int, int],
+              tf32: bool = False) -> Gemm | None:
     """The cuBLAS call of C[b] (M x N, C-contiguous) = A[b] (M x K) @ B[b] (K x N), where
     ``a`` and ``b`` are (row stride, column stride, offset) in elements and
     ``batch_strides`` the elements between batches of A, B and C; None when cuBLAS cannot
-    take it (see the module docstring)."""
+    take it (see the module docstring). ``tf32``: a float32 product may use TF32 tensor
+    cores (float64 products never do)."""
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None
@@ -98,7 +104,7 @@ def plan_gemm(dtype: np.dtype, M: int, N: int, K: int, a: tuple[int, int, int],
     if batch > 1 and (sa < 0 or sb < 0 or sc < 0):
         return None
     return Gemm(dtype, ob[0], oa[0], N, M, K, ob[1], oa[1], N, sb, sa, sc, batch,
-                b[2], a[2])
+                b[2], a[2], tf32=tf32 and dtype == np.float32)
 
 
 class Blas:
@@ -113,6 +119,8 @@ class Blas:
         self.handle = handle
         self._check(lib.cublasSetStream_v2(handle, ctypes.c_void_p(stream_handle)),
                     "cublasSetStream_v2")
+        lib.cublasSetMathMode.restype = ctypes.c_int
+        lib.cublasSetMathMode.argtypes = [ctypes.c_void_p, ctypes.c_int]
         p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
         self._fns = {}
         for dt, name, scalar in ((np.dtype(np.float32), "cublasSgemmStridedBatched",
@@ -194,8 +202,18 @@ class Blas:
         (op_a, op_b, m, n, k, pa, lda, sa, pb, ldb, sb, pc, ldc, sc, batch) = \
             gemm_arguments(g, a_ptr, b_ptr, c_ptr)
         with self._lock:
-            status = fn(self.handle, op_a, op_b, m, n, k, one, pa, lda, sa, pb, ldb, sb,
-                        zero, pc, ldc, sc, batch)
+            if g.tf32:
+                self._check(self.lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH),
+                            "cublasSetMathMode")
+                try:
+                    status = fn(self.handle, op_a, op_b, m, n, k, one, pa, lda, sa, pb, ldb,
+                                sb, zero, pc, ldc, sc, batch)
+                finally:
+                    self._check(self.lib.cublasSetMathMode(self.handle, DEFAULT_MATH),
+                                "cublasSetMathMode")
+            else:
+                status = fn(self.handle, op_a, op_b, m, n, k, one, pa, lda, sa, pb, ldb, sb,
+                            zero, pc, ldc, sc, batch)
         self._check(status, name)
 
 

@@ -293,11 +293,16 @@ class _PtxTools:
 
 
 class GpuExecutable:
-    """Everything needed to run one plan on the GPU for arrays of one signature."""
+    """Everything needed to run one plan on the GPU for arrays of one signature.
+    ``matmul_precision``: ``compile``'s option ("tf32": cuBLAS's float32 products may use
+    TF32 tensor cores)."""
+
+    takes_matmul_precision = True   # (api.py passes compile's option)
 
     def __init__(self, plan: Plan, specs: list[TileSpec], inputs: Sequence[Any],
-                 name: str = "k"):
+                 name: str = "k", matmul_precision: str = "float32"):
         self.plan, self.graph, self.specs = plan, plan.graph, specs
+        self.matmul_precision = matmul_precision
         self.target = current_target()
         self.jit = _PtxTools(self.target)
         self.sms = sm_count()
@@ -686,12 +691,13 @@ class GpuExecutable:
             if any(st is None for st in strides):
                 continue
             g = plan_gemm(mm.dtype, lay.M, lay.N, lay.K, (*lay.a_rc, lay.a_off),
-                          (*lay.b_rc, lay.b_off), math.prod(batch_dims), tuple(strides))
+                          (*lay.b_rc, lay.b_off), math.prod(batch_dims), tuple(strides),
+                          tf32=self.matmul_precision == "tf32")
             if g is not None:
                 steps[i] = BlasStep(f"{self.name}{i}", blas, g, lay.sources[0][1],
                                     lay.sources[1][1], mm)
-                config.log(config.COMPILES, "%s%d: matmul %s in cuBLAS", self.name, i,
-                           "x".join(map(str, mm.shape)))
+                config.log(config.COMPILES, "%s%d: matmul %s in cuBLAS%s", self.name, i,
+                           "x".join(map(str, mm.shape)), " (TF32)" if g.tf32 else "")
         return steps
 
     def _external_step(self, kernel: Kernel) -> ExternalStep:

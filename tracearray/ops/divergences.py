@@ -228,6 +228,16 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "LinAlgError when the host next waits for the device, not at the call (with NumPy "
         "inputs: at the end of the call).", "tolerance"),
     Divergence(
+        "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
+        "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "
+        "'float32'): on the GPU, float32 matrix products that cuBLAS runs may use TF32 tensor "
+        "cores, which round each operand to 10 mantissa bits before multiplying and add in "
+        "float32 (about 1e-3 relative error instead of float32's K * eps bound; JAX's default "
+        "precision and torch.backends.cuda.matmul.allow_tf32 do the same). float64 products, "
+        "the CPU and the products of tracearray's own matmul kernel keep float32 rounding. "
+        "The comparator's tolerance is float32's, so it does not accept such a function's "
+        "products.", "not-compared"),
+    Divergence(
         "nan-quantile-dtype", "function", ("np.nanmedian", "np.nanquantile",
                                            "np.nanpercentile"),
         "Along axes where NumPy applies its 1-d function one slice at a time "
