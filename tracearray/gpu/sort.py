@@ -114,15 +114,44 @@ def valid_count(b: ir.IRBuilder, fn: ir.Function, src: ir.Value, base: ir.Value,
     return lo
 
 
+def _ordered_key(b: ir.IRBuilder, v: ir.Value, dtype: np.dtype, width: int) -> ir.Value:
+    """``v`` as an unsigned ``width``-bit integer whose order is NumPy's sort order: numbers
+    by value (-0.0 and +0.0 the same key: their order is their positions'), every NaN after
+    +inf with the all-ones key (which the padding shares; positions order them)."""
+    it = ir.IntType(width)
+    sign = ir.Constant(it, -(1 << (width - 1)))   # (LLVM's integer constants are signed)
+    if dtype.kind == "f":
+        u = b.bitcast(v, it)
+        negative = b.icmp_unsigned("!=", b.and_(u, sign), ir.Constant(it, 0))
+        key = b.select(negative, b.not_(u), b.or_(u, sign))
+        zero = b.icmp_unsigned("==", b.and_(u, ir.Constant(it, (1 << (width - 1)) - 1)),
+                               ir.Constant(it, 0))
+        key = b.select(zero, sign, key)
+        return b.select(b.fcmp_unordered("uno", v, v), ir.Constant(it, -1), key)
+    if v.type.width < width:
+        v = b.sext(v, it) if dtype.kind == "i" else b.zext(v, it)
+    return b.xor(v, sign) if dtype.kind == "i" else v
+
+
 def sort_kernel_ir(dtype: Any, name: str) -> str:
     """The kernel ``name(src, vals, idx, nrows, n, P, s_row, s_el, d_row, d_el, want_vals,
     want_idx)``: rows of ``n`` elements at ``src + row * s_row + i * s_el`` sorted into
     ``vals`` / their positions into ``idx`` (int64) at ``row * d_row + i * d_el``; ``P`` the
-    power of two at least n (at most ``max_row``); strides in elements."""
+    power of two at least n (at most ``max_row``); strides in elements.
+
+    Each element is sorted as one unsigned key (``_ordered_key``) with its position beside it:
+    for dtypes of up to 4 bytes one 64-bit word, key above position, so that a single
+    unsigned compare orders by value, then position (stable, and every key distinct); for
+    8-byte dtypes a 64-bit key and a 32-bit position compared in turn. The padding is the
+    largest key at positions past the row's end. The network runs over pairs: in each of the
+    log2(P)(log2(P)+1)/2 steps a thread takes P/2/ntid pairs (i, i + j), puts the one that
+    goes first at i (or at i + j in a descending run) and the other at the other place, with
+    no branch. At the end each value is read again from the row at its position (the keys do
+    not keep -0.0's sign or a NaN's payload), into shared memory first, then stored (the
+    output may be the row itself)."""
     dtype = np.dtype(dtype)
     kt = _key_type(dtype)
-    is_float = dtype.kind == "f"
-    signed = dtype.kind == "i"
+    wide = dtype.itemsize == 8
     cap = max_row(dtype)
     module = ir.Module(name=name)
     ptr = kt.as_pointer(1)
@@ -130,13 +159,19 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
                                              [I64] * 9), name=name)
     fn.calling_convention = "ptx_kernel"
     src, vals, idx, nrows, n, P, s_row, s_el, d_row, d_el, want_vals, want_idx = fn.args
-    keys_t, pos_t = ir.ArrayType(kt, cap), ir.ArrayType(I32, cap)
+    keys_t = ir.ArrayType(I64, cap)
     keys_g = ir.GlobalVariable(module, keys_t, f"{name}_keys", addrspace=3)
-    pos_g = ir.GlobalVariable(module, pos_t, f"{name}_pos", addrspace=3)
-    for g, t in ((keys_g, keys_t), (pos_g, pos_t)):
+    shared = [(keys_g, keys_t)]
+    if wide:
+        pos_t = ir.ArrayType(I32, cap)
+        pos_g = ir.GlobalVariable(module, pos_t, f"{name}_pos", addrspace=3)
+        shared.append((pos_g, pos_t))
+    for g, t in shared:
         g.linkage, g.initializer, g.align = "internal", ir.Constant(t, ir.Undefined), 16
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+    low32 = ir.Constant(I64, 0xFFFFFFFF)
+    value_bits = ir.IntType(8 * dtype.itemsize)
 
     def barrier() -> None:
         f = module.globals.get("llvm.nvvm.barrier.cta.sync.aligned.all") or \
@@ -150,78 +185,78 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
     def pos_at(i: ir.Value) -> ir.Value:
         return b.gep(pos_g, [ir.Constant(I32, 0), i])
 
-    def before(kx, px, ky, py) -> ir.Value:
-        """Element (kx, px) goes before (ky, py): class (number, NaN, padding), then value,
-        then position."""
-        n32 = b.trunc(n, I32)
-
-        def cls(k, p):
-            pad = b.icmp_signed(">=", p, n32)
-            c = b.select(pad, ir.Constant(I32, 2), ir.Constant(I32, 0))
-            if is_float:
-                nan = b.fcmp_unordered("uno", k, k)
-                c = b.select(b.and_(nan, b.not_(pad)), ir.Constant(I32, 1), c)
-            return c
-        cx, cy = cls(kx, px), cls(ky, py)
-        if is_float:
-            klt, kgt = b.fcmp_ordered("<", kx, ky), b.fcmp_ordered("<", ky, kx)
-        elif signed:
-            klt, kgt = b.icmp_signed("<", kx, ky), b.icmp_signed("<", ky, kx)
-        else:
-            klt, kgt = b.icmp_unsigned("<", kx, ky), b.icmp_unsigned("<", ky, kx)
-        plt = b.icmp_signed("<", px, py)
-        number_first = b.or_(klt, b.and_(b.not_(kgt), plt))
-        same = b.select(b.icmp_signed("==", cx, ir.Constant(I32, 0)), number_first, plt)
-        return b.or_(b.icmp_signed("<", cx, cy),
-                     b.and_(b.icmp_signed("==", cx, cy), same))
-
     tid, ntid, ctaid, nctaid = (sreg(b, r) for r in ("tid.x", "ntid.x", "ctaid.x", "nctaid.x"))
+    half = b.lshr(P, one)
     rows = _Loop(b, fn, ctaid, lambda r: b.icmp_signed("<", r, nrows), "row")
     row = rows.var
     base_s, base_d = b.mul(row, s_row), b.mul(row, d_row)
-    # load the row and the positions; the padding's key is never compared by value
+    # the keys (and positions); the padding's is the largest key
     load = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, P), "load")
     i = load.var
     inside = b.icmp_signed("<", i, n)
-    with b.if_else(inside) as (then, other):
-        with then:
-            b.store(b.load(b.gep(src, [b.add(base_s, b.mul(i, s_el))])), key_at(i))
-        with other:
-            b.store(ir.Constant(kt, 0), key_at(i))
-    b.store(b.trunc(i, I32), pos_at(i))
+    here = b.block
+    with b.if_then(inside):
+        v = b.load(b.gep(src, [b.add(base_s, b.mul(i, s_el))]))
+        loaded = _ordered_key(b, v, dtype, 64 if wide else 32)
+        from_row = b.block
+    key = b.phi(loaded.type)
+    key.add_incoming(loaded, from_row)
+    key.add_incoming(ir.Constant(loaded.type, -1), here)
+    if wide:
+        b.store(key, key_at(i))
+        b.store(b.trunc(i, I32), pos_at(i))
+    else:
+        b.store(b.or_(b.shl(b.zext(key, I64), ir.Constant(I64, 32)), i), key_at(i))
     load.close(b.add(i, ntid))
     barrier()
-    # the bitonic network
+    # the bitonic network, over pairs (i, i + j) with bit j of i clear
     ks = _Loop(b, fn, ir.Constant(I64, 2), lambda k: b.icmp_signed("<=", k, P), "k")
     k = ks.var
-    js = _Loop(b, fn, b.lshr(k, ir.Constant(I64, 1)),
-               lambda j: b.icmp_signed(">", j, ir.Constant(I64, 0)), "j")
+    js = _Loop(b, fn, b.lshr(k, one), lambda j: b.icmp_signed(">", j, zero), "j")
     j = js.var
-    steps = _Loop(b, fn, tid, lambda t: b.icmp_signed("<", t, P), "step")
-    t = steps.var
-    partner = b.xor(t, j)
-    with b.if_then(b.icmp_signed(">", partner, t)):
-        ka, pa = b.load(key_at(t)), b.load(pos_at(t))
-        kb, pb = b.load(key_at(partner)), b.load(pos_at(partner))
-        up = b.icmp_signed("==", b.and_(t, k), ir.Constant(I64, 0))
-        swap = b.select(up, before(kb, pb, ka, pa), before(ka, pa, kb, pb))
-        with b.if_then(swap):
-            b.store(kb, key_at(t))
-            b.store(pb, pos_at(t))
-            b.store(ka, key_at(partner))
-            b.store(pa, pos_at(partner))
-    steps.close(b.add(t, ntid))
+    pairs = _Loop(b, fn, tid, lambda p: b.icmp_signed("<", p, half), "pair")
+    p = pairs.var
+    lo = b.sub(b.shl(p, one), b.and_(p, b.sub(j, one)))
+    hi = b.add(lo, j)
+    ka, kb = b.load(key_at(lo)), b.load(key_at(hi))
+    less = b.icmp_unsigned("<", ka, kb)
+    if wide:
+        pa, pb = b.load(pos_at(lo)), b.load(pos_at(hi))
+        less = b.or_(less, b.and_(b.icmp_unsigned("==", ka, kb),
+                                  b.icmp_signed("<", pa, pb)))
+    ascending = b.icmp_signed("==", b.and_(lo, k), zero)
+    a_first = b.icmp_unsigned("==", less, ascending)   # a goes to lo
+    b.store(b.select(a_first, ka, kb), key_at(lo))
+    b.store(b.select(a_first, kb, ka), key_at(hi))
+    if wide:
+        b.store(b.select(a_first, pa, pb), pos_at(lo))
+        b.store(b.select(a_first, pb, pa), pos_at(hi))
+    pairs.close(b.add(p, ntid))
     barrier()
-    js.close(b.lshr(j, ir.Constant(I64, 1)))
-    ks.close(b.shl(k, ir.Constant(I64, 1)))
-    # store the first n
+    js.close(b.lshr(j, one))
+    ks.close(b.shl(k, one))
+    # each value read again at its position, kept in shared memory beside the position
+    gather = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, n), "gather")
+    i = gather.var
+    where = b.sext(b.load(pos_at(i)), I64) if wide else b.and_(b.load(key_at(i)), low32)
+    v = b.load(b.gep(src, [b.add(base_s, b.mul(where, s_el))]))
+    bits = b.bitcast(v, value_bits) if dtype.kind == "f" else v
+    if wide:
+        b.store(bits, key_at(i))
+    else:
+        b.store(b.or_(b.shl(where, ir.Constant(I64, 32)), b.zext(bits, I64)), key_at(i))
+    gather.close(b.add(i, ntid))
+    barrier()   # (every read of the row is done: the output may be the row)
     stores = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, n), "store")
     i = stores.var
     at = b.add(base_d, b.mul(i, d_el))
-    with b.if_then(b.icmp_signed("!=", want_vals, ir.Constant(I64, 0))):
-        b.store(b.load(key_at(i)), b.gep(vals, [at]))
-    with b.if_then(b.icmp_signed("!=", want_idx, ir.Constant(I64, 0))):
-        b.store(b.sext(b.load(pos_at(i)), I64), b.gep(idx, [at]))
+    word = b.load(key_at(i))
+    where = b.sext(b.load(pos_at(i)), I64) if wide else b.lshr(word, ir.Constant(I64, 32))
+    with b.if_then(b.icmp_signed("!=", want_vals, zero)):
+        bits = word if wide else b.trunc(word, value_bits)
+        b.store(b.bitcast(bits, kt) if dtype.kind == "f" else bits, b.gep(vals, [at]))
+    with b.if_then(b.icmp_signed("!=", want_idx, zero)):
+        b.store(where, b.gep(idx, [at]))
     stores.close(b.add(i, ntid))
     barrier()   # the next row reuses the shared arrays
     rows.close(b.add(row, nctaid))
@@ -268,7 +303,7 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     name, text, ptx = _kernel(dtype)
     fn = dev.load(ptx, [name], text)[name]
     P = 1 << max(n - 1, 0).bit_length()
-    block = min(1024, fn.max_threads, max(32, P // 2))
+    block = min(1024, fn.max_threads, max(32, P // 2))   # a thread per pair
     block = 1 << (block.bit_length() - 1)
     from .driver import sm_count
     grid = max(1, min(rows, 32 * sm_count()))
