@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A/B of the GPU backend's launch constants on the 13 workloads (issue 17).
+"""A/B of the GPU backend's launch constants on the 13 workloads and the library workloads of
+benchmarks/gpu_library.py (issues 13, 17).
 
     python benchmarks/gpu_launch_ab.py --variant default= \\
         --variant grid21=runtime.ROW_GRID_PER_SM=21 \\
@@ -60,11 +61,18 @@ def child(settings: dict[str, object], workloads: list[str], size: str, device: 
         if not hasattr(mod, constant):
             raise SystemExit(f"tracearray.gpu.{module} has no {constant}")
         setattr(mod, constant, value)
+    from benchmarks import gpu_library as L
     import tracearray
     out: dict = {}
     for name in workloads:
-        w = W.get(name)
-        host = W.make_inputs(name, size, 0)
+        if name in L.WORKLOADS:   # a library workload (benchmarks/gpu_library.py)
+            w = L.WORKLOADS[name]
+            host = L.make_inputs(name, size, 0)
+            check = L.LibraryCheck(w, host)
+        else:
+            w = W.get(name)
+            host = W.make_inputs(name, size, 0)
+            check = G.Check(w, host)
         f = tracearray.compile(w.fn, device=device)
         if device == "cuda":
             import tracearray.gpu as gpu
@@ -72,8 +80,9 @@ def child(settings: dict[str, object], workloads: list[str], size: str, device: 
         else:
             args = list(host.values())
         first = W.as_outputs(f(*args))
-        # benchmarks/gpu.py's check: float64 NumPy on sampled rows at large sizes
-        err, problems = G.Check(w, host).compare([np.asarray(o) for o in first])
+        # benchmarks/gpu.py's check (float64 NumPy on sampled rows at large sizes) or
+        # benchmarks/gpu_library.py's
+        err, problems = check.compare([np.asarray(o) for o in first])
         times = []
         if device == "cuda":
             for _ in range(warmup):

@@ -318,7 +318,9 @@ class EmulatedDevice:
             # kernels that synchronise threads (barriers, or warp shuffles: warp_row's
             # rows have shuffles and no barrier) run as blocks of OS threads
             barriers = "emu_barrier" in text or "emu_shfl" in text
-            matmul = "_As" in text
+            # kernels that need the block they are launched with: the tiled matmul and the
+            # block sort (a thread per PER_THREAD elements of its network); others run as 64
+            matmul = "_As" in text or any(n.startswith("ta_sort_") for n in names)
             stage1 = any(n.endswith("_combine") for n in names)
             mod = {n: EmuFunction(n, ee.get_function_address(n), nargs[n], barriers, matmul,
                                   stage1 and not n.endswith("_combine")) for n in names}
