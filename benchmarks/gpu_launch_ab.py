@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("runtime", "codegen", "launch", "vector")
+MODULES = ("runtime", "codegen", "launch", "vector", "sort")
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, object]]:

@@ -94,7 +94,8 @@ def _stage_group(part: Partition, arrays: dict, boundaries: set, outs: list[Node
     program, cuts, packing, offsets = _build_program(part, arrays, boundaries, outs, name)
     # one compiled function per program and device in each process (the client's threads,
     # each worker): a later call building the same stage reuses its traces and kernels
-    kernel = shared_compiled(program, (compiled.device, (), (), None))
+    kernel = shared_compiled(program, (compiled.device, (), (), None,
+                                       compiled.matmul_precision))
 
     # Tasks iterate over the split labels; an input's whole axes have one block each, named
     # apart and contracted (passed as a one-element list, unwrapped: never concatenated,
