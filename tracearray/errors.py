@@ -114,11 +114,19 @@ def user_location() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame.f_code.co_filename):
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-            return f"{where}\n    {line}" if line else where
+            return _where(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _where(filename: str, lineno: int) -> str:
+    """``file:line`` and the line's text: asked for every traced op, so made once per line
+    (a source file edited while the process runs keeps the text first read, as tracebacks
+    do with linecache's cache)."""
+    line = linecache.getline(filename, lineno).strip()
+    where = f"{filename}:{lineno}"
+    return f"{where}\n    {line}" if line else where
 
 
 def with_location(message: str) -> str:

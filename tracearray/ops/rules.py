@@ -18,7 +18,7 @@ def broadcast_shape(shapes: Sequence[Shape], attrs: dict | None = None) -> Shape
     result too large for memory as a broadcasting error: those limits are checked, with
     NumPy's messages, where a node is made (``graph.check_shape``)."""
     if len(shapes) == 2 and shapes[0] == shapes[1]:   # (most operands: equal shapes)
-        return tuple(int(n) for n in shapes[0])
+        return tuple(map(int, shapes[0]))
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for shape in shapes:
@@ -28,7 +28,7 @@ def broadcast_shape(shapes: Sequence[Shape], attrs: dict | None = None) -> Shape
                     raise ValueError("shape mismatch: objects cannot be broadcast to a single "
                                      "shape")
                 out[i] = n
-    return tuple(int(n) for n in out)
+    return tuple(map(int, out))
 
 
 def reduce_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:

@@ -5,6 +5,8 @@ concrete NumPy arrays or scalars (frozen into ``constant`` nodes).
 """
 from __future__ import annotations
 
+import math
+import struct
 from typing import Any, Sequence
 
 import numpy as np
@@ -176,6 +178,22 @@ def to_dtype(value: Any, dtype: np.dtype) -> Node:
     (a Python int out of range of an integer dtype raises OverflowError, as in NumPy 2)."""
     if isinstance(value, Node):
         return cast(value, dtype)
+    kind = type(value)
+    if kind in _PY_SCALARS:   # (the same few constants come back in every trace)
+        key = (kind, dtype, value if kind is not float else _FLOAT_BITS.pack(value))
+        node = _SCALAR_NODES.get(key)
+        if node is None:
+            try:
+                node = constant(np.asarray(value, dtype=dtype))
+            except OverflowError as e:
+                raise OverflowError(with_location(str(e))) from None
+            if kind is float and dtype.kind == "f" and dtype.itemsize < 8 and \
+                    math.isfinite(value) and abs(value) > np.finfo(dtype).max:
+                return node   # (not kept: NumPy's overflow warning comes at every trace)
+            if len(_SCALAR_NODES) >= 4096:
+                _SCALAR_NODES.clear()
+            _SCALAR_NODES[key] = node
+        return node
     from .selection import MaskedSelection
     if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
         return cast(value.compact().node, dtype)
@@ -183,6 +201,13 @@ def to_dtype(value: Any, dtype: np.dtype) -> Node:
         return constant(np.asarray(value, dtype=dtype))
     except OverflowError as e:
         raise OverflowError(with_location(str(e))) from None
+
+
+# Python scalars converted to constants of a dtype (to_dtype): (type, dtype, value; a float
+# by its bits, so -0.0 and NaNs are their own entries) -> the node
+_PY_SCALARS = (bool, int, float)
+_FLOAT_BITS = struct.Struct("<d")
+_SCALAR_NODES: dict[tuple, Node] = {}
 
 
 def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:

@@ -64,10 +64,10 @@ class Node:
              dtype: np.dtype | type | str) -> "Node":
         args = tuple(args)
         attrs = tuple(sorted(attrs.items())) if isinstance(attrs, dict) else tuple(attrs)
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
         # Arguments are interned, so their identity is their structure.
-        key = (op, tuple(id(a) for a in args), attrs, shape, dtype.str)
+        key = (op, tuple(map(id, args)), attrs, shape, dtype.str)
         with cls._lock:
             node = cls._interned.get(key)
             if node is not None and node.args == args:
