@@ -1066,3 +1066,34 @@ def test_arg_reductions_over_columns(name: str, dt: str) -> None:
     assert_matches_numpy(lambda a: fn(a.reshape(37, 1, -1) * 2, axis=0), x, device="cpu")
     assert_matches_numpy(lambda a: fn(a[:36].reshape(4, 9, -1), axis=1), x, device="cpu")
     assert_matches_numpy(lambda a: fn(a[:, ::-3], axis=0), x, device="cpu")
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (9,), (3, 17), (2, 0), (4, 3, 9)])
+def test_packbits_and_unpackbits_match_numpy(shape) -> None:
+    """np.packbits / np.unpackbits (composites): every axis, both bit orders, counts that
+    trim, pad and empty, 0-d arrays as 1-d; NumPy's errors for wrong dtypes, bit orders and
+    counts."""
+    rng = np.random.default_rng(len(shape))
+    cases = []
+    for dt in (np.int16, np.bool_, np.uint64, np.int8):
+        a = rng.integers(-2, 3, shape).astype(dt)
+        for kw in ({}, {"axis": -1}, {"axis": 0, "bitorder": "little"}):
+            cases.append((np.packbits, a, kw))
+    u = rng.integers(0, 256, shape).astype(np.uint8)
+    for kw in ({}, {"axis": -1, "count": -3}, {"axis": 0, "count": 11, "bitorder": "little"},
+               {"count": 0}, {"count": -100}, {"axis": 0, "count": np.int64(2)}):
+        cases.append((np.unpackbits, u, kw))
+    cases += [(np.packbits, np.ones(shape, np.float32), {}),
+              (np.packbits, u, {"bitorder": "middle"}),
+              (np.unpackbits, u.astype(np.int8), {}),
+              (np.unpackbits, u, {"axis": len(shape) + 1})]
+    for fn, x, kw in cases:
+        try:
+            want = fn(x, **kw)
+        except Exception as e:   # noqa: BLE001 - NumPy's error is the expected one
+            with pytest.raises(type(e)):
+                tracearray.compile(lambda v: fn(v, **kw), device="cpu")(x)
+            continue
+        got = tracearray.compile(lambda v: fn(v, **kw), device="cpu")(x)
+        assert got.dtype == want.dtype and got.shape == want.shape, (fn, x.dtype, kw)
+        np.testing.assert_array_equal(got, want, err_msg=f"{fn.__name__} {x.dtype} {kw}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -611,3 +612,77 @@ composite(np.common_type, calls=['np.zeros(2, np.common_type({0}))'], dtypes=NUM
           impl=NUMPY)
 
 __all__ = ["FLOATS", "NUMERIC", "ALL"]
+
+
+# ------------------------------------------------------------------------------------------
+# Bits
+# ------------------------------------------------------------------------------------------
+
+def _bit_axis(t: Tracer, axis: Any, what: str) -> tuple[Tracer, int]:
+    """NumPy's pack/unpack axis: None flattens; a 0-d array counts as 1-d."""
+    if axis is None or t.ndim == 0:
+        t = t.ravel()
+    if axis is None:
+        return t, 0
+    return t, normalize_axes(operator.index(axis), t.ndim, what)[0]
+
+
+def _bit_weights(bitorder: Any) -> np.ndarray:
+    if not isinstance(bitorder, str):
+        raise TypeError(with_location(f"pack() argument 3 must be str, not "
+                                      f"{type(bitorder).__name__}"))
+    if bitorder not in ("big", "little"):
+        raise ValueError(with_location("'order' must be either 'little' or 'big'"))
+    w = np.array([1, 2, 4, 8, 16, 32, 64, 128], np.uint8)
+    return w[::-1].copy() if bitorder == "big" else w
+
+
+@composite(np.packbits, calls=['np.packbits({0})', 'np.packbits({0} > 0, axis=-1)',
+                               "np.packbits({0}, axis=0, bitorder='little')"],
+           dtypes=tuple(d for d in ALL if d.kind in "iub"))
+def packbits(a: Any, axis: Any = None, bitorder: Any = "big") -> Tracer:
+    """Each run of 8 elements along ``axis`` (the last run padded with zeros) as one uint8,
+    a nonzero element a set bit, the first element the highest bit (``bitorder="big"``)."""
+    t = as_tracer(a)
+    if t.dtype.kind not in "iub":
+        raise TypeError(with_location(
+            "Expected an input array of integer or boolean data type"))
+    weights = _bit_weights(bitorder)
+    t, ax = _bit_axis(t, axis, "np.packbits")
+    bits = np.moveaxis(t != 0, ax, -1)
+    n = bits.shape[-1]
+    pad = -n % 8
+    if pad:
+        bits = np.concatenate([bits, np.zeros(bits.shape[:-1] + (pad,), bool)], axis=-1)
+    groups = bits.reshape(bits.shape[:-1] + ((n + pad) // 8, 8))
+    packed = np.where(groups, weights, np.uint8(0)).sum(axis=-1, dtype=np.uint8)
+    return np.moveaxis(packed, -1, ax)
+
+
+@composite(np.unpackbits, calls=['np.unpackbits({0})', 'np.unpackbits({0}, axis=-1, count=-3)',
+                                 "np.unpackbits({0}, axis=0, count=11, bitorder='little')"],
+           dtypes=(np.dtype(np.uint8),))
+def unpackbits(a: Any, axis: Any = None, count: Any = None, bitorder: Any = "big") -> Tracer:
+    """Each uint8 along ``axis`` as 8 elements of 0 or 1 (the highest bit first with
+    ``bitorder="big"``); ``count`` keeps that many (negative: all but that many), padding
+    with zeros past the end."""
+    t = as_tracer(a)
+    if t.dtype != np.uint8:
+        raise TypeError(with_location("Expected an input array of unsigned byte data type"))
+    weights = _bit_weights(bitorder)
+    t, ax = _bit_axis(t, axis, "np.unpackbits")
+    moved = np.moveaxis(t, ax, -1)
+    n = 8 * moved.shape[-1]
+    keep = n if count is None else operator.index(count)
+    if keep < 0:
+        keep += n
+        if keep < 0:
+            raise ValueError(with_location("-count larger than number of elements"))
+    bits = ((moved[..., None] & weights) != 0).astype(np.uint8)
+    bits = bits.reshape(moved.shape[:-1] + (n,))
+    if keep <= n:
+        bits = bits[..., :keep]
+    else:
+        bits = np.concatenate([bits, np.zeros(bits.shape[:-1] + (keep - n,), np.uint8)],
+                              axis=-1)
+    return np.moveaxis(bits, -1, ax)
