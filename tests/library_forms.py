@@ -240,8 +240,15 @@ SORT_FORMS = {
     "quantile_weights": (lambda x: np.quantile(x, 0.5, axis=-1, weights=(x > 0) + 1.0,
                                                method="inverted_cdf"),
                          lambda r: (_spread(r, (4, 9)),), False),
-    "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), False),
+    "median_float16": (lambda x: np.median(x, axis=-1),
+                       lambda r: (_ties(r, (3, 8), np.float16),), False),
 }
+# float16 rows the block sort takes (values as bits; the key in float16's own 16 bits)
+SORT_FORMS.update({
+    "sort_float16": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (3, 8), np.float16),), True),
+    "argsort_float16_stable_axis0": (lambda x: np.argsort(x * 1000, axis=0, kind="stable"),
+                                     lambda r: (_ties(r, (300, 3), np.float16),), True),
+})
 # rows longer than a block sorts: the radix sort over all the blocks (gpu/radix_sort.py)
 SORT_FORMS.update({
     "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), True),

@@ -15,8 +15,8 @@ it sorts after everything and is never stored.
 
 Rows longer than ``max_row(dtype)`` (4096 elements of up to 4 bytes, 2048 of 8: 32 or 24 KiB
 of shared memory) are sorted by the radix sort over all the blocks (``radix_sort.py``); the
-host (NumPy's sorts) takes float16 and a machine without a GPU (the emulator runs these
-kernels too).
+host (NumPy's sorts) takes float16 rows longer than that and a machine without a GPU (the
+emulator runs these kernels too).
 """
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ def max_row(dtype: np.dtype) -> int:
 
 def _key_type(dtype: np.dtype) -> ir.Type:
     dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return ir.HalfType()
     if dtype == np.float32:
         return ir.FloatType()
     if dtype == np.float64:
@@ -60,8 +62,16 @@ def _key_type(dtype: np.dtype) -> ir.Type:
 
 
 def sortable(dtype: Any) -> bool:
+    """The dtypes of the radix sort and the order statistics (and of the block sort)."""
     dtype = np.dtype(dtype)
     return dtype.kind in "iub" or dtype in (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def block_sortable(dtype: Any) -> bool:
+    """The dtypes of the block sort: ``sortable``'s and float16 (its rows longer than a
+    block, and its medians and quantiles, which NumPy rounds through float32, run on the
+    host)."""
+    return sortable(dtype) or np.dtype(dtype) == np.float16
 
 
 class _Loop:
@@ -128,14 +138,17 @@ def _ordered_key(b: ir.IRBuilder, v: ir.Value, dtype: np.dtype, width: int) -> i
     +inf with the all-ones key (which the padding shares; positions order them)."""
     it = ir.IntType(width)
     sign = ir.Constant(it, -(1 << (width - 1)))   # (LLVM's integer constants are signed)
-    if dtype.kind == "f":
-        u = b.bitcast(v, it)
-        negative = b.icmp_unsigned("!=", b.and_(u, sign), ir.Constant(it, 0))
-        key = b.select(negative, b.not_(u), b.or_(u, sign))
-        zero = b.icmp_unsigned("==", b.and_(u, ir.Constant(it, (1 << (width - 1)) - 1)),
-                               ir.Constant(it, 0))
-        key = b.select(zero, sign, key)
-        return b.select(b.fcmp_unordered("uno", v, v), ir.Constant(it, -1), key)
+    if dtype.kind == "f":   # in the float's own width, then widened (float16: 16 bits)
+        own = ir.IntType(8 * dtype.itemsize)
+        top = ir.Constant(own, -(1 << (own.width - 1)))
+        u = b.bitcast(v, own)
+        negative = b.icmp_unsigned("!=", b.and_(u, top), ir.Constant(own, 0))
+        key = b.select(negative, b.not_(u), b.or_(u, top))
+        zero = b.icmp_unsigned("==", b.and_(u, ir.Constant(own, (1 << (own.width - 1)) - 1)),
+                               ir.Constant(own, 0))
+        key = b.select(zero, top, key)
+        key = b.select(b.fcmp_unordered("uno", v, v), ir.Constant(own, -1), key)
+        return b.zext(key, it) if own.width < width else key
     if v.type.width < width:
         v = b.sext(v, it) if dtype.kind == "i" else b.zext(v, it)
     return b.xor(v, sign) if dtype.kind == "i" else v
@@ -390,9 +403,11 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     if not shape:
         return NotImplemented
     n = shape[axis]
-    if not sortable(dtype) or not hasattr(dev, "load"):
+    if not block_sortable(dtype) or not hasattr(dev, "load"):
         return NotImplemented
     if n > max_row(dtype):   # longer than a block's shared memory: over all the blocks
+        if not sortable(dtype):
+            return NotImplemented
         from .radix_sort import sort_rows
         return sort_rows(dev, src, vals, idx, axis, dst_strides)
     if math.prod(shape) == 0:

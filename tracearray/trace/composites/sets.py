@@ -24,7 +24,7 @@ from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 _NOTE = "sort-based: NumPy's own functions (on the GPU: run on the host for now)"
 _ISIN_NOTE = ("a bisection of the sorted test elements: np.sort and np.searchsorted, compiled (on "
-              "the GPU the device's sort; float16 sorts on the host)")
+              "the GPU the device's sort; float16 rows past 4096 elements sort on the host)")
 
 
 @composite(np.unique, calls=['np.unique({0})', 'np.unique(np.round({0}), return_counts=True)[1]',

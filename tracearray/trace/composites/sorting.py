@@ -39,7 +39,7 @@ _NANQUANTILE_NOTE = ("external op: NumPy's own function on the buffers; on the G
 _SORT_NOTE = ("external op: NumPy's own function on the buffers; on the GPU rows of up to "
               "4096 elements (2048 of 8 bytes) sort in a block (a stable bitonic network), "
               "longer rows in a stable radix sort over all the blocks (divergence "
-              "gpu-sort-ties), float16 on the host")
+              "gpu-sort-ties); float16 rows longer than 4096 elements on the host")
 
 
 def _sort_kind(kind: Any, stable: Any, what: str) -> Any:
