@@ -407,3 +407,39 @@ def test_power_operator_of_a_masked_selection_is_ndarrays():
                   (lambda v: v[v.imag > -9] ** 2, z), (lambda v: v[v.imag > 0] ** 0.5, z)]:
         got, want = tracearray.compile(fn, device="cpu")(a), fn(a)
         assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_a_traced_zero_d_mask_selects_by_its_value() -> None:
+    """A 0-d traced boolean mask is a new axis of one row when True and none when False, in
+    reads and writes, alone or beside other indices (it was always taken as True: x[m] kept
+    the element and y[m] = v wrote it when m was False; docs/testing.md bug 62)."""
+    progs = [
+        lambda v: v[v.sum() > 0],
+        lambda v: v[..., v.sum() > 0],
+        lambda v: v[1:, v.max() > 0, 0],
+        lambda v: v[v.min() > 0, [0, 1]],
+        lambda v: v[v.min() >= 0, 1],
+        lambda v: v.sum()[v.sum() > 0],
+    ]
+
+    def write(v):
+        y = np.zeros_like(v)
+        y[v.sum() > 0] = 7
+        z = v.copy()
+        z[v.max() > 10] += 1
+        return y, z
+
+    progs.append(write)
+    for x in (np.arange(6.0).reshape(2, 3), -np.arange(6.0).reshape(2, 3)):
+        for p in progs:
+            try:
+                want = p(x)
+            except IndexError:   # (NumPy's: a False mask's 0 rows beside 2 positions)
+                with pytest.raises(IndexError):
+                    tracearray.compile(p, device="cpu")(x)
+                continue
+            got = tracearray.compile(p, device="cpu")(x)
+            for g, w in zip(got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,)):
+                assert np.shape(g) == np.shape(w)
+                np.testing.assert_array_equal(g, w)

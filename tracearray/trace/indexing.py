@@ -254,8 +254,9 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
         if isinstance(k, int):
             k = _Adv(np.asarray(k, dtype=np.int64))
         if isinstance(k, _Adv):
-            if k.dims == 0:
+            if k.dims == 0 and not isinstance(k.value, Node):
                 # a 0-d mask: a new axis of size 1, indexed by [0] (True) or [] (False)
+                # (a traced one, whose truth is the data's, below)
                 basic.append(None)
                 adv.append((y_dim, -1, np.zeros(int(bool(k.value)), dtype=np.int64)))
                 adv_key_pos.append(key_pos)
