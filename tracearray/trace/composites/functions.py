@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...ops import Kind, OPS
-from .. import numpy_api as api
+from .. import context, numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
 from ..graph import toposort
@@ -54,13 +54,18 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
 
 
 @composite(np.piecewise, calls=['np.piecewise({0}, [{0} < 0, {0} >= 0], [lambda v: -v, lambda v: v * 2])',
-                                'np.piecewise({0}, [{0} < 1], [3, lambda v: v + 1])'],
+                                'np.piecewise({0}, [{0} < 1], [3, lambda v: v + 1])',
+                                'np.piecewise({0}, [{0} < 0], [lambda v: v - v.min(), '
+                                'lambda v: np.cumsum(v)])'],
            dtypes=NUMERIC)
 def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Tracer:
     """Each function's values where its condition holds (the last true condition wins, as in
     NumPy's loop of assignments); an extra function is the default where none holds. NumPy
-    calls each function on the selected elements only: here it runs on the whole array, which
-    is the same for functions that act elementwise -- any other function is refused."""
+    calls each function on the selected elements only. A function that acts elementwise runs
+    on the whole array instead (the same values, in one fused kernel, no data-dependent
+    size); any other one is called as NumPy calls it, on ``x[cond]`` (its length found by a
+    probe when the compiled function runs), when that selects anything, its values written
+    into ``y[cond]``."""
     t = as_tracer(x)
     if isinstance(condlist, Tracer) or not isinstance(condlist, (list, tuple)):
         condlist = [condlist]
@@ -73,13 +78,20 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         none = ~np.any(np.stack(np.broadcast_arrays(*conds)), axis=0) if n else \
             np.ones(t.shape, bool)
         conds = conds + [none]
-    out = np.zeros(t.shape, t.dtype)
+    out = context.owned(np.zeros(t.shape, t.dtype), uniform=True)   # (NumPy's zeros_like)
     for cond, func in zip(conds, funclist):
         if callable(func):
-            vals = as_tracer(func(t, *args, **kw))
-            if vals.shape != t.shape or not _elementwise_of(vals.node, t.node):
-                raise unsupported("np.piecewise with a function that is not elementwise",
-                                  "NumPy applies it to the selected elements only")
+            try:
+                vals = as_tracer(func(t, *args, **kw))
+                whole = vals.shape == t.shape and _elementwise_of(vals.node, t.node)
+            except Exception:   # noqa: BLE001 -- e.g. a function of 1-d arrays: NumPy's way
+                whole = False
+            if not whole:
+                mask = np.broadcast_to(cond, t.shape) if cond.shape != t.shape else cond
+                selected = t[mask]
+                if selected.size > 0:   # (the probe's count: as NumPy's `if vals.size > 0`)
+                    out[mask] = func(selected, *args, **kw)
+                continue
         else:
             vals = as_tracer(np.asarray(func))
         out = np.where(cond, vals.astype(t.dtype), out)
