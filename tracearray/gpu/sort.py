@@ -421,7 +421,8 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     fn = dev.load(ptx, [name], text)[name]
     P = max(1 << max(n - 1, 0).bit_length(), MIN_NETWORK)
     block = P // PER_THREAD   # (a multiple of the warp; at most max_row / PER_THREAD)
-    assert block <= fn.max_threads, (block, fn.max_threads)
+    if block > fn.max_threads:   # (never on sm_90: 48 registers a thread at 512 threads)
+        return NotImplemented
     from .driver import sm_count
     grid = max(1, min(rows, 32 * sm_count()))
     item, d_el = dtype.itemsize, dst[axis]

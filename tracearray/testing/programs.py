@@ -13,7 +13,7 @@ step, None and Ellipsis, reshape/ravel, broadcast_to, expand_dims/squeeze, flip)
 concatenate/stack, gathers (integer-array indexing with lists, traced indices and known
 boolean masks, np.take in its modes, take_along_axis), writes (assignment with basic keys,
 lists, masks and traced index arrays; in-place operators), scatters (``ufunc.at``), traced
-boolean masks used as arrays (data-dependent sizes), the sort family (sort, argsort,
+boolean masks used as arrays (data-dependent sizes; 0-d masks too), the sort family (sort, argsort,
 partitions, medians, percentiles, quantiles: external ops), random draws (``f_random``:
 values that do not depend on the bit stream), and every NumPy-level function of the
 registry (``composite``: one of the test calls of a ``tracearray.trace.composites`` entry). Every step is evaluated with NumPy while drawing (on the drawn inputs),
@@ -850,6 +850,8 @@ def f_select(b: _Builder) -> str | None:
     if x is None:
         return None
     xv = np.asarray(b.v(x))
+    if src.boolean(0.15):   # a 0-d traced mask: a new axis of one row (True) or none
+        return f"{x}[np.sum({x} > {_literal(src, xv.dtype)}) > {src.integer(0, 3)}]"
     k = src.integer(1, xv.ndim)
     lead = xv.shape[:k]
     other = b.pick(lambda v: np.shape(v) == lead and np.asarray(v).dtype.kind != "b")
