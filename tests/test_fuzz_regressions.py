@@ -587,15 +587,16 @@ def test_cross_check_leaves_the_gpu_sorts_ties_free(emulated_gpu) -> None:
     assert fuzz.cross_check(p, ("cpu", "cuda")) == []
 
 
-@pytest.mark.parametrize("seed,index", [("ci", 0), ("gpu-a", 2), ("gpu-b", 0)])
-def test_cross_check_compares_complex_results_as_pairs(seed, index, emulated_gpu) -> None:
+@pytest.mark.parametrize("seed", ["ci", "gpu-a", "gpu-b"])
+def test_cross_check_compares_complex_results_as_pairs(seed, emulated_gpu) -> None:
     """GPU tier run 14 (H200, 2026-12-02, git 6cef433): the cross-check of four seeds raised
     ``operands could not be broadcast together with shapes (11,) (11,2)``: a complex result
     is compared as (real, imag) pairs, and the exactness mask kept the complex shape. Both
-    devices matched NumPy; the testing tool failed (testing/fuzz.py: the mask per pair)."""
+    devices matched NumPy; the testing tool failed (testing/fuzz.py: the mask per pair).
+    Each seed's first program with a complex value (the generator's forms change which
+    program an index draws)."""
     from tracearray.testing import fuzz
-    p = fuzz.program_for(seed, index)
-    assert "1j" in p.source()
+    p = next(p for p in (fuzz.program_for(seed, i) for i in range(200)) if "1j" in p.source())
     assert fuzz.cross_check(p, ("cpu", "cuda")) == []
 
 

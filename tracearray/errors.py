@@ -114,16 +114,17 @@ def user_location() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame.f_code.co_filename):
-            return _where(frame.f_code.co_filename, frame.f_lineno)
+            return _where(frame.f_code, frame.f_lineno)
         frame = frame.f_back
     return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _where(filename: str, lineno: int) -> str:
+def _where(code: Any, lineno: int) -> str:
     """``file:line`` and the line's text: asked for every traced op, so made once per line
-    (a source file edited while the process runs keeps the text first read, as tracebacks
-    do with linecache's cache)."""
+    of a code object (new code for the same file name -- a reloaded module, another cell
+    or exec'd block -- reads its text again)."""
+    filename = code.co_filename
     line = linecache.getline(filename, lineno).strip()
     where = f"{filename}:{lineno}"
     return f"{where}\n    {line}" if line else where
