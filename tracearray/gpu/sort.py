@@ -170,8 +170,9 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
     not keep -0.0's sign or a NaN's payload), into shared memory first, then stored (the
     output may be the row itself).
 
-    The network: launched with exactly P / PER_THREAD threads (P at least MIN_NETWORK, so
-    whole warps), thread t holding elements t * PER_THREAD + e in registers. A step of
+    The network: launched with exactly max(P, MIN_NETWORK) / PER_THREAD threads (whole
+    warps), thread t holding elements t * PER_THREAD + e in registers; a row shorter than a
+    warp's MIN_NETWORK slots runs only the steps of its own P. A step of
     j < PER_THREAD compares two of a thread's own elements; j < WARP_SPAN, element e of lane
     l and of lane l ^ (j / PER_THREAD), exchanged by a shuffle, each lane keeping the one
     its place gets; only the steps of j >= WARP_SPAN (the first log2(P / WARP_SPAN) steps of
@@ -219,7 +220,10 @@ def sort_kernel_ir(dtype: Any, name: str) -> str:
     row = rows.var
     base_s, base_d = b.mul(row, s_row), b.mul(row, d_row)
     # the keys (and positions); the padding's is the largest key
-    load = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, P), "load")
+    # (the block's PER_THREAD * ntid slots: P's, or a warp's when P is smaller, the slots past
+    # P padding that the network's runs of length k <= P never mix with the first P)
+    slots = b.mul(ntid, ir.Constant(I64, PER_THREAD))
+    load = _Loop(b, fn, tid, lambda i: b.icmp_signed("<", i, slots), "load")
     i = load.var
     inside = b.icmp_signed("<", i, n)
     here = b.block
@@ -419,8 +423,9 @@ def _sort_rows(dev: Any, src: Any, vals: Any, idx: Any, axis: int,
     rows, s_row, d_row, starts = group if group is not None else (1, 0, 0, [(0, 0)])
     name, text, ptx = _kernel(dtype)
     fn = dev.load(ptx, [name], text)[name]
-    P = max(1 << max(n - 1, 0).bit_length(), MIN_NETWORK)
-    block = P // PER_THREAD   # (a multiple of the warp; at most max_row / PER_THREAD)
+    P = 1 << max(n - 1, 0).bit_length()
+    # (a warp at least: a multiple of the warp; at most max_row / PER_THREAD)
+    block = max(P, MIN_NETWORK) // PER_THREAD
     if block > fn.max_threads:   # (never on sm_90: 48 registers a thread at 512 threads)
         return NotImplemented
     from .driver import sm_count
