@@ -209,6 +209,21 @@ LU_EPS = 8
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
 SORT_OPS = frozenset({"sort", "argsort"})
 # the order statistics the GPU reads from its sorted rows (gpu/sort.py, gpu/quantile.py)
+# libm functions whose result for a quiet NaN can be a number (hypot(NaN, inf) = inf,
+# pow(NaN, 0) = 1, pow(1, NaN) = 1) and for a signaling NaN is NaN
+SIGNAL_SENSITIVE = frozenset({"hypot", "power"})
+_QUIET_BIT = {2: 1 << 9, 4: 1 << 22, 8: 1 << 51}
+
+
+def _signaling_nan(x: np.ndarray) -> np.ndarray:
+    """Where ``x`` (any dtype) holds a signaling NaN: a NaN whose quiet bit is clear."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f" or x.dtype.itemsize not in _QUIET_BIT:
+        return np.zeros(x.shape, bool)
+    bits = np.ascontiguousarray(x).view(_uint(x.dtype))
+    return np.isnan(x) & ((bits & _QUIET_BIT[x.dtype.itemsize]) == 0)
+
+
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
 LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | {"order_statistic"}
@@ -237,6 +252,21 @@ class Evaluator:
         else:
             out = self.fn(node)(*args)
         return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+
+    def _quieted(self, node: Node, args: list[Bound], b: Bound) -> Bound:
+        """Divergence nan-payload: a kernel may quiet a signaling NaN (float16 -> float32
+        in hardware does; LLVM keeps no signal), and where a quiet NaN gives a number
+        (hypot with an infinity, power with a zero exponent or a base of one) NumPy's libm
+        call on the signaling one gives NaN: such elements are unverifiable. (NumPy's own
+        float16 quicksort and heapsort return every NaN as the signaling NaN 0x7c01.)"""
+        if node.op not in SIGNAL_SENSITIVE or not b.is_float:
+            return b
+        signaling = _any([_signaling_nan(a.value) for a in args], node.shape)
+        if not signaling.any():
+            return b
+        self.used.add("nan-payload")
+        return Bound(b.value, b.exact & ~signaling, b.top | signaling, b.lo, b.hi,
+                     f"{node.op} of a signaling NaN" if b.why == "exact" else b.why)
 
     def _int_power(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """The compiled integer power (divergence int-power-negative-exponent): NumPy raises
@@ -271,7 +301,7 @@ class Evaluator:
                 elif node.op == "where":
                     bounds[node] = self.where(node, args)
                 elif spec.kind is Kind.ELEMENTWISE:
-                    bounds[node] = self.elementwise(node, args)
+                    bounds[node] = self._quieted(node, args, self.elementwise(node, args))
                 elif spec.kind is Kind.REDUCE:
                     bounds[node] = self.reduce(node, args[0])
                 elif spec.kind is Kind.SCAN:
