@@ -700,6 +700,10 @@ def test_hypot_of_numpys_signaling_float16_nans_is_unverifiable() -> None:
     assert _signaling_nan(bits).tolist() == [False, True, True, False, False]
     f32 = np.array([0x7FC00000, 0x7F800001], np.uint32).view(np.float32)
     assert _signaling_nan(f32).tolist() == [False, True]
+    # a 0-d value keeps its shape (np.ascontiguousarray made it 1-d, and every 0-d
+    # elementwise result of a float input failed to broadcast: CI, 2026-12-04)
+    assert _signaling_nan(np.asarray(bits[1])).shape == ()
+    assert_matches_numpy(lambda a: np.hypot(np.sum(a), 2.0), bits, device="cpu")
 
     def program(x0):
         return np.hypot(np.sort(x0, axis=None, kind="heapsort"), np.inf)

@@ -220,7 +220,8 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype.kind != "f" or x.dtype.itemsize not in _QUIET_BIT:
         return np.zeros(x.shape, bool)
-    bits = np.ascontiguousarray(x).view(_uint(x.dtype))
+    # (np.ascontiguousarray makes a 0-d array 1-d: the reshape keeps the caller's shape)
+    bits = np.ascontiguousarray(x).view(_uint(x.dtype)).reshape(x.shape)
     return np.isnan(x) & ((bits & _QUIET_BIT[x.dtype.itemsize]) == 0)
 
 
