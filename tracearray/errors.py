@@ -13,6 +13,7 @@ import functools
 import linecache
 import os
 import sys
+from typing import Any
 
 import numpy as np
 

@@ -88,6 +88,8 @@ class NotAffine(Exception):
 
 def broadcast_index(idx: Index, out_shape: Shape, arg_shape: Shape) -> Index:
     """NumPy broadcasting: right-align; size-1 dims of the operand read index 0."""
+    if arg_shape == out_shape:   # (most operands: planning walks every one)
+        return idx
     lead = len(out_shape) - len(arg_shape)
     return tuple(ZERO if s == 1 and out_shape[lead + d] != 1 else idx[lead + d]
                  for d, s in enumerate(arg_shape))

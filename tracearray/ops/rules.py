@@ -18,7 +18,8 @@ def broadcast_shape(shapes: Sequence[Shape], attrs: dict | None = None) -> Shape
     result too large for memory as a broadcasting error: those limits are checked, with
     NumPy's messages, where a node is made (``graph.check_shape``)."""
     if len(shapes) == 2 and shapes[0] == shapes[1]:   # (most operands: equal shapes)
-        return tuple(map(int, shapes[0]))
+        first = shapes[0]
+        return first if type(first) is tuple else tuple(map(int, first))   # (node shapes are)
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for shape in shapes:

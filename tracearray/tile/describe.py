@@ -114,6 +114,9 @@ class _Describer:
 
     def expr(self, e: Any) -> str:
         """``#n``: the expression's number in the table (added, operands first, if new)."""
+        known = self.exprs.get(id(e))
+        if known is not None:
+            return f"#{known}"
         stack = [(e, False)]
         while stack:
             x, ready = stack.pop()
@@ -131,15 +134,16 @@ class _Describer:
 
     def one(self, e: Any) -> str:
         """One expression, its operands already numbered."""
+        if isinstance(e, KOp):   # (the commonest: its operands' numbers read directly)
+            num = self.exprs
+            return (f"{e.op}({' '.join(f'#{num[id(a)]}' for a in e.args)}) "
+                    f"{','.join(_dt(d) for d in e.in_dtypes)} -> {_dt(e.dtype)}")
         if isinstance(e, KLoad):
             return f"load {e.access} {_dt(e.dtype)}"
         if isinstance(e, KParam):
             return f"param {e.param} {_dt(e.dtype)}"
         if isinstance(e, KRed):
             return f"red {e.reduction} {_dt(e.dtype)}"
-        if isinstance(e, KOp):
-            return (f"{e.op}({' '.join(self.expr(a) for a in e.args)}) "
-                    f"{','.join(_dt(d) for d in e.in_dtypes)} -> {_dt(e.dtype)}")
         if isinstance(e, KNested):
             nested = tuple(v - self.space_rank for v in e.vars)   # (nested_loop_dim)
             return (f"nested {e.op}({self.expr(e.expr)}) vars {nested!r} "
@@ -162,8 +166,14 @@ def _operands(e: Any) -> tuple:
     return ()
 
 
+_DTYPE_TEXT: dict[Any, str] = {}
+
+
 def _dt(dtype: Any) -> str:
-    return np.dtype(dtype).str
+    text = _DTYPE_TEXT.get(dtype)
+    if text is None:
+        text = _DTYPE_TEXT[dtype] = np.dtype(dtype).str
+    return text
 
 
 def _plain(v: Any) -> Any:

@@ -57,7 +57,7 @@ def make(op: str, args: Sequence[Node], **attrs: Any) -> Node:
                 f"operands could not be broadcast together with shapes {shapes}")) from None
         shapes = ", ".join(str(a.shape) for a in args)
         raise TraceShapeError(with_location(f"{op}: {e} (operand shapes {shapes})")) from None
-    node = Node.make(op, args, attrs, shape, dtype)
+    node = Node.make(op, args, attrs, shape, dtype, ruled=True)
     _note_location(node)
     return node
 

@@ -45,13 +45,16 @@ def check_shape(shape: Shape, dtype: np.dtype) -> None:
 class Node:
     """One operation in the graph. Immutable and interned: use ``Node.make``."""
 
-    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "__weakref__")
+    __slots__ = ("op", "args", "attrs", "shape", "dtype", "_key", "ruled", "__weakref__")
 
     op: str
     args: tuple["Node", ...]
     attrs: tuple[tuple[str, Any], ...]
     shape: Shape
     dtype: np.dtype
+    # True when ``trace.build.make`` gave the node the shape and dtype its op's rules give
+    # for its operands (the verifier need not run the rules again)
+    ruled: bool
 
     _interned: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
     _lock = threading.Lock()
@@ -61,7 +64,7 @@ class Node:
 
     @classmethod
     def make(cls, op: str, args: Iterable["Node"], attrs: dict | tuple, shape: Iterable[int],
-             dtype: np.dtype | type | str) -> "Node":
+             dtype: np.dtype | type | str, ruled: bool = False) -> "Node":
         args = tuple(args)
         attrs = tuple(sorted(attrs.items())) if isinstance(attrs, dict) else tuple(attrs)
         shape = tuple(map(int, shape))
@@ -71,6 +74,8 @@ class Node:
         with cls._lock:
             node = cls._interned.get(key)
             if node is not None and node.args == args:
+                if ruled and not node.ruled:   # (its key holds the shape the rules gave)
+                    object.__setattr__(node, "ruled", True)
                 return node
             check_shape(shape, dtype)
             node = object.__new__(cls)
@@ -81,6 +86,7 @@ class Node:
             setattr_(node, "shape", shape)
             setattr_(node, "dtype", dtype)
             setattr_(node, "_key", key)
+            setattr_(node, "ruled", ruled)
             cls._interned[key] = node
             return node
 

@@ -47,6 +47,8 @@ def _verify_node(node: Node) -> None:
             if len(_PASSED) >= _PASSED_MAX:
                 _PASSED.clear()
             _PASSED.add(static)
+    if node.ruled:   # made by trace.build.make, from these very rules
+        return
     shape, dtype = infer(node.op, node.args, dict(node.attrs))
     if tuple(shape) != node.shape or np.dtype(dtype) != node.dtype:
         raise GraphVerificationError(
