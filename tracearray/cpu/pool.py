@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from typing import Callable, Sequence
 
 from .. import config
@@ -187,6 +188,74 @@ def _reset_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class ThreadChoice:
+    """Whether one kernel's chunks run on the pool or all in the calling thread, chosen by
+    timing both on the kernel's first calls.
+
+    Why: giving chunks to a pool thread costs waking it and, when the calling thread ends its
+    share first, being woken by it: tens of microseconds each on a virtual machine whose idle
+    vCPU halts. On the 2-core development VM (AMD EPYC, 2026-12-04) two threads were slower
+    than one below about 100 us of work: ew_chain on 2^17 float32 elements 36 us on one
+    thread, 69 us on two; layernorm (64, 4096) 56 and 79 us; at 2^19 elements ew_chain was 141
+    and 110 us. Where the crossing lies depends on the machine and the kernel, so it is
+    measured: calls 1 to ``2 * TRIALS`` alternate between one thread and the pool (call 0,
+    cold, is not counted) and the faster by its best time is kept. Results do not depend on
+    the choice: every value is computed as with the pool.
+
+    ``whole``: for a kernel whose chunks are pieces of one range whose elements do not depend
+    on where the range is cut (every kernel but a full reduction, whose chunks are its
+    partial sums' slots), that range: one thread runs it in one call, as a kernel built for
+    one thread does (a call per chunk costs about a microsecond each)."""
+
+    TRIALS = 3
+    __slots__ = ("threads", "pool_threads", "calls", "best", "name", "whole")
+
+    def __init__(self, threads: int, name: str = "",
+                 whole: tuple[int, int] | None = None) -> None:
+        self.pool_threads = threads
+        self.threads: int | None = 1 if threads <= 1 else None   # None: still measuring
+        self.calls = 0
+        self.best = [float("inf"), float("inf")]    # one thread, the pool
+        self.name = name
+        self.whole = whole
+
+    def _one_thread(self, fn: Callable[[int, int], object],
+                    chunks: Sequence[tuple[int, int]]) -> None:
+        if self.whole is not None:
+            fn(*self.whole)
+        else:
+            for begin, end in chunks:
+                fn(begin, end)
+
+    def run(self, fn: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
+        """``parallel_for(fn, chunks, ...)`` on the chosen threads (or timing a choice)."""
+        threads = self.threads
+        if threads is not None:
+            if threads == 1:
+                self._one_thread(fn, chunks)
+            else:
+                parallel_for(fn, chunks, threads)
+            return
+        k = self.calls
+        self.calls = k + 1
+        pooled = k % 2
+        start = time.perf_counter()
+        if pooled:
+            parallel_for(fn, chunks, self.pool_threads)
+        else:
+            self._one_thread(fn, chunks)
+        took = time.perf_counter() - start
+        if k:
+            self.best[pooled] = min(self.best[pooled], took)
+        if self.calls > 2 * self.TRIALS:
+            one, shared = self.best
+            self.threads = 1 if one <= shared else self.pool_threads
+            config.log(config.COMPILES, "%s: %d chunks run on %s (best of %d: %.1f us on one "
+                       "thread, %.1f us on %d)", self.name or "a kernel", len(chunks),
+                       "one thread" if self.threads == 1 else f"{self.threads} threads",
+                       self.TRIALS, 1e6 * one, 1e6 * shared, self.pool_threads)
 
 
 # Test hook: called in the calling thread when it has run its share and starts waiting for

@@ -76,6 +76,7 @@ class CompiledKernel:
     slot_of_chunk: dict[int, int] = field(default_factory=dict)   # full: chunk begin -> slot
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
     code: Any = None   # the codecache.KernelCode ``entry`` and ``combine`` point into: keeps it alive
+    choice: Any = None   # pool.ThreadChoice: the chunks on the pool or in the calling thread
 
     @property
     def ir(self) -> str:
@@ -163,13 +164,14 @@ class Executable:
         # Executables of map-like kernels only (no per-call copies, partial sums, index
         # checks or matmuls: most of them) run a flat loop over these, with no per-kernel
         # function calls: (entry, pointer array type, a pointer array of the step's own and
-        # the lock of its use, the pointer slots, params, chunks). Filling the step's own
-        # array costs a quarter of making one; a call that finds it in use by another
-        # thread (the lock is held while the kernel runs) makes a fresh one.
-        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list, Any]] | None = [
+        # the lock of its use, the pointer slots, params, chunks, the one chunk or None, the
+        # thread choice). Filling the step's own array costs a quarter of making one; a call
+        # that finds it in use by another thread (the lock is held while the kernel runs)
+        # makes a fresh one.
+        self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list, Any, Any]] | None = [
             (step.entry, step.pointer_array, step.pointer_array(), threading.Lock(),
              _getter(step.direct_slots), step.params_address, step.chunks,
-             step.chunks[0] if len(step.chunks) == 1 else None)
+             step.chunks[0] if len(step.chunks) == 1 else None, step.choice)
             for kind, step in self._steps] if all(
             kind == "kernel" and step.direct_slots is not None and not step.partial_dtypes
             and not step.checks and step.geometry.strategy != "full"
@@ -239,6 +241,10 @@ class Executable:
             ck.combine = _COMBINE(addresses[f"{name}_combine"])
             ck.partial_dtypes = partial_dtypes(geo)
         ck.chunks = self._chunks(geo, extents)
+        # (a full reduction's chunks are its partial sums' slots: never one range)
+        whole = (ck.chunks[0][0], ck.chunks[-1][1]) \
+            if ck.chunks and geo.strategy != "full" and _contiguous(ck.chunks) else None
+        ck.choice = pool.ThreadChoice(self.threads, name, whole)
         return ck
 
     def _chunks(self, geo: Geometry, extents: list[int]) -> list[tuple[int, int]]:
@@ -263,7 +269,8 @@ class Executable:
                 self._tail != [None] or len(self._allocs) != 1 or self._allocs[0][3] or \
                 self._outputs != [(False, self._allocs[0][0])]:
             return None
-        entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end) = steps[0]
+        entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end), _choice = \
+            steps[0]
         (out_slot, shape, dtype, _large), = self._allocs
         if out_slot != len(self.graph.inputs):
             return None
@@ -305,7 +312,7 @@ class Executable:
         # (per-kernel times, DEBUG step 2, are taken by the general loop: ~0.1 us to ask)
         if self._direct_steps is not None and \
                 not config.logger.isEnabledFor(config.TIMES_LEVEL):
-            for entry, pointer_array, own, lock, pointers_of, params, chunks, one in \
+            for entry, pointer_array, own, lock, pointers_of, params, chunks, one, choice in \
                     self._direct_steps:
                 if lock.acquire(False):
                     try:
@@ -313,11 +320,12 @@ class Executable:
                         if one is not None:   # one chunk (``_run_chunks``, inlined)
                             entry(own, params, one[0], one[1], 0)
                         else:
-                            self._run_chunks(entry, own, params, chunks)
+                            self._run_chunks(entry, own, params, chunks, choice)
                     finally:
                         lock.release()
                 else:   # another thread runs this executable now
-                    self._run_chunks(entry, pointer_array(*pointers_of(addrs)), params, chunks)
+                    self._run_chunks(entry, pointer_array(*pointers_of(addrs)), params, chunks,
+                                     choice)
         else:
             self._run_steps(slots, addrs)
         if self._output_slots is not None:
@@ -325,11 +333,12 @@ class Executable:
         return [np.array(constant_value(o)) if is_const else slots[o]
                 for is_const, o in self._outputs]
 
-    def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list) -> None:
+    def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list,
+                    choice: pool.ThreadChoice) -> None:
         if len(chunks) == 1:   # small work runs in this thread: no pool, no closure
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
-            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+            choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks)
 
     def _run_steps(self, slots: list[Any], addrs: list[int | None]) -> None:
         keep_alive: list[Any] = []
@@ -376,8 +385,8 @@ class Executable:
         chunks = ck.chunks
         if ck.geometry.strategy == "full":
             slots_of = ck.slot_of_chunk
-            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
-                              [c for c in chunks if c[1] > c[0]], self.threads)
+            ck.choice.run(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
+                          [c for c in chunks if c[1] > c[0]])
             for s, (b, e) in enumerate(chunks):
                 if e == b:   # an empty slot still holds the identity
                     entry(bufs, params, b, e, s)
@@ -385,7 +394,7 @@ class Executable:
         elif len(chunks) == 1:   # small work runs in this thread: no pool, no closure
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
-            pool.parallel_for(lambda b, e: entry(bufs, params, b, e, 0), chunks, self.threads)
+            ck.choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks)
 
 
 def _lower(geometry: Geometry, name: str) -> str:
@@ -469,6 +478,11 @@ def split_range(n: int, work_per_item: int, threads: int) -> list[tuple[int, int
         return [(0, n)]
     size = max(-(-MIN_TASK_WORK // work_per_item), -(-n // (4 * threads)), 1)
     return [(b, min(b + size, n)) for b in range(0, n, size)]
+
+
+def _contiguous(chunks: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``chunks`` are consecutive pieces of one range."""
+    return all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
 
 
 def _slab(dest: np.ndarray, axis: int, offset: int, length: int) -> np.ndarray:
