@@ -55,6 +55,17 @@ def test_work_that_shares_well_takes_the_pool():
     assert sorted(ran) == [0, 1, 2, 3]
 
 
+def test_long_kernels_keep_the_pool_whatever_the_trials_say():
+    """One thread takes 4 x 0.2 ms, past ThreadChoice.LONG_S, and the pool is slower still (its
+    helper sleeps 20 ms): the pool is kept (two wake-ups are a small part of such a kernel)."""
+    def fn(begin, end):
+        time.sleep(0.0002 if threading.current_thread() is threading.main_thread() else 0.02)
+    choice = ThreadChoice(2, "k")
+    _calls(choice, fn, [(0, 1), (1, 2), (2, 3), (3, 4)])
+    assert choice.best[0] >= ThreadChoice.LONG_S and choice.best[1] > choice.best[0]
+    assert choice.threads == 2
+
+
 def test_one_thread_builds_choose_nothing():
     choice = ThreadChoice(1, "k", whole=(0, 4))
     assert choice.threads == 1

@@ -201,8 +201,13 @@ class ThreadChoice:
     thread, 69 us on two; layernorm (64, 4096) 56 and 79 us; at 2^19 elements ew_chain was 141
     and 110 us. Where the crossing lies depends on the machine and the kernel, so it is
     measured: calls 1 to ``2 * TRIALS`` alternate between one thread and the pool (call 0,
-    cold, is not counted) and the faster by its best time is kept. Results do not depend on
-    the choice: every value is computed as with the pool.
+    cold, is not counted) and the faster by its best time is kept, except that a kernel
+    taking ``LONG_S`` or more on one thread keeps the pool whatever its trials said: two
+    wake-ups cannot cost it more than a small part, and the trials may be unrepresentative
+    (the benchmark harness's first calls each follow a pause, after which this VM runs both
+    threads slowly: rmsnorm (1024, 4096) timed 1.14 ms on one thread, 1.25 on two, while in a
+    loop of calls two threads take 0.92 ms and one 1.26). Results do not depend on the choice:
+    every value is computed as with the pool.
 
     ``whole``: for a kernel whose chunks are pieces of one range whose elements do not depend
     on where the range is cut (every kernel but a full reduction, whose chunks are its
@@ -210,6 +215,7 @@ class ThreadChoice:
     one thread does (a call per chunk costs about a microsecond each)."""
 
     TRIALS = 3
+    LONG_S = 300e-6
     __slots__ = ("threads", "pool_threads", "calls", "best", "name", "whole")
 
     def __init__(self, threads: int, name: str = "",
@@ -251,7 +257,7 @@ class ThreadChoice:
             self.best[pooled] = min(self.best[pooled], took)
         if self.calls > 2 * self.TRIALS:
             one, shared = self.best
-            self.threads = 1 if one <= shared else self.pool_threads
+            self.threads = 1 if one <= shared and one < self.LONG_S else self.pool_threads
             config.log(config.COMPILES, "%s: %d chunks run on %s (best of %d: %.1f us on one "
                        "thread, %.1f us on %d)", self.name or "a kernel", len(chunks),
                        "one thread" if self.threads == 1 else f"{self.threads} threads",
