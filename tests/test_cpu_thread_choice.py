@@ -78,7 +78,9 @@ def test_one_thread_builds_choose_nothing():
     lambda x: np.exp(x) * 2.0 + x,                   # a map of several chunks
     lambda x: np.sum(x * x),                        # a full reduction: partial-sum slots
     lambda x: x.reshape(64, -1) - np.max(x.reshape(64, -1), axis=1, keepdims=True),  # rows
-], ids=["map", "full-reduction", "rows"])
+    lambda x: np.cumsum(x.reshape(-1, 64), axis=1),                                   # scan
+    lambda x: np.argmax(x.reshape(-1, 256)[:, ::8], axis=1),                            # strided rows
+], ids=["map", "full-reduction", "rows", "scan", "arg-rows"])
 def test_every_call_is_numpys_whichever_runs_it(fn):
     """The trial calls alternate between one thread and the pool, and the chosen one runs
     after them: each of these calls gives the same values (bit for bit) as NumPy's, on a

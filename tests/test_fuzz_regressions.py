@@ -6,6 +6,7 @@ where it was fixed. Keep them small and keep them forever.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -714,3 +715,28 @@ def test_hypot_of_numpys_signaling_float16_nans_is_unverifiable() -> None:
     assert compare_with_numpy(quiet, x, device="cpu").ok
     assert not compare_with_numpy(quiet, x, device="cpu",
                                   compiled=_NaNsAt(quiet, np.s_[-1:])).ok
+
+
+def test_correlate_builds_no_quadratic_constant() -> None:
+    """Soak cpu-2026-12-04-s2, program 785 (a timeout): np.convolve of two 48,362-element
+    vectors made a concrete (n + m - 1, m) table of positions at trace time (35 GiB of int64)
+    for its overlap mask. The positions now come from two traced aranges broadcast in the
+    kernel: no constant of the graph holds more than 2 (n + m) elements. The program generator
+    keeps correlations within MAX_PRODUCTS pairs (the comparator evaluates the (n + m - 1, m)
+    products node by node)."""
+    from tracearray.testing.programs import _GUARDED_NUMPY, _GuardedNumPy
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(3001)
+    v = rng.standard_normal(1200)
+    for fn in (lambda a, v: np.convolve(a, v, "same"), lambda a, v: np.correlate(v, a, "full")):
+        compiled = tracearray.compile(fn, device="cpu")
+        np.testing.assert_allclose(compiled(a, v), fn(a, v), rtol=1e-9, atol=1e-9)
+        graph = compiled.lower(a, v).graph
+        biggest = max((math.prod(n.shape) for n in graph.nodes() if n.op == "constant"),
+                      default=0)
+        assert biggest <= 2 * (a.size + v.size), biggest   # (was (n + m - 1) * m)
+    assert_matches_numpy(lambda a, v: np.convolve(a, v, "same"), a[:300], v[:40], device="cpu")
+    with pytest.raises(MemoryError):
+        _GUARDED_NUMPY.convolve(np.ones(1 << 12), np.ones(1 << 11))
+    assert _GUARDED_NUMPY.correlate(np.ones(4), np.ones(2)).shape == (3,)
+    assert _GuardedNumPy.MAX_PRODUCTS == 1 << 22

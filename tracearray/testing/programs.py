@@ -61,13 +61,36 @@ _counter = itertools.count()
 
 
 class _GuardedNumPy:
-    """NumPy for evaluating drawn steps, with the calls that crash NumPy's own process
-    refused as a step NumPy rejects (the step is drawn again): NumPy 2.4's np.bincount of a
-    value whose + 1 wraps (the largest int64) segfaults (soak cpu-2026-12-04-c, program
-    2419); any length past 2^40 would not fit in memory anyway."""
+    """NumPy for evaluating drawn steps, with the calls that crash NumPy's own process, or
+    that the comparator cannot check in reasonable time and memory, refused as a step NumPy
+    rejects (the step is drawn again): NumPy 2.4's np.bincount of a value whose + 1 wraps (the
+    largest int64) segfaults (soak cpu-2026-12-04-c, program 2419); any length past 2^40
+    would not fit in memory anyway."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(np, name)
+
+    # np.correlate and np.convolve multiply every pair of the two vectors: their traced
+    # graphs hold an (n + m - 1, m) value that the comparator evaluates node by node (two
+    # 48,362-element vectors: 4.7e9 elements; soak cpu-2026-12-04-s2, program 785, timed
+    # out). A program keeps them within MAX_PRODUCTS pairs, as every value within
+    # MAX_VALUE_SIZE elements.
+    MAX_PRODUCTS = 1 << 22
+
+    @classmethod
+    def _pairs(cls, a: Any, v: Any) -> None:
+        if np.size(a) * np.size(v) > cls.MAX_PRODUCTS:
+            raise MemoryError("a correlation of more pairs than the comparator evaluates")
+
+    @classmethod
+    def correlate(cls, a: Any, v: Any, *args: Any, **kwargs: Any) -> Any:
+        cls._pairs(a, v)
+        return np.correlate(a, v, *args, **kwargs)
+
+    @classmethod
+    def convolve(cls, a: Any, v: Any, *args: Any, **kwargs: Any) -> Any:
+        cls._pairs(a, v)
+        return np.convolve(a, v, *args, **kwargs)
 
     @staticmethod
     def bincount(x: Any, *args: Any, **kwargs: Any) -> Any:

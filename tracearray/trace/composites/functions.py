@@ -412,7 +412,10 @@ def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
     windows = Tracer(api.sliding_window(a.node, m, 0))
     products = windows * v
     if m > 1:
-        pos = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]   # into the padded a
+        # the position of each product in the padded a, from two traced aranges broadcast
+        # in the kernel: a concrete (n + m - 1, m) table was made at trace time (35 GiB for
+        # two 48,362-element vectors: soak cpu-2026-12-04-s2, program 785)
+        pos = as_tracer(np.arange(n + m - 1))[:, None] + as_tracer(np.arange(m))[None, :]
         overlap = (pos >= m - 1) & (pos < n + m - 1)
         products = np.where(overlap, products, np.zeros((), products.dtype))
     return np.sum(products, axis=-1, dtype=dt).astype(out_dt)
