@@ -740,3 +740,19 @@ def test_correlate_builds_no_quadratic_constant() -> None:
         _GUARDED_NUMPY.convolve(np.ones(1 << 12), np.ones(1 << 11))
     assert _GUARDED_NUMPY.correlate(np.ones(4), np.ones(2)).shape == (3,)
     assert _GuardedNumPy.MAX_PRODUCTS == 1 << 22
+
+
+@pytest.mark.parametrize("fn", [np.correlate, np.convolve], ids=["correlate", "convolve"])
+def test_correlation_bands_meet_at_every_length(fn) -> None:
+    """The correlation runs in three bands (the m - 1 outputs at each end, which read padded
+    zeros and mask their products, and the middle ones, which do not): every mode, a shorter
+    and a longer second operand, each with an infinity that a padded zero must not turn into
+    a NaN."""
+    rng = np.random.default_rng(11)
+    for n in (3, 8):
+        for m in (1, 2, 5, 8):
+            a, v = rng.standard_normal(n), rng.standard_normal(m)
+            a[1] = np.inf
+            v[-1] = -np.inf if m > 1 else v[-1]
+            for mode in ("full", "same", "valid"):
+                assert_matches_numpy(lambda a, v: fn(a, v, mode), a, v, device="cpu")
