@@ -219,7 +219,7 @@ class Walker:
             return KRed(phase, node.dtype)
         if node in self.inline_roots and idx != self.inline_roots[node]:
             raise NotFusable(f"{node.op} output is read at a shifted index", store=None)
-        if not node.shape and node.op in _SCALAR_SOURCES:   # (is_scalar_source, inlined)
+        if is_scalar_source(node):
             return KParam(self.body.param(node), node.dtype)
         if node in self.stored and node not in self.inline_roots:
             return self._load(node, (), idx)
@@ -245,8 +245,7 @@ class Walker:
                 raise NotFusable(str(e), store=node.args[0]) from None
             return self.expr(node.args[0], src_idx)
         if kind is Kind.ELEMENTWISE:
-            shape, expr = node.shape, self.expr
-            args = tuple([expr(a, idx if a.shape == shape else broadcast_index(idx, shape, a.shape))
+            args = tuple([self.expr(a, broadcast_index(idx, node.shape, a.shape))
                           for a in node.args])
             return KOp(node.op, args, tuple(a.dtype for a in node.args), node.dtype)
         if kind is Kind.REDUCE and node not in self.stored:

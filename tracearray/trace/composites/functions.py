@@ -433,10 +433,7 @@ def _correlate_full(a: Tracer, v: Tracer, valid_only: bool = False) -> Tracer:
 def _correlate_mode(full: Tracer, n: int, m: int, mode: str) -> Tracer:
     if mode == "full":
         return full
-    lo, hi = min(n, m), max(n, m)
-    if mode == "valid":
-        start = lo - 1
-        return full[start:start + hi - lo + 1]
+    lo, hi = min(n, m), max(n, m)   # ('valid' is the middle band: correlate builds it alone)
     if mode == "same":
         start = (lo - 1) // 2 if n >= m else lo - 1 - (lo - 1) // 2 - ((lo + 1) % 2 and 0)
         return full[start:start + hi]
