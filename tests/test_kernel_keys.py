@@ -271,7 +271,10 @@ def test_a_new_size_generates_no_ir(monkeypatch) -> None:
             for got, want in zip(W.as_outputs(f(*args)), W.as_outputs(w.fn(*args))):
                 assert np.linalg.norm(got - want) <= w.tol * np.linalg.norm(want), name
         assert len(calls) == before, f"{name}: a new size generated LLVM IR"
-        assert f.cache_info().traces == 4
+        # the second size is traced (checking the size template), the third re-derived
+        # (templates.py); a size class change traces again (linear_relu's first dimension
+        # passes resize.EXACT_DIMS at k = 1)
+        assert f.cache_info().traces + f.stats.resizes == 4, name
 
 
 _WARM_CHILD = """

@@ -32,6 +32,7 @@ from .stagelog import ShapesText, report_executable
 from .fuse import plan_graph
 from .gpu import array as _gpu_array
 from .fuse.plan import Plan
+from .templates import SizeTemplates
 from .tile import TileSpec, tile_plan
 from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
                     is_array_leaf, plain_function, pytree, random_key_source, trace_function)
@@ -67,6 +68,9 @@ class Stats:
     compiles: int = 0       # kernels compiled by LLVM for this function's executables
     disk_hits: int = 0      # kernels loaded from the disk cache instead
     disk_misses: int = 0    # disk lookups that found no usable entry (then compiled)
+    # new sizes whose graph and plan were re-derived from a size template (templates.py)
+    # instead of tracing the function again
+    resizes: int = 0
     device: str | None = None   # where the last call ran ("cpu" or "cuda"; device="auto" picks)
 
 
@@ -167,6 +171,7 @@ class CompiledFunction:
         self.matmul_precision = matmul_precision
         self.stats = Stats()
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
+        self._templates = SizeTemplates()   # new sizes re-derived, not traced (templates.py)
         self._executables: OrderedDict[Any, Any] = OrderedDict()
         # Call fast path (see _fast_key): plain-array signature -> what to run.
         self._fast: dict[Any, _FastCall] = {}
@@ -317,20 +322,33 @@ class CompiledFunction:
             if config.explain_cache_misses():
                 config.explain_miss(f"{self.__name__}: trace cache miss: a global it reads changed"
                            if guards_changed else self._trace_miss(tkey, args, kwargs))
-            trace = trace_function(self.fn, args, kwargs, self.static_argnums,
-                                   self.static_argnames, sizes)
-            graph = trace.graph
-            plan = plan_graph(graph)
-            traced = (trace, plan, tile_plan(plan))
+            # new sizes of a size class seen before: the graph and plan re-derived from the
+            # class's template (templates.py), else traced and planned
+            skey = self._templates.key(tkey[0], tkey[1]) if not sizes else None
+            template = self._templates.template_trace(skey) if skey is not None else None
+            if template is not None and not guards_changed and self._guards_hold(template):
+                traced = self._templates.derive(skey, tkey[1])
+            if traced is not None:
+                self.stats.resizes += 1
+                config.log(config.COMPILES, "%s: re-derived for new sizes (no trace)",
+                           self.__name__)
+            else:
+                trace = trace_function(self.fn, args, kwargs, self.static_argnums,
+                                       self.static_argnames, sizes)
+                plan = plan_graph(trace.graph)
+                traced = (trace, plan, tile_plan(plan))
+                self.stats.traces += 1
+                if skey is not None:
+                    self._templates.offer(skey, tkey[1], trace, plan, self.__name__)
+            trace, plan = traced[0], traced[1]
             self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
             while len(self._traces) > self.max_traces:
                 self._forget_trace(next(iter(self._traces)))
             self._fast.clear()
-            self.stats.traces += 1
             if sizes or trace.probe is not None:
                 self._staged = True
-            self._report(name, Lowered(graph, plan, traced[2], None), tkey)
+            self._report(name, Lowered(trace.graph, plan, traced[2], None), tkey)
         else:
             self._traces.move_to_end(tkey)
         leaves = leaves + self._global_arrays(traced[0], keys)

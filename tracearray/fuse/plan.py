@@ -77,6 +77,9 @@ class Kernel:
     # the planner's last successful walk of this kernel's roots and reductions (``_try``),
     # continued when a root joins; None when the kernel must be walked again
     walked: Any = field(default=None, repr=False)
+    # the descriptions of this kernel and of its re-derivations for other sizes, shared by
+    # them (``tile.describe.DescriptionMemo``; set by ``templates.py``)
+    descriptions: Any = field(default=None, repr=False)
 
     @property
     def full_rows(self) -> bool:
@@ -97,6 +100,9 @@ class Plan:
     # kernel computing it may write the argument's own memory (``in_place_updates``)
     in_place: dict[Node, Node] = field(default_factory=dict)
     rewrites: list[str] = field(default_factory=list)   # the graph rewrites applied (rewrite.py)
+    # every value the planner chose to store, as ``finish`` got them (``replan.py`` replays
+    # the plan from them); None for a plan not made by ``plan_graph``
+    planned_stores: set[Node] | None = field(default=None, repr=False)
 
 
 def plan_graph(graph: Graph) -> Plan:
@@ -111,6 +117,7 @@ def plan_graph(graph: Graph) -> Plan:
             kernels, notes = group(graph, stores, cuts)
             plan = finish(graph, kernels, stores, notes)
             plan.rewrites = rewrites
+            plan.planned_stores = set(stores)
             return plan
         except NotFusable as e:
             if e.store is None or e.store in stores:

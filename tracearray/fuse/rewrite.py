@@ -125,7 +125,7 @@ def _centred_square_sum(node: Node) -> Node | None:
     s1 = _make("sum", [y], axes=axes, dtype=F64.str)
     s2 = _make("sum", [_make("multiply", [y, y])], axes=axes, dtype=F64.str)
     d = _make("subtract", [wide(c), k])
-    count = size_scalar(float(n), F64)
+    count = size_scalar(float(n), F64, sq.shape)
     two = size_scalar(2.0, F64)
     inner = _make("subtract", [_make("multiply", [count, d]), _make("multiply", [two, s1])])
     total = _make("add", [s2, _make("multiply", [d, inner])])

@@ -51,7 +51,44 @@ DESCRIPTION_FORMAT = 1
 
 def describe_kernel(geometry: Geometry, name: str, math: str = "CpuMath") -> str:
     """The description text of ``lower_kernel(geometry, math, name)``'s input (module doc)."""
-    return _Describer().kernel(geometry, name, math)
+    memo = geometry.kernel.descriptions
+    if memo is None:
+        return _Describer().kernel(geometry, name, math)
+    key = (_loops(geometry), geometry.groups, name, math)
+    text = memo.known(key)
+    if text is None:
+        text = _Describer().kernel(geometry, name, math)
+        memo.note(key, text)
+    return text
+
+
+class DescriptionMemo:
+    """The descriptions of one planned kernel and of the same kernel re-derived for other
+    sizes (``templates.py``), by everything a description reads besides the kernel's
+    expressions: its loop structure (``Geometry``), name and math library. A re-derived
+    kernel's expressions are the planned one's with other sizes, which descriptions leave
+    out (module docstring), so one text serves every size; that is trusted for a loop
+    structure only once two kernels of it, described in full, gave the same text (a
+    mismatch, a tracearray bug, stops the memo for good)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[Any, str] = {}
+        self._checked: set[Any] = set()
+        self.broken = False
+
+    def known(self, key: Any) -> str | None:
+        """The text for ``key`` when it was checked, else None (describe the kernel)."""
+        return self._texts[key] if key in self._checked and not self.broken else None
+
+    def note(self, key: Any, text: str) -> None:
+        """A text described in full for ``key``."""
+        seen = self._texts.get(key)
+        if seen is None:
+            self._texts[key] = text
+        elif seen == text:
+            self._checked.add(key)
+        else:
+            self.broken = True
 
 
 class _Describer:
@@ -69,9 +106,7 @@ class _Describer:
         self.space_rank = len(k.space)
         # the loop structure in loop dims (not the space dims they merge: a contiguous
         # (40, 30) and (2, 1, 3, 4) map are the same one flat loop)
-        loops = (geo.strategy, geo.rank, geo.reduced, geo.par_dims, geo.inner_dims,
-                 geo.load_uses, geo.store_uses, geo.load_vstrides, geo.store_vstrides, geo.tile,
-                 geo.nested_extents)
+        loops = _loops(geo)
         head = [
             f"tracearray kernel description {DESCRIPTION_FORMAT}",
             f"name {name!r} math {math}",
@@ -152,6 +187,12 @@ class _Describer:
             return (f"index({self.expr(e.expr)} bound {self.expr(e.bound)}) {e.mode} "
                     f"check {e.check} {_dt(e.dtype)}")
         raise TypeError(f"tracearray: no description of kernel expression {type(e).__name__}")
+
+
+def _loops(geo: Geometry) -> tuple:
+    """The loop structure, in loop dims (module docstring)."""
+    return (geo.strategy, geo.rank, geo.reduced, geo.par_dims, geo.inner_dims, geo.load_uses,
+            geo.store_uses, geo.load_vstrides, geo.store_vstrides, geo.tile, geo.nested_extents)
 
 
 def _operands(e: Any) -> tuple:

@@ -112,6 +112,10 @@ class Trace:
     graph: Graph
     guards: dict[str, Any] = field(default_factory=dict)
     probe: str | None = None
+    # Why the graph may not be re-derived for other input sizes (``resize.py``), as far as
+    # the trace itself can tell: None when nothing the function did depends on them
+    # (no size read as a Python number, no size the data decides, no global assigned).
+    size_dependence: str | None = "not traced to the end"
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -308,7 +312,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         verify(graph)
         return Trace(graph, guards, probe=probe.what)
     if recorder is not None:
-        _write_back(recorder, plain.__globals__, seen_global_arrays)
+        state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
         kind = "a coroutine" if inspect.iscoroutine(result) else "a generator"
         if inspect.iscoroutine(result):
@@ -338,7 +342,19 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                   tuple(global_inputs), dict(state.locations),
                   tuple(i for i, _n in updates))
     verify(graph)
-    return Trace(graph, guards)
+    return Trace(graph, guards, size_dependence=_size_dependence(state))
+
+
+def _size_dependence(state: context.TraceState) -> str | None:
+    """Why the trace's graph holds for its input sizes only, as the trace saw it (None: it
+    did nothing that depends on them; ``resize.py`` checks the graph itself)."""
+    if state.sizes_read:
+        return "the function read an array's sizes as Python numbers (x.shape, len(x), x.size)"
+    if state.sizes_used or state.sizes:
+        return "a size depends on the data"
+    if state.wrote_globals:
+        return "the function assigned a global (a side effect of each trace)"
+    return None
 
 
 RANDOM_KEY_PREFIX = "<random key from "
@@ -370,8 +386,10 @@ _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
     "float16", "float32", "float64", "complex64", "complex128"))
 
 
-def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> None:
-    """Globals the traced function assigned (``global x; x = ...``) go to the real module."""
+def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> bool:
+    """Globals the traced function assigned (``global x; x = ...``) go to the real module;
+    whether there were any."""
+    wrote = False
     for name, value in dict.items(recorder):
         if name in arrays and value is arrays[name]:
             continue
@@ -381,3 +399,5 @@ def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> None:
                     f"the compiled function stores a traced value in the global {name!r}; "
                     f"it would escape the trace: return it instead")
             real[name] = value
+            wrote = True
+    return wrote

@@ -113,11 +113,23 @@ def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
     return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
 
 
-def size_scalar(value: float | int, dtype: Any) -> Node:
-    """A size-derived scalar (an element count): a run-time kernel argument, not an immediate."""
+def size_scalar(value: float | int, dtype: Any, dims: tuple[int, ...] | None = None,
+                less: float | int = 0) -> Node:
+    """A size-derived scalar (an element count): a run-time kernel argument, not an immediate.
+
+    ``dims``: the dimensions (of graph nodes) whose product, less ``less`` and at least 0,
+    the value is: ``max(prod(dims) - less, 0)``. The node records them (its ``count``
+    attribute), so that the graph re-derived for other input sizes computes the count again
+    (``resize.py``); a size node without them is a number independent of the sizes."""
+    attrs = {"value": None, "shape": (), "dtype": None}
+    if dims is not None:
+        dims = tuple(map(int, dims))
+        if value != max(math.prod(dims) - less, 0):   # pragma: no cover - a caller's slip
+            raise AssertionError(f"size {value} is not max(prod({dims}) - {less}, 0)")
+        attrs["count"] = (dims, less)
     arr = np.asarray(value, dtype=dtype)
-    return Node.make("size", (), {"value": arr.tobytes(), "shape": (), "dtype": arr.dtype.str},
-                     (), arr.dtype)
+    attrs["value"], attrs["dtype"] = arr.tobytes(), arr.dtype.str
+    return Node.make("size", (), attrs, (), arr.dtype)
 
 
 def cast(node: Node, dtype: Any) -> Node:

@@ -81,6 +81,12 @@ class TraceState:
     key_input: Callable[[str], Any] | None = None
     random_global: Any = None
     random_generators: int = 0
+    # Whether anything read a traced array's sizes as Python numbers (``x.shape``, ``len(x)``,
+    # ``x.size``, iteration): code that did may have branched on them or built them into the
+    # graph, so the graph is not re-derived for other sizes (``trace/resize.py``).
+    sizes_read: bool = False
+    # Whether the function assigned a global (a side effect of the trace, done once per trace)
+    wrote_globals: bool = False
 
 
 class SizeNeeded(BaseException):
@@ -128,6 +134,73 @@ def current() -> TraceState | None:
     """The state of the trace running in this thread (None outside a trace)."""
     stack = getattr(_local, "stack", None)
     return stack[-1] if stack else None
+
+
+def note_sizes_read() -> None:
+    """A traced array's sizes were read as Python numbers (see ``TraceState.sizes_read``)."""
+    state = current()
+    if state is not None:
+        state.sizes_read = True
+
+
+# Parameters whose integers are never compared with an array's sizes: axes (ranks), counts
+# of degrees of freedom and decimals, dtypes and flags, and the array operands themselves
+# (an integer there is a 0-d value). Any other integer given to a NumPy function, an ndarray
+# method or an index may be (a shape, a repeat count, a slice bound, ``n=`` of np.diff), and
+# code that compares one with a size can leave nothing in the graph (``x.reshape(23)`` of a
+# 23-element x, ``x[:100]`` of a shorter one): such a trace holds for its sizes only.
+SIZE_FREE_PARAMETERS = frozenset({
+    "axis", "axes", "axis1", "axis2", "source", "destination", "keepdims", "dtype", "ddof",
+    "correction", "decimals", "casting", "order", "copy", "subok", "initial", "where", "out",
+    "a_min", "a_max", "min", "max", "fill_value", "nan", "posinf", "neginf", "rtol", "atol",
+    "equal_nan", "deg", "kind", "side",
+    "a", "b", "x", "y", "x1", "x2", "arr", "array", "ary", "m", "v", "condition", "self"})
+
+
+def _holds_integer(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, np.integer)):
+        return True
+    if isinstance(value, slice):
+        return any(_holds_integer(v) for v in (value.start, value.stop, value.step))
+    if isinstance(value, (tuple, list)) and depth < 4:
+        return any(_holds_integer(v, depth + 1) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+        return True   # (a concrete index array or shape)
+    return False
+
+
+def note_index_key(key: Any) -> None:
+    """An index (``x[key]``, ``x[key] = v``): integers in it (positions, slice bounds) are
+    compared with sizes."""
+    state = current()
+    if state is not None and not state.sizes_read and _holds_integer(key):
+        state.sizes_read = True
+
+
+def note_integer_arguments(parameters: Any, args: tuple, kwargs: dict) -> None:
+    """Note a size read when an integer is given to a parameter that may be compared with a
+    size (``SIZE_FREE_PARAMETERS``). ``parameters``: the callee's ``inspect.Signature``, or
+    None when it has none (then every integer argument counts)."""
+    state = current()
+    if state is None or state.sizes_read:
+        return
+    if parameters is not None:
+        try:
+            bound = parameters.bind(*args, **kwargs).arguments
+        except TypeError:   # (the callee raises its own error for these arguments)
+            bound = None
+        if bound is not None:
+            for name, value in bound.items():
+                kind = parameters.parameters[name].kind
+                if kind is kind.VAR_KEYWORD or name not in SIZE_FREE_PARAMETERS:
+                    if _holds_integer(value):
+                        state.sizes_read = True
+                        return
+            return
+    if _holds_integer(args) or _holds_integer(tuple(kwargs.values())):
+        state.sizes_read = True
 
 
 def data_size(count: Any, what: str) -> int:

@@ -16,6 +16,7 @@ is reported as that function's, at the user's line.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
 from . import complex as complex_values
-from . import composites
+from . import composites, context
 from . import numpy_api as api
 from .build import unsupported
 from ..errors import ConcretizationError, UnsupportedOperationError, with_location
@@ -90,6 +91,8 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         if entry is not None:
             return entry.impl(*inputs, **kwargs)
         raise unsupported(name)
+    if method in ("at", "reduceat"):
+        context.note_sizes_read()   # (positions into the operand)
     if method == "reduce":
         kind = reducer_of_ufunc(uf)
         if kind is None:
@@ -183,8 +186,17 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
 # NumPy functions
 # ============================================================================================
 
+@functools.lru_cache(maxsize=None)
+def _signature(func: Callable) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
 def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     from .selection import compact_args
+    context.note_integer_arguments(_signature(func), args, kwargs)
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
     if complex_values.holds_complex(args, kwargs):
         return complex_values.apply_function(func, args, kwargs)

@@ -246,6 +246,9 @@ def format_graph(graph: Graph) -> str:
 
 
 def _fmt_attr(node: Node, key: str, value: Any) -> str:
+    if key == "count" and node.op == "size":   # max(prod(dims) - less, 0): ``64``, ``8*64-1``
+        dims, less = value
+        return "*".join(map(str, dims)) + (f"-{less}" if less else "")
     if key == "value" and isinstance(value, bytes):
         if node.ndim == 0:   # scalar constants and sizes: show the number
             return repr(np.frombuffer(value, dtype=node.dtype)[0].item())

@@ -304,11 +304,18 @@ def _count(x: Node, axes: tuple[int, ...]) -> int:
     return numel(tuple(x.shape[a] for a in axes))
 
 
-def _divide_by_count(total: Node, count: float | Node) -> Node:
+def _count_dims(x: Node, axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The dimensions whose product ``_count`` is (a size node records them)."""
+    return tuple(x.shape[a] for a in axes)
+
+
+def _divide_by_count(total: Node, count: float | Node, dims: tuple[int, ...] | None,
+                     less: float = 0) -> Node:
     """``true_divide(total, intp(count), out=total, casting='unsafe')``: NumPy divides by an
     intp count (a number, or an array of counts with ``where=``), which selects the float64
-    loop, then casts back into the sum's dtype."""
-    divisor = size_scalar(count, np.float64) if not isinstance(count, Node) else \
+    loop, then casts back into the sum's dtype. A number count is ``max(prod(dims) - less,
+    0)`` (``size_scalar``)."""
+    divisor = size_scalar(count, np.float64, dims, less) if not isinstance(count, Node) else \
         cast(count, np.float64)
     q = make("true_divide", [cast(total, np.float64), broadcast_to(divisor, total.shape)
                              if divisor.shape != total.shape and divisor.ndim else divisor])
@@ -330,7 +337,7 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False,
         elif x.dtype == np.float16:
             acc = np.float32
     total = reduce_with("sum", x, axes, keepdims=keepdims, dtype=acc, where=where)
-    out = _divide_by_count(total, count_where(x, where, axes, keepdims))
+    out = _divide_by_count(total, count_where(x, where, axes, keepdims), _count_dims(x, axes))
     if dtype is None and x.dtype == np.float16:
         out = cast(out, np.float16)
     return out
@@ -351,7 +358,7 @@ def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
         arrmean = as_node(mean)
     else:
         arrmean = _divide_by_count(reduce_with("sum", x, axes, keepdims=True, dtype=dtype,
-                                               where=where), n)
+                                               where=where), n, _count_dims(x, axes))
     dev = apply_ufunc(np.subtract, x, arrmean)
     sq = apply_ufunc(np.multiply, dev, dev)
     total = reduce_with("sum", sq, axes, keepdims=keepdims, dtype=dtype, where=where)
@@ -360,7 +367,7 @@ def var(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
         rcount = apply_ufunc(np.maximum, apply_ufunc(np.subtract, kept, ddof), 0)
     else:
         rcount = max(n - ddof, 0)
-    return _divide_by_count(total, rcount)
+    return _divide_by_count(total, rcount, _count_dims(x, axes), ddof)
 
 
 def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,

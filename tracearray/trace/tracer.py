@@ -10,6 +10,8 @@ made from constants).
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 import re
 from typing import Any, Callable
@@ -227,12 +229,19 @@ class Tracer:
                 "layout, which is not known when tracing; use x = x.reshape(...)"))
         self._path, self._node, self._version = new._path, new._node, new._version
 
-    shape = property(lambda self: self.node.shape, _set_shape)
+    def _sizes(self) -> Node:
+        """The node, for a read of its sizes as Python numbers: the trace notes it (code
+        that reads sizes may branch on them, so the graph is not re-derived for other sizes:
+        ``trace/resize.py``)."""
+        context.note_sizes_read()
+        return self.node
+
+    shape = property(lambda self: self._sizes().shape, _set_shape)
     dtype = property(lambda self: self.node.dtype)
     ndim = property(lambda self: self.node.ndim)
-    size = property(lambda self: self.node.size)
+    size = property(lambda self: self._sizes().size)
     itemsize = property(lambda self: self.node.dtype.itemsize)
-    nbytes = property(lambda self: self.node.size * self.node.dtype.itemsize)
+    nbytes = property(lambda self: self._sizes().size * self.node.dtype.itemsize)
     T = property(lambda self: self._view(api.transpose(self.node)))
     mT = property(lambda self: self._view(api.swapaxes(self.node, -1, -2)))
     # Real arrays: real is the array itself (a view), imag a read-only zero array.
@@ -287,14 +296,16 @@ class Tracer:
         raise AttributeError(f"'numpy.ndarray' object has no attribute {name!r}")
 
     def __len__(self) -> int:
-        if not self.node.shape:
+        shape = self._sizes().shape
+        if not shape:
             raise TypeError(with_location("len() of unsized object"))
-        return self.node.shape[0]
+        return shape[0]
 
     def __iter__(self):
-        if not self.node.shape:
+        shape = self._sizes().shape
+        if not shape:
             raise TypeError(with_location("iteration over a 0-d array"))
-        return (self[i] for i in range(self.node.shape[0]))
+        return (self[i] for i in range(shape[0]))
 
     # --- concretization: Python control flow on traced values ---------------------------
     def _concrete(self, what: str) -> Any:
@@ -436,6 +447,7 @@ class Tracer:
         return other // self, other % self
 
     def __getitem__(self, key: Any) -> "Tracer":
+        context.note_index_key(key)
         mask = _traced_mask(key)
         if mask is not None:   # x[mask]: a size known only at run time (trace/selection.py)
             from .selection import select
@@ -452,6 +464,7 @@ class Tracer:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from .indexing import setitem
+        context.note_index_key(key)
         if complex_values.is_complex(value):
             # NumPy casts the complex values into this real array: the real parts, with a
             # ComplexWarning
@@ -681,6 +694,23 @@ class Tracer:
 
     def __array_namespace__(self, *, api_version: Any = None) -> Any:
         return np
+
+
+def _noting_integer_arguments(method: Callable) -> Callable:
+    """``method`` of ``Tracer``, noting integers its arguments give to parameters that may be
+    compared with sizes (``context.note_integer_arguments``)."""
+    parameters = inspect.signature(method)
+
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        context.note_integer_arguments(parameters, args, kwargs)
+        return method(*args, **kwargs)
+    functools.update_wrapper(noting, method)
+    return noting
+
+
+for _name, _method in list(vars(Tracer).items()):
+    if not _name.startswith("_") and inspect.isfunction(_method):
+        setattr(Tracer, _name, _noting_integer_arguments(_method))
 
 
 class TracerFlags:
