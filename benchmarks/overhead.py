@@ -8,7 +8,9 @@ Measured, per workload of ``benchmarks/workloads.py`` (the 13 public ones):
 
 1. **cold first call**: a new process with an empty disk cache (``TRACEARRAY_CACHE_DIR`` a
    fresh folder) imports tracearray, compiles the workload and calls it once (trace, plan,
-   LLVM, run); the import is timed apart; byte-code caching is on in these processes;
+   LLVM, run); the import is timed apart, and on the GPU so is CUDA's context (created
+   before the call: every CUDA framework's first call pays it); byte-code caching is on in
+   these processes;
 2. **first call in a new process with a warm disk cache**: the same again, in a new process
    on the folder the first one filled (nothing should compile: ``cache_info().compiles`` 0;
    whether ``llvmlite.binding`` was imported is recorded);
@@ -97,13 +99,19 @@ from benchmarks.overhead import inputs_for
 w = W.get({name!r})
 args = inputs_for(w, w.dims("check"))
 f = tracearray.compile(w.fn, device={device!r})
+context_ms = 0.0
+if {device!r} == "cuda":   # CUDA's context, which every CUDA framework's first call pays
+    tc = time.perf_counter()
+    from tracearray.gpu import driver
+    driver.get_device()
+    context_ms = 1e3 * (time.perf_counter() - tc)
 t2 = time.perf_counter()
 out = f(*args)
 if {device!r} == "cuda":
     W.as_outputs(out)
 t3 = time.perf_counter()
 print(json.dumps({{"import_ms": 1e3 * (t1 - t0), "first_call_ms": 1e3 * (t3 - t2),
-                  "cache_info": list(f.cache_info()),
+                  "context_ms": context_ms, "cache_info": list(f.cache_info()),
                   "llvm_loaded": "llvmlite.binding" in sys.modules}}))
 """
 
@@ -138,6 +146,7 @@ def first_calls(name: str, device: str, runs: int) -> dict:
             "warm_disk_first_call_median_ms": med(warm, "first_call_ms"),
             "runs": runs,
             "import_ms": med(cold + warm, "import_ms"),
+            "context_ms": med(cold + warm, "context_ms"),
             "cold_cache_info": cold[-1]["cache_info"],
             "warm_disk_cache_info": warm[-1]["cache_info"],
             "warm_disk_llvm_loaded": any(r.get("llvm_loaded", True) for r in warm)}
@@ -358,9 +367,12 @@ def markdown(results: dict) -> str:
                          f"{new_min:.2f} ({s['new_size_call_ms']:.2f}) | "
                          f"{s['recompiles']} / {s['traces']} / {s.get('resizes', 0)} |")
         imports = [r["first_calls"]["import_ms"] for r in res["workloads"].values()]
+        contexts = [r["first_calls"].get("context_ms", 0.0) for r in res["workloads"].values()]
         if imports:
-            lines += ["", f"(`import tracearray`: median {statistics.median(imports):.0f} ms, "
-                          f"not included above)"]
+            ctx = f"; CUDA's context: median {statistics.median(contexts):.0f} ms" \
+                if part == "gpu" and contexts else ""
+            lines += ["", f"(`import tracearray`: median {statistics.median(imports):.0f} ms"
+                          f"{ctx}; not included above)"]
         if not res["warm"]:
             lines.append("")
             continue

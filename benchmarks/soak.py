@@ -4,7 +4,10 @@
     python benchmarks/soak.py --programs 10000 --seed 0 --jobs 2 --device cpu \
         --json soak-results/summary.json [--results soak-results] [--timeout 120]
 
-Program ``i`` is ``tracearray.testing.fuzz.program_for(seed, i)`` (deterministic). Programs run
+Program ``i`` is ``tracearray.testing.fuzz.program_for(seed, i)`` (deterministic); with
+``--sizes N`` each program runs at N sizes of its size class with one compiled function
+(``fuzz.run_program(p, device, N)``: later sizes re-derived from a size template, each result
+compared with NumPy; programs from ``fuzz.RESIZE_SPACE``). Programs run
 in child processes (``multiprocessing``, spawn), ``--jobs`` of them at a time; the parent hands
 out program indices and reads one outcome per program, so a child that dies (a segfault in
 generated code, an abort in LLVM) is counted as a *crash* of the program it was running and
@@ -48,7 +51,7 @@ from benchmarks.cpu import cpu_model  # noqa: E402  (the machine line of both re
 # ============================================================================================
 
 def _worker(conn: Any, seed: str, device: str, results: str, shrink_budget: int,
-            crash_at: int | None) -> None:
+            crash_at: int | None, sizes: int = 1) -> None:
     import warnings
 
     import numpy as np
@@ -62,17 +65,17 @@ def _worker(conn: Any, seed: str, device: str, results: str, shrink_budget: int,
             return
         if index == crash_at:   # self-test of crash accounting (--crash-at)
             os.abort()
-        p = fuzz.program_for(seed, index)
-        out = fuzz.run_program(p, device)
+        p = fuzz.program_for(seed, index, fuzz.RESIZE_SPACE if sizes > 1 else fuzz.SOAK_SPACE)
+        out = fuzz.run_program(p, device, sizes)
         record: dict[str, Any] = {"index": index, "status": out.status,
                                   "seconds": round(out.seconds, 4),
                                   "divergences": list(out.divergences),
-                                  "divergent": out.divergent}
+                                  "divergent": out.divergent, "resizes": out.resizes}
         if out.status == "unsupported":
             record["detail"] = out.detail
         if out.status in ("mismatch", "compile_error"):
-            small = fuzz.shrink_failure(p, out, device, shrink_budget)
-            small_out = fuzz.run_program(small, device)
+            small = fuzz.shrink_failure(p, out, device, shrink_budget, sizes)
+            small_out = fuzz.run_program(small, device, sizes)
             note = (f"{out.status} of program {index} of seed {seed!r} on device {device!r}.\n"
                     f"Original program (before shrinking):\n{p.source()}\n"
                     f"{(small_out.detail or out.detail)[:4000]}")
@@ -92,7 +95,7 @@ class Worker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker, args=(child, args.seed, args.device,
                                                       args.results, args.shrink_budget,
-                                                      args.crash_at),
+                                                      args.crash_at, args.sizes),
                                 daemon=True)
         self.proc.start()
         child.close()
@@ -125,7 +128,8 @@ def _save_unresponsive(args: argparse.Namespace, index: int, status: str, why: s
     every drawn step, which may itself be what hung: it runs in a subprocess with a limit."""
     path = Path(args.results) / f"{status}-{args.seed}-{index}.py"
     code = ("import sys; from pathlib import Path; from tracearray.testing import fuzz; "
-            f"p = fuzz.program_for({args.seed!r}, {index}); "
+            f"p = fuzz.program_for({args.seed!r}, {index}, "
+            f"{'fuzz.RESIZE_SPACE' if args.sizes > 1 else 'fuzz.SOAK_SPACE'}); "
             f"Path({str(path)!r}).write_text(fuzz.program_reproducer(p, {args.device!r}, "
             f"{'soak ' + status!r}, {why!r}))")
     try:
@@ -159,7 +163,7 @@ def _summary(args: argparse.Namespace, records: dict[int, dict], t0: float, comp
         "complete": complete,
         "command": command,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seed": args.seed, "device": args.device, "jobs": args.jobs,
+        "seed": args.seed, "device": args.device, "jobs": args.jobs, "sizes": args.sizes,
         "machine": {"platform": platform.platform(), "machine": platform.machine(),
                     "processor": cpu_model(), "cpus": os.cpu_count(),
                     "python": platform.python_version()},
@@ -175,6 +179,7 @@ def _summary(args: argparse.Namespace, records: dict[int, dict], t0: float, comp
         "unsupported": counts["unsupported"],
         "crashes": counts["crash"],
         "timeouts": counts["timeout"],
+        "resized_calls": sum(r.get("resizes", 0) for r in records.values()),
         "wall_seconds": round(time.time() - t0, 1),
         "mean_program_seconds": round(sum(r["seconds"] for r in records.values()) /
                                       max(1, len(records)), 4),
@@ -190,6 +195,9 @@ def _markdown(s: dict[str, Any]) -> str:
             ("mismatches", s["mismatches"]), ("compile errors", s["compile_errors"]),
             ("unsupported (refused by design)", s["unsupported"]), ("crashes", s["crashes"]),
             ("timeouts", s["timeouts"])]
+    if s.get("sizes", 1) > 1:
+        rows.append((f"calls re-derived from a size template (of {s['sizes']} sizes a program)",
+                     s.get("resized_calls", 0)))
     lines = [f"# Soak run, seed {s['seed']!r}, device {s['device']}", "",
              f"- command: `{s['command']}`", f"- date: {s['date']}",
              f"- machine: {s['machine']['processor']} ({s['machine']['cpus']} CPUs, "
@@ -225,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=None, help="folder for reproducers (default: the "
                                                     "--json file's folder)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per program")
+    ap.add_argument("--sizes", type=int, default=1,
+                    help="run each program at this many sizes of its size class, with one "
+                         "compiled function (programs from fuzz.RESIZE_SPACE, whose "
+                         "dimensions are mostly past resize.EXACT_DIMS: the later sizes are "
+                         "re-derived from a size template)")
     ap.add_argument("--recycle", type=int, default=300, help="programs per child")
     ap.add_argument("--shrink-budget", type=int, default=150)
     ap.add_argument("--start", type=int, default=0, help="first program index")

@@ -36,6 +36,24 @@ TOLERANCE_DIVERGENCES = frozenset({"transcendental-ulps", "float-sum-reassociati
                                    "matmul-blocking"})
 
 
+# Programs run at several sizes (``run_program(sizes=...)``): dimensions mostly past
+# ``trace.resize.EXACT_DIMS``, so that later sizes are re-derived from a size template.
+RESIZE_SPACE = ProgramSpace(max_size=4096, large_p=0.04,
+                            sides=(0, 1, 2, 3, 5, 16, 17, 19, 23, 31, 33, 64))
+
+
+def grown_inputs(inputs: Sequence[np.ndarray], k: int) -> list[np.ndarray]:
+    """The inputs at the ``k``-th other size of their size class: every dimension past
+    ``EXACT_DIMS`` elements ``7 k`` longer (distinct ones stay distinct), the values repeated
+    (special values included); contiguous copies."""
+    from ..trace.resize import EXACT_DIMS
+    out = []
+    for a in inputs:
+        shape = tuple(n + 7 * k if n > EXACT_DIMS else n for n in a.shape)
+        out.append(np.resize(a, shape).astype(a.dtype) if a.size else np.zeros(shape, a.dtype))
+    return out
+
+
 def program_for(seed: int | str, index: int, space: ProgramSpace = SOAK_SPACE) -> Program:
     """The ``index``-th program of ``seed`` (deterministic)."""
     return generate(RandomSource(f"{seed}-{index}"), space, name="program")
@@ -49,17 +67,32 @@ class Outcome:
     seconds: float = 0.0
     comparison: Comparison | None = field(default=None, repr=False)
     error: BaseException | None = field(default=None, repr=False)
+    resizes: int = 0   # calls re-derived from a size template (``run_program(sizes=...)``)
 
     @property
     def divergent(self) -> bool:
         return bool(set(self.divergences) - TOLERANCE_DIVERGENCES)
 
 
-def run_program(p: Program, device: str = "cpu") -> Outcome:
-    """Compile and run ``p`` on ``device`` and compare with NumPy."""
+def run_program(p: Program, device: str = "cpu", sizes: int = 1) -> Outcome:
+    """Compile and run ``p`` on ``device`` and compare with NumPy; with ``sizes`` > 1, the
+    same compiled function also at ``sizes - 1`` other sizes of the inputs' size class
+    (``grown_inputs``: the second checks the size template the first made, later ones are
+    re-derived from it), each compared with NumPy."""
     t0 = time.perf_counter()
     try:
-        cmp = compare_with_numpy(p.fn, *p.inputs, device=device)
+        compiled = None
+        for k in range(sizes):
+            inputs = p.inputs if k == 0 else grown_inputs(p.inputs, k)
+            if compiled is None and sizes > 1:
+                import tracearray
+                compiled = tracearray.compile(p.fn, device=device)
+            cmp = compare_with_numpy(p.fn, *inputs, device=device, compiled=compiled)
+            if not cmp.ok:
+                return Outcome("mismatch", (f"at size {k} of {sizes} (fuzz.grown_inputs):\n"
+                                            if k else "") + cmp.report(),
+                               tuple(sorted(cmp.divergences)), time.perf_counter() - t0,
+                               comparison=cmp)
     except UnsupportedOperationError as exc:
         return Outcome("unsupported", str(exc).splitlines()[0], seconds=time.perf_counter() - t0,
                        error=exc)
@@ -69,7 +102,8 @@ def run_program(p: Program, device: str = "cpu") -> Outcome:
                        seconds=time.perf_counter() - t0, error=exc)
     status = "match" if cmp.ok else "mismatch"
     return Outcome(status, "" if cmp.ok else cmp.report(), tuple(sorted(cmp.divergences)),
-                   time.perf_counter() - t0, comparison=cmp)
+                   time.perf_counter() - t0, comparison=cmp,
+                   resizes=compiled.stats.resizes if compiled is not None else 0)
 
 
 def same_failure(a: Outcome, b: Outcome) -> bool:
@@ -80,10 +114,11 @@ def same_failure(a: Outcome, b: Outcome) -> bool:
     return True
 
 
-def shrink_failure(p: Program, outcome: Outcome, device: str = "cpu", budget: int = 150) -> Program:
+def shrink_failure(p: Program, outcome: Outcome, device: str = "cpu", budget: int = 150,
+                   sizes: int = 1) -> Program:
     """A smaller program that fails the same way (fewer outputs and steps, simpler inputs)."""
     def fails(q: Program) -> bool:
-        return same_failure(outcome, run_program(q, device))
+        return same_failure(outcome, run_program(q, device, sizes))
     return shrink(p, fails, budget)
 
 
