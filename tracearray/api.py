@@ -60,8 +60,10 @@ class RetraceWarning(UserWarning):
 @dataclass
 class Stats:
     """Counters of a compiled function (observable caches): ``traces`` (times the function
-    was traced), ``executables`` (executables built: compiled or loaded kernels for a
-    signature) and ``calls``. A second call with the same signature adds only to ``calls``."""
+    was traced), ``resizes`` (new input sizes whose graph and plan were re-derived from a
+    size template instead: ``templates.py``), ``executables`` (executables built: compiled or
+    loaded kernels for a signature) and ``calls``. A second call with the same signature adds
+    only to ``calls``."""
     traces: int = 0
     executables: int = 0
     calls: int = 0
@@ -79,7 +81,8 @@ class CacheInfo(NamedTuple):
     ``traces`` (Python traces of the function), ``compiles`` (kernels compiled by LLVM),
     ``disk_hits`` and ``disk_misses`` (kernel lookups in the disk cache). A kernel already in
     memory, built for another function or an earlier signature, counts in none of the last
-    three: a new size of an argument traces again and compiles nothing."""
+    three: a new size of an argument compiles nothing, and is traced again only when no size
+    template serves it (``Stats.resizes`` counts those that one did)."""
     traces: int
     compiles: int
     disk_hits: int
