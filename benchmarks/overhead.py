@@ -99,6 +99,10 @@ from benchmarks.overhead import inputs_for
 w = W.get({name!r})
 args = inputs_for(w, w.dims("check"))
 f = tracearray.compile(w.fn, device={device!r})
+profiler = None
+if {profile!r}:
+    import cProfile
+    profiler = cProfile.Profile()
 context_ms = 0.0
 if {device!r} == "cuda":   # CUDA's context, which every CUDA framework's first call pays
     tc = time.perf_counter()
@@ -106,18 +110,26 @@ if {device!r} == "cuda":   # CUDA's context, which every CUDA framework's first 
     driver.get_device()
     context_ms = 1e3 * (time.perf_counter() - tc)
 t2 = time.perf_counter()
+if profiler is not None:
+    profiler.enable()
 out = f(*args)
 if {device!r} == "cuda":
     W.as_outputs(out)
 t3 = time.perf_counter()
+if profiler is not None:
+    import io, pstats
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(30)
+    print(text.getvalue(), file=sys.stderr)
 print(json.dumps({{"import_ms": 1e3 * (t1 - t0), "first_call_ms": 1e3 * (t3 - t2),
                   "context_ms": context_ms, "cache_info": list(f.cache_info()),
                   "llvm_loaded": "llvmlite.binding" in sys.modules}}))
 """
 
 
-def child_first_call(name: str, cache_dir: str, device: str) -> dict:
-    code = _CHILD.format(root=str(ROOT), name=name, device=device)
+def child_first_call(name: str, cache_dir: str, device: str, profile: bool = False) -> dict:
+    code = _CHILD.format(root=str(ROOT), name=name, device=device, profile=profile)
     env = {**os.environ, "TRACEARRAY_CACHE_DIR": cache_dir}
     # byte-code caching on, as an installed package has it (without it every new process
     # compiles tracearray's sources again: about 80 ms more)
@@ -126,7 +138,18 @@ def child_first_call(name: str, cache_dir: str, device: str) -> dict:
                          timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{name}: child failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if profile:
+        result["profile"] = out.stderr
+    return result
+
+
+def profile_first_call(name: str, device: str) -> str:
+    """cProfile's top entries of a first call in a new process with a warm disk cache."""
+    with tempfile.TemporaryDirectory(prefix="tracearray-overhead-") as folder:
+        child_first_call(name, folder, device)
+        r = child_first_call(name, folder, device, profile=True)
+    return f"{name}: first call {r['first_call_ms']:.1f} ms (profiled)\n{r['profile']}"
 
 
 def first_calls(name: str, device: str, runs: int) -> dict:
@@ -446,6 +469,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="new processes per workload for the first calls (minimum and median)")
     p.add_argument("--no-warm-calls", action="store_true",
                    help="first calls and new sizes only (no warm per-call loops)")
+    p.add_argument("--profile-first-call", type=lambda s: [x for x in s.split(",") if x],
+                   default=[], metavar="NAMES",
+                   help="also print a cProfile of these workloads' first calls with a warm "
+                        "disk cache (on the --part's device)")
     args = p.parse_args(argv)
     results: dict = {"machine": machine()}
     parts = ["cpu", "gpu"] if args.part == "all" else [args.part]
@@ -456,6 +483,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             parts.remove("gpu")
     for part in parts:
         results[part] = run_part(part, args)
+        for name in args.profile_first_call:
+            print(profile_first_call(name, "cpu" if part == "cpu" else "cuda"))
     print()
     print(markdown(results))
     if args.json:
