@@ -11,7 +11,6 @@ SPD = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
 EXTERNAL_CALLS: dict[str, Callable] = {
     "sort": lambda a: np.sort(a, axis=0), "argsort": lambda a: np.argsort(a, kind="stable"),
     "partition": lambda a: np.partition(a, 1), "argpartition": lambda a: np.argpartition(a, 1),
-    "lexsort": lambda a: np.lexsort((a[0], a[1])),
     "order_statistic": lambda a: np.percentile(a, [10, 50], axis=0),
     "unique_count": lambda a: np.unique(np.round(a), axis=0),
     "unique": lambda a: np.unique(np.round(a), axis=1, return_counts=True),

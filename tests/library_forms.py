@@ -249,6 +249,14 @@ SORT_FORMS.update({
     "argsort_float16_stable_axis0": (lambda x: np.argsort(x * 1000, axis=0, kind="stable"),
                                      lambda r: (_ties(r, (300, 3), np.float16),), True),
 })
+# np.lexsort: stable argsorts of the keys in turn and gathers (a composite): on the device
+SORT_FORMS.update({
+    "lexsort_rows": (lambda x: np.lexsort((x, np.round(x) > 0)), lambda r: (_ties(r, (5, 37)),),
+                     True),
+    "lexsort_axis0_three_keys_f64": (
+        lambda x: np.lexsort((x, -x, x > 1), axis=0),
+        lambda r: (_ties(r, (40, 3), np.float64),), True),
+})
 # rows longer than a block sorts: the radix sort over all the blocks (gpu/radix_sort.py)
 SORT_FORMS.update({
     "sort_long_rows": (lambda x: np.sort(x, axis=-1), lambda r: (_ties(r, (2, 4097)),), True),

@@ -1,6 +1,6 @@
 """The sort family as external ops: NumPy's own sorts run on the operand buffers.
 
-Calling ``np.sort`` / ``np.argsort`` / ``np.partition`` / ``np.lexsort`` on the operands gives
+Calling ``np.sort`` / ``np.argsort`` / ``np.partition`` on the operands gives
 NumPy's exact results: NaN last, the order of ties of every ``kind`` (the default quicksort's
 included), and for partitions the very arrangement NumPy's introselect leaves. Rows are
 independent, so a CPU implementation parallel over rows can be registered here later without
@@ -44,8 +44,6 @@ def _argpartition(x: np.ndarray, *, kth: tuple[int, ...], axis: int) -> np.ndarr
     return np.argpartition(x, kth, axis=axis)
 
 
-def _lexsort(*keys: np.ndarray, axis: int) -> np.ndarray:
-    return np.lexsort(keys, axis=axis)
 
 
 register_external("sort", same_shape, same_dtype, returning(_sort), what="NumPy's sort",
@@ -57,8 +55,6 @@ register_external("partition", same_shape, same_dtype, returning(_partition),
 register_external("argpartition", same_shape, _index_dtype, returning(_argpartition),
                   what="NumPy's argpartition (introselect)", domain=_ANY,
                   split=across_rows)
-register_external("lexsort", same_shape, _index_dtype, returning(_lexsort),
-                  what="NumPy's lexsort", arity=-1, domain=_ANY, split=across_rows)
 
 
 

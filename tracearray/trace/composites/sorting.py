@@ -146,9 +146,15 @@ def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
     return _partitioned("argpartition", a, kth, axis, kind, order, "np.argpartition")
 
 
+_LEXSORT_NOTE = ("a stable argsort of each key in turn, from the first (least significant) "
+                 "to the last, each gathered in the order of the ones before: NumPy's result "
+                 "(ties in their original order); on the GPU the device's stable sorts and "
+                 "gathers")
+
+
 @composite(np.lexsort, calls=['np.lexsort(({0}, {1}))', 'np.lexsort(({0} > 0, {1}), axis=0)',
                               'np.lexsort({0})'],
-           arrays=2, dtypes=ALL, min_dims=1, same_shape=True, notes=_NOTE)
+           arrays=2, dtypes=ALL, min_dims=1, same_shape=True, notes=_LEXSORT_NOTE)
 def lexsort(keys: Any, axis: int = -1) -> Tracer:
     if isinstance(keys, (tuple, list)):
         ks = [as_tracer(k) for k in keys]
@@ -164,7 +170,13 @@ def lexsort(keys: Any, axis: int = -1) -> Tracer:
     if ks[0].ndim == 0:   # one element: NumPy's answer is index 0
         return as_tracer(np.intp(0))
     (ax,) = normalize_axes(operator.index(axis), ks[0].ndim, "lexsort")
-    return Tracer(external("lexsort", [k.node for k in ks], axis=ax)[0])
+    # The last key is the primary one: sorting stably by each key from the first to the last
+    # leaves the order NumPy's lexsort defines, ties of every key in their original order.
+    order = _one("argsort", ks[0], axis=ax, kind="stable")
+    for k in ks[1:]:
+        step = _one("argsort", np.take_along_axis(k, order, axis=ax), axis=ax, kind="stable")
+        order = np.take_along_axis(order, step, axis=ax)
+    return order
 
 
 # ------------------------------------------------------------------------------------------
