@@ -30,7 +30,6 @@ import dataclasses
 import math
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -44,9 +43,6 @@ from ..errors import TracearrayError, run_time_error, stage_error
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
-from . import fft as fft_library
-from . import linalg as linalg_library
-from . import sort as sort_library
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
@@ -58,9 +54,26 @@ from .driver import current_target, get_device, sm_count, smem_per_block_optin
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
 from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
-fft_library.register()      # cuFFT is the "cuda" implementation of the FFT ops
-linalg_library.register()   # cuBLAS's batched LU: solve and inv
-sort_library.register()     # a block's bitonic sort: sort and argsort of rows that fit
+_libraries_lock = threading.Lock()
+_libraries_registered = False
+
+
+def register_device_libraries() -> None:
+    """The device implementations of external ops (``External.device["cuda"]``): cuFFT for
+    the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve and inv (``gpu/linalg.py``), the
+    block and radix sorts for sort, argsort and the order statistics (``gpu/sort.py``).
+    Registered when an executable first has an external call: a program of kernels alone never
+    imports them (about a third of the GPU backend's import, paid by a first call)."""
+    global _libraries_registered
+    if _libraries_registered:
+        return
+    with _libraries_lock:
+        if not _libraries_registered:
+            from . import fft, linalg, sort
+            fft.register()
+            linalg.register()
+            sort.register()
+            _libraries_registered = True
 
 MAP_BLOCK = 256
 ROW_BLOCK_MAX = MAX_BLOCK
@@ -104,21 +117,34 @@ def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
 # Views of device buffers, worked out on stand-in NumPy arrays (no data is touched)
 # ------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class CopyStep:
-    """Gather a strided view into a fresh C-contiguous buffer (a reshape that is not a view)."""
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]   # elements
-    offset: int
-    itemsize: int
+class _Record:
+    """A plain record with slots. The GPU backend's records are not dataclasses: creating a
+    dataclass costs about 0.4 ms (its methods are compiled from source), and a first call in a
+    new process imports this module (issue 12: a first call within 20 ms)."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__
+                           if not k.startswith("_"))
+        return f"{type(self).__name__}({fields})"
 
 
-@dataclass(frozen=True)
-class ViewPlan:
-    copies: tuple[CopyStep, ...]
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    offset: int
+class CopyStep(_Record):
+    """Gather a strided view into a fresh C-contiguous buffer (a reshape that is not a view);
+    strides and offset in elements."""
+    __slots__ = ("shape", "strides", "offset", "itemsize")
+
+    def __init__(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+                 itemsize: int):
+        self.shape, self.strides, self.offset, self.itemsize = shape, strides, offset, itemsize
+
+
+class ViewPlan(_Record):
+    __slots__ = ("copies", "shape", "strides", "offset")
+
+    def __init__(self, copies: tuple[CopyStep, ...], shape: tuple[int, ...],
+                 strides: tuple[int, ...], offset: int):
+        self.copies, self.shape, self.strides, self.offset = copies, shape, strides, offset
 
 
 def _stand_in(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype) -> np.ndarray:
@@ -161,79 +187,79 @@ def plan_view(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype,
 # Kernels
 # ------------------------------------------------------------------------------------------
 
-@dataclass
-class Launch:
-    entry: str
-    grid: int
-    block: int
-    extra: tuple[int, ...] = ()
-    smem: int = 0            # dynamic shared memory, bytes (block_row's row cache)
+class Launch(_Record):
+    """One launch of a kernel's entry: grid and block sizes, extra scalar arguments, and
+    dynamic shared memory in bytes (block_row's row cache)."""
+    __slots__ = ("entry", "grid", "block", "extra", "smem")
+
+    def __init__(self, entry: str, grid: int, block: int, extra: tuple[int, ...] = (),
+                 smem: int = 0):
+        self.entry, self.grid, self.block, self.extra, self.smem = entry, grid, block, extra, smem
 
 
-@dataclass
-class GpuKernel:
+class GpuKernel(_Record):
     """One compiled kernel and how to call it. Pointer sources, in order: ("buf", node,
     copies) for buffers (copies: gathers before the launch), ("partial", i), ("scratch", i),
-    ("flag",), ("null",)."""
-    name: str
-    strategy: str
-    # the LLVM IR, or a kernelcache.LoweredKernel that generates it when asked (a kernel
-    # found by its description has PTX only until then)
-    source: Any
-    ptx: str
-    names: list[str]
-    ptr_sources: list[tuple]
-    params: np.ndarray
-    launches: list[Launch]
-    partial_dtypes: list[np.dtype] = field(default_factory=list)
-    nslots: int = 0
-    # scratch arrays of a multi-pass strategy (scratch_dtypes), taken from the caching
-    # allocator for each call (the stream orders their reuse), and their lengths
-    scratch: list[tuple[np.dtype, int]] = field(default_factory=list)
-    spec: Any = None
-    geometry: Any = None
-    functions: dict = field(default_factory=dict)
-    _partials: list = field(default_factory=list)
-    checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
-    # per launch, once the module is loaded (GpuExecutable._bind): (function, grid, block,
-    # shared bytes, argument buffer, address of its void*[]); the buffers they point into
-    bound: list | None = None
-    _buffers: list = field(default_factory=list)
+    ("flag",), ("null",).
+
+    ``source``: the LLVM IR, or a kernelcache.LoweredKernel that generates it when asked (a
+    kernel found by its description has PTX only until then). ``scratch``: the scratch arrays
+    of a multi-pass strategy (scratch_dtypes), taken from the caching allocator for each call
+    (the stream orders their reuse), and their lengths. ``checks``: bounds checks
+    (fuse.kexpr.IndexCheck). ``bound``: per launch, once the module is loaded
+    (GpuExecutable._bind): (function, grid, block, shared bytes, argument buffer, address of
+    its void*[]); ``_buffers`` the buffers they point into."""
+    __slots__ = ("name", "strategy", "source", "ptx", "names", "ptr_sources", "params",
+                 "launches", "partial_dtypes", "nslots", "scratch", "spec", "geometry",
+                 "functions", "_partials", "checks", "bound", "_buffers")
+
+    def __init__(self, name: str, strategy: str, source: Any, ptx: str, names: list[str],
+                 ptr_sources: list[tuple], params: np.ndarray, launches: list[Launch],
+                 partial_dtypes: list[np.dtype] | None = None, nslots: int = 0,
+                 scratch: list[tuple[np.dtype, int]] | None = None, spec: Any = None,
+                 geometry: Any = None):
+        self.name, self.strategy, self.source, self.ptx = name, strategy, source, ptx
+        self.names, self.ptr_sources, self.params, self.launches = names, ptr_sources, params, \
+            launches
+        self.partial_dtypes = [] if partial_dtypes is None else partial_dtypes
+        self.nslots = nslots
+        self.scratch = [] if scratch is None else scratch
+        self.spec, self.geometry = spec, geometry
+        self.functions: dict = {}
+        self._partials: list = []
+        self.checks: list = []
+        self.bound: list | None = None
+        self._buffers: list = []
 
     @property
     def ir(self) -> str:
         return self.source if isinstance(self.source, str) else self.source.ir
 
 
-@dataclass
-class _MatmulLayout:
+class _MatmulLayout(_Record):
     """A matmul's operands: pointer sources, M, N, K, (row, column) element strides and
     offsets of A and B, batch dims, where M and N are in C, C's strides, and each batch
     dim's strides in A and B (0 where broadcast)."""
-    sources: list
-    M: int
-    N: int
-    K: int
-    a_rc: tuple[int, int]
-    a_off: int
-    b_rc: tuple[int, int]
-    b_off: int
-    nb: int
-    m_dim: int | None
-    n_dim: int | None
-    c_str: tuple[int, ...]
-    batch_strides: list[tuple[int, int]]
+    __slots__ = ("sources", "M", "N", "K", "a_rc", "a_off", "b_rc", "b_off", "nb", "m_dim",
+                 "n_dim", "c_str", "batch_strides")
+
+    def __init__(self, sources: list, M: int, N: int, K: int, a_rc: tuple[int, int],
+                 a_off: int, b_rc: tuple[int, int], b_off: int, nb: int, m_dim: int | None,
+                 n_dim: int | None, c_str: tuple[int, ...],
+                 batch_strides: list[tuple[int, int]]):
+        self.sources, self.M, self.N, self.K = sources, M, N, K
+        self.a_rc, self.a_off, self.b_rc, self.b_off = a_rc, a_off, b_rc, b_off
+        self.nb, self.m_dim, self.n_dim = nb, m_dim, n_dim
+        self.c_str, self.batch_strides = c_str, batch_strides
 
 
-@dataclass
-class BlasStep:
-    """A matrix product run by cuBLAS (``gpu/blas.py``) between the kernels."""
-    name: str
-    blas: Any
-    gemm: Any          # blas.Gemm
-    a: Node            # the stored buffers the operands view
-    b: Node
-    c: Node
+class BlasStep(_Record):
+    """A matrix product run by cuBLAS (``gpu/blas.py``) between the kernels: ``gemm`` a
+    blas.Gemm, ``a``, ``b``, ``c`` the stored buffers the operands view."""
+    __slots__ = ("name", "blas", "gemm", "a", "b", "c")
+
+    def __init__(self, name: str, blas: Any, gemm: Any, a: Node, b: Node, c: Node):
+        self.name, self.blas, self.gemm, self.a, self.b, self.c = name, blas, gemm, a, b, c
 
     def run(self, ptrs: dict[Node, int]) -> None:
         self.blas.gemm(self.gemm, ptrs[self.a], ptrs[self.b], ptrs[self.c])
@@ -259,8 +285,7 @@ class _MatmulGeometry:
 _MATMUL_GEOMETRY = _MatmulGeometry()
 
 
-@dataclass
-class ExternalStep:
+class ExternalStep(_Record):
     """An external op between the kernels. With a device implementation (``device``, from
     ``External.device["cuda"]``), it is called as ``device(dev, operands, results, **attrs)``
     with ``DeviceBuffer``s (pointer, shape, element strides, dtype: each operand a view of a
@@ -268,15 +293,16 @@ class ExternalStep:
     use) and queues its work on ``dev``'s stream, or returns ``NotImplemented`` for operands
     it does not take. Without one (or then), the op runs on the host: each
     operand copied to the host, the host function, each result copied into its device
-    buffer -- correct, not fast."""
-    op: str
-    operands: list[tuple[Node, tuple[Node, ...]]]   # stored base and view chain (bottom-up)
-    attrs: dict
-    results: list[Node | None]
-    types: list[tuple[tuple[int, ...], np.dtype]]
-    device: Any = None
-    # operand buffers nothing reads after this step (intermediates: see GpuExecutable)
-    dead: frozenset = frozenset()
+    buffer -- correct, not fast. ``operands``: each stored base and its view chain
+    (bottom-up); ``dead``: operand buffers nothing reads after this step (intermediates: see
+    GpuExecutable)."""
+    __slots__ = ("op", "operands", "attrs", "results", "types", "device", "dead")
+
+    def __init__(self, op: str, operands: list[tuple[Node, tuple[Node, ...]]], attrs: dict,
+                 results: list[Node | None], types: list[tuple[tuple[int, ...], np.dtype]],
+                 device: Any = None, dead: frozenset = frozenset()):
+        self.op, self.operands, self.attrs, self.results = op, operands, attrs, results
+        self.types, self.device, self.dead = types, device, dead
 
 
 class _PtxTools:
@@ -701,6 +727,7 @@ class GpuExecutable:
         return steps
 
     def _external_step(self, kernel: Kernel) -> ExternalStep:
+        register_device_libraries()
         call = kernel.call
         ext = EXTERNALS[call.op]
         types = ext.results([a.shape for a in call.operands], [a.dtype for a in call.operands],
@@ -1017,12 +1044,12 @@ class GpuExecutable:
 _PENDING: list[Any] = []
 
 
-@dataclass
-class _IndexFlags:
+class _IndexFlags(_Record):
     """A call's index-check flags: one pair of int64 per checking kernel (check, index)."""
-    flags: Array
-    checks: list[list]
-    locations: dict
+    __slots__ = ("flags", "checks", "locations")
+
+    def __init__(self, flags: Array, checks: list[list], locations: dict):
+        self.flags, self.checks, self.locations = flags, checks, locations
 
     def error(self, dev: Any) -> Exception | None:
         from ..cpu.runtime import index_error
@@ -1035,15 +1062,16 @@ class _IndexFlags:
         return None
 
 
-@dataclass
-class DeviceInfo:
+class DeviceInfo(_Record):
     """A library call's per-matrix ``info`` words (int32; non-zero: the matrix is singular),
-    raised as ``error`` at the nodes' line (``errors.run_time_error``)."""
-    info: Any            # the memory Block holding them
-    count: int
-    error_value: Exception
-    nodes: list
-    locations: dict
+    raised as ``error`` at the nodes' line (``errors.run_time_error``); ``info`` is the memory
+    Block holding them."""
+    __slots__ = ("info", "count", "error_value", "nodes", "locations")
+
+    def __init__(self, info: Any, count: int, error_value: Exception, nodes: list,
+                 locations: dict):
+        self.info, self.count, self.error_value, self.nodes, self.locations = \
+            info, count, error_value, nodes, locations
 
     def error(self, dev: Any) -> Exception | None:
         host = np.empty(self.count, np.int32)
