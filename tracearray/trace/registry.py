@@ -54,13 +54,16 @@ def _dtype_text(dtypes: Any) -> str:
 def _ufunc_entries() -> list[Entry]:
     out = []
     seen: set[int] = set()
-    for attr in sorted(dir(np)):
+    # NumPy's own public names (``np.__all__``): a package imported beside it may add its own
+    # (numexpr sets ``np.expm1x``), and the table is NumPy's
+    public = sorted(set(np.__all__))
+    for attr in public:
         uf = getattr(np, attr)
         if not isinstance(uf, np.ufunc) or id(uf) in seen:
             continue
         seen.add(id(uf))
         name = f"np.{uf.__name__}"
-        aliases = sorted(a for a in dir(np) if getattr(np, a) is uf and a != uf.__name__)
+        aliases = sorted(a for a in public if getattr(np, a) is uf and a != uf.__name__)
         note = f"alias: {', '.join('np.' + a for a in aliases)}" if aliases else ""
         methods = [m for m, ok in (("reduce", reducer_of_ufunc(uf)),
                                    ("accumulate", scan_of_ufunc(uf))) if ok]
