@@ -378,3 +378,27 @@ def test_random_programs_run_right_at_derived_sizes() -> None:
         if derived >= 25:
             break
     assert derived >= 25, derived
+
+
+OFFSET = 1.0
+
+
+def _adds_a_global_number(x):
+    return x + OFFSET
+
+
+def test_a_changed_global_number_is_not_derived(monkeypatch) -> None:
+    """A global number is a constant of the trace (its guard): once it changes, no size is
+    derived from a template made with the old value; the new trace makes a new template."""
+    f = tracearray.compile(_adds_a_global_number, device="cpu")
+    for n in (20, 30, 40):
+        x = _f32(n)
+        np.testing.assert_array_equal(f(x), x + np.float32(1.0))
+    assert f.stats.resizes == 1
+    monkeypatch.setitem(globals(), "OFFSET", 2.0)
+    for n in (50, 60, 70, 80):
+        x = _f32(n)
+        np.testing.assert_array_equal(f(x), x + np.float32(2.0))
+    # 50 traced (the old template's guard fails: replaced), 60 traced (checks it), 70 and 80
+    # derived from the new one
+    assert f.stats.resizes == 3 and f.cache_info().traces == 4

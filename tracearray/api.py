@@ -331,10 +331,9 @@ class CompiledFunction:
             template = self._templates.template_trace(skey) if skey is not None else None
             if template is not None and not guards_changed and self._guards_hold(template):
                 traced = self._templates.derive(skey, tkey[1])
-            if traced is not None:
+            derived = traced is not None
+            if derived:
                 self.stats.resizes += 1
-                config.log(config.COMPILES, "%s: re-derived for new sizes (no trace)",
-                           self.__name__)
             else:
                 trace = trace_function(self.fn, args, kwargs, self.static_argnums,
                                        self.static_argnames, sizes)
@@ -342,7 +341,8 @@ class CompiledFunction:
                 traced = (trace, plan, tile_plan(plan))
                 self.stats.traces += 1
                 if skey is not None:
-                    self._templates.offer(skey, tkey[1], trace, plan, self.__name__)
+                    self._templates.offer(skey, tkey[1], trace, plan, self.__name__,
+                                          self._guards_hold)
             trace, plan = traced[0], traced[1]
             self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
@@ -351,7 +351,7 @@ class CompiledFunction:
             self._fast.clear()
             if sizes or trace.probe is not None:
                 self._staged = True
-            self._report(name, Lowered(trace.graph, plan, traced[2], None), tkey)
+            self._report(name, Lowered(trace.graph, plan, traced[2], None), tkey, derived)
         else:
             self._traces.move_to_end(tkey)
         leaves = leaves + self._global_arrays(traced[0], keys)
@@ -469,8 +469,9 @@ class CompiledFunction:
             out.append(keys[source])
         return out
 
-    def _report(self, name: str, lowered: "Lowered", tkey: Any) -> None:
-        config.log(config.COMPILES, "%s: traced (%d kernel(s))", self.__name__,
+    def _report(self, name: str, lowered: "Lowered", tkey: Any, derived: bool = False) -> None:
+        config.log(config.COMPILES, "%s: %s (%d kernel(s))", self.__name__,
+                   "re-derived for new sizes, no trace" if derived else "traced",
                    len(lowered.plan.kernels))
         # Formatting a graph costs about as much as tracing it: only when it is shown.
         dumping = config.dump_dir() is not None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from . import config
 from .fuse import replan as replan_
@@ -87,10 +87,14 @@ class SizeTemplates:
         return t.trace if t is not None and t.verified else None
 
     def offer(self, key: Any, shapes: Sequence[tuple[tuple[int, ...], str]], trace: Trace,
-              plan: Plan, name: str) -> None:
+              plan: Plan, name: str, guards_hold: Callable[[Trace], bool]) -> None:
         """A trace and plan just made for ``shapes``: the first of a re-derivable class
-        becomes its template; the second checks the template (module docstring)."""
-        if key not in self._by_key:
+        becomes its template; the second checks the template (module docstring).
+        ``guards_hold(trace)``: whether the globals a trace read are still what it saw (a
+        template made before a global changed is replaced, not checked)."""
+        old = self._by_key.get(key)
+        if key not in self._by_key or (old is not None and not guards_hold(old.trace)):
+            self._by_key.pop(key, None)
             self._by_key[key] = self._make(trace, plan, [s for s, _d in shapes], name)
             while len(self._by_key) > MAX_TEMPLATES:
                 self._by_key.popitem(last=False)
