@@ -56,8 +56,8 @@ class SizeTemplates:
     """A compiled function's templates, by the size class of its arguments."""
 
     def __init__(self) -> None:
+        # None: a class whose template was dropped (its check failed) or could not be made
         self._by_key: OrderedDict[Any, Template | None] = OrderedDict()
-        self.derived = 0   # new sizes derived from a template (not traced)
 
     @staticmethod
     def key(statics: Any, shapes: Sequence[tuple[tuple[int, ...], str]]) -> Any:
@@ -77,7 +77,6 @@ class SizeTemplates:
         derived = self._derive(t, [s for s, _d in shapes])
         if derived is not None:
             self._by_key.move_to_end(key)
-            self.derived += 1
         return derived
 
     def template_trace(self, key: Any) -> Trace | None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TracearrayError
+from ..trace import context
 from ..trace.build import make
 from ..trace.tracer import Tracer
 
@@ -54,6 +55,10 @@ class StageProgram:
         return self.name
 
     def __call__(self, *chunks: Any) -> tuple:
+        # The program builds its nodes from the blocks' sizes (reshape and broadcast targets,
+        # slices, counts): its trace holds for these block sizes only, so the compiled
+        # function traces each new block shape rather than re-deriving it (trace/resize.py).
+        context.note_sizes_read()
         values = [t.node for t in chunks]
 
         def size(r: Recipe) -> int:

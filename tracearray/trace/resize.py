@@ -60,8 +60,7 @@ GENERIC_RULES = frozenset({rules.broadcast_shape, rules.same_shape, rules.reduce
 
 # Attributes of those operations that are known to hold no sizes (axes, permutations,
 # dtypes, reduction details); a node with any other attribute is not re-derived.
-GENERIC_ATTRS = frozenset({"axes", "axis", "perm", "dtype", "keepdims", "initial",
-                           "casting", "nan"})
+GENERIC_ATTRS = frozenset({"axes", "axis", "perm", "dtype", "keepdims", "initial", "casting"})
 
 
 def size_class(shapes: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]:
