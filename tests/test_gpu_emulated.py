@@ -897,3 +897,28 @@ def test_c2r_transforms_a_dead_intermediate_in_place(emulated, monkeypatch) -> N
     np.testing.assert_allclose(a, np.fft.irfft(np.fft.rfft(x) * g, 16), atol=1e-5)
     np.testing.assert_allclose(b, np.fft.rfft(x) * g, atol=1e-5)
     assert len(copies) == 1
+
+
+def test_single_launch_warm_path(emulated) -> None:
+    """The warm path of an executable of one launch writing one new array
+    (``GpuExecutable._single_launch``): planned after the first call, right at every later
+    call, a new output array each time (no two calls share one), and the general path for
+    what it does not take (NumPy inputs; an executable of two results)."""
+    def ew(a, b):
+        return a * b + np.exp(-b)
+    f = gpu(ew)
+    x, y = rng(1).standard_normal(1000).astype(np.float32), rng(2).random(1000, np.float32)
+    dx, dy = tracearray.gpu.to_device(x), tracearray.gpu.to_device(y)
+    outs = [f(dx, dy) for _ in range(3)]
+    np.testing.assert_allclose(outs[0].numpy(), ew(x, y), rtol=1e-5, atol=1e-6)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.numpy(), outs[0].numpy())
+    assert len({o.ptr for o in outs}) == 3
+    exe = next(iter(f._executables.values()))
+    assert exe._single is not None
+    np.testing.assert_array_equal(f(x, y), outs[0].numpy())   # NumPy in, NumPy out
+    g = gpu(lambda a: (a + 1, a * 2))
+    for _ in range(2):
+        r1, r2 = g(dx)
+    np.testing.assert_allclose(r2.numpy(), x * 2)
+    assert next(iter(g._executables.values()))._single is None
