@@ -41,7 +41,6 @@ class Template:
     larger: tuple[int, ...]          # the larger dimensions of the sizes it was traced at
     classes: tuple                   # the size class of those sizes, globals included
     global_shapes: tuple             # shapes of the graph's inputs after the arguments'
-    order: tuple                     # the graph's nodes, in ``Graph.nodes()`` order
     skeleton: replan_.Skeleton
     # per kernel: its descriptions at every size (a new size describes nothing again)
     descriptions: tuple[DescriptionMemo, ...] = ()
@@ -130,7 +129,7 @@ class SizeTemplates:
         if why is not None:
             config.log(config.COMPILES, "%s: new sizes will be traced again: %s", name, why)
             return None
-        t = Template(trace, larger, classes, global_shapes, tuple(graph.nodes()), skel,
+        t = Template(trace, larger, classes, global_shapes, skel,
                      tuple(DescriptionMemo() for _k in plan.kernels))
         t.share_descriptions(plan)
         return t
@@ -141,7 +140,7 @@ class SizeTemplates:
         if classes != t.classes:
             return None
         to = resize.sigma(t.larger, larger)
-        graph, _nodes = resize.resize_graph(t.trace.graph, t.order, to)
+        graph = resize.resize_graph(t.trace.graph, to)
         plan = replan_.replan(t.skeleton, graph, to)
         if plan is None:
             return None

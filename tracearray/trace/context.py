@@ -184,8 +184,9 @@ def note_integer_arguments(parameters: Any, args: tuple, kwargs: dict) -> None:
     size (``SIZE_FREE_PARAMETERS``). ``parameters``: the callee's ``inspect.Signature``, or
     None when it has none (then every integer argument counts)."""
     state = current()
-    if state is None or state.sizes_read:
-        return
+    if state is None or state.sizes_read or not (
+            _holds_integer(args) or _holds_integer(tuple(kwargs.values()))):
+        return   # (most calls pass no integer: nothing to bind)
     if parameters is not None:
         try:
             bound = parameters.bind(*args, **kwargs).arguments
@@ -199,8 +200,7 @@ def note_integer_arguments(parameters: Any, args: tuple, kwargs: dict) -> None:
                         state.sizes_read = True
                         return
             return
-    if _holds_integer(args) or _holds_integer(tuple(kwargs.values())):
-        state.sizes_read = True
+    state.sizes_read = True
 
 
 def data_size(count: Any, what: str) -> int:

@@ -127,11 +127,9 @@ def _node_reason(node: Node, larger: frozenset[int]) -> str | None:
     return None
 
 
-def resize_graph(graph: Graph, order: Sequence[Node], to: dict[int, int]
-                 ) -> tuple[Graph, list[Node]]:
-    """``graph`` (whose ``nodes()`` are ``order``) re-derived with every larger dimension
-    ``n`` replaced by ``to[n]``; also the new nodes, in the same order. The graph must be
-    ``resizable``."""
+def resize_graph(graph: Graph, to: dict[int, int]) -> Graph:
+    """``graph`` re-derived with every larger dimension ``n`` replaced by ``to[n]`` (its
+    ``nodes()`` in the same order as the old graph's). The graph must be ``resizable``."""
     def dims(shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple([to.get(n, n) for n in shape])
 
@@ -143,7 +141,7 @@ def resize_graph(graph: Graph, order: Sequence[Node], to: dict[int, int]
     new: dict[Node, Node] = {}
     out: list[Node] = []
     make = Node.make
-    for node in order:
+    for node in graph.nodes():
         if node.args:
             n = make(node.op, [new[a] for a in node.args], node.attrs, dims(node.shape),
                      node.dtype, node.ruled)
@@ -165,7 +163,7 @@ def resize_graph(graph: Graph, order: Sequence[Node], to: dict[int, int]
                     graph.out_tree, graph.input_names, graph.checks, graph.globals,
                     {new[k]: v for k, v in locations.items() if k in new}, graph.updates)
     object.__setattr__(derived, "_order", tuple(out))
-    return derived, out
+    return derived
 
 
 def node_map(old: Sequence[Node], new: Sequence[Node]) -> dict[Node, Node] | None:
