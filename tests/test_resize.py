@@ -21,6 +21,7 @@ import tracearray
 from tracearray.fuse import plan_graph
 from tracearray.fuse import replan as RP
 from tracearray.testing import assert_matches_numpy
+from tracearray.testing.fuzz import grown_inputs
 from tracearray.testing.programs import ProgramSpace, compile_source, generate
 from tracearray.testing.strategies import RandomSource, draw_array
 from tracearray.trace import numpy_api, registry, resize, trace_function
@@ -28,16 +29,6 @@ from tracearray import templates
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 PROGRAMS = 150 if os.environ.get("CI") else 400
-
-
-def _grow(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Another size of the same class: every larger dimension n -> 2n + 3 (one to one)."""
-    return tuple(2 * n + 3 if n > resize.EXACT_DIMS else n for n in shape)
-
-
-def _resized_like(a: np.ndarray) -> np.ndarray:
-    """An array of ``a``'s dtype and values (repeated) at the grown shape."""
-    return np.resize(a, _grow(a.shape)).astype(a.dtype)
 
 
 def _check_derivation(fn, args_a: list, args_b: list) -> bool:
@@ -111,7 +102,7 @@ def test_registry_entry_resizes_as_it_traces(case) -> None:
     fn = compile_source(src, "entry")
     for seed in range(2):
         args = _case_inputs(case, seed)
-        if _check_derivation(fn, args, [_resized_like(a) for a in args]):
+        if _check_derivation(fn, args, grown_inputs(args, 1)):
             RESIZABLE.add(case[0])
 
 
@@ -127,7 +118,7 @@ def test_the_common_entries_are_resizable() -> None:
         "np.maximum": lambda x, y: np.maximum(x, y.T.T), "np.matmul": lambda x, y: x @ y.T}
     x = np.random.default_rng(0).standard_normal((19, 23)).astype(np.float32)
     for name in names:
-        assert _check_derivation(fns[name], [x, x], [_resized_like(x)] * 2), name
+        assert _check_derivation(fns[name], [x, x], grown_inputs([x, x], 1)), name
 
 
 # ----------------------------------------------------------------------- random programs
@@ -140,7 +131,7 @@ def test_random_programs_resize_as_they_trace() -> None:
         p = generate(RandomSource(f"resize-program-{seed}"), space)
         args = [np.ascontiguousarray(a) for a in p.inputs]
         mapped = any(n > resize.EXACT_DIMS for a in args for n in a.shape)
-        resizable += _check_derivation(p.fn, args, [_resized_like(a) for a in args]) and mapped
+        resizable += _check_derivation(p.fn, args, grown_inputs(args, 1)) and mapped
     # a good part of the drawn programs read no size and use only generic operations
     assert resizable >= PROGRAMS // 10, resizable
 
@@ -362,14 +353,14 @@ def test_random_programs_run_right_at_derived_sizes() -> None:
         if not any(n > resize.EXACT_DIMS for a in args for n in a.shape):
             continue
         try:
-            ok = _check_derivation(p.fn, args, [_resized_like(a) for a in args])
+            ok = _check_derivation(p.fn, args, grown_inputs(args, 1))
         except Exception:   # noqa: BLE001 -- (test_random_programs_resize_as_they_trace)
             continue
         if not ok:
             continue
         f = tracearray.compile(p.fn, device="cpu")
-        sizes = [args, [_resized_like(a) for a in args],
-                 [_resized_like(_resized_like(a)) for a in args]]
+        sizes = [args, grown_inputs(args, 1),
+                 grown_inputs(args, 2)]
         for inputs in sizes:
             cmp = compare_with_numpy(p.fn, *inputs, device="cpu", compiled=f)
             if not cmp.ok:
