@@ -756,3 +756,16 @@ def test_correlation_bands_meet_at_every_length(fn) -> None:
             v[-1] = -np.inf if m > 1 else v[-1]
             for mode in ("full", "same", "valid"):
                 assert_matches_numpy(lambda a, v: fn(a, v, mode), a, v, device="cpu")
+
+
+def _vander_of_one_indexed(x):
+    v = np.vander(np.ones((1,), dtype=np.uint8))   # NumPy's np.ones((1, 1)): no traced input
+    return v[x % 1 - 1], np.vander(x.astype(np.int64), 0)[x % 1 - 1]
+
+
+def test_a_composite_result_made_from_numbers_alone_is_traced() -> None:
+    """Soak cpu-2026-12-05-final-r, program 1562: np.vander of a one-element array is made
+    from numbers alone (a ones column), and the composite returned it as a NumPy array, which
+    NumPy then indexed with a traced index (ConcretizationError). Composite results go through
+    the same conversion as NumPy's own code's: such an array is a traced constant."""
+    assert_matches_numpy(_vander_of_one_indexed, np.array([-6, 3], np.int8), device="cpu")

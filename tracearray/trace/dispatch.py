@@ -202,7 +202,9 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         return complex_values.apply_function(func, args, kwargs)
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
-        return entry.impl(*args, **kwargs)
+        # (a composite may make its result from numbers alone, as NumPy's code may:
+        # np.vander of a one-element array is np.ones((1, 1)))
+        return _traced_results(entry.impl(*args, **kwargs), args, kwargs)
     reason = refusal(func)
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
@@ -233,8 +235,9 @@ def _is_numpy(func: Any) -> bool:
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:
-    """NumPy's code may return a new ndarray made from shapes alone (``np.iscomplex`` of a
-    real array is ``np.zeros(x.shape, bool)``): it becomes a traced constant, so that the
+    """NumPy's code, or a composite, may return a new ndarray made from shapes alone
+    (``np.iscomplex`` of a real array is ``np.zeros(x.shape, bool)``; ``np.vander`` of one
+    element ``np.ones((1, 1))``): it becomes a traced constant, so that the
     function can go on to index it with traced indices or write into it, as into any array
     it made (soak cpu-2026-12-01-n, program 2117). An array the caller passed in is returned
     as it is (NumPy returns it, not a copy)."""
