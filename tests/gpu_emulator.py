@@ -204,8 +204,6 @@ def host_ir(ir_text: str) -> str:
     t = t.replace('@"llvm.nvvm.cp.async.wait.all"', '@"emu_cp_async_wait_all"')
     t = t.replace('@"llvm.nvvm.cp.async.commit.group"', '@"emu_cp_async_commit"')
     t = t.replace('@"llvm.nvvm.cp.async.wait.group"', '@"emu_cp_async_wait_group"')
-    # the opaque register move (codegen ``_Nvvm.opaque``): a plain copy on the host
-    t = t.replace('asm sideeffect "mov.u64 $0, $1;", "=l,l"', '@"emu_opaque"')
     t = t.replace("define ptx_kernel ", "define ")
     t = re.sub(r'@"__nv_(\w+)"', r'@"\1"', t)
     t += ('\ndeclare i32 @"emu_sreg"(i32)\ndeclare void @"emu_barrier"(i32)\n'
@@ -216,8 +214,7 @@ def host_ir(ir_text: str) -> str:
           'declare void @"emu_cp_async_4"(i8*, i8*)\ndeclare void @"emu_cp_async_8"(i8*, i8*)\n'
           'declare void @"emu_cp_async_16"(i8*, i8*)\ndeclare void @"emu_cp_async_commit"()\n'
           'declare void @"emu_cp_async_wait_group"(i32)\n'
-          'declare void @"emu_cp_async_wait_all"()\n'
-          'define i64 @"emu_opaque"(i64 %v) {\n  ret i64 %v\n}\n')
+          'declare void @"emu_cp_async_wait_all"()\n')
     return t
 
 
@@ -249,7 +246,6 @@ class EmulatedDevice:
         self.module_loads = 0
         self.launches: list[tuple[str, int, int]] = []
         self.smem_sizes: list[int] = []      # dynamic shared memory of each launch
-        self.launch_args: list[list[int]] = []   # each launch's argument values
         self._modules: dict[str, dict[str, EmuFunction]] = {}
 
     # memory
@@ -343,7 +339,6 @@ class EmulatedDevice:
         assert block % 32 == 0 and block > 0, block
         self.launches.append((fn.name, grid, block))
         self.smem_sizes.append(smem)
-        self.launch_args.append(args)   # the last of a row strategy's: its row-cache flag
         assert smem <= max(48 << 10, fn.smem_allowed), (fn.name, smem)   # (allow_smem)
         if not fn.barriers and self.reverse_threads:
             for ctaid in reversed(range(2)):

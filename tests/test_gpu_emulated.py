@@ -281,17 +281,8 @@ def test_workloads_match_float64_reference() -> None:
 del ctypes, os
 
 
-@pytest.fixture
-def shared_row_cache(monkeypatch):
-    """block_row's row cache in shared memory (flags 1 and 2), not in registers (flag 3),
-    whatever the row's length."""
-    from tracearray.gpu import runtime
-    monkeypatch.setattr(runtime, "ROW_REGISTERS", False)
-
-
 @pytest.mark.parametrize("n", [70, 12000])   # a row that fits the cache, one that does not
-def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, shared_row_cache,
-                                                        n: int) -> None:
+def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, n: int) -> None:
     """block_row (gpu/codegen.py ``row_cached_accesses``): inputs read by the first phase
     and again later (softmax's x, layernorm with a per-column weight, a masked sum and argmax)
     are stored to dynamic shared memory in the first phase and read back from it; a row too
@@ -323,8 +314,7 @@ def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, shared_row_cac
                                     ("float64", "float32")],
                          ids=["f32", "f64", "f16", "f64+f32"])
 @pytest.mark.parametrize("n", [1028, 1030])   # aligned rows (cp.async) and not (scalar)
-def test_block_row_cache_prefetched_by_cp_async(emulated, shared_row_cache, dtypes, n
-                                                ) -> None:
+def test_block_row_cache_prefetched_by_cp_async(emulated, dtypes, n) -> None:
     """An aligned block_row's cached accesses are copied into the row cache by cp.async
     (4, 8 or 16 bytes per copy: float16, float32/64 and mixed items) before the first phase,
     which then reads them from the cache; rows with an odd length take the scalar loop, which
@@ -344,8 +334,7 @@ def test_block_row_cache_prefetched_by_cp_async(emulated, shared_row_cache, dtyp
 
 
 @pytest.mark.parametrize("n, buffers", [(1028, 2), (1030, 2), (9000, 1), (16400, 0)])
-def test_block_row_pipelines_its_rows(emulated, shared_row_cache, n: int, buffers: int
-                                      ) -> None:
+def test_block_row_pipelines_its_rows(emulated, n: int, buffers: int) -> None:
     """block_row's row cache holds two rows when both fit (the launch's flag 2): the next
     row's cp.async copies go to the other buffer while this row is reduced, and only this
     row's group is waited for. The emulator makes a copy only at its wait, so a read that
@@ -382,86 +371,6 @@ def test_block_row_pipelines_its_rows(emulated, shared_row_cache, n: int, buffer
     check(rms, x)
     (smem,) = emulated.smem_sizes[before:]
     assert smem == (n * 4 if buffers else 0), smem
-
-
-@pytest.mark.parametrize("n", [1100, 2048, 1030, 4100])
-def test_block_row_holds_its_row_in_registers(emulated, n: int) -> None:
-    """block_row's flag 3 (codegen ``row_registers``): the re-read, contiguous inputs of an
-    aligned row whose chunks fit the block's threads are loaded once into registers at the
-    row's top and every phase reads them there (no shared memory). The emulator runs 64
-    threads: 2048 float32 fill their 8 slots exactly; 1100 leaves trips past the row's end
-    (a thread's, and the whole block's), which must neither store nor accumulate (an argmax
-    at the row's last element, a NaN, -inf rows); 4100 asks for a larger block than the
-    emulator runs, so the kernel's own check sends it to its uncached sweeps; 1030 float32
-    is not a multiple of the lanes (flag 1 or 0: the shared-memory cache or none), 1030
-    float64 is (2 lanes). NumPy's results everywhere, over several rows per block, float64
-    and float16 and mixed items too."""
-    from tracearray.gpu import runtime
-    x = rng(21).standard_normal((11, n)).astype(np.float32)
-    x[2, -1] = 50.0         # the maximum at the row's last element
-    x[3, min(7, n - 1)] = np.nan
-    x[5] = -np.inf
-    w = rng(22).standard_normal(n).astype(np.float32)
-
-    def softmax(a):
-        e = np.exp(a - a.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
-
-    def norm(a, g):     # a per-column weight read only by the output phase
-        c = a - a.mean(-1, keepdims=True)
-        return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-3) * g + a
-
-    def masked(a, g):   # a bool row mask
-        m = g > 0
-        return np.where(m, a, 0).sum(-1), a / np.abs(np.where(m, a, 1)).max(-1, keepdims=True)
-
-    def argmaxes(a, g):  # index-carrying reductions, exact
-        return np.argmax(np.where(g > 0, a, -a), -1), np.argmax(a, -1), \
-            a - a.max(-1, keepdims=True)
-    for fn, args in ((softmax, (x,)), (norm, (x, w)), (masked, (x, w)), (argmaxes, (x, w)),
-                     (norm, (x.astype(np.float64), w.astype(np.float64))),
-                     (norm, (x.astype(np.float16), w)), (softmax, (x[1:],))):
-        f = gpu(fn)
-        assert [k.strategy for k in f.lower(*args).executable.kernels] == ["block_row"]
-        before = len(emulated.launches)
-        got = check(fn, *args, family="exact" if fn is argmaxes else "fused")
-        rows = [g for g in (got if isinstance(got, tuple) else (got,)) if g.ndim == 2]
-        items = [a.dtype.itemsize for a in args + tuple(rows)]   # the vector accesses
-        lanes = min(4, 16 // max(items))
-        flags = [a[-1] for a in emulated.launch_args[before:]]
-        for flag, smem in zip(flags, emulated.smem_sizes[before:]):
-            assert flag != 3 or (smem == 0 and n % lanes == 0), (flag, smem, fn)
-        if fn is softmax and args[0] is x:   # one float32 access: 8 trips of 4, 256 threads
-            assert (flags == [3]) == (n % 4 == 0 and n <= 8 * 4 * runtime.ROW_BLOCK_MAX)
-    assert runtime.ROW_REGISTERS
-
-
-@pytest.mark.parametrize("n", [128, 1000, 130])
-def test_warp_row_holds_its_row_in_registers(emulated, monkeypatch, tmp_path, n: int) -> None:
-    """warp_row's register entry (codegen WARP_ROW_REGISTERS, off by default until timed):
-    a warp's lanes hold rows of 128 float32 (one trip each) and 1000 (eight, the last
-    partial); rows of 130 are not whole trips and keep the shared entry. NumPy's results."""
-    from collections import OrderedDict
-    from tracearray.gpu import codegen, kernelcache
-    monkeypatch.setattr(codegen, "WARP_ROW_REGISTERS", True)
-    monkeypatch.setattr(kernelcache, "_memory", OrderedDict())   # lowered afresh
-    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
-    x = rng(23).standard_normal((37, n)).astype(np.float32)
-    x[4, -1] = 40.0
-    x[6] = -np.inf
-
-    def l2(a):
-        return a / np.sqrt((a * a).sum(-1, keepdims=True) + 1e-6)
-
-    def softmax(a):
-        e = np.exp(a - a.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True), np.argmax(a, -1)
-    for fn in (l2, softmax):
-        assert [k.strategy for k in gpu(fn).lower(x).executable.kernels] == ["warp_row"]
-        before = len(emulated.launches)
-        check(fn, x)
-        flags = [a[-1] for a in emulated.launch_args[before:]]
-        assert flags == ([3] if n % 4 == 0 else [1]), flags
 
 
 @pytest.mark.parametrize("rows", [19, 24, 43])   # a last group of 3 rows; whole groups; more groups than blocks

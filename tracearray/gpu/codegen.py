@@ -66,8 +66,8 @@ from .mathlib import GpuMath
 from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
-from .launch import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, REGISTER_ENTRY, ROW_STRATEGIES, WARP,
-                     WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
+from .launch import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, WARP, WARP_ROW_WARPS,
+                     entry_names, gpu_strategy, scratch_dtypes)
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -79,17 +79,6 @@ ROW_MIN_BLOCKS = 0
 # within the 48 KB a launch may use without opting in (``row_cache_limit``)
 ROW_CACHE_MAX_BYTES = 40 << 10
 SMEM_LAUNCH_LIMIT = 48 << 10
-# block_row's row in registers (the launch's flag 3): bytes of the row cache's accesses a
-# thread holds, as vector trips (32 float32: a row of 8192 float32 in 256 threads)
-ROW_REGISTER_BYTES = 128
-# ... and the blocks of MAX_BLOCK threads per multiprocessor its entry asks ptxas to fit:
-# left to itself ptxas gave layernorm's 122 registers (2 blocks), with 3 it fits 80 with a
-# few bytes of spills (sm_90, 2026-12-05)
-REGISTER_MIN_BLOCKS = 3
-# warp_row's register entry (rows of up to 32 trips of a warp's lanes): off until measured;
-# its slots for 1024-element rows cost short rows (l2_normalize's 128) occupancy: 80
-# registers against the shared entry's 29
-WARP_ROW_REGISTERS = False
 # grid-stride loops run this many iterations per trip (``strided_loop``), and loops of
 # vector trips this many trips (each of up to 16 bytes per access)
 UNROLL = 4
@@ -149,12 +138,6 @@ class _Nvvm:
         in flight (every older group done and visible to it)."""
         b.call(self._fn("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32]),
                [ir.Constant(I32, pending)])
-
-    def opaque(self, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
-        """``v`` (i64) through a register move LLVM cannot see through: values made of it
-        are not hoisted out of the loop it is made in."""
-        return b.asm(ir.FunctionType(I64, [I64]), "mov.u64 $0, $1;", "=l,l", [v],
-                     side_effect=True)
 
     def shfl(self, b: ir.IRBuilder, mode: str, v: ir.Value, lane: ir.Value | int) -> ir.Value:
         """``shfl.sync.<mode>.b32`` over the full warp (mode: down, idx, bfly)."""
@@ -414,20 +397,11 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         self._row_cache_var: ir.GlobalVariable | None = None
         self._row_cache_mode: str | None = None   # None | "write" | "read" (block_row)
         self._row_pos: ir.Value | None = None
-        # the row in registers (flag 3): each access's slots, the trip being swept and
-        # whether its position is the row's (a trip past the row's end runs at its last
-        # chunk, so its loads need no branch, and neither stores nor accumulates)
-        self._row_variant = "shared"    # block_row's entry being lowered: or "registers"
-        self._reg_cache: dict[int, ir.Value] = {}
-        self._reg_slot: int | None = None
-        self._trip_ok: ir.Value | None = None
         self._nesting = 0
         self._extra_args: list[ir.Value] = []
         self._vector_init()
 
     def launch_bounds(self) -> tuple[int, int] | None:
-        if self._row_variant == "registers" and REGISTER_MIN_BLOCKS:
-            return MAX_BLOCK, REGISTER_MIN_BLOCKS
         if self.strategy in ROW_STRATEGIES and ROW_MIN_BLOCKS:
             return MAX_BLOCK if self.strategy == "block_row" else WARP * WARP_ROW_WARPS, \
                 ROW_MIN_BLOCKS
@@ -463,25 +437,15 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 self.emit_kernel(entry, body, ptr_types, self.layout.size, n_extra)
             return str(self.module)
         n_extra = 1 if self.strategy in ROW_STRATEGIES else 0    # the row cache's flag
-        # a row held in registers is an entry of its own (REGISTER_ENTRY): ptxas
-        # allocates registers per entry, and the held row's would otherwise cost the
-        # shared-memory paths their occupancy
-        variants = [("", "shared")]
-        if self.row_registers()[0]:
-            variants.append((REGISTER_ENTRY, "registers"))
-        for suffix, variant in variants:
-            self._row_variant = variant
-            body = self._internal_function(f"{self.name}{suffix}_body", ptr_types,
-                                           [I64] * n_extra)
-            self._begin_function(body, len(dts))
-            self._extra_args = list(body.args[len(dts) + 1:])
-            {"map": self._map, "block_row": self._block_row, "warp_row": self._warp_row,
-             "block_rows": self._block_rows, "thread_row": self._thread_row,
-             "full": self._full_stage1, "scan": self._scan,
-             "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
-            self._end_function()
-            self.emit_kernel(self.name + suffix, body, ptr_types, self.layout.size, n_extra)
-        self._row_variant = "shared"
+        body = self._internal_function(f"{self.name}_body", ptr_types, [I64] * n_extra)
+        self._begin_function(body, len(dts))
+        self._extra_args = list(body.args[len(dts) + 1:])
+        {"map": self._map, "block_row": self._block_row, "warp_row": self._warp_row,
+         "block_rows": self._block_rows, "thread_row": self._thread_row,
+         "full": self._full_stage1, "scan": self._scan,
+         "scatter": self._scatter, "scatter_atomic": self._scatter_atomic}[self.strategy]()
+        self._end_function()
+        self.emit_kernel(self.name, body, ptr_types, self.layout.size, n_extra)
         if self.strategy == "full":
             comb = self._internal_function(f"{self.name}_combine_body", ptr_types, [I64])
             self._begin_function(comb, len(dts))
@@ -617,44 +581,16 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         cached = self.row_cached_accesses()
         if not cached:
             return 1
-        plan = self._row_plan()
+        full, _rows = self._split_stores()
+        root = self._root_exprs()
+        exprs = list(k.red_exprs) + [root[st.node] for _i, st in full if st.node in root]
+        plan = self.vector_plan(exprs, [i for i, _st in full], flat=False)
         return 2 if plan is not None and set(cached) & plan.loads else 1
 
     def row_cache_itemsize(self) -> int:
         """Shared-memory bytes per row element of the row cache (0: no cache)."""
         return sum(self.kernel.body.accesses[a].top.dtype.itemsize
                    for a in self.row_cached_accesses())
-
-    def _row_plan(self) -> VectorPlan | None:
-        """The vector plan of block_row's and warp_row's sweeps: the reductions' terms and
-        the full-space stores."""
-        k = self.kernel
-        full, _rows = self._split_stores()
-        root = self._root_exprs()
-        exprs = list(k.red_exprs) + [root[st.node] for _i, st in full if st.node in root]
-        return self.vector_plan(exprs, [i for i, _st in full], flat=False)
-
-    def row_registers(self) -> tuple[list[int], int, int]:
-        """block_row's and warp_row's row in registers: (the accesses each thread keeps in registers, the
-        vector trips it holds, their lanes); ([], 0, 0) when the kernel has none. They are
-        the row cache's accesses the vector sweeps load (contiguous along the row), read
-        once into ``slots`` vector trips of ``lanes`` (ROW_REGISTER_BYTES in all) at the
-        top of each row, all loads in flight at once, then read from registers by every
-        phase: no shared memory, no barrier of its own, no second read. The launch picks it
-        (flag 3) when the row's chunks fit the block's (warp_row: the warp's) threads; the
-        kernel checks that too (and the alignment) and otherwise runs its uncached sweeps."""
-        if self.strategy != "block_row" and not (self.strategy == "warp_row"
-                                                 and WARP_ROW_REGISTERS):
-            return [], 0, 0
-        cached = self.row_cached_accesses()
-        plan = self._row_plan() if cached else None
-        regs = sorted(set(cached) & plan.loads) if plan is not None else []
-        if not regs:
-            return [], 0, 0
-        per_trip = plan.lanes * sum(self.kernel.body.accesses[a].top.dtype.itemsize
-                                    for a in regs)
-        slots = ROW_REGISTER_BYTES // per_trip
-        return (regs, slots, plan.lanes) if slots else ([], 0, 0)
 
     def _loads_of(self, exprs: list[KExpr]) -> set[int]:
         """Accesses loaded by ``exprs`` at their own position (not inside nested sweeps)."""
@@ -696,10 +632,6 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
     def store(self, k: int, st, value: ir.Value) -> None:
         if self._lane_stores is not None and k in self._lane_stores:
             self._lane_stores[k].append(value)   # written by the vector trip's last lane
-            return
-        if self._trip_ok is not None:       # a register trip past the row's end stores nothing
-            with self.b.if_then(self._trip_ok):
-                super().store(k, st, value)
             return
         super().store(k, st, value)
 
@@ -851,37 +783,19 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         ninner = self.product(geo.inner_dims)
         cached = self.row_cached_accesses()
         use_cache = None
-        registers = self._row_variant == "registers"
-        if registers:       # the row in registers instead (row_registers)
-            cached = []
         if cached:   # the runtime sets the flag when the cache fits (ROW_CACHE_MAX_BYTES)
             use_cache = self.b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
             self._row_cache = self._row_cache_ptrs(ninner, cache_part)
         root = self._root_exprs()
         full_exprs = [root[st.node] for _i, st in full if st.node in root]
-        # warp_row's shared entry stays scalar: on the H200 (2026-12-02, two runs each)
-        # l2_normalize's 128-element rows took 1.31 ms scalar against 1.60 with vector
-        # trips, while block_row's long rows gained (layernorm 2.5 -> 1.9, rmsnorm 2.1 ->
-        # 1.3-1.45); its register entry holds the row as vector trips
+        # warp_row stays scalar: on the H200 (2026-12-02, two runs each) l2_normalize's
+        # 128-element rows took 1.31 ms scalar against 1.60 with vector trips, while
+        # block_row's long rows gained (layernorm 2.5 -> 1.9, rmsnorm 2.1 -> 1.3-1.45)
         plan = self.vector_plan(list(k.red_exprs) + full_exprs, [i for i, _st in full],
-                                flat=False) if self.strategy == "block_row" or registers \
-            else None
+                                flat=False) if self.strategy == "block_row" else None
         vector_ok = self.vector_ok(plan) if plan is not None else None
         prefetch = sorted(set(cached) & plan.loads) \
             if plan is not None and self.async_copy else []
-        regs, slots, _lanes = self.row_registers() if registers else ([], 0, 0)
-        use_regs = None     # i1: the row fits the block's registers, aligned
-        if regs:
-            b = self.b
-            nchunks = b.udiv(ninner, self.const(plan.lanes))
-            use_regs = b.and_(vector_ok,
-                              b.and_(b.icmp_unsigned("!=", nchunks, self.const(0)),
-                                     b.icmp_unsigned("<=", nchunks,
-                                                     b.mul(step, self.const(slots)))))
-            self._reg_cache = {
-                a: self.alloca(ir.ArrayType(ir.VectorType(
-                    scalar.memory_type(k.body.accesses[a].top.dtype), plan.lanes), slots))
-                for a in regs}
 
         def sweep(body, phase: int, exprs: list[KExpr]) -> None:
             """``body`` over the thread's positions of the row; with the cache, the first
@@ -920,23 +834,14 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                         self._prefetched = frozenset()
                     with otherwise:
                         run(None, vector)
-            def by_alignment():
-                if vector_ok is None:
-                    cached_or_not(False)
-                    return
-                with self.b.if_else(vector_ok) as (then, otherwise):
-                    with then:
-                        cached_or_not(True)
-                    with otherwise:
-                        cached_or_not(False)
-            if use_regs is None:
-                by_alignment()
+            if vector_ok is None:
+                cached_or_not(False)
                 return
-            with self.b.if_else(use_regs) as (then, otherwise):
+            with self.b.if_else(vector_ok) as (then, otherwise):
                 with then:
-                    self._register_sweep(plan, exprs, body, first, step, nchunks, slots)
+                    cached_or_not(True)
                 with otherwise:
-                    by_alignment()
+                    cached_or_not(False)
 
         nrows = self.product(geo.par_dims)
         pipelined = None    # i1: two row buffers, the next row copied in during this one
@@ -960,9 +865,6 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 with self.b.if_then(self.b.and_(use_cache, vector_ok)):
                     self._prefetch_row(plan, prefetch, first, step, ninner, self._row_cache)
                     self.nv.cp_async_wait_all(self.b)
-            if use_regs is not None:
-                with self.b.if_then(use_regs):
-                    self._register_sweep(plan, [], None, first, step, nchunks, slots)
             for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
                 acc, idx = self._new_acc(red)
                 comp = self._new_compensation(red)
@@ -978,49 +880,6 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
             if rows:
                 with self.b.if_then(leader):
                     self._store_roots(rows, {})
-
-    def _register_sweep(self, plan, exprs: list[KExpr], body: Callable[[], None] | None,
-                        first: ir.Value, step: ir.Value, nchunks: ir.Value, slots: int
-                        ) -> None:
-        """The thread's ``slots`` vector trips of the row (chunks first, first + step, ...),
-        unrolled: trip t reads the row's registered accesses from slot t. ``body`` None:
-        the row's fill, every registered access loaded into its slots, all loads issued
-        before any is used. A trip past the row's end (the row's chunks need not fill the
-        block's slots) runs at the row's last chunk, so nothing branches around its loads,
-        and ``_trip_ok`` keeps it from storing or accumulating."""
-        b, geo, k = self.b, self.geo, self.kernel
-        last = b.sub(nchunks, self.const(1))
-        # the trips' positions are the same for every row and phase: opaque copies, made
-        # at each sweep, keep LLVM from hoisting them (and the addresses made of them) out
-        # of the row loop, where they held 70-90 more registers (ptxas, sm_90)
-        first, step = self.nv.opaque(b, first), self.nv.opaque(b, step)
-
-        def trip(t: int) -> None:
-            c = b.add(first, b.mul(step, self.const(t))) if t else first
-            ok = b.icmp_unsigned("<", c, nchunks)
-            r = b.mul(b.select(ok, c, last), self.const(plan.lanes))
-            self.set_dims(r, geo.inner_dims)
-            if body is None:
-                for a, slot in self._reg_cache.items():
-                    dt = k.body.accesses[a].top.dtype
-                    vty = ir.VectorType(scalar.memory_type(dt), plan.lanes)
-                    src = self._address(self.ptrs[a], self.layout.load_slots[a],
-                                        self.geo.load_vstrides[a])
-                    v = b.load(b.bitcast(src, vty.as_pointer(1)),
-                               align=plan.lanes * dt.itemsize)
-                    b.store(v, b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, t)]))
-                return
-            self._row_pos, self._reg_slot, self._trip_ok = r, t, ok
-            try:
-                self.vector_trip(plan, exprs, body)
-            finally:
-                self._reg_slot, self._trip_ok = None, None
-        trip(0)     # every row has a chunk
-        for t in range(1, slots):
-            # trips no thread of the block has (rows shorter than the block's slots): a
-            # branch the whole block takes alike
-            with b.if_then(b.icmp_unsigned("<", b.mul(step, self.const(t)), nchunks)):
-                trip(t)
 
     def _pipeline_rows(self, plan, prefetch: list[int], first: ir.Value, step: ir.Value,
                        ninner: ir.Value, row: ir.Value, row_step: ir.Value, nrows: ir.Value,
@@ -1354,19 +1213,12 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
 
     def _thread_step(self, red, acc: ir.Value, idx: ir.Value | None, comp: ir.Value | None,
                      x: ir.Value) -> None:
-        """One term of a thread's share: compensated for float sums, in order otherwise; in
-        a register trip past the row's end (``_trip_ok`` false), none: the accumulators
-        keep their values (a select, no branch)."""
-        b, ok = self.b, self._trip_ok
-        kept = [(p, b.load(p)) for p in (acc, idx, comp) if p is not None] \
-            if ok is not None else []
+        """One term of a thread's share: compensated for float sums, in order otherwise."""
         if comp is not None:
             self._accumulate_compensated(red, acc, comp, x)
-        else:
-            pos = self._position(red) if idx is not None else None
-            self._accumulate(red, acc, idx, x, pos, reassociate=False)
-        for p, old in kept:
-            b.store(b.select(ok, b.load(p), old), p)
+            return
+        pos = self._position(red) if idx is not None else None
+        self._accumulate(red, acc, idx, x, pos, reassociate=False)
 
     def _full_stage2(self, nslots: ir.Value) -> None:
         k = self.kernel

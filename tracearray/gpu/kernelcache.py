@@ -50,8 +50,7 @@ PIPELINE_PACKAGES = ("ops", "tile", "fuse", "codegen", "gpu")
 KEY_COMPONENTS = ("kernel", "strategy", "wide", "target", "ptx_options", "llvm",
                   "libdevice_search", "tracearray", "pipeline")
 PAYLOAD_MAGIC = b"TAGPUK1\n"
-FACTS = ("row_cache_itemsize", "row_cache_limit", "row_cache_buffers", "smem_static",
-         "row_reg_slots", "row_reg_lanes")
+FACTS = ("row_cache_itemsize", "row_cache_limit", "row_cache_buffers", "smem_static")
 MEMORY_MAX = 256
 
 _lock = threading.Lock()
@@ -113,8 +112,6 @@ def lowered_kernel(geo: Geometry, name: str, strategy: str, wide: bool,
                  "row_cache_limit": int(low.row_cache_limit()),
                  "row_cache_buffers": int(low.row_cache_buffers()),
                  "smem_static": int(low.static_smem_bytes())}
-        _regs, slots, lanes = low.row_registers()
-        facts.update(row_reg_slots=int(slots), row_reg_lanes=int(lanes))
         found = LoweredKernel(ptx, facts, make_ir, ir_text)
         if cache is not None:
             cache.store(key, _payload(found, ir_text), record)

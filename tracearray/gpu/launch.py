@@ -30,8 +30,6 @@ THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, no
 WARP_ROW_MAX = 1024
 WARP_ROW_WARPS = 8    # warps (rows at a time) per block of warp_row
 ROW_STRATEGIES = ("block_row", "warp_row")
-# the suffix of block_row's second entry, which holds the row in registers (flag 3)
-REGISTER_ENTRY = "_regs"
 # block_rows: BLOCK_ROWS rows per block, for a one-reduction row kernel whose reduction reads
 # an array that does not depend on the row (``shares_row_loads``: pairwise_min's Y, read in
 # full for every row of X). block_row re-reads it once per row from L2 (32768 rows x 393 KB

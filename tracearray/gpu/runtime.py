@@ -47,7 +47,7 @@ from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
 from .kernelcache import lowered_kernel
-from .launch import (BLOCK_ROWS, MAX_BLOCK, REGISTER_ENTRY, WARP, WARP_ROW_WARPS, entry_names,
+from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names,
                      epilogue_reads_identity, gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count, smem_per_block_optin
@@ -89,10 +89,6 @@ WARP_ROW_GRID_PER_SM = 64     # warp_row
 # block_row's two row buffers at most (two blocks per multiprocessor still fit an H200's
 # 228 KB; layernorm's rows of 8192 float32 take 64 KB)
 ROW_PIPELINE_MAX_BYTES = 80 << 10
-# block_row and warp_row hold the row in registers (flag 3, their register entry) when its
-# chunks fit the threads of a block or warp (codegen.row_registers); False: the
-# shared-memory row cache or none, as before
-ROW_REGISTERS = True
 THREAD_BLOCK = 128
 FULL_BLOCK = MAX_BLOCK
 FULL_WORK_PER_THREAD = 16
@@ -100,16 +96,6 @@ FULL_WORK_PER_THREAD = 16
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _register_threads(inner: int, facts: dict[str, int]) -> int:
-    """Threads that hold a row of ``inner`` elements in a row kernel's register entry
-    (codegen ``row_registers``); 0 when it cannot (no entry, or a row not a whole number
-    of vector trips)."""
-    slots, lanes = facts["row_reg_slots"], facts["row_reg_lanes"]
-    if not slots or inner % lanes:
-        return 0
-    return _cdiv(inner // lanes, slots)
 
 
 def _target_size(kernel: Kernel) -> int:
@@ -534,8 +520,6 @@ class GpuExecutable:
         lowered = lowered_kernel(geo, name, strategy, wide, self.target, self)
         facts = lowered.facts
         names = entry_names(strategy, name)
-        if facts["row_reg_slots"]:      # block_row's second entry: the row in registers
-            names = names + [name + REGISTER_ENTRY]
         launches: list[Launch] = []
         gk = GpuKernel(name, strategy, lowered, lowered.ptx, names, sources, params, launches,
                        spec=spec, geometry=geo)
@@ -571,17 +555,13 @@ class GpuExecutable:
                                        THREAD_BLOCK))
         elif strategy == "warp_row":
             nrows = prod(geo.par_dims)
-            # the row in the warp's registers when its lanes hold it (flag 3); else a row
-            # cache per warp, when the block's fit (one read of the re-read inputs)
+            # a row cache per warp, when the block's fit (one read of the re-read inputs)
             cache = WARP_ROW_WARPS * inner * facts["row_cache_itemsize"]
-            flag = int(0 < cache <= facts["row_cache_limit"])
-            if ROW_REGISTERS and 0 < _register_threads(inner, facts) <= WARP:
-                flag, cache = 3, 0
+            use_cache = 0 < cache <= facts["row_cache_limit"]
             if nrows:
                 grid = min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms)
-                launches.append(Launch(name + REGISTER_ENTRY if flag == 3 else name, grid,
-                                       WARP * WARP_ROW_WARPS, (flag,),
-                                       cache if flag == 1 else 0))
+                launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
+                                       cache if use_cache else 0))
         elif strategy in ("block_row", "block_rows"):
             nrows = prod(geo.par_dims)
             # about ROW_ELEMENTS_PER_THREAD elements per thread: smaller blocks for shorter
@@ -595,24 +575,18 @@ class GpuExecutable:
                     launches.append(Launch(name, min(_cdiv(nrows, BLOCK_ROWS),
                                                      ROW_GRID_PER_SM * self.sms), block))
             elif nrows:
-                # the row's re-read inputs in registers when the block's threads hold them
-                # (flag 3, one read of x and no shared memory); else in shared memory when
-                # they fit: two rows' worth when the kernel pipelines its rows (flag 2: the
-                # next row's copies in flight during this one), else one row's (flag 1)
+                # the row's re-read inputs stay in shared memory when they fit (one read of
+                # x): two rows' worth when the kernel pipelines its rows (flag 2: the next
+                # row's copies in flight during this one), else one row's (flag 1)
                 cache = inner * facts["row_cache_itemsize"]
-                threads = _register_threads(inner, facts)
                 flag = 0
-                if ROW_REGISTERS and 0 < threads <= ROW_BLOCK_MAX:
-                    flag, cache = 3, 0
-                    block = max(32, 1 << (threads - 1).bit_length())
-                elif 0 < cache and facts["row_cache_buffers"] == 2 and 2 * cache <= min(
+                if 0 < cache and facts["row_cache_buffers"] == 2 and 2 * cache <= min(
                         ROW_PIPELINE_MAX_BYTES, self.smem_optin - facts["smem_static"]):
                     flag, cache = 2, 2 * cache
                 elif 0 < cache <= facts["row_cache_limit"]:
                     flag = 1
-                entry = name + REGISTER_ENTRY if flag == 3 else name
-                launches.append(Launch(entry, min(nrows, ROW_GRID_PER_SM * self.sms), block,
-                                       (flag,), cache if flag in (1, 2) else 0))
+                launches.append(Launch(name, min(nrows, ROW_GRID_PER_SM * self.sms), block,
+                                       (flag,), cache if flag else 0))
         elif strategy == "full":
             from ..codegen.kernel import partial_dtypes
             n = prod(range(geo.rank))

@@ -122,13 +122,8 @@ class VectorSweepMixin:
             self.loop_vars[vdim] = start
             self._row_pos = row_pos
             pending, self._lane_stores = self._lane_stores, None
-            stores = [(i, values) for i, values in sorted(pending.items()) if values]
-            if stores and self._trip_ok is not None:   # a register trip past the row's end
-                with b.if_then(self._trip_ok):
-                    for i, values in stores:
-                        self._vector_store(i, values)
-            else:
-                for i, values in stores:
+            for i, values in sorted(pending.items()):
+                if values:
                     self._vector_store(i, values)
         finally:
             self._lane_vectors, self._lane_stores, self._lane = None, None, 0
@@ -142,10 +137,6 @@ class VectorSweepMixin:
         dt = k.body.accesses[a].top.dtype
         vty = ir.VectorType(scalar.memory_type(dt), lanes)
         align = lanes * dt.itemsize
-        if self._reg_slot is not None and a in self._reg_cache and not self._nesting:
-            # the row in registers (block_row's flag 3): the trip's slot, filled at the row's top
-            return b.load(b.gep(self._reg_cache[a], [ir.Constant(I32, 0),
-                                                     ir.Constant(I32, self._reg_slot)]))
         mode = self._row_cache_mode if a in self._row_cache and not self._nesting else None
         if mode == "write" and a in self._prefetched:   # copied in by cp.async already
             mode = "read"
