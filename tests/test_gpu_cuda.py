@@ -469,6 +469,30 @@ def test_rows_sort_in_a_block_on_the_gpu() -> None:
                                   np.argsort(x[:, :64], axis=0, kind="stable"))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8"])
+def test_partitions_on_the_gpu(dtype) -> None:
+    """np.partition and np.argpartition as the device's stable sorts (divergence
+    gpu-partition-order): block-sorted rows, a long row (radix sort), axis 0, several kth,
+    device inputs; the comparator checks NumPy's kth values and the contract, and the
+    results are the stable sort's (the device ran them, not NumPy's introselect)."""
+    from tracearray.testing import compare_with_numpy
+    rng = np.random.default_rng(41)
+    short = np.round(rng.standard_normal((300, 257)) * 20).astype(dtype)
+    long = np.round(rng.standard_normal((2, 100_003)) * 20).astype(dtype)
+    if short.dtype.kind == "f":
+        short[::5, ::9] = np.nan
+        short[1::3, ::7] = -0.0
+    for x, axis, kth in ((short, -1, 17), (short, 0, (0, 150, -1)), (long, -1, (5, 70_000))):
+        for op in (np.partition, np.argpartition):
+            def program(a, op=op):
+                return op(a, kth, axis=axis)
+            cmp = compare_with_numpy(program, x, device="cuda")
+            assert cmp.ok, cmp.report()
+            got = gpu(program)(tracearray.gpu.to_device(x)).numpy()
+            want = (np.sort if op is np.partition else np.argsort)(x, axis=axis, kind="stable")
+            np.testing.assert_array_equal(got, want)
+
+
 def test_block_rows_on_the_gpu() -> None:
     """block_rows (8 rows per block sharing the loads of a row-invariant array) on a real
     device: pairwise minimum distances and an argmin of distances over 4099 rows (a last group

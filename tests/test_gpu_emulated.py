@@ -845,6 +845,57 @@ def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emul
     assert not compare_with_numpy(program, x, device="cuda", compiled=reversed_rows).ok
 
 
+@pytest.mark.parametrize("shape, axis, kth", [
+    ((5, 37), -1, 3), ((37, 6), 0, (0, -1)), ((300,), 0, (7, 150, 299)), ((3, 0), -1, 0),
+    pytest.param((2, 4500), 1, 4499, marks=pytest.mark.slow)])   # the radix sort: ~95 s here
+def test_partitions_on_the_gpu_sort_and_keep_the_contract(emulated, shape, axis, kth) -> None:
+    """Divergence gpu-partition-order: np.partition and np.argpartition run as the device's
+    stable sorts (block sort; rows past 4096 the radix sort), an arrangement NumPy's contract
+    allows; the comparator checks the kth elements and the contract (values, ties, NaN, +-0
+    and inf among them) and rejects results that break it."""
+    from tracearray.testing import compare_with_numpy
+    x = np.round(rng(31).standard_normal(shape) * 3).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::7] = -0.0
+    flat[3::11] = np.nan
+    flat[5::13] = np.inf
+    flat[6::17] = -np.inf
+
+    def part(a):
+        return np.partition(a, kth, axis=axis)
+
+    def argpart(a):
+        return np.argpartition(a, kth, axis=axis)
+    for program in (part, argpart):
+        cmp = compare_with_numpy(program, x, device="cuda")
+        assert cmp.ok, cmp.report()
+        if x.size:
+            assert "gpu-partition-order" in cmp.divergences
+    got = gpu(part)(x)      # the device's sort, not NumPy's introselect on the host
+    np.testing.assert_array_equal(got, np.sort(x, axis=axis, kind="stable"))
+    np.testing.assert_array_equal(gpu(argpart)(x), np.argsort(x, axis=axis, kind="stable"))
+    if not x.size:
+        return
+
+    def swap_kth(out):          # the kth element traded with one at the other end
+        n = x.shape[axis]
+        k = (kth if isinstance(kth, int) else kth[0]) % n
+        j = n - 1 - k if n - 1 - k != k else 0
+        o = np.moveaxis(out, axis, -1).copy()
+        o[..., [k, j]] = o[..., [j, k]]
+        return np.moveaxis(o, -1, axis)
+
+    def repeat_first(out):      # an argpartition that is not a permutation
+        o = np.moveaxis(out, axis, -1).copy()
+        o[..., 1] = o[..., 0]
+        return np.moveaxis(o, -1, axis)
+    for program, change in ((part, swap_kth), (part, lambda out: -out),
+                            (argpart, swap_kth), (argpart, repeat_first)):
+        altered = _Altered(program, "cuda", change)
+        assert not compare_with_numpy(program, x, device="cuda", compiled=altered).ok, \
+            (program.__name__, change)
+
+
 @pytest.mark.parametrize("func", ["quantile", "nanpercentile", "nanmedian"])
 def test_device_quantiles_free_only_zero_signs(emulated, func) -> None:
     """Divergence gpu-sort-ties for the order statistics the GPU reads from its stable sort

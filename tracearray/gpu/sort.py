@@ -618,8 +618,30 @@ def argsort(dev: Any, operands: list, results: list, *, axis: int, kind: str) ->
     return _sort_rows(dev, operands[0], None, results[0], axis)
 
 
+def partition(dev: Any, operands: list, results: list, *, kth: Any, axis: int) -> Any:
+    """``np.partition``: the rows sorted (stably), an arrangement NumPy's contract allows for
+    every kth at once: each kth element in its sorted place, none larger before it, none
+    smaller after. NumPy's introselect leaves the others in an order of its own (divergence
+    gpu-partition-order)."""
+    if results[0] is None:
+        return None
+    return _sort_rows(dev, operands[0], results[0], None, axis)
+
+
+def argpartition(dev: Any, operands: list, results: list, *, kth: Any, axis: int) -> Any:
+    """``np.argpartition``: the stable argsort of the rows (see ``partition``)."""
+    if results[0] is None:
+        return None
+    if np.dtype(results[0].dtype) != np.dtype(np.int64):
+        return NotImplemented
+    return _sort_rows(dev, operands[0], None, results[0], axis)
+
+
 def register() -> None:
-    """Make the block sort the "cuda" implementation of sort and argsort."""
+    """Make the block sort the "cuda" implementation of sort, argsort, partition and
+    argpartition."""
     EXTERNALS["sort"].device["cuda"] = sort
     EXTERNALS["argsort"].device["cuda"] = argsort
+    EXTERNALS["partition"].device["cuda"] = partition
+    EXTERNALS["argpartition"].device["cuda"] = argpartition
     EXTERNALS["order_statistic"].device["cuda"] = order_statistic

@@ -264,6 +264,16 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "variants of float rows read that sort (NumPy's positions and interpolation), so a "
         "zero among their results may have the other sign.", "tolerance"),
     Divergence(
+        "gpu-partition-order", "function", ("np.partition", "np.argpartition"),
+        "On the GPU, np.partition and np.argpartition sort the rows (the stable sorts of "
+        "gpu-sort-ties), which is one of the arrangements NumPy's contract allows for every "
+        "kth at once: each kth element in its sorted place, no larger element before it and "
+        "no smaller one after it (NaN last). NumPy leaves the other elements in an order of "
+        "its own, which its documentation calls undefined and which differs between its "
+        "introselect and its vectorised partitions on some CPUs; the comparator checks the "
+        "kth elements' values (a zero's sign free) and the contract, not that order.",
+        "unverifiable"),
+    Divergence(
         "unsorted-search", "gather", ("searchsorted", "digitize", "interp"),
         "np.searchsorted, np.digitize and np.interp need a sorted array (in NumPy's order, "
         "NaN last). On one that is not, NumPy's result also depends on the keys searched "

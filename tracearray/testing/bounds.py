@@ -208,6 +208,9 @@ LU_EPS = 8
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
 SORT_OPS = frozenset({"sort", "argsort"})
+# ... and partitions as that sort (divergence gpu-partition-order): the kth elements are
+# NumPy's (a zero's sign free), the rest is checked against partition's contract
+PARTITION_OPS = frozenset({"partition", "argpartition"})
 # the order statistics the GPU reads from its sorted rows (gpu/sort.py, gpu/quantile.py)
 # libm functions whose result for a quiet NaN can be a number (hypot(NaN, inf) = inf,
 # pow(NaN, 0) = 1, pow(1, NaN) = 1) and for a signaling NaN is NaN
@@ -227,7 +230,7 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | {"order_statistic"}
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | PARTITION_OPS | {"order_statistic"}
 
 
 class Evaluator:
@@ -346,6 +349,8 @@ class Evaluator:
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
+            if node.op in self.library_ops and node.op in PARTITION_OPS:
+                return self._library_partition(node, args[0], value)
             if node.op in self.library_ops and node.op == "order_statistic" and \
                     node.attr("func") in SORTED_STATISTICS and value.dtype.kind == "f":
                 # read from a stable sort: a zero's sign may be another zero's (ties of
@@ -394,6 +399,66 @@ class Evaluator:
         self.used.add("gpu-fft-rounding")
         return _finish(value, np.zeros(value.shape, bool), top, v64 - tol, v64 + tol,
                        f"{node.op}: another library's FFT (gpu-fft-rounding)")
+
+    def _library_partition(self, node: Node, x: Bound, value: np.ndarray) -> Bound:
+        """A partition computed as a stable sort (divergence gpu-partition-order): NumPy's
+        contract, not its arrangement. At the kth positions NumPy's values (a zero's sign
+        free; an argpartition's position there is checked through its value, as ties make
+        it free); every row, as a whole, must hold the operand's values (an
+        argpartition's: a permutation of the row's positions) with no larger value before a
+        kth position and no smaller one after it, in NumPy's order (NaN last)."""
+        axis, kth = node.attr("axis"), tuple(node.attr("kth"))
+        xv = x.value
+        self.used.add("gpu-partition-order")
+        n = xv.shape[axis]
+        kth = kth if n else ()     # (an empty axis: NumPy does not look at kth)
+        at_kth = np.zeros(n, bool)
+        at_kth[list(kth)] = True
+        at_kth = at_kth.reshape([n if d == axis else 1 for d in range(xv.ndim)])
+        at_kth = np.broadcast_to(at_kth, value.shape)
+        sv = np.moveaxis(np.sort(xv, axis=axis), axis, -1)
+
+        def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return (a == b) | ((a != a) & (b != b))
+
+        def before_or_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:   # NaN last
+            return (a <= b) | (b != b)
+
+        def verify(got: np.ndarray) -> np.ndarray:
+            g = np.asarray(got)
+            if g.shape != value.shape:
+                return np.ones(value.shape, bool)
+            if node.op == "argpartition":
+                if g.size and (g.min() < 0 or g.max() >= n):
+                    return np.ones(value.shape, bool)
+                perm = np.all(np.sort(g, axis=axis) == np.arange(n).reshape(
+                    [n if d == axis else 1 for d in range(xv.ndim)]), axis=axis,
+                    keepdims=True)
+                g = np.take_along_axis(xv, g, axis=axis)
+            else:
+                perm = np.ones([1 if d == axis else m for d, m in enumerate(g.shape)], bool)
+            rows = np.moveaxis(g, axis, -1)
+            ok = np.all(same(np.sort(rows, axis=-1), sv), axis=-1)
+            for k in kth:
+                pivot = rows[..., k:k + 1]
+                ok &= same(rows[..., k], sv[..., k])
+                ok &= np.all(before_or_equal(rows[..., :k], pivot), axis=-1)
+                ok &= np.all(before_or_equal(pivot, rows[..., k + 1:]), axis=-1)
+            bad = ~np.expand_dims(ok, axis) | ~perm
+            return np.broadcast_to(bad, value.shape)
+        if node.op == "argpartition":   # positions: through their values (``verify``)
+            top = np.ones(value.shape, bool)
+            return Bound(value, ~top, top, None, None, "argpartition: a stable sort",
+                         verify=verify)
+        exact = at_kth & (value != 0) if value.dtype.kind == "f" else at_kth.copy()
+        top = ~at_kth
+        if value.dtype.kind != "f":
+            return Bound(value, exact & ~top, top, None, None, "partition: a stable sort",
+                         verify=verify)
+        v64 = value.astype(F64)
+        b = _finish(value, exact, top, v64, v64.copy(), "partition: a stable sort")
+        b.verify = verify
+        return b
 
     def _library_sort(self, node: Node, x: Bound, value: np.ndarray) -> Bound:
         """Another (stable) sort than NumPy's default kind (divergence gpu-sort-ties): a

@@ -20,7 +20,10 @@ from ..build import external, known_value, normalize_axes, unsupported
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
-_NOTE = "external op: NumPy's own function on the buffers (on the GPU: runs on the host for now)"
+_PARTITION_NOTE = ("external op: NumPy's own function on the buffers; on the GPU the rows "
+                   "sorted by the device's sorts, one arrangement partition's contract allows "
+                   "(divergence gpu-partition-order); float16 rows longer than 4096 elements "
+                   "on the host")
 _MEDIAN_NOTE = ("external op: NumPy's own function on the buffers; on the GPU float32, float64, "
                 "integers and bool over any axes: the middle of the GPU's sort of the rows (of "
                 "their valid values for nanmedian; divergence gpu-sort-ties), float16 on the "
@@ -132,7 +135,7 @@ def _partitioned(op: str, a: Any, kth: Any, axis: Any, kind: Any, order: Any,
 
 @composite(np.partition, calls=['np.partition({0}, 1)', 'np.partition({0}, (0, -1), axis=0)',
                                 'np.partition({0}, 0, axis=None)'],
-           dtypes=ALL, min_dims=1, notes=_NOTE)
+           dtypes=ALL, min_dims=1, notes=_PARTITION_NOTE)
 def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
               order: Any = None) -> Tracer:
     return _partitioned("partition", a, kth, axis, kind, order, "np.partition")
@@ -140,7 +143,7 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
 
 @composite(np.argpartition, calls=['np.argpartition({0}, 1)',
                                    'np.argpartition({0}, (0, -1), axis=0)'],
-           dtypes=ALL, min_dims=1, notes=_NOTE)
+           dtypes=ALL, min_dims=1, notes=_PARTITION_NOTE)
 def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
                  order: Any = None) -> Tracer:
     return _partitioned("argpartition", a, kth, axis, kind, order, "np.argpartition")
