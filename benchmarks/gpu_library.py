@@ -18,6 +18,9 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   quantile_rows   np.quantile(x, 0.9, axis=-1), M x M        the sort, then NumPy's lerp
   sort_long       np.sort(x) of M * M values (one row)       the radix sort over all blocks
   argsort_long    np.argsort(x, kind="stable"), the same
+  top8_rows       np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1), M x M: each row's
+                  8 largest (the partition, then a sort of the 8: every framework's answer)
+  unique_long     np.unique(x, return_counts=True) of M * M rounded values (~8,000 distinct)
 
 tracearray compiles the NumPy source (``device="cuda"``, device arrays); jax.jit and CuPy run
 the same source with ``np`` bound to ``jax.numpy`` / ``cupy``; torch.compile gets the PyTorch
@@ -91,6 +94,14 @@ def argsort_long(x):
     return np.argsort(x, kind="stable")
 
 
+def top8_rows(x):
+    return np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1)
+
+
+def unique_long(x):
+    return np.unique(x, return_counts=True)
+
+
 def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_power(x, window):
         return torch.abs(torch.fft.rfft(x * window)) ** 2
@@ -125,10 +136,16 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_argsort_long(x):
         return torch.argsort(x, stable=True)
 
+    def t_top8(x):
+        return torch.sort(torch.topk(x, 8, dim=-1).values, dim=-1).values
+
+    def t_unique(x):
+        return torch.unique(x, sorted=True, return_counts=True)
+
     return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
             "median_rows": t_median, "quantile_rows": t_quantile, "sort_long": t_sort_long,
-            "argsort_long": t_argsort_long}
+            "argsort_long": t_argsort_long, "top8_rows": t_top8, "unique_long": t_unique}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -186,6 +203,11 @@ def _long_row(size, rng):
     return {"x": rng.standard_normal(m * m, dtype=np.float32)}
 
 
+def _rounded_long(size, rng):
+    m = size[0]
+    return {"x": np.round(rng.standard_normal(m * m, dtype=np.float32) * 1000)}
+
+
 _SPECS = [
     LibraryWorkload("power_spectrum", power_spectrum,
                     lambda s, r: _rows(s, r, ("window", lambda n: n)),
@@ -203,6 +225,8 @@ _SPECS = [
                     lambda a: 4 * a["x"].shape[0]),
     LibraryWorkload("sort_long", sort_long, _long_row, lambda a: a["x"].nbytes),
     LibraryWorkload("argsort_long", argsort_long, _long_row, lambda a: 2 * a["x"].nbytes),
+    LibraryWorkload("top8_rows", top8_rows, _square_rows, lambda a: 32 * a["x"].shape[0]),
+    LibraryWorkload("unique_long", unique_long, _rounded_long, lambda a: 0),
 ]
 WORKLOADS: Dict[str, LibraryWorkload] = {w.name: w for w in _SPECS}
 

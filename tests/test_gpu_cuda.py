@@ -493,6 +493,35 @@ def test_partitions_on_the_gpu(dtype) -> None:
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8", "bool"])
+def test_unique_on_the_gpu(dtype) -> None:
+    """np.unique of the flattened array on the device (gpu/unique.py), every flag, NaNs one
+    value or each their own, short arrays (the block sort) and long ones (the radix sort,
+    many chunks and blocks), NumPy and device inputs (the count is then the device's):
+    NumPy's results, a zero's sign free without return_index (gpu-sort-ties)."""
+    from tracearray.testing import compare_with_numpy
+    rng = np.random.default_rng(43)
+    for shape in ((37, 29), (3_000_017,)):
+        x = np.round(rng.standard_normal(shape) * 50).astype(dtype) if dtype != "bool" \
+            else rng.standard_normal(shape) > 0
+        if x.dtype.kind == "f":
+            x.reshape(-1)[::101] = np.nan
+            x.reshape(-1)[3::17] = -0.0
+
+        def every_flag(a):
+            return np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+
+        def nans_apart(a):
+            return np.unique(a[::-1], return_counts=True, equal_nan=False)
+        for program in (every_flag, nans_apart):
+            cmp = compare_with_numpy(program, x, device="cuda")
+            assert cmp.ok, cmp.report()
+            got = gpu(program)(tracearray.gpu.to_device(x))
+            for g, w in zip(got, program(x)):
+                g = g.numpy()
+                assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+
+
 def test_block_rows_on_the_gpu() -> None:
     """block_rows (8 rows per block sharing the loads of a row-invariant array) on a real
     device: pairwise minimum distances and an argmin of distances over 4099 rows (a last group

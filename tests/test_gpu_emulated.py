@@ -973,3 +973,63 @@ def test_single_launch_warm_path(emulated) -> None:
         r1, r2 = g(dx)
     np.testing.assert_allclose(r2.numpy(), x * 2)
     assert next(iter(g._executables.values()))._single is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16",
+                                   pytest.param("float64", marks=pytest.mark.slow),
+                                   pytest.param("bool", marks=pytest.mark.slow)])
+def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
+    """np.unique of the flattened array (gpu/unique.py): the device's stable sort, then the
+    marks counted per chunk, scanned by one block, and the values, first positions, inverse
+    and counts written from them. NumPy's results (a zero's sign free: gpu-sort-ties) with
+    every flag, NaNs one value or each its own (equal_nan), +-0, a 2-d view with a negative
+    stride, an empty array; chunks made small so that several chunks and blocks take part.
+    Every call runs on the device (none falls back to NumPy's on the host)."""
+    from tracearray.gpu import runtime, unique as gu
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    monkeypatch.setattr(gu, "CHUNK", 8)
+    runtime.register_device_libraries()
+    ran = []
+    for op in ("unique", "unique_count"):
+        def spy(*args, impl=EXTERNALS[op].device["cuda"], op=op, **kw):
+            ran.append((op, impl(*args, **kw)))
+            return ran[-1][1]
+        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    r = rng(51)
+    x = np.round(r.standard_normal((7, 41)) * 4).astype(dtype) if dtype != "bool" \
+        else r.standard_normal((7, 41)) > 0.5
+    if x.dtype.kind == "f":
+        x.reshape(-1)[::13] = np.nan
+        x.reshape(-1)[1::7] = -0.0
+
+    def every_flag(a):
+        return np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+
+    def values(a):
+        return np.unique(a)
+
+    def nans_apart(a):
+        return np.unique(a, return_counts=True, equal_nan=False)
+
+    def of_view(a):
+        return np.unique(a[::-2, 3:], return_inverse=True)
+    for program in (every_flag, values, nans_apart, of_view):
+        cmp = compare_with_numpy(program, x, device="cuda")
+        assert cmp.ok, (program.__name__, cmp.report())
+    got = gpu(every_flag)(x)
+    want = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    empty = gpu(every_flag)(x[:0])
+    assert [np.asarray(e).shape for e in empty] == [(0,), (0,), (0, 41), (0,)]
+    # device inputs: the number of distinct values is counted on the device too (NumPy
+    # inputs have it counted by the CPU, where the data is)
+    for program in (every_flag, nans_apart):
+        got = gpu(program)(tracearray.gpu.to_device(x))
+        for g, w in zip(got, program(x)):
+            g = g.numpy()
+            assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+    assert gpu(values)(tracearray.gpu.to_device(x[:0])).numpy().shape == (0,)
+    assert {op for op, _ in ran} == {"unique", "unique_count"}
+    assert all(result is None for _, result in ran), ran

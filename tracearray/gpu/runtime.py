@@ -69,10 +69,11 @@ def register_device_libraries() -> None:
         return
     with _libraries_lock:
         if not _libraries_registered:
-            from . import fft, linalg, sort
+            from . import fft, linalg, sort, unique
             fft.register()
             linalg.register()
             sort.register()
+            unique.register()
             _libraries_registered = True
 
 MAP_BLOCK = 256

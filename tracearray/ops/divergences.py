@@ -254,7 +254,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "gpu-sort-ties", "function", ("np.sort", "np.argsort", "np.median", "np.nanmedian",
                                       "np.quantile", "np.percentile", "np.nanquantile",
-                                      "np.nanpercentile"),
+                                      "np.nanpercentile", "np.unique"),
         "On the GPU, rows of up to 4096 elements (2048 of 8 bytes) are sorted by a stable "
         "bitonic network in shared memory, longer rows by a stable radix sort over all the "
         "blocks: equal elements keep their order, which is NumPy's "
@@ -262,7 +262,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "+0.0 and -0.0 may come in another order and argsort may give tied elements' "
         "positions in another order. np.median, np.quantile, np.percentile and their nan* "
         "variants of float rows read that sort (NumPy's positions and interpolation), so a "
-        "zero among their results may have the other sign.", "tolerance"),
+        "zero among their results may have the other sign; so may a zero among np.unique's "
+        "values of a float array when return_index is not asked for (NumPy then sorts with "
+        "quicksort, and takes the first of the equal zeros it leaves).", "tolerance"),
     Divergence(
         "gpu-partition-order", "function", ("np.partition", "np.argpartition"),
         "On the GPU, np.partition and np.argpartition sort the rows (the stable sorts of "

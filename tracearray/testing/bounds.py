@@ -230,7 +230,7 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | PARTITION_OPS | {"order_statistic"}
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | PARTITION_OPS | {"order_statistic", "unique"}
 
 
 class Evaluator:
@@ -351,6 +351,15 @@ class Evaluator:
                 return self._library_sort(node, args[0], value)
             if node.op in self.library_ops and node.op in PARTITION_OPS:
                 return self._library_partition(node, args[0], value)
+            if node.op in self.library_ops and node.op == "unique" and \
+                    node.attr("result") == 0 and value.dtype.kind == "f" and \
+                    not node.attr("return_index"):
+                # the first of equal values in a stable sort, where NumPy's quicksort puts
+                # -0.0 or 0.0 first its own way (with return_index it sorts stably too)
+                self.used.add("gpu-sort-ties")
+                v64 = value.astype(F64)
+                return _finish(value, value != 0, np.zeros(value.shape, bool), v64,
+                               v64.copy(), "unique: read from a stable sort")
             if node.op in self.library_ops and node.op == "order_statistic" and \
                     node.attr("func") in SORTED_STATISTICS and value.dtype.kind == "f":
                 # read from a stable sort: a zero's sign may be another zero's (ties of

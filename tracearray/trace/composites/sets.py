@@ -3,7 +3,8 @@
 
 ``unique`` is NumPy's own function (an external op: its sort, its hash table, its records
 along an axis), once the number of distinct values is known: a size the data decides
-(``context.data_size``), probed when the compiled function runs. ``isin`` (and
+(``context.data_size``), probed when the compiled function runs; on the GPU the flattened
+array's is the device's (``gpu/unique.py``). ``isin`` (and
 ``setdiff1d`` on it) is a bisection of the sorted test elements, whatever the ``kind``
 (NumPy's kinds give the same answers; its table method would need the data's range while
 tracing); the others are NumPy's own code run on tracers.
@@ -22,7 +23,16 @@ from ..tracer import Tracer
 from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
-_NOTE = "sort-based: NumPy's own functions (on the GPU: run on the host for now)"
+_UNIQUE_NOTE = ("external op: NumPy's own np.unique on the buffers; on the GPU (the flattened "
+                "array, sorted, bool, integers, float32, float64) the device's stable sort "
+                "and four kernels over the sorted values, every flag (divergence "
+                "gpu-sort-ties: a zero's sign without return_index); along an axis and "
+                "float16 on the host")
+_SET_NOTE = ("NumPy's own code on tracers (np.unique, sorts, concatenations), on the GPU the "
+             "device's where np.unique runs there")
+_SETDIFF_NOTE = "np.unique, then a bisection of the sorted test elements (as np.isin)"
+_UNSORTED_NOTE = ("NumPy's code calling np.unique(sorted=False): the order of NumPy's hash "
+                  "table for integers, which np.unique's host call reproduces (on the GPU too)")
 _ISIN_NOTE = ("a bisection of the sorted test elements: np.sort and np.searchsorted, compiled (on "
               "the GPU the device's sort; float16 rows past 4096 elements sort on the host)")
 
@@ -31,7 +41,7 @@ _ISIN_NOTE = ("a bisection of the sorted test elements: np.sort and np.searchsor
                              'np.unique(np.round({0}), return_index=True, return_inverse=True)[2]',
                              'np.unique({0} > 0, return_index=True)[1]',
                              'np.unique(np.round({0}), axis=0, return_counts=True)[1]'],
-           dtypes=ALL, min_dims=0, notes=_NOTE)
+           dtypes=ALL, min_dims=0, notes=_UNIQUE_NOTE)
 def unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
            return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
            sorted: bool = True) -> Any:
@@ -85,7 +95,7 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
 
 
 @composite(np.setdiff1d, calls=['np.setdiff1d(np.round({0}), np.round({1}))'], arrays=2,
-           dtypes=ALL, notes=_NOTE)
+           dtypes=ALL, notes=_SETDIFF_NOTE)
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Tracer:
     a = as_tracer(ar1).ravel() if assume_unique else np.unique(ar1)
     return a[_isin(a, ar2, True, None)]
@@ -94,11 +104,11 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Tracer:
 composite(np.intersect1d, calls=['np.intersect1d(np.round({0}), np.round({1}))',
                                  'np.intersect1d(np.round({0}), np.round({1}), '
                                  'return_indices=True)[1]'],
-          arrays=2, dtypes=ALL, notes=_NOTE, impl=NUMPY)
+          arrays=2, dtypes=ALL, notes=_SET_NOTE, impl=NUMPY)
 composite(np.union1d, calls=['np.union1d(np.round({0}), {1})'], arrays=2, dtypes=ALL,
-          notes=_NOTE, impl=NUMPY)
+          notes=_SET_NOTE, impl=NUMPY)
 composite(np.setxor1d, calls=['np.setxor1d(np.round({0}), np.round({1}))'], arrays=2,
-          dtypes=ALL, notes=_NOTE, impl=NUMPY)
+          dtypes=ALL, notes=_SET_NOTE, impl=NUMPY)
 
 
 # NumPy 2's array-API functions: NumPy's code calling np.unique (sorted=False: for integers
@@ -107,4 +117,4 @@ for _name, _call in (("unique_all", "np.unique_all(np.round({0})).counts"),
                      ("unique_counts", "np.unique_counts({0} > 0)"),
                      ("unique_inverse", "np.unique_inverse(np.round({0})).inverse_indices"),
                      ("unique_values", "np.unique_values(np.round({0}))")):
-    composite(getattr(np, _name), calls=[_call], dtypes=ALL, notes=_NOTE, impl=NUMPY)
+    composite(getattr(np, _name), calls=[_call], dtypes=ALL, notes=_UNSORTED_NOTE, impl=NUMPY)
