@@ -478,7 +478,8 @@ _QUANTILE_METHODS = ("linear", "lower", "higher", "nearest", "midpoint", "median
 
 def f_sort(b: _Builder) -> str | None:
     """The sort family (external ops): sort, argsort, partition and argpartition along an
-    axis (or the flattened array), medians, percentiles and quantiles (nan* too)."""
+    axis (or the flattened array), medians, percentiles and quantiles (nan* too), and
+    np.unique of the flattened array (its values or one flag's result)."""
     src = b.src
     x = b.pick(lambda v: np.ndim(v) >= 1)
     if x is None:
@@ -486,7 +487,13 @@ def f_sort(b: _Builder) -> str | None:
     xv = b.v(x)
     nd = np.ndim(xv)
     kind = src.choice(("sort", "argsort", "partition", "argpartition", "median", "quantile",
-                       "percentile"))
+                       "percentile", "unique"))
+    if kind == "unique":    # a size the data decides; its values, or what a flag returns
+        flags, pick = src.choice((("", ""), (", return_counts=True", "[1]"),
+                                  (", return_index=True", "[1]"),
+                                  (", return_inverse=True", "[1]"), (", equal_nan=False", ""),
+                                  (", return_counts=True, equal_nan=False", "[0]")))
+        return f"np.unique({_wrapped(b, x)}{flags}){pick}"
     if kind in ("sort", "argsort"):
         axis = _axis(src, nd, allow_tuple=False)
         k = src.choice(_SORT_KINDS)
