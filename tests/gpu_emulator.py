@@ -446,18 +446,28 @@ class ReferenceBlas:
         return np.lib.stride_tricks.as_strided(flat, (rows, cols), (dt.itemsize, ld * dt.itemsize))
 
     def lu_batched(self, dtype, n, a_ptrs, lda, pivots, info, batch) -> None:
-        """The matrices are remembered (the factors' format is cuBLAS's business) and the
-        memory is overwritten, as getrf overwrites it; ``info`` says which are singular."""
+        """getrf's factors in place (LAPACK's dgetf2 in float64, stored in the dtype: the
+        unit lower L below the diagonal, U on and above it, column-major), its 1-based int32
+        pivots and info (the first exact zero pivot, 1-based; 0 if none); the matrices are
+        remembered too, for the solve and inverse references."""
         infos = np.ctypeslib.as_array(ctypes.cast(info, ctypes.POINTER(ctypes.c_int32)), (batch,))
+        pivs = np.ctypeslib.as_array(ctypes.cast(pivots, ctypes.POINTER(ctypes.c_int32)),
+                                     (batch * n,))
         for i, p in enumerate(self._pointers(a_ptrs, batch)):
             m = self._colmajor(p, n, n, lda, dtype)
             self._factored[p] = m.copy()
-            try:
-                np.linalg.inv(m.astype(np.float64))
-                infos[i] = 0
-            except np.linalg.LinAlgError:
-                infos[i] = 1
-            m[...] = np.nan
+            f = m.astype(np.float64)
+            infos[i] = 0
+            for k in range(n):
+                jp = k + int(np.argmax(np.abs(f[k:, k])))
+                pivs[i * n + k] = jp + 1
+                if f[jp, k] != 0:
+                    f[[k, jp]] = f[[jp, k]]
+                    f[k + 1:, k] /= f[k, k]
+                elif infos[i] == 0:
+                    infos[i] = k + 1
+                f[k + 1:, k + 1:] -= np.outer(f[k + 1:, k], f[k, k + 1:])
+            m[...] = f.astype(m.dtype)
 
     def lu_solve_batched(self, dtype, trans, n, nrhs, a_ptrs, lda, pivots, b_ptrs, ldb,
                          batch) -> None:

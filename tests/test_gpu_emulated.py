@@ -720,6 +720,38 @@ def test_singular_matrix_on_the_device_raises_numpys_error(emulated, monkeypatch
     np.testing.assert_allclose(np.asarray(f(ok, b)), np.linalg.solve(ok, b))
 
 
+def test_determinants_on_the_device(emulated, monkeypatch) -> None:
+    """np.linalg.det and slogdet read cuBLAS's batched LU (gpu/linalg.py det_kernel_ir): an
+    exactly singular matrix gives NumPy's 0, (0, -inf); row interchanges and negative
+    pivots give the sign; the comparator accepts the LU's rounding (gpu-linalg-rounding)
+    and rejects a determinant 1e-3 off or a flipped sign."""
+    from gpu_emulator import ReferenceBlas
+    from tracearray.gpu import blas as blas_mod
+    from tracearray.testing import compare_with_numpy
+    monkeypatch.setattr(blas_mod, "blas_for", lambda dev: ReferenceBlas())
+    a = np.stack([np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 1.0, 5.0]]),
+                  np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -2.0]]),
+                  _systems(rng(12), (3, 3))])
+    det = gpu(lambda m: np.linalg.det(m))(a)
+    sign, logdet = gpu(lambda m: np.linalg.slogdet(m))(a)
+    assert det[0] == 0 and sign[0] == 0 and logdet[0] == -np.inf
+    assert sign[1] == 1 and det[1] == 2.0    # one interchange, one negative pivot
+    np.testing.assert_allclose(det[2], np.linalg.det(a[2]), rtol=1e-12)
+
+    def program(m):
+        return np.linalg.det(m), np.linalg.slogdet(m)[0]
+    x = _systems(rng(13), (5, 4, 4)) - 2
+    cmp = compare_with_numpy(program, x, device="cuda")
+    assert cmp.ok, cmp.report()
+    assert "gpu-linalg-rounding" in cmp.divergences
+    class Changed(_Altered):     # both results, one of them altered
+        def __call__(self, *args):
+            return self.change(*[np.asarray(o) for o in self.cf(*args)])
+    for change in (lambda d, s: (d * (1 + 1e-3), s), lambda d, s: (d, -s)):
+        wrong = Changed(program, "cuda", change)
+        assert not compare_with_numpy(program, x, device="cuda", compiled=wrong).ok
+
+
 def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypatch) -> None:
     """Divergence gpu-linalg-rounding: a GPU solve within 8 n eps cond(A) max|x| passes,
     one 1e-2 of max|x| away fails (and on the CPU, where solves are NumPy's LAPACK, even a

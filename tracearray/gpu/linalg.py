@@ -1,5 +1,6 @@
-"""cuBLAS's batched LU for the GPU's small dense solves and inverses: the device
-implementations of ``linalg.solve`` (one right-hand side per system) and ``linalg.inv``.
+"""cuBLAS's batched LU for the GPU's small dense solves, inverses and determinants: the
+device implementations of ``linalg.solve`` (one right-hand side per system), ``linalg.inv``,
+``linalg.det`` and ``linalg.slogdet``.
 
 A row-major n x n matrix is its transpose in column-major order, so the LU that
 ``?getrfBatched`` computes in place of a copy of the operand is that of A^T; then
@@ -9,6 +10,11 @@ column-major order, which read row-major is A^{-1}. A singular matrix (an exact 
 LAPACK's criterion too) is found on the device: its ``info`` is read when the host next waits
 for the device, and raises NumPy's ``LinAlgError`` at the user's line then (with NumPy inputs,
 at the end of the call).
+
+A determinant is NumPy's reading of the factors (``det_kernel_ir``): the LU of A^T has A's
+determinant; 0 and -inf when getrf found an exact zero pivot, else the sign of the row
+interchanges times the signs of U's diagonal, and the sum of the logs of its magnitudes, in
+order; ``det`` is ``sign * exp(logdet)`` in the matrix's dtype, as NumPy computes it.
 
 The host (NumPy's LAPACK) takes the rest: float16 and other dtypes, several right-hand
 sides, a batch that broadcasts one operand over the other, non-contiguous operands,
@@ -115,7 +121,112 @@ def inv(dev: Any, operands: list, results: list) -> Any:
     return PendingInfo(info, batch, np.linalg.LinAlgError("Singular matrix"))
 
 
+def det_kernel_ir(dtype: Any, name: str) -> str:
+    """``name(lu, pivots, info, n, batch, sign, logdet, det)``: for each of ``batch``
+    factored n x n matrices (getrf's: column-major, int32 1-based pivots, int32 info), the
+    outputs whose pointers are not null, a thread per matrix."""
+    from llvmlite import ir
+
+    from .sort import _Loop, _key_type, sreg
+    dtype = np.dtype(dtype)
+    ft = _key_type(dtype)
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    module = ir.Module(name=name)
+    P, Q = ft.as_pointer(1), i32.as_pointer(1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P, Q, Q, i64, i64, P, P, P]),
+                     name=name)
+    fn.calling_convention = "ptx_kernel"
+    lu, pivots, info, n, batch, sign_out, logdet_out, det_out = fn.args
+    suffix = "f" if dtype == np.float32 else ""
+    log = ir.Function(module, ir.FunctionType(ft, [ft]), f"__nv_log{suffix}")
+    exp = ir.Function(module, ir.FunctionType(ft, [ft]), f"__nv_exp{suffix}")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
+    fzero, fone = ir.Constant(ft, 0.0), ir.Constant(ft, 1.0)
+    start = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    step = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+    mats = _Loop(b, fn, start, lambda m: b.icmp_unsigned("<", m, batch), "matrix")
+    m = mats.var
+    singular = b.icmp_signed("!=", b.load(b.gep(info, [m])), ir.Constant(i32, 0))
+    base = b.mul(m, b.mul(n, n))
+    pre = b.block
+    diag = _Loop(b, fn, zero, lambda i: b.icmp_unsigned("<", i, n), "diag")
+    head_here = b.block
+    b.position_at_start(diag.head)
+    acc_sign, acc_log = b.phi(ft), b.phi(ft)
+    acc_sign.add_incoming(fone, pre)
+    acc_log.add_incoming(fzero, pre)
+    b.position_at_end(head_here)
+    i = diag.var
+    piv = b.sext(b.load(b.gep(pivots, [b.add(b.mul(m, n), i)])), i64)
+    swapped = b.icmp_signed("!=", piv, b.add(i, one))
+    u = b.load(b.gep(lu, [b.add(base, b.add(b.mul(i, n), i))]))
+    negative = b.fcmp_ordered("<", u, fzero)
+    flips = b.xor(swapped, negative)
+    new_sign = b.select(flips, b.fneg(acc_sign), acc_sign)
+    new_log = b.fadd(acc_log, b.call(log, [b.select(negative, b.fneg(u), u)]))
+    acc_sign.add_incoming(new_sign, b.block)
+    acc_log.add_incoming(new_log, b.block)
+    diag.close(b.add(i, one))
+    sign = b.select(singular, fzero, acc_sign)
+    logdet = b.select(singular, ir.Constant(ft, float("-inf")), acc_log)
+    for out, v in ((sign_out, sign), (logdet_out, logdet)):
+        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(out, i64), zero)):
+            b.store(v, b.gep(out, [m]))
+    with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(det_out, i64), zero)):
+        b.store(b.fmul(sign, b.call(exp, [logdet])), b.gep(det_out, [m]))
+    mats.close(b.add(m, step))
+    b.ret_void()
+    return str(module)
+
+
+_DET_KERNELS: dict[str, tuple[str, str, str]] = {}
+
+
+def _det_kernel(dtype: np.dtype) -> tuple[str, str, str]:
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = np.dtype(dtype).str
+    if key not in _DET_KERNELS:
+        name = f"ta_det_{np.dtype(dtype).name}"
+        text = det_kernel_ir(dtype, name)
+        _DET_KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
+    return _DET_KERNELS[key]
+
+
+def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
+    """The batch's determinants (``det``) or signs and log-magnitudes (``sign``,
+    ``logdet``): cuBLAS's LU, then ``det_kernel_ir``'s reading of it."""
+    from .driver import sm_count
+    from .sort import _launch
+    sq = _square_batch(a)
+    outs = [o for o in (sign, logdet, det) if o is not None]
+    if sq is None or any(o.dtype != a.dtype for o in outs):
+        return NotImplemented
+    n, batch = sq
+    blas = cublas.blas_for(dev)
+    if blas is None or batch == 0 or not outs:
+        return NotImplemented if blas is None else None
+    lu, pointers, pivots, info = _factor(dev, blas, a, n, batch)
+    name, text, ptx = _det_kernel(a.dtype)
+    fn = dev.load(ptx, [name], text)[name]
+    _launch(dev, fn, max(1, min(-(-batch // 128), 32 * sm_count())), 128,
+            [lu.ptr, pivots.ptr, info.ptr, n, batch] +
+            [o.ptr if o is not None else 0 for o in (sign, logdet, det)])
+    return None
+
+
+def det(dev: Any, operands: list, results: list) -> Any:
+    return _determinants(dev, operands[0], None, None, results[0])
+
+
+def slogdet(dev: Any, operands: list, results: list) -> Any:
+    return _determinants(dev, operands[0], results[0], results[1], None)
+
+
 def register() -> None:
-    """Make cuBLAS's batched LU the "cuda" implementation of solve and inv."""
+    """Make cuBLAS's batched LU the "cuda" implementation of solve, inv, det and slogdet."""
     EXTERNALS["linalg.solve"].device["cuda"] = solve
     EXTERNALS["linalg.inv"].device["cuda"] = inv
+    EXTERNALS["linalg.det"].device["cuda"] = det
+    EXTERNALS["linalg.slogdet"].device["cuda"] = slogdet

@@ -225,13 +225,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "normalisation is applied after the transform. On the CPU FFTs are NumPy's own, bit "
         "for bit.", "tolerance"),
     Divergence(
-        "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv"),
-        "On the GPU, solves with one right-hand side per system and inverses of small "
-        "contiguous matrices (n <= 64) are cuBLAS's batched LU with partial pivoting, not "
-        "LAPACK's: each element within 8 * n * eps * cond(A) * max|x| of NumPy's value, per "
-        "matrix. A singular matrix (an exact zero pivot, LAPACK's criterion) raises NumPy's "
-        "LinAlgError when the host next waits for the device, not at the call (with NumPy "
-        "inputs: at the end of the call).", "tolerance"),
+        "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv",
+                                            "np.linalg.det", "np.linalg.slogdet"),
+        "On the GPU, solves with one right-hand side per system, inverses and determinants "
+        "of small contiguous matrices (n <= 64) are cuBLAS's batched LU with partial "
+        "pivoting, not LAPACK's: each element within 8 * n * eps * cond(A) * max|x| of "
+        "NumPy's value, per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
+        "NumPy's relatively (slogdet's logarithm that much absolutely, its sign exactly where "
+        "that bound is below 1/2). A singular matrix (an exact zero pivot, LAPACK's "
+        "criterion) raises NumPy's LinAlgError when the host next waits for the device, not "
+        "at the call (with NumPy inputs: at the end of the call); its determinant is NumPy's "
+        "0 (sign 0, logarithm -inf).", "tolerance"),
     Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
         "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "

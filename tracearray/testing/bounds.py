@@ -204,6 +204,9 @@ FFT_EPS = 4
 # NumPy's, per matrix (x the result matrix or vector)
 LU_OPS = frozenset({"linalg.solve", "linalg.inv"})
 LU_EPS = 8
+# ... and determinants read from that LU: each within LU_EPS * n * eps * cond(A) (relative;
+# absolute for slogdet's logarithm) plus a few ulps; a sign where that is below 1/2
+DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -230,7 +233,8 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | SORT_OPS | PARTITION_OPS | {"order_statistic", "unique"}
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | SORT_OPS | PARTITION_OPS | \
+    {"order_statistic", "unique"}
 
 
 class Evaluator:
@@ -346,6 +350,8 @@ class Evaluator:
                 return self._library_fft(node, args[0], value)
             if node.op in self.library_ops and node.op in LU_OPS and value.dtype.kind == "f":
                 return self._library_lu(node, args[0], value)
+            if node.op in self.library_ops and node.op in DET_OPS and value.dtype.kind == "f":
+                return self._library_det(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
@@ -537,6 +543,35 @@ class Evaluator:
         return _finish(value, np.zeros(value.shape, bool), bad, v64 - np.where(bad, 0, tol),
                        v64 + np.where(bad, 0, tol),
                        f"{node.op}: another library's LU (gpu-linalg-rounding)")
+
+    def _library_det(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+        """A determinant (or slogdet) read from another library's LU (divergence
+        gpu-linalg-rounding): relative to NumPy's determinant within LU_EPS * n * eps *
+        cond(A) plus 4 ulps (a logarithm within that much, absolutely); a sign exact where
+        that bound is below 1/2, else unverifiable, as is every value of a matrix whose
+        condition number is not finite (a singular one's 0 and -inf included)."""
+        av = a.value.astype(F64)
+        n = av.shape[-1]
+        eps = _eps(value.dtype)
+        with np.errstate(all="ignore"):
+            try:
+                cond = np.linalg.cond(av) if n else np.ones(av.shape[:-2])
+            except np.linalg.LinAlgError:
+                cond = np.full(av.shape[:-2], np.inf)
+            rel = np.broadcast_to(LU_EPS * max(n, 1) * eps * np.asarray(cond), value.shape)
+            v64 = value.astype(F64)
+            sure = np.isfinite(rel) & (rel < 0.5)
+            self.used.add("gpu-linalg-rounding")
+            why = f"{node.op}: another library's LU (gpu-linalg-rounding)"
+            if node.op == "linalg.slogdet" and node.attr("result") == 0:   # the sign
+                return _finish(value, sure, ~sure, v64, v64.copy(), why)
+            if node.op == "linalg.slogdet":
+                tol = rel + 4 * eps * np.abs(v64)
+            else:
+                tol = (rel + 4 * eps) * np.abs(v64)
+            bad = ~sure | ~np.isfinite(tol)
+            tol = np.where(bad, 0.0, tol)
+        return _finish(value, np.zeros(value.shape, bool), bad, v64 - tol, v64 + tol, why)
 
     def gather(self, node: Node, args: list[Bound]) -> Bound:
         """The operand's bounds read at NumPy's positions (the index arrays' values); where

@@ -33,6 +33,10 @@ _LU_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float
             "n <= 64 with one right-hand side (solve) or contiguous (inv) run in cuBLAS's "
             "batched LU (divergence gpu-linalg-rounding), others on the host")
 _LU = dict(_LAPACK, notes=_LU_NOTE)
+_DET_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 stacks of "
+             "contiguous n x n matrices (n <= 64): cuBLAS's batched LU, then NumPy's reading "
+             "of its diagonal and pivots (divergence gpu-linalg-rounding), others on the host")
+_DET = dict(_LAPACK, notes=_DET_NOTE)
 
 
 def _result_dtype(*ts: Tracer) -> np.dtype:
@@ -88,14 +92,14 @@ def inv(a: Any) -> Tracer:
 
 
 @composite(np.linalg.det, calls=[f'np.linalg.det({_SQ})', 'np.linalg.det({0}[..., :2, :2])'],
-           name="np.linalg.det", **_LAPACK)
+           name="np.linalg.det", **_DET)
 def det(a: Any) -> Tracer:
     return _call("linalg.det", _matrices(a))[0]
 
 
 @composite(np.linalg.slogdet, calls=[f'np.linalg.slogdet({_SQ})[1]',
                                      'np.linalg.slogdet({0}[..., :2, :2]).sign'],
-           name="np.linalg.slogdet", **_LAPACK)
+           name="np.linalg.slogdet", **_DET)
 def slogdet(a: Any) -> Any:
     sign, logdet = _call("linalg.slogdet", _matrices(a))
     return npl.SlogdetResult(sign, logdet)
