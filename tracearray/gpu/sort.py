@@ -623,18 +623,12 @@ def partition(dev: Any, operands: list, results: list, *, kth: Any, axis: int) -
     every kth at once: each kth element in its sorted place, none larger before it, none
     smaller after. NumPy's introselect leaves the others in an order of its own (divergence
     gpu-partition-order)."""
-    if results[0] is None:
-        return None
-    return _sort_rows(dev, operands[0], results[0], None, axis)
+    return sort(dev, operands, results, axis=axis, kind="stable")
 
 
 def argpartition(dev: Any, operands: list, results: list, *, kth: Any, axis: int) -> Any:
     """``np.argpartition``: the stable argsort of the rows (see ``partition``)."""
-    if results[0] is None:
-        return None
-    if np.dtype(results[0].dtype) != np.dtype(np.int64):
-        return NotImplemented
-    return _sort_rows(dev, operands[0], None, results[0], axis)
+    return argsort(dev, operands, results, axis=axis, kind="stable")
 
 
 def register() -> None:
