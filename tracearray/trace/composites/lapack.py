@@ -282,7 +282,9 @@ def cond(x: Any, p: Any = None) -> Tracer:
 
 @composite(np.linalg.tensorsolve, calls=[f'np.linalg.tensorsolve(({_SQ}).reshape('
                                          '{0}.shape[:-1] + {0}.shape[-1:]), {1}[..., 0])'],
-           arrays=2, name="np.linalg.tensorsolve", **{**_LAPACK, "max_dims": 2})
+           arrays=2, name="np.linalg.tensorsolve",
+           **{**_LAPACK, "max_dims": 2, "notes": "np.linalg.solve of the reshaped operands "
+              "(on the GPU cuBLAS's batched LU where solve runs there)"})
 def tensorsolve(a: Any, b: Any, axes: Any = None) -> Tracer:
     # numpy/linalg/_linalg.py::tensorsolve: the unknowns' shape is a's last a.ndim - b.ndim
     # axes (all of a's axes when the two have as many)
@@ -307,4 +309,6 @@ def tensorsolve(a: Any, b: Any, axes: Any = None) -> Tracer:
 composite(np.linalg.svdvals, calls=['np.linalg.svdvals({0})'], name="np.linalg.svdvals",
           impl=NUMPY, **_LAPACK)
 composite(np.linalg.tensorinv, calls=[f'np.linalg.tensorinv(({_SQ})[..., None, :], ind=2)'],
-          name="np.linalg.tensorinv", impl=NUMPY, **{**_LAPACK, "max_dims": 2})
+          name="np.linalg.tensorinv", impl=NUMPY,
+          **{**_LAPACK, "max_dims": 2, "notes": "NumPy's code over np.linalg.inv (on the GPU "
+             "cuBLAS's batched LU where inv runs there)"})
