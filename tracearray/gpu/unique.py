@@ -37,8 +37,8 @@ from ..ops import EXTERNALS
 from ..ops.external import DeviceBuffer
 from .array import _c_strides
 
-I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-CHUNK = 256                 # elements per chunk at least
+I32, I64 = ir.IntType(32), ir.IntType(64)
+CHUNK = 256                 # elements per chunk (more when MAX_CHUNKS would be passed)
 MAX_CHUNKS = 1 << 20        # (the scan is one block's)
 SCAN_THREADS = 1024
 THREADS = 256
