@@ -110,6 +110,32 @@ LINALG_FORMS = {
 }
 
 
+def _spd(r, shape, dtype=np.float64):
+    """Symmetric positive definite matrices, well conditioned."""
+    n = shape[-1]
+    m = r.standard_normal(shape)
+    return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+CHOLESKY_FORMS = {
+    # name: (function, arguments from a Generator, whether the device's kernel takes it)
+    "cholesky_batched": (lambda a: np.linalg.cholesky(a), lambda r: (_spd(r, (7, 6, 6)),),
+                         True),
+    "cholesky_upper_float32": (lambda a: np.linalg.cholesky(a, upper=True) * 2,
+                               lambda r: (_spd(r, (5, 5), np.float32),), True),
+    # only the lower triangle is read: garbage above it changes nothing
+    "cholesky_reads_the_lower_triangle": (
+        lambda a, b: np.linalg.cholesky(a + np.triu(b, 1)),
+        lambda r: (_spd(r, (3, 9, 9)), r.standard_normal((9, 9)) * 100), True),
+    "cholesky_4d_batch_n64": (lambda a: np.linalg.cholesky(a),
+                              lambda r: (_spd(r, (2, 2, 64, 64)),), True),
+    # the host runs these
+    "cholesky_large": (lambda a: np.linalg.cholesky(a), lambda r: (_spd(r, (70, 70)),), False),
+    "cholesky_of_a_transposed_view": (lambda a: np.linalg.cholesky(a.mT),
+                                      lambda r: (_spd(r, (3, 5, 5)),), False),
+}
+
+
 def _ties(r, shape, dtype=np.float32):
     """Small integers (many ties), NaNs and signed zeros in float data."""
     x = r.integers(-4, 5, shape).astype(dtype)

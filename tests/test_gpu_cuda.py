@@ -522,6 +522,33 @@ def test_unique_on_the_gpu(dtype) -> None:
                 assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
 
 
+def test_cholesky_on_the_gpu(monkeypatch) -> None:
+    """np.linalg.cholesky of small contiguous stacks as a block per matrix (gpu/linalg.py):
+    NumPy's factor within the LU tolerance, the zero triangle exact, upper=True, only the
+    lower triangle read; a matrix that is not positive definite raises NumPy's LinAlgError;
+    the other forms run on the host."""
+    from library_forms import CHOLESKY_FORMS
+    from tracearray.gpu import linalg, runtime
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    runtime.register_device_libraries()
+    ran = []
+
+    def spy(*args, **kw):
+        ran.append(linalg.cholesky(*args, **kw))
+        return ran[-1]
+    monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
+    for name, (fn, make, taken) in sorted(CHOLESKY_FORMS.items()):
+        ran.clear()
+        args = make(np.random.default_rng(14))
+        cmp = compare_with_numpy(fn, *args, device="cuda")
+        assert cmp.ok, (name, cmp.report())
+        assert any(r is not NotImplemented for r in ran) == taken, (name, ran)
+    f = gpu(lambda a: np.linalg.cholesky(a))
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        f(np.stack([np.eye(3), -np.eye(3)]))
+
+
 def test_block_rows_on_the_gpu() -> None:
     """block_rows (8 rows per block sharing the loads of a row-invariant array) on a real
     device: pairwise minimum distances and an argmin of distances over 4099 rows (a last group

@@ -21,7 +21,8 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
-from library_forms import FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, SORT_FORMS, _systems
+from library_forms import (CHOLESKY_FORMS, FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, SORT_FORMS,
+                           _systems)
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -750,6 +751,57 @@ def test_determinants_on_the_device(emulated, monkeypatch) -> None:
     for change in (lambda d, s: (d * (1 + 1e-3), s), lambda d, s: (d, -s)):
         wrong = Changed(program, "cuda", change)
         assert not compare_with_numpy(program, x, device="cuda", compiled=wrong).ok
+
+
+@pytest.mark.parametrize("name", sorted(CHOLESKY_FORMS))
+def test_cholesky_on_the_device(emulated, monkeypatch, name: str) -> None:
+    """np.linalg.cholesky of small contiguous stacks: a block per matrix
+    (gpu/linalg.py cholesky_kernel_ir): NumPy's factor within the LU tolerance
+    (gpu-linalg-rounding), the other triangle exactly 0, ``upper=True``, only the lower
+    triangle read; the others run on the host."""
+    from tracearray.gpu import linalg, runtime
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    runtime.register_device_libraries()
+    ran = []
+
+    def spy(*args, **kw):
+        ran.append(linalg.cholesky(*args, **kw))
+        return ran[-1]
+    monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
+    fn, make, taken = CHOLESKY_FORMS[name]
+    args = make(rng(14))
+    cmp = compare_with_numpy(fn, *args, device="cuda")
+    assert cmp.ok, cmp.report()
+    got = np.asarray(gpu(fn)(*args))
+    want = fn(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-4 if want.dtype == np.float32 else 1e-10,
+                               atol=1e-5)
+    assert not np.any(np.triu(got, 1) if "upper" not in name else np.tril(got, -1))
+    assert any(r is not NotImplemented for r in ran) == taken, ran
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+def test_cholesky_of_a_matrix_not_positive_definite_raises(emulated, device_inputs) -> None:
+    """NumPy's LinAlgError("Matrix is not positive definite") at the user's line: at the end
+    of a call with NumPy inputs, at the next wait with device arrays (a NaN diagonal too);
+    the comparator rejects a factor 1e-3 off."""
+    from tracearray.testing import compare_with_numpy
+    f = gpu(lambda a: np.linalg.cholesky(a))
+    for bad in (np.stack([np.eye(3), -np.eye(3)]), np.diag([1.0, np.nan, 1.0])):
+        if device_inputs:
+            out = f(tracearray.gpu.to_device(bad))
+            with pytest.raises(np.linalg.LinAlgError,
+                               match="not positive definite(.|\n)*test_gpu_emulated"):
+                out.numpy()
+        else:
+            with pytest.raises(np.linalg.LinAlgError,
+                               match="not positive definite(.|\n)*test_gpu_emulated"):
+                f(bad)
+    good = CHOLESKY_FORMS["cholesky_batched"][1](rng(15))
+    off = _Altered(lambda a: np.linalg.cholesky(a), "cuda", lambda out: out * (1 + 1e-3))
+    assert not compare_with_numpy(lambda a: np.linalg.cholesky(a), *good, device="cuda",
+                                  compiled=off).ok
 
 
 def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypatch) -> None:

@@ -216,6 +216,146 @@ def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
     return None
 
 
+CHOLESKY_THREADS = 128
+
+
+def cholesky_kernel_ir(dtype: Any, name: str) -> str:
+    """``name(a, out, info, n, batch, upper)``: a block per matrix of the C-contiguous stack
+    ``a`` (n <= MAX_N), factored in shared memory by the unblocked right-looking Cholesky
+    (LAPACK's potf2 order: for each column, the square root of its diagonal, the column
+    below divided by it, then the trailing lower triangle updated). Only the lower triangle
+    is read (``upper``: the upper one, as the transpose), the result's other triangle is 0
+    and ``upper`` writes L^T; ``info`` is the first column (1-based) whose diagonal is not
+    positive (NaN included), 0 for none, as potrf's."""
+    from llvmlite import ir
+
+    from .sort import _Loop, _key_type, sreg
+    dtype = np.dtype(dtype)
+    ft = _key_type(dtype)
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    module = ir.Module(name=name)
+    P = ft.as_pointer(1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P, P, i32.as_pointer(1), i64,
+                                                             i64, i64]), name=name)
+    fn.calling_convention = "ptx_kernel"
+    a, out, info, n, batch, upper = fn.args
+    sqrt = ir.Function(module, ir.FunctionType(ft, [ft]),
+                       "__nv_sqrtf" if dtype == np.float32 else "__nv_sqrt")
+    shared_t = ir.ArrayType(ft, MAX_N * MAX_N)
+    sh = ir.GlobalVariable(module, shared_t, f"{name}_m", addrspace=3)
+    sh.linkage, sh.initializer, sh.align = "internal", ir.Constant(shared_t, ir.Undefined), 16
+    bad_t = ir.ArrayType(i32, 1)
+    bad = ir.GlobalVariable(module, bad_t, f"{name}_info", addrspace=3)
+    bad.linkage, bad.initializer, bad.align = "internal", ir.Constant(bad_t, ir.Undefined), 4
+    barrier_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i32]),
+                             "llvm.nvvm.barrier.cta.sync.aligned.all")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
+    fzero = ir.Constant(ft, 0.0)
+    tid, ntid = sreg(b, "tid.x"), sreg(b, "ntid.x")
+    nn = b.mul(n, n)
+    is_upper = b.icmp_unsigned("!=", upper, zero)
+    bad_slot = b.gep(bad, [ir.Constant(i32, 0), ir.Constant(i32, 0)])
+
+    def barrier() -> None:
+        b.call(barrier_fn, [ir.Constant(i32, 0)])
+
+    def at(i: ir.Value, j: ir.Value) -> ir.Value:
+        return b.gep(sh, [ir.Constant(i32, 0), b.add(b.mul(i, n), j)])
+
+    def each(start: ir.Value, stop: ir.Value, tag: str, body) -> None:
+        """``body(p)`` for p = start + tid, start + tid + ntid, ... below ``stop``."""
+        loop = _Loop(b, fn, b.add(start, tid), lambda p: b.icmp_unsigned("<", p, stop), tag)
+        body(loop.var)
+        loop.close(b.add(loop.var, ntid))
+
+    mats = _Loop(b, fn, sreg(b, "ctaid.x"), lambda m: b.icmp_unsigned("<", m, batch), "matrix")
+    base = b.mul(mats.var, nn)
+
+    def load(p: ir.Value) -> None:        # L's element (i, j), i >= j, from A or A^T
+        i, j = b.udiv(p, n), b.urem(p, n)
+        src = b.select(is_upper, b.add(b.mul(j, n), i), p)
+        b.store(b.load(b.gep(a, [b.add(base, src)])), at(i, j))
+    each(zero, nn, "load", load)
+    with b.if_then(b.icmp_unsigned("==", tid, zero)):
+        b.store(ir.Constant(i32, 0), bad_slot)
+    barrier()
+    cols = _Loop(b, fn, zero, lambda k: b.icmp_unsigned("<", k, n), "column")
+    k = cols.var
+    with b.if_then(b.icmp_unsigned("==", tid, zero)):
+        d = b.load(at(k, k))
+        positive = b.fcmp_ordered(">", d, fzero)
+        with b.if_then(b.and_(b.not_(positive),
+                              b.icmp_signed("==", b.load(bad_slot), ir.Constant(i32, 0)))):
+            b.store(b.trunc(b.add(k, one), i32), bad_slot)
+        b.store(b.call(sqrt, [d]), at(k, k))
+    barrier()
+    below = b.add(k, one)
+    each(below, n, "scale", lambda i: b.store(b.fdiv(b.load(at(i, k)), b.load(at(k, k))),
+                                              at(i, k)))
+    barrier()
+    rest = b.sub(n, below)
+
+    def update(p: ir.Value) -> None:      # the trailing lower triangle, i >= j > k
+        i, j = b.add(below, b.udiv(p, rest)), b.add(below, b.urem(p, rest))
+        with b.if_then(b.icmp_unsigned(">=", i, j)):
+            cell = at(i, j)
+            b.store(b.fsub(b.load(cell), b.fmul(b.load(at(i, k)), b.load(at(j, k)))), cell)
+    each(zero, b.mul(rest, rest), "update", update)
+    barrier()
+    cols.close(b.add(k, one))
+
+    def store(p: ir.Value) -> None:       # L (zeros above), or its transpose
+        i, j = b.udiv(p, n), b.urem(p, n)
+        v = b.select(b.icmp_unsigned(">=", i, j), b.load(at(i, j)), fzero)
+        dst = b.select(is_upper, b.add(b.mul(j, n), i), p)
+        b.store(v, b.gep(out, [b.add(base, dst)]))
+    each(zero, nn, "store", store)
+    with b.if_then(b.icmp_unsigned("==", tid, zero)):
+        b.store(b.load(bad_slot), b.gep(info, [mats.var]))
+    barrier()       # (the next matrix's loads overwrite the shared matrix)
+    mats.close(b.add(mats.var, sreg(b, "nctaid.x")))
+    b.ret_void()
+    return str(module)
+
+
+_CHOLESKY_KERNELS: dict[str, tuple[str, str, str]] = {}
+
+
+def _cholesky_kernel(dtype: np.dtype) -> tuple[str, str, str]:
+    from . import ptx as ptxmod
+    from .driver import current_target
+    key = np.dtype(dtype).str
+    if key not in _CHOLESKY_KERNELS:
+        name = f"ta_cholesky_{np.dtype(dtype).name}"
+        text = cholesky_kernel_ir(dtype, name)
+        _CHOLESKY_KERNELS[key] = (name, text, ptxmod.compile_ptx(text, current_target()))
+    return _CHOLESKY_KERNELS[key]
+
+
+def cholesky(dev: Any, operands: list, results: list, *, upper: bool) -> Any:
+    """``np.linalg.cholesky`` of a contiguous float stack of n <= MAX_N matrices: a block per
+    matrix (``cholesky_kernel_ir``); a matrix that is not positive definite raises NumPy's
+    LinAlgError when the host next waits for the device."""
+    from .driver import sm_count
+    from .sort import _launch
+    a, out = operands[0], results[0]
+    if out is None:
+        return None
+    sq = _square_batch(a)
+    if sq is None or out.dtype != a.dtype:
+        return NotImplemented
+    n, batch = sq
+    if batch == 0:
+        return None
+    name, text, ptx = _cholesky_kernel(a.dtype)
+    fn = dev.load(ptx, [name], text)[name]
+    info = dev.allocator.allocate(batch * 4)
+    _launch(dev, fn, max(1, min(batch, 32 * sm_count())), CHOLESKY_THREADS,
+            [a.ptr, out.ptr, info.ptr, n, batch, int(bool(upper))])
+    return PendingInfo(info, batch, np.linalg.LinAlgError("Matrix is not positive definite"))
+
+
 def det(dev: Any, operands: list, results: list) -> Any:
     return _determinants(dev, operands[0], None, None, results[0])
 
@@ -225,8 +365,10 @@ def slogdet(dev: Any, operands: list, results: list) -> Any:
 
 
 def register() -> None:
-    """Make cuBLAS's batched LU the "cuda" implementation of solve, inv, det and slogdet."""
+    """Make cuBLAS's batched LU the "cuda" implementation of solve, inv, det and slogdet,
+    and the block Cholesky that of cholesky."""
     EXTERNALS["linalg.solve"].device["cuda"] = solve
     EXTERNALS["linalg.inv"].device["cuda"] = inv
     EXTERNALS["linalg.det"].device["cuda"] = det
     EXTERNALS["linalg.slogdet"].device["cuda"] = slogdet
+    EXTERNALS["linalg.cholesky"].device["cuda"] = cholesky

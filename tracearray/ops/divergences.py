@@ -232,15 +232,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "for bit.", "tolerance"),
     Divergence(
         "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv",
-                                            "np.linalg.det", "np.linalg.slogdet"),
+                                            "np.linalg.det", "np.linalg.slogdet",
+                                            "np.linalg.cholesky"),
         "On the GPU, solves with one right-hand side per system, inverses and determinants "
         "of small contiguous matrices (n <= 64) are cuBLAS's batched LU with partial "
-        "pivoting, not LAPACK's: each element within 8 * n * eps * cond(A) * max|x| of "
-        "NumPy's value, per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
+        "pivoting, not LAPACK's, and Cholesky factors of such matrices a block's unblocked "
+        "factorisation: each element within 8 * n * eps * cond(A) * max|x| of NumPy's value "
+        "(x the result), per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
         "NumPy's relatively (slogdet's logarithm that much absolutely, its sign exactly where "
         "that bound is below 1/2). A singular matrix (an exact zero pivot, LAPACK's "
-        "criterion) raises NumPy's LinAlgError when the host next waits for the device, not "
-        "at the call (with NumPy inputs: at the end of the call); its determinant is NumPy's "
+        "criterion), or one that is not positive definite for np.linalg.cholesky, raises "
+        "NumPy's LinAlgError when the host next waits for the device, not at the call (with "
+        "NumPy inputs: at the end of the call); a singular matrix's determinant is NumPy's "
         "0 (sign 0, logarithm -inf).", "tolerance"),
     Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),

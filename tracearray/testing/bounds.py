@@ -207,6 +207,9 @@ LU_EPS = 8
 # ... and determinants read from that LU: each within LU_EPS * n * eps * cond(A) (relative;
 # absolute for slogdet's logarithm) plus a few ulps; a sign where that is below 1/2
 DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
+# ... and Cholesky factors (a block per matrix, gpu/linalg.py): within LU_EPS * n * eps *
+# cond(A) * max|L| per matrix, the zero triangle exactly
+CHOLESKY_OPS = frozenset({"linalg.cholesky"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -233,7 +236,7 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | SORT_OPS | PARTITION_OPS | \
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | CHOLESKY_OPS | SORT_OPS | PARTITION_OPS | \
     {"order_statistic", "unique"}
 
 
@@ -352,6 +355,9 @@ class Evaluator:
                 return self._library_lu(node, args[0], value)
             if node.op in self.library_ops and node.op in DET_OPS and value.dtype.kind == "f":
                 return self._library_det(node, args[0], value)
+            if node.op in self.library_ops and node.op in CHOLESKY_OPS and \
+                    value.dtype.kind == "f":
+                return self._library_cholesky(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
@@ -543,6 +549,33 @@ class Evaluator:
         return _finish(value, np.zeros(value.shape, bool), bad, v64 - np.where(bad, 0, tol),
                        v64 + np.where(bad, 0, tol),
                        f"{node.op}: another library's LU (gpu-linalg-rounding)")
+
+    def _library_cholesky(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+        """A Cholesky factor computed in another order than LAPACK's (divergence
+        gpu-linalg-rounding): each element within LU_EPS * n * eps * cond(A) * max|L| of
+        NumPy's, per matrix; the triangle NumPy zeroes exactly zero; a matrix whose
+        condition number or factor is not finite is unverifiable."""
+        av = a.value.astype(F64)
+        n = av.shape[-1]
+        with np.errstate(all="ignore"):
+            try:
+                cond = np.linalg.cond(av) if n else np.zeros(av.shape[:-2])
+            except np.linalg.LinAlgError:
+                cond = np.full(av.shape[:-2], np.inf)
+            v64 = value.astype(F64)
+            big = np.max(np.abs(v64), axis=(-2, -1), keepdims=True) if v64.size else \
+                np.zeros(v64.shape[:-2] + (1, 1))
+            cond = np.asarray(cond).reshape(np.shape(cond) + (1, 1))
+            tol = np.broadcast_to(LU_EPS * max(n, 1) * _eps(value.dtype) * cond * big,
+                                  value.shape)
+        rows, cols = np.indices((n, n)) if n else (np.zeros((0, 0), int),) * 2
+        zero = np.broadcast_to((cols > rows) if not node.attr("upper") else (rows > cols),
+                               value.shape)
+        bad = ~np.isfinite(tol) & ~zero
+        tol = np.where(bad | zero, 0.0, tol)
+        self.used.add("gpu-linalg-rounding")
+        return _finish(value, zero, bad, v64 - tol, v64 + tol,
+                       f"{node.op}: another order than LAPACK's (gpu-linalg-rounding)")
 
     def _library_det(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A determinant (or slogdet) read from another library's LU (divergence

@@ -37,6 +37,10 @@ _DET_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/floa
              "contiguous n x n matrices (n <= 64): cuBLAS's batched LU, then NumPy's reading "
              "of its diagonal and pivots (divergence gpu-linalg-rounding), others on the host")
 _DET = dict(_LAPACK, notes=_DET_NOTE)
+_CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
+                  "stacks of contiguous n x n matrices (n <= 64): a block per matrix, the "
+                  "unblocked factorisation in shared memory (divergence gpu-linalg-rounding), "
+                  "others on the host")
 
 
 def _result_dtype(*ts: Tracer) -> np.dtype:
@@ -107,7 +111,7 @@ def slogdet(a: Any) -> Any:
 
 @composite(np.linalg.cholesky, calls=[f'np.linalg.cholesky({_SQ})',
                                       f'np.linalg.cholesky({_SQ}, upper=True)'],
-           name="np.linalg.cholesky", **_LAPACK)
+           name="np.linalg.cholesky", **dict(_LAPACK, notes=_CHOLESKY_NOTE))
 def cholesky(a: Any, /, *, upper: bool = False) -> Tracer:
     return _call("linalg.cholesky", _matrices(a), upper=bool(upper))[0]
 
