@@ -136,6 +136,27 @@ CHOLESKY_FORMS = {
 }
 
 
+def _tall(r, shape, dtype=np.float64):
+    """Full-rank m x n matrices (well conditioned: an identity block added)."""
+    m, n = shape[-2:]
+    return (r.standard_normal(shape) + 3 * np.eye(m, n)).astype(dtype)
+
+
+QR_FORMS = {
+    # name: (function, arguments from a Generator, whether the device's kernel takes it)
+    "qr_reduced_tall": (lambda a: np.linalg.qr(a), lambda r: (_tall(r, (4, 9, 5)),), True),
+    "qr_complete_tall": (lambda a: np.linalg.qr(a, mode="complete"),
+                         lambda r: (_tall(r, (3, 7, 4)),), True),
+    "qr_r_wide_float32": (lambda a: np.linalg.qr(a, mode="r") * 2,
+                          lambda r: (_tall(r, (5, 3, 6), np.float32),), True),
+    "qr_reduced_square_64": (lambda a: np.linalg.qr(a).Q, lambda r: (_tall(r, (2, 64, 64)),),
+                             True),
+    # the host runs these
+    "qr_raw": (lambda a: np.linalg.qr(a, mode="raw")[1], lambda r: (_tall(r, (6, 4)),), False),
+    "qr_large": (lambda a: np.linalg.qr(a).R, lambda r: (_tall(r, (70, 8)),), False),
+}
+
+
 def _ties(r, shape, dtype=np.float32):
     """Small integers (many ties), NaNs and signed zeros in float data."""
     x = r.integers(-4, 5, shape).astype(dtype)

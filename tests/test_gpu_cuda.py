@@ -522,6 +522,29 @@ def test_unique_on_the_gpu(dtype) -> None:
                 assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
 
 
+def test_qr_on_the_gpu(monkeypatch) -> None:
+    """np.linalg.qr (reduced, complete, r) of small contiguous stacks as a block per matrix
+    (gpu/linalg.py): NumPy's Q and R (LAPACK's reflectors, so its signs) within the
+    tolerance; mode raw and large matrices on the host."""
+    from library_forms import QR_FORMS
+    from tracearray.gpu import linalg, runtime
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    runtime.register_device_libraries()
+    ran = []
+
+    def spy(*args, **kw):
+        ran.append(linalg.qr(*args, **kw))
+        return ran[-1]
+    monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
+    for name, (fn, make, taken) in sorted(QR_FORMS.items()):
+        ran.clear()
+        args = make(np.random.default_rng(16))
+        cmp = compare_with_numpy(fn, *args, device="cuda")
+        assert cmp.ok, (name, cmp.report())
+        assert any(r is not NotImplemented for r in ran) == taken, (name, ran)
+
+
 def test_cholesky_on_the_gpu(monkeypatch) -> None:
     """np.linalg.cholesky of small contiguous stacks as a block per matrix (gpu/linalg.py):
     NumPy's factor within the LU tolerance, the zero triangle exact, upper=True, only the

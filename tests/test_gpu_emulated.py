@@ -21,8 +21,8 @@ import pytest
 
 import tracearray
 from gpu_emulator import EmulatedDevice
-from library_forms import (CHOLESKY_FORMS, FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, SORT_FORMS,
-                           _systems)
+from library_forms import (CHOLESKY_FORMS, FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, QR_FORMS,
+                           SORT_FORMS, _systems)
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -779,6 +779,41 @@ def test_cholesky_on_the_device(emulated, monkeypatch, name: str) -> None:
                                atol=1e-5)
     assert not np.any(np.triu(got, 1) if "upper" not in name else np.tril(got, -1))
     assert any(r is not NotImplemented for r in ran) == taken, ran
+
+
+@pytest.mark.parametrize("name", sorted(QR_FORMS))
+def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
+    """np.linalg.qr (modes reduced, complete, r) of small contiguous stacks: a block per
+    matrix (gpu/linalg.py qr_kernel_ir), LAPACK's Householder reflectors, so NumPy's signs:
+    Q and R within the tolerance (gpu-linalg-rounding), R's lower part exactly 0, Q's
+    columns orthonormal; mode raw and large matrices on the host."""
+    from tracearray.gpu import linalg, runtime
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    runtime.register_device_libraries()
+    ran = []
+
+    def spy(*args, **kw):
+        ran.append(linalg.qr(*args, **kw))
+        return ran[-1]
+    monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
+    fn, make, taken = QR_FORMS[name]
+    args = make(rng(16))
+    cmp = compare_with_numpy(fn, *args, device="cuda")
+    assert cmp.ok, cmp.report()
+    got, want = gpu(fn)(*args), fn(*args)
+    got = tuple(got) if isinstance(want, tuple) else (got,)
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        np.testing.assert_allclose(g, w, rtol=1e-3 if w.dtype == np.float32 else 1e-9,
+                                   atol=1e-4 if w.dtype == np.float32 else 1e-10)
+    assert any(r is not NotImplemented for r in ran) == taken, ran
+    if taken and len(got) == 2:
+        q = np.asarray(got[0]).astype(np.float64)
+        gram = np.swapaxes(q, -1, -2) @ q
+        np.testing.assert_allclose(gram, np.broadcast_to(np.eye(q.shape[-1]), gram.shape),
+                                   atol=1e-9)
 
 
 @pytest.mark.parametrize("device_inputs", [False, True])

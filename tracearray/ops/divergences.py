@@ -233,12 +233,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv",
                                             "np.linalg.det", "np.linalg.slogdet",
-                                            "np.linalg.cholesky"),
+                                            "np.linalg.cholesky", "np.linalg.qr"),
         "On the GPU, solves with one right-hand side per system, inverses and determinants "
         "of small contiguous matrices (n <= 64) are cuBLAS's batched LU with partial "
-        "pivoting, not LAPACK's, and Cholesky factors of such matrices a block's unblocked "
-        "factorisation: each element within 8 * n * eps * cond(A) * max|x| of NumPy's value "
-        "(x the result), per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
+        "pivoting, not LAPACK's, and Cholesky and QR factors of such matrices (QR: m, n <= "
+        "64) a block's unblocked factorisation (QR with LAPACK's reflectors, so its signs): "
+        "each element within 8 * max(m, n) * eps * cond(A) * max|x| of NumPy's value (x the "
+        "result), per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
         "NumPy's relatively (slogdet's logarithm that much absolutely, its sign exactly where "
         "that bound is below 1/2). A singular matrix (an exact zero pivot, LAPACK's "
         "criterion), or one that is not positive definite for np.linalg.cholesky, raises "

@@ -209,7 +209,7 @@ LU_EPS = 8
 DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
 # ... and Cholesky factors (a block per matrix, gpu/linalg.py): within LU_EPS * n * eps *
 # cond(A) * max|L| per matrix, the zero triangle exactly
-CHOLESKY_OPS = frozenset({"linalg.cholesky"})
+CHOLESKY_OPS = frozenset({"linalg.cholesky", "linalg.qr"})   # (and QR's Q and R alike)
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -356,7 +356,7 @@ class Evaluator:
             if node.op in self.library_ops and node.op in DET_OPS and value.dtype.kind == "f":
                 return self._library_det(node, args[0], value)
             if node.op in self.library_ops and node.op in CHOLESKY_OPS and \
-                    value.dtype.kind == "f":
+                    value.dtype.kind == "f" and node.attr("mode") != "raw":
                 return self._library_cholesky(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
@@ -551,12 +551,13 @@ class Evaluator:
                        f"{node.op}: another library's LU (gpu-linalg-rounding)")
 
     def _library_cholesky(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
-        """A Cholesky factor computed in another order than LAPACK's (divergence
-        gpu-linalg-rounding): each element within LU_EPS * n * eps * cond(A) * max|L| of
-        NumPy's, per matrix; the triangle NumPy zeroes exactly zero; a matrix whose
-        condition number or factor is not finite is unverifiable."""
+        """A Cholesky or QR factor computed in another order than LAPACK's (divergence
+        gpu-linalg-rounding): each element within LU_EPS * max(m, n) * eps * cond(A) *
+        max|x| of NumPy's, per matrix, x the factor; the triangle NumPy zeroes (L's upper
+        one, R's lower one) exactly zero; a matrix whose condition number or factor is not
+        finite is unverifiable."""
         av = a.value.astype(F64)
-        n = av.shape[-1]
+        n = max(av.shape[-2:])
         with np.errstate(all="ignore"):
             try:
                 cond = np.linalg.cond(av) if n else np.zeros(av.shape[:-2])
@@ -568,9 +569,14 @@ class Evaluator:
             cond = np.asarray(cond).reshape(np.shape(cond) + (1, 1))
             tol = np.broadcast_to(LU_EPS * max(n, 1) * _eps(value.dtype) * cond * big,
                                   value.shape)
-        rows, cols = np.indices((n, n)) if n else (np.zeros((0, 0), int),) * 2
-        zero = np.broadcast_to((cols > rows) if not node.attr("upper") else (rows > cols),
-                               value.shape)
+        rows, cols = np.indices(value.shape[-2:])
+        if node.op == "linalg.qr":          # R (the last result): zero below its diagonal
+            last = node.attr("result") == (0 if node.attr("mode") == "r" else 1)
+            zero = np.broadcast_to(rows > cols if last else np.zeros_like(rows, bool),
+                                   value.shape)
+        else:
+            zero = np.broadcast_to((cols > rows) if not node.attr("upper") else (rows > cols),
+                                   value.shape)
         bad = ~np.isfinite(tol) & ~zero
         tol = np.where(bad | zero, 0.0, tol)
         self.used.add("gpu-linalg-rounding")

@@ -37,6 +37,10 @@ _DET_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/floa
              "contiguous n x n matrices (n <= 64): cuBLAS's batched LU, then NumPy's reading "
              "of its diagonal and pivots (divergence gpu-linalg-rounding), others on the host")
 _DET = dict(_LAPACK, notes=_DET_NOTE)
+_QR_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, modes reduced, complete and "
+            "r of float32/float64 stacks of contiguous m x n matrices (m, n <= 64): a block "
+            "per matrix, LAPACK's unblocked Householder reflectors (so NumPy's signs; "
+            "divergence gpu-linalg-rounding), mode raw and others on the host")
 _CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
                   "stacks of contiguous n x n matrices (n <= 64): a block per matrix, the "
                   "unblocked factorisation in shared memory (divergence gpu-linalg-rounding), "
@@ -118,7 +122,7 @@ def cholesky(a: Any, /, *, upper: bool = False) -> Tracer:
 
 @composite(np.linalg.qr, calls=['np.linalg.qr({0})[0]', 'np.linalg.qr({0}, mode="r")',
                                 'np.linalg.qr({0}, mode="complete").R'],
-           name="np.linalg.qr", **_LAPACK)
+           name="np.linalg.qr", **dict(_LAPACK, notes=_QR_NOTE))
 def qr(a: Any, mode: str = "reduced") -> Any:
     if mode not in ("reduced", "complete", "r", "raw"):
         if mode in ("f", "full", "e", "economic"):
