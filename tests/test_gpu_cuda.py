@@ -524,17 +524,17 @@ def test_unique_on_the_gpu(dtype) -> None:
 
 def test_qr_on_the_gpu(monkeypatch) -> None:
     """np.linalg.qr (reduced, complete, r) of small contiguous stacks as a block per matrix
-    (gpu/linalg.py): NumPy's Q and R (LAPACK's reflectors, so its signs) within the
+    (gpu/factorizations.py): NumPy's Q and R (LAPACK's reflectors, so its signs) within the
     tolerance; mode raw and large matrices on the host."""
     from library_forms import QR_FORMS
-    from tracearray.gpu import linalg, runtime
+    from tracearray.gpu import factorizations, runtime
     from tracearray.ops import EXTERNALS
     from tracearray.testing import compare_with_numpy
     runtime.register_device_libraries()
     ran = []
 
     def spy(*args, **kw):
-        ran.append(linalg.qr(*args, **kw))
+        ran.append(factorizations.qr(*args, **kw))
         return ran[-1]
     monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
     for name, (fn, make, taken) in sorted(QR_FORMS.items()):
@@ -546,19 +546,19 @@ def test_qr_on_the_gpu(monkeypatch) -> None:
 
 
 def test_cholesky_on_the_gpu(monkeypatch) -> None:
-    """np.linalg.cholesky of small contiguous stacks as a block per matrix (gpu/linalg.py):
-    NumPy's factor within the LU tolerance, the zero triangle exact, upper=True, only the
-    lower triangle read; a matrix that is not positive definite raises NumPy's LinAlgError;
-    the other forms run on the host."""
+    """np.linalg.cholesky of small contiguous stacks as a block per matrix
+    (gpu/factorizations.py): NumPy's factor within the LU tolerance, the zero triangle
+    exact, upper=True, only the lower triangle read; a matrix that is not positive definite
+    raises NumPy's LinAlgError; the other forms run on the host."""
     from library_forms import CHOLESKY_FORMS
-    from tracearray.gpu import linalg, runtime
+    from tracearray.gpu import factorizations, runtime
     from tracearray.ops import EXTERNALS
     from tracearray.testing import compare_with_numpy
     runtime.register_device_libraries()
     ran = []
 
     def spy(*args, **kw):
-        ran.append(linalg.cholesky(*args, **kw))
+        ran.append(factorizations.cholesky(*args, **kw))
         return ran[-1]
     monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
     for name, (fn, make, taken) in sorted(CHOLESKY_FORMS.items()):

@@ -756,17 +756,17 @@ def test_determinants_on_the_device(emulated, monkeypatch) -> None:
 @pytest.mark.parametrize("name", sorted(CHOLESKY_FORMS))
 def test_cholesky_on_the_device(emulated, monkeypatch, name: str) -> None:
     """np.linalg.cholesky of small contiguous stacks: a block per matrix
-    (gpu/linalg.py cholesky_kernel_ir): NumPy's factor within the LU tolerance
+    (gpu/factorizations.py cholesky_kernel_ir): NumPy's factor within the LU tolerance
     (gpu-linalg-rounding), the other triangle exactly 0, ``upper=True``, only the lower
     triangle read; the others run on the host."""
-    from tracearray.gpu import linalg, runtime
+    from tracearray.gpu import factorizations, runtime
     from tracearray.ops import EXTERNALS
     from tracearray.testing import compare_with_numpy
     runtime.register_device_libraries()
     ran = []
 
     def spy(*args, **kw):
-        ran.append(linalg.cholesky(*args, **kw))
+        ran.append(factorizations.cholesky(*args, **kw))
         return ran[-1]
     monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
     fn, make, taken = CHOLESKY_FORMS[name]
@@ -784,17 +784,17 @@ def test_cholesky_on_the_device(emulated, monkeypatch, name: str) -> None:
 @pytest.mark.parametrize("name", sorted(QR_FORMS))
 def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
     """np.linalg.qr (modes reduced, complete, r) of small contiguous stacks: a block per
-    matrix (gpu/linalg.py qr_kernel_ir), LAPACK's Householder reflectors, so NumPy's signs:
+    matrix (gpu/factorizations.py qr_kernel_ir), LAPACK's Householder reflectors, so NumPy's signs:
     Q and R within the tolerance (gpu-linalg-rounding), R's lower part exactly 0, Q's
     columns orthonormal; mode raw and large matrices on the host."""
-    from tracearray.gpu import linalg, runtime
+    from tracearray.gpu import factorizations, runtime
     from tracearray.ops import EXTERNALS
     from tracearray.testing import compare_with_numpy
     runtime.register_device_libraries()
     ran = []
 
     def spy(*args, **kw):
-        ran.append(linalg.qr(*args, **kw))
+        ran.append(factorizations.qr(*args, **kw))
         return ran[-1]
     monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
     fn, make, taken = QR_FORMS[name]

@@ -69,7 +69,8 @@ def register_device_libraries() -> None:
         return
     with _libraries_lock:
         if not _libraries_registered:
-            from . import fft, linalg, sort, unique
+            from . import factorizations, fft, linalg, sort, unique
+            factorizations.register()
             fft.register()
             linalg.register()
             sort.register()

@@ -207,9 +207,9 @@ LU_EPS = 8
 # ... and determinants read from that LU: each within LU_EPS * n * eps * cond(A) (relative;
 # absolute for slogdet's logarithm) plus a few ulps; a sign where that is below 1/2
 DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
-# ... and Cholesky factors (a block per matrix, gpu/linalg.py): within LU_EPS * n * eps *
-# cond(A) * max|L| per matrix, the zero triangle exactly
-CHOLESKY_OPS = frozenset({"linalg.cholesky", "linalg.qr"})   # (and QR's Q and R alike)
+# ... and Cholesky and QR factors (a block per matrix, gpu/factorizations.py): within
+# LU_EPS * max(m, n) * eps * cond(A) * max|x| per matrix, the zero triangle exactly
+CHOLESKY_OPS = frozenset({"linalg.cholesky", "linalg.qr"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
