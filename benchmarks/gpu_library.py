@@ -18,6 +18,8 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   quantile_rows   np.quantile(x, 0.9, axis=-1), M x M        the sort, then NumPy's lerp
   sort_long       np.sort(x) of M * M values (one row)       the radix sort over all blocks
   argsort_long    np.argsort(x, kind="stable"), the same
+  batched_cholesky  np.linalg.cholesky(A), M symmetric positive definite 16 x 16 matrices
+  batched_qr      np.linalg.qr(A), M 32 x 16 matrices (Q and R)
   top8_rows       np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1), M x M: each row's
                   8 largest (the partition, then a sort of the 8: every framework's answer)
   unique_long     np.unique(x, return_counts=True) of M * M rounded values (~8,000 distinct)
@@ -94,6 +96,14 @@ def argsort_long(x):
     return np.argsort(x, kind="stable")
 
 
+def batched_cholesky(a):
+    return np.linalg.cholesky(a)
+
+
+def batched_qr(a):
+    return tuple(np.linalg.qr(a))
+
+
 def top8_rows(x):
     return np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1)
 
@@ -136,6 +146,12 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_argsort_long(x):
         return torch.argsort(x, stable=True)
 
+    def t_cholesky(a):
+        return torch.linalg.cholesky(a)
+
+    def t_qr(a):
+        return tuple(torch.linalg.qr(a))
+
     def t_top8(x):
         return torch.sort(torch.topk(x, 8, dim=-1).values, dim=-1).values
 
@@ -145,7 +161,8 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
             "median_rows": t_median, "quantile_rows": t_quantile, "sort_long": t_sort_long,
-            "argsort_long": t_argsort_long, "top8_rows": t_top8, "unique_long": t_unique}
+            "argsort_long": t_argsort_long, "batched_cholesky": t_cholesky,
+            "batched_qr": t_qr, "top8_rows": t_top8, "unique_long": t_unique}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -203,6 +220,18 @@ def _long_row(size, rng):
     return {"x": rng.standard_normal(m * m, dtype=np.float32)}
 
 
+def _spd_stack(size, rng):
+    m = size[0]
+    x = rng.standard_normal((m, 16, 16), dtype=np.float32)
+    return {"a": x @ np.swapaxes(x, -1, -2) + 16 * np.eye(16, dtype=np.float32)}
+
+
+def _tall_stack(size, rng):
+    m = size[0]
+    return {"a": rng.standard_normal((m, 32, 16), dtype=np.float32) +
+            3 * np.eye(32, 16, dtype=np.float32)}
+
+
 def _rounded_long(size, rng):
     m = size[0]
     return {"x": np.round(rng.standard_normal(m * m, dtype=np.float32) * 1000)}
@@ -225,6 +254,9 @@ _SPECS = [
                     lambda a: 4 * a["x"].shape[0]),
     LibraryWorkload("sort_long", sort_long, _long_row, lambda a: a["x"].nbytes),
     LibraryWorkload("argsort_long", argsort_long, _long_row, lambda a: 2 * a["x"].nbytes),
+    LibraryWorkload("batched_cholesky", batched_cholesky, _spd_stack, lambda a: a["a"].nbytes),
+    LibraryWorkload("batched_qr", batched_qr, _tall_stack,
+                    lambda a: a["a"].nbytes + a["a"].shape[0] * 16 * 16 * 4),
     LibraryWorkload("top8_rows", top8_rows, _square_rows, lambda a: 32 * a["x"].shape[0]),
     LibraryWorkload("unique_long", unique_long, _rounded_long, lambda a: 0),
 ]
