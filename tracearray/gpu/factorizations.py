@@ -24,6 +24,22 @@ from .linalg import _FLOATS, MAX_N, _contiguous, _square_batch, small_kernel
 CHOLESKY_THREADS = 128
 
 
+def _shared(module: Any, name: str, ty: Any, count: int) -> Any:
+    """A block's shared array of ``count`` elements of ``ty`` in ``module``."""
+    from llvmlite import ir
+    t = ir.ArrayType(ty, count)
+    g = ir.GlobalVariable(module, t, name, addrspace=3)
+    g.linkage, g.initializer, g.align = "internal", ir.Constant(t, ir.Undefined), 16
+    return g
+
+
+def _barrier_function(module: Any) -> Any:
+    """``__syncthreads`` (barrier 0 of the block)."""
+    from llvmlite import ir
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(32)]),
+                       "llvm.nvvm.barrier.cta.sync.aligned.all")
+
+
 def cholesky_kernel_ir(dtype: Any, name: str) -> str:
     """``name(a, out, info, n, batch, upper)``: a block per matrix of the C-contiguous stack
     ``a`` (n <= MAX_N), factored in shared memory by the unblocked right-looking Cholesky
@@ -46,14 +62,9 @@ def cholesky_kernel_ir(dtype: Any, name: str) -> str:
     a, out, info, n, batch, upper = fn.args
     sqrt = ir.Function(module, ir.FunctionType(ft, [ft]),
                        "__nv_sqrtf" if dtype == np.float32 else "__nv_sqrt")
-    shared_t = ir.ArrayType(ft, MAX_N * MAX_N)
-    sh = ir.GlobalVariable(module, shared_t, f"{name}_m", addrspace=3)
-    sh.linkage, sh.initializer, sh.align = "internal", ir.Constant(shared_t, ir.Undefined), 16
-    bad_t = ir.ArrayType(i32, 1)
-    bad = ir.GlobalVariable(module, bad_t, f"{name}_info", addrspace=3)
-    bad.linkage, bad.initializer, bad.align = "internal", ir.Constant(bad_t, ir.Undefined), 4
-    barrier_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i32]),
-                             "llvm.nvvm.barrier.cta.sync.aligned.all")
+    sh = _shared(module, f"{name}_m", ft, MAX_N * MAX_N)
+    bad = _shared(module, f"{name}_info", i32, 1)
+    barrier_fn = _barrier_function(module)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
     fzero = ir.Constant(ft, 0.0)
@@ -173,11 +184,8 @@ def qr_kernel_ir(dtype: Any, name: str) -> str:
     a, q_out, r_out, m, n, batch, qcols, rrows = fn.args
     sqrt = ir.Function(module, ir.FunctionType(ft, [ft]),
                        "__nv_sqrtf" if dtype == np.float32 else "__nv_sqrt")
-    shared_t = ir.ArrayType(ft, MAX_N * MAX_N + 2 * MAX_N)   # the matrix, tau, a scale
-    sh = ir.GlobalVariable(module, shared_t, f"{name}_m", addrspace=3)
-    sh.linkage, sh.initializer, sh.align = "internal", ir.Constant(shared_t, ir.Undefined), 16
-    barrier_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i32]),
-                             "llvm.nvvm.barrier.cta.sync.aligned.all")
+    sh = _shared(module, f"{name}_m", ft, MAX_N * MAX_N + 2 * MAX_N)   # matrix, tau, scale
+    barrier_fn = _barrier_function(module)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     zero, one = ir.Constant(i64, 0), ir.Constant(i64, 1)
     fzero, fone = ir.Constant(ft, 0.0), ir.Constant(ft, 1.0)
@@ -206,7 +214,7 @@ def qr_kernel_ir(dtype: Any, name: str) -> str:
     def sum_below(j: ir.Value, col, tag: str, first: ir.Value) -> ir.Value:
         """``first`` + the sum over rows i > j of col(i) (in order)."""
         loop = _Loop(b, fn, b.add(j, one), lambda i: b.icmp_unsigned("<", i, m), tag)
-        phi = _phi(b, loop, first)
+        phi = loop.carry(first)
         phi.add_incoming(b.fadd(phi, col(loop.var)), b.block)
         loop.close(b.add(loop.var, one))
         return phi
@@ -285,17 +293,6 @@ def qr_kernel_ir(dtype: Any, name: str) -> str:
     mats.close(b.add(mats.var, sreg(b, "nctaid.x")))
     b.ret_void()
     return str(module)
-
-
-def _phi(b: Any, loop: Any, start: Any) -> Any:
-    """A value carried around ``loop`` (a ``sort._Loop``), ``start`` on entry; the caller
-    adds the body's value. Leaves the builder where it was."""
-    here = b.block
-    b.position_at_start(loop.head)
-    phi = b.phi(start.type)
-    phi.add_incoming(start, loop.pre)
-    b.position_at_end(here)
-    return phi
 
 
 def qr(dev: Any, operands: list, results: list, *, mode: str) -> Any:

@@ -96,6 +96,18 @@ class _Loop:
         self.b.branch(self.head)
         self.b.position_at_end(self.done)
 
+    def carry(self, start: ir.Value) -> ir.Instruction:
+        """A value carried around the loop, ``start`` (defined before it) on entry: a phi in
+        its header, which the caller gives the body's value with ``add_incoming(value,
+        b.block)`` before ``close``; readable after the loop too. Leaves the builder where
+        it was."""
+        here = self.b.block
+        self.b.position_at_start(self.head)
+        phi = self.b.phi(start.type)
+        phi.add_incoming(start, self.pre)
+        self.b.position_at_end(here)
+        return phi
+
 
 def sreg(b: ir.IRBuilder, reg: str) -> ir.Value:
     """The PTX special register ``reg`` (``tid.x``, ``ntid.x``, ...) as an i64."""

@@ -107,7 +107,7 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     loop, step = chunks(b, fn, nchunks, "chunk")
     lo, hi = bounds(b, loop.var, length, n)
     inner = _Loop(b, fn, lo, lambda i: b.icmp_unsigned("<", i, hi), "elem")
-    acc = _phi_at(b, inner, zero)
+    acc = inner.carry(zero)
     acc.add_incoming(b.add(acc, b.zext(mark(b, s, inner.var, equal_nan), I64)), b.block)
     inner.close(b.add(inner.var, one))
     b.store(acc, b.gep(tcount, [loop.var]))
@@ -133,7 +133,7 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     def slot(i: ir.Value) -> ir.Value:
         return b.gep(shared, [ir.Constant(I32, 0), i])
     run = _Loop(b, fn, lo, lambda i: b.icmp_unsigned("<", i, hi), "sum")
-    acc = _phi_at(b, run, zero)
+    acc = run.carry(zero)
     acc.add_incoming(b.add(acc, b.load(b.gep(tcount, [run.var]))), run.body)
     run.close(b.add(run.var, one))
     b.store(acc, slot(tid))
@@ -141,7 +141,7 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     leader = b.icmp_unsigned("==", tid, zero)
     with b.if_then(leader):
         seq = _Loop(b, fn, zero, lambda j: b.icmp_unsigned("<", j, ntid), "seq")
-        tot = _phi_at(b, seq, zero)
+        tot = seq.carry(zero)
         v = b.load(slot(seq.var))
         b.store(tot, slot(seq.var))
         tot.add_incoming(b.add(tot, v), seq.body)
@@ -152,7 +152,7 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     b.call(barrier_fn, [ir.Constant(I32, 0)])
     first = b.load(slot(tid))
     rewrite = _Loop(b, fn, lo, lambda i: b.icmp_unsigned("<", i, hi), "prefix")
-    base = _phi_at(b, rewrite, first)
+    base = rewrite.carry(first)
     here = b.gep(tcount, [rewrite.var])
     v = b.load(here)
     b.store(base, here)
@@ -169,7 +169,7 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     lo, hi = bounds(b, loop.var, length, n)
     before = b.load(b.gep(tcount, [loop.var]))
     inner = _Loop(b, fn, lo, lambda i: b.icmp_unsigned("<", i, hi), "elem")
-    marks = _phi_at(b, inner, before)
+    marks = inner.carry(before)
     i = inner.var
     new = b.zext(mark(b, s, i, equal_nan), I64)
     upto = b.add(marks, new)
@@ -210,18 +210,6 @@ def unique_kernel_ir(dtype: Any, name: str) -> str:
     loop.close(b.add(k, step))
     b.ret_void()
     return str(module)
-
-
-def _phi_at(b: ir.IRBuilder, loop: Any, start: ir.Value) -> ir.Instruction:
-    """A value carried around ``loop`` (a ``sort._Loop``), ``start`` (defined before the
-    loop) on entry: a phi in its header; the caller adds the value from the body's last
-    block. Leaves the builder where it was."""
-    here = b.block
-    b.position_at_start(loop.head)
-    phi = b.phi(start.type)
-    phi.add_incoming(start, loop.pre)
-    b.position_at_end(here)
-    return phi
 
 
 def _kernels(dtype: np.dtype) -> tuple[list[str], str, str]:

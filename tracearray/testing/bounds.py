@@ -224,6 +224,18 @@ SIGNAL_SENSITIVE = frozenset({"hypot", "power"})
 _QUIET_BIT = {2: 1 << 9, 4: 1 << 22, 8: 1 << 51}
 
 
+def _condition_numbers(a: np.ndarray) -> np.ndarray:
+    """The 2-norm condition number of each matrix of the float64 stack ``a`` (0 for empty
+    ones: nothing to bound; inf where NumPy cannot compute it)."""
+    with np.errstate(all="ignore"):
+        if not a.shape[-1] or not a.shape[-2]:
+            return np.zeros(a.shape[:-2])
+        try:
+            return np.asarray(np.linalg.cond(a))
+        except np.linalg.LinAlgError:
+            return np.full(a.shape[:-2], np.inf)
+
+
 def _signaling_nan(x: np.ndarray) -> np.ndarray:
     """Where ``x`` (any dtype) holds a signaling NaN: a NaN whose quiet bit is clear."""
     x = np.asarray(x)
@@ -531,11 +543,8 @@ class Evaluator:
         matrix; a matrix whose condition number or result is not finite is unverifiable."""
         av = a.value.astype(F64)
         n = av.shape[-1]
+        cond = _condition_numbers(av)
         with np.errstate(all="ignore"):
-            try:
-                cond = np.linalg.cond(av) if n else np.zeros(av.shape[:-2])
-            except np.linalg.LinAlgError:
-                cond = np.full(av.shape[:-2], np.inf)
             v64 = value.astype(F64)
             vector = node.op == "linalg.solve" and value.ndim == av.ndim - 1
             per = (-1,) if vector else (-2, -1)
@@ -558,11 +567,8 @@ class Evaluator:
         finite is unverifiable."""
         av = a.value.astype(F64)
         n = max(av.shape[-2:])
+        cond = _condition_numbers(av)
         with np.errstate(all="ignore"):
-            try:
-                cond = np.linalg.cond(av) if n else np.zeros(av.shape[:-2])
-            except np.linalg.LinAlgError:
-                cond = np.full(av.shape[:-2], np.inf)
             v64 = value.astype(F64)
             big = np.max(np.abs(v64), axis=(-2, -1), keepdims=True) if v64.size else \
                 np.zeros(v64.shape[:-2] + (1, 1))
@@ -592,11 +598,8 @@ class Evaluator:
         av = a.value.astype(F64)
         n = av.shape[-1]
         eps = _eps(value.dtype)
+        cond = _condition_numbers(av)
         with np.errstate(all="ignore"):
-            try:
-                cond = np.linalg.cond(av) if n else np.ones(av.shape[:-2])
-            except np.linalg.LinAlgError:
-                cond = np.full(av.shape[:-2], np.inf)
             rel = np.broadcast_to(LU_EPS * max(n, 1) * eps * np.asarray(cond), value.shape)
             v64 = value.astype(F64)
             sure = np.isfinite(rel) & (rel < 0.5)
