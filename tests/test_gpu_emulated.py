@@ -1152,3 +1152,41 @@ def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     assert gpu(values)(tracearray.gpu.to_device(x[:0])).numpy().shape == (0,)
     assert {op for op, _ in ran} == {"unique", "unique_count"}
     assert all(result is None for _, result in ran), ran
+
+
+def test_unique_inverse_of_nans_apart_frees_only_the_nan_slots(emulated) -> None:
+    """Emulated fuzz emu-2026-12-05-c, program 860: np.unique_inverse (equal_nan=False: each
+    NaN its own value) of data with NaNs: which NaN element gets which NaN slot follows the
+    sort's order of the NaNs (the device's stable sort, NumPy's quicksort its own; divergence
+    gpu-sort-ties). The comparator accepts the NaN elements' slots as a whole, and rejects a
+    number's slot moved or a NaN given a number's slot."""
+    from tracearray.testing import compare_with_numpy
+    x = np.round(rng(61).standard_normal((4, 64)) * 4).astype(np.float32)
+    x.reshape(-1)[::9] = np.nan
+
+    def program(a):
+        return np.unique_inverse(a).inverse_indices
+    cmp = compare_with_numpy(program, x, device="cuda")
+    assert cmp.ok, cmp.report()
+    nan_at = np.flatnonzero(np.isnan(x))
+
+    def swap_nans(out):         # two NaN elements trade slots: allowed
+        o = out.copy().reshape(-1)
+        o[nan_at[[0, 1]]] = o[nan_at[[1, 0]]]
+        return o.reshape(out.shape)
+
+    def number_moved(out):      # a number's slot changed: wrong
+        o = out.copy().reshape(-1)
+        k = int(np.flatnonzero(~np.isnan(x.reshape(-1)))[0])
+        o[k] = (o[k] + 1) % o.max()
+        return o.reshape(out.shape)
+
+    def nan_to_number(out):     # a NaN given a number's slot: wrong
+        o = out.copy().reshape(-1)
+        o[nan_at[0]] = 0
+        return o.reshape(out.shape)
+    assert compare_with_numpy(program, x, device="cuda",
+                              compiled=_Altered(program, "cuda", swap_nans)).ok
+    for change in (number_moved, nan_to_number):
+        assert not compare_with_numpy(program, x, device="cuda",
+                                      compiled=_Altered(program, "cuda", change)).ok, change

@@ -278,7 +278,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "variants of float rows read that sort (NumPy's positions and interpolation), so a "
         "zero among their results may have the other sign; so may a zero among np.unique's "
         "values of a float array when return_index is not asked for (NumPy then sorts with "
-        "quicksort, and takes the first of the equal zeros it leaves).", "tolerance"),
+        "quicksort, and takes the first of the equal zeros it leaves), and with "
+        "equal_nan=False, where each NaN is a value of its own, which NaN element's inverse "
+        "is which NaN slot follows the sort's order of the NaNs.", "tolerance"),
     Divergence(
         "gpu-partition-order", "function", ("np.partition", "np.argpartition"),
         "On the GPU, np.partition and np.argpartition sort the rows (the stable sorts of "

@@ -376,6 +376,11 @@ class Evaluator:
             if node.op in self.library_ops and node.op in PARTITION_OPS:
                 return self._library_partition(node, args[0], value)
             if node.op in self.library_ops and node.op == "unique" and \
+                    node.attr("return_inverse") and not node.attr("return_index") and \
+                    not node.attr("equal_nan") and \
+                    node.attr("result") == 1 and args[0].value.dtype.kind == "f":
+                return self._library_unique_inverse(args[0], value)
+            if node.op in self.library_ops and node.op == "unique" and \
                     node.attr("result") == 0 and value.dtype.kind == "f" and \
                     not node.attr("return_index"):
                 # the first of equal values in a stable sort, where NumPy's quicksort puts
@@ -432,6 +437,25 @@ class Evaluator:
         self.used.add("gpu-fft-rounding")
         return _finish(value, np.zeros(value.shape, bool), top, v64 - tol, v64 + tol,
                        f"{node.op}: another library's FFT (gpu-fft-rounding)")
+
+    def _library_unique_inverse(self, x: Bound, value: np.ndarray) -> Bound:
+        """np.unique's inverse with ``equal_nan=False`` read from a stable sort (divergence
+        gpu-sort-ties): each NaN is a value of its own, and which NaN element gets which of
+        the NaN slots follows the sort's order of the NaNs, NumPy's quicksort's its own.
+        The other elements' slots exactly; the NaN elements' slots, as a whole, NumPy's."""
+        nan = np.isnan(np.asarray(x.value)).reshape(value.shape)
+        if not nan.any():
+            return exact_bound(value)
+        self.used.add("gpu-sort-ties")
+        want = np.sort(value[nan])
+
+        def verify(got: np.ndarray) -> np.ndarray:
+            g = np.asarray(got)
+            if g.shape != value.shape or not np.array_equal(np.sort(g[nan]), want):
+                return nan.copy()
+            return np.zeros(value.shape, bool)
+        return Bound(value, ~nan, nan, None, None, "unique: NaN slots of a stable sort",
+                     verify=verify)
 
     def _library_partition(self, node: Node, x: Bound, value: np.ndarray) -> Bound:
         """A partition computed as a stable sort (divergence gpu-partition-order): NumPy's
