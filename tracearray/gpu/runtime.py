@@ -60,8 +60,10 @@ _libraries_registered = False
 
 def register_device_libraries() -> None:
     """The device implementations of external ops (``External.device["cuda"]``): cuFFT for
-    the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve and inv (``gpu/linalg.py``), the
-    block and radix sorts for sort, argsort and the order statistics (``gpu/sort.py``).
+    the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve, inv, det and slogdet
+    (``gpu/linalg.py``), block kernels for cholesky and qr (``gpu/factorizations.py``), the
+    block and radix sorts for sort, argsort, the partitions and the order statistics
+    (``gpu/sort.py``), and unique (``gpu/unique.py``).
     Registered when an executable first has an external call: a program of kernels alone never
     imports them (about a third of the GPU backend's import, paid by a first call)."""
     global _libraries_registered
@@ -1110,9 +1112,9 @@ class _IndexFlags(_Record):
 
 
 class DeviceInfo(_Record):
-    """A library call's per-matrix ``info`` words (int32; non-zero: the matrix is singular),
-    raised as ``error`` at the nodes' line (``errors.run_time_error``); ``info`` is the memory
-    Block holding them."""
+    """A library call's per-matrix ``info`` words (int32; non-zero: the matrix is singular,
+    or not positive definite for cholesky), raised as ``error`` at the nodes' line
+    (``errors.run_time_error``); ``info`` is the memory Block holding them."""
     __slots__ = ("info", "count", "error_value", "nodes", "locations")
 
     def __init__(self, info: Any, count: int, error_value: Exception, nodes: list,

@@ -44,8 +44,6 @@ def _argpartition(x: np.ndarray, *, kth: tuple[int, ...], axis: int) -> np.ndarr
     return np.argpartition(x, kth, axis=axis)
 
 
-
-
 register_external("sort", same_shape, same_dtype, returning(_sort), what="NumPy's sort",
                   domain=_ANY, split=across_rows)
 register_external("argsort", same_shape, _index_dtype, returning(_argsort),

@@ -209,7 +209,7 @@ LU_EPS = 8
 DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
 # ... and Cholesky and QR factors (a block per matrix, gpu/factorizations.py): within
 # LU_EPS * max(m, n) * eps * cond(A) * max|x| per matrix, the zero triangle exactly
-CHOLESKY_OPS = frozenset({"linalg.cholesky", "linalg.qr"})
+FACTOR_OPS = frozenset({"linalg.cholesky", "linalg.qr"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -248,7 +248,7 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | CHOLESKY_OPS | SORT_OPS | PARTITION_OPS | \
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SORT_OPS | PARTITION_OPS | \
     {"order_statistic", "unique"}
 
 
@@ -367,9 +367,9 @@ class Evaluator:
                 return self._library_lu(node, args[0], value)
             if node.op in self.library_ops and node.op in DET_OPS and value.dtype.kind == "f":
                 return self._library_det(node, args[0], value)
-            if node.op in self.library_ops and node.op in CHOLESKY_OPS and \
+            if node.op in self.library_ops and node.op in FACTOR_OPS and \
                     value.dtype.kind == "f" and node.attr("mode") != "raw":
-                return self._library_cholesky(node, args[0], value)
+                return self._library_factor(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
@@ -583,7 +583,7 @@ class Evaluator:
                        v64 + np.where(bad, 0, tol),
                        f"{node.op}: another library's LU (gpu-linalg-rounding)")
 
-    def _library_cholesky(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+    def _library_factor(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A Cholesky or QR factor computed in another order than LAPACK's (divergence
         gpu-linalg-rounding): each element within LU_EPS * max(m, n) * eps * cond(A) *
         max|x| of NumPy's, per matrix, x the factor; the triangle NumPy zeroes (L's upper
