@@ -20,6 +20,9 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   argsort_long    np.argsort(x, kind="stable"), the same
   batched_cholesky  np.linalg.cholesky(A), M symmetric positive definite 16 x 16 matrices
   batched_qr      np.linalg.qr(A), M 32 x 16 matrices (Q and R)
+  batched_eigvalsh  np.linalg.eigvalsh(A), M symmetric 16 x 16 matrices (the values: every
+                  framework's answer; vectors' signs are each library's own)
+  batched_svdvals np.linalg.svd(A, compute_uv=False), M 32 x 16 matrices
   top8_rows       np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1), M x M: each row's
                   8 largest (the partition, then a sort of the 8: every framework's answer)
   unique_long     np.unique(x, return_counts=True) of M * M rounded values (~8,000 distinct)
@@ -104,6 +107,14 @@ def batched_qr(a):
     return tuple(np.linalg.qr(a))
 
 
+def batched_eigvalsh(a):
+    return np.linalg.eigvalsh(a)
+
+
+def batched_svdvals(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
 def top8_rows(x):
     return np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1)
 
@@ -152,6 +163,12 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_qr(a):
         return tuple(torch.linalg.qr(a))
 
+    def t_eigvalsh(a):
+        return torch.linalg.eigvalsh(a)
+
+    def t_svdvals(a):
+        return torch.linalg.svdvals(a)
+
     def t_top8(x):
         return torch.sort(torch.topk(x, 8, dim=-1).values, dim=-1).values
 
@@ -162,7 +179,8 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
             "median_rows": t_median, "quantile_rows": t_quantile, "sort_long": t_sort_long,
             "argsort_long": t_argsort_long, "batched_cholesky": t_cholesky,
-            "batched_qr": t_qr, "top8_rows": t_top8, "unique_long": t_unique}
+            "batched_qr": t_qr, "batched_eigvalsh": t_eigvalsh,
+            "batched_svdvals": t_svdvals, "top8_rows": t_top8, "unique_long": t_unique}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -226,6 +244,12 @@ def _spd_stack(size, rng):
     return {"a": x @ np.swapaxes(x, -1, -2) + 16 * np.eye(16, dtype=np.float32)}
 
 
+def _sym_stack(size, rng):
+    m = size[0]
+    x = rng.standard_normal((m, 16, 16), dtype=np.float32)
+    return {"a": x + np.swapaxes(x, -1, -2)}
+
+
 def _tall_stack(size, rng):
     m = size[0]
     return {"a": rng.standard_normal((m, 32, 16), dtype=np.float32) +
@@ -257,6 +281,10 @@ _SPECS = [
     LibraryWorkload("batched_cholesky", batched_cholesky, _spd_stack, lambda a: a["a"].nbytes),
     LibraryWorkload("batched_qr", batched_qr, _tall_stack,
                     lambda a: a["a"].nbytes + a["a"].shape[0] * 16 * 16 * 4),
+    LibraryWorkload("batched_eigvalsh", batched_eigvalsh, _sym_stack,
+                    lambda a: a["a"].shape[0] * 16 * 4),
+    LibraryWorkload("batched_svdvals", batched_svdvals, _tall_stack,
+                    lambda a: a["a"].shape[0] * 16 * 4),
     LibraryWorkload("top8_rows", top8_rows, _square_rows, lambda a: 32 * a["x"].shape[0]),
     LibraryWorkload("unique_long", unique_long, _rounded_long, lambda a: 0),
 ]

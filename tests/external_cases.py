@@ -18,7 +18,6 @@ EXTERNAL_CALLS: dict[str, Callable] = {
     "linalg.cholesky": np.linalg.cholesky, "linalg.qr": np.linalg.qr,
     "linalg.svd": np.linalg.svd, "linalg.eigh": np.linalg.eigh,
     "linalg.eigvalsh": np.linalg.eigvalsh, "linalg.pinv": np.linalg.pinv,
-    "linalg.matrix_rank": np.linalg.matrix_rank,
     "linalg.inv_or_nan": lambda a: np.linalg.cond(a, 1),
     "linalg.solve": lambda a: np.linalg.solve(a, a[:, :2]),
     "linalg.lstsq": lambda a: np.linalg.lstsq(a[:, :2], a[:, 0]),

@@ -331,3 +331,61 @@ SORT_FORMS.update({
     "sort_long_with_infinities": (lambda x: np.sort(x * np.float32(1e38) * 10),
                                   lambda r: (_ties(r, (4200,)),), True),
 })
+
+
+def _sym(r, shape, dtype=np.float64):
+    """Random symmetric matrices."""
+    m = r.standard_normal(shape)
+    return (m + np.swapaxes(m, -1, -2)).astype(dtype)
+
+
+def _rebuilt(w, v):
+    """V diag(w) V^T: the same for every valid eigenbasis (signs, repeated values)."""
+    return (v * w[..., None, :]) @ np.swapaxes(v, -1, -2)
+
+
+def _usv(u, s, vt):
+    k = s.shape[-1]
+    return (u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :]
+
+
+SPECTRAL_FORMS = {
+    # name: (function, arguments from a Generator, whether the device's kernel takes it).
+    # Each result is one the decomposition fixes whatever basis it finds (values, |vectors|
+    # of distinct values, the matrix rebuilt, projections), so it is NumPy's up to rounding
+    "eigh_batched": (lambda a: (np.linalg.eigh(a)[0], np.abs(np.linalg.eigh(a)[1])),
+                     lambda r: (_sym(r, (4, 6, 6)),), True),
+    "eigh_upper_float32": (lambda a: _rebuilt(*np.linalg.eigh(a, UPLO="U")),
+                           lambda r: (np.triu(_sym(r, (3, 5, 5), np.float32)),), True),
+    "eigvalsh_reads_one_triangle": (
+        lambda a, b: np.linalg.eigvalsh(a + np.tril(b, -1) * 100),
+        lambda r: (_sym(r, (2, 9, 9)), r.standard_normal((9, 9))), True),
+    "eigh_repeated_values": (lambda a: _rebuilt(*np.linalg.eigh(a)),
+                             lambda r: (np.stack([np.eye(5), np.diag([2.0, 1, 2, 1, 2])]),),
+                             True),
+    "eigh_n64": (lambda a: np.linalg.eigh(a).eigenvalues, lambda r: (_sym(r, (2, 64, 64)),),
+                 True),
+    "eigh_one_by_one": (lambda a: np.linalg.eigh(a)[1] * np.linalg.eigh(a)[0][..., None, :],
+                        lambda r: (-np.abs(r.standard_normal((3, 1, 1))),), True),
+    "svd_tall_full": (lambda a: _usv(*np.linalg.svd(a)), lambda r: (_tall(r, (3, 7, 4)),),
+                      True),
+    "svd_wide_reduced_float32": (
+        lambda a: (np.abs(np.linalg.svd(a, full_matrices=False)[2]),
+                   np.linalg.svd(a, full_matrices=False)[1]),
+        lambda r: (_tall(r, (2, 4, 9), np.float32),), True),
+    "svd_values": (lambda a: np.linalg.svd(a, compute_uv=False),
+                   lambda r: (r.standard_normal((5, 6, 6)),), True),
+    "svd_rank_deficient_projections": (
+        lambda a: (lambda u, s, vt: (u @ u.mT, vt.mT @ vt, s[..., :2]))(*np.linalg.svd(a)),
+        lambda r: (r.standard_normal((2, 6, 2)) @ r.standard_normal((2, 2, 5)),), True),
+    "svd_hermitian": (lambda a: np.linalg.svd(a, hermitian=True, compute_uv=False),
+                      lambda r: (r.standard_normal((3, 4, 4)),), True),
+    "svdvals_cond_norm2": (lambda a: (np.linalg.svdvals(a), np.linalg.cond(a),
+                                      np.linalg.norm(a, 2, axis=(-2, -1))),
+                           lambda r: (_tall(r, (4, 8, 8)),), True),
+    # the host runs these
+    "svd_large": (lambda a: np.linalg.svd(a, compute_uv=False),
+                  lambda r: (r.standard_normal((70, 8)),), False),
+    "eigh_of_a_transposed_view": (lambda a: np.linalg.eigvalsh(a.mT),
+                                  lambda r: (_sym(r, (3, 5, 5)),), False),
+}

@@ -272,9 +272,9 @@ def _cpu_tests_on_the_gpu(request, monkeypatch):
 
 def test_external_ops_between_kernels() -> None:
     """Library calls between the kernels around them, for NumPy and device inputs: sorts of
-    rows that fit a block on the device (gpu/sort.py), order statistics, eigh and a solve
-    with two right-hand sides on the host (operands copied from the device on the stream,
-    results copied back), all with NumPy's exact results here."""
+    rows that fit a block on the device (gpu/sort.py), order statistics, a pseudo-inverse
+    and a solve with two right-hand sides on the host (operands copied from the device on the
+    stream, results copied back), all with NumPy's exact results here."""
     rng = np.random.default_rng(0)
     x = rng.integers(0, 4, (64, 300)).astype(np.float32)
     x[::7, ::5] = np.nan
@@ -283,9 +283,9 @@ def test_external_ops_between_kernels() -> None:
 
     def f(x, spd):
         s = np.sort(x * 2 + 1, axis=-1)
-        w, v = np.linalg.eigh(spd * 2)
+        p = np.linalg.pinv(spd * 2)
         return (s[:, ::-1] - 1, np.argsort(x, axis=0, kind="stable"),
-                np.nanmedian(x, axis=1) + 1, np.linalg.solve(spd, spd[..., :2]) * 3, w, v)
+                np.nanmedian(x, axis=1) + 1, np.linalg.solve(spd, spd[..., :2]) * 3, p, p + 1)
 
     want = f(x, spd)
     for args in ((x, spd), (Array.from_numpy(x), Array.from_numpy(spd))):
@@ -543,6 +543,48 @@ def test_qr_on_the_gpu(monkeypatch) -> None:
         cmp = compare_with_numpy(fn, *args, device="cuda")
         assert cmp.ok, (name, cmp.report())
         assert any(r is not NotImplemented for r in ran) == taken, (name, ran)
+
+
+def test_spectral_decompositions_on_the_gpu(monkeypatch) -> None:
+    """np.linalg.eigh, eigvalsh and svd of small contiguous stacks by Jacobi rotations
+    (gpu/jacobi.py): the quantities every valid basis gives (values, |vectors| of distinct
+    values, the matrix rebuilt, projections) are NumPy's within the comparator's tolerance
+    and the test's; the raw vectors pass the comparator's contract (gpu-spectral-basis);
+    a NaN matrix raises NumPy's LinAlgError in svd; the other forms run on the host."""
+    from library_forms import SPECTRAL_FORMS, _sym
+    from tracearray.gpu import jacobi, runtime
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    runtime.register_device_libraries()
+    ran = []
+    for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
+                     ("linalg.svd", jacobi.svd)):
+        def spy(*args, _impl=impl, **kw):
+            ran.append(_impl(*args, **kw))
+            return ran[-1]
+        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    for name, (fn, make, taken) in sorted(SPECTRAL_FORMS.items()):
+        ran.clear()
+        args = make(np.random.default_rng(18))
+        cmp = compare_with_numpy(fn, *args, device="cuda")
+        assert cmp.ok, (name, cmp.report())
+        got, want = gpu(fn)(*args), fn(*args)
+        got = tuple(got) if isinstance(want, tuple) else (got,)
+        want = tuple(want) if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want):
+            f32 = w.dtype == np.float32
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4 if f32 else 1e-9,
+                                       atol=1e-4 if f32 else 1e-10, err_msg=name)
+        assert any(r is not NotImplemented for r in ran) == taken, (name, ran)
+    r = np.random.default_rng(19)
+    for program, x in ((lambda a: tuple(np.linalg.eigh(a)), _sym(r, (64, 32, 32))),
+                       (lambda a: tuple(np.linalg.svd(a)), r.standard_normal((16, 40, 64))),
+                       (lambda a: tuple(np.linalg.svd(a, full_matrices=False)),
+                        r.standard_normal((16, 64, 40)).astype(np.float32))):
+        cmp = compare_with_numpy(program, x, device="cuda")
+        assert cmp.ok, cmp.report()
+    with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+        gpu(lambda a: np.linalg.svd(a))(np.array([[1.0, np.nan], [0.0, 1.0]]))
 
 
 def test_cholesky_on_the_gpu(monkeypatch) -> None:

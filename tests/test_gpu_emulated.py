@@ -22,7 +22,7 @@ import pytest
 import tracearray
 from gpu_emulator import EmulatedDevice
 from library_forms import (CHOLESKY_FORMS, FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, QR_FORMS,
-                           SORT_FORMS, _systems)
+                           SORT_FORMS, SPECTRAL_FORMS, _sym, _systems)
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -814,6 +814,128 @@ def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
         gram = np.swapaxes(q, -1, -2) @ q
         np.testing.assert_allclose(gram, np.broadcast_to(np.eye(q.shape[-1]), gram.shape),
                                    atol=1e-9)
+
+
+def _spy_spectral(monkeypatch) -> list:
+    """What the Jacobi kernels' entry points return (NotImplemented: the host ran it)."""
+    from tracearray.gpu import jacobi, runtime
+    from tracearray.ops import EXTERNALS
+    runtime.register_device_libraries()
+    ran: list = []
+    for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
+                     ("linalg.svd", jacobi.svd)):
+        def spy(*args, _impl=impl, **kw):
+            ran.append(_impl(*args, **kw))
+            return ran[-1]
+        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    return ran
+
+
+@pytest.mark.parametrize("name", sorted(SPECTRAL_FORMS))
+def test_spectral_decompositions_on_the_device(emulated, monkeypatch, name: str) -> None:
+    """np.linalg.eigh, eigvalsh and svd of small contiguous stacks by Jacobi rotations, a
+    block per matrix (gpu/jacobi.py): every quantity the decomposition fixes whatever basis
+    it finds (values, |vectors| of distinct values, the matrix rebuilt, projections) is
+    NumPy's within rounding; one triangle read; the others run on the host."""
+    from tracearray.testing import compare_with_numpy
+    ran = _spy_spectral(monkeypatch)
+    fn, make, taken = SPECTRAL_FORMS[name]
+    args = make(rng(18))
+    cmp = compare_with_numpy(fn, *args, device="cuda")
+    assert cmp.ok, cmp.report()
+    got, want = gpu(fn)(*args), fn(*args)
+    got = tuple(got) if isinstance(want, tuple) else (got,)
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        f32 = w.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4 if f32 else 1e-9,
+                                   atol=1e-4 if f32 else 1e-10)
+    assert any(r is not NotImplemented for r in ran) == taken, ran
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_spectral_vectors_satisfy_the_contract(emulated, monkeypatch, dtype) -> None:
+    """The comparator's check of the vectors themselves (gpu-spectral-basis): the device's
+    eigenvectors and singular vectors pass as they are (orthonormal, A v = w v, U diag(s) V^T
+    = A), with a sign flipped too; vectors 1e-3 off, values 1e-3 off, or two eigenvectors
+    swapped fail."""
+    from tracearray.testing import compare_with_numpy
+    ran = _spy_spectral(monkeypatch)
+    r = rng(19)
+    a = _sym(r, (3, 6, 6), dtype)
+    b = r.standard_normal((2, 7, 5)).astype(dtype)
+    eigh = lambda x: tuple(np.linalg.eigh(x))   # noqa: E731
+    svd = lambda x: tuple(np.linalg.svd(x))     # noqa: E731
+    for program, x in ((eigh, a), (svd, b), (svd, b.swapaxes(-1, -2).copy())):
+        cmp = compare_with_numpy(program, x, device="cuda")
+        assert cmp.ok, cmp.report()
+        assert "gpu-spectral-basis" in cmp.divergences
+
+        class Changed(_Altered):
+            def __call__(self, *args):
+                return self.change([np.array(np.asarray(o)) for o in self.cf(*args)])
+
+        def flip(outs):
+            outs[-1][..., 0, :] *= -1 if program is svd else 1
+            outs[-1][..., :, 0] *= -1 if program is eigh else 1
+            if program is svd:
+                outs[0][..., :, 0] *= -1
+            return tuple(outs)
+        assert compare_with_numpy(program, x, device="cuda", compiled=Changed(
+            program, "cuda", flip)).ok
+
+        def nudge(outs):
+            outs[-1] = (outs[-1] + 1e-3).astype(outs[-1].dtype)
+            return tuple(outs)
+
+        def values(outs):
+            i = 0 if program is eigh else 1
+            outs[i] = (outs[i] * (1 + 1e-3)).astype(outs[i].dtype)
+            return tuple(outs)
+
+        def swap(outs):
+            v = outs[-1]
+            if program is eigh:
+                v[..., :, [0, 1]] = v[..., :, [1, 0]]
+            else:
+                v[..., [0, 1], :] = v[..., [1, 0], :]
+            return tuple(outs)
+        for change in (nudge, values, swap):
+            assert not compare_with_numpy(program, x, device="cuda", compiled=Changed(
+                program, "cuda", change)).ok, change.__name__
+    assert ran and all(r is not NotImplemented for r in ran)
+
+
+@pytest.mark.parametrize("device_inputs", [False, True])
+def test_svd_of_a_non_finite_matrix_raises(emulated, device_inputs) -> None:
+    """NumPy's LinAlgError("SVD did not converge") at the user's line, for a NaN or an
+    infinity (LAPACK: the error for a NaN, no end for an infinity); eigh gives NaNs."""
+    f = gpu(lambda a: np.linalg.svd(a, compute_uv=False))
+    for bad in (np.array([[1.0, np.nan], [0.0, 1.0]]), np.array([[np.inf, 1.0], [2.0, 3.0]])):
+        if device_inputs:
+            out = f(tracearray.gpu.to_device(bad))
+            with pytest.raises(np.linalg.LinAlgError,
+                               match="SVD did not converge(.|\n)*test_gpu_emulated"):
+                out.numpy()
+        else:
+            with pytest.raises(np.linalg.LinAlgError,
+                               match="SVD did not converge(.|\n)*test_gpu_emulated"):
+                f(bad)
+    w, v = gpu(lambda a: np.linalg.eigh(a))(np.array([[1.0, np.nan], [np.nan, 1.0]]))
+    assert np.isnan(np.asarray(w)).all() and np.isnan(np.asarray(v)).all()
+
+
+def test_spectral_scales_extreme_magnitudes(emulated) -> None:
+    """Matrices near the float64 range's ends: the kernels scale by a power of two first, so
+    no sum of squares overflows or underflows (NumPy's values within rounding)."""
+    r = rng(20)
+    for scale in (1e150, 1e-150):
+        x = r.standard_normal((2, 5, 4)) * scale
+        np.testing.assert_allclose(np.asarray(gpu(lambda a: np.linalg.svdvals(a))(x)),
+                                   np.linalg.svdvals(x), rtol=1e-12)
+        s = _sym(r, (2, 5, 5)) * scale
+        np.testing.assert_allclose(np.asarray(gpu(lambda a: np.linalg.eigvalsh(a))(s)),
+                                   np.linalg.eigvalsh(s), rtol=1e-10, atol=1e-14 * scale)
 
 
 @pytest.mark.parametrize("device_inputs", [False, True])

@@ -247,6 +247,20 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "NumPy inputs: at the end of the call); a singular matrix's determinant is NumPy's "
         "0 (sign 0, logarithm -inf).", "tolerance"),
     Divergence(
+        "gpu-spectral-basis", "function", ("np.linalg.eigh", "np.linalg.eigvalsh",
+                                           "np.linalg.svd", "np.linalg.svdvals",
+                                           "np.linalg.cond", "np.linalg.matrix_rank"),
+        "On the GPU, eigenvalues and eigenvectors of small symmetric matrices and singular "
+        "value decompositions of small matrices (contiguous, m, n <= 64) are Jacobi "
+        "rotations', not LAPACK's: eigenvalues and singular values within 8 * max(m, n) * "
+        "eps * ||A||_2 of NumPy's, in NumPy's order; the vectors an orthonormal basis that "
+        "satisfies the decomposition within that much (A v = w v, A A^T u = s^2 u, A^T A v = "
+        "s^2 v), but not LAPACK's basis: a vector may have the other sign, and where values "
+        "repeat or are zero the basis of their space is another (U and V^T still pair: U "
+        "diag(s) V^T is A). A non-finite matrix gives NaN eigenvalues and eigenvectors "
+        "(LAPACK's are NaN in part) and raises NumPy's LinAlgError('SVD did not converge') "
+        "in svd when the host next waits for the device.", "tolerance"),
+    Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
         "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "
         "'float32'): on the GPU, float32 matrix products that cuBLAS runs may use TF32 tensor "

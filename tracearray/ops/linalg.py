@@ -99,10 +99,6 @@ def _pinv_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
     return (_batch(a) + (a[-1], a[-2]),)
 
 
-def _rank_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
-    return (_batch(shapes[0]) if len(shapes[0]) >= 2 else (),)
-
-
 def _rank_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:
     return (np.dtype(np.int64),)
 
@@ -159,9 +155,6 @@ _SIMPLE = {
     "linalg.eigvalsh": (_eigvalsh_shape, same_dtype,
                         lambda a, *, UPLO: np.linalg.eigvalsh(a, UPLO)),
     "linalg.pinv": (_pinv_shape, same_dtype, _pinv),
-    "linalg.matrix_rank": (_rank_shape, _rank_dtype,
-                           lambda a, *, tol, rtol, hermitian: np.linalg.matrix_rank(
-                               a, tol=tol, hermitian=hermitian, rtol=rtol)),
 }
 
 def _inv_or_nan(a: np.ndarray) -> np.ndarray:

@@ -210,6 +210,10 @@ DET_OPS = frozenset({"linalg.det", "linalg.slogdet"})
 # ... and Cholesky and QR factors (a block per matrix, gpu/factorizations.py): within
 # LU_EPS * max(m, n) * eps * cond(A) * max|x| per matrix, the zero triangle exactly
 FACTOR_OPS = frozenset({"linalg.cholesky", "linalg.qr"})
+# ... and symmetric eigenproblems and SVDs by Jacobi rotations (gpu/jacobi.py; divergence
+# gpu-spectral-basis): values within LU_EPS * max(m, n) * eps * ||A||_2, vectors checked
+# against the decomposition's contract, not NumPy's basis
+SPECTRAL_OPS = frozenset({"linalg.eigh", "linalg.eigvalsh", "linalg.svd"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -248,8 +252,8 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SORT_OPS | PARTITION_OPS | \
-    {"order_statistic", "unique"}
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SPECTRAL_OPS | SORT_OPS | \
+    PARTITION_OPS | {"order_statistic", "unique"}
 
 
 class Evaluator:
@@ -370,6 +374,9 @@ class Evaluator:
             if node.op in self.library_ops and node.op in FACTOR_OPS and \
                     value.dtype.kind == "f" and node.attr("mode") != "raw":
                 return self._library_factor(node, args[0], value)
+            if node.op in self.library_ops and node.op in SPECTRAL_OPS and \
+                    value.dtype.kind == "f":
+                return self._library_spectral(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
@@ -612,6 +619,77 @@ class Evaluator:
         self.used.add("gpu-linalg-rounding")
         return _finish(value, zero, bad, v64 - tol, v64 + tol,
                        f"{node.op}: another order than LAPACK's (gpu-linalg-rounding)")
+
+    def _library_spectral(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+        """Eigenvalues or singular values (and their vectors) computed by Jacobi rotations
+        (divergence gpu-spectral-basis). Values: NumPy's within tol = LU_EPS * max(m, n) *
+        eps * ||A||_2 (plus 4 ulps), per matrix. Vectors: unverifiable element by element
+        (their signs and the basis of a repeated value's space are free); the result as a
+        whole must be orthonormal (within LU_EPS * max(m, n) * eps) and satisfy the
+        decomposition with NumPy's values w or s: ||A v - w v|| <= tol for eigenvectors,
+        ||A A^T u - s^2 u|| and ||A^T A v - s^2 v|| <= tol * ||A||_2 for singular vectors
+        (zero past the k values). A matrix with a non-finite element is unverifiable."""
+        op, which = node.op, node.attr("result")
+        av = a.value.astype(F64)
+        if op != "linalg.svd":         # the symmetric matrix NumPy reads from one triangle
+            low = node.attr("UPLO") != "U"
+            tri = np.tril(av) if low else np.triu(av)
+            av = tri + np.swapaxes(np.tril(av, -1) if low else np.triu(av, 1), -1, -2)
+        elif node.attr("hermitian"):
+            av = np.tril(av) + np.swapaxes(np.tril(av, -1), -1, -2)
+        m, n = av.shape[-2:]
+        eps = _eps(value.dtype)
+        finite = np.all(np.isfinite(av), axis=(-2, -1))
+        with np.errstate(all="ignore"):
+            norm2 = np.where(finite, np.linalg.norm(np.where(np.isfinite(av), av, 0),
+                                                    2, axis=(-2, -1)), np.inf) \
+                if av.size else np.zeros(av.shape[:-2])
+            tol = LU_EPS * max(m, n, 1) * eps * norm2       # per matrix
+            self.used.add("gpu-spectral-basis")
+            why = f"{op}: Jacobi rotations (gpu-spectral-basis)"
+            vectors = (op == "linalg.eigh" and which == 1) or \
+                (op == "linalg.svd" and node.attr("compute_uv") and which != 1)
+            if not vectors:
+                v64 = value.astype(F64)
+                t = np.broadcast_to(tol[..., None], value.shape)
+                t = t + 4 * eps * np.abs(v64)
+                bad = ~np.isfinite(t)
+                t = np.where(bad, 0.0, t)
+                return _finish(value, np.zeros(value.shape, bool), bad, v64 - t, v64 + t,
+                               why)
+            if op == "linalg.eigh":
+                ref = np.linalg.eigvalsh(np.where(np.isfinite(av), av, 0))
+            else:
+                ref = np.linalg.svd(np.where(np.isfinite(av), av, 0), compute_uv=False)
+
+        def verify(got: np.ndarray) -> np.ndarray:
+            g = np.asarray(got).astype(F64)
+            if g.shape != value.shape:
+                return np.ones(value.shape, bool)
+            with np.errstate(all="ignore"):
+                if op == "linalg.svd" and which == 2:
+                    g = np.swapaxes(g, -1, -2)          # V^T's rows as columns
+                cols = g.shape[-1]
+                gram = np.swapaxes(g, -1, -2) @ g
+                ortho = np.max(np.abs(gram - np.eye(cols)), axis=(-2, -1), initial=0.0)
+                if op == "linalg.eigh":
+                    resid = av @ g - g * ref[..., None, :]
+                    limit = tol
+                else:
+                    s2 = np.zeros(g.shape[:-2] + (cols,))
+                    s2[..., :ref.shape[-1]] = ref ** 2
+                    gram_a = av @ np.swapaxes(av, -1, -2) if which == 0 else \
+                        np.swapaxes(av, -1, -2) @ av
+                    resid = gram_a @ g - g * s2[..., None, :]
+                    limit = tol * norm2
+                err = np.max(np.linalg.norm(resid, axis=-2), axis=-1, initial=0.0)
+                ok = (ortho <= LU_EPS * max(m, n, 1) * eps) & (err <= limit) & finite
+            return np.broadcast_to(~ok[..., None, None], value.shape)
+        v64 = value.astype(F64)
+        b = _finish(value, np.zeros(value.shape, bool), np.ones(value.shape, bool), v64,
+                    v64.copy(), why)
+        b.verify = verify
+        return b
 
     def _library_det(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A determinant (or slogdet) read from another library's LU (divergence

@@ -210,23 +210,38 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
                  hermitian=bool(hermitian))[0]
 
 
+_RANK_NOTE = ("NumPy's formula (numpy/linalg/_linalg.py::matrix_rank) over np.linalg.svd's "
+              "values (np.linalg.eigvalsh's with hermitian=True): on the GPU those of "
+              "Jacobi rotations where svd runs there (divergence gpu-spectral-basis)")
+
+
 @composite(np.linalg.matrix_rank, calls=['np.linalg.matrix_rank({0})',
-                                         'np.linalg.matrix_rank({0}[..., :1, :] * 0)'],
-           name="np.linalg.matrix_rank", **_LAPACK)
+                                         'np.linalg.matrix_rank({0}[..., :1, :] * 0)',
+                                         f'np.linalg.matrix_rank({_SQ}, hermitian=True)',
+                                         'np.linalg.matrix_rank({0}, tol=0.5)'],
+           name="np.linalg.matrix_rank", **dict(_LAPACK, notes=_RANK_NOTE))
 def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None
                 ) -> Tracer:
+    # numpy/linalg/_linalg.py::matrix_rank on tracers: the count of singular values above
+    # tol (default: max(M, N) * eps times the largest)
     t = as_tracer(A)
     if t.ndim < 2:   # NumPy: int(not all(A == 0))
         return (~np.all(t == 0)).astype(np.int64) if t.ndim else \
             (t != 0).astype(np.int64)
-    for name, v in (("tol", tol), ("rtol", rtol)):
-        if isinstance(v, Tracer) or (v is not None and np.ndim(v) != 0):
-            raise unsupported(f"np.linalg.matrix_rank({name}=<array>)", "pass a Python number")
     if tol is not None and rtol is not None:
         raise ValueError(with_location("`tol` and `rtol` can't be both set."))
-    return _call("linalg.matrix_rank", _matrices(t, square=bool(hermitian)),
-                 tol=None if tol is None else float(tol),
-                 rtol=None if rtol is None else float(rtol), hermitian=bool(hermitian))[0]
+    s = eigvalsh(t) if hermitian else svd(t, compute_uv=False)
+    if hermitian:
+        s = np.abs(s)
+    if tol is None:
+        if rtol is None:
+            rtol = max(t.shape[-2:]) * float(np.finfo(s.dtype).eps)
+        else:
+            rtol = as_tracer(rtol)[..., None]
+        tol = s.max(axis=-1, keepdims=True, initial=0) * rtol
+    else:
+        tol = as_tracer(tol)[..., None]
+    return np.count_nonzero(s > tol, axis=-1)
 
 
 @composite(np.linalg.lstsq, calls=['np.linalg.lstsq({0}[0] if {0}.ndim == 3 else {0}, '
