@@ -383,6 +383,12 @@ SPECTRAL_FORMS = {
     "svdvals_cond_norm2": (lambda a: (np.linalg.svdvals(a), np.linalg.cond(a),
                                       np.linalg.norm(a, 2, axis=(-2, -1))),
                            lambda r: (_tall(r, (4, 8, 8)),), True),
+    "pinv_tall": (lambda a: np.linalg.pinv(a), lambda r: (_tall(r, (3, 7, 4)),), True),
+    "pinv_wide_float32_rtol": (lambda a: np.linalg.pinv(a, rtol=1e-3) * 2,
+                               lambda r: (_tall(r, (2, 4, 9), np.float32),), True),
+    "pinv_zero_column_hermitian": (
+        lambda a: (np.linalg.pinv(a * [1, 1, 0, 1]), np.linalg.pinv(a.mT @ a, hermitian=True)),
+        lambda r: (_tall(r, (2, 5, 4)),), True),
     # the host runs these
     "svd_large": (lambda a: np.linalg.svd(a, compute_uv=False),
                   lambda r: (r.standard_normal((70, 8)),), False),

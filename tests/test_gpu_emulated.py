@@ -823,7 +823,7 @@ def _spy_spectral(monkeypatch) -> list:
     runtime.register_device_libraries()
     ran: list = []
     for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
-                     ("linalg.svd", jacobi.svd)):
+                     ("linalg.svd", jacobi.svd), ("linalg.pinv", jacobi.pinv)):
         def spy(*args, _impl=impl, **kw):
             ran.append(_impl(*args, **kw))
             return ran[-1]

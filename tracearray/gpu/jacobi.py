@@ -667,8 +667,84 @@ def svd(dev: Any, operands: list, results: list, *, full_matrices: bool, compute
     return PendingInfo(info, batch, np.linalg.LinAlgError("SVD did not converge"))
 
 
+def pinv_kernel_ir(dtype: Any, name: str) -> str:
+    """``name(u, s, vt, out, m, n, k, batch, rcond)``: a block per matrix, NumPy's
+    pseudo-inverse from the reduced SVD (u m x k, s k, vt k x n): V diag(s+) U^T, s+ = 1/s
+    for s above ``rcond`` (a float64's bits) times the largest, else 0 (float64 sums)."""
+    from llvmlite import ir
+    dtype = np.dtype(dtype)
+    module = ir.Module(name=name)
+    gt = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
+    P = gt.as_pointer(1)
+    i64 = ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P] * 4 + [i64] * 5), name=name)
+    fn.calling_convention = "ptx_kernel"
+    u, s, vt, out, m, n, k, batch, rcond_bits = fn.args
+    blk = _Block(module, fn, name)
+    b, c0, c1 = blk.b, blk.const(0), blk.const(1)
+    load, store = _io(blk, dtype)
+    inverse = blk.array("sinv", blk.f64, MAX_N)
+    from .sort import _Loop, sreg
+    mats = _Loop(b, fn, sreg(b, "ctaid.x"), lambda x: b.icmp_unsigned("<", x, batch), "matrix")
+    x_ = mats.var
+    u_m = b.gep(u, [b.mul(x_, b.mul(m, k))])
+    vt_m = b.gep(vt, [b.mul(x_, b.mul(k, n))])
+    s_m = b.gep(s, [b.mul(x_, k)])
+    cutoff = b.fmul(b.bitcast(rcond_bits, blk.f64), load(s_m))     # s[0]: the largest
+
+    def invert(j: Any) -> None:
+        sj = load(b.gep(s_m, [j]))
+        b.store(b.select(b.fcmp_ordered(">", sj, cutoff), b.fdiv(blk.f(1.0), sj),
+                         blk.f(0.0)), inverse(j))
+    blk.each(k, "invert", invert)
+    blk.barrier()
+
+    def entry(p: Any) -> None:           # out[i, j] = sum_l vt[l, i] s+[l] u[j, l]
+        i, j = b.udiv(p, m), b.urem(p, m)
+        store(blk.total(c0, k, "sum", lambda l_: b.fmul(
+            b.fmul(load(b.gep(vt_m, [b.add(b.mul(l_, n), i)])), b.load(inverse(l_))),
+            load(b.gep(u_m, [b.add(b.mul(j, k), l_)])))),
+            b.gep(out, [b.add(b.mul(x_, b.mul(n, m)), p)]))
+    blk.each(b.mul(n, m), "entry", entry)
+    blk.barrier()       # (the next matrix's s+ overwrites this one's)
+    mats.close(b.add(x_, sreg(b, "nctaid.x")))
+    del c1
+    b.ret_void()
+    return str(module)
+
+
+def pinv(dev: Any, operands: list, results: list, *, rcond: float, hermitian: bool) -> Any:
+    """``np.linalg.pinv`` as NumPy computes it, from the reduced SVD (``svd_kernel_ir``)
+    then ``pinv_kernel_ir``: for contiguous float stacks of m x n matrices (m, n <= MAX_N)."""
+    import struct
+    a, out = operands[0], results[0]
+    if out is None:
+        return None
+    if a.dtype not in _FLOATS or len(a.shape) < 2 or not _contiguous(a) or \
+            out.dtype != a.dtype:
+        return NotImplemented
+    m, n = a.shape[-2], a.shape[-1]
+    if not (1 <= m <= MAX_N and 1 <= n <= MAX_N):
+        return NotImplemented
+    batch = math.prod(a.shape[:-2])
+    if batch == 0:
+        return None
+    k, size = min(m, n), a.dtype.itemsize
+    u, s, vt = (dev.allocator.allocate(batch * count * size) for count in (m * k, k, k * n))
+    info = dev.allocator.allocate(batch * 4)
+    _launch_blocks(dev, "svd", a.dtype, svd_kernel_ir, batch,
+                   [a.ptr, u.ptr, s.ptr, vt.ptr, info.ptr, m, n, batch, 1, 0,
+                    int(bool(hermitian))])
+    bits = struct.unpack("<q", struct.pack("<d", float(rcond)))[0]
+    _launch_blocks(dev, "pinv", a.dtype, pinv_kernel_ir, batch,
+                   [u.ptr, s.ptr, vt.ptr, out.ptr, m, n, k, batch, bits])
+    return PendingInfo(info, batch, np.linalg.LinAlgError("SVD did not converge"))
+
+
 def register() -> None:
-    """Make the Jacobi kernels the "cuda" implementations of eigh, eigvalsh and svd."""
+    """Make the Jacobi kernels the "cuda" implementations of eigh, eigvalsh, svd and
+    pinv."""
     EXTERNALS["linalg.eigh"].device["cuda"] = eigh
     EXTERNALS["linalg.eigvalsh"].device["cuda"] = eigvalsh
     EXTERNALS["linalg.svd"].device["cuda"] = svd
+    EXTERNALS["linalg.pinv"].device["cuda"] = pinv

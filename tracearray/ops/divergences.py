@@ -249,7 +249,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "gpu-spectral-basis", "function", ("np.linalg.eigh", "np.linalg.eigvalsh",
                                            "np.linalg.svd", "np.linalg.svdvals",
-                                           "np.linalg.cond", "np.linalg.matrix_rank"),
+                                           "np.linalg.cond", "np.linalg.matrix_rank",
+                                           "np.linalg.pinv"),
         "On the GPU, eigenvalues and eigenvectors of small symmetric matrices and singular "
         "value decompositions of small matrices (contiguous, m, n <= 64) are Jacobi "
         "rotations', not LAPACK's: eigenvalues and singular values within 8 * max(m, n) * "
@@ -259,7 +260,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "repeat or are zero the basis of their space is another (U and V^T still pair: U "
         "diag(s) V^T is A). A non-finite matrix gives NaN eigenvalues and eigenvectors "
         "(LAPACK's are NaN in part) and raises NumPy's LinAlgError('SVD did not converge') "
-        "in svd when the host next waits for the device.", "tolerance"),
+        "in svd (and pinv) when the host next waits for the device. A pseudo-inverse is "
+        "NumPy's formula over that SVD: within 8 * max(m, n) * eps * cond(A) * max|x| of "
+        "NumPy's, x the result.", "tolerance"),
     Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
         "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "

@@ -136,11 +136,9 @@ def _svd(a: np.ndarray, *, full_matrices: bool, compute_uv: bool, hermitian: boo
     return tuple(r) if compute_uv else r
 
 
-def _pinv(a: np.ndarray, *, rcond: Any, rtol: Any, hermitian: bool) -> np.ndarray:
-    kwargs = {} if rcond is None else {"rcond": rcond}
-    if rtol is not None:
-        kwargs["rtol"] = rtol
-    return np.linalg.pinv(a, hermitian=hermitian, **kwargs)
+def _pinv(a: np.ndarray, *, rcond: float, hermitian: bool) -> np.ndarray:
+    # (``rcond``: the cutoff NumPy derives from its rcond and rtol, derived by the tracer)
+    return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian)
 
 
 _SIMPLE = {

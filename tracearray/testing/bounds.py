@@ -202,7 +202,7 @@ FFT_EPS = 4
 # Small solves and inverses on the GPU are cuBLAS's batched LU (divergence
 # gpu-linalg-rounding): each result element within LU_EPS * n * eps * cond(A) * max|x| of
 # NumPy's, per matrix (x the result matrix or vector)
-LU_OPS = frozenset({"linalg.solve", "linalg.inv"})
+LU_OPS = frozenset({"linalg.solve", "linalg.inv", "linalg.pinv"})   # (pinv: gpu/jacobi.py)
 LU_EPS = 8
 # ... and determinants read from that LU: each within LU_EPS * n * eps * cond(A) (relative;
 # absolute for slogdet's logarithm) plus a few ulps; a sign where that is below 1/2
@@ -570,10 +570,10 @@ class Evaluator:
 
     def _library_lu(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A solve or inverse computed by another library's LU (divergence
-        gpu-linalg-rounding): NumPy's value within LU_EPS * n * eps * cond(A) * max|x| per
+        gpu-linalg-rounding), or a pseudo-inverse from Jacobi's SVD (gpu-spectral-basis): NumPy's value within LU_EPS * n * eps * cond(A) * max|x| per
         matrix; a matrix whose condition number or result is not finite is unverifiable."""
         av = a.value.astype(F64)
-        n = av.shape[-1]
+        n = max(av.shape[-2:])
         cond = _condition_numbers(av)
         with np.errstate(all="ignore"):
             v64 = value.astype(F64)
@@ -585,10 +585,11 @@ class Evaluator:
             tol = LU_EPS * max(n, 1) * _eps(value.dtype) * cond * big
         tol = np.broadcast_to(tol, value.shape)
         bad = ~np.isfinite(tol)
-        self.used.add("gpu-linalg-rounding")
+        why = "gpu-spectral-basis" if node.op == "linalg.pinv" else "gpu-linalg-rounding"
+        self.used.add(why)
         return _finish(value, np.zeros(value.shape, bool), bad, v64 - np.where(bad, 0, tol),
                        v64 + np.where(bad, 0, tol),
-                       f"{node.op}: another library's LU (gpu-linalg-rounding)")
+                       f"{node.op}: another library's factorisation ({why})")
 
     def _library_factor(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A Cholesky or QR factor computed in another order than LAPACK's (divergence

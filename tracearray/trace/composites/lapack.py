@@ -189,8 +189,14 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
     return _call("linalg.eigvalsh", _matrices(a), UPLO=_uplo(UPLO))[0]
 
 
-@composite(np.linalg.pinv, calls=['np.linalg.pinv({0})', 'np.linalg.pinv({0}, rcond=1e-3)'],
-           name="np.linalg.pinv", **_LAPACK)
+_PINV_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 stacks of "
+              "contiguous m x n matrices (m, n <= 64): NumPy's formula over the SVD of Jacobi "
+              "rotations (divergence gpu-spectral-basis), others on the host")
+
+
+@composite(np.linalg.pinv, calls=['np.linalg.pinv({0})', 'np.linalg.pinv({0}, rcond=1e-3)',
+                                  'np.linalg.pinv({0}, rtol=None)'],
+           name="np.linalg.pinv", **dict(_LAPACK, notes=_PINV_NOTE))
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._NoValue
          ) -> Tracer:
     for name, v in (("rcond", rcond), ("rtol", rtol)):
@@ -200,14 +206,19 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
     if rcond is not None and rtol is not np._NoValue:
         raise ValueError(with_location("`rtol` and `rcond` can't be both set."))
     a = as_tracer(a)
+    if rcond is None:           # NumPy's cutoff, relative to the largest singular value
+        if rtol is np._NoValue:
+            rcond = 1e-15
+        elif rtol is None:      # (NumPy's finfo: an integer matrix raises its ValueError)
+            rcond = max(a.shape[-2:]) * float(np.finfo(a.dtype).eps)
+        else:
+            rcond = rtol
     if a.ndim >= 2 and (a.shape[-1] == 0 or a.shape[-2] == 0):
         # NumPy: an empty result of a's own dtype, before any dtype or shape check (an
         # empty float16 matrix included: soak cpu-2026-12-02-r, program 1094)
         return as_tracer(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
     t = _matrices(a, square=bool(hermitian))
-    return _call("linalg.pinv", t, rcond=None if rcond is None else float(rcond),
-                 rtol=None if rtol is np._NoValue or rtol is None else float(rtol),
-                 hermitian=bool(hermitian))[0]
+    return _call("linalg.pinv", t, rcond=float(rcond), hermitian=bool(hermitian))[0]
 
 
 _RANK_NOTE = ("NumPy's formula (numpy/linalg/_linalg.py::matrix_rank) over np.linalg.svd's "
