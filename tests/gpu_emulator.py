@@ -198,6 +198,7 @@ def host_ir(ir_text: str) -> str:
     t = t.replace('@"llvm.nvvm.bar.warp.sync"', '@"emu_shfl_syncwarp"')
     t = t.replace('@"llvm.nvvm.match.any.sync.i32"', '@"emu_shfl_match_any"')
     t = t.replace(" addrspace(1)", "").replace(" addrspace(3)", "")
+    t = t.replace("addrspacecast", "bitcast")    # (one address space here)
     # cp.async (global -> shared, asynchronous on the GPU): made at the thread's wait
     for kind, n in (("cg", 16), ("ca", 16), ("ca", 8), ("ca", 4)):
         t = t.replace(f'@"llvm.nvvm.cp.async.{kind}.shared.global.{n}"', f'@"emu_cp_async_{n}"')

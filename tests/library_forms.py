@@ -389,9 +389,21 @@ SPECTRAL_FORMS = {
     "pinv_zero_column_hermitian": (
         lambda a: (np.linalg.pinv(a * [1, 1, 0, 1]), np.linalg.pinv(a.mT @ a, hermitian=True)),
         lambda r: (_tall(r, (2, 5, 4)),), True),
+    # a long side past 64 (W in global memory): tall data, a few features
+    "svd_tall_data_reduced": (
+        lambda a: (lambda u, s, vt: (u @ u.mT, _usv(u, s, vt), s))(
+            *np.linalg.svd(a, full_matrices=False)),
+        lambda r: (r.standard_normal((2, 300, 7)),), True),
+    "svd_wide_data_values_float32": (lambda a: np.linalg.svdvals(a),
+                                     lambda r: (r.standard_normal((3, 130)).astype(np.float32),),
+                                     True),
+    "pinv_tall_data_zero_column": (lambda a: np.linalg.pinv(a * [1, 0, 1, 1]),
+                                   lambda r: (r.standard_normal((100, 4)),), True),
     # the host runs these
     "svd_large": (lambda a: np.linalg.svd(a, compute_uv=False),
-                  lambda r: (r.standard_normal((70, 8)),), False),
+                  lambda r: (r.standard_normal((70, 70)),), False),
+    "svd_tall_full_matrices": (lambda a: _usv(*np.linalg.svd(a)),
+                               lambda r: (r.standard_normal((100, 4)),), False),
     "eigh_of_a_transposed_view": (lambda a: np.linalg.eigvalsh(a.mT),
                                   lambda r: (_sym(r, (3, 5, 5)),), False),
 }

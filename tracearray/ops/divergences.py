@@ -258,9 +258,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "satisfies the decomposition within that much (A v = w v, A A^T u = s^2 u, A^T A v = "
         "s^2 v), but not LAPACK's basis: a vector may have the other sign, and where values "
         "repeat or are zero the basis of their space is another (U and V^T still pair: U "
-        "diag(s) V^T is A). A non-finite matrix gives NaN eigenvalues and eigenvectors "
-        "(LAPACK's are NaN in part) and raises NumPy's LinAlgError('SVD did not converge') "
-        "in svd (and pinv) when the host next waits for the device. A pseudo-inverse is "
+        "diag(s) V^T is A). A non-finite matrix gives NaN results (LAPACK's are NaN in part, "
+        "or for svd and pinv NumPy raises LinAlgError('SVD did not converge'), or returns "
+        "other numbers, as LAPACK's code paths fall). A pseudo-inverse is "
         "NumPy's formula over that SVD: within 8 * max(m, n) * eps * cond(A) * max|x| of "
         "NumPy's, x the result.", "tolerance"),
     Divergence(

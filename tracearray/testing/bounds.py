@@ -629,7 +629,8 @@ class Evaluator:
         whole must be orthonormal (within LU_EPS * max(m, n) * eps) and satisfy the
         decomposition with NumPy's values w or s: ||A v - w v|| <= tol for eigenvectors,
         ||A A^T u - s^2 u|| and ||A^T A v - s^2 v|| <= tol * ||A||_2 for singular vectors
-        (zero past the k values). A matrix with a non-finite element is unverifiable."""
+        (zero past the k values). A matrix with a non-finite element is unverifiable
+        (LAPACK's results for one are NaN, numbers or an error as its code paths fall)."""
         op, which = node.op, node.attr("result")
         av = a.value.astype(F64)
         if op != "linalg.svd":         # the symmetric matrix NumPy reads from one triangle
@@ -684,7 +685,7 @@ class Evaluator:
                     resid = gram_a @ g - g * s2[..., None, :]
                     limit = tol * norm2
                 err = np.max(np.linalg.norm(resid, axis=-2), axis=-1, initial=0.0)
-                ok = (ortho <= LU_EPS * max(m, n, 1) * eps) & (err <= limit) & finite
+                ok = ((ortho <= LU_EPS * max(m, n, 1) * eps) & (err <= limit)) | ~finite
             return np.broadcast_to(~ok[..., None, None], value.shape)
         v64 = value.astype(F64)
         b = _finish(value, np.zeros(value.shape, bool), np.ones(value.shape, bool), v64,

@@ -41,6 +41,11 @@ _QR_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, modes reduced
             "r of float32/float64 stacks of contiguous m x n matrices (m, n <= 64): a block "
             "per matrix, LAPACK's unblocked Householder reflectors (so NumPy's signs; "
             "divergence gpu-linalg-rounding), mode raw and others on the host")
+_SPECTRAL_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
+                  "stacks of contiguous m x n matrices (m, n <= 64): Jacobi rotations, a block "
+                  "per matrix (values within 8 max(m, n) eps ||A||_2; vectors a valid basis, "
+                  "not LAPACK's: divergence gpu-spectral-basis), others on the host")
+_SPECTRAL = dict(_LAPACK, notes=_SPECTRAL_NOTE)
 _CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
                   "stacks of contiguous n x n matrices (n <= 64): a block per matrix, the "
                   "unblocked factorisation in shared memory (divergence gpu-linalg-rounding), "
@@ -137,7 +142,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 @composite(np.linalg.svd, calls=['np.linalg.svd({0}, compute_uv=False)',
                                  'np.abs(np.linalg.svd({0})[0])',
                                  f'np.linalg.svd({_SQ}, hermitian=True, compute_uv=False)'],
-           name="np.linalg.svd", **_LAPACK)
+           name="np.linalg.svd", **_SPECTRAL)
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
         hermitian: bool = False) -> Any:
     t = _matrices(a, square=bool(hermitian))
@@ -154,7 +159,7 @@ def _uplo(UPLO: str) -> str:
 
 @composite(np.linalg.eigh, calls=[f'np.linalg.eigh({_SQ})[0]',
                                   f'np.abs(np.linalg.eigh({_SQ}, UPLO="U").eigenvectors)'],
-           name="np.linalg.eigh", **_LAPACK)
+           name="np.linalg.eigh", **_SPECTRAL)
 def eigh(a: Any, UPLO: str = "L") -> Any:
     w, v = _call("linalg.eigh", _matrices(a), UPLO=_uplo(UPLO))
     return npl.EighResult(w, v)
@@ -184,7 +189,7 @@ def eigvals(a: Any) -> Any:
 
 
 @composite(np.linalg.eigvalsh, calls=[f'np.linalg.eigvalsh({_SQ})'],
-           name="np.linalg.eigvalsh", **_LAPACK)
+           name="np.linalg.eigvalsh", **_SPECTRAL)
 def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
     return _call("linalg.eigvalsh", _matrices(a), UPLO=_uplo(UPLO))[0]
 
@@ -292,7 +297,10 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
                                   f'np.linalg.cond({_SQ}, "fro")',
                                   'np.linalg.cond({0}[..., :2, :2], 1)',
                                   f'np.linalg.cond({_SQ}, -np.inf)'],
-           name="np.linalg.cond", **_LAPACK)
+           name="np.linalg.cond", **dict(_LAPACK, notes=(
+               "NumPy's formula: p None/2/-2 over np.linalg.svd's values (on the GPU Jacobi "
+               "rotations where svd runs there: gpu-spectral-basis), other p over inv's "
+               "norms (the host's LAPACK)")))
 def cond(x: Any, p: Any = None) -> Tracer:
     # numpy/linalg/_linalg.py::cond without its branch on the data: a NaN condition number
     # becomes inf unless the matrix has a NaN (NumPy: ``if nan_mask.any(): r[mask] = inf``)
@@ -341,7 +349,8 @@ def tensorsolve(a: Any, b: Any, axes: Any = None) -> Tracer:
 
 # numpy.linalg's functions over the ones above: NumPy's own Python code on tracers.
 composite(np.linalg.svdvals, calls=['np.linalg.svdvals({0})'], name="np.linalg.svdvals",
-          impl=NUMPY, **_LAPACK)
+          impl=NUMPY, **dict(_LAPACK, notes="NumPy's code over np.linalg.svd (on the GPU "
+                             "Jacobi rotations where svd runs there: gpu-spectral-basis)"))
 composite(np.linalg.tensorinv, calls=[f'np.linalg.tensorinv(({_SQ})[..., None, :], ind=2)'],
           name="np.linalg.tensorinv", impl=NUMPY,
           **{**_LAPACK, "max_dims": 2, "notes": "NumPy's code over np.linalg.inv (on the GPU "
