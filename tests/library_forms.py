@@ -399,6 +399,17 @@ SPECTRAL_FORMS = {
                                      True),
     "pinv_tall_data_zero_column": (lambda a: np.linalg.pinv(a * [1, 0, 1, 1]),
                                    lambda r: (r.standard_normal((100, 4)),), True),
+    "lstsq_tall_vector": (lambda a, b: np.linalg.lstsq(a, b),
+                          lambda r: (r.standard_normal((50, 3)), r.standard_normal(50)), True),
+    "lstsq_columns_float32": (lambda a, b: np.linalg.lstsq(a, b, rcond=1e-4),
+                              lambda r: (_tall(r, (20, 4), np.float32),
+                                         r.standard_normal((20, 3)).astype(np.float32)), True),
+    "lstsq_wide_rank_deficient": (
+        lambda a, b: np.linalg.lstsq(a * [1, 1, 0, 1, 1, 1], b)[0],
+        lambda r: (r.standard_normal((3, 6)), r.standard_normal((3, 2))), True),
+    "polyfit": (lambda x, y: np.polyfit(x, y, 2),
+                lambda r: (np.linspace(0, 1, 40), np.linspace(0, 1, 40) ** 2 * 3 +
+                           r.standard_normal(40) * 0.01), True),
     # the host runs these
     "svd_large": (lambda a: np.linalg.svd(a, compute_uv=False),
                   lambda r: (r.standard_normal((70, 70)),), False),

@@ -552,13 +552,14 @@ def test_spectral_decompositions_on_the_gpu(monkeypatch) -> None:
     and the test's; the raw vectors pass the comparator's contract (gpu-spectral-basis);
     a NaN matrix gives NaNs; the other forms run on the host."""
     from library_forms import SPECTRAL_FORMS, _sym
-    from tracearray.gpu import jacobi, runtime
+    from tracearray.gpu import jacobi, least_squares, runtime
     from tracearray.ops import EXTERNALS
     from tracearray.testing import compare_with_numpy
     runtime.register_device_libraries()
     ran = []
     for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
-                     ("linalg.svd", jacobi.svd), ("linalg.pinv", jacobi.pinv)):
+                     ("linalg.svd", jacobi.svd), ("linalg.pinv", least_squares.pinv),
+                     ("linalg.lstsq", least_squares.lstsq)):
         def spy(*args, _impl=impl, **kw):
             ran.append(_impl(*args, **kw))
             return ran[-1]

@@ -818,12 +818,13 @@ def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
 
 def _spy_spectral(monkeypatch) -> list:
     """What the Jacobi kernels' entry points return (NotImplemented: the host ran it)."""
-    from tracearray.gpu import jacobi, runtime
+    from tracearray.gpu import jacobi, least_squares, runtime
     from tracearray.ops import EXTERNALS
     runtime.register_device_libraries()
     ran: list = []
     for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
-                     ("linalg.svd", jacobi.svd), ("linalg.pinv", jacobi.pinv)):
+                     ("linalg.svd", jacobi.svd), ("linalg.pinv", least_squares.pinv),
+                     ("linalg.lstsq", least_squares.lstsq)):
         def spy(*args, _impl=impl, **kw):
             ran.append(_impl(*args, **kw))
             return ran[-1]
@@ -904,6 +905,32 @@ def test_spectral_vectors_satisfy_the_contract(emulated, monkeypatch, dtype) -> 
             assert not compare_with_numpy(program, x, device="cuda", compiled=Changed(
                 program, "cuda", change)).ok, change.__name__
     assert ran and all(r is not NotImplemented for r in ran)
+
+
+def test_least_squares_comparator_bounds(emulated, monkeypatch) -> None:
+    """np.linalg.lstsq from the Jacobi SVD (gpu/least_squares.py) passes the comparator's
+    bounds; x 1e-6 off, a residual 1e-6 off or a rank one off fail them."""
+    from tracearray.testing import compare_with_numpy
+    ran = _spy_spectral(monkeypatch)
+    r = rng(21)
+    a, b = r.standard_normal((30, 4)), r.standard_normal((30, 2))
+    program = lambda a, b: tuple(np.linalg.lstsq(a, b))    # noqa: E731
+    cmp = compare_with_numpy(program, a, b, device="cuda")
+    assert cmp.ok, cmp.report()
+
+    class Changed(_Altered):
+        def __call__(self, *args):
+            return self.change([np.array(np.asarray(o)) for o in self.cf(*args)])
+
+    def off(i, by):
+        def change(outs):
+            outs[i] = (outs[i] + by).astype(outs[i].dtype)
+            return tuple(outs)
+        return change
+    for change in (off(0, 1e-6), off(1, 1e-6), off(2, 1)):
+        assert not compare_with_numpy(program, a, b, device="cuda",
+                                      compiled=Changed(program, "cuda", change)).ok
+    assert ran and all(x is not NotImplemented for x in ran)
 
 
 def test_spectral_decompositions_of_non_finite_matrices_are_nan(emulated) -> None:

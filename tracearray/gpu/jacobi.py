@@ -10,8 +10,9 @@ rotations of disjoint pairs run at once, each applied by the block's threads; it
 tridiagonal or bidiagonal reduction, and it is accurate (eigenvalues and singular values
 within a small multiple of n * eps * ||A|| of LAPACK's). cuSOLVER's batched small-matrix
 solvers (syevjBatched, gesvdjBatched) use the same method. The arithmetic is float64 for
-both dtypes (float32 results rounded once at the end); the rotations stop when every
-pair is orthogonal to the dtype's epsilon, relative to the two columns' norms.
+both dtypes (float32 results rounded once at the end, as NumPy's LAPACK calls compute
+float32 in double); the rotations stop when every pair is orthogonal to float64's epsilon,
+relative to the two columns' norms.
 
 - eigh: the two-sided method on the symmetric matrix read from NumPy's triangle (``UPLO``):
   each rotation zeroes one off-diagonal pair; the eigenvectors are the product of the
@@ -247,7 +248,7 @@ def eigh_kernel_ir(dtype: Any, name: str) -> str:
     as columns, rotated in place from the identity."""
     from llvmlite import ir
     dtype = np.dtype(dtype)
-    eps = float(np.finfo(dtype).eps)
+    eps = float(np.finfo(np.float64).eps)     # (NumPy computes float32 in double too)
     module = ir.Module(name=name)
     gt = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
     P = gt.as_pointer(1)
@@ -399,7 +400,7 @@ def svd_kernel_ir(dtype: Any, name: str) -> str:
     its LinAlgError, or other numbers, as its code paths fall)."""
     from llvmlite import ir
     dtype = np.dtype(dtype)
-    eps = float(np.finfo(dtype).eps)
+    eps = float(np.finfo(np.float64).eps)     # (NumPy computes float32 in double too)
     module = ir.Module(name=name)
     gt = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
     P = gt.as_pointer(1)
@@ -711,83 +712,9 @@ def svd(dev: Any, operands: list, results: list, *, full_matrices: bool, compute
     return None
 
 
-def pinv_kernel_ir(dtype: Any, name: str) -> str:
-    """``name(u, s, vt, out, m, n, k, batch, rcond)``: a block per matrix, NumPy's
-    pseudo-inverse from the reduced SVD (u m x k, s k, vt k x n): V diag(s+) U^T, s+ = 1/s
-    for s above ``rcond`` (a float64's bits) times the largest, else 0 (float64 sums)."""
-    from llvmlite import ir
-    dtype = np.dtype(dtype)
-    module = ir.Module(name=name)
-    gt = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
-    P = gt.as_pointer(1)
-    i64 = ir.IntType(64)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P] * 4 + [i64] * 5), name=name)
-    fn.calling_convention = "ptx_kernel"
-    u, s, vt, out, m, n, k, batch, rcond_bits = fn.args
-    blk = _Block(module, fn, name)
-    b, c0, c1 = blk.b, blk.const(0), blk.const(1)
-    load, store = _io(blk, dtype)
-    inverse = blk.array("sinv", blk.f64, MAX_N)
-    from .sort import _Loop, sreg
-    mats = _Loop(b, fn, sreg(b, "ctaid.x"), lambda x: b.icmp_unsigned("<", x, batch), "matrix")
-    x_ = mats.var
-    u_m = b.gep(u, [b.mul(x_, b.mul(m, k))])
-    vt_m = b.gep(vt, [b.mul(x_, b.mul(k, n))])
-    s_m = b.gep(s, [b.mul(x_, k)])
-    largest = load(s_m)          # (s[0]; NaN for a non-finite matrix: a NaN result)
-    cutoff = b.fmul(b.bitcast(rcond_bits, blk.f64), largest)
-    unknown = b.fcmp_unordered("uno", largest, largest)
-
-    def invert(j: Any) -> None:
-        sj = load(b.gep(s_m, [j]))
-        b.store(b.select(b.fcmp_ordered(">", sj, cutoff), b.fdiv(blk.f(1.0), sj),
-                         blk.f(0.0)), inverse(j))
-    blk.each(k, "invert", invert)
-    blk.barrier()
-
-    def entry(p: Any) -> None:           # out[i, j] = sum_l vt[l, i] s+[l] u[j, l]
-        i, j = b.udiv(p, m), b.urem(p, m)
-        store(b.select(unknown, blk.f(math.nan), blk.total(c0, k, "sum", lambda l_: b.fmul(
-            b.fmul(load(b.gep(vt_m, [b.add(b.mul(l_, n), i)])), b.load(inverse(l_))),
-            load(b.gep(u_m, [b.add(b.mul(j, k), l_)]))))),
-            b.gep(out, [b.add(b.mul(x_, b.mul(n, m)), p)]))
-    blk.each(b.mul(n, m), "entry", entry)
-    blk.barrier()       # (the next matrix's s+ overwrites this one's)
-    mats.close(b.add(x_, sreg(b, "nctaid.x")))
-    del c1
-    b.ret_void()
-    return str(module)
-
-
-def pinv(dev: Any, operands: list, results: list, *, rcond: float, hermitian: bool) -> Any:
-    """``np.linalg.pinv`` as NumPy computes it, from the reduced SVD (``svd_kernel_ir``)
-    then ``pinv_kernel_ir``: for contiguous float stacks of m x n matrices (``_svd_shape``)."""
-    import struct
-    a, out = operands[0], results[0]
-    if out is None:
-        return None
-    if _svd_shape(a) is None or out.dtype != a.dtype:
-        return NotImplemented
-    m, n = a.shape[-2], a.shape[-1]
-    batch = math.prod(a.shape[:-2])
-    if batch == 0:
-        return None
-    k, size = min(m, n), a.dtype.itemsize
-    u, s, vt = (dev.allocator.allocate(batch * count * size) for count in (m * k, k, k * n))
-    work = _work(dev, m, n, batch)
-    _launch_blocks(dev, "svd", a.dtype, svd_kernel_ir, batch,
-                   [a.ptr, u.ptr, s.ptr, vt.ptr, work.ptr if work is not None else 0,
-                    m, n, batch, 1, 0, int(bool(hermitian))])
-    bits = struct.unpack("<q", struct.pack("<d", float(rcond)))[0]
-    _launch_blocks(dev, "pinv", a.dtype, pinv_kernel_ir, batch,
-                   [u.ptr, s.ptr, vt.ptr, out.ptr, m, n, k, batch, bits])
-    return None
-
-
 def register() -> None:
-    """Make the Jacobi kernels the "cuda" implementations of eigh, eigvalsh, svd and
-    pinv."""
+    """Make the Jacobi kernels the "cuda" implementations of eigh, eigvalsh and svd (pinv
+    and lstsq: ``gpu/least_squares.py``)."""
     EXTERNALS["linalg.eigh"].device["cuda"] = eigh
     EXTERNALS["linalg.eigvalsh"].device["cuda"] = eigvalsh
     EXTERNALS["linalg.svd"].device["cuda"] = svd
-    EXTERNALS["linalg.pinv"].device["cuda"] = pinv

@@ -62,7 +62,8 @@ def register_device_libraries() -> None:
     """The device implementations of external ops (``External.device["cuda"]``): cuFFT for
     the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve, inv, det and slogdet
     (``gpu/linalg.py``), block kernels for cholesky and qr (``gpu/factorizations.py``) and
-    for eigh, eigvalsh and svd (Jacobi rotations, ``gpu/jacobi.py``), the block and radix sorts for sort, argsort, the partitions and the order statistics
+    for eigh, eigvalsh and svd (Jacobi rotations, ``gpu/jacobi.py``) and pinv and lstsq
+    over that SVD (``gpu/least_squares.py``), the block and radix sorts for sort, argsort, the partitions and the order statistics
     (``gpu/sort.py``), and unique (``gpu/unique.py``).
     Registered when an executable first has an external call: a program of kernels alone never
     imports them (about a third of the GPU backend's import, paid by a first call)."""
@@ -71,10 +72,11 @@ def register_device_libraries() -> None:
         return
     with _libraries_lock:
         if not _libraries_registered:
-            from . import factorizations, fft, jacobi, linalg, sort, unique
+            from . import factorizations, fft, jacobi, least_squares, linalg, sort, unique
             factorizations.register()
             fft.register()
             jacobi.register()
+            least_squares.register()
             linalg.register()
             sort.register()
             unique.register()

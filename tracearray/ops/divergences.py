@@ -250,7 +250,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "gpu-spectral-basis", "function", ("np.linalg.eigh", "np.linalg.eigvalsh",
                                            "np.linalg.svd", "np.linalg.svdvals",
                                            "np.linalg.cond", "np.linalg.matrix_rank",
-                                           "np.linalg.pinv"),
+                                           "np.linalg.pinv", "np.linalg.lstsq"),
         "On the GPU, eigenvalues and eigenvectors of small symmetric matrices and singular "
         "value decompositions of small matrices (contiguous, m, n <= 64) are Jacobi "
         "rotations', not LAPACK's: eigenvalues and singular values within 8 * max(m, n) * "
@@ -262,7 +262,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "or for svd and pinv NumPy raises LinAlgError('SVD did not converge'), or returns "
         "other numbers, as LAPACK's code paths fall). A pseudo-inverse is "
         "NumPy's formula over that SVD: within 8 * max(m, n) * eps * cond(A) * max|x| of "
-        "NumPy's, x the result.", "tolerance"),
+        "NumPy's, x the result; a least-squares solution within 8 * max(m, n) * eps * "
+        "(cond * max|x| + cond^2 * ||r|| / ||A||_2), its rank exact unless a singular value "
+        "lies within the rounding of the cutoff (SVDs of tall or wide matrices whose shorter "
+        "side is at most 64 and longer at most 4096).", "tolerance"),
     Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
         "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "

@@ -214,6 +214,11 @@ FACTOR_OPS = frozenset({"linalg.cholesky", "linalg.qr"})
 # gpu-spectral-basis): values within LU_EPS * max(m, n) * eps * ||A||_2, vectors checked
 # against the decomposition's contract, not NumPy's basis
 SPECTRAL_OPS = frozenset({"linalg.eigh", "linalg.eigvalsh", "linalg.svd"})
+# ... and least squares from that SVD (gpu/least_squares.py): x within LU_EPS * max(m, n) *
+# eps * (cond * max|x| + cond^2 * ||r|| / ||A||), the residuals and singular values within
+# the rounding of their sums, the rank exactly (unverifiable where a singular value is within
+# that rounding of the cutoff)
+LSTSQ_OPS = frozenset({"linalg.lstsq"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -252,8 +257,8 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
-LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SPECTRAL_OPS | SORT_OPS | \
-    PARTITION_OPS | {"order_statistic", "unique"}
+LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SPECTRAL_OPS | LSTSQ_OPS | \
+    SORT_OPS | PARTITION_OPS | {"order_statistic", "unique"}
 
 
 class Evaluator:
@@ -374,6 +379,8 @@ class Evaluator:
             if node.op in self.library_ops and node.op in FACTOR_OPS and \
                     value.dtype.kind == "f" and node.attr("mode") != "raw":
                 return self._library_factor(node, args[0], value)
+            if node.op in self.library_ops and node.op in LSTSQ_OPS:
+                return self._library_lstsq(node, args[0], args[1], value)
             if node.op in self.library_ops and node.op in SPECTRAL_OPS and \
                     value.dtype.kind == "f":
                 return self._library_spectral(node, args[0], value)
@@ -692,6 +699,58 @@ class Evaluator:
                     v64.copy(), why)
         b.verify = verify
         return b
+
+    def _library_lstsq(self, node: Node, a: Bound, b: Bound, value: np.ndarray) -> Bound:
+        """np.linalg.lstsq from another SVD than LAPACK's (gpu/least_squares.py, divergence
+        gpu-spectral-basis), with d = LU_EPS * max(m, n) * eps: x within d * (cond * max|x| +
+        cond^2 * ||r|| / s_1) per column (cond = s_1 over the smallest singular value kept, r
+        NumPy's residual); each residual sum within 2 ||r|| e + e^2, e = d * (||b|| + s_1
+        ||x||); singular values within d * s_1 + 4 ulps; the rank exact. Everything is
+        unverifiable when a singular value lies within d * s_1 of the cutoff (the rank is then
+        either) or the operands are not finite."""
+        which = node.attr("result")
+        av, bv = a.value.astype(F64), b.value.astype(F64)
+        m, n = av.shape
+        b2 = bv.reshape(m, -1)
+        eps = _eps(value.dtype) if value.dtype.kind == "f" else _eps(a.value.dtype)
+        d = LU_EPS * max(m, n, 1) * eps
+        rcond = node.attr("rcond")
+        rcond = float(np.finfo(F64).eps) * max(m, n) if rcond is None else rcond
+        self.used.add("gpu-spectral-basis")
+        why = "linalg.lstsq: another SVD (gpu-spectral-basis)"
+        with np.errstate(all="ignore"):
+            finite = bool(np.isfinite(av).all() and np.isfinite(bv).all())
+            s = np.linalg.svd(av, compute_uv=False) if finite and av.size else np.zeros(0)
+            s1 = s[0] if s.size else 0.0
+            cut = rcond * s1
+            near = bool(np.any(np.abs(s - cut) <= d * s1 + 4 * eps * cut))
+            if not finite or near or value.dtype.kind != "f":
+                if value.dtype.kind != "f" and finite and not near:
+                    return exact_bound(value)         # the rank
+                top = np.ones(value.shape, bool)
+                if value.dtype.kind != "f":
+                    return Bound(value, ~top, top, None, None, why)
+                v64 = value.astype(F64)
+                return _finish(value, ~top, top, v64, v64.copy(), why)
+            kept = s[s > cut]
+            cond = s1 / kept[-1] if kept.size else 0.0
+            x_ref = np.linalg.lstsq(av, b2, rcond=rcond)[0]
+            r = b2 - av @ x_ref
+            rn = np.linalg.norm(r, axis=0)
+            v64 = value.astype(F64)
+            if which == 0:
+                big = np.max(np.abs(x_ref), axis=0) if x_ref.size else np.zeros(b2.shape[1])
+                tol = d * (cond * big + cond ** 2 * rn / (s1 if s1 else 1.0))
+                tol = np.broadcast_to(tol, (n, b2.shape[1])).reshape(value.shape)
+            elif which == 1:
+                e = d * (np.linalg.norm(b2, axis=0) + s1 * np.linalg.norm(x_ref, axis=0))
+                tol = (2 * rn * e + e * e)[:value.size].reshape(value.shape)
+            else:
+                tol = np.full(value.shape, d * s1)
+            tol = tol + 4 * eps * np.abs(v64)
+            bad = ~np.isfinite(tol)
+            tol = np.where(bad, 0.0, tol)
+        return _finish(value, np.zeros(value.shape, bool), bad, v64 - tol, v64 + tol, why)
 
     def _library_det(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A determinant (or slogdet) read from another library's LU (divergence

@@ -392,7 +392,8 @@ def vander(x: Any, N: Any = None, increasing: bool = False) -> Tracer:
 composite(np.polyfit, calls=['np.polyfit(np.arange({0}.shape[0]) * 0.5, {0}, 2)',
                              'np.polyfit(np.arange({0}.shape[0]) * 1.0, {0}, 1, w=np.abs({0}) + 1)'],
           dtypes=FLOATS, min_dims=1, max_dims=1, values="small", impl=NUMPY,
-          notes="NumPy's implementation over np.vander and np.linalg.lstsq")
+          notes="NumPy's implementation over np.vander and np.linalg.lstsq (on the GPU "
+          "lstsq's SVD where it runs there: gpu-spectral-basis)")
 
 
 def _correlate_full(a: Tracer, v: Tracer, valid_only: bool = False) -> Tracer:

@@ -263,7 +263,11 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
 @composite(np.linalg.lstsq, calls=['np.linalg.lstsq({0}[0] if {0}.ndim == 3 else {0}, '
                                    '({1}[0] if {1}.ndim == 3 else {1}))[0]'],
            arrays=2, name="np.linalg.lstsq", dtypes=NUMERIC, min_dims=2, max_dims=2,
-           same_shape=True, values="small", notes=_NOTE)
+           same_shape=True, values="small", notes=(
+               "external op: LAPACK through numpy.linalg; on the GPU, contiguous float32/"
+               "float64 operands of n <= 64 unknowns (or m <= 64 equations) and up to 4096 "
+               "of the other: NumPy's formula over the SVD of Jacobi rotations (divergence "
+               "gpu-spectral-basis), others on the host"))
 def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     ta, tb = as_tracer(a), as_tracer(b)
     dt = _result_dtype(ta, tb)
