@@ -1,6 +1,7 @@
 """Symmetric eigenproblems and singular value decompositions on the GPU by Jacobi rotations, a
 block per matrix: the device implementations of ``linalg.eigh``, ``linalg.eigvalsh`` and
-``linalg.svd`` (so also of ``svdvals``, ``cond`` and ``norm(ord=2)``, which call them) for
+``linalg.svd`` (so also of ``svdvals``, ``cond``, ``matrix_rank`` and ``norm(ord=2)``, which
+call them; pinv and lstsq over it: ``least_squares.py``) for
 stacks of contiguous float32/float64 matrices of at most ``MAX_N`` rows and columns (an SVD's
 longer side up to ``MAX_ROWS``, its columns then in global memory: tall data matrices of a few
 features, least squares of a few unknowns).
@@ -45,7 +46,9 @@ THREADS = 128
 # The longer side of an SVD's matrix (W in global memory past MAX_N rows): each rotation's
 # dot products are one thread's loop over the rows, so much longer ones run on the host
 MAX_ROWS = 4096
-MAX_SWEEPS = 30     # (a sweep rotates every pair once; random 64 x 64 matrices need 7-10)
+# A sweep rotates every pair once; Jacobi's convergence is quadratic once the off-diagonal
+# part is small, so a few sweeps do; the bound only ends a pathological matrix's loop
+MAX_SWEEPS = 30
 _HALF = (MAX_N + 1) // 2
 
 

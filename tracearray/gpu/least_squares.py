@@ -112,7 +112,8 @@ def lstsq_kernel_ir(dtype: Any, name: str) -> str:
     one matrix's least squares from its reduced SVD (u m x k, s k, vt k x n), a block per
     column of the C-contiguous ``b`` (m x nrhs) at a time: c = s+ * (U^T b), x = V c, and with
     ``residuals`` the column's ||b - A x||^2; block 0 writes the rank (``rank32`` / ``rank64``,
-    either null) and copies s to ``s_out`` (when not null). ``rcond``: a float64's bits."""
+    either null) and copies s to ``s_out`` (when not null). ``rcond``: a float64's bits. A
+    non-finite matrix (NaN singular values) gives NaN x and residuals, rank 0."""
     from llvmlite import ir
 
     from .sort import _Loop, sreg
@@ -133,8 +134,10 @@ def lstsq_kernel_ir(dtype: Any, name: str) -> str:
     inverse = blk.array("sinv", blk.f64, MAX_N)
     coef = blk.array("coef", blk.f64, MAX_N)
     part = blk.array("part", blk.f64, THREADS)
-    largest = load(s)
+    largest = load(s)            # (NaN for a non-finite matrix: NaN results)
     cutoff = b.fmul(b.bitcast(rcond_bits, blk.f64), largest)
+    unknown = b.fcmp_unordered("uno", largest, largest)
+    nan = blk.f(math.nan)
 
     def invert(j: Any) -> None:
         sj = load(b.gep(s, [j]))
@@ -167,8 +170,9 @@ def lstsq_kernel_ir(dtype: Any, name: str) -> str:
             c0, m, "utb", lambda r: b.fmul(load(b.gep(u, [b.add(b.mul(r, k), j)])),
                                            load(b_at(r))))), coef(j)))
         blk.barrier()
-        blk.each(n, "x", lambda i: store(blk.total(c0, k, "vc", lambda j: b.fmul(
-            load(b.gep(vt, [b.add(b.mul(j, n), i)])), b.load(coef(j)))), x_at(i)))
+        blk.each(n, "x", lambda i: store(b.select(unknown, nan, blk.total(
+            c0, k, "vc", lambda j: b.fmul(load(b.gep(vt, [b.add(b.mul(j, n), i)])),
+                                          b.load(coef(j))))), x_at(i)))
     blk.barrier()
     with b.if_then(b.icmp_unsigned("!=", residuals, c0)):
         b.store(blk.f(0.0), part(blk.tid))
@@ -181,7 +185,8 @@ def lstsq_kernel_ir(dtype: Any, name: str) -> str:
         blk.each(m, "resid", square)
         blk.barrier()
         with blk.single():
-            store(blk.total(c0, blk.ntid, "sum", lambda t: b.load(part(t))),
+            store(b.select(unknown, nan, blk.total(c0, blk.ntid, "sum",
+                                                   lambda t: b.load(part(t)))),
                   b.gep(res, [col]))
     blk.barrier()       # (the next column overwrites coef and the partial sums)
     cols.close(b.add(col, sreg(b, "nctaid.x")))

@@ -300,7 +300,8 @@ def _compare_errors(cf: Any, args: Sequence[Any], exc: BaseException, cmp: Compa
         return
     if (isinstance(exc, np.linalg.LinAlgError) and "did not converge" in str(exc)
             and _target(cf) == "cuda"
-            and any(n.op in _bounds.SPECTRAL_OPS | {"linalg.pinv"}
+            and any(n.op in _bounds.SPECTRAL_OPS | _bounds.LSTSQ_OPS |
+                    {"linalg.pinv", "linalg.lstsq_rank"}
                     for n in lowered.graph.nodes())):
         # LAPACK's SVD of a non-finite matrix: its error, NaNs or numbers as its code paths
         # fall; the GPU's Jacobi rotations give NaNs (gpu-spectral-basis)
