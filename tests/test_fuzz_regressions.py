@@ -805,3 +805,20 @@ def test_unpackbits_of_an_empty_axis_pads_with_zeros() -> None:
     assert c.nonempty and "unpackbits-empty-padding" in c.divergences
     p = fuzz.program_for("cpu-2026-12-05-s3", 1838)
     assert fuzz.run_program(p, "cpu").status == "match"
+
+
+def _eigvals_of_fmax_tan(x0):
+    v3 = np.fmax(np.expand_dims(x0, -1), np.tan(x0))
+    return np.linalg.eigvals(v3 @ v3.swapaxes(-1, -2))
+
+
+def test_eig_whose_kind_numpys_values_do_not_give_is_a_kind_the_data_decides() -> None:
+    """Soak cpu-2026-12-05-night, program 171: np.linalg.eigvals of a symmetric product whose
+    eigenvalues are real in exact arithmetic; the compiled float64 tan differs from NumPy's by
+    an ulp, and one side's rounding gave complex pairs where the other's gave real values.
+    Evaluating the graph on NumPy's values, the eig op's host call raised AssertionError (a
+    compile error in the comparator); it raises ValueError now, as np.unique's and lstsq's
+    do, and the comparator treats the kind as one the data decides (as bug 67's count)."""
+    x = np.array([1, 0, 1, 65534, 4, 0, 0, 0, 65534, 0, 1, 65534, 65535, 1, 65534] +
+                 [0] * 18, dtype=np.uint16)
+    assert_matches_numpy(_eigvals_of_fmax_tan, x, device="cpu")
