@@ -522,6 +522,32 @@ def test_unique_on_the_gpu(dtype) -> None:
                 assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
 
 
+def test_unique_along_an_axis_on_the_gpu() -> None:
+    """np.unique along an axis on the device (gpu/unique_axis.py): short stacks (the block
+    sort) and 300,007 rows (the radix sort), NaN rows, +-0, every flag, NumPy and device
+    inputs: NumPy's results (a zero's sign free without return_index)."""
+    from tracearray.testing import compare_with_numpy
+    rng = np.random.default_rng(44)
+    for shape in ((37, 3), (300_007, 2)):
+        x = rng.integers(-2, 3, shape).astype(np.float64)
+        x[::1001, 0] = np.nan
+        x[3::17, 1] = -0.0
+
+        def every_flag(a):
+            return np.unique(a, axis=0, return_index=True, return_inverse=True,
+                             return_counts=True)
+
+        def columns(a):
+            return np.unique(a.T, axis=1, return_counts=True)
+        for program in (every_flag, columns):
+            cmp = compare_with_numpy(program, x, device="cuda")
+            assert cmp.ok, cmp.report()
+            got = gpu(program)(tracearray.gpu.to_device(x))
+            for g, w in zip(got, program(x)):
+                g = g.numpy()
+                assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+
+
 def test_qr_on_the_gpu(monkeypatch) -> None:
     """np.linalg.qr (reduced, complete, r) of small contiguous stacks as a block per matrix
     (gpu/factorizations.py): NumPy's Q and R (LAPACK's reflectors, so its signs) within the

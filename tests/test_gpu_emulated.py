@@ -1304,6 +1304,66 @@ def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     assert all(result is None for _, result in ran), ran
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int32", pytest.param("bool", marks=pytest.mark.slow)])
+def test_unique_along_an_axis_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
+    """np.unique along an axis (gpu/unique_axis.py): the rows' lexicographic order from one
+    stable sort per field, the sorted rows' differences scanned into groups, then the flat
+    unique's kernels and a copy of each group's first row. NumPy's results: rows with NaNs
+    each their own (equal_nan changes nothing there), +-0 equal (a sign free without
+    return_index), every flag, axes 0, 1 and 2, a reversed view, device inputs (the count
+    then the device's). Float rows asked for an inverse without return_index run on the
+    host (NumPy's quicksort orders rows whose NaNs fall alike either way)."""
+    from tracearray.gpu import runtime, unique as gu
+    from tracearray.ops import EXTERNALS
+    from tracearray.testing import compare_with_numpy
+    monkeypatch.setattr(gu, "CHUNK", 8)
+    runtime.register_device_libraries()
+    ran = []
+    for op in ("unique", "unique_count"):
+        def spy(*args, impl=EXTERNALS[op].device["cuda"], op=op, **kw):
+            ran.append((op, kw.get("axis"), impl(*args, **kw)))
+            return ran[-1][2]
+        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    r = rng(52)
+    x = r.integers(0, 3, (40, 3, 2)).astype(dtype)
+    if x.dtype.kind == "f":
+        x[5, 1, 0] = np.nan
+        x[7] = x[5]
+        x[9, 0, 1] = -0.0
+        x[11] = x[9] * -1
+
+    def every_flag(a):
+        return np.unique(a, axis=0, return_index=True, return_inverse=True,
+                         return_counts=True)
+
+    def columns(a):
+        return np.unique(a[::-1].reshape(40, 6).T, axis=1, return_counts=True)
+
+    def last_axis(a):
+        return np.unique(a.transpose(1, 2, 0) > 0, axis=2, return_index=True)
+
+    def values(a):
+        return np.unique(a, axis=0, equal_nan=False)
+
+    def inverse_only(a):      # float: on the host
+        return np.unique(a, axis=0, return_inverse=True)[1]
+    for program in (every_flag, columns, last_axis, values, inverse_only):
+        ran.clear()
+        cmp = compare_with_numpy(program, x, device="cuda")
+        assert cmp.ok, (program.__name__, cmp.report())
+        on_host = program is inverse_only and x.dtype.kind == "f"
+        assert any(res is NotImplemented for _, _, res in ran) == on_host, ran
+    got = gpu(every_flag)(x)
+    for g, w in zip(got, every_flag(x)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+    ran.clear()
+    for g, w in zip(gpu(every_flag)(tracearray.gpu.to_device(x)), every_flag(x)):
+        g = g.numpy()
+        assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+    assert {(op, res) for op, _, res in ran} == {("unique", None), ("unique_count", None)}
+
+
 def test_unique_inverse_of_nans_apart_frees_only_the_nan_slots(emulated) -> None:
     """Emulated fuzz emu-2026-12-05-c, program 860: np.unique_inverse (equal_nan=False: each
     NaN its own value) of data with NaNs: which NaN element gets which NaN slot follows the

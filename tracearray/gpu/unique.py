@@ -21,8 +21,9 @@ rest is four small kernels over the sorted values, cut into chunks of consecutiv
 A stable sort puts each group's first occurrence first, so ``return_index`` is NumPy's (it
 sorts stably for it); without it NumPy's quicksort may put ``-0.0`` or ``0.0`` first among
 equal zeros, so a zero among the values may have the other sign (divergence
-``gpu-sort-ties``). Along an axis, ``sorted=False``, float16 and the other dtypes the
-device sorts do not take run NumPy's unique on the host.
+``gpu-sort-ties``). Along an axis the rows are made unique by ``unique_axis.py`` (with
+these kernels for the marks); ``sorted=False``, float16 and the other dtypes the device
+sorts do not take run NumPy's unique on the host.
 """
 from __future__ import annotations
 
@@ -228,8 +229,9 @@ def _kernels(dtype: np.dtype) -> tuple[list[str], str, str]:
 
 
 def _takes(src: DeviceBuffer, axis: Any, sorted: bool) -> bool:
+    """The flattened array's unique (a 1-d operand's along axis 0 is NumPy's that too)."""
     from .sort import sortable
-    return axis is None and sorted and sortable(src.dtype)
+    return (axis is None or len(src.shape) == 1) and sorted and sortable(src.dtype)
 
 
 def _sorted_flat(dev: Any, src: DeviceBuffer, with_perm: bool, keep: list) -> Any:
@@ -291,9 +293,12 @@ def _functions(dev: Any, dtype: np.dtype) -> dict:
 def unique_count(dev: Any, operands: list, results: list, *, axis: Any, equal_nan: bool,
                  sorted: bool, **flags: bool) -> Any:
     """The number of distinct values of the flattened operand (``np.unique``'s length)."""
+    from . import unique_axis
     src, out = operands[0], results[0]
     if out is None:
         return None
+    if unique_axis.takes(src, axis, sorted):
+        return unique_axis.unique_count(dev, src, out, axis)
     if not _takes(src, axis, sorted):
         return NotImplemented
     keep: list = []
@@ -313,14 +318,18 @@ def unique(dev: Any, operands: list, results: list, *, axis: Any, count: int,
     the values, then the results the flags ask for, in NumPy's order."""
     from .driver import sm_count
     from .sort import _launch
+    from . import unique_axis
     src = operands[0]
-    if not _takes(src, axis, sorted):
-        return NotImplemented
     outs = iter(results[1:])
     values = results[0]
     index = next(outs) if return_index else None
     inverse = next(outs) if return_inverse else None
     counts = next(outs) if return_counts else None
+    if unique_axis.takes(src, axis, sorted):
+        return unique_axis.unique(dev, src, axis, count, values, index, inverse, counts,
+                                  return_index)
+    if not _takes(src, axis, sorted):
+        return NotImplemented
     keep: list = []
     got = _sorted_flat(dev, src, index is not None or inverse is not None, keep)
     if got is NotImplemented:

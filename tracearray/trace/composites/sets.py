@@ -4,7 +4,8 @@
 ``unique`` is NumPy's own function (an external op: its sort, its hash table, its records
 along an axis), once the number of distinct values is known: a size the data decides
 (``context.data_size``), probed when the compiled function runs; on the GPU the flattened
-array's is the device's (``gpu/unique.py``). ``isin`` (and
+array's is the device's (``gpu/unique.py``), and the rows' along an axis
+(``gpu/unique_axis.py``). ``isin`` (and
 ``setdiff1d`` on it) is a bisection of the sorted test elements, whatever the ``kind``
 (NumPy's kinds give the same answers; its table method would need the data's range while
 tracing); the others are NumPy's own code run on tracers.
@@ -23,10 +24,12 @@ from ..tracer import Tracer
 from . import ALL, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 
-_UNIQUE_NOTE = ("external op: NumPy's own np.unique on the buffers; on the GPU (the flattened "
-                "array, sorted, bool, integers, float32, float64) the device's stable sort "
-                "and four kernels over the sorted values, every flag (divergence "
-                "gpu-sort-ties: a zero's sign without return_index); along an axis and "
+_UNIQUE_NOTE = ("external op: NumPy's own np.unique on the buffers; on the GPU (sorted, bool, "
+                "integers, float32, float64) the device's stable sort and four kernels over "
+                "the sorted values, every flag (divergence gpu-sort-ties: a zero's sign "
+                "without return_index); along an axis (rows of up to 64 elements) one stable "
+                "sort per element of the rows, then the same kernels over the rows' groups "
+                "(float rows asked for return_inverse without return_index on the host); "
                 "float16 on the host")
 _SET_NOTE = ("NumPy's own code on tracers (np.unique, sorts, concatenations), on the GPU the "
              "device's where np.unique runs there")
