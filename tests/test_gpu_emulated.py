@@ -1304,7 +1304,8 @@ def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     assert all(result is None for _, result in ran), ran
 
 
-@pytest.mark.parametrize("dtype", ["float64", "int32", pytest.param("bool", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", ["float64", "int32",
+                                   pytest.param("bool", marks=pytest.mark.slow)])
 def test_unique_along_an_axis_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     """np.unique along an axis (gpu/unique_axis.py): the rows' lexicographic order from one
     stable sort per field, the sorted rows' differences scanned into groups, then the flat

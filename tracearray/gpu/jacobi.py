@@ -148,6 +148,51 @@ class _Block:
                 b.select(b.icmp_unsigned("<", x, y), y, x))
 
 
+class _Rotations:
+    """One round's rotations in shared memory: each pair's (c, s) and (p, q), p = MAX_N where
+    the pair is not rotated; ``record`` by the pair's thread, ``turn`` by the block."""
+
+    def __init__(self, blk: _Block):
+        self.blk = blk
+        self.cs = blk.array("cs", blk.f64, 2 * _HALF)
+        self.pq = blk.array("pq", blk.i32, 2 * _HALF)
+
+    def record(self, k: Any, p: Any, q: Any, rotate: Any, c: Any, s: Any, flag: Any) -> None:
+        """Pair ``k`` rotates (p, q) by (c, s) when ``rotate`` (storing 1 at ``flag``)."""
+        blk, b = self.blk, self.blk.b
+        with b.if_then(rotate):
+            b.store(blk.i32(1), flag)
+        k2 = b.mul(k, blk.const(2))
+        b.store(c, self.cs(k2))
+        b.store(s, self.cs(b.add(k2, blk.const(1))))
+        b.store(b.trunc(b.select(rotate, p, blk.const(MAX_N)), blk.i32), self.pq(k2))
+        b.store(b.trunc(q, blk.i32), self.pq(b.add(k2, blk.const(1))))
+
+    def each_rotated(self, k: Any, body: Callable[[Any, Any, Any, Any], None]) -> None:
+        """``body(p, q, c, s)`` if pair ``k`` rotates."""
+        blk, b = self.blk, self.blk.b
+        k2 = b.mul(k, blk.const(2))
+        p = b.zext(b.load(self.pq(k2)), blk.i64)
+        with b.if_then(b.icmp_unsigned("<", p, blk.const(MAX_N))):
+            q = b.zext(b.load(self.pq(b.add(k2, blk.const(1)))), blk.i64)
+            body(p, q, b.load(self.cs(k2)), b.load(self.cs(b.add(k2, blk.const(1)))))
+
+    def turn(self, rows: Any, cell: Callable, get: Callable, put: Callable) -> Callable:
+        """The block's item x: row x % rows of pair x / rows, whose two elements
+        ``cell(row, p)`` and ``cell(row, q)`` become (x_p, x_q) (c s; -s c)."""
+        b = self.blk.b
+
+        def item(x: Any) -> None:
+            def rotate(p: Any, q: Any, c: Any, s: Any) -> None:
+                i = b.urem(x, rows)
+                cp, cq = cell(i, p), cell(i, q)
+                xp, xq = get(cp), get(cq)
+                put(b.fsub(b.fmul(c, xp), b.fmul(s, xq)), cp)
+                put(b.fadd(b.fmul(s, xp), b.fmul(c, xq)), cq)
+            self.each_rotated(b.udiv(x, rows), rotate)
+        return item
+
+
 def _power_of_two_scale(blk: _Block, cells: Callable, count: Any, tag: str) -> Any:
     """Divide the shared ``cells`` 0..count-1 by the power of two at or below their largest
     magnitude (exact: so no sum of squares over- or underflows) and return it (1.0 for a
@@ -264,8 +309,7 @@ def eigh_kernel_ir(dtype: Any, name: str) -> str:
     load, store = _io(blk, dtype)
     S = blk.array("m", blk.f64, MAX_N * MAX_N)
     diag = blk.array("d", blk.f64, MAX_N)
-    cs = blk.array("cs", blk.f64, 2 * _HALF)
-    pq = blk.array("pq", blk.i32, 2 * _HALF)
+    rots = _Rotations(blk)
     order = blk.array("order", blk.i32, MAX_N)
     bad = blk.array("bad", blk.i32, 1)(c0)
     nn = b.mul(n, n)
@@ -306,57 +350,23 @@ def eigh_kernel_ir(dtype: Any, name: str) -> str:
     def round_(r: Any, flag: Any) -> None:
         def choose(k: Any) -> None:
             p, q = blk.pair(r, k, players)
-            valid = b.icmp_unsigned("<", q, n)
             rot, c, s = blk.rotation(b.load(s_at(p, p)), b.load(s_at(q, q)),
                                      b.load(s_at(p, q)), eps)
-            rot = b.and_(valid, rot)
-            with b.if_then(rot):
-                b.store(blk.i32(1), flag)
-            k2 = b.mul(k, blk.const(2))
-            b.store(c, cs(k2))
-            b.store(s, cs(b.add(k2, c1)))
-            b.store(b.trunc(b.select(rot, p, blk.const(MAX_N)), blk.i32), pq(k2))
-            b.store(b.trunc(q, blk.i32), pq(b.add(k2, c1)))
+            rots.record(k, p, q, b.and_(b.icmp_unsigned("<", q, n), rot), c, s, flag)
         blk.each(half, "choose", choose)
         blk.barrier()
-
-        def apply(body: Callable) -> Callable:
-            def item(x: Any) -> None:
-                k2 = b.mul(b.udiv(x, n), blk.const(2))
-                p = b.zext(b.load(pq(k2)), i64)
-                with b.if_then(b.icmp_unsigned("<", p, blk.const(MAX_N))):
-                    q = b.zext(b.load(pq(b.add(k2, c1))), i64)
-                    body(p, q, b.load(cs(k2)), b.load(cs(b.add(k2, c1))), b.urem(x, n))
-            return item
-
-        def turn(get: Callable, put: Callable, c: Any, s: Any) -> None:
-            x, y = get(0), get(1)
-            put(0, b.fsub(b.fmul(c, x), b.fmul(s, y)))
-            put(1, b.fadd(b.fmul(s, x), b.fmul(c, y)))
-
-        def rows(p: Any, q: Any, c: Any, s: Any, j: Any) -> None:     # J^T A
-            cells = (s_at(p, j), s_at(q, j))
-            turn(lambda t: b.load(cells[t]), lambda t, x: b.store(x, cells[t]), c, s)
-        blk.each(b.mul(half, n), "rows", apply(rows))
+        blk.each(b.mul(half, n), "rows", rots.turn(n, lambda j, p: s_at(p, j), b.load,
+                                                   b.store))          # J^T A
+        blk.barrier()
+        blk.each(b.mul(half, n), "cols", rots.turn(n, s_at, b.load, b.store))   # (J^T A) J
+        with b.if_then(want_v):
+            blk.each(b.mul(half, n), "vcols", rots.turn(n, v_at, load, store))  # V J
         blk.barrier()
 
-        def cols(p: Any, q: Any, c: Any, s: Any, i: Any) -> None:     # (J^T A) J, V J
-            cells = (s_at(i, p), s_at(i, q))
-            turn(lambda t: b.load(cells[t]), lambda t, x: b.store(x, cells[t]), c, s)
-            with b.if_then(want_v):
-                vc = (v_at(i, p), v_at(i, q))
-                turn(lambda t: load(vc[t]), lambda t, x: store(x, vc[t]), c, s)
-        blk.each(b.mul(half, n), "cols", apply(cols))
-        blk.barrier()
-
-        def zero(k: Any) -> None:       # the rotated pair: exactly 0, as it is up to rounding
-            k2 = b.mul(k, blk.const(2))
-            p = b.zext(b.load(pq(k2)), i64)
-            with b.if_then(b.icmp_unsigned("<", p, blk.const(MAX_N))):
-                q = b.zext(b.load(pq(b.add(k2, c1))), i64)
-                b.store(blk.f(0.0), s_at(p, q))
-                b.store(blk.f(0.0), s_at(q, p))
-        blk.each(half, "zero", zero)
+        def zero(p: Any, q: Any, c: Any, s: Any) -> None:   # exactly 0, as up to rounding
+            b.store(blk.f(0.0), s_at(p, q))
+            b.store(blk.f(0.0), s_at(q, p))
+        blk.each(half, "zero", lambda k: rots.each_rotated(k, zero))
 
     def sweep(_: Any, flag: Any) -> None:
         rounds = blk.loop(c0, b.sub(players, c1), "round")
@@ -395,8 +405,9 @@ def svd_kernel_ir(dtype: Any, name: str) -> str:
     from its lower triangle as a symmetric matrix, NumPy's ``hermitian=True``). W, A's
     columns (A^T's when m < n: M x N, M >= N), is made orthogonal by the one-sided Jacobi
     method, in shared memory, or for M > MAX_N in ``work`` (M * N + M float64 per matrix:
-    W, then the completion's row norms); ``s`` gets the N column norms in descending order. With ``uv``, ``u`` and ``vt``
-    get NumPy's layouts (``full``: U m x m and V^T n x n, else m x k and k x n): the right
+    W, then the completion's row norms); ``s`` gets the N column norms in descending
+    order. With ``uv``, ``u`` and ``vt`` get NumPy's layouts (``full``: U m x m and V^T
+    n x n, else m x k and k x n): the right
     vectors are the rotations' product, kept in place (in ``vt``, or in ``u`` when
     transposed), the left ones W's normalised columns, completed to ``full``'s basis or
     past a zero singular value. A non-finite matrix gets NaN results (LAPACK's are NaN, or
@@ -419,8 +430,7 @@ def svd_kernel_ir(dtype: Any, name: str) -> str:
     W_shared = blk.array("m", blk.f64, MAX_N * MAX_N)
     sig = blk.array("sig", blk.f64, MAX_N)
     work = blk.array("work", blk.f64, MAX_N)       # row norms, then dot products
-    cs = blk.array("cs", blk.f64, 2 * _HALF)
-    pq = blk.array("pq", i32, 2 * _HALF)
+    rots = _Rotations(blk)
     order = blk.array("order", i32, MAX_N)
     word = blk.array("word", i64, 2)               # the rank, then the chosen row
     bad = blk.array("bad", i32, 1)(c0)
@@ -499,33 +509,12 @@ def svd_kernel_ir(dtype: Any, name: str) -> str:
             beta = blk.total(c0, M, "beta", lambda t: b.fmul(col[1](t), col[1](t)))
             gamma = blk.total(c0, M, "gamma", lambda t: b.fmul(col[0](t), col[1](t)))
             rot, c, s = blk.rotation(alpha, beta, gamma, eps)
-            rot = b.and_(valid, rot)
-            with b.if_then(rot):
-                b.store(blk.i32(1), flag)
-            k2 = b.mul(k, blk.const(2))
-            b.store(c, cs(k2))
-            b.store(s, cs(b.add(k2, c1)))
-            b.store(b.trunc(b.select(rot, p, blk.const(MAX_N)), i32), pq(k2))
-            b.store(b.trunc(q, i32), pq(b.add(k2, c1)))
+            rots.record(k, p, q, b.and_(valid, rot), c, s, flag)
         blk.each(half, "choose", choose)
         blk.barrier()
-
-        def apply(rows: Any, cell: Callable, get: Callable, put: Callable) -> Callable:
-            def item(x: Any) -> None:    # row x % rows of the pair x / rows: (c s; -s c)
-                k2 = b.mul(b.udiv(x, rows), blk.const(2))
-                p = b.zext(b.load(pq(k2)), i64)
-                with b.if_then(b.icmp_unsigned("<", p, blk.const(MAX_N))):
-                    q = b.zext(b.load(pq(b.add(k2, c1))), i64)
-                    c, s = b.load(cs(k2)), b.load(cs(b.add(k2, c1)))
-                    i = b.urem(x, rows)
-                    cp, cq = cell(i, p), cell(i, q)
-                    xp, xq = get(cp), get(cq)
-                    put(b.fsub(b.fmul(c, xp), b.fmul(s, xq)), cp)
-                    put(b.fadd(b.fmul(s, xp), b.fmul(c, xq)), cq)
-            return item
-        blk.each(b.mul(half, M), "turn_w", apply(M, w_at, b.load, b.store))
+        blk.each(b.mul(half, M), "turn_w", rots.turn(M, w_at, b.load, b.store))
         with b.if_then(want_uv):
-            blk.each(b.mul(half, N), "turn_v", apply(N, v_at, load, store))
+            blk.each(b.mul(half, N), "turn_v", rots.turn(N, v_at, load, store))
         blk.barrier()
 
     def sweep(_: Any, flag: Any) -> None:

@@ -63,8 +63,9 @@ def register_device_libraries() -> None:
     the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve, inv, det and slogdet
     (``gpu/linalg.py``), block kernels for cholesky and qr (``gpu/factorizations.py``) and
     for eigh, eigvalsh and svd (Jacobi rotations, ``gpu/jacobi.py``) and pinv and lstsq
-    over that SVD (``gpu/least_squares.py``), the block and radix sorts for sort, argsort, the partitions and the order statistics
-    (``gpu/sort.py``), and unique (``gpu/unique.py``).
+    over that SVD (``gpu/least_squares.py``), the block and radix sorts for sort, argsort,
+    the partitions and the order statistics (``gpu/sort.py``), and unique (``gpu/unique.py``,
+    along an axis ``gpu/unique_axis.py``).
     Registered when an executable first has an external call: a program of kernels alone never
     imports them (about a third of the GPU backend's import, paid by a first call)."""
     global _libraries_registered
