@@ -202,7 +202,8 @@ FFT_EPS = 4
 # Small solves and inverses on the GPU are cuBLAS's batched LU (divergence
 # gpu-linalg-rounding): each result element within LU_EPS * n * eps * cond(A) * max|x| of
 # NumPy's, per matrix (x the result matrix or vector)
-LU_OPS = frozenset({"linalg.solve", "linalg.inv", "linalg.pinv"})   # (pinv: gpu/jacobi.py)
+# (and pseudo-inverses from the Jacobi SVD, gpu/least_squares.py: divergence gpu-spectral-basis)
+LU_OPS = frozenset({"linalg.solve", "linalg.inv", "linalg.pinv"})
 LU_EPS = 8
 # ... and determinants read from that LU: each within LU_EPS * n * eps * cond(A) (relative;
 # absolute for slogdet's logarithm) plus a few ulps; a sign where that is below 1/2
@@ -577,8 +578,9 @@ class Evaluator:
 
     def _library_lu(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
         """A solve or inverse computed by another library's LU (divergence
-        gpu-linalg-rounding), or a pseudo-inverse from Jacobi's SVD (gpu-spectral-basis): NumPy's value within LU_EPS * n * eps * cond(A) * max|x| per
-        matrix; a matrix whose condition number or result is not finite is unverifiable."""
+        gpu-linalg-rounding), or a pseudo-inverse from Jacobi's SVD (gpu-spectral-basis):
+        NumPy's value within LU_EPS * max(m, n) * eps * cond(A) * max|x| per matrix; a matrix
+        whose condition number or result is not finite is unverifiable."""
         av = a.value.astype(F64)
         n = max(av.shape[-2:])
         cond = _condition_numbers(av)

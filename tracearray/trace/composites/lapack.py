@@ -41,11 +41,14 @@ _QR_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, modes reduced
             "r of float32/float64 stacks of contiguous m x n matrices (m, n <= 64): a block "
             "per matrix, LAPACK's unblocked Householder reflectors (so NumPy's signs; "
             "divergence gpu-linalg-rounding), mode raw and others on the host")
-_SPECTRAL_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
-                  "stacks of contiguous m x n matrices (m, n <= 64): Jacobi rotations, a block "
-                  "per matrix (values within 8 max(m, n) eps ||A||_2; vectors a valid basis, "
-                  "not LAPACK's: divergence gpu-spectral-basis), others on the host")
-_SPECTRAL = dict(_LAPACK, notes=_SPECTRAL_NOTE)
+_JACOBI = ("Jacobi rotations, a block per matrix (values within 8 max(m, n) eps ||A||_2; "
+           "vectors a valid basis, not LAPACK's: divergence gpu-spectral-basis), others on "
+           "the host")
+_EIGH = dict(_LAPACK, notes="external op: LAPACK through numpy.linalg; on the GPU, float32/"
+             "float64 stacks of contiguous n x n matrices (n <= 64): " + _JACOBI)
+_SVD = dict(_LAPACK, notes="external op: LAPACK through numpy.linalg; on the GPU, float32/"
+            "float64 stacks of contiguous m x n matrices, the shorter side up to 64 and the "
+            "longer up to 4096 (both up to 64 for full_matrices' vectors): " + _JACOBI)
 _CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
                   "stacks of contiguous n x n matrices (n <= 64): a block per matrix, the "
                   "unblocked factorisation in shared memory (divergence gpu-linalg-rounding), "
@@ -142,7 +145,7 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 @composite(np.linalg.svd, calls=['np.linalg.svd({0}, compute_uv=False)',
                                  'np.abs(np.linalg.svd({0})[0])',
                                  f'np.linalg.svd({_SQ}, hermitian=True, compute_uv=False)'],
-           name="np.linalg.svd", **_SPECTRAL)
+           name="np.linalg.svd", **_SVD)
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
         hermitian: bool = False) -> Any:
     t = _matrices(a, square=bool(hermitian))
@@ -159,7 +162,7 @@ def _uplo(UPLO: str) -> str:
 
 @composite(np.linalg.eigh, calls=[f'np.linalg.eigh({_SQ})[0]',
                                   f'np.abs(np.linalg.eigh({_SQ}, UPLO="U").eigenvectors)'],
-           name="np.linalg.eigh", **_SPECTRAL)
+           name="np.linalg.eigh", **_EIGH)
 def eigh(a: Any, UPLO: str = "L") -> Any:
     w, v = _call("linalg.eigh", _matrices(a), UPLO=_uplo(UPLO))
     return npl.EighResult(w, v)
@@ -189,14 +192,15 @@ def eigvals(a: Any) -> Any:
 
 
 @composite(np.linalg.eigvalsh, calls=[f'np.linalg.eigvalsh({_SQ})'],
-           name="np.linalg.eigvalsh", **_SPECTRAL)
+           name="np.linalg.eigvalsh", **_EIGH)
 def eigvalsh(a: Any, UPLO: str = "L") -> Tracer:
     return _call("linalg.eigvalsh", _matrices(a), UPLO=_uplo(UPLO))[0]
 
 
 _PINV_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 stacks of "
-              "contiguous m x n matrices (m, n <= 64): NumPy's formula over the SVD of Jacobi "
-              "rotations (divergence gpu-spectral-basis), others on the host")
+              "contiguous m x n matrices (the shorter side up to 64, the longer up to 4096): "
+              "NumPy's formula over the SVD of Jacobi rotations (divergence "
+              "gpu-spectral-basis), others on the host")
 
 
 @composite(np.linalg.pinv, calls=['np.linalg.pinv({0})', 'np.linalg.pinv({0}, rcond=1e-3)',
