@@ -1363,6 +1363,13 @@ def test_unique_along_an_axis_runs_on_the_device(emulated, monkeypatch, dtype) -
         g = g.numpy()
         assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
     assert {(op, res) for op, _, res in ran} == {("unique", None), ("unique_count", None)}
+    # a 1-d operand along axis 0 is NumPy's flattened unique (NaNs one value by equal_nan)
+    ran.clear()
+    flat = x.reshape(-1)[:30]
+    cmp = compare_with_numpy(lambda a: np.unique(a, axis=0, return_counts=True), flat,
+                             device="cuda")
+    assert cmp.ok, cmp.report()
+    assert ran and all(res is None for _, _, res in ran), ran
 
 
 def test_unique_inverse_of_nans_apart_frees_only_the_nan_slots(emulated) -> None:
