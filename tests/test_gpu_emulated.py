@@ -969,11 +969,18 @@ def test_spectral_scales_extreme_magnitudes(emulated) -> None:
 @pytest.mark.parametrize("device_inputs", [False, True])
 def test_cholesky_of_a_matrix_not_positive_definite_raises(emulated, device_inputs) -> None:
     """NumPy's LinAlgError("Matrix is not positive definite") at the user's line: at the end
-    of a call with NumPy inputs, at the next wait with device arrays (a NaN diagonal too);
-    the comparator rejects a factor 1e-3 off."""
+    of a call with NumPy inputs, at the next wait with device arrays (an infinity that makes
+    a pivot -inf too); a NaN is no error but NaNs, as NumPy's LAPACK gives (emulated fuzz
+    emu-2026-12-05-i, programs 2051 and 2132: the kernel raised); the comparator rejects a
+    factor 1e-3 off."""
     from tracearray.testing import compare_with_numpy
     f = gpu(lambda a: np.linalg.cholesky(a))
-    for bad in (np.stack([np.eye(3), -np.eye(3)]), np.diag([1.0, np.nan, 1.0])):
+    for nan in (np.diag([1.0, np.nan, 1.0]), np.array([[4.0, np.nan], [np.nan, 4.0]])):
+        got = np.asarray(f(nan))
+        assert np.isnan(got).any() and got.shape == nan.shape
+        cmp = compare_with_numpy(lambda a: np.linalg.cholesky(a), nan, device="cuda")
+        assert cmp.ok, cmp.report()
+    for bad in (np.stack([np.eye(3), -np.eye(3)]), np.array([[4.0, np.inf], [np.inf, 4.0]])):
         if device_inputs:
             out = f(tracearray.gpu.to_device(bad))
             with pytest.raises(np.linalg.LinAlgError,

@@ -47,7 +47,8 @@ def cholesky_kernel_ir(dtype: Any, name: str) -> str:
     below divided by it, then the trailing lower triangle updated). Only the lower triangle
     is read (``upper``: the upper one, as the transpose), the result's other triangle is 0
     and ``upper`` writes L^T; ``info`` is the first column (1-based) whose diagonal is not
-    positive (NaN included), 0 for none, as potrf's."""
+    positive, 0 for none, as potrf's; a NaN pivot is not an error (NumPy's LAPACK returns
+    the NaNs it makes: emulated fuzz emu-2026-12-05-i, programs 2051 and 2132)."""
     from llvmlite import ir
 
     from .sort import _Loop, _key_type, sreg
@@ -100,8 +101,9 @@ def cholesky_kernel_ir(dtype: Any, name: str) -> str:
     k = cols.var
     with b.if_then(b.icmp_unsigned("==", tid, zero)):
         d = b.load(at(k, k))
-        positive = b.fcmp_ordered(">", d, fzero)
-        with b.if_then(b.and_(b.not_(positive),
+        # (ordered: a NaN pivot is no error but NaNs, as NumPy's LAPACK (OpenBLAS) gives)
+        not_positive = b.fcmp_ordered("<=", d, fzero)
+        with b.if_then(b.and_(not_positive,
                               b.icmp_signed("==", b.load(bad_slot), ir.Constant(i32, 0)))):
             b.store(b.trunc(b.add(k, one), i32), bad_slot)
         b.store(b.call(sqrt, [d]), at(k, k))

@@ -242,7 +242,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "result), per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
         "NumPy's relatively (slogdet's logarithm that much absolutely, its sign exactly where "
         "that bound is below 1/2). A singular matrix (an exact zero pivot, LAPACK's "
-        "criterion), or one that is not positive definite for np.linalg.cholesky, raises "
+        "criterion), or one that is not positive definite for np.linalg.cholesky (a pivot "
+        "<= 0; a NaN gives NaNs, as NumPy's LAPACK does), raises "
         "NumPy's LinAlgError when the host next waits for the device, not at the call (with "
         "NumPy inputs: at the end of the call); a singular matrix's determinant is NumPy's "
         "0 (sign 0, logarithm -inf).", "tolerance"),
