@@ -3,6 +3,30 @@ cuFFT, cuBLAS's batched LU), and some they must leave to tracearray's own kernel
 emulated and the GPU tests."""
 import numpy as np
 
+
+def spy_on_device(monkeypatch, impls: dict) -> list:
+    """Wrap each op's "cuda" implementation (``impls``: op name -> the implementation to
+    call) so that what it returns is appended to the returned list (NotImplemented: the host
+    ran that call)."""
+    from tracearray.gpu import runtime
+    from tracearray.ops import EXTERNALS
+    runtime.register_device_libraries()
+    ran: list = []
+    for op, impl in impls.items():
+        def spy(*args, _impl=impl, **kw):
+            ran.append(_impl(*args, **kw))
+            return ran[-1]
+        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    return ran
+
+
+def spectral_implementations() -> dict:
+    """The Jacobi kernels' entry points (gpu/jacobi.py, gpu/least_squares.py) by op."""
+    from tracearray.gpu import jacobi, least_squares
+    return {"linalg.eigh": jacobi.eigh, "linalg.eigvalsh": jacobi.eigvalsh,
+            "linalg.svd": jacobi.svd, "linalg.pinv": least_squares.pinv,
+            "linalg.lstsq": least_squares.lstsq}
+
 MATMUL_FORMS = {
     # name: (function, operand shapes, dtype, whether cuBLAS takes it)
     "2d": (lambda a, b: a @ b, ((37, 19), (19, 23)), np.float32, True),

@@ -552,17 +552,10 @@ def test_qr_on_the_gpu(monkeypatch) -> None:
     """np.linalg.qr (reduced, complete, r) of small contiguous stacks as a block per matrix
     (gpu/factorizations.py): NumPy's Q and R (LAPACK's reflectors, so its signs) within the
     tolerance; mode raw and large matrices on the host."""
-    from library_forms import QR_FORMS
-    from tracearray.gpu import factorizations, runtime
-    from tracearray.ops import EXTERNALS
+    from library_forms import QR_FORMS, spy_on_device
+    from tracearray.gpu import factorizations
     from tracearray.testing import compare_with_numpy
-    runtime.register_device_libraries()
-    ran = []
-
-    def spy(*args, **kw):
-        ran.append(factorizations.qr(*args, **kw))
-        return ran[-1]
-    monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
+    ran = spy_on_device(monkeypatch, {"linalg.qr": factorizations.qr})
     for name, (fn, make, taken) in sorted(QR_FORMS.items()):
         ran.clear()
         args = make(np.random.default_rng(16))
@@ -577,19 +570,9 @@ def test_spectral_decompositions_on_the_gpu(monkeypatch) -> None:
     values, the matrix rebuilt, projections) are NumPy's within the comparator's tolerance
     and the test's; the raw vectors pass the comparator's contract (gpu-spectral-basis);
     a NaN matrix gives NaNs; the other forms run on the host."""
-    from library_forms import SPECTRAL_FORMS, _sym
-    from tracearray.gpu import jacobi, least_squares, runtime
-    from tracearray.ops import EXTERNALS
+    from library_forms import SPECTRAL_FORMS, _sym, spectral_implementations, spy_on_device
     from tracearray.testing import compare_with_numpy
-    runtime.register_device_libraries()
-    ran = []
-    for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
-                     ("linalg.svd", jacobi.svd), ("linalg.pinv", least_squares.pinv),
-                     ("linalg.lstsq", least_squares.lstsq)):
-        def spy(*args, _impl=impl, **kw):
-            ran.append(_impl(*args, **kw))
-            return ran[-1]
-        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
+    ran = spy_on_device(monkeypatch, spectral_implementations())
     for name, (fn, make, taken) in sorted(SPECTRAL_FORMS.items()):
         ran.clear()
         args = make(np.random.default_rng(18))
@@ -619,17 +602,10 @@ def test_cholesky_on_the_gpu(monkeypatch) -> None:
     (gpu/factorizations.py): NumPy's factor within the LU tolerance, the zero triangle
     exact, upper=True, only the lower triangle read; a matrix that is not positive definite
     raises NumPy's LinAlgError; the other forms run on the host."""
-    from library_forms import CHOLESKY_FORMS
-    from tracearray.gpu import factorizations, runtime
-    from tracearray.ops import EXTERNALS
+    from library_forms import CHOLESKY_FORMS, spy_on_device
+    from tracearray.gpu import factorizations
     from tracearray.testing import compare_with_numpy
-    runtime.register_device_libraries()
-    ran = []
-
-    def spy(*args, **kw):
-        ran.append(factorizations.cholesky(*args, **kw))
-        return ran[-1]
-    monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
+    ran = spy_on_device(monkeypatch, {"linalg.cholesky": factorizations.cholesky})
     for name, (fn, make, taken) in sorted(CHOLESKY_FORMS.items()):
         ran.clear()
         args = make(np.random.default_rng(14))

@@ -22,7 +22,8 @@ import pytest
 import tracearray
 from gpu_emulator import EmulatedDevice
 from library_forms import (CHOLESKY_FORMS, FFT_FORMS, LINALG_FORMS, MATMUL_FORMS, QR_FORMS,
-                           SORT_FORMS, SPECTRAL_FORMS, _sym, _systems)
+                           SORT_FORMS, SPECTRAL_FORMS, _sym, _systems, spectral_implementations,
+                           spy_on_device)
 from numpy_compare import assert_matches
 from tracearray.gpu import Array, as_array, driver
 from tracearray.gpu.driver import CudaError
@@ -759,16 +760,9 @@ def test_cholesky_on_the_device(emulated, monkeypatch, name: str) -> None:
     (gpu/factorizations.py cholesky_kernel_ir): NumPy's factor within the LU tolerance
     (gpu-linalg-rounding), the other triangle exactly 0, ``upper=True``, only the lower
     triangle read; the others run on the host."""
-    from tracearray.gpu import factorizations, runtime
-    from tracearray.ops import EXTERNALS
+    from tracearray.gpu import factorizations
     from tracearray.testing import compare_with_numpy
-    runtime.register_device_libraries()
-    ran = []
-
-    def spy(*args, **kw):
-        ran.append(factorizations.cholesky(*args, **kw))
-        return ran[-1]
-    monkeypatch.setitem(EXTERNALS["linalg.cholesky"].device, "cuda", spy)
+    ran = spy_on_device(monkeypatch, {"linalg.cholesky": factorizations.cholesky})
     fn, make, taken = CHOLESKY_FORMS[name]
     args = make(rng(14))
     cmp = compare_with_numpy(fn, *args, device="cuda")
@@ -787,16 +781,9 @@ def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
     matrix (gpu/factorizations.py qr_kernel_ir), LAPACK's Householder reflectors, so NumPy's signs:
     Q and R within the tolerance (gpu-linalg-rounding), R's lower part exactly 0, Q's
     columns orthonormal; mode raw and large matrices on the host."""
-    from tracearray.gpu import factorizations, runtime
-    from tracearray.ops import EXTERNALS
+    from tracearray.gpu import factorizations
     from tracearray.testing import compare_with_numpy
-    runtime.register_device_libraries()
-    ran = []
-
-    def spy(*args, **kw):
-        ran.append(factorizations.qr(*args, **kw))
-        return ran[-1]
-    monkeypatch.setitem(EXTERNALS["linalg.qr"].device, "cuda", spy)
+    ran = spy_on_device(monkeypatch, {"linalg.qr": factorizations.qr})
     fn, make, taken = QR_FORMS[name]
     args = make(rng(16))
     cmp = compare_with_numpy(fn, *args, device="cuda")
@@ -818,18 +805,7 @@ def test_qr_on_the_device(emulated, monkeypatch, name: str) -> None:
 
 def _spy_spectral(monkeypatch) -> list:
     """What the Jacobi kernels' entry points return (NotImplemented: the host ran it)."""
-    from tracearray.gpu import jacobi, least_squares, runtime
-    from tracearray.ops import EXTERNALS
-    runtime.register_device_libraries()
-    ran: list = []
-    for op, impl in (("linalg.eigh", jacobi.eigh), ("linalg.eigvalsh", jacobi.eigvalsh),
-                     ("linalg.svd", jacobi.svd), ("linalg.pinv", least_squares.pinv),
-                     ("linalg.lstsq", least_squares.lstsq)):
-        def spy(*args, _impl=impl, **kw):
-            ran.append(_impl(*args, **kw))
-            return ran[-1]
-        monkeypatch.setitem(EXTERNALS[op].device, "cuda", spy)
-    return ran
+    return spy_on_device(monkeypatch, spectral_implementations())
 
 
 @pytest.mark.parametrize("name", sorted(SPECTRAL_FORMS))

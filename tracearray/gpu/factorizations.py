@@ -146,8 +146,8 @@ def cholesky(dev: Any, operands: list, results: list, *, upper: bool) -> Any:
     a, out = operands[0], results[0]
     if out is None:
         return None
-    sq = _square_batch(a)
-    if sq is None or out.dtype != a.dtype:
+    sq = _square_batch(a, out)
+    if sq is None:
         return NotImplemented
     n, batch = sq
     if batch == 0:

@@ -623,12 +623,11 @@ def _launch_blocks(dev: Any, kind: str, dtype: Any, make_ir: Any, batch: int,
 
 
 def _eigen(dev: Any, a: Any, w: Any, v: Any, uplo: str) -> Any:
-    sq = _square_batch(a)
-    outs = [o for o in (w, v) if o is not None]
-    if sq is None or any(o.dtype != a.dtype for o in outs):
+    sq = _square_batch(a, w, v)
+    if sq is None:
         return NotImplemented
     n, batch = sq
-    if not outs or batch == 0:
+    if (w is None and v is None) or batch == 0:
         return None
     keep = None
     if w is None:       # (only the vectors are used: the values still need a place)

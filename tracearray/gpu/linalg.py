@@ -69,9 +69,11 @@ def _factor(dev: Any, blas: Any, a: Any, n: int, batch: int) -> tuple[Any, ...]:
     return lu, pointers, pivots, info
 
 
-def _square_batch(a: Any) -> tuple[int, int] | None:
-    """(n, number of matrices) of a contiguous float stack of small square matrices."""
-    if a.dtype not in _FLOATS or len(a.shape) < 2 or not _contiguous(a):
+def _square_batch(a: Any, *others: Any) -> tuple[int, int] | None:
+    """(n, number of matrices) of a contiguous float stack of small square matrices, when
+    each of ``others`` (the call's other buffers; None: an unused result) has its dtype."""
+    if a.dtype not in _FLOATS or len(a.shape) < 2 or not _contiguous(a) or \
+            any(o is not None and o.dtype != a.dtype for o in others):
         return None
     n = a.shape[-1]
     if n == 0 or n > MAX_N or a.shape[-2] != n:
@@ -84,8 +86,8 @@ def solve(dev: Any, operands: list, results: list) -> Any:
     x = results[0]
     if x is None:
         return None
-    sq = _square_batch(a)
-    if sq is None or b.dtype != a.dtype or x.dtype != a.dtype or not _contiguous(b):
+    sq = _square_batch(a, b, x)
+    if sq is None or not _contiguous(b):
         return NotImplemented
     n, batch = sq
     vector = len(b.shape) == 1
@@ -108,8 +110,8 @@ def inv(dev: Any, operands: list, results: list) -> Any:
     a, out = operands[0], results[0]
     if out is None:
         return None
-    sq = _square_batch(a)
-    if sq is None or out.dtype != a.dtype:
+    sq = _square_batch(a, out)
+    if sq is None:
         return NotImplemented
     n, batch = sq
     blas = cublas.blas_for(dev)
@@ -204,9 +206,9 @@ def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
     ``logdet``): cuBLAS's LU, then ``det_kernel_ir``'s reading of it."""
     from .driver import sm_count
     from .sort import _launch
-    sq = _square_batch(a)
+    sq = _square_batch(a, sign, logdet, det)
     outs = [o for o in (sign, logdet, det) if o is not None]
-    if sq is None or any(o.dtype != a.dtype for o in outs):
+    if sq is None:
         return NotImplemented
     n, batch = sq
     blas = cublas.blas_for(dev)
