@@ -26,6 +26,12 @@ Workloads (float32; M x N = 4096 x 8192 at the gpu size, 512 x 1024 cpu, 16 x 64
   top8_rows       np.sort(np.partition(x, -8, axis=-1)[:, -8:], axis=-1), M x M: each row's
                   8 largest (the partition, then a sort of the 8: every framework's answer)
   unique_long     np.unique(x, return_counts=True) of M * M rounded values (~8,000 distinct)
+  large_solve     np.linalg.solve(A, B), M / 1024 systems of 512 x 512 with 64 right-hand
+                  sides (cuSOLVER on the GPU: past the block kernels' 64)
+  large_eigvalsh  np.linalg.eigvalsh(A), M / 512 symmetric 256 x 256 matrices
+  large_svdvals   np.linalg.svd(A, compute_uv=False), M / 1024 matrices of 512 x 256
+  large_eigvals   np.sort(np.abs(np.linalg.eigvals(A)), axis=-1), M / 1024 nonsymmetric
+                  256 x 256 matrices (the moduli, sorted: every framework's answer)
 
 tracearray compiles the NumPy source (``device="cuda"``, device arrays); jax.jit and CuPy run
 the same source with ``np`` bound to ``jax.numpy`` / ``cupy``; torch.compile gets the PyTorch
@@ -123,6 +129,22 @@ def unique_long(x):
     return np.unique(x, return_counts=True)
 
 
+def large_solve(a, b):
+    return np.linalg.solve(a, b)
+
+
+def large_eigvalsh(a):
+    return np.linalg.eigvalsh(a)
+
+
+def large_svdvals(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def large_eigvals(a):
+    return np.sort(np.abs(np.linalg.eigvals(a)), axis=-1)
+
+
 def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_power(x, window):
         return torch.abs(torch.fft.rfft(x * window)) ** 2
@@ -175,12 +197,17 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def t_unique(x):
         return torch.unique(x, sorted=True, return_counts=True)
 
+    def t_large_eigvals(a):
+        return torch.sort(torch.abs(torch.linalg.eigvals(a)), -1).values
+
     return {"power_spectrum": t_power, "fft_filter": t_filter, "complex_fft": t_complex,
             "matmul": matmul, "batched_solve": t_solve, "sort_rows": t_sort,
             "median_rows": t_median, "quantile_rows": t_quantile, "sort_long": t_sort_long,
             "argsort_long": t_argsort_long, "batched_cholesky": t_cholesky,
             "batched_qr": t_qr, "batched_eigvalsh": t_eigvalsh,
-            "batched_svdvals": t_svdvals, "top8_rows": t_top8, "unique_long": t_unique}
+            "batched_svdvals": t_svdvals, "top8_rows": t_top8, "unique_long": t_unique,
+            "large_solve": t_solve, "large_eigvalsh": t_eigvalsh, "large_svdvals": t_svdvals,
+            "large_eigvals": t_large_eigvals}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -261,6 +288,21 @@ def _rounded_long(size, rng):
     return {"x": np.round(rng.standard_normal(m * m, dtype=np.float32) * 1000)}
 
 
+def _large(count_per, rows, cols, kind):
+    """M // count_per matrices of rows x cols (at least one): general, symmetric or
+    well-conditioned square ones."""
+    def make(size, rng):
+        m = max(1, size[0] // count_per)
+        x = rng.standard_normal((m, rows, cols), dtype=np.float32)
+        if kind == "sym":
+            return {"a": x + np.swapaxes(x, -1, -2)}
+        if kind == "systems":
+            return {"a": x / np.float32(np.sqrt(rows)) + 2 * np.eye(rows, dtype=np.float32),
+                    "b": rng.standard_normal((m, rows, 64), dtype=np.float32)}
+        return {"a": x}
+    return make
+
+
 _SPECS = [
     LibraryWorkload("power_spectrum", power_spectrum,
                     lambda s, r: _rows(s, r, ("window", lambda n: n)),
@@ -287,6 +329,14 @@ _SPECS = [
                     lambda a: a["a"].shape[0] * 16 * 4),
     LibraryWorkload("top8_rows", top8_rows, _square_rows, lambda a: 32 * a["x"].shape[0]),
     LibraryWorkload("unique_long", unique_long, _rounded_long, lambda a: 0),
+    LibraryWorkload("large_solve", large_solve, _large(1024, 512, 512, "systems"),
+                    lambda a: a["b"].nbytes),
+    LibraryWorkload("large_eigvalsh", large_eigvalsh, _large(512, 256, 256, "sym"),
+                    lambda a: a["a"].shape[0] * 256 * 4),
+    LibraryWorkload("large_svdvals", large_svdvals, _large(1024, 512, 256, "general"),
+                    lambda a: a["a"].shape[0] * 256 * 4),
+    LibraryWorkload("large_eigvals", large_eigvals, _large(1024, 256, 256, "general"),
+                    lambda a: a["a"].shape[0] * 256 * 4),
 ]
 WORKLOADS: Dict[str, LibraryWorkload] = {w.name: w for w in _SPECS}
 

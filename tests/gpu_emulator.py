@@ -533,3 +533,167 @@ class ReferenceFFT:
                 y[...] = np.fft.irfft(x, n=n, axis=1, norm="forward")
                 # cuFFT's C2R overwrites its input (its documented behaviour)
                 view(src + i_off * in_itemsize, in_t, in_n, lay.istride, lay.idist)[...] = np.nan
+
+
+class ReferenceSolver:
+    """cuSOLVER's semantics (``gpu/solver.py``'s methods: column-major matrices at raw
+    pointers, in place, int32 info words, int64 pivots) on the emulator's host memory,
+    computed with NumPy's LAPACK in float64: checks ``gpu/dense.py``'s layouts, transposes
+    and readings of the results without a GPU. Inputs a routine destroys are overwritten with
+    NaN, so a caller that reads them again is caught."""
+
+    def __init__(self, missing: tuple = ()) -> None:
+        self.calls: list[str] = []
+        self.missing = set(missing)
+        self._originals: dict[int, np.ndarray] = {}
+
+    def has(self, name: str) -> bool:
+        return name not in self.missing
+
+    @staticmethod
+    def _mat(ptr: int, rows: int, cols: int, ld: int, dtype: Any) -> np.ndarray:
+        assert ptr != 0 and ld >= max(1, rows), (rows, cols, ld)
+        return ReferenceBlas._colmajor(ptr, rows, cols, ld, dtype)
+
+    @staticmethod
+    def _ints(ptr: int, count: int, ctype: Any = ctypes.c_int32) -> np.ndarray:
+        return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), (count,))
+
+    def _vec(self, ptr: int, count: int, dtype: Any) -> np.ndarray:
+        dt = np.dtype(dtype)
+        ctype = ctypes.c_float if dt == np.float32 else ctypes.c_double
+        return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctype)), (count,))
+
+    def potrf(self, dev, dtype, uplo, n, a, lda, info) -> None:
+        from tracearray.gpu.solver import LOWER
+        self.calls.append("potrf")
+        m = self._mat(a, n, n, lda, dtype)
+        f = m.astype(np.float64)
+        f = np.tril(f) + np.tril(f, -1).T if uplo == LOWER else np.triu(f) + np.triu(f, 1).T
+        bad = 0
+        low = np.zeros((n, n))
+        for j in range(n):        # potf2's order: the first non-positive pivot is info
+            d = f[j, j] - low[j, :j] @ low[j, :j]
+            if not d > 0:
+                bad = j + 1
+                break
+            low[j, j] = np.sqrt(d)
+            low[j + 1:, j] = (f[j + 1:, j] - low[j + 1:, :j] @ low[j, :j]) / low[j, j]
+        self._ints(info, 1)[0] = bad
+        if bad == 0:
+            if uplo == LOWER:
+                m[np.tril_indices(n)] = low[np.tril_indices(n)].astype(m.dtype)
+            else:
+                m[np.triu_indices(n)] = low.T[np.triu_indices(n)].astype(m.dtype)
+
+    def getrf(self, dev, dtype, n, a, lda, pivots, info) -> None:
+        self.calls.append("getrf")
+        m = self._mat(a, n, n, lda, dtype)
+        self._originals[a] = m.copy()
+        f = m.astype(np.float64)
+        piv = self._ints(pivots, n, ctypes.c_int64)
+        bad = 0
+        for k in range(n):
+            jp = k + int(np.argmax(np.abs(f[k:, k])))
+            piv[k] = jp + 1
+            if f[jp, k] != 0:
+                f[[k, jp]] = f[[jp, k]]
+                f[k + 1:, k] /= f[k, k]
+            elif bad == 0:
+                bad = k + 1
+            f[k + 1:, k + 1:] -= np.outer(f[k + 1:, k], f[k, k + 1:])
+        self._ints(info, 1)[0] = bad
+        m[...] = f.astype(m.dtype)
+
+    def getrs(self, dtype, trans, n, nrhs, a, lda, pivots, b, ldb, info) -> None:
+        from tracearray.gpu.solver import OP_N
+        self.calls.append("getrs")
+        orig = self._originals[a].astype(np.float64)
+        rhs = self._mat(b, n, nrhs, ldb, dtype)
+        try:
+            rhs[...] = np.linalg.solve(orig if trans == OP_N else orig.T,
+                                       rhs.astype(np.float64))
+        except np.linalg.LinAlgError:
+            rhs[...] = np.inf
+        self._ints(info, 1)[0] = 0
+
+    def syevd(self, dev, dtype, vectors, uplo, n, a, lda, w, info) -> None:
+        from tracearray.gpu.solver import LOWER
+        self.calls.append("syevd")
+        m = self._mat(a, n, n, lda, dtype)
+        f = m.astype(np.float64)
+        f = np.tril(f) + np.tril(f, -1).T if uplo == LOWER else np.triu(f) + np.triu(f, 1).T
+        if not np.isfinite(f).all():     # (LAPACK's answer is undefined: garbage)
+            vals, vecs = np.full(n, 7.0), np.full((n, n), 7.0)
+        else:
+            vals, vecs = np.linalg.eigh(f)
+        self._vec(w, n, dtype)[...] = vals
+        if vectors:
+            m[...] = vecs
+        self._ints(info, 1)[0] = 0
+
+    def gesvd(self, dev, dtype, jobu, jobvt, m, n, a, lda, s, u, ldu, vt, ldvt, info) -> None:
+        self.calls.append("gesvd")
+        assert m >= n, "cuSOLVER's gesvd takes m >= n only"
+        mat = self._mat(a, m, n, lda, dtype)
+        f = mat.astype(np.float64)
+        k = min(m, n)
+        if not np.isfinite(f).all():
+            uu, ss, vv = np.full((m, m), 7.0), np.full(k, 7.0), np.full((n, n), 7.0)
+        else:
+            uu, ss, vv = np.linalg.svd(f, full_matrices=True)
+        self._vec(s, k, dtype)[...] = ss
+        if jobu in ("A", "S"):
+            cols = m if jobu == "A" else k
+            self._mat(u, m, cols, ldu, dtype)[...] = uu[:, :cols]
+        if jobvt in ("A", "S"):
+            rows = n if jobvt == "A" else k
+            self._mat(vt, rows, n, ldvt, dtype)[...] = vv[:rows]
+        mat[...] = np.nan
+        self._ints(info, 1)[0] = 0
+
+    def geev(self, dev, dtype, vectors, n, a, lda, w, vr, ldvr, info) -> None:
+        self.calls.append("geev")
+        mat = self._mat(a, n, n, lda, dtype)
+        f = mat.astype(np.float64)
+        if not np.isfinite(f).all():
+            vals, vecs = np.full(n, 7.0 + 1j), np.full((n, n), 7.0 + 0j)
+        else:
+            vals, vecs = np.linalg.eig(f)
+            vals, vecs = vals.astype(complex), vecs.astype(complex)
+        out = self._vec(w, 2 * n, dtype)
+        out[:n], out[n:] = vals.real, vals.imag
+        if vectors:      # LAPACK's real packing: a pair's vector as (real, imaginary) columns
+            v = self._mat(vr, n, n, ldvr, dtype)
+            j = 0
+            while j < n:
+                if vals[j].imag == 0:
+                    v[:, j] = vecs[:, j].real
+                    j += 1
+                else:
+                    assert vals[j].imag > 0 and vals[j + 1] == np.conj(vals[j])
+                    v[:, j], v[:, j + 1] = vecs[:, j].real, vecs[:, j].imag
+                    j += 2
+        mat[...] = np.nan
+        self._ints(info, 1)[0] = 0
+
+    def geqrf(self, dev, dtype, m, n, a, lda, tau, info) -> None:
+        self.calls.append("geqrf")
+        mat = self._mat(a, m, n, lda, dtype)
+        h, t = np.linalg.qr(mat.astype(np.float64), mode="raw")
+        mat[...] = h.T
+        self._vec(tau, min(m, n), dtype)[...] = t
+        self._ints(info, 1)[0] = 0
+
+    def orgqr(self, dev, dtype, m, n, k, a, lda, tau, info) -> None:
+        self.calls.append("orgqr")
+        mat = self._mat(a, m, n, lda, dtype)
+        t = self._vec(tau, k, dtype).astype(np.float64)
+        q = np.eye(m)
+        for i in reversed(range(k)):       # Q = H_0 ... H_{k-1}, applied to I from the right end
+            v = np.zeros(m)
+            v[i] = 1.0
+            v[i + 1:] = mat[i + 1:, i]
+            q -= t[i] * np.outer(v, v @ q)
+        mat[...] = q[:, :n]
+        self._ints(info, 1)[0] = 0

@@ -639,3 +639,74 @@ def test_block_rows_on_the_gpu() -> None:
         assert_matches(f(p, q), fn(p, q), family)
     q[1234, 2] = np.nan
     assert np.isnan(gpu(pairwise)(p, q)).all()
+
+
+def test_large_linalg_through_cusolver_on_the_gpu(monkeypatch, dev) -> None:
+    """np.linalg past the block kernels' size through cuSOLVER (gpu/dense.py): cholesky,
+    solve (several right-hand sides), inv, det, slogdet, eigh, svd (wide, tall, square),
+    qr (every mode), eig and eigvals (real and complex results) match NumPy within the
+    comparator's bounds (gpu-linalg-rounding, gpu-spectral-basis, gpu-eig) and the
+    sign-free quantities here; each ran on the device; NumPy's errors for a matrix that is
+    not positive definite, a singular one and one with NaN."""
+    from library_forms import spy_on_device
+    from tracearray.gpu import dense, solver as solver_mod
+    from tracearray.testing import compare_with_numpy
+    if solver_mod.solver_for(dev) is None:
+        pytest.skip("cuSOLVER is not installed (nvidia-cusolver)")
+    ran = spy_on_device(monkeypatch, dense.DENSE)
+    r = np.random.default_rng(31)
+    n = 96
+    x = r.standard_normal((2, n, n))
+    spd = x @ np.swapaxes(x, -1, -2) / n + np.eye(n)
+    general = x / np.sqrt(n) + 2 * np.eye(n)
+    rhs = r.standard_normal((2, n, 5))
+    cases = [
+        (lambda a: np.linalg.cholesky(a), (spd,)),
+        (lambda a: np.linalg.cholesky(a.astype(np.float32), upper=True), (spd,)),
+        (lambda a, b: np.linalg.solve(a, b), (general, rhs)),
+        (lambda a: np.linalg.inv(a), (general,)),
+        (lambda a: (np.linalg.det(a), np.linalg.slogdet(a)[1]), (general,)),
+        (lambda a: np.linalg.eigvalsh(a), (spd,)),
+        (lambda a: tuple(np.linalg.eigh(a, UPLO="U")), (spd,)),
+        (lambda a: tuple(np.linalg.svd(a)), (r.standard_normal((3, 80, 120)),)),
+        (lambda a: tuple(np.linalg.svd(a, full_matrices=False)),
+         (r.standard_normal((2, 150, 70)).astype(np.float32),)),
+        (lambda a: np.linalg.svd(a, compute_uv=False), (r.standard_normal((6000, 8)),)),
+        (lambda a: tuple(np.linalg.qr(a)), (r.standard_normal((130, 90)),)),
+        (lambda a: tuple(np.linalg.qr(a, mode="complete")), (r.standard_normal((90, 70)),)),
+        (lambda a: np.linalg.qr(a, mode="r"), (r.standard_normal((70, 130)),)),
+        (lambda a: tuple(np.linalg.eig(a)), (general,)),
+        (lambda a: tuple(np.linalg.eig(a)), (spd,)),
+        (lambda a: np.linalg.eigvals(a.astype(np.float32)), (general,)),
+    ]
+    failures = []
+    for i, (fn, args) in enumerate(cases):
+        ran.clear()
+        cmp = compare_with_numpy(fn, *args, device="cuda")
+        if not cmp.ok:
+            failures.append((i, cmp.report()))
+        if not any(v is not NotImplemented for v in ran):
+            failures.append((i, f"cuSOLVER did not run: {ran}"))
+    assert not failures, failures
+    # sign-free checks of the factors themselves
+    u, s, vh = (np.asarray(t) for t in gpu(lambda a: np.linalg.svd(a, full_matrices=False))(x))
+    np.testing.assert_allclose(u * s[..., None, :] @ vh, x, atol=1e-9)
+    w, v = (np.asarray(t) for t in gpu(np.linalg.eig)(general))
+    np.testing.assert_allclose(general @ v, v * w[..., None, :], atol=1e-9)
+    np.testing.assert_allclose(np.sort_complex(w.ravel()),
+                               np.sort_complex(np.linalg.eigvals(general).ravel()), atol=1e-9)
+    bad = spd.copy()
+    bad[0, 50, 50] = -1.0
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        np.asarray(gpu(np.linalg.cholesky)(bad))
+    singular = general.copy()
+    singular[1, :, 3] = singular[1, :, 4]
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        np.asarray(gpu(np.linalg.inv)(singular))
+    assert np.asarray(gpu(np.linalg.det)(singular))[1] == 0.0
+    nan = general.copy()
+    nan[0, 1, 2] = np.nan
+    with pytest.raises(np.linalg.LinAlgError, match="infs or NaNs"):
+        np.asarray(gpu(np.linalg.eigvals)(nan))
+    w, v = (np.asarray(t) for t in gpu(np.linalg.eigh)(np.where(np.isnan(nan), np.nan, spd)))
+    assert np.isnan(w[0]).all() and np.isfinite(w[1]).all()

@@ -43,6 +43,22 @@ def usable_on(device: Any) -> bool:
     return config.gpu_libraries_enabled() and getattr(device, "uses_cuda_libraries", False)
 
 
+def either(first: Callable | None, second: Callable) -> Callable:
+    """A device implementation that tries ``first`` and, when it declines the call
+    (``NotImplemented``), ``second`` (the block kernels, then cuSOLVER); ``second`` alone when
+    there is no ``first``."""
+    if first is None:
+        return second
+
+    def implementation(dev: Any, operands: list, results: list, **attrs: Any) -> Any:
+        done = first(dev, operands, results, **attrs)
+        return second(dev, operands, results, **attrs) if done is NotImplemented else done
+    implementation.__name__ = f"{getattr(first, '__name__', 'first')}_or_" \
+                              f"{getattr(second, '__name__', 'second')}"
+    implementation.parts = (first, second)
+    return implementation
+
+
 class PendingInfo:
     """What a device implementation returns when its result's validity is known only on the
     device (a singular matrix found by an LU): per-matrix int32 ``info`` words in the memory

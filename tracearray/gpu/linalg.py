@@ -125,10 +125,11 @@ def inv(dev: Any, operands: list, results: list) -> Any:
     return PendingInfo(info, batch, np.linalg.LinAlgError("Singular matrix"))
 
 
-def det_kernel_ir(dtype: Any, name: str) -> str:
+def det_kernel_ir(dtype: Any, name: str, pivot_bits: int = 32) -> str:
     """``name(lu, pivots, info, n, batch, sign, logdet, det)``: for each of ``batch``
-    factored n x n matrices (getrf's: column-major, int32 1-based pivots, int32 info), the
-    outputs whose pointers are not null, a thread per matrix."""
+    factored n x n matrices (getrf's: column-major, 1-based pivots of ``pivot_bits`` --
+    cuBLAS's int32, cuSOLVER's int64 --, int32 info), the outputs whose pointers are not
+    null, a thread per matrix."""
     from llvmlite import ir
 
     from .sort import _Loop, _key_type, sreg
@@ -137,7 +138,9 @@ def det_kernel_ir(dtype: Any, name: str) -> str:
     i32, i64 = ir.IntType(32), ir.IntType(64)
     module = ir.Module(name=name)
     P, Q = ft.as_pointer(1), i32.as_pointer(1)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P, Q, Q, i64, i64, P, P, P]),
+    pivot_type = ir.IntType(pivot_bits)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [P, pivot_type.as_pointer(1), Q,
+                                                             i64, i64, P, P, P]),
                      name=name)
     fn.calling_convention = "ptx_kernel"
     lu, pivots, info, n, batch, sign_out, logdet_out, det_out = fn.args
@@ -162,7 +165,8 @@ def det_kernel_ir(dtype: Any, name: str) -> str:
     acc_log.add_incoming(fzero, pre)
     b.position_at_end(head_here)
     i = diag.var
-    piv = b.sext(b.load(b.gep(pivots, [b.add(b.mul(m, n), i)])), i64)
+    piv = b.load(b.gep(pivots, [b.add(b.mul(m, n), i)]))
+    piv = b.sext(piv, i64) if pivot_bits < 64 else piv
     swapped = b.icmp_signed("!=", piv, b.add(i, one))
     u = b.load(b.gep(lu, [b.add(base, b.add(b.mul(i, n), i))]))
     negative = b.fcmp_ordered("<", u, fzero)

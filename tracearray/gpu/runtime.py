@@ -63,7 +63,8 @@ def register_device_libraries() -> None:
     the FFT ops (``gpu/fft.py``), cuBLAS's batched LU for solve, inv, det and slogdet
     (``gpu/linalg.py``), block kernels for cholesky and qr (``gpu/factorizations.py``) and
     for eigh, eigvalsh and svd (Jacobi rotations, ``gpu/jacobi.py``) and pinv and lstsq
-    over that SVD (``gpu/least_squares.py``), the block and radix sorts for sort, argsort,
+    over that SVD (``gpu/least_squares.py``), cuSOLVER behind them for larger matrices and
+    for eig (``gpu/dense.py``), the block and radix sorts for sort, argsort,
     the partitions and the order statistics (``gpu/sort.py``), and unique (``gpu/unique.py``,
     along an axis ``gpu/unique_axis.py``).
     Registered when an executable first has an external call: a program of kernels alone never
@@ -73,7 +74,8 @@ def register_device_libraries() -> None:
         return
     with _libraries_lock:
         if not _libraries_registered:
-            from . import factorizations, fft, jacobi, least_squares, linalg, sort, unique
+            from . import (dense, factorizations, fft, jacobi, least_squares, linalg, sort,
+                           unique)
             factorizations.register()
             fft.register()
             jacobi.register()
@@ -81,6 +83,7 @@ def register_device_libraries() -> None:
             linalg.register()
             sort.register()
             unique.register()
+            dense.register()      # (last: it wraps the implementations above)
             _libraries_registered = True
 
 MAP_BLOCK = 256

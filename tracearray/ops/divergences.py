@@ -237,7 +237,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "On the GPU, solves with one right-hand side per system, inverses and determinants "
         "of small contiguous matrices (n <= 64) are cuBLAS's batched LU with partial "
         "pivoting, not LAPACK's, and Cholesky and QR factors of such matrices (QR: m, n <= "
-        "64) a block's unblocked factorisation (QR with LAPACK's reflectors, so its signs): "
+        "64) a block's unblocked factorisation (QR with LAPACK's reflectors, so its signs); "
+        "larger ones (and solves with several right-hand sides) cuSOLVER's getrf/getrs, "
+        "potrf, geqrf/orgqr: "
         "each element within 8 * max(m, n) * eps * cond(A) * max|x| of NumPy's value (x the "
         "result), per matrix; a determinant within 8 * n * eps * cond(A) + 4 eps of "
         "NumPy's relatively (slogdet's logarithm that much absolutely, its sign exactly where "
@@ -254,7 +256,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
                                            "np.linalg.pinv", "np.linalg.lstsq"),
         "On the GPU, eigenvalues and eigenvectors of small symmetric matrices and singular "
         "value decompositions of small matrices (contiguous, m, n <= 64) are Jacobi "
-        "rotations', not LAPACK's: eigenvalues and singular values within 8 * max(m, n) * "
+        "rotations', not LAPACK's, and of larger ones cuSOLVER's (syevd, gesvd), the same "
+        "bounds: eigenvalues and singular values within 8 * max(m, n) * "
         "eps * ||A||_2 of NumPy's, in NumPy's order; the vectors an orthonormal basis that "
         "satisfies the decomposition within that much (A v = w v, A A^T u = s^2 u, A^T A v = "
         "s^2 v), but not LAPACK's basis: a vector may have the other sign, and where values "
@@ -267,6 +270,17 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(cond * max|x| + cond^2 * ||r|| / ||A||_2), its rank exact unless a singular value "
         "lies within the rounding of the cutoff (SVDs of tall or wide matrices whose shorter "
         "side is at most 64 and longer at most 4096).", "tolerance"),
+    Divergence(
+        "gpu-eig", "function", ("np.linalg.eig", "np.linalg.eigvals"),
+        "On the GPU, eigenvalues and eigenvectors of nonsymmetric matrices larger than 64 x 64 "
+        "are cuSOLVER's geev, not NumPy's LAPACK: each eigenvalue within 8 * n * eps * "
+        "||A||_2 * kappa of NumPy's (kappa: its condition number, large for nearly defective "
+        "matrices), possibly in another order; each eigenvector a unit vector that satisfies "
+        "A x = w x within 8 * n * eps * ||A||_2, normalised as LAPACK's (largest component "
+        "real) but possibly of the other sign. Whether the results are real or complex is "
+        "NumPy's rule on these values (all imaginary parts zero), so a matrix whose "
+        "eigenvalues are real in exact arithmetic but not in rounding may give the other kind "
+        "than NumPy's. Smaller matrices run NumPy's LAPACK on the host.", "tolerance"),
     Divergence(
         "gpu-matmul-tf32", "matmul", ("matmul", "dot"),
         "Only with compile(..., matmul_precision='tf32') (an opt-in; the default is "

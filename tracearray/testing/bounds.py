@@ -220,6 +220,11 @@ SPECTRAL_OPS = frozenset({"linalg.eigh", "linalg.eigvalsh", "linalg.svd"})
 # the rounding of their sums, the rank exactly (unverifiable where a singular value is within
 # that rounding of the cutoff)
 LSTSQ_OPS = frozenset({"linalg.lstsq"})
+# ... and eigenproblems of nonsymmetric matrices past the block kernels' size from cuSOLVER's
+# geev (gpu/dense.py; divergence gpu-eig): the values as a set, each within LU_EPS * n * eps *
+# ||A||_2 * kappa of NumPy's (kappa: that eigenvalue's condition number), the vectors by the
+# contract (unit columns, A x = r x within LU_EPS * n * eps * ||A||_2, r one of the values)
+EIG_OPS = frozenset({"linalg.eig"})
 # The GPU's block sort is stable (divergence gpu-sort-ties): NumPy's default kinds order
 # equal elements their own way, so +0.0 and -0.0 may trade places in a sort's values and tied
 # elements' positions in an argsort are not compared (kind="stable": NumPy's order exactly)
@@ -259,7 +264,7 @@ def _signaling_nan(x: np.ndarray) -> np.ndarray:
 SORTED_STATISTICS = frozenset({"median", "nanmedian", "quantile", "percentile", "nanquantile",
                                "nanpercentile"})
 LIBRARY_OPS_CUDA = FFT_OPS | LU_OPS | DET_OPS | FACTOR_OPS | SPECTRAL_OPS | LSTSQ_OPS | \
-    SORT_OPS | PARTITION_OPS | {"order_statistic", "unique"}
+    EIG_OPS | SORT_OPS | PARTITION_OPS | {"order_statistic", "unique"}
 
 
 class Evaluator:
@@ -385,6 +390,9 @@ class Evaluator:
             if node.op in self.library_ops and node.op in SPECTRAL_OPS and \
                     value.dtype.kind == "f":
                 return self._library_spectral(node, args[0], value)
+            if node.op in self.library_ops and node.op in EIG_OPS and \
+                    value.dtype.kind == "f":
+                return self._library_eig(node, args[0], value)
             if node.op in self.library_ops and node.op in SORT_OPS and \
                     node.attr("kind") != "stable":
                 return self._library_sort(node, args[0], value)
@@ -696,6 +704,68 @@ class Evaluator:
                 err = np.max(np.linalg.norm(resid, axis=-2), axis=-1, initial=0.0)
                 ok = ((ortho <= LU_EPS * max(m, n, 1) * eps) & (err <= limit)) | ~finite
             return np.broadcast_to(~ok[..., None, None], value.shape)
+        v64 = value.astype(F64)
+        b = _finish(value, np.zeros(value.shape, bool), np.ones(value.shape, bool), v64,
+                    v64.copy(), why)
+        b.verify = verify
+        return b
+
+    def _library_eig(self, node: Node, a: Bound, value: np.ndarray) -> Bound:
+        """Eigenvalues or right eigenvectors of nonsymmetric matrices from another geev
+        (cuSOLVER's; divergence gpu-eig), checked as a whole per matrix: the values as a set
+        (each within LU_EPS * n * eps * ||A||_2 * kappa_i + 4 ulps of one of NumPy's, and
+        each of NumPy's that close to one of them; kappa_i = ||y_i|| ||x_i|| / |y_i^H x_i|,
+        the eigenvalue's condition number, from NumPy's vectors), the vectors by the contract
+        (unit columns; A x = r x within LU_EPS * n * eps * ||A||_2 for r = x^H A x, and the
+        r's NumPy's values as a set, so no eigenvalue's vector is missing). Results are real arrays or (real, imaginary) pairs (``real``). A
+        matrix with inf or NaN never gets here (NumPy raises for it)."""
+        which, real = node.attr("result"), bool(node.attr("real"))
+        av = a.value.astype(F64)
+        n = av.shape[-1]
+        eps = _eps(value.dtype)
+        self.used.add("gpu-eig")
+        why = "linalg.eig: cuSOLVER's geev (gpu-eig)"
+        with np.errstate(all="ignore"):
+            finite = np.all(np.isfinite(av), axis=(-2, -1))
+            clean = np.where(np.isfinite(av), av, 0.0)
+            norm2 = np.linalg.norm(clean, 2, axis=(-2, -1)) if av.size else \
+                np.zeros(av.shape[:-2])
+            ref_w, ref_v = np.linalg.eig(clean) if av.size else \
+                (np.zeros(av.shape[:-1], complex), np.zeros(av.shape, complex))
+            ref_w = ref_w.astype(complex)
+            try:
+                kappa = np.linalg.norm(np.linalg.inv(ref_v.astype(complex)), axis=-1)
+            except np.linalg.LinAlgError:     # a defective matrix: unbounded sensitivity
+                kappa = np.full(ref_w.shape, np.inf)
+            tol = LU_EPS * max(n, 1) * eps * norm2[..., None] * kappa + \
+                4 * eps * np.abs(ref_w)
+
+        def same_set(values: np.ndarray) -> np.ndarray:
+            """Per matrix: whether each value lies within an eigenvalue of NumPy's tolerance
+            and each of NumPy's eigenvalues has a value that close."""
+            close = np.abs(values[..., :, None] - ref_w[..., None, :]) <= tol[..., None, :]
+            return np.all(np.any(close, axis=-1), axis=-1) & \
+                np.all(np.any(close, axis=-2), axis=-1)
+
+        def verify(got: np.ndarray) -> np.ndarray:
+            g = np.asarray(got).astype(F64)
+            if g.shape != value.shape:
+                return np.ones(value.shape, bool)
+            g = g.astype(complex) if real else g[..., 0] + 1j * g[..., 1]
+            with np.errstate(all="ignore"):
+                if which == 0:
+                    ok = same_set(g)
+                else:
+                    norms = np.linalg.norm(g, axis=-2)
+                    ax = clean @ g
+                    r = np.sum(np.conj(g) * ax, axis=-2)
+                    resid = np.linalg.norm(ax - g * r[..., None, :], axis=-2)
+                    limit = LU_EPS * max(n, 1) * eps
+                    ok = np.all(np.abs(norms - 1) <= limit, axis=-1) & \
+                        np.all(resid <= limit * norm2[..., None], axis=-1) & same_set(r)
+                ok = ok | ~finite
+            return np.broadcast_to(ok.reshape(ok.shape + (1,) * (value.ndim - ok.ndim)) == 0,
+                                   value.shape)
         v64 = value.astype(F64)
         b = _finish(value, np.zeros(value.shape, bool), np.ones(value.shape, bool), v64,
                     v64.copy(), why)

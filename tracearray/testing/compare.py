@@ -470,6 +470,8 @@ def _compare_complex_leaf(g: np.ndarray, w: np.ndarray, b: _bounds.Bound | None,
             return ok & np.isfinite(x) & np.isfinite(ref)
 
     bad_got = _outside(gp, b).any(axis=-1) & ~normwise(g, w)
+    if b.verify is not None:   # a whole-result check (of the pairs) where elements cannot be
+        bad_got = bad_got | np.broadcast_to(b.verify(gp), gp.shape).any(axis=-1)
     bad_want = _outside(wp, b).any(axis=-1) & ~normwise(w, graph_value)
     if (_outside(gp, b).any(axis=-1) | _outside(wp, b).any(axis=-1)).any():
         cmp.divergences.add("complex-rounding")
