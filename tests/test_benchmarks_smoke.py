@@ -332,14 +332,15 @@ def test_gpu_writes_dry_run_checks_tracearray_and_reports_refusals(tmp_path):
 
 def test_gpu_library_dry_run_checks_tracearray(tmp_path):
     """benchmarks/gpu_library.py (FFTs, matmul, solve, cholesky, qr, eigvalsh, svd, sorts, a
-    partition, unique): every workload compiles and matches its float64 reference on the CPU."""
+    partition, unique, the large matrices of cuSOLVER): every workload compiles and matches its float64 reference on the CPU."""
     proc, doc = _dry_run(tmp_path, "gpu_library.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = {r["workload"]: r for r in doc["results"]}
     assert list(status) == ["power_spectrum", "fft_filter", "complex_fft", "matmul",
                             "batched_solve", "sort_rows", "median_rows", "quantile_rows",
                             "sort_long", "argsort_long", "batched_cholesky", "batched_qr",
-                            "batched_eigvalsh", "batched_svdvals", "top8_rows", "unique_long"]
+                            "batched_eigvalsh", "batched_svdvals", "top8_rows", "unique_long",
+                            "large_solve", "large_eigvalsh", "large_svdvals", "large_eigvals"]
     for r in status.values():
         assert r["status"] == "ok" and r["rel_err"] <= 1e-4, r
 
