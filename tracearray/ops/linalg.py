@@ -5,8 +5,11 @@ for bit on the CPU (the same LAPACK call on the same numbers) and a singular mat
 NumPy's ``LinAlgError`` (the runtime adds the user's line). The tracer casts operands to the
 float type NumPy computes in (integers and bools to float64; float16 is refused as NumPy
 refuses it) and checks shapes, so the rules here see float32/float64 operands of valid shapes.
-Complex results (``eig`` of a general matrix) are not registered: tracearray has no complex
-values yet.
+Complex matrices: each op has a complex variant ``<name>.complex`` (``COMPLEX_RESULTS``) whose
+operands are interleaved (real, imaginary) pair arrays ``s + (2,)`` of the part dtype, as for
+the FFTs; its host function views them as complex, calls the same NumPy function and writes
+the complex results as pairs (the real ones -- eigenvalues of Hermitian matrices, singular
+values, log-determinants, ranks -- as they are). Complex eig results are pairs too.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .external import register_external, returning, same_dtype
+from .external import EXTERNALS, register_external, returning, same_dtype
 from .rules import broadcast_shape
 from .spec import FLOAT_DTYPES, Domain, Shape
 
@@ -229,3 +232,54 @@ register_external("linalg.eig_real", lambda shapes, attrs: ((),),
                   what=LAPACK + " (whether the eigenvalues are real)", domain=_REAL)
 register_external("linalg.eig", _eig_shapes, _eig_dtypes, returning(_eig), what=LAPACK,
                   domain=_REAL)
+
+
+# ---- complex matrices: one variant per op, on pair arrays (see the module docstring)
+def _flags(*which: bool) -> Any:
+    return lambda attrs: which
+
+
+COMPLEX_RESULTS: dict[str, Any] = {
+    "linalg.inv": _flags(True), "linalg.inv_or_nan": _flags(True),
+    "linalg.det": _flags(True), "linalg.slogdet": _flags(True, False),
+    "linalg.cholesky": _flags(True), "linalg.pinv": _flags(True),
+    "linalg.solve": _flags(True),
+    "linalg.qr": lambda attrs: (True,) if attrs["mode"] == "r" else (True, True),
+    "linalg.svd": lambda attrs: (True, False, True) if attrs["compute_uv"] else (False,),
+    "linalg.eigh": _flags(False, True), "linalg.eigvalsh": _flags(False),
+    "linalg.lstsq": _flags(True, False, False, False), "linalg.lstsq_rank": _flags(False),
+    # (eig's results are pairs already when ``real`` is False, as a complex matrix's are)
+    "linalg.eig": lambda attrs: (False, False) if attrs["vectors"] else (False,),
+}
+_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64),
+               np.dtype(np.float64): np.dtype(np.complex128)}
+
+
+def _as_complex_array(pairs: np.ndarray) -> np.ndarray:
+    """A pair array (..., 2) as the complex array it holds (a copy when it is strided)."""
+    pairs = np.ascontiguousarray(pairs)
+    return pairs.view(_COMPLEX_OF[pairs.dtype])[..., 0]
+
+
+def _register_complex(name: str) -> None:
+    base, flags = EXTERNALS[name], COMPLEX_RESULTS[name]
+
+    def shapes(operand_shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+        real = base.shapes([tuple(s)[:-1] for s in operand_shapes], attrs)
+        return tuple(tuple(s) + ((2,) if c else ()) for s, c in zip(real, flags(attrs)))
+
+    def host(operands: list[np.ndarray], outs: list[np.ndarray], **attrs: Any) -> None:
+        values = [_as_complex_array(o) for o in operands]
+        staged = [np.empty(o.shape[:-1], _COMPLEX_OF[o.dtype]) if c else o
+                  for o, c in zip(outs, flags(attrs))]
+        base.host(values, staged, **attrs)
+        for out, value, c in zip(outs, staged, flags(attrs)):
+            if c:
+                out[..., 0], out[..., 1] = value.real, value.imag
+
+    register_external(name + ".complex", shapes, base.dtypes, host,
+                      what=base.what + " (complex)", arity=base.arity, domain=_REAL)
+
+
+for _name in COMPLEX_RESULTS:
+    _register_complex(_name)

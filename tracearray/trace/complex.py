@@ -579,6 +579,15 @@ def _with_out(name: str, result: Any, out: Any) -> Any:
     return out
 
 
+def numpy_code_for_complex(func: Callable) -> None:
+    """Let complex arguments run NumPy's own Python code of ``func`` (a numpy.linalg function
+    written over others that take complex values: svdvals over svd, multi_dot over dot)."""
+    def rule(*args: Any, **kwargs: Any) -> Any:
+        from . import dispatch
+        return dispatch.run_numpy_implementation(func, func._implementation, args, kwargs)
+    FUNCTIONS[func] = rule
+
+
 def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A NumPy function with a complex argument."""
     from . import dispatch

@@ -21,7 +21,8 @@ from numpy.linalg import _linalg as npl
 from ...errors import with_location
 from .. import context
 from ..build import external, unsupported
-from ..complex import ComplexTracer
+from ...ops.linalg import COMPLEX_RESULTS
+from ..complex import FUNCTIONS, ComplexTracer, as_complex, is_complex, numpy_code_for_complex
 from ..tracer import Tracer
 from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
@@ -55,18 +56,29 @@ _CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32
                   "others on the host")
 
 
-def _result_dtype(*ts: Tracer) -> np.dtype:
-    out = np.dtype(np.float32)
+def _result_dtype(*ts: Any) -> np.dtype:
+    """numpy/linalg/_linalg.py::_commonType: float32 (complex64) when every operand is
+    float32 (complex64), else float64 (complex128); complex when any operand is."""
+    out, complex_ = np.dtype(np.float32), False
     for t in ts:
         if t.dtype == np.float16:
             raise TypeError(with_location("array type float16 is unsupported in linalg"))
-        if t.dtype != np.float32:
+        complex_ = complex_ or t.dtype.kind == "c"
+        if t.dtype not in (np.float32, np.complex64):
             out = np.dtype(np.float64)
-    return out
+    return np.result_type(out, np.complex64) if complex_ else out
 
 
-def _matrices(a: Any, square: bool = True) -> Tracer:
-    t = as_tracer(a)
+def _operand(x: Any) -> Any:
+    """An operand as a tracer: a complex one (a complex tracer, or complex constants) as a
+    complex tracer."""
+    if isinstance(x, ComplexTracer) or is_complex(x):
+        return as_complex(x)
+    return as_tracer(x)
+
+
+def _matrices(a: Any, square: bool = True) -> Any:
+    t = _operand(a)
     if t.ndim < 2:
         raise LinAlgError(with_location(
             f"{t.ndim}-dimensional array given. Array must be at least two-dimensional"))
@@ -75,15 +87,25 @@ def _matrices(a: Any, square: bool = True) -> Tracer:
     return t.astype(_result_dtype(t))
 
 
-def _call(op: str, *ts: Tracer, **attrs: Any) -> tuple[Tracer, ...]:
-    return tuple(Tracer(n) for n in external(op, [t.node for t in ts], **attrs))
+def _call(op: str, *ts: Any, **attrs: Any) -> tuple[Any, ...]:
+    """The external op's results as tracers. With a complex operand, its complex variant
+    (``ops/linalg.py``: every operand as a pair array) and its complex results as complex
+    tracers."""
+    if not any(isinstance(t, ComplexTracer) for t in ts):
+        return tuple(Tracer(n) for n in external(op, [t.node for t in ts], **attrs))
+    dt = _result_dtype(*ts)
+    pairs = [as_complex(t, dt).pair_node() for t in ts]
+    flags = COMPLEX_RESULTS[op](attrs)
+    nodes = external(op + ".complex", pairs, **attrs)
+    return tuple(ComplexTracer.from_pair(Tracer(n)) if c else Tracer(n)
+                 for n, c in zip(nodes, flags))
 
 
 @composite(np.linalg.solve, calls=[f'np.linalg.solve({_SQ}, {{1}})',
                                    f'np.linalg.solve({_SQ}, {{1}}[..., 0])'],
            arrays=2, name="np.linalg.solve", **_LU)
 def solve(a: Any, b: Any) -> Tracer:
-    ta, tb = as_tracer(a), as_tracer(b)
+    ta, tb = _operand(a), _operand(b)
     dt = _result_dtype(ta, tb)
     ta = _matrices(ta).astype(dt)
     tb = tb.astype(dt)
@@ -172,6 +194,9 @@ def _eig(a: Any, vectors: bool) -> tuple:
     """np.linalg.eig / eigvals: real results when every eigenvalue of the batch is real, else
     complex ones (NumPy's rule: a dtype the data decides, probed when the function runs)."""
     t = _matrices(a)
+    if isinstance(t, ComplexTracer):     # a complex matrix's results are complex (pairs)
+        return tuple(ComplexTracer.from_pair(r)
+                     for r in _call("linalg.eig", t, real=False, vectors=vectors))
     (probe,) = _call("linalg.eig_real", t)
     real = bool(context.data_size(probe.node, "whether np.linalg.eig's eigenvalues are real"))
     out = _call("linalg.eig", t, real=real, vectors=vectors)
@@ -214,7 +239,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
             raise unsupported(f"np.linalg.pinv({name}=<array>)", "pass a Python number")
     if rcond is not None and rtol is not np._NoValue:
         raise ValueError(with_location("`rtol` and `rcond` can't be both set."))
-    a = as_tracer(a)
+    a = _operand(a)
     if rcond is None:           # NumPy's cutoff, relative to the largest singular value
         if rtol is np._NoValue:
             rcond = 1e-15
@@ -225,7 +250,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
     if a.ndim >= 2 and (a.shape[-1] == 0 or a.shape[-2] == 0):
         # NumPy: an empty result of a's own dtype, before any dtype or shape check (an
         # empty float16 matrix included: soak cpu-2026-12-02-r, program 1094)
-        return as_tracer(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
+        return _operand(np.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype))
     t = _matrices(a, square=bool(hermitian))
     return _call("linalg.pinv", t, rcond=float(rcond), hermitian=bool(hermitian))[0]
 
@@ -244,7 +269,7 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
                 ) -> Tracer:
     # numpy/linalg/_linalg.py::matrix_rank on tracers: the count of singular values above
     # tol (default: max(M, N) * eps times the largest)
-    t = as_tracer(A)
+    t = _operand(A)
     if t.ndim < 2:   # NumPy: int(not all(A == 0))
         return (~np.all(t == 0)).astype(np.int64) if t.ndim else \
             (t != 0).astype(np.int64)
@@ -273,7 +298,7 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
                "of the other: NumPy's formula over the SVD of Jacobi rotations (divergence "
                "gpu-spectral-basis), others on the host"))
 def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
-    ta, tb = as_tracer(a), as_tracer(b)
+    ta, tb = _operand(a), _operand(b)
     dt = _result_dtype(ta, tb)
     if ta.ndim != 2:
         raise LinAlgError(with_location(
@@ -301,6 +326,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
     return x, res, as_tracer(np.asarray(known, rank.dtype)), s
 
 
+
 @composite(np.linalg.cond, calls=['np.linalg.cond({0})', 'np.linalg.cond({0}, -2)',
                                   f'np.linalg.cond({_SQ}, "fro")',
                                   'np.linalg.cond({0}[..., :2, :2], 1)',
@@ -312,7 +338,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
 def cond(x: Any, p: Any = None) -> Tracer:
     # numpy/linalg/_linalg.py::cond without its branch on the data: a NaN condition number
     # becomes inf unless the matrix has a NaN (NumPy: ``if nan_mask.any(): r[mask] = inf``)
-    t = as_tracer(x)
+    t = _operand(x)
     if t.size == 0 and np.prod(t.shape[-2:]) == 0:
         raise LinAlgError(with_location("cond is not defined on empty arrays"))
     if p is None or p in {2, -2}:
@@ -321,9 +347,9 @@ def cond(x: Any, p: Any = None) -> Tracer:
     else:
         m = _matrices(t)        # NumPy checks square stacks, then inverts in double
         result = _result_dtype(t)
-        (invx,) = _call("linalg.inv_or_nan", m.astype(np.float64))
+        (invx,) = _call("linalg.inv_or_nan", m.astype(np.result_type(result, np.float64)))
         r = (np.linalg.norm(t, p, axis=(-2, -1)) *
-             np.linalg.norm(invx, p, axis=(-2, -1))).astype(result)
+             np.linalg.norm(invx, p, axis=(-2, -1))).astype(result.type(0).real.dtype)
     to_inf = np.isnan(r)
     if t.dtype.kind in "fc":     # (an integer matrix has no NaN)
         to_inf = to_inf & ~np.isnan(t).any(axis=(-2, -1))
@@ -338,7 +364,7 @@ def cond(x: Any, p: Any = None) -> Tracer:
 def tensorsolve(a: Any, b: Any, axes: Any = None) -> Tracer:
     # numpy/linalg/_linalg.py::tensorsolve: the unknowns' shape is a's last a.ndim - b.ndim
     # axes (all of a's axes when the two have as many)
-    ta, tb = as_tracer(a), as_tracer(b)
+    ta, tb = _operand(a), _operand(b)
     an = ta.ndim
     if axes is not None:
         order = list(range(an))
@@ -363,3 +389,17 @@ composite(np.linalg.tensorinv, calls=[f'np.linalg.tensorinv(({_SQ})[..., None, :
           name="np.linalg.tensorinv", impl=NUMPY,
           **{**_LAPACK, "max_dims": 2, "notes": "NumPy's code over np.linalg.inv (on the GPU "
              "cuBLAS's batched LU where inv runs there)"})
+
+
+# Complex matrices reach these functions through the complex tracer's dispatch
+# (``trace/complex.py`` FUNCTIONS): the same code, on complex tracers (``_call``).
+for _func, _fn in ((np.linalg.solve, solve), (np.linalg.inv, inv), (np.linalg.det, det),
+                   (np.linalg.slogdet, slogdet), (np.linalg.cholesky, cholesky),
+                   (np.linalg.qr, qr), (np.linalg.svd, svd), (np.linalg.eigh, eigh),
+                   (np.linalg.eig, eig), (np.linalg.eigvals, eigvals),
+                   (np.linalg.eigvalsh, eigvalsh), (np.linalg.pinv, pinv),
+                   (np.linalg.matrix_rank, matrix_rank), (np.linalg.lstsq, lstsq),
+                   (np.linalg.cond, cond), (np.linalg.tensorsolve, tensorsolve)):
+    FUNCTIONS[_func] = _fn
+for _func in (np.linalg.svdvals, np.linalg.tensorinv):    # NumPy's code over the above
+    numpy_code_for_complex(_func)

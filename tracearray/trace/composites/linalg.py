@@ -13,6 +13,7 @@ import numpy as np
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
+from ..complex import FUNCTIONS, numpy_code_for_complex
 from ..tracer import Tracer, unwrap
 from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
@@ -156,6 +157,29 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
     return Tracer(api.norm(unwrap(t), ord, axis, keepdims))
 
 
+def complex_norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """np.linalg.norm of complex values, as numpy/linalg/_linalg.py::norm computes it: the
+    2-norm and Frobenius norm from the real and imaginary parts' squares (a dot product of
+    each when ``axis`` is None), the singular-value norms from the SVD, every other norm the
+    real norm of ``abs(x)``."""
+    from ..complex import as_complex
+    z = as_complex(x)
+    axes = _matrix_norm_axes(z.re, axis)
+    if axes is not None and ord in (2, -2, "nuc"):
+        return _singular_value_norm(z, ord, axes, keepdims)
+    if axis is None and (ord is None or (ord == 2 and z.ndim == 1) or
+                         (ord == "fro" and z.ndim == 2)):
+        re, im = z.re.ravel(), z.im.ravel()
+        out = np.sqrt(np.dot(re, re) + np.dot(im, im))
+        return out.reshape((1,) * z.ndim) if keepdims else out
+    if ord is None or ord == "fro" or (axes is None and ord == 2):
+        square = z.re * z.re + z.im * z.im      # NumPy's (x.conj() * x).real
+        where = axis if axis is None or isinstance(axis, (tuple, list)) else (axis,)
+        return np.sqrt(np.add.reduce(square, axis=tuple(where) if where is not None else None,
+                                     keepdims=keepdims))
+    return norm(np.abs(z), ord, axis, keepdims)
+
+
 def _matrix_norm_axes(t: Tracer, axis: Any) -> tuple[int, int] | None:
     """The (row, col) axes of a matrix norm, or None for a vector norm."""
     if axis is None:
@@ -172,7 +196,7 @@ def _singular_value_norm(t: Tracer, ord: Any, axes: tuple[int, int], keepdims: b
                          ) -> Tracer:
     """numpy/linalg/_linalg.py::_multi_svd_norm: the largest (2), smallest (-2) or the sum
     ('nuc') of the singular values of the matrices over ``axes``."""
-    if t.dtype.kind not in "f":
+    if t.dtype.kind not in "fc":
         t = t.astype(np.float64)
     s = np.linalg.svd(np.moveaxis(t, axes, (-2, -1)), compute_uv=False)
     out = np.amax(s, axis=-1) if ord == 2 else np.amin(s, axis=-1) if ord == -2 else \
@@ -209,6 +233,7 @@ for _name, (_calls, _arrays, _min_dims, _div) in _LINALG.items():
         composite(getattr(np.linalg, _name), calls=_calls, arrays=_arrays, dtypes=NUMERIC,
                   min_dims=_min_dims, max_dims=2, same_shape=_arrays == 2,
                   values="small", divergences=_div, impl=NUMPY, name=f"np.linalg.{_name}")
+        numpy_code_for_complex(getattr(np.linalg, _name))
 
 
 @composite(np.linalg.matrix_power, calls=['np.linalg.matrix_power({0} @ {0}.swapaxes(-1, -2), 3)',
@@ -219,7 +244,8 @@ for _name, (_calls, _arrays, _min_dims, _div) in _LINALG.items():
 def matrix_power(a: Any, n: Any) -> Tracer:
     """Repeated squaring, as NumPy's: the identity for n == 0 (broadcast over a stack), the
     operand's dtype throughout; a negative power is a power of the inverse."""
-    t = as_tracer(a)
+    from ..complex import ComplexTracer, as_complex
+    t = a if isinstance(a, ComplexTracer) else as_tracer(a)
     if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
         raise np.linalg.LinAlgError(with_location(
             f"{t.ndim}-dimensional array given. Array must be at least two-dimensional"
@@ -231,7 +257,8 @@ def matrix_power(a: Any, n: Any) -> Tracer:
     if n < 0:
         t, n = np.linalg.inv(t), -n
     if n == 0:
-        eye = as_tracer(np.eye(t.shape[-1], dtype=t.dtype))
+        eye = np.eye(t.shape[-1], dtype=t.dtype)
+        eye = as_complex(eye) if eye.dtype.kind == "c" else as_tracer(eye)
         return np.broadcast_to(eye, t.shape).copy()
     result, z = None, t
     while True:
@@ -376,3 +403,7 @@ def _contract(ta: Tracer, la: list[str], tb: Tracer, lb: list[str], later: set[s
     batch_shape = tuple(max(a.shape[i], b.shape[i]) for i in range(nb))
     shape = batch_shape + a.shape[nb:nb + len(free_a)] + b.shape[nb + len(summed):]
     return np.matmul(a3, b3).reshape(shape), batch + free_a + free_b
+
+
+FUNCTIONS[np.linalg.norm] = complex_norm
+FUNCTIONS[np.linalg.matrix_power] = matrix_power
