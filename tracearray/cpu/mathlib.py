@@ -143,31 +143,61 @@ _DECLARE = re.compile(
 )
 
 
+def _one_variant(ret: str, choices: list[tuple[int, str]]) -> tuple[int, str]:
+    """The vector variant a function uses everywhere: the widest the host runs (the one
+    LLVM's vectoriser took for the main loop when it was offered them all)."""
+    return choices[-1]
+
+
 def apply_vector_abi(module_text: str, variants: dict[str, list[tuple[int, str]]]) -> str:
-    """Attach libmvec variants to the module's libm declarations (see module doc)."""
+    """Route the module's libm calls through libmvec (see module doc).
+
+    Every call of a libm function ``f`` with a vector variant becomes a call of
+    ``ta_vm_f``, defined here as that one variant applied to the argument in every lane,
+    lane 0 returned, and mapped to the same variant for the vectoriser: a vectorised loop
+    calls the variant on whole vectors and its scalar remainder (or an unvectorised loop)
+    calls it through ``ta_vm_f``, so an element's result does not depend on where it lies.
+    (Calling the scalar ``f`` in the remainder gave the same input two results an ulp
+    apart: glibc's vector and scalar exp round differently; docs/testing.md bug 73.) One
+    variant per function for the same reason: libmvec's SSE, AVX2 and AVX-512 versions may
+    round differently too. ``noinline`` keeps the wrapper a call the vectoriser can widen."""
     if not variants or "@llvm.compiler.used" in module_text:
         return module_text
     used: list[str] = []
     extra: list[str] = []
+    renamed: list[str] = []
 
     def rewrite(m: re.Match) -> str:
         name, ret = m.group("name"), m.group("ret")
         if name not in variants:
             return m.group(0)
         nargs = 1 if not m.group("params").strip() else m.group("params").count(",") + 1
-        params = "v" * nargs
-        mappings = []
-        for lanes, vector in variants[name]:
-            vty = f"<{lanes} x {ret}>"
-            mappings.append(f"_ZGV_LLVM_N{lanes}{params}_{name}({vector})")
-            extra.append(f'declare {vty} @"{vector}"({", ".join([vty] * nargs)}) nounwind memory(none)')
-            used.append(f'ptr @"{vector}"')
-        return (f'declare {ret} @"{name}"({m.group("params")}) nounwind willreturn memory(none) '
-                f'"vector-function-abi-variant"="{",".join(mappings)}"')
+        lanes, vector = _one_variant(ret, variants[name])
+        vty = f"<{lanes} x {ret}>"
+        wrapper = f"ta_vm_{name}"
+        renamed.append(name)
+        extra.append(f'declare {vty} @"{vector}"({", ".join([vty] * nargs)}) nounwind memory(none)')
+        used.append(f'ptr @"{vector}"')
+        body = []
+        for i in range(nargs):
+            body.append(f"  %i{i} = insertelement {vty} poison, {ret} %a{i}, i64 0")
+            body.append(f"  %v{i} = shufflevector {vty} %i{i}, {vty} poison, "
+                        f"<{lanes} x i32> zeroinitializer")
+        body.append(f'  %r = call {vty} @"{vector}"({", ".join(f"{vty} %v{i}" for i in range(nargs))})')
+        body.append(f"  %s = extractelement {vty} %r, i64 0")
+        body.append(f"  ret {ret} %s")
+        mapping = f"_ZGV_LLVM_N{lanes}{'v' * nargs}_{wrapper}({vector})"
+        extra.append(f'define internal {ret} @"{wrapper}"({", ".join(f"{ret} %a{i}" for i in range(nargs))}) '
+                     f'noinline nounwind willreturn memory(none) '
+                     f'"vector-function-abi-variant"="{mapping}" {{\n' + "\n".join(body) + "\n}")
+        return m.group(0)
 
     text = _DECLARE.sub(rewrite, module_text)
     if not used:
         return module_text
+    for name in renamed:
+        text = re.sub(rf'@"?{re.escape(name)}"?(?=\()', f'@"ta_vm_{name}"',
+                      _DECLARE.sub(lambda m: "" if m.group("name") == name else m.group(0), text))
     extra.append(f'@llvm.compiler.used = appending global [{len(used)} x ptr] [{", ".join(used)}], '
                  f'section "llvm.metadata"')
     return text + "\n" + "\n".join(extra) + "\n"
