@@ -20,8 +20,11 @@ lanes) and LLVM's loop vectoriser uses them when
 llvmlite.ir cannot print string attributes or build ``llvm.compiler.used``
 incrementally, so this is a text rewrite of the finished module,
 ``apply_vector_abi``, which ``tracearray.cpu.jit`` applies to every module it
-compiles.  The rewrite only touches ``declare`` lines of the libm symbols
-below (whatever built them), replacing their attributes; it is a no-op when
+compiles.  The rewrite replaces the libm symbols' declarations (whatever built
+them) by wrappers ``ta_vm_<f>`` that call one vector variant on the argument
+in every lane and carry the mapping to that variant, and points the calls at
+them: vector lanes and a loop's scalar remainder then compute alike (see
+``apply_vector_abi``); it is a no-op when
 the module has no such calls, when libmvec is unavailable (non-glibc, or not
 x86-64), or when the module already defines ``@llvm.compiler.used``.
 Variants are offered only for ISAs the host supports (b = SSE, c = AVX,
