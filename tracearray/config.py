@@ -424,16 +424,6 @@ def gpu_load_mode() -> str:
     return mode
 
 
-def gpu_ctypes_launch() -> bool:
-    """``TRACEARRAY_GPU_LAUNCH``: ``ctypes`` (the default: kernels launched through libcuda's
-    ``cuLaunchKernel`` by ctypes, plain integers) or ``bindings`` (through cuda-bindings'
-    function, as before 2026-12-06)."""
-    mode = os.environ.get("TRACEARRAY_GPU_LAUNCH", "ctypes").strip().lower() or "ctypes"
-    if mode not in ("ctypes", "bindings"):
-        raise ValueError(f"TRACEARRAY_GPU_LAUNCH must be ctypes or bindings, got {mode!r}")
-    return mode == "ctypes"
-
-
 def gpu_libraries_enabled() -> bool:
     """``TRACEARRAY_GPU_LIBRARIES``: ``auto`` (cuBLAS for float matrix products and cuFFT for
     FFTs, when found) or ``off`` (tracearray's own matmul kernel, FFTs on the host)."""

@@ -77,24 +77,6 @@ class Function:
     name: str
     max_threads: int
     smem_allowed: int = 0   # dynamic shared memory its launches were allowed (allow_smem)
-    raw: int = 0            # the CUfunction as an address (the ctypes launch's argument)
-
-
-def _ctypes_launch() -> Any:
-    """libcuda's ``cuLaunchKernel`` through ctypes, or None. The driver library is the one
-    cuda-bindings loaded (dlopen hands back the same handle); a call with plain integers
-    skips the bindings' argument objects, about a microsecond of a warm call's ten (issue
-    12). None where ctypes cannot open it: the bindings' function is used."""
-    import ctypes
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            fn = ctypes.CDLL(name).cuLaunchKernel
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        return fn
-    return None
 
 
 class Device:
@@ -137,7 +119,6 @@ class Device:
         self.stream = self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self.stream_handle = int(self.stream)
         self._launch_kernel = cu.cuLaunchKernel
-        self._raw_launch = _ctypes_launch() if config.gpu_ctypes_launch() else None
         self._success = cu.CUresult.CUDA_SUCCESS
         self._modules: dict[str, dict[str, Function]] = {}
         self.module_loads = 0   # observable: how many modules were loaded
@@ -252,7 +233,7 @@ class Device:
                     fn = self.call("cuModuleGetFunction", handle, n.encode())
                     mt = self.call("cuFuncGetAttribute", self.cu.CUfunction_attribute
                                    .CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn)
-                    mod[n] = Function(fn, n, int(mt), raw=int(fn))
+                    mod[n] = Function(fn, n, int(mt))
                 self._modules[ptx] = mod
                 self.module_loads += 1
             return mod
@@ -303,13 +284,6 @@ class Device:
         The call path's one driver call per kernel, so it skips ``call``'s generality (the
         bound function and the success code are looked up once; the fork check is
         ``get_device``'s, which every call of a compiled function makes first)."""
-        raw = self._raw_launch
-        if raw is not None:
-            code = raw(fn.raw, grid, 1, 1, block, 1, 1, smem, self.stream_handle, args_addr,
-                       None)
-            if code:
-                raise self.error("cuLaunchKernel", self.cu.CUresult(code))
-            return
         err = self._launch_kernel(fn.handle, grid, 1, 1, block, 1, 1, smem, self.stream,
                                   args_addr, 0)
         if (err[0] if isinstance(err, tuple) else err) != self._success:
