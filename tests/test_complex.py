@@ -419,4 +419,7 @@ def test_log_near_the_unit_circle_is_accurate_in_its_real_part(dt):
         got, want = tracearray.compile(fn, device="cpu")(z), fn(z)
         ulps = np.abs(got.real - want.real) / np.spacing(np.abs(want.real))
         assert ulps.max() <= 8, (fn.__name__, ulps.max())
-        np.testing.assert_array_max_ulp(got.imag, want.imag, maxulp=0 if fn is np.log else 2)
+        # (the imaginary part is atan2's: glibc's vector atan2 (libmvec) everywhere, also
+        # outside vectorised loops, so that an element's result does not depend on its
+        # position (bug 73): within 4 ulp of NumPy's (the transcendental family), not equal)
+        np.testing.assert_array_max_ulp(got.imag, want.imag, maxulp=4)
