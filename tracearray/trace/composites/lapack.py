@@ -27,24 +27,29 @@ from ..tracer import Tracer
 from . import NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 _SQ = "{0} @ {0}.swapaxes(-1, -2) + 3 * np.eye({0}.shape[-1])"   # well conditioned, symmetric
-_NOTE = "external op: LAPACK through numpy.linalg (on the GPU: runs on the host for now)"
+_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 stacks of "
+         "contiguous matrices past 64 x 64: cuSOLVER's geev (divergence gpu-eig), others on "
+         "the host; complex matrices: NumPy's LAPACK (on the GPU on the host)")
 _LAPACK = dict(dtypes=NUMERIC, min_dims=2, max_dims=3, same_shape=True, values="small",
                notes=_NOTE)
 _LU_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 systems of "
             "n <= 64 with one right-hand side (solve) or contiguous (inv) run in cuBLAS's "
-            "batched LU (divergence gpu-linalg-rounding), others on the host")
+            "batched LU, larger ones and several right-hand sides in cuSOLVER's getrf/getrs "
+            "(divergence gpu-linalg-rounding), others on the host")
 _LU = dict(_LAPACK, notes=_LU_NOTE)
 _DET_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 stacks of "
              "contiguous n x n matrices (n <= 64): cuBLAS's batched LU, then NumPy's reading "
-             "of its diagonal and pivots (divergence gpu-linalg-rounding), others on the host")
+             "of its diagonal and pivots; larger ones cuSOLVER's getrf (divergence "
+             "gpu-linalg-rounding), others on the host")
 _DET = dict(_LAPACK, notes=_DET_NOTE)
 _QR_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, modes reduced, complete and "
             "r of float32/float64 stacks of contiguous m x n matrices (m, n <= 64): a block "
             "per matrix, LAPACK's unblocked Householder reflectors (so NumPy's signs; "
-            "divergence gpu-linalg-rounding), mode raw and others on the host")
+            "divergence gpu-linalg-rounding), larger ones cuSOLVER's geqrf/orgqr, mode raw "
+            "and others on the host")
 _JACOBI = ("Jacobi rotations, a block per matrix (values within 8 max(m, n) eps ||A||_2; "
-           "vectors a valid basis, not LAPACK's: divergence gpu-spectral-basis), others on "
-           "the host")
+           "vectors a valid basis, not LAPACK's: divergence gpu-spectral-basis), larger "
+           "ones cuSOLVER's syevd/gesvd (the same bounds), others on the host")
 _EIGH = dict(_LAPACK, notes="external op: LAPACK through numpy.linalg; on the GPU, float32/"
              "float64 stacks of contiguous n x n matrices (n <= 64): " + _JACOBI)
 _SVD = dict(_LAPACK, notes="external op: LAPACK through numpy.linalg; on the GPU, float32/"
@@ -52,8 +57,8 @@ _SVD = dict(_LAPACK, notes="external op: LAPACK through numpy.linalg; on the GPU
             "longer up to 4096 (both up to 64 for full_matrices' vectors): " + _JACOBI)
 _CHOLESKY_NOTE = ("external op: LAPACK through numpy.linalg; on the GPU, float32/float64 "
                   "stacks of contiguous n x n matrices (n <= 64): a block per matrix, the "
-                  "unblocked factorisation in shared memory (divergence gpu-linalg-rounding), "
-                  "others on the host")
+                  "unblocked factorisation in shared memory, larger ones cuSOLVER's potrf "
+                  "(divergence gpu-linalg-rounding), others on the host")
 
 
 def _result_dtype(*ts: Any) -> np.dtype:
