@@ -35,7 +35,14 @@ from ..ops import EXTERNALS
 from . import solver as cusolver
 from .copy import strided_copy
 from .libraries import PendingInfo
-from .linalg import _FLOATS, MAX_N, _contiguous, det_kernel_ir, small_kernel
+from .linalg import (
+    _FLOATS,
+    MAX_N,
+    _contiguous,
+    det_kernel_ir,
+    determinant_implementations,
+    small_kernel,
+)
 from .solver import LOWER, OP_N, OP_T, UPPER
 
 FEW = 8   # a stack of at most this many small matrices may take cuSOLVER's per-matrix calls
@@ -292,20 +299,26 @@ def _ok(n: int, batch: int) -> bool:
     return n > MAX_N or batch <= FEW
 
 
-def _solver(dev: Any) -> Any:
-    return cusolver.solver_for(dev)
+def _take(dev: Any, a: Any, *others: Any, square: bool = True) -> tuple | None:
+    """(solver, m, n, number of matrices) when cuSOLVER takes a call on ``a``: a contiguous
+    float stack (of square matrices with ``square``) whose other buffers have its dtype,
+    matrices that are not empty, worth the per-matrix calls (``_ok``), and the library
+    there; None otherwise (the call runs on the host)."""
+    shape = _stack(a, *others)
+    if shape is None or (square and shape[0] != shape[1]) or min(shape[:2]) == 0 or \
+            not _ok(max(shape[:2]), shape[2]):
+        return None
+    lib = cusolver.solver_for(dev)
+    return None if lib is None else (lib,) + shape
 
 
 # ---- the implementations
 def cholesky(dev: Any, operands: list, results: list, *, upper: bool) -> Any:
     a, out = operands[0], results[0]
-    shape = _stack(a, out)
-    if out is None or shape is None or shape[0] != shape[1]:
+    took = _take(dev, a, out) if out is not None else ()
+    if not took:
         return None if out is None else NotImplemented
-    n, _, batch = shape
-    lib = _solver(dev)
-    if lib is None or n == 0 or not _ok(n, batch):
-        return NotImplemented
+    lib, n, _, batch = took
     if batch == 0:
         return None
     size = a.dtype.itemsize
@@ -336,17 +349,14 @@ def _lu(dev: Any, lib: Any, a: Any, n: int, batch: int) -> tuple[Any, Any, Any]:
 def solve(dev: Any, operands: list, results: list) -> Any:
     a, b = operands
     x = results[0]
-    shape = _stack(a, b, x)
-    if x is None or shape is None or shape[0] != shape[1] or not _contiguous(b):
+    took = _take(dev, a, b, x) if x is not None and _contiguous(b) else ()
+    if not took:
         return None if x is None else NotImplemented
-    n, _, batch = shape
+    lib, n, _, batch = took
     vector = len(b.shape) == 1
     if vector and batch != 1 or not vector and tuple(b.shape[:-2]) != tuple(a.shape[:-2]):
         return NotImplemented   # a broadcast batch: the host
     k = 1 if vector else b.shape[-1]
-    lib = _solver(dev)
-    if lib is None or n == 0 or not _ok(n, batch):
-        return NotImplemented
     if batch == 0 or k == 0:
         return None
     size = a.dtype.itemsize
@@ -367,13 +377,10 @@ def solve(dev: Any, operands: list, results: list) -> Any:
 
 def inv(dev: Any, operands: list, results: list) -> Any:
     a, out = operands[0], results[0]
-    shape = _stack(a, out)
-    if out is None or shape is None or shape[0] != shape[1]:
+    took = _take(dev, a, out) if out is not None else ()
+    if not took:
         return None if out is None else NotImplemented
-    n, _, batch = shape
-    lib = _solver(dev)
-    if lib is None or n == 0 or not _ok(n, batch):
-        return NotImplemented
+    lib, n, _, batch = took
     if batch == 0:
         return None
     size = a.dtype.itemsize
@@ -388,15 +395,11 @@ def inv(dev: Any, operands: list, results: list) -> Any:
 
 
 def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
-    shape = _stack(a, sign, logdet, det)
-    outs = [o for o in (sign, logdet, det) if o is not None]
-    if shape is None or shape[0] != shape[1]:
+    took = _take(dev, a, sign, logdet, det)
+    if not took:
         return NotImplemented
-    n, _, batch = shape
-    lib = _solver(dev)
-    if lib is None or n == 0 or not _ok(n, batch):
-        return NotImplemented
-    if batch == 0 or not outs:
+    lib, n, _, batch = took
+    if batch == 0 or all(o is None for o in (sign, logdet, det)):
         return None
     lu, pivots, info = _lu(dev, lib, a, n, batch)
     _launch_over(dev, "det64", a.dtype, functools.partial(det_kernel_ir, pivot_bits=64), batch,
@@ -405,22 +408,14 @@ def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
     return None
 
 
-def det(dev: Any, operands: list, results: list) -> Any:
-    return _determinants(dev, operands[0], None, None, results[0])
-
-
-def slogdet(dev: Any, operands: list, results: list) -> Any:
-    return _determinants(dev, operands[0], results[0], results[1], None)
+det, slogdet = determinant_implementations(_determinants)
 
 
 def _eigen(dev: Any, a: Any, w: Any, v: Any, uplo: str) -> Any:
-    shape = _stack(a, w, v)
-    if shape is None or shape[0] != shape[1]:
+    took = _take(dev, a, w, v)
+    if not took:
         return NotImplemented
-    n, _, batch = shape
-    lib = _solver(dev)
-    if lib is None or n == 0 or not _ok(n, batch):
-        return NotImplemented
+    lib, n, _, batch = took
     if batch == 0 or (w is None and v is None):
         return None
     size = a.dtype.itemsize
@@ -452,13 +447,10 @@ def svd(dev: Any, operands: list, results: list, *, full_matrices: bool, compute
     its factors transposed back."""
     a = operands[0]
     u, s, vt = results if compute_uv else (None, results[0], None)
-    shape = _stack(a, u, s, vt)
-    if shape is None or hermitian:      # (hermitian: NumPy's eigh-based route, the host)
+    took = _take(dev, a, u, s, vt, square=False) if not hermitian else ()
+    if not took:        # (hermitian: NumPy's eigh-based route, on the host)
         return NotImplemented
-    m, n, batch = shape
-    lib = _solver(dev)
-    if lib is None or min(m, n) == 0 or not _ok(max(m, n), batch):
-        return NotImplemented
+    lib, m, n, batch = took
     if batch == 0 or all(o is None for o in (u, s, vt)):
         return None
     k, size = min(m, n), a.dtype.itemsize
@@ -503,13 +495,10 @@ def qr(dev: Any, operands: list, results: list, *, mode: str) -> Any:
     if mode not in ("reduced", "complete", "r"):
         return NotImplemented
     q, r = (None, results[0]) if mode == "r" else results
-    shape = _stack(a, q, r)
-    if shape is None:
+    took = _take(dev, a, q, r, square=False)
+    if not took:
         return NotImplemented
-    m, n, batch = shape
-    lib = _solver(dev)
-    if lib is None or min(m, n) == 0 or not _ok(max(m, n), batch):
-        return NotImplemented
+    lib, m, n, batch = took
     if batch == 0 or (q is None and r is None):
         return None
     k, size = min(m, n), a.dtype.itemsize
@@ -556,13 +545,10 @@ def _geev(dev: Any, lib: Any, a: Any, n: int, batch: int, vectors: bool) -> tupl
 
 
 def _eig_stack(dev: Any, a: Any) -> tuple[Any, int, int] | None:
-    shape = _stack(a)
-    if shape is None or shape[0] != shape[1] or shape[0] <= MAX_N:
+    took = _take(dev, a)
+    if not took or took[1] <= MAX_N or not took[0].has("cusolverDnXgeev"):
         return None
-    lib = _solver(dev)
-    if lib is None or not lib.has("cusolverDnXgeev"):
-        return None
-    return lib, shape[0], shape[2]
+    return took[0], took[1], took[3]
 
 
 def eig_real(dev: Any, operands: list, results: list) -> Any:

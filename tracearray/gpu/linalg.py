@@ -132,7 +132,7 @@ def det_kernel_ir(dtype: Any, name: str, pivot_bits: int = 32) -> str:
     null, a thread per matrix."""
     from llvmlite import ir
 
-    from .sort import _Loop, _key_type, sreg
+    from .sort import _key_type, _Loop, sreg
     dtype = np.dtype(dtype)
     ft = _key_type(dtype)
     i32, i64 = ir.IntType(32), ir.IntType(64)
@@ -227,12 +227,18 @@ def _determinants(dev: Any, a: Any, sign: Any, logdet: Any, det: Any) -> Any:
     return None
 
 
-def det(dev: Any, operands: list, results: list) -> Any:
-    return _determinants(dev, operands[0], None, None, results[0])
+def determinant_implementations(determinants: Any) -> tuple[Any, Any]:
+    """The device implementations of det and slogdet over ``determinants(dev, a, sign,
+    logdet, det)`` (cuBLAS's batched LU here, cuSOLVER's getrf in ``dense.py``)."""
+    def det(dev: Any, operands: list, results: list) -> Any:
+        return determinants(dev, operands[0], None, None, results[0])
+
+    def slogdet(dev: Any, operands: list, results: list) -> Any:
+        return determinants(dev, operands[0], results[0], results[1], None)
+    return det, slogdet
 
 
-def slogdet(dev: Any, operands: list, results: list) -> Any:
-    return _determinants(dev, operands[0], results[0], results[1], None)
+det, slogdet = determinant_implementations(_determinants)
 
 
 def register() -> None:
