@@ -203,14 +203,13 @@ def apply_vector_abi(module_text: str, variants: dict[str, list[tuple[int, str]]
         extra.append(f'define internal {ret} @"{wrapper}"({", ".join(f"{ret} %a{i}" for i in range(nargs))}) '
                      f'noinline nounwind willreturn memory(none) '
                      f'"vector-function-abi-variant"="{mapping}" {{\n' + "\n".join(body) + "\n}")
-        return m.group(0)
+        return ""       # (the wrapper replaces the declaration)
 
     text = _DECLARE.sub(rewrite, module_text)
     if not used:
         return module_text
-    for name in renamed:
-        text = re.sub(rf'@"?{re.escape(name)}"?(?=\()', f'@"ta_vm_{name}"',
-                      _DECLARE.sub(lambda m: "" if m.group("name") == name else m.group(0), text))
+    calls = "|".join(re.escape(name) for name in renamed)
+    text = re.sub(rf'@"?({calls})"?(?=\()', r'@"ta_vm_\1"', text)
     extra.append(f'@llvm.compiler.used = appending global [{len(used)} x ptr] [{", ".join(used)}], '
                  f'section "llvm.metadata"')
     return text + "\n" + "\n".join(extra) + "\n"
