@@ -499,7 +499,6 @@ def test_unique_on_the_gpu(dtype) -> None:
     value or each their own, short arrays (the block sort) and long ones (the radix sort,
     many chunks and blocks), NumPy and device inputs (the count is then the device's):
     NumPy's results, a zero's sign free without return_index (gpu-sort-ties)."""
-    from tracearray.testing import compare_with_numpy
     rng = np.random.default_rng(43)
     for shape in ((37, 29), (3_000_017,)):
         x = np.round(rng.standard_normal(shape) * 50).astype(dtype) if dtype != "bool" \
@@ -514,19 +513,25 @@ def test_unique_on_the_gpu(dtype) -> None:
         def nans_apart(a):
             return np.unique(a[::-1], return_counts=True, equal_nan=False)
         for program in (every_flag, nans_apart):
-            cmp = compare_with_numpy(program, x, device="cuda")
-            assert cmp.ok, cmp.report()
-            got = gpu(program)(tracearray.gpu.to_device(x))
-            for g, w in zip(got, program(x)):
-                g = g.numpy()
-                assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+            _unique_matches_numpy(program, x)
+
+
+def _unique_matches_numpy(program, x) -> None:
+    """``program`` (np.unique forms) passes the comparator and, on device inputs, gives
+    NumPy's results exactly (NaN where NumPy has NaN)."""
+    from tracearray.testing import compare_with_numpy
+    cmp = compare_with_numpy(program, x, device="cuda")
+    assert cmp.ok, cmp.report()
+    got = gpu(program)(tracearray.gpu.to_device(x))
+    for g, w in zip(got, program(x)):
+        g = g.numpy()
+        assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
 
 
 def test_unique_along_an_axis_on_the_gpu() -> None:
     """np.unique along an axis on the device (gpu/unique_axis.py): short stacks (the block
     sort) and 300,007 rows (the radix sort), NaN rows, +-0, every flag, NumPy and device
     inputs: NumPy's results (a zero's sign free without return_index)."""
-    from tracearray.testing import compare_with_numpy
     rng = np.random.default_rng(44)
     for shape in ((37, 3), (300_007, 2)):
         x = rng.integers(-2, 3, shape).astype(np.float64)
@@ -540,12 +545,7 @@ def test_unique_along_an_axis_on_the_gpu() -> None:
         def columns(a):
             return np.unique(a.T, axis=1, return_counts=True)
         for program in (every_flag, columns):
-            cmp = compare_with_numpy(program, x, device="cuda")
-            assert cmp.ok, cmp.report()
-            got = gpu(program)(tracearray.gpu.to_device(x))
-            for g, w in zip(got, program(x)):
-                g = g.numpy()
-                assert g.shape == w.shape and np.all((g == w) | ((g != g) & (w != w)))
+            _unique_matches_numpy(program, x)
 
 
 def test_qr_on_the_gpu(monkeypatch) -> None:
