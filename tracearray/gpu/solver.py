@@ -30,8 +30,8 @@ from .libraries import ProcessLibrary
 
 SONAMES = ("libcusolver.so.12", "libcusolver.so.11", "libcusolver.so", "cusolver64_12.dll",
            "cusolver64_11.dll")
-# cudaDataType
-R_32F, R_64F, C_32F, C_64F = 0, 1, 4, 5
+# cudaDataType (real ones: complex matrices run on the host)
+R_32F, R_64F = 0, 1
 LOWER, UPPER = 0, 1           # cublasFillMode_t
 OP_N, OP_T = 0, 1             # cublasOperation_t
 NOVECTOR, VECTOR = 0, 1       # cusolverEigMode_t
@@ -45,10 +45,6 @@ class SolverError(RuntimeError):
 
 def real_type(dtype: Any) -> int:
     return R_32F if np.dtype(dtype) == np.float32 else R_64F
-
-
-def complex_type(dtype: Any) -> int:
-    return C_32F if np.dtype(dtype) == np.float32 else C_64F
 
 
 class Solver:
