@@ -177,6 +177,30 @@ def first_calls(name: str, device: str, runs: int) -> dict:
 
 # ------------------------------------------------------------------------- new sizes
 
+def profile_new_sizes(name: str, device: str) -> str:
+    """cProfile's top entries (own time, then cumulative) over the 20 new sizes of
+    ``new_sizes``, in this process: where a new size's time goes, driver calls included."""
+    import cProfile
+    import io
+    import pstats
+
+    import tracearray
+    w = W.get(name)
+    f = tracearray.compile(w.fn, device=device)
+    W.as_outputs(f(*inputs_for(w, w.dims("check"))))
+    argsets = [inputs_for(w, grown_dims(w, k), seed=k) for k in range(1, NEW_SIZES + 1)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for args in argsets:
+        W.as_outputs(f(*args))
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+    return f"{name}: {NEW_SIZES} new sizes (profiled)\n{text.getvalue()}"
+
+
 def new_sizes(name: str, device: str) -> dict:
     import tracearray
     w = W.get(name)
@@ -473,6 +497,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    default=[], metavar="NAMES",
                    help="also print a cProfile of these workloads' first calls with a warm "
                         "disk cache (on the --part's device)")
+    p.add_argument("--profile-new-sizes", type=lambda s: [x for x in s.split(",") if x],
+                   default=[], metavar="NAMES",
+                   help="also print a cProfile of these workloads' 20 new sizes")
     args = p.parse_args(argv)
     results: dict = {"machine": machine()}
     parts = ["cpu", "gpu"] if args.part == "all" else [args.part]
@@ -485,6 +512,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         results[part] = run_part(part, args)
         for name in args.profile_first_call:
             print(profile_first_call(name, "cpu" if part == "cpu" else "cuda"))
+        for name in args.profile_new_sizes:
+            print(profile_new_sizes(name, "cpu" if part == "cpu" else "cuda"))
     print()
     print(markdown(results))
     if args.json:

@@ -12,7 +12,6 @@ says how much was asked for, in use and cached.
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from typing import Any
 
 from .. import forksafe
@@ -38,13 +37,16 @@ class Block:
     def free(self) -> None:
         alloc, self._allocator = self._allocator, None
         if alloc is not None and self.size:
-            alloc._release(self.ptr, self.size)
+            alloc._free[self.size].append(self.ptr)
 
     def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:   # noqa: BLE001 - interpreter shutdown
-            pass
+        # (free() inlined: every output of the warm call path ends here)
+        alloc = self._allocator
+        if alloc is not None and self.size:
+            try:
+                alloc._free[self.size].append(self.ptr)
+            except Exception:   # noqa: BLE001 - interpreter shutdown
+                pass
 
 
 def _format(n: int) -> str:
@@ -56,37 +58,67 @@ def _format(n: int) -> str:
 
 
 class CachingAllocator:
+    """Free lists per rounded size, taken from and returned to without a lock: a list's
+    ``pop`` and ``append`` are atomic under the GIL, and a size's list, once made (under
+    the lock, with the driver allocation that first needs it), is never replaced, so the
+    call path can hold it (``free_list``). The byte counts are derived from the lists."""
+
     def __init__(self, device: Any):
         self.device = device
-        self._free: dict[int, list[int]] = defaultdict(list)
+        self._free: dict[int, list[int]] = {}
         self._lock = threading.Lock()
         forksafe.renew_at_fork(self, "_lock")
-        self.in_use = 0          # bytes handed out and not yet freed
-        self.cached = 0          # bytes held in free lists
+        self._held = 0           # bytes obtained from the driver and not returned
         self.driver_allocs = 0   # cuMemAlloc calls (observable: tests check reuse)
+
+    @property
+    def cached(self) -> int:
+        """Bytes held in free lists."""
+        return sum(size * len(lst) for size, lst in list(self._free.items()))
+
+    @property
+    def in_use(self) -> int:
+        """Bytes handed out and not yet freed."""
+        return self._held - self.cached
+
+    def free_list(self, size: int) -> list[int]:
+        """The free list of blocks of ``size`` bytes (a rounded size), made if new."""
+        lst = self._free.get(size)
+        if lst is None:
+            with self._lock:
+                lst = self._free.setdefault(size, [])
+        return lst
 
     def allocate(self, nbytes: int) -> Block:
         if nbytes <= 0:
             return Block(0, 0, None)
         size = round_size(nbytes)
-        with self._lock:
-            lst = self._free.get(size)
-            if lst:
-                ptr = lst.pop()
-                self.cached -= size
-                self.in_use += size
-                return Block(ptr, size, self)
-        ptr = self._driver_alloc(size, nbytes)
-        with self._lock:
-            self.in_use += size
-        return Block(ptr, size, self)
+        lst = self._free.get(size)
+        if lst:
+            try:
+                return Block(lst.pop(), size, self)
+            except IndexError:   # another thread took the last one
+                pass
+        return Block(self._driver_alloc(size, nbytes), size, self)
+
+    def allocate_rounded(self, size: int, lst: list[int]) -> Block:
+        """``allocate`` for a size already rounded, with its ``free_list`` (the call path)."""
+        if lst:
+            try:
+                return Block(lst.pop(), size, self)
+            except IndexError:
+                pass
+        return Block(self._driver_alloc(size, size), size, self)
 
     def _driver_alloc(self, size: int, nbytes: int) -> int:
         from .driver import CudaError
         for attempt in range(2):
             try:
                 ptr = self.device.mem_alloc(size)
-                self.driver_allocs += 1
+                with self._lock:
+                    self.driver_allocs += 1
+                    self._held += size
+                    self._free.setdefault(size, [])
                 return ptr
             except CudaError as e:
                 if e.name != "CUDA_ERROR_OUT_OF_MEMORY":
@@ -102,18 +134,18 @@ class CachingAllocator:
                     f"need (del, or drop references) and retry.") from None
         raise AssertionError("unreachable")
 
-    def _release(self, ptr: int, size: int) -> None:
-        with self._lock:
-            self.in_use -= size
-            self.cached += size
-            self._free[size].append(ptr)
-
     def empty_cache(self) -> None:
-        """Return every cached block to the driver (waits for the stream first)."""
+        """Return every cached block to the driver (waits for the stream first). The lists
+        are emptied in place (a list is never replaced: the call path holds them)."""
         self.device.synchronize()
         with self._lock:
-            blocks = [(p, s) for s, lst in self._free.items() for p in lst]
-            self._free.clear()
-            self.cached = 0
+            blocks = []
+            for size, lst in self._free.items():
+                while True:
+                    try:
+                        blocks.append((lst.pop(), size))
+                    except IndexError:
+                        break
+            self._held -= sum(size for _p, size in blocks)
         for ptr, _size in blocks:
             self.device.mem_free(ptr)

@@ -46,6 +46,7 @@ from ..ops.external import DeviceBuffer
 from . import ptx as ptxmod
 from .array import Array, is_device_array
 from .libraries import PendingInfo
+from .memory import Block, round_size
 from .kernelcache import lowered_kernel
 from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names,
                      epilogue_reads_identity, gpu_strategy, scan_tile_length, scratch_dtypes)
@@ -815,6 +816,10 @@ class GpuExecutable:
             outs = single(inputs)
             if outs is not None:
                 return outs
+        return self._run_any(inputs)
+
+    def _run_any(self, inputs: Sequence[Any]) -> list[Any]:
+        """``run`` without the single-launch path (which declined these inputs)."""
         dev = get_device()
         dev.make_current()
         # The launches' argument buffers are the executable's own (filled, then copied by
@@ -832,6 +837,20 @@ class GpuExecutable:
                     self._single = self._single_launch(dev)
             return outs
 
+    @property
+    def fast_run(self) -> Any:
+        """What the call fast path calls (``api._FastCall``, made after a first run): the
+        single-launch function when there is one, with ``_run_any`` for what it declines;
+        else ``run``."""
+        single = self._single
+        if single is None:
+            return self.run
+        any_path = self._run_any   # (held by the caller's entry, not by self: no cycle)
+
+        def single_or_any(inputs: Sequence[Any]) -> list[Any]:
+            return single(inputs) or any_path(inputs)
+        return single_or_any
+
     def _single_launch(self, dev: Any) -> Any:
         """``_run_direct`` for an executable of one launch of one kernel whose one result is
         a new array (a map, a row reduction: most programs), with nothing looked up per call:
@@ -845,9 +864,19 @@ class GpuExecutable:
         (idx, ((fn, grid, block, smem, vals, addrs),)), = kernels
         (_node, nbytes, shape, dtype, strides, size), = self._produced_layouts
         n_inputs, n = len(self.graph.inputs), len(idx)
-        allocate, launch, of_block = dev.allocator.allocate, dev.launch, Array._of_block
+        allocator, launch = dev.allocator, dev.launch
         lock, make_current, timed = self._run_lock, dev.make_current, config.logger.isEnabledFor
         level = config.TIMES_LEVEL
+        # the output's block: its rounded size and free list looked up once
+        rounded = round_size(nbytes) if nbytes > 0 else 0
+        free_list = allocator.free_list(rounded) if rounded else None
+        allocate = allocator.allocate_rounded
+        # the output Array is made here field by field (``Array._of_block``, inlined)
+        new_array, sig = Array.__new__, None if dtype.kind == "c" else (Array, dtype, shape,
+                                                                        strides)
+        # the pointers in launch order are the slots in order (inputs, the output, the
+        # fixed ones) in most kernels: then no reordering per call
+        in_order = idx == tuple(range(n))
 
         def run(inputs: Sequence[Any]) -> list[Any] | None:
             if len(inputs) != n_inputs or timed(level) or get_device() is not dev:
@@ -858,13 +887,16 @@ class GpuExecutable:
                     return None
                 slots.append(x.ptr)
             make_current()
-            block_ = allocate(nbytes)
-            slots.append(block_.ptr)
+            blk = allocate(rounded, free_list) if rounded else Block(0, 0, None)
+            slots.append(blk.ptr)
             slots += fixed
             with lock:
-                vals[0:n] = [slots[i] for i in idx]
+                vals[0:n] = slots if in_order else [slots[i] for i in idx]
                 launch(fn, grid, block, addrs, smem)
-            return [of_block(block_, shape, dtype, strides, size)]
+            a = new_array(Array)
+            a.ptr, a.shape, a.dtype, a.strides = blk.ptr, shape, dtype, strides
+            a._owner, a._stream, a._size, a._sig = blk, 0, size, sig
+            return [a]
         return run
 
     def _plan_direct(self) -> Any:
