@@ -155,6 +155,27 @@ def test_caching_allocator_no_driver_allocation_per_call(dev) -> None:
     assert dev.allocator.driver_allocs == before
 
 
+def test_host_copies_through_the_pinned_staging_ring(dev) -> None:
+    """Copies below, at and past the staging limit, many more than the ring holds queued
+    before one wait, each source overwritten as soon as its copy returned; and NumPy
+    arguments of a compiled function, whose results come back the same way."""
+    from tracearray.gpu.staging import LIMIT
+    rng = np.random.default_rng(7)
+    sizes = [1, 3, 1000, LIMIT // 4, LIMIT // 4 + 1, 3 * LIMIT] + [LIMIT // 4] * 80
+    sent, arrays = [], []
+    for n in sizes:
+        host = rng.standard_normal(n).astype(np.float32)
+        sent.append(host.copy())
+        arrays.append(Array.from_numpy(host))
+        host[:] = np.nan
+    for want, arr in zip(sent, arrays):
+        np.testing.assert_array_equal(arr.numpy(), want)
+    f = gpu(lambda a, b: a * b + 1.0)
+    for n in (5, 4097, LIMIT // 4 + 3):
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        np.testing.assert_array_equal(f(a, b), a * b + np.float32(1.0))
+
+
 def test_out_of_memory_is_a_memory_error(dev) -> None:
     with pytest.raises(MemoryError, match="CUDA out of memory"):
         Array.empty((1 << 48,), np.uint8)   # 256 TiB
