@@ -106,6 +106,28 @@ def _out(x, v):
     return o, p, q, r, s
 
 
+def _function_out(x, v):
+    """``out=`` of the functions that are ufunc calls, sums or joins in NumPy."""
+    a = np.zeros((2, 5, 6))
+    np.clip(v, -0.5, 0.5, out=a)              # broadcast into out, as a ufunc's output
+    b = np.zeros((5, 6), np.float32)
+    v.clip(-1, None, out=b)                    # same_kind: float64 -> float32
+    c = np.zeros((5, 6))
+    np.round(v, 2, out=c)
+    d = np.zeros((5, 6), np.int64)
+    np.round((v * 1000).astype(np.int64), -2, out=np.zeros((5, 6)))
+    np.fix(v * 10, out=c[::-1])                # into a view: writes c
+    e = np.zeros((), np.int64)
+    np.trace(x[0] * 10, out=e)                 # a sum's out: cast unsafely
+    f = np.zeros((10, 6), np.float32)
+    np.concatenate([v, v[::-1]], out=f)        # each array cast into out's dtype
+    g = np.zeros((5, 2, 6))
+    np.stack([v, -v], axis=1, out=g)
+    np.add(np.concatenate([v, v], axis=1, out=np.empty((5, 12)))[:, :6], 0, out=d,
+           casting="unsafe")
+    return a, b, c, d, e, f, g
+
+
 # name -> fn(x, v): each returns the arrays it wrote (NumPy inputs are not written)
 WRITE_PROGRAMS: dict[str, Callable[..., Any]] = {
     "y[1:-1] = v": lambda x, v: _set(x, (slice(1, -1),), v[0]),
@@ -135,6 +157,7 @@ WRITE_PROGRAMS: dict[str, Callable[..., Any]] = {
     "stencil": _stencil,
     "copyto, putmask, place, put, fill_diagonal, fill, flat": _functions,
     "out=": _out,
+    "out= of clip, round, fix, trace, concatenate, stack": _function_out,
     "int16 y[0] = int64 values (wrapping cast)": lambda x, v: _set(
         (x * 3).astype(np.int16), (0,), (v * 100000).astype(np.int64)),
 }
@@ -695,3 +718,39 @@ def test_a_stencil_updated_in_a_loop_is_stored_before_its_inline_form_explodes()
     np.testing.assert_allclose(f(x, 20), heat(x, 20), rtol=1e-12)
     kernels = f.explain(x, 6).kernels
     assert len(kernels) > 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda v: np.clip(v, 0, 1, out=np.zeros((5, 6), np.int64)),
+    lambda v: np.round(v, out=np.zeros((5, 6), np.int64)),
+    lambda v: np.round((v * 100).astype(np.int64), -1, out=np.zeros((5, 6), np.int32)),
+    lambda v: np.fix(v, out=np.zeros((5, 6), np.int64)),
+    lambda v: np.concatenate([v, v], out=np.zeros((10, 6), np.int64)),
+    lambda v: np.concatenate([v, v], out=np.zeros((11, 6))),
+    lambda v: np.concatenate([v, v], out=np.zeros((10, 6)), dtype=np.float64),
+    lambda v: np.stack([v, v], out=np.zeros((2, 5, 7))),
+], ids=["clip same_kind", "round same_kind", "round ints into ints", "fix same_kind",
+        "concatenate same_kind", "concatenate shape", "concatenate out and dtype",
+        "stack shape"])
+def test_function_out_errors_are_numpys(fn) -> None:
+    """The out= refusals NumPy makes (casting, shapes, out with dtype), as its error types."""
+    with pytest.raises(Exception) as expected:
+        fn(V.copy())
+    kind = TypeError if isinstance(expected.value, TypeError) else type(expected.value)
+    assert kind in (TypeError, ValueError)
+    with pytest.raises(kind):
+        tracearray.compile(fn)(V.copy())
+
+
+def test_function_out_into_an_argument_writes_it_back() -> None:
+    def f(x, o):
+        np.clip(x, -0.5, 0.5, out=o)
+        np.concatenate([x[:2], x[3:]], out=x[1:])
+        return o.sum()
+    a, b = V.copy(), np.zeros((5, 6))
+    c, d = V.copy(), np.zeros((5, 6))
+    want = f(a, b)
+    got = tracearray.compile(f)(c, d)
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_array_equal(c, a)
+    np.testing.assert_array_equal(d, b)

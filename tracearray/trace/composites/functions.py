@@ -15,7 +15,7 @@ from .. import context, numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
 from ..graph import toposort
-from ..tracer import Tracer, unwrap
+from ..tracer import Tracer, store_out, unwrap
 from . import ALL, FLOATS, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 # ------------------------------------------------------------------------------------------
@@ -122,11 +122,11 @@ def _elementwise_of(result: Any, source: Any) -> bool:
            divergences=("clip-signed-zero",))
 def clip(a: Any, a_min: Any = np._NoValue, a_max: Any = np._NoValue, out: Any = None, *,
          min: Any = np._NoValue, max: Any = np._NoValue, **kw: Any) -> Tracer:
-    if out is not None:
-        raise unsupported("np.clip(out=...)", "compiled functions return new arrays")
     lo = min if min is not np._NoValue else (None if a_min is np._NoValue else a_min)
     hi = max if max is not np._NoValue else (None if a_max is np._NoValue else a_max)
-    return Tracer(api.clip(unwrap(as_tracer(a)), unwrap(lo), unwrap(hi)))
+    # out=: written as a ufunc's output is (NumPy's clip is one), same_kind unless casting=
+    return store_out("np.clip", Tracer(api.clip(unwrap(as_tracer(a)), unwrap(lo), unwrap(hi))),
+                     out, kw.get("casting", "same_kind"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -136,9 +136,19 @@ def clip(a: Any, a_min: Any = np._NoValue, a_max: Any = np._NoValue, out: Any = 
 def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
     """PyArray_Round: integers are returned for decimals >= 0, else rounded in float64 and
     cast back; floats are scaled by 10**decimals (divided for decimals < 0), rounded half to
-    even and scaled back, in their own dtype; bool rounds only with decimals=0."""
-    if out is not None:
-        raise unsupported("np.round(out=...)", "compiled functions return new arrays")
+    even and scaled back, in their own dtype; bool rounds only with decimals=0. ``out=``:
+    the result written into it as NumPy's ``rint`` writes its output (same_kind)."""
+    t = as_tracer(a)
+    if out is not None and t.dtype.kind in "iu" and int(decimals) < 0 and \
+            not np.can_cast(np.float64, getattr(out, "dtype", np.float64), "same_kind"):
+        # NumPy divides into out (float64 by then): an integer out cannot take it
+        raise TypeError(with_location(
+            f"Cannot cast ufunc 'divide' output from dtype('float64') to {out.dtype!r} "
+            f"with casting rule 'same_kind'"))
+    return store_out("np.rint", _rounded(t, decimals), out, "same_kind")
+
+
+def _rounded(a: Any, decimals: int) -> Tracer:
     t = as_tracer(a)
     decimals = int(decimals)
     if decimals == 0:
@@ -166,11 +176,10 @@ composite(np.around, calls=['np.around({0}, 1)'], dtypes=NUMERIC, impl=_round)
 
 @composite(np.fix, calls=['np.fix({0})'], dtypes=NUMERIC)
 def fix(x: Any, out: Any = None) -> Tracer:
-    """Rounding towards zero: floor of the non-negative values, ceil of the others."""
-    if out is not None:
-        raise unsupported("np.fix(out=...)", "compiled functions return new arrays")
+    """Rounding towards zero: floor of the non-negative values, ceil of the others (``out=``
+    as NumPy's floor/ceil write it: same_kind)."""
     t = as_tracer(x)
-    return np.where(t >= 0, np.floor(t), np.ceil(t))
+    return store_out("np.trunc", np.where(t >= 0, np.floor(t), np.ceil(t)), out, "same_kind")
 
 
 @composite(np.nan_to_num, calls=['np.nan_to_num({0})',

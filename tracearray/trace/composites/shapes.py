@@ -12,7 +12,7 @@ import numpy as np
 from .. import numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
-from ..tracer import Tracer, unwrap
+from ..tracer import Tracer, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 # ------------------------------------------------------------------------------------------
@@ -98,10 +98,9 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tracer:
 @composite(np.trace, calls=['np.trace({0})', 'np.trace({0}, 1)'], min_dims=2)
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
           out: Any = None) -> Tracer:
-    """The sum of a diagonal (NumPy's trace sums in the dtype ``np.sum`` would)."""
-    if out is not None:
-        raise unsupported("np.trace(out=...)", "compiled functions return new arrays")
-    return np.sum(as_tracer(a).diagonal(offset, axis1, axis2), axis=-1, dtype=dtype)
+    """The sum of a diagonal (NumPy's trace sums in the dtype ``np.sum`` would, and writes
+    ``out=`` as its sum does)."""
+    return np.sum(as_tracer(a).diagonal(offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
 @composite(np.diag, calls=['np.diag({0})', 'np.diag({0}, 1)'], min_dims=1,
@@ -166,9 +165,24 @@ composite(np.tril, calls=['np.tril({0}, 1)'], min_dims=2, impl=NUMPY)
            arrays=2, min_dims=1, same_shape=True)
 def concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None,
                 casting: str = "same_kind") -> Tracer:
-    if out is not None:
-        raise unsupported("np.concatenate(out=...)", "compiled functions return new arrays")
-    return Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
+    if out is None:
+        return Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis, dtype,
+                                      casting))
+    # NumPy casts each array into out's dtype (under ``casting``) and needs out's exact shape
+    if dtype is not None:
+        raise TypeError(with_location("concatenate() only takes `out` or `dtype` as an "
+                                      "argument, but both were provided."))
+    result = Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis,
+                                    getattr(out, "dtype", None), casting))
+    return _store_exact("np.concatenate", result, out)
+
+
+def _store_exact(name: str, result: Tracer, out: Any) -> Any:
+    """``result`` written into ``out=``, whose shape must be the result's (NumPy's joins
+    do not broadcast into their output)."""
+    if isinstance(out, Tracer) and tuple(out.shape) != tuple(result.shape):
+        raise ValueError(with_location("Output array is the wrong shape"))
+    return store_out(name, result, out, "unsafe")
 
 
 if hasattr(np, "concat") and np.concat is not np.concatenate:
@@ -181,9 +195,14 @@ if hasattr(np, "concat") and np.concat is not np.concatenate:
            arrays=2, same_shape=True)
 def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None,
           casting: str = "same_kind") -> Tracer:
-    if out is not None:
-        raise unsupported("np.stack(out=...)", "compiled functions return new arrays")
-    return Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
+    if out is None:
+        return Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
+    if dtype is not None:
+        raise TypeError(with_location("concatenate() only takes `out` or `dtype` as an "
+                                      "argument, but both were provided."))
+    result = Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis,
+                              getattr(out, "dtype", None), casting))
+    return _store_exact("np.stack", result, out)
 
 
 for _f, _call, _dims in ((np.vstack, "np.vstack([{0}, {1}])", 0),
