@@ -28,10 +28,10 @@ def check_dtype(dtype: Any, what: str) -> np.dtype:
         if dt.kind == "c":   # complex values live above the graph (trace/complex.py)
             raise TraceDTypeError(with_location(
                 f"{what}: this operation does not take complex values in tracearray"))
-        hint = ("; an object array of traced values (what np.vectorize and np.frompyfunc "
-                "make to call a Python function element by element) cannot be traced: write "
-                "the function with NumPy's array operations (np.where for choices), which "
-                "apply to whole arrays" if dt.kind == "O" else "")
+        hint = ("; an object array of traced values (what np.frompyfunc makes to call a "
+                "Python function element by element) cannot be traced: use np.vectorize, "
+                "which tracearray traces on one element, or write the function with NumPy's "
+                "array operations (np.where for choices)" if dt.kind == "O" else "")
         raise TraceDTypeError(with_location(
             f"{what}: dtype {dt} is not supported by tracearray (supported: bool, "
             f"int8-int64, uint8-uint64, float16, float32, float64, complex64, complex128)"

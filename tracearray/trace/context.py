@@ -508,6 +508,8 @@ def _after_fork_in_child() -> None:
     while _patched:
         ns, olds = _patched.pop()
         ns.update(olds)
+    from . import vectorize
+    vectorize.uninstall()
     for key, (ns, original, _count) in list(_user_patches.items()):
         ns[key[1]] = original
     _user_patches.clear()
@@ -611,12 +613,13 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None
     state = state if state is not None else TraceState()
     # Modules that key tables by NumPy's functions are imported before the functions are
     # replaced (imported during a trace, they would key them by the replacements)
-    from . import complex_selection, selection  # noqa: F401
+    from . import complex_selection, selection, vectorize  # noqa: F401
     with _lock:
         if _active == 0:
             for ns, news in _numpy_sites():
                 _patched.append((ns, {name: ns.get(name) for name in news}))
                 ns.update(news)
+            vectorize.install()   # np.vectorize of traced arrays (trace/vectorize.py)
         _active += 1
         user_keys = _patch_user(user_globals)
     stack = getattr(_local, "stack", None)
@@ -634,3 +637,4 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None
                 while _patched:
                     ns, olds = _patched.pop()
                     ns.update(olds)
+                vectorize.uninstall()

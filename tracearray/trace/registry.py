@@ -125,6 +125,12 @@ def _function_entries() -> list[Entry]:
             reason = refusal(fn)
             out.append(Entry(name, "function", "tried" if reason is None else None, "",
                              reason or ""))
+    out.append(Entry("np.vectorize", "function", "tracer", "bool, int, float",
+                     "the function traced once on an element (trace/vectorize.py) and applied "
+                     "to the whole arrays when its steps are element by element (ufuncs, "
+                     "np.where, casts); NumPy's result dtype, values computed on Python "
+                     "floats and ints as NumPy's loop does; no signature=; branches on an "
+                     "element's value raise ConcretizationError (use np.where)"))
     known = {e.name for e in out}
     for obj, c in COMPOSITES.items():   # composites of functions outside those namespaces
         if not isinstance(obj, np.ufunc) and c.name not in known:
@@ -211,8 +217,10 @@ _INDEXING = [
      "deterministic on both targets; values converted as np.asarray, the result cast back "
      "unsafely, as NumPy does"),
     ("x.flat[idx] = v, x.fill(v), x.put(...)", "tracer", ""),
-    ("ufunc(..., out=o), reductions and scans with out=o", "tracer",
-     "o an argument, a global array or an array the function made"),
+    ("ufunc(..., out=o), reductions and scans with out=o; np.clip, np.round, np.fix, "
+     "np.trace, np.concatenate and np.stack with out=o", "tracer",
+     "o an argument, a global array or an array the function made; NumPy's casting rule "
+     "and shape checks for each"),
 ]
 
 

@@ -1,0 +1,98 @@
+"""``np.vectorize`` of traced arrays (``trace/vectorize.py``) against NumPy: the function
+traced on one element, its element graph applied to the whole arrays; NumPy's result dtype
+(its first call's, on NumPy scalars) and values (computed on Python floats and ints, then
+cast); refusals named for what cannot be traced that way."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.errors import ConcretizationError, UnsupportedOperationError
+from tracearray.testing import assert_matches_numpy
+
+RNG = np.random.default_rng(3)
+A = RNG.standard_normal((4, 5))
+V = RNG.standard_normal(5)
+F32 = (A * 3).astype(np.float32)
+INTS = RNG.integers(-9, 9, (4, 5))
+VF = np.vectorize(lambda t: np.sqrt(np.abs(t)) + 1)   # made outside the compiled function
+
+
+def _relu(t):
+    return np.where(t > 0, t, 0.1 * t)
+
+
+CASES = {
+    "lambda": (lambda a: np.vectorize(lambda t: t * 2 + 1)(a), (A,)),
+    "two arrays, broadcast": (lambda a, b: np.vectorize(lambda x, y: np.hypot(x, y) - x)(a, b),
+                              (A, V)),
+    "vectorize object made outside": (lambda a: VF(a), (A,)),
+    "float32 (values in float64, cast back)": (
+        lambda a: np.vectorize(lambda t: t * t * 0.1 - t / 3)(a), (F32,)),
+    "float32 through np.exp (float64 result)": (
+        lambda a: np.vectorize(lambda t: np.exp(t) / (1 + t * t))(a), (F32,)),
+    "integers": (lambda a: np.vectorize(lambda t: t * t - 3 * t)(a), (INTS,)),
+    "integers to floats": (lambda a: np.vectorize(lambda t: t / 4)(a), (INTS,)),
+    "otypes": (lambda a: np.vectorize(lambda t: t * 2.5, otypes=[np.int32])(a), (A,)),
+    "a Python scalar argument": (lambda a: np.vectorize(lambda t, s: t * s)(a, 3.0), (F32,)),
+    "two results": (lambda a: np.vectorize(lambda t: (t + 1, t > 0))(a), (A,)),
+    "a constant result": (lambda a: np.vectorize(lambda t: 7.0)(a), (A,)),
+    "np.where inside": (lambda a: np.vectorize(_relu)(a), (A,)),
+    "excluded keyword": (lambda a: np.vectorize(lambda t, p: t ** p, excluded=["p"])(a, p=2),
+                         (A,)),
+    "booleans out": (lambda a: np.vectorize(lambda t: t > 0)(a), (A,)),
+    "a list argument": (lambda a: np.vectorize(lambda x, y: x - y)(a, [1.0, 2.0, 3.0, 4.0, 5.0]),
+                        (A,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vectorize_matches_numpy(name: str) -> None:
+    fn, args = CASES[name]
+    assert_matches_numpy(fn, *args, device="cpu")
+
+
+def test_vectorize_dtype_and_bits_are_numpys() -> None:
+    """float32 in: NumPy's loop computes on Python floats and casts the result to float32
+    (its first call's dtype), so the bits are those of the float64 formula, rounded once."""
+    fn = CASES["float32 (values in float64, cast back)"][0]
+    want, got = fn(F32), tracearray.compile(fn)(F32)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_vectorize_without_traced_arrays_is_numpys_own() -> None:
+    """Inside a compiled function, a vectorized call on concrete values is NumPy's."""
+    def f(a):
+        table = np.vectorize(lambda t: math.floor(t) * 2)(np.arange(3.5, 6.0))
+        return a + table.sum()
+    np.testing.assert_array_equal(tracearray.compile(f)(V), f(V))   # V + 24
+
+
+@pytest.mark.parametrize("fn, error, match", [
+    (lambda a: np.vectorize(lambda t: t if t > 0 else -t)(a), ConcretizationError, "np.where"),
+    (lambda a: np.vectorize(lambda t: math.sin(t))(a), ConcretizationError, "math.sin"),
+    (lambda a: np.vectorize(lambda t: t * a)(a), UnsupportedOperationError, "whole array"),
+    (lambda a: np.vectorize(lambda t: np.sum(t))(a), UnsupportedOperationError, "sum"),
+    (lambda a: np.vectorize(lambda r: r.sum(), signature="(n)->()")(a),
+     UnsupportedOperationError, "signature"),
+    (lambda a: np.vectorize(lambda t: t + 1)(a[:0]), ValueError, "size 0 inputs"),
+    (lambda a: np.vectorize(lambda t: [t, t])(a), UnsupportedOperationError, "sequence"),
+], ids=["branch on a value", "math.sin", "closes over an array", "a reduction", "signature",
+        "size 0 without otypes", "returns a list"])
+def test_vectorize_refusals_name_the_cause(fn, error, match) -> None:
+    with pytest.raises(error, match=match):
+        tracearray.compile(fn)(A)
+
+
+def test_vectorize_of_size_0_with_otypes() -> None:
+    fn = lambda a: np.vectorize(lambda t: t + 1, otypes=[np.float32])(a[:0])  # noqa: E731
+    assert_matches_numpy(fn, A, device="cpu")
+
+
+def test_vectorize_emulated_gpu(emulated_gpu) -> None:
+    fn = CASES["two arrays, broadcast"][0]
+    assert_matches_numpy(fn, A, V, device="cuda")

@@ -1,0 +1,172 @@
+"""``np.vectorize(f)(x, ...)`` of traced arrays: ``f`` traced once on one element of each
+array, its element graph applied to the whole arrays.
+
+NumPy calls ``f`` once per element (of the broadcast arguments), with NumPy scalars, and
+collects the results in an array. Here ``f`` is called once with 0-d tracers standing for
+"an element of each array" (0-d like NumPy's scalars: ``shape``, ``ndim``, ``size`` and
+``len`` answer as they do), and the graph it builds from them is replayed with each element
+replaced by its whole array. That is the same computation exactly when every step between
+the elements and the results works element by element: NumPy's ufuncs, ``np.where``, casts
+(and views that leave a 0-d value as it is). Anything else (a reduction, indexing, an array
+the function closes over, a branch on a value: the tracer refuses that one itself) is refused
+with the operation named, never computed another way. Python scalars passed to the
+vectorized function reach ``f`` unchanged, as NumPy passes them.
+
+The hook replaces ``np.vectorize._vectorize_call`` while any trace runs (``context``), and
+calls NumPy's own for calls without traced arrays (other threads, concrete data).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import ConcretizationError, with_location
+from ..ops import OPS, Kind
+from . import numpy_api as api
+from .build import known_value, make, unsupported
+from .graph import Node
+from .tracer import Tracer
+
+_ORIGINAL = np.vectorize._vectorize_call
+_element_ids = itertools.count()
+
+
+def install() -> None:
+    np.vectorize._vectorize_call = _vectorize_call
+
+
+def uninstall() -> None:
+    np.vectorize._vectorize_call = _ORIGINAL
+
+
+def _vectorize_call(self: np.vectorize, func: Callable, args: Sequence[Any]) -> Any:
+    from .complex import ComplexTracer
+    from .context import current
+    if current() is None or not any(isinstance(a, (Tracer, ComplexTracer)) for a in args):
+        return _ORIGINAL(self, func, args)
+    if self.signature is not None:
+        raise unsupported("np.vectorize(signature=...) of traced arrays",
+                          "only element-by-element functions (no signature) are traced")
+    if any(isinstance(a, ComplexTracer) for a in args):
+        raise unsupported("np.vectorize of complex traced arrays")
+    concrete = [known_value(a.node) if isinstance(a, Tracer) else a for a in args]
+    if all(c is not None for c in concrete):
+        # arrays the function made from numbers (np.arange, ...): NumPy's own loop, once
+        return _ORIGINAL(self, func, concrete)
+    return vectorized(func, args, self.otypes)
+
+
+def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
+    """``func`` applied element by element to ``args`` (see the module docstring).
+
+    NumPy's types, both of them: the result's dtype is that of ``func``'s result for NumPy
+    scalars of the arrays' dtypes (NumPy calls it on the first elements to learn it, unless
+    ``otypes`` says), while the values are computed on the elements as Python objects
+    (``float``, ``int``, ``bool``: NumPy loops over object arrays), so in float64 and int64
+    here, and cast to that dtype at the end."""
+    from .composites import as_tracer
+    arrays: dict[int, Node] = {}      # argument position -> the whole array's node
+    for i, a in enumerate(args):
+        if not isinstance(a, (bool, int, float)):   # Python scalars reach func as they are
+            arrays[i] = as_tracer(a).node
+    shape = api.broadcast_shape([n.shape for n in arrays.values()])
+    if otypes is None and 0 in shape:
+        raise ValueError(with_location(
+            "cannot call `vectorize` on size 0 inputs unless `otypes` is set"))
+    if otypes is None:   # NumPy's first call: NumPy scalars of the arrays' dtypes, and of
+        # np.asarray of the Python scalars (np.float64(3.0) for 3.0: strongly typed there)
+        scalars = [np.asarray(a).flat[0] if i not in arrays else a for i, a in enumerate(args)]
+        first = _call_on_elements(func, scalars, {i: n.dtype for i, n in arrays.items()})[1]
+        dtypes = [r.dtype for r in first]
+    else:
+        dtypes = [np.dtype(t) for t in otypes]
+    # the values: each element as the Python object NumPy's loop hands func
+    python = {i: np.dtype(np.float64 if n.dtype.kind == "f" else
+                          np.bool_ if n.dtype.kind == "b" else np.int64)
+              for i, n in arrays.items()}
+    elements, outs, multiple = _call_on_elements(func, args, python)
+    if len(dtypes) != len(outs):
+        raise ValueError(with_location(
+            f"Invalid number of outputs: np.vectorize's otypes names {len(dtypes)}, the "
+            f"function returned {len(outs)}"))
+    whole = {elements[i]: api.cast(arrays[i], python[i]) for i in arrays}
+    memo: dict[Node, Node] = {}
+    replayed = [Tracer(api.broadcast_to(api.cast(_replay(r, whole, memo), dt), shape))
+                for r, dt in zip(outs, dtypes)]
+    return tuple(replayed) if multiple else replayed[0]
+
+
+def _call_on_elements(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
+                      ) -> tuple[dict[int, Node], list[Node], bool]:
+    """``func`` called with a 0-d stand-in of each array's element (of ``dtypes``): the
+    stand-ins, the result nodes, and whether it returned a tuple."""
+    from .composites import as_tracer
+    tag = next(_element_ids)
+    elements = {i: Node.make("input", (), {"vectorize_element": (tag, i)}, (), dt)
+                for i, dt in dtypes.items()}
+    call_args = [Tracer(elements[i]) if i in elements else a for i, a in enumerate(args)]
+    try:
+        results = func(*call_args)
+    except ConcretizationError as e:
+        raise ConcretizationError(
+            f"{e}\n(np.vectorize: tracearray traces the function once for all elements, "
+            f"so it cannot branch on an element's value or pass it to math.* functions: "
+            f"write choices with np.where(cond, a, b) and use NumPy's functions, np.sin "
+            f"rather than math.sin)") from None
+    multiple = isinstance(results, tuple)
+    outs = []
+    for r in (results if multiple else (results,)):
+        if isinstance(r, (list, dict, set)) or (isinstance(r, np.ndarray) and r.ndim):
+            raise unsupported("np.vectorize of a function that returns a sequence or an "
+                              "array", "each call must return one value (or a tuple)")
+        outs.append(as_tracer(r).node)
+    return elements, outs, multiple
+
+
+def _replay(node: Node, whole: dict[Node, Node], memo: dict[Node, Node]) -> Node:
+    """``node`` of the element graph rebuilt over the whole arrays (iterative: element
+    graphs of long formulas are deep)."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        if n in whole:
+            memo[n] = whole[n]
+            stack.pop()
+            continue
+        pending = [a for a in n.args if a not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        args = [memo[a] for a in n.args]
+        if all(a is b for a, b in zip(args, n.args)):   # independent of the elements
+            if n.ndim:
+                raise unsupported(
+                    "np.vectorize of a function that combines its element with a whole "
+                    f"array ({n.op} of shape {n.shape})",
+                    "NumPy would make an array per element; pass the array as an argument "
+                    "of the vectorized function, or write it with array operations")
+            memo[n] = n
+            continue
+        spec = OPS[n.op]
+        if n.ndim or any(a.ndim for a in n.args):
+            raise unsupported(f"np.vectorize of a function whose element becomes an array "
+                              f"({n.op} of shape {n.shape})")
+        if spec.kind is Kind.ELEMENTWISE:
+            memo[n] = make(n.op, args, **dict(n.attrs))
+        elif spec.kind is Kind.MOVEMENT:   # a 0-d value's view of itself (np.asarray, ...)
+            memo[n] = args[0]
+        else:
+            raise unsupported(
+                f"np.vectorize of a function that applies {n.op} ({spec.kind.value}) to its "
+                f"element", "tracearray vectorizes functions of NumPy's element-by-element "
+                "operations (ufuncs, np.where, casts)")
+    return memo[node]
+
+
+__all__ = ["install", "uninstall", "vectorized"]
