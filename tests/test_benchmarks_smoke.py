@@ -463,9 +463,9 @@ def test_gpu_run_cell_reports_wrong_results_refusals_and_missed_writes():
     wrong = G.run_cell(fw, lambda a, b, c, d: a * b + c, args, check.compare, opts)
     assert wrong["status"] == "FAIL" and "relative error" in wrong["reason"]
 
-    def python_if_on_a_value(a, b, c, d):
-        return a if (a > 0).all() else b
-    refused = G.run_cell(fw, python_if_on_a_value, args, check.compare, opts)
+    def python_float_of_a_value(a, b, c, d):
+        return a * float(b.sum())
+    refused = G.run_cell(fw, python_float_of_a_value, args, check.compare, opts)
     assert refused["status"] == "refused" and "ConcretizationError" in refused["reason"]
 
     stencil = GW.WORKLOADS["jacobi_inplace"]

@@ -149,7 +149,7 @@ def test_a_loop_of_data_dependent_sizes_is_bounded() -> None:
             n = np.count_nonzero(x > i * 1e-3)
             total = total + np.ones(n).sum()
         return total
-    with pytest.raises(UnsupportedOperationError, match="more than 64 sizes"):
+    with pytest.raises(UnsupportedOperationError, match="more than 64 values that depend"):
         tracearray.compile(walk, device="cpu")(np.linspace(0, 1, 50))
 
 

@@ -109,13 +109,10 @@ def _element_into_numpy_array(x: Any) -> Any:
 
 
 CONCRETIZATIONS = [
-    (_if_on_tracer, "<- if", "bool()"),
-    (_while_on_tracer, "<- while", "bool()"),
     (_int_of_tracer, "<- int", "int()"),
     (_float_of_tracer, "<- float", "float()"),
     (_array_of_sum, "<- array", "float()"),
     (_item_of_tracer, "<- item", ".item()"),
-    (_and_of_tracers, "<- and", "bool()"),
     # NumPy's C code stores the element with float() and replaced our error with its own
     # ValueError ("setting an array element with a sequence")
     (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),
@@ -133,6 +130,48 @@ def test_concretization_raises_with_users_line_and_hint(fn: Callable, marker: st
     assert what in msg, msg                            # names the operation
     assert "np.where" in msg and "static_argnums" in msg, msg   # the hint
     assert_points_at(info.value, fn, marker)
+
+
+def _if_then_raise(x: Any) -> Any:
+    if np.any(np.isnan(x)):
+        raise ValueError("a NaN in the input")
+    return x * 2
+
+
+def _count_as_int(x: Any) -> Any:
+    return x * int((x > 0).sum())
+
+
+@pytest.mark.parametrize("fn", [_if_on_tracer, _while_on_tracer, _if_then_raise, _count_as_int,
+                                lambda x: x if (x > -10).all() and x.size > 3 else -x],
+                         ids=["if", "while", "if-raise", "int of an integer", "and"])
+def test_branches_on_values_are_staged(fn: Callable) -> None:
+    """``if``/``while`` on a value and int() of an integer: a probe computes the value at
+    each call and the function is traced once per value (context.data_size), so each call
+    takes the branch NumPy takes."""
+    f = tracearray.compile(fn, device="cpu")
+    for x in (X, -np.abs(X), np.abs(X) * 0.5, X * 4):
+        np.testing.assert_array_equal(f(x), fn(x))
+    assert f.cache_info().traces >= 2   # the probe's trace, then one per value seen
+
+
+def test_branches_on_values_are_staged_on_the_emulated_gpu(emulated_gpu) -> None:
+    from tracearray.gpu import to_device
+    f = tracearray.compile(_if_on_tracer, device="cuda")
+    for x in (X, -X):
+        np.testing.assert_array_equal(f(x), _if_on_tracer(x))
+        np.testing.assert_array_equal(f(to_device(x)).numpy(), _if_on_tracer(x))
+
+
+def test_staged_branch_takes_numpys_errors() -> None:
+    f = tracearray.compile(_if_then_raise, device="cpu")
+    with pytest.raises(ValueError, match="a NaN in the input"):
+        f(np.where(X > 0, np.nan, X))
+    for fn, match in ((lambda x: 1 if x else 0, "more than one element"),
+                      (lambda x: 1 if x[:0] else 0, "empty array"),
+                      (_and_of_tracers, "more than one element")):
+        with pytest.raises(ValueError, match=match):
+            tracearray.compile(fn, device="cpu")(X)
 
 
 def test_argument_conversion_passes_tracers_through() -> None:
@@ -157,8 +196,11 @@ def test_numpy_implementations_run_on_tracers() -> None:
     the tracers; what it needs and tracearray lacks is reported as that function's."""
     g = trace(lambda x: np.diff(x, axis=0), X)
     assert "subtract" in {n.op for n in g.nodes()}
-    with pytest.raises(UnsupportedOperationError, match="np.geomspace"):
-        trace(lambda x: np.geomspace(1.0, x.max() + 2.0, 4), X)
+    with pytest.raises(UnsupportedOperationError, match="np.roots"):
+        tracearray.compile(lambda x: np.roots(x[0]), device="cpu")(X)
+    # (np.geomspace branches on its endpoints' values: staged, and NumPy's result)
+    f = lambda x: np.geomspace(1.0, x.max() + 2.0, 4)  # noqa: E731
+    np.testing.assert_allclose(tracearray.compile(f, device="cpu")(X), f(X), rtol=1e-6)
 
 
 def test_unsupported_random_calls_are_refused_with_the_users_line() -> None:

@@ -286,11 +286,12 @@ class CompiledFunction:
                 return lowered, all_leaves
             if len(sizes) >= MAX_DATA_SIZES:
                 raise UnsupportedOperationError(
-                    f"{self.__name__} needs more than {MAX_DATA_SIZES} sizes that depend on "
-                    f"the data ({lowered.probe}, ...): each is found by running the function "
-                    f"up to it. A Python loop whose length or indices are traced values "
-                    f"unrolls into one such size per step; write it with whole-array "
-                    f"operations")
+                    f"{self.__name__} needs more than {MAX_DATA_SIZES} values that depend "
+                    f"on the data ({lowered.probe}, ...): sizes, branches (if/while on a "
+                    f"value) and int() of values, each found by running the function up to "
+                    f"it. A Python loop whose length, indices or condition are traced values "
+                    f"unrolls into one such value per step; write it with whole-array "
+                    f"operations (np.where for choices)")
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
             config.log(config.COMPILES, "%s: %s is %d", self.__name__, lowered.probe, count)

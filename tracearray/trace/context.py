@@ -87,6 +87,9 @@ class TraceState:
     sizes_read: bool = False
     # Whether the function assigned a global (a side effect of the trace, done once per trace)
     wrote_globals: bool = False
+    # > 0 while np.vectorize traces its function on stand-ins of one element
+    # (trace/vectorize.py): their values cannot be computed by a probe
+    element_traces: int = 0
 
 
 class SizeNeeded(BaseException):
@@ -201,6 +204,13 @@ def note_integer_arguments(parameters: Any, args: tuple, kwargs: dict) -> None:
                         return
             return
     state.sizes_read = True
+
+
+def values_may_be_staged() -> bool:
+    """Whether a value the trace needs as a Python number can be computed by a probe
+    (``data_size``): in a trace, outside np.vectorize's element trace."""
+    state = current()
+    return state is not None and state.element_traces == 0
 
 
 def data_size(count: Any, what: str) -> int:

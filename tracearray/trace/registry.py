@@ -181,8 +181,14 @@ def _operator_entries() -> list[Entry]:
                      "writes x's memory as NumPy does: every view and name of it sees the "
                      "update; an argument's is written back to the caller's array"))
     out.append(Entry("len(x), iteration over x", "operator", "tracer"))
-    out.append(Entry("bool(x), int(x), float(x), if x", "operator", None, "",
-                     "needs the concrete value (ConcretizationError)"))
+    out.append(Entry("if x, while x, bool(x), and/or/not of a one-element value; int(x) of "
+                     "an integer one", "operator", "tracer", "",
+                     "staged: at each call a probe computes the value, and the function is "
+                     "traced once per value seen (each call runs its probes and waits for "
+                     "them; at most 64 values a call, so a while loop of more iterations is "
+                     "refused); inside np.vectorize's function: ConcretizationError"))
+    out.append(Entry("float(x), complex(x), x.item(), x.tolist(), print(x)", "operator", None,
+                     "", "needs the concrete value (ConcretizationError)"))
     return out
 
 

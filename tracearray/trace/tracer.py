@@ -324,12 +324,33 @@ class Tracer:
         v = self._known()
         if v is not None:
             return bool(v)
-        return self._concrete("bool() (e.g. `if` or `while` on an array)")
+        size = self.node.size
+        if size != 1:   # NumPy's errors (its shape decides, not its values)
+            raise ValueError(with_location(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to "
+                "check that an array is not empty." if size == 0 else
+                "The truth value of an array with more than one element is ambiguous. Use "
+                "a.any() or a.all()"))
+        from . import context
+        if not context.values_may_be_staged():
+            return self._concrete("bool() (e.g. `if` or `while` on an array)")
+        # a branch on the data (if x.any():, while err > tol:): the trace stops here, a
+        # probe computes the truth value, and the function is traced again with it
+        # (context.data_size; each value a trace of its own)
+        truth = api.cast(api.reshape(self.node, ()), np.dtype(bool))
+        return bool(context.data_size(api.cast(truth, np.dtype(np.int64)),
+                                      "the truth value of a Python branch (bool())"))
 
     def __int__(self) -> int:
         v = self._known()
         if v is not None:
             return int(v)
+        from . import context
+        if self.node.size == 1 and self.node.dtype.kind in "biu" and \
+                context.values_may_be_staged():
+            # an integer the code needs as a Python int: staged like a branch (see __bool__)
+            return context.data_size(
+                api.cast(api.reshape(self.node, ()), np.dtype(np.int64)), "int() of a value")
         return self._concrete(_scalar_conversion("int()"))
 
     def __float__(self) -> float:
@@ -345,11 +366,12 @@ class Tracer:
         v = self._known()
         if v is not None:
             return operator.index(v[()]) if v.ndim == 0 else operator.index(v)
-        if self.node.ndim == 0 and self.node.dtype.kind in "iu":
+        from . import context
+        if self.node.ndim == 0 and self.node.dtype.kind in "iu" and \
+                context.values_may_be_staged():
             # a size the data decides (np.zeros(np.count_nonzero(m)), range(n)): the trace
             # stops here, a probe computes it, and the function is traced again with it
             # (context.data_size; each distinct value is a trace of its own)
-            from . import context
             return context.data_size(api.cast(self.node, np.dtype(np.int64)),
                                      "an integer used as an index or size")
         return self._concrete("using an array as an index or size")

@@ -107,6 +107,9 @@ def _call_on_elements(func: Callable, args: Sequence[Any], dtypes: dict[int, np.
     elements = {i: Node.make("input", (), {"vectorize_element": (tag, i)}, (), dt)
                 for i, dt in dtypes.items()}
     call_args = [Tracer(elements[i]) if i in elements else a for i, a in enumerate(args)]
+    from .context import current
+    state = current()
+    state.element_traces += 1
     try:
         results = func(*call_args)
     except ConcretizationError as e:
@@ -115,6 +118,8 @@ def _call_on_elements(func: Callable, args: Sequence[Any], dtypes: dict[int, np.
             f"so it cannot branch on an element's value or pass it to math.* functions: "
             f"write choices with np.where(cond, a, b) and use NumPy's functions, np.sin "
             f"rather than math.sin)") from None
+    finally:
+        state.element_traces -= 1
     multiple = isinstance(results, tuple)
     outs = []
     for r in (results if multiple else (results,)):
