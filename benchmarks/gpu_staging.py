@@ -7,6 +7,11 @@ stages it) and through a pinned buffer (``np.copyto`` into ``cuMemHostAlloc`` me
 asynchronous copy from there); and back (device -> a new NumPy array, to completion).
 Minimum and median of ``--repeat`` copies; a table and JSON.
 
+What it showed (H100 host, 2026-12-06, docs/benchmarks.md): a staged copy is 1-3 us faster
+per small copy, but whole NumPy-in/out calls staged through a pinned ring of our own (tried,
+``benchmarks/overhead.py`` in the same run) were 1-8 us slower at 16-1,024 elements and level
+at 10^5, so tracearray copies from pageable memory.
+
     python benchmarks/gpu_staging.py --json out.json
 """
 from __future__ import annotations

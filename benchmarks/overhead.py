@@ -310,11 +310,6 @@ def warm_cpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
     return out
 
 
-def driver_device() -> Any:
-    from tracearray.gpu import driver
-    return driver.get_device()
-
-
 def warm_gpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
     """Host time per call of pipelined calls on device arrays (one wait per batch)."""
     import tracearray
@@ -336,25 +331,11 @@ def warm_gpu(only: List[str], quick: bool) -> Dict[str, Dict[str, dict]]:
                 compiled(*dev_args)
             cells["tracearray"] = ta_batch
             sync: Dict[str, Callable[[], None]] = {"tracearray": lambda: _event_wait(event)}
-            # NumPy in and out (each call waits for its results), small copies staged
-            # through the pinned ring (gpu/staging.py) and, for comparison, not
-            staging = getattr(driver_device(), "staging", None)   # (none on an emulator)
-            limit = staging.limit if staging is not None else 0
-
+            # NumPy in and out (each call copies its inputs in, waits for its results)
             def ta_numpy(compiled=compiled, args=args):
                 W.as_outputs(compiled(*args))
-
-            def ta_numpy_pageable(compiled=compiled, args=args):
-                staging.limit = 0
-                try:
-                    W.as_outputs(compiled(*args))
-                finally:
-                    staging.limit = limit
             cells["tracearray NumPy in/out"] = ta_numpy
             sync["tracearray NumPy in/out"] = lambda: None
-            if staging is not None:
-                cells["tracearray NumPy in/out, unstaged"] = ta_numpy_pageable
-                sync["tracearray NumPy in/out, unstaged"] = lambda: None
             try:
                 import cupy
                 cargs = [cupy.asarray(a) for a in args]

@@ -124,14 +124,6 @@ class Device:
         self.module_loads = 0   # observable: how many modules were loaded
         from .memory import CachingAllocator
         self.allocator = CachingAllocator(self)
-        from .staging import HostStaging
-        self.staging = HostStaging(
-            lambda n: int(self.call("cuMemHostAlloc", n, 0)),
-            lambda dst, src, n: self.call("cuMemcpyHtoDAsync", cu.CUdeviceptr(dst), src, n,
-                                          self.stream),
-            lambda dst, src, n: self.call("cuMemcpyDtoHAsync", dst, cu.CUdeviceptr(src), n,
-                                          self.stream),
-            lambda: self.call("cuStreamSynchronize", self.stream))
 
     def __repr__(self) -> str:
         return f"<tracearray Device {self.ordinal}: {self.name}, sm_{self.cc[0]}{self.cc[1]}>"
@@ -179,17 +171,14 @@ class Device:
         self.call("cuMemFree", self.cu.CUdeviceptr(ptr))
 
     def htod(self, dst: int, src_addr: int, nbytes: int) -> None:
-        """Host -> device on the stream; the host memory may change once this returns
-        (small copies go through the pinned staging buffer, others are staged by the
-        driver: ``gpu/staging.py``)."""
-        if nbytes and not (nbytes <= self.staging.limit
-                           and self.staging.htod(dst, src_addr, nbytes)):
+        """Host -> device on the stream (pageable host memory: staged before returning).
+        (Staging small copies through a pinned buffer of our own was measured and not
+        adopted: faster per copy, slower per call; benchmarks/gpu_staging.py.)"""
+        if nbytes:
             self.call("cuMemcpyHtoDAsync", self.cu.CUdeviceptr(dst), src_addr, nbytes, self.stream)
 
     def dtoh(self, dst_addr: int, src: int, nbytes: int) -> None:
         """Device -> host, after everything queued on the stream; waits."""
-        if nbytes and nbytes <= self.staging.limit and self.staging.dtoh(dst_addr, src, nbytes):
-            return
         if nbytes:
             self.call("cuMemcpyDtoHAsync", dst_addr, self.cu.CUdeviceptr(src), nbytes, self.stream)
         self.synchronize()
@@ -207,8 +196,7 @@ class Device:
                       self.stream)
 
     def synchronize(self) -> None:
-        """Wait for the stream (and so recycle the staging buffer)."""
-        self.staging.synchronize()
+        self.call("cuStreamSynchronize", self.stream)
 
     def wait_for_stream(self, other: int) -> None:
         """Make our stream wait for work queued so far on a foreign stream (handle)."""
