@@ -346,8 +346,9 @@ class Tracer:
         if v is not None:
             return int(v)
         from . import context
-        if self.node.size == 1 and self.node.dtype.kind in "biu" and \
-                context.values_may_be_staged():
+        dt = self.node.dtype
+        if self.node.size == 1 and (dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8) \
+                and context.values_may_be_staged():   # (int64 holds the value exactly)
             # an integer the code needs as a Python int: staged like a branch (see __bool__)
             return context.data_size(
                 api.cast(api.reshape(self.node, ()), np.dtype(np.int64)), "int() of a value")

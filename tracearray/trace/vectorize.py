@@ -65,7 +65,9 @@ def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
     scalars of the arrays' dtypes (NumPy calls it on the first elements to learn it, unless
     ``otypes`` says), while the values are computed on the elements as Python objects
     (``float``, ``int``, ``bool``: NumPy loops over object arrays), so in float64 and int64
-    here, and cast to that dtype at the end."""
+    here, and cast to that dtype at the end. (Python's ints do not overflow: a uint64
+    element past 2**63, or an int64 product past it, wraps here where NumPy's loop would
+    keep the exact integer and then fail or wrap in the final cast.)"""
     from .composites import as_tracer
     arrays: dict[int, Node] = {}      # argument position -> the whole array's node
     for i, a in enumerate(args):
