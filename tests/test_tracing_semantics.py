@@ -102,6 +102,10 @@ def _and_of_tracers(x: Any) -> Any:
     return (x > 0) and (x < 5)  # <- and
 
 
+def _scalar_type_of_tracer(x: Any) -> Any:
+    return np.float32(x.sum()) * x  # <- scalar type
+
+
 def _element_into_numpy_array(x: Any) -> Any:
     out = np.ndarray(2)            # a NumPy array, not a traced one (np.empty would be)
     out[0], out[1] = x.sum(), x.max()  # <- element
@@ -113,6 +117,7 @@ CONCRETIZATIONS = [
     (_float_of_tracer, "<- float", "float()"),
     (_array_of_sum, "<- array", "float()"),
     (_item_of_tracer, "<- item", ".item()"),
+    (_scalar_type_of_tracer, "<- scalar type", "x.astype(np.float32)"),
     # NumPy's C code stores the element with float() and replaced our error with its own
     # ValueError ("setting an array element with a sequence")
     (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),

@@ -34,6 +34,10 @@ from ..ops.rules import broadcast_shape
 _SUBSCRIPT_ASSIGNMENT = re.compile(r"\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
 
 
+# np.float32(x), np.int64(x), ...: a scalar type called on a traced value
+_SCALAR_TYPE_CALL = re.compile(r"\bnp\.((?:float|int|uint|complex)(?:8|16|32|64|128)?|bool_?|"
+                               r"double|single|half|intp|uintp|longlong)\s*\(")
+
 _ASSIGNMENT_INTO_NUMPY = ("assigning a traced value into a NumPy array (`out[...] = value` "
                           "where `out` is a NumPy array, e.g. one made by np.ndarray(shape), "
                           "which is not traced: np.empty(shape) is)")
@@ -386,6 +390,12 @@ class Tracer:
         code = _user_code_line()
         if _SUBSCRIPT_ASSIGNMENT.search(code):
             return self._concrete(_ASSIGNMENT_INTO_NUMPY)
+        scalar_type = _SCALAR_TYPE_CALL.search(code)
+        if scalar_type:
+            return self._concrete(
+                f"np.{scalar_type.group(1)}(...) of a traced value (a NumPy scalar type "
+                f"converts concrete data; x.astype(np.{scalar_type.group(1)}) is the traced "
+                f"way: a 0-d array stands for the scalar)")
         if re.search(r"\w\s*\[", code):
             return self._concrete("converting to a NumPy array (indexing a NumPy array with a "
                                   "traced index? NumPy's own indexing needs the index's "
