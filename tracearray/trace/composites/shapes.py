@@ -165,21 +165,20 @@ composite(np.tril, calls=['np.tril({0}, 1)'], min_dims=2, impl=NUMPY)
            arrays=2, min_dims=1, same_shape=True)
 def concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None,
                 casting: str = "same_kind") -> Tracer:
+    return _join(api.concatenate, "np.concatenate", arrays, axis, out, dtype, casting)
+
+
+def _join(join: Any, name: str, arrays: Any, axis: Any, out: Any, dtype: Any,
+          casting: str) -> Any:
+    """np.concatenate / np.stack (``join``: the graph builder); with ``out=`` as NumPy's:
+    each array cast into out's dtype under ``casting``, out's exact shape (no broadcast)."""
+    nodes = [unwrap(as_tracer(a)) for a in arrays]
     if out is None:
-        return Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis, dtype,
-                                      casting))
-    # NumPy casts each array into out's dtype (under ``casting``) and needs out's exact shape
+        return Tracer(join(nodes, axis, dtype, casting))
     if dtype is not None:
         raise TypeError(with_location("concatenate() only takes `out` or `dtype` as an "
                                       "argument, but both were provided."))
-    result = Tracer(api.concatenate([unwrap(as_tracer(a)) for a in arrays], axis,
-                                    getattr(out, "dtype", None), casting))
-    return _store_exact("np.concatenate", result, out)
-
-
-def _store_exact(name: str, result: Tracer, out: Any) -> Any:
-    """``result`` written into ``out=``, whose shape must be the result's (NumPy's joins
-    do not broadcast into their output)."""
+    result = Tracer(join(nodes, axis, getattr(out, "dtype", None), casting))
     if isinstance(out, Tracer) and tuple(out.shape) != tuple(result.shape):
         raise ValueError(with_location("Output array is the wrong shape"))
     return store_out(name, result, out, "unsafe")
@@ -195,14 +194,7 @@ if hasattr(np, "concat") and np.concat is not np.concatenate:
            arrays=2, same_shape=True)
 def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None,
           casting: str = "same_kind") -> Tracer:
-    if out is None:
-        return Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis, dtype, casting))
-    if dtype is not None:
-        raise TypeError(with_location("concatenate() only takes `out` or `dtype` as an "
-                                      "argument, but both were provided."))
-    result = Tracer(api.stack([unwrap(as_tracer(a)) for a in arrays], axis,
-                              getattr(out, "dtype", None), casting))
-    return _store_exact("np.stack", result, out)
+    return _join(api.stack, "np.stack", arrays, axis, out, dtype, casting)
 
 
 for _f, _call, _dims in ((np.vstack, "np.vstack([{0}, {1}])", 0),
