@@ -423,6 +423,31 @@ def test_the_legacy_functions_use_numpys_global_state() -> None:
     assert after == np.random.random()
 
 
+def test_np_random_seed_inside_the_function_reproduces_every_call() -> None:
+    """np.random.seed(s) in the function: the legacy draws after it are the same at every
+    call (as NumPy's); those before it still come from the global state; seed(None) is fresh
+    entropy; NumPy's argument errors."""
+    def f(x):
+        before = np.random.rand(3)
+        np.random.seed(42)
+        return before, x + np.random.randn(*x.shape), np.random.randint(0, 10, 6)
+    g = cpu(f)
+    a, b = g(np.zeros(5)), g(np.zeros(5))
+    assert not np.array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a[2], b[2])
+    other = cpu(lambda x: (np.random.seed(43), x + np.random.randn(*x.shape))[1])(np.zeros(5))
+    assert not np.array_equal(other, a[1])
+    fresh = cpu(lambda x: (np.random.seed(None), x + np.random.rand(*x.shape))[1])
+    assert not np.array_equal(fresh(np.zeros(4)), fresh(np.zeros(4)))
+    for seed, error in ((-1, ValueError), (2 ** 32, ValueError), (1.5, TypeError)):
+        with pytest.raises(error):
+            np.random.seed(seed)
+        with pytest.raises(error):
+            cpu(lambda x, s=seed: (np.random.seed(s), x)[1])(np.zeros(1))
+    np.random.seed()
+
+
 def test_legacy_functions_bound_in_the_users_module() -> None:
     """``from numpy.random import rand`` in the function's module is the traced draw too (it
     ran NumPy's own random code on tracers while tracing: a segfault)."""
@@ -528,7 +553,7 @@ def test_unsupported_draws_name_the_call_and_the_line() -> None:
     assert "<- gamma" in str(info.value)
     for fn, what in ((lambda r: r.random(3, out=np.empty(3)), "out="),
                      (lambda r: r.shuffle([1, 2, 3]), "shuffle"),
-                     (lambda r: np.random.seed(1), "seed")):
+                     (lambda r: np.random.set_state(np.random.get_state()), "get_state")):
         with pytest.raises(UnsupportedOperationError, match=what):
             cpu(fn)(np.random.default_rng(0))
 

@@ -167,7 +167,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "bit, transcendental distributions within the libm/libdevice tolerance); a Generator "
         "or the global state advances by one 64-bit draw per call (NumPy advances it by as "
         "many as it draws). Normals use Box-Muller, exponentials -log1p(-u) (NumPy: ziggurat); "
-        "integers of a range r are exact except with probability below 2**-32 per element.",
+        "integers of a range r are exact except with probability below 2**-32 per element. "
+        "np.random.seed(s) inside a compiled function makes the legacy draws after it "
+        "reproduce on every call, as NumPy's do, but does not reseed NumPy's global state "
+        "for code that runs after the call.",
         "not-compared"),
     # --- API-level: programs are refused or results are not views -------------------------
     Divergence(

@@ -601,8 +601,29 @@ def _randint(low: Any, high: Any = None, size: Any = None, dtype: Any = int) -> 
     return _integers(_global(), low, high, size, np.dtype(dtype), False, "np.random.randint")
 
 
+def _seed(seed: Any = None) -> None:
+    """``np.random.seed(seed)`` inside a compiled function: the legacy functions called after
+    it in the function draw from a generator of that seed, so every call draws the same
+    numbers, as in NumPy (and ``seed(None)``: fresh entropy at every call). NumPy's own global
+    state is not reseeded by the call (divergence ``random-bit-stream``)."""
+    state = _state()
+    if seed is None:
+        state.random_global = TracedGenerator(state.key_input("entropy") +
+                                              np.uint64(_GOLDEN), "np.random")
+        return None
+    # NumPy's RandomState.seed takes integers 0 <= seed < 2**32 (and sequences of them)
+    if isinstance(seed, (float, complex, np.floating, np.complexfloating)):
+        raise TypeError(with_location(f"Cannot cast scalar from {np.asarray(seed).dtype!r} to "
+                                      f"dtype('int64') according to the rule 'safe'"))
+    if isinstance(seed, (int, np.integer)) and not 0 <= int(seed) < 1 << 32:
+        raise ValueError(with_location("Seed must be between 0 and 2**32 - 1"))
+    state.random_global = TracedGenerator(_seed_key(seed), "np.random")
+    return None
+
+
 # The legacy functions drawn from the global state, by name in np.random.
 LEGACY: dict[str, Any] = {
+    "seed": _seed,
     "random": lambda size=None: _global().random(size),
     "random_sample": lambda size=None: _global().random(size),
     "ranf": lambda size=None: _global().random(size),
