@@ -81,8 +81,10 @@ def test_vectorize_without_traced_arrays_is_numpys_own() -> None:
      UnsupportedOperationError, "signature"),
     (lambda a: np.vectorize(lambda t: t + 1)(a[:0]), ValueError, "size 0 inputs"),
     (lambda a: np.vectorize(lambda t: [t, t])(a), UnsupportedOperationError, "sequence"),
+    (lambda a: np.vectorize(lambda t: t + np.random.rand())(a), UnsupportedOperationError,
+     "random"),
 ], ids=["branch on a value", "math.sin", "closes over an array", "a reduction", "signature",
-        "size 0 without otypes", "returns a list"])
+        "size 0 without otypes", "returns a list", "a random draw per element"])
 def test_vectorize_refusals_name_the_cause(fn, error, match) -> None:
     with pytest.raises(error, match=match):
         tracearray.compile(fn)(A)

@@ -152,6 +152,11 @@ def _replay(node: Node, whole: dict[Node, Node], memo: dict[Node, Node]) -> Node
         stack.pop()
         args = [memo[a] for a in n.args]
         if all(a is b for a, b in zip(args, n.args)):   # independent of the elements
+            if _draws_random(n):
+                raise unsupported(
+                    "np.vectorize of a function that draws random numbers",
+                    "NumPy calls it once per element, so each element gets its own draw; "
+                    "draw an array of the arguments' shape outside np.vectorize instead")
             if n.ndim:
                 raise unsupported(
                     "np.vectorize of a function that combines its element with a whole "
@@ -174,6 +179,19 @@ def _replay(node: Node, whole: dict[Node, Node], memo: dict[Node, Node]) -> Node
                 f"element", "tracearray vectorizes functions of NumPy's element-by-element "
                 "operations (ufuncs, np.where, casts)")
     return memo[node]
+
+
+def _draws_random(node: Node) -> bool:
+    """Whether ``node`` is computed from a random draw (trace/random.py's philox)."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n.op == "philox":
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.args)
+    return False
 
 
 __all__ = ["install", "uninstall", "vectorized"]
