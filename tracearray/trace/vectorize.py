@@ -1,15 +1,18 @@
 """``np.vectorize(f)(x, ...)`` of traced arrays: ``f`` traced once on one element of each
 array, its element graph applied to the whole arrays.
 
-NumPy calls ``f`` once per element (of the broadcast arguments), with NumPy scalars, and
-collects the results in an array. Here ``f`` is called once with 0-d tracers standing for
+NumPy calls ``f`` on the first elements as NumPy scalars (to learn the result dtype), then
+once per element of the broadcast arguments with the elements as Python objects (``float``,
+``int``, ``bool``), and casts the results to that dtype. Here ``f`` is called with 0-d tracers
+standing for
 "an element of each array" (0-d like NumPy's scalars: ``shape``, ``ndim``, ``size`` and
 ``len`` answer as they do), and the graph it builds from them is replayed with each element
 replaced by its whole array. That is the same computation exactly when every step between
 the elements and the results works element by element: NumPy's ufuncs, ``np.where``, casts
 (and views that leave a 0-d value as it is). Anything else (a reduction, indexing, an array
-the function closes over, a branch on a value: the tracer refuses that one itself) is refused
-with the operation named, never computed another way. Python scalars passed to the
+the function closes over, a random draw, which NumPy makes per element, a branch on a value:
+the tracer refuses that one itself) is refused with the operation named, never computed
+another way. Python scalars passed to the
 vectorized function reach ``f`` unchanged, as NumPy passes them.
 
 The hook replaces ``np.vectorize._vectorize_call`` while any trace runs (``context``), and
