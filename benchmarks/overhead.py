@@ -183,17 +183,8 @@ def profile_new_sizes(name: str, device: str) -> str:
     import cProfile
     import io
     import pstats
-
-    import tracearray
-    w = W.get(name)
-    f = tracearray.compile(w.fn, device=device)
-    W.as_outputs(f(*inputs_for(w, w.dims("check"))))
-    argsets = [inputs_for(w, grown_dims(w, k), seed=k) for k in range(1, NEW_SIZES + 1)]
     profiler = cProfile.Profile()
-    profiler.enable()
-    for args in argsets:
-        W.as_outputs(f(*args))
-    profiler.disable()
+    new_sizes(name, device, profiler)
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text)
     stats.sort_stats("tottime").print_stats(25)
@@ -201,7 +192,9 @@ def profile_new_sizes(name: str, device: str) -> str:
     return f"{name}: {NEW_SIZES} new sizes (profiled)\n{text.getvalue()}"
 
 
-def new_sizes(name: str, device: str) -> dict:
+def new_sizes(name: str, device: str, profiler: Any = None) -> dict:
+    """20 new sizes of a workload in one process (``profiler``: a cProfile profile enabled
+    around the calls only)."""
     import tracearray
     w = W.get(name)
     f = tracearray.compile(w.fn, device=device)
@@ -210,9 +203,13 @@ def new_sizes(name: str, device: str) -> dict:
     times = []
     for k in range(1, NEW_SIZES + 1):
         args = inputs_for(w, grown_dims(w, k), seed=k)
+        if profiler is not None:
+            profiler.enable()
         t = time.perf_counter()
         W.as_outputs(f(*args))
         times.append(time.perf_counter() - t)
+        if profiler is not None:
+            profiler.disable()
     after = f.cache_info()
     return {"sizes": NEW_SIZES, "traces": after.traces - before.traces,
             "resizes": f.stats.resizes - resizes,

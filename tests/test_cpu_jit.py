@@ -65,7 +65,7 @@ def test_log_loop_calls_libmvec(jit: CpuJit) -> None:
         pytest.skip("libmvec not available on this host")
     asm = jit.asm(exp_module("log"))
     from tracearray.cpu.mathlib import _one_variant
-    lanes = _one_variant("float", jit.vector_variants["logf"])[0]   # 8 (AVX2, AVX-512)
+    lanes = _one_variant(jit.vector_variants["logf"])[0]   # 8 (AVX2, AVX-512)
     assert "_ZGV" in asm and f"N{lanes}v_logf" in asm, \
         f"the vectorised loop should call libmvec's {lanes}-lane logf"
     ir_text = jit.optimized_ir(exp_module("log"))

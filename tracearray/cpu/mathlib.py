@@ -146,7 +146,7 @@ _DECLARE = re.compile(
 )
 
 
-def _one_variant(ret: str, choices: list[tuple[int, str]]) -> tuple[int, str]:
+def _one_variant(choices: list[tuple[int, str]]) -> tuple[int, str]:
     """The vector variant a function uses everywhere: 8 lanes where the host has them
     (AVX2's floats, AVX-512's doubles), else the widest. One variant, because libmvec's
     versions for different ISAs round differently (2026-12-06, 2^20 random inputs each:
@@ -185,7 +185,7 @@ def apply_vector_abi(module_text: str, variants: dict[str, list[tuple[int, str]]
         if name not in variants:
             return m.group(0)
         nargs = 1 if not m.group("params").strip() else m.group("params").count(",") + 1
-        lanes, vector = _one_variant(ret, variants[name])
+        lanes, vector = _one_variant(variants[name])
         vty = f"<{lanes} x {ret}>"
         wrapper = f"ta_vm_{name}"
         renamed.append(name)

@@ -51,9 +51,7 @@ class Array:
         self._owner = owner
         self._stream = stream   # a foreign producer's stream (0: ours or none)
         self._size = math.prod(self.shape)
-        # what the call fast path keys it by (None: complex, bound as pair views)
-        self._sig = None if self.dtype.kind == "c" else (Array, self.dtype, self.shape,
-                                                         self.strides)
+        self._sig = fast_signature(self.dtype, self.shape, self.strides)
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -73,7 +71,7 @@ class Array:
         a = cls.__new__(cls)
         a.ptr, a.shape, a.dtype, a.strides = block.ptr, shape, dtype, strides
         a._owner, a._stream, a._size = block, 0, size
-        a._sig = None if dtype.kind == "c" else (cls, dtype, shape, strides)
+        a._sig = fast_signature(dtype, shape, strides)
         return a
 
     @classmethod
@@ -197,6 +195,12 @@ class Array:
         elif stream != -1:
             dev.make_stream_wait(int(stream))
         return _dlpack_capsule(self, dev.ordinal)
+
+
+def fast_signature(dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    """What the call fast path keys an ``Array`` by (``api._fast_key``); None for complex
+    values, which are bound as pair views."""
+    return None if dtype.kind == "c" else (Array, dtype, shape, strides)
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -93,22 +93,17 @@ class CachingAllocator:
         if nbytes <= 0:
             return Block(0, 0, None)
         size = round_size(nbytes)
-        lst = self._free.get(size)
+        return self.allocate_rounded(size, self._free.get(size, ()), nbytes)
+
+    def allocate_rounded(self, size: int, lst: Any, nbytes: int = 0) -> Block:
+        """A block of ``size`` bytes (a rounded size) from its free list ``lst`` (the call
+        path holds it: ``free_list``), else from the driver."""
         if lst:
             try:
                 return Block(lst.pop(), size, self)
             except IndexError:   # another thread took the last one
                 pass
-        return Block(self._driver_alloc(size, nbytes), size, self)
-
-    def allocate_rounded(self, size: int, lst: list[int]) -> Block:
-        """``allocate`` for a size already rounded, with its ``free_list`` (the call path)."""
-        if lst:
-            try:
-                return Block(lst.pop(), size, self)
-            except IndexError:
-                pass
-        return Block(self._driver_alloc(size, size), size, self)
+        return Block(self._driver_alloc(size, nbytes or size), size, self)
 
     def _driver_alloc(self, size: int, nbytes: int) -> int:
         from .driver import CudaError

@@ -44,7 +44,7 @@ from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from ..ops.external import DeviceBuffer
 from . import ptx as ptxmod
-from .array import Array, is_device_array
+from .array import Array, fast_signature, is_device_array
 from .libraries import PendingInfo
 from .memory import Block, round_size
 from .kernelcache import lowered_kernel
@@ -872,8 +872,7 @@ class GpuExecutable:
         free_list = allocator.free_list(rounded) if rounded else None
         allocate = allocator.allocate_rounded
         # the output Array is made here field by field (``Array._of_block``, inlined)
-        new_array, sig = Array.__new__, None if dtype.kind == "c" else (Array, dtype, shape,
-                                                                        strides)
+        new_array, sig = Array.__new__, fast_signature(dtype, shape, strides)
         # the pointers in launch order are the slots in order (inputs, the output, the
         # fixed ones) in most kernels: then no reordering per call
         in_order = idx == tuple(range(n))

@@ -608,8 +608,10 @@ def _seed(seed: Any = None) -> None:
     state is not reseeded by the call (divergence ``random-bit-stream``)."""
     state = _state()
     if seed is None:
-        state.random_global = TracedGenerator(state.key_input("entropy") +
-                                              np.uint64(_GOLDEN), "np.random")
+        # the call's entropy, hashed as a seed: unlike default_rng()'s keys (the entropy plus
+        # multiples of _GOLDEN) it cannot equal another generator's key of the call
+        state.random_global = TracedGenerator(_seed_key(state.key_input("entropy")),
+                                              "np.random")
         return None
     # NumPy's RandomState.seed takes integers 0 <= seed < 2**32 (and sequences of them)
     if isinstance(seed, (float, complex, np.floating, np.complexfloating)):

@@ -54,6 +54,14 @@ def _scalar_conversion(what: str) -> str:
     return _ASSIGNMENT_INTO_NUMPY if _SUBSCRIPT_ASSIGNMENT.search(_user_code_line()) else what
 
 
+def _staged(node: Node, what: str) -> int:
+    """The value of the one-element integer-valued ``node`` as a Python int, staged: the
+    trace stops here, a probe computes it at each call, and the function is traced again
+    with it (``context.data_size``; each distinct value is a trace of its own)."""
+    from . import context
+    return context.data_size(api.cast(api.reshape(node, ()), np.dtype(np.int64)), what)
+
+
 def unwrap(x: Any) -> Any:
     """Tracers become nodes; lists/tuples are unwrapped element-wise; others pass through."""
     if isinstance(x, Tracer):
@@ -338,12 +346,9 @@ class Tracer:
         from . import context
         if not context.values_may_be_staged():
             return self._concrete("bool() (e.g. `if` or `while` on an array)")
-        # a branch on the data (if x.any():, while err > tol:): the trace stops here, a
-        # probe computes the truth value, and the function is traced again with it
-        # (context.data_size; each value a trace of its own)
-        truth = api.cast(api.reshape(self.node, ()), np.dtype(bool))
-        return bool(context.data_size(api.cast(truth, np.dtype(np.int64)),
-                                      "the truth value of a Python branch (bool())"))
+        # a branch on the data (if x.any():, while err > tol:)
+        return bool(_staged(api.cast(self.node, np.dtype(bool)),
+                            "the truth value of a Python branch (bool())"))
 
     def __int__(self) -> int:
         v = self._known()
@@ -353,9 +358,7 @@ class Tracer:
         dt = self.node.dtype
         if self.node.size == 1 and (dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8) \
                 and context.values_may_be_staged():   # (int64 holds the value exactly)
-            # an integer the code needs as a Python int: staged like a branch (see __bool__)
-            return context.data_size(
-                api.cast(api.reshape(self.node, ()), np.dtype(np.int64)), "int() of a value")
+            return _staged(self.node, "int() of a value")
         return self._concrete(_scalar_conversion("int()"))
 
     def __float__(self) -> float:
@@ -374,11 +377,8 @@ class Tracer:
         from . import context
         if self.node.ndim == 0 and self.node.dtype.kind in "iu" and \
                 context.values_may_be_staged():
-            # a size the data decides (np.zeros(np.count_nonzero(m)), range(n)): the trace
-            # stops here, a probe computes it, and the function is traced again with it
-            # (context.data_size; each distinct value is a trace of its own)
-            return context.data_size(api.cast(self.node, np.dtype(np.int64)),
-                                     "an integer used as an index or size")
+            # a size the data decides (np.zeros(np.count_nonzero(m)), range(n))
+            return _staged(self.node, "an integer used as an index or size")
         return self._concrete("using an array as an index or size")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
