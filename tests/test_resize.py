@@ -50,13 +50,14 @@ def _check_derivation(fn, args_a: list, args_b: list) -> bool:
     with np.errstate(all="ignore"):
         tb = trace_function(fn, tuple(args_b), {}, frozenset(), frozenset())
     to = resize.sigma(larger_a, larger_b)
-    derived = resize.resize_graph(ta.graph, to)
+    new: dict = {}
+    derived = resize.resize_graph(ta.graph, to, new)
     assert len(derived.outputs) == len(tb.graph.outputs)
     assert all(x is y for x, y in zip(derived.outputs, tb.graph.outputs))
     assert all(x is y for x, y in zip(derived.inputs, tb.graph.inputs))
     skel = RP.skeleton(plan_graph(ta.graph))
     if skel is not None:
-        replayed = RP.replan(skel, derived, to)
+        replayed = RP.replan(skel, derived, to, new)
         assert replayed is not None and RP.same_plan(replayed, plan_graph(tb.graph))
     return True
 
@@ -161,6 +162,27 @@ def test_new_sizes_give_a_fresh_traces_results_bit_for_bit() -> None:
     # a smaller row count (<= 16) is another size class: traced
     f(_f32(3, 40), w, b)
     assert f.cache_info().traces == 3 and f.stats.resizes == 4
+
+
+def _spread(x):
+    d = x - x.mean()
+    return (d * d).mean(), np.std(x, ddof=1)
+
+
+def test_a_rewritten_graph_is_re_derived_with_its_rewrites() -> None:
+    """The one-pass variance (``fuse/rewrite.py``) of a full reduction: the derived plan's
+    graph is the template's rewritten graph re-derived, bit for bit a fresh trace's."""
+    f = tracearray.compile(_spread, device="cpu")
+    for n in (1000, 1001, 1500, 4099, 20):
+        x = _f32(n, seed=n) + 3
+        got = f(x)
+        fresh = tracearray.compile(_spread, device="cpu")(x)
+        for a, b in zip(got, fresh):
+            np.testing.assert_array_equal(a, b)
+        assert_matches_numpy(_spread, x, device="cpu")
+    assert f.cache_info().traces == 2 and f.stats.resizes == 3
+    plan = f.lower(_f32(1002)).plan
+    assert plan.rewrites and plan.graph is not f.lower(_f32(1002)).graph
 
 
 def test_equal_dimensions_stay_equal_or_trace_again() -> None:

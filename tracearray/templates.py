@@ -140,8 +140,9 @@ class SizeTemplates:
         if classes != t.classes:
             return None
         to = resize.sigma(t.larger, larger)
-        graph = resize.resize_graph(t.trace.graph, to)
-        plan = replan_.replan(t.skeleton, graph, to)
+        new: dict = {}
+        graph = resize.resize_graph(t.trace.graph, to, new)
+        plan = replan_.replan(t.skeleton, graph, to, new)
         if plan is None:
             return None
         t.share_descriptions(plan)

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..trace.graph import Graph, Node
-from ..trace.resize import node_map
+from ..trace.resize import resize_graph
 from .kexpr import Access, KernelBody, KExpr
 from .plan import ExternalCall, Kernel, Plan, Store
-from .rewrite import rewrite_graph
 
 REPLAYED_KINDS = frozenset({"map", "reduce", "scan", "matmul"})
 
@@ -53,13 +52,16 @@ class KernelSkeleton:
 
 @dataclass(frozen=True)
 class Skeleton:
-    """One plan's kernels over the nodes of its (rewritten) graph, in ``order``."""
-    order: tuple[Node, ...]
+    """One plan's kernels over the nodes of its (rewritten) graph."""
     stored: frozenset[Node]
     planned_stores: frozenset[Node]
     in_place: tuple[tuple[Node, Node], ...]
     kernels: tuple[KernelSkeleton, ...]
     rejected: tuple[str, ...]
+    # the plan's graph when the planner rewrote the traced graph (``rewrite.py``), else None;
+    # and its notes of the rewrites
+    rewritten: Graph | None
+    rewrites: tuple[str, ...]
 
 
 def skeleton(plan: Plan) -> Skeleton | None:
@@ -80,21 +82,25 @@ def skeleton(plan: Plan) -> Skeleton | None:
             tuple(k.stores), frozenset(k.nodes), k.matmul, call, tuple(body.accesses),
             tuple(body.params), body.space_rank, tuple(body.nested_extents),
             tuple(k.red_exprs), tuple(k.root_exprs)))
-    return Skeleton(tuple(plan.graph.nodes()), frozenset(plan.stored),
+    return Skeleton(frozenset(plan.stored),
                     frozenset(plan.planned_stores), tuple(plan.in_place.items()),
-                    tuple(kernels), tuple(plan.rejected))
+                    tuple(kernels), tuple(plan.rejected),
+                    plan.graph if plan.rewrites else None, tuple(plan.rewrites))
 
 
-def replan(skel: Skeleton, graph: Graph, to: dict[int, int]) -> Plan | None:
-    """The plan of ``graph`` -- the skeleton's graph (before its rewrites) re-derived with
-    the larger dimensions mapped by ``to``: the skeleton's kernels over the new graph's
-    nodes, with their spaces and nested extents mapped; None when the rewritten graphs do
-    not correspond node for node."""
-    rewrites: list[str] = []
-    graph = rewrite_graph(graph, rewrites)
-    m = node_map(skel.order, graph.nodes())
-    if m is None:
-        return None
+def replan(skel: Skeleton, graph: Graph, to: dict[int, int], new: dict[Node, Node]
+           ) -> Plan | None:
+    """The plan of ``graph`` -- the skeleton's graph (before its rewrites) re-derived by
+    ``resize.resize_graph`` with the larger dimensions mapped by ``to``, which filled
+    ``new`` (old node -> new node): the skeleton's kernels over the new graph's nodes, with
+    their spaces and nested extents mapped; None when a kernel names a node the graphs do
+    not have. A rewritten graph is re-derived the same way as the traced one, sharing its
+    nodes, instead of being rewritten again: the rewrites decide on what a size class keeps
+    (equal shapes, extents of 1), and ``templates.py`` checks the replayed plan, its graph
+    included, against the planner's once per class."""
+    if skel.rewritten is not None:
+        graph = resize_graph(skel.rewritten, to, new)
+    m = new
 
     def dims(shape: Sequence[int]) -> tuple[int, ...]:
         return tuple([to.get(n, n) for n in shape])
@@ -125,7 +131,7 @@ def replan(skel: Skeleton, graph: Graph, to: dict[int, int]) -> Plan | None:
         return None
     return Plan(graph, kernels, {m[n] for n in skel.stored},
                 [_map_numbers(note, to) for note in skel.rejected],
-                {m[a]: m[b] for a, b in skel.in_place}, rewrites,
+                {m[a]: m[b] for a, b in skel.in_place}, list(skel.rewrites),
                 {m[n] for n in skel.planned_stores})
 
 

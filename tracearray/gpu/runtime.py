@@ -114,7 +114,7 @@ def _target_size(kernel: Kernel) -> int:
     """Elements of a scatter's target (0 for other kernels)."""
     if kernel.scatter is None:
         return 0
-    return int(np.prod(kernel.stores[0].dest.shape, dtype=np.int64))
+    return math.prod(kernel.stores[0].dest.shape)
 
 
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -524,7 +524,7 @@ class GpuExecutable:
 
     def _prepare(self, spec: TileSpec, name: str) -> GpuKernel | None:
         geo, params, sources, ext = self._geometry(spec)
-        prod = lambda dims: int(np.prod([ext[d] for d in dims], dtype=np.int64))  # noqa: E731
+        prod = lambda dims: math.prod([ext[d] for d in dims])  # noqa: E731  (Python ints)
         inner = prod(geo.inner_dims)
         strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
         # positions in the space (or a scatter's target offsets) need 64 bits

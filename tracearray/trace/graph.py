@@ -56,7 +56,12 @@ class Node:
     # for its operands (the verifier need not run the rules again)
     ruled: bool
 
-    _interned: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+    # The intern table: structure key -> weak reference to the node. A plain dict of plain
+    # references (no callbacks), swept of dead entries when it has doubled since the last
+    # sweep: a WeakValueDictionary's Python-level bookkeeping was half the cost of making
+    # a node, and a graph re-derived for a new size makes every node again.
+    _interned: dict[tuple, "weakref.ref[Node]"] = {}
+    _sweep_at = 4096
     _lock = threading.Lock()
 
     def __init__(self) -> None:  # pragma: no cover - construction goes through make()
@@ -70,25 +75,14 @@ class Node:
         shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
         # Arguments are interned, so their identity is their structure.
-        key = (op, tuple(map(id, args)), attrs, shape, dtype.str)
-        with cls._lock:
-            node = cls._interned.get(key)
-            if node is not None and node.args == args:
-                if ruled and not node.ruled:   # (its key holds the shape the rules gave)
-                    object.__setattr__(node, "ruled", True)
-                return node
-            check_shape(shape, dtype)
-            node = object.__new__(cls)
-            setattr_ = object.__setattr__
-            setattr_(node, "op", op)
-            setattr_(node, "args", args)
-            setattr_(node, "attrs", attrs)
-            setattr_(node, "shape", shape)
-            setattr_(node, "dtype", dtype)
-            setattr_(node, "_key", key)
-            setattr_(node, "ruled", ruled)
-            cls._interned[key] = node
-            return node
+        return _intern((op, tuple(map(id, args)), attrs, shape, dtype.str), args, dtype, ruled)
+
+    def resized(self, args: tuple["Node", ...], shape: Shape) -> "Node":
+        """This node's operation over ``args`` with the shape ``shape`` (``trace/resize.py``:
+        a graph re-derived for new sizes): ``make`` without normalising again what this
+        node has normalised (its attributes and dtype)."""
+        return _intern((self.op, tuple(map(id, args)), self.attrs, shape, self._key[4]),
+                       args, self.dtype, self.ruled)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("graph nodes are immutable")
@@ -113,6 +107,42 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.op} {type_str(self)}>"
+
+
+def _intern(key: tuple, args: tuple[Node, ...], dtype: np.dtype, ruled: bool) -> Node:
+    """The node of ``key`` (op, operand ids, attributes, shape, dtype string): the live one
+    made before, or a new one."""
+    table = Node._interned
+    with Node._lock:
+        ref = table.get(key)
+        node = ref() if ref is not None else None
+        # (ids are reused once a node dies: the operands themselves must match)
+        if node is not None and node.args == args:
+            if ruled and not node.ruled:   # (its key holds the shape the rules gave)
+                object.__setattr__(node, "ruled", True)
+            return node
+        shape = key[3]
+        check_shape(shape, dtype)
+        node = object.__new__(Node)
+        setattr_ = object.__setattr__
+        setattr_(node, "op", key[0])
+        setattr_(node, "args", args)
+        setattr_(node, "attrs", key[2])
+        setattr_(node, "shape", shape)
+        setattr_(node, "dtype", dtype)
+        setattr_(node, "_key", key)
+        setattr_(node, "ruled", ruled)
+        table[key] = weakref.ref(node)
+        if len(table) >= Node._sweep_at:
+            _sweep(table)
+        return node
+
+
+def _sweep(table: dict) -> None:
+    """Drop the intern table's entries of nodes that died (the caller holds the lock)."""
+    for key in [k for k, r in table.items() if r() is None]:
+        del table[key]
+    Node._sweep_at = max(4096, 2 * len(table))
 
 
 forksafe.renew_at_fork(Node, "_lock")   # a child forked mid-``make`` elsewhere can trace

@@ -127,9 +127,12 @@ def _node_reason(node: Node, larger: frozenset[int]) -> str | None:
     return None
 
 
-def resize_graph(graph: Graph, to: dict[int, int]) -> Graph:
+def resize_graph(graph: Graph, to: dict[int, int], new: dict[Node, Node] | None = None
+                 ) -> Graph:
     """``graph`` re-derived with every larger dimension ``n`` replaced by ``to[n]`` (its
-    ``nodes()`` in the same order as the old graph's). The graph must be ``resizable``."""
+    ``nodes()`` in the same order as the old graph's). The graph must be ``resizable``.
+    ``new``: old node -> new node, filled here; a node already in it is not made again (a
+    second graph sharing nodes with the first costs only its own nodes)."""
     def dims(shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple([to.get(n, n) for n in shape])
 
@@ -138,13 +141,15 @@ def resize_graph(graph: Graph, to: dict[int, int]) -> Graph:
         attrs = tuple((k, shape if k == "shape" else v) for k, v in node.attrs)
         return Node.make("input", (), attrs, shape, node.dtype)
 
-    new: dict[Node, Node] = {}
+    if new is None:
+        new = {}
     out: list[Node] = []
-    make = Node.make
     for node in graph.nodes():
-        if node.args:
-            n = make(node.op, [new[a] for a in node.args], node.attrs, dims(node.shape),
-                     node.dtype, node.ruled)
+        n = new.get(node)
+        if n is not None:
+            pass
+        elif node.args:
+            n = node.resized(tuple([new[a] for a in node.args]), dims(node.shape))
         elif node.op == "input":
             n = input_node(node)
         elif node.op == "size" and node.attr("count") is not None:
@@ -166,19 +171,4 @@ def resize_graph(graph: Graph, to: dict[int, int]) -> Graph:
     return derived
 
 
-def node_map(old: Sequence[Node], new: Sequence[Node]) -> dict[Node, Node] | None:
-    """Old node -> new node of two graphs walked in the same order, when they correspond
-    position by position (the same op, attributes, dtype and operands); else None."""
-    if len(old) != len(new):
-        return None
-    out: dict[Node, Node] = {}
-    for a, b in zip(old, new):
-        if a.op != b.op or a.dtype != b.dtype or len(a.args) != len(b.args) or \
-                (a.op not in ("input", "size") and a.attrs != b.attrs) or \
-                any(out.get(x) is not y for x, y in zip(a.args, b.args)):
-            return None
-        out[a] = b
-    return out
-
-
-__all__ = ["EXACT_DIMS", "size_class", "sigma", "resizable", "resize_graph", "node_map"]
+__all__ = ["EXACT_DIMS", "size_class", "sigma", "resizable", "resize_graph"]
