@@ -96,6 +96,34 @@ def child(settings: dict[str, object], workloads: list[str], size: str, device: 
                 times.append(start.elapsed_ms(end))
         out[name] = {"ms": round(statistics.median(times), 4) if times else None,
                      "rel_err": err, "problems": problems}
+        if device == "cuda":
+            out[name]["launches"] = launch_facts(f)
+    return out
+
+
+def launch_facts(f) -> list[dict]:
+    """Each launch of a compiled function's executables: entry, grid, block, dynamic shared
+    bytes, and the loaded function's registers per thread and resident blocks per
+    multiprocessor (the driver's occupancy calculator)."""
+    from tracearray.gpu import driver
+    dev = driver.get_device()
+    cu = dev.cu
+    functions = {n: fn for mod in dev._modules.values() for n, fn in mod.items()}
+    out = []
+    for exe in f._executables.values():
+        for gk in getattr(exe, "kernels", []):
+            for launch in gk.launches:
+                fn = functions.get(launch.entry)
+                row = {"entry": launch.entry, "grid": launch.grid, "block": launch.block,
+                       "smem": launch.smem}
+                if fn is not None:
+                    row["regs"] = int(dev.call(
+                        "cuFuncGetAttribute",
+                        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.handle))
+                    row["blocks_per_sm"] = int(dev.call(
+                        "cuOccupancyMaxActiveBlocksPerMultiprocessor", fn.handle,
+                        launch.block, launch.smem))
+                out.append(row)
     return out
 
 

@@ -858,6 +858,21 @@ def test_same_expression_is_one_node() -> None:
     assert sum(n.op == "add" for n in graph.nodes()) == 1
 
 
+def test_dead_nodes_leave_the_intern_table() -> None:
+    """The intern table holds weak references, swept of the nodes that died when it has
+    doubled: a long-running process that traces many shapes does not grow without bound,
+    and a live node is still found by its structure."""
+    keep = Node.make("input", (), {"index": 0, "name": "x", "shape": (7,), "dtype": "<f4"},
+                     (7,), np.float32)
+    kept = Node.make("negative", (keep,), {}, (7,), np.float32)
+    for n in range(3 * Node._sweep_at):   # made and dropped at once
+        Node.make("input", (), {"index": 0, "name": "x", "shape": (n + 8,), "dtype": "<f4"},
+                  (n + 8,), np.float32)
+    assert len(Node._interned) < 2 * Node._sweep_at
+    assert Node.make("negative", (keep,), {}, (7,), np.float32) is kept
+    assert kept.resized((keep,), (7,)) is kept
+
+
 def test_nodes_are_frozen() -> None:
     node = trace(lambda x: x + 1, X).outputs[0]
     with pytest.raises(AttributeError):
