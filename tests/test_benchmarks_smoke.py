@@ -539,3 +539,13 @@ def test_gpu_benchmark_device_path_under_the_emulator(timed_emulator):
                      opts, [0])
     assert rec["status"] == "ok", rec
     assert timed_emulator.allocator.in_use == 0   # every array of the cells freed
+
+
+def test_gpu_profile_lists_the_launches_under_the_emulator(timed_emulator, capsys):
+    """benchmarks/gpu_profile.py (the program Nsight Compute runs): the workload's calls on
+    device arrays, its check against NumPy, and --list's launches."""
+    from benchmarks import gpu_profile
+
+    assert gpu_profile.main(["l2_normalize", "--size", "check", "--calls", "2", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "l2_normalize: relative error" in out and "l2_normalize_k0 (warp_row): grid" in out
