@@ -176,6 +176,8 @@ def plan_view(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype,
               chain: Sequence[Node]) -> ViewPlan:
     """The view ``chain`` of a buffer of this shape and element strides: its strides and
     offset, and the gathers needed first where a reshape cannot be a view."""
+    if not chain:   # (most accesses: the buffer itself)
+        return ViewPlan((), tuple(shape), tuple(strides), 0)
     dtype = np.dtype(dtype)
     arr = base = _stand_in(shape, strides, dtype)
     copies = []

@@ -14,6 +14,8 @@ A kernel receives an array of buffer pointers and an array of 64-bit parameters:
 """
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -106,9 +108,8 @@ def affine_params(view_strides: Sequence[int], view_offset: int, index: Index,
 
 def pack_scalar(node: Node) -> int:
     """The 64-bit parameter slot holding a scalar constant: its bytes in the low end."""
-    raw = np.zeros(8, dtype=np.uint8)
-    raw[:node.dtype.itemsize] = np.frombuffer(constant_value(node).tobytes(), dtype=np.uint8)
-    return int(raw.view(np.int64)[0])
+    raw = constant_value(node).tobytes()
+    return int.from_bytes(raw[:8].ljust(8, b"\0"), sys.byteorder, signed=True)
 
 
 def fill_params(geometry: Geometry, loads: Sequence[AccessParams],
@@ -118,8 +119,7 @@ def fill_params(geometry: Geometry, loads: Sequence[AccessParams],
     kernel = geometry.kernel
     layout = param_layout(geometry)
     params = np.zeros(layout.size, dtype=np.int64)   # exactly one slot per parameter
-    extents = [int(np.prod([kernel.space[d] for d in g], dtype=np.int64))
-               for g in geometry.groups]
+    extents = [math.prod([kernel.space[d] for d in g]) for g in geometry.groups]
     # Loop-dim extents (size-1 space dims dropped, contiguous ones merged), then the extents
     # of nested reductions.
     params[:layout.rank] = extents + list(kernel.body.nested_extents)
