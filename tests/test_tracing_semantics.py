@@ -403,6 +403,53 @@ def test_print_at_trace_time_shows_the_tracer(capsys: pytest.CaptureFixture) -> 
     assert "f32[2,3]" in capsys.readouterr().out       # printed once, while tracing
 
 
+def _kinds(x: Any) -> Any:
+    s = x.sum()
+    z = x + 1j
+    return np.array([isinstance(x, np.ndarray), isinstance(s, np.ndarray),
+                     isinstance(s, float), isinstance(s, np.floating),
+                     isinstance(x[0], np.generic), isinstance(z, np.ndarray),
+                     isinstance(z.sum(), complex), isinstance(x.astype(np.float32).sum(), float),
+                     isinstance(x, (list, tuple)), isinstance(s, (int, np.integer))])
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_isinstance_of_traced_values_is_numpys(device: str) -> None:
+    """isinstance() in the traced function answers as NumPy's values would (ndarray; a 0-d
+    value: its dtype's scalar type), so a branch on it is NumPy's branch, on both targets;
+    type() is the tracer's, and tracearray's own code sees the tracer's class."""
+    if device == "cuda":
+        from gpu_emulator import EmulatedDevice
+        from tracearray.gpu import driver
+        prev = driver.set_device_for_testing(EmulatedDevice())
+    try:
+        x = np.linspace(0.0, 1.0, 5)
+        np.testing.assert_array_equal(tracearray.compile(_kinds, device=device)(x), _kinds(x))
+
+        def branch(v: Any) -> Any:
+            return v * 2 if isinstance(v, np.ndarray) else v * 3
+        np.testing.assert_array_equal(tracearray.compile(branch, device=device)(x), x * 2)
+    finally:
+        if device == "cuda":
+            driver.set_device_for_testing(prev)
+    seen = []
+
+    def probe(v: Any) -> Any:
+        seen.append((type(v).__name__, v.__class__.__name__))
+        return v + 1
+    trace(probe, X)
+    assert seen == [("Tracer", "ndarray")]
+    from tracearray.trace.tracer import Tracer, numpy_class
+    t = Tracer(trace(lambda v: v, X).inputs[0])
+
+    class Frame:   # a frame of tracearray's or NumPy's code, and a user's
+        def __init__(self, module: str):
+            self.f_globals = {"__name__": module}
+    assert numpy_class(t, Frame("tracearray.trace.build")) is Tracer
+    assert numpy_class(t, Frame("numpy.lib._function_base_impl")) is Tracer
+    assert numpy_class(t, Frame("numpy_helpers")) is np.ndarray
+
+
 def test_return_structure_is_rebuilt() -> None:
     def fn(x: Any) -> Any:
         return {"sum": x.sum(), "rows": [x[0], x[1]], "shape": x.shape, "pair": (x, 2)}

@@ -14,6 +14,7 @@ import functools
 import inspect
 import operator
 import re
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -265,6 +266,11 @@ class Tracer:
     @property
     def flags(self) -> "TracerFlags":
         return TracerFlags(self.node.ndim)
+
+    @property   # type: ignore[misc]
+    def __class__(self) -> type:
+        # isinstance(x, np.ndarray) in the traced function: NumPy's answer (module doc)
+        return numpy_class(self, sys._getframe(1))
 
     @property
     def flat(self) -> "FlatIter":
@@ -744,6 +750,23 @@ def _noting_integer_arguments(method: Callable) -> Callable:
 for _name, _method in list(vars(Tracer).items()):
     if not _name.startswith("_") and inspect.isfunction(_method):
         setattr(Tracer, _name, _noting_integer_arguments(_method))
+
+
+def numpy_class(value: Any, caller: Any) -> type:
+    """``value.__class__`` as the code of ``caller`` (a frame) sees it. The user's code sees
+    NumPy's class for the value -- ``np.ndarray``, or for a 0-d value its dtype's scalar
+    type (``np.float64``: what NumPy's reductions, indexing and ufuncs of scalars return) --
+    so that ``isinstance(x, np.ndarray)``, ``isinstance(s, float)`` and ``np.generic``
+    tests take NumPy's branch instead of silently another one (``isinstance`` asks
+    ``__class__`` once the type test fails; ``type(x)`` is still the tracer's). tracearray's
+    and NumPy's own modules see the real class."""
+    module = caller.f_globals.get("__name__", "") if caller is not None else ""
+    if module.partition(".")[0] in _OWN_PACKAGES:
+        return type(value)
+    return np.ndarray if value.ndim else value.dtype.type
+
+
+_OWN_PACKAGES = frozenset({"tracearray", "numpy"})
 
 
 class TracerFlags:
