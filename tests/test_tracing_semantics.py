@@ -410,7 +410,8 @@ def _kinds(x: Any) -> Any:
                      isinstance(s, float), isinstance(s, np.floating),
                      isinstance(x[0], np.generic), isinstance(z, np.ndarray),
                      isinstance(z.sum(), complex), isinstance(x.astype(np.float32).sum(), float),
-                     isinstance(x, (list, tuple)), isinstance(s, (int, np.integer))])
+                     isinstance(x, (list, tuple)), isinstance(s, (int, np.integer)),
+                     isinstance(x[x > 0.5], np.ndarray)])
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

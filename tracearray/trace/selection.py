@@ -13,6 +13,8 @@ so the compaction is a gather fused into whatever reads it.
 """
 from __future__ import annotations
 
+import sys
+
 from typing import Any, Callable
 
 import numpy as np
@@ -83,6 +85,11 @@ class MaskedSelection:
     # --- what it is -------------------------------------------------------------------
     dtype = property(lambda self: self.values.dtype)
     ndim = property(lambda self: 1 + self.values.ndim - self.mask.ndim)
+
+    @property   # type: ignore[misc]
+    def __class__(self) -> type:   # (isinstance in the user's code: tracer.numpy_class)
+        from .tracer import numpy_class
+        return numpy_class(self, sys._getframe(1))
 
     @property
     def _trailing(self) -> tuple[int, ...]:
