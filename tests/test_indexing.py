@@ -212,6 +212,28 @@ def test_an_ellipsis_of_no_dims_separates_advanced_indices(key) -> None:
         assert_matches_numpy(write, x, device="cpu")
 
 
+@pytest.mark.parametrize("i", [5, 1, -4, -3])
+@pytest.mark.parametrize("shape", [(3, 3), (0, 0)])
+def test_a_traced_integer_is_checked_beside_an_empty_index_array(i: int, shape) -> None:
+    """NumPy checks an integer index (a 0-d array) when it parses the key, so x[i, []] raises
+    for an i out of bounds although the broadcast indices select nothing; reads, writes and
+    ufunc.at alike (found by test_random_keys: x[0, []] of a (0, 0) array returned [])."""
+    x = np.zeros(shape, np.float32)
+    empty = np.zeros(0, np.int64)
+
+    def write(a, k, e):
+        a = a.copy()
+        a[k, e] = 1.0
+        return a
+
+    def add_at(a, k, e):
+        a = a.copy()
+        np.add.at(a, (e, k), 1.0)
+        return a
+    for fn in (lambda a, k, e: a[k, e], lambda a, k, e: a[e, k], write, add_at):
+        assert_matches_numpy(fn, x, np.array(i), empty, device="cpu")
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_random_keys(data: st.DataObject) -> None:

@@ -186,6 +186,8 @@ class AdvancedKey:
     at: int
     mode: str
     messages: tuple[str, ...]
+    # traced 0-d indices, as they were before broadcasting: (index, axis of view, message)
+    scalars: tuple[tuple[Node, int, str], ...] = ()
 
     @property
     def index_shape(self) -> tuple[int, ...]:
@@ -201,8 +203,16 @@ class AdvancedKey:
     def check_unread(self) -> None:
         """Where nothing is read or written (another dimension is empty) NumPy still checks
         every index: a run-time check of the trace does."""
-        if self.mode == "raise" and 0 in self.shape and 0 not in self.index_shape:
+        if self.mode != "raise":
+            return
+        if 0 in self.shape and 0 not in self.index_shape:
             _check_unread_indices(self.view, self.nodes, self.axes, self.messages)
+        elif 0 in self.index_shape and self.scalars:
+            # NumPy checks an integer (a 0-d array) when it parses the key: x[i, []] raises
+            # for an i out of bounds although the broadcast indices select nothing
+            _check_unread_indices(self.view, [n for n, _d, _m in self.scalars],
+                                  [d for _n, d, _m in self.scalars],
+                                  [m for _n, _d, m in self.scalars])
 
 
 def _advanced(x: Node, items: list) -> Node:
@@ -316,11 +326,13 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
     traced = any(isinstance(a, Node) for _yd, _xd, a in adv)
     messages = tuple(f"index {{}} is out of bounds for axis {xd} with size {y.shape[yd]}"
                      for yd, xd, _a in adv)
-    nodes = []
+    nodes, scalars = [], []
     for (yd, xd, a), msg in zip(adv, messages):
         n = y.shape[yd]
         if isinstance(a, Node):
             node = a
+            if a.ndim == 0:
+                scalars.append((a, yd, msg))
         else:
             # NumPy checks an integer (and a 0-d array) when it parses the key, so x[[], 0]
             # of an empty axis raises; an index array only over the broadcast elements it
@@ -337,7 +349,8 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
     positions = sorted(set(adv_key_pos))      # (a mask's index arrays share one position)
     consecutive = positions == list(range(positions[0], positions[0] + len(positions)))
     at = sum(1 for d in range(axes[0]) if d not in axes) if consecutive else 0
-    return AdvancedKey(y, tuple(nodes), axes, at, "raise" if traced else "valid", messages)
+    return AdvancedKey(y, tuple(nodes), axes, at, "raise" if traced else "valid", messages,
+                       tuple(scalars))
 
 
 def _check_unread_indices(y: Node, nodes: Sequence[Node], axes: Sequence[int],
@@ -516,9 +529,9 @@ def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
     ``values`` (shape ``key.shape``, the view's dtype), or combined with them by the ufunc
     primitive ``combine`` (``loop``: its dtypes; ``values`` of the second; None for a unary
     ufunc) in the order NumPy visits them."""
-    if 0 in key.index_shape:
-        return key.view                         # no position: nothing is written or checked
     key.check_unread()
+    if 0 in key.index_shape:
+        return key.view                         # no position: nothing is written
     args = [key.view, *key.nodes] + ([values] if values is not None else [])
     return make("scatter", args, axes=key.axes, at=key.at, mode=key.mode,
                 messages=key.messages, combine=combine,
