@@ -8,6 +8,7 @@ comment on that line, so the tests survive edits above them).
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 from typing import Any, Callable
@@ -919,6 +920,15 @@ def test_dead_nodes_leave_the_intern_table() -> None:
     assert len(Node._interned) < 2 * Node._sweep_at
     assert Node.make("negative", (keep,), {}, (7,), np.float32) is kept
     assert kept.resized((keep,), (7,)) is kept
+    # a large constant's key (which holds its bytes) goes as soon as its node dies
+    from tracearray.trace.build import constant
+    big = constant(np.arange(100_000, dtype=np.float64))
+    key = big._key
+    assert key in Node._interned
+    del big
+    gc.collect()
+    Node.make("negative", (keep,), {}, (7,), np.float32)   # (entries are dropped here)
+    assert key not in Node._interned
 
 
 def test_nodes_are_frozen() -> None:

@@ -57,9 +57,10 @@ class Node:
     ruled: bool
 
     # The intern table: structure key -> weak reference to the node. A plain dict of plain
-    # references (no callbacks), swept of dead entries when it has doubled since the last
-    # sweep: a WeakValueDictionary's Python-level bookkeeping was half the cost of making
-    # a node, and a graph re-derived for a new size makes every node again.
+    # references, swept of dead entries when it has doubled since the last sweep: a
+    # WeakValueDictionary's Python-level bookkeeping was half the cost of making a node, and
+    # a graph re-derived for a new size makes every node again. A key that holds a large
+    # constant's bytes is dropped as soon as its node dies (``_intern``), as before.
     _interned: dict[tuple, "weakref.ref[Node]"] = {}
     _sweep_at = 4096
     _lock = threading.Lock()
@@ -114,6 +115,10 @@ def _intern(key: tuple, args: tuple[Node, ...], dtype: np.dtype, ruled: bool) ->
     made before, or a new one."""
     table = Node._interned
     with Node._lock:
+        while _died:   # large constants' keys whose nodes died (``_forget``)
+            dead_key, dead_ref = _died.pop()
+            if table.get(dead_key) is dead_ref:
+                del table[dead_key]
         ref = table.get(key)
         node = ref() if ref is not None else None
         # (ids are reused once a node dies: the operands themselves must match)
@@ -132,16 +137,26 @@ def _intern(key: tuple, args: tuple[Node, ...], dtype: np.dtype, ruled: bool) ->
         setattr_(node, "dtype", dtype)
         setattr_(node, "_key", key)
         setattr_(node, "ruled", ruled)
-        table[key] = weakref.ref(node)
+        if key[0] == "constant" and len(dict(key[2]).get("value") or b"") >= _LARGE_VALUE:
+            table[key] = weakref.ref(node, lambda r, k=key: _died.append((k, r)))
+        else:
+            table[key] = weakref.ref(node)
         if len(table) >= Node._sweep_at:
             _sweep(table)
         return node
 
 
+# A constant of at least this many bytes keeps no entry after its node dies: its key holds
+# the bytes. The callback only appends (it may run inside ``_intern``, during a garbage
+# collection an allocation triggered); the next ``_intern`` removes the entries.
+_LARGE_VALUE = 1 << 12
+_died: list[tuple[tuple, "weakref.ref[Node]"]] = []
+
+
 def _sweep(table: dict) -> None:
     """Drop the intern table's entries of nodes that died (the caller holds the lock)."""
-    for key in [k for k, r in table.items() if r() is None]:
-        del table[key]
+    for key in [k for k, r in table.copy().items() if r() is None]:
+        table.pop(key, None)
     Node._sweep_at = max(4096, 2 * len(table))
 
 
