@@ -49,3 +49,29 @@ def test_svg_needs_graphviz(monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="Graphviz"):
         e.to_svg()
+
+
+def test_a_matmul_and_its_epilogue_say_what_runs_them() -> None:
+    """explain() names what runs a matmul: NumPy's BLAS on the CPU (the bias and activation
+    a kernel after it); on the GPU tracearray's matmul kernel with the map kernel as its
+    epilogue, both kernels saying so (the emulated device: integer products, which cuBLAS
+    does not take)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_emulator import EmulatedDevice
+    from tracearray.gpu import driver
+
+    def linear_relu(x, w, b):
+        return np.maximum(x @ w + b, 0)
+    x, w, b = np.ones((8, 4), np.int64), np.ones((4, 3), np.int64), np.ones(3, np.int64)
+    cpu = tracearray.compile(linear_relu, device="cpu").explain(x, w, b)
+    assert cpu.kernels[0].note == "external: NumPy's matmul (BLAS)"
+    assert "epilogue" not in str(cpu)
+    prev = driver.set_device_for_testing(EmulatedDevice())
+    try:
+        gpu = tracearray.compile(linear_relu, device="cuda").explain(x, w, b)
+    finally:
+        driver.set_device_for_testing(prev)
+    assert "computing kernel 1 as its epilogue" in gpu.kernels[0].note
+    assert gpu.kernels[1].note == "runs inside kernel 0 (its matmul's epilogue)"

@@ -618,7 +618,8 @@ class CompiledFunction:
         temporaries NumPy would have made that it avoids). ``print()`` it for a table."""
         from .explain import explain_plan
         lowered = self.lower(*args, **kwargs)
-        return explain_plan(lowered.plan, lowered.tiles)
+        notes = getattr(lowered.executable, "kernel_notes", dict)()
+        return explain_plan(lowered.plan, lowered.tiles, notes)
 
 
 class _FastCall:

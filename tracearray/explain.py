@@ -144,8 +144,6 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
         call = kernel.call
         results = [n for n in call.results if n is not None]
         note = f"external: {call.what}"
-        if kernel.kind == "matmul":
-            note += "; its epilogue fuses into the next kernel"
         return KernelReport(index, kernel.kind, kernel.space, (call.op,),
                             tuple(type_str(a) for a in call.operands),
                             tuple(type_str(n) for n in results),
@@ -162,7 +160,11 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
         sum(_nbytes(n) for n in read_nodes), sum(_nbytes(s.node) for s in kernel.stores), temps)
 
 
-def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
+def explain_plan(plan: Plan, specs: list[TileSpec], notes: dict[int, str] | None = None
+                 ) -> Explanation:
+    """``notes``: the runtime's own words for some kernels (the executable's
+    ``kernel_notes()``: which matmuls a library runs, which map kernels run as a matmul's
+    epilogue), in place of the plan's."""
     from dataclasses import replace
     reports = []
     names: dict[Node, str] = {n: name for n, name in zip(plan.graph.inputs,
@@ -182,6 +184,8 @@ def explain_plan(plan: Plan, specs: list[TileSpec]) -> Explanation:
         if arg_names:
             r = replace(r, note=f"writes the argument {', '.join(map(repr, arg_names))} in place "
                                f"(no temporary, no copy back)")
+        if notes and i in notes:
+            r = replace(r, note=notes[i])
         reports.append(r)
     return Explanation(tuple(reports), tuple(plan.rejected), tuple(plan.rewrites))
 

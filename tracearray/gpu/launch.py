@@ -132,14 +132,3 @@ def scan_tile_length(length: int) -> int:
     function of the length only: the association of a float scan does not depend on the
     device."""
     return max(SCAN_TILE_MIN, math.isqrt(max(length - 1, 0)) + 1)
-
-
-def epilogue_reads_identity(kernel: Kernel, node) -> bool:
-    """Whether a map kernel reads ``node`` only elementwise at its own index (so a matmul
-    producing ``node`` can compute the kernel's roots from its accumulators)."""
-    from ..fuse.kexpr import space_index
-    if kernel.kind != "map" or kernel.space != node.shape or kernel.body.nested_extents:
-        return False
-    ident = space_index(kernel.space)
-    accs = [a for a in kernel.body.accesses if a.buffer is node]
-    return bool(accs) and all(a.chain == () and a.index == ident for a in accs)

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import config
+from ..fuse.epilogue import matmul_epilogues, stored_base
 from ..fuse.plan import Kernel, Plan
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
@@ -49,7 +50,7 @@ from .libraries import PendingInfo
 from .memory import Block, round_size
 from .kernelcache import lowered_kernel
 from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names,
-                     epilogue_reads_identity, gpu_strategy, scan_tile_length, scratch_dtypes)
+                     gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count, smem_per_block_optin
 from .sorted_scatter import ENTRIES as SORT_ENTRIES
@@ -457,35 +458,21 @@ class GpuExecutable:
 
     # ----------------------------------------------------------------- matmul fusion
     def _matmul_epilogues(self) -> tuple[set[int], dict[int, tuple[int, Node, bool]]]:
-        """Map kernels absorbed by matmuls: (absorbed indices, {epilogue index: (matmul
-        index, matmul node, whether C must still be stored)})."""
-        absorbed: set[int] = set()
-        fused: dict[int, tuple[int, Node, bool]] = {}
-        specs = self.specs
-        for i, spec in enumerate(specs):
-            if spec.strategy != "matmul" or i in self._blas:
-                continue
-            mm = spec.kernel.matmul
-            readers = []
-            for j, s in enumerate(specs):
-                if j == i:
-                    continue
-                if s.kernel.call is not None:   # a matmul or an external call
-                    if any(self._view_chain(a)[0] is mm for a in s.kernel.call.operands):
-                        readers.append(j)
-                elif any(a.buffer is mm for a in s.kernel.body.accesses):
-                    readers.append(j)
-            if not readers:
-                continue
-            j = min(readers)
-            if j <= i or specs[j].kernel.call is not None or j in fused or \
-                    specs[j].kernel.body.checks or \
-                    not epilogue_reads_identity(specs[j].kernel, mm):
-                continue   # (an epilogue with bounds checks would need the error flag)
-            store_c = len(readers) > 1 or mm in self.graph.outputs
-            absorbed.add(i)
-            fused[j] = (i, mm, store_c)
-        return absorbed, fused
+        """Map kernels absorbed by matmuls (``fuse.epilogue``): (absorbed indices, {epilogue
+        index: (matmul index, matmul node, whether C must still be stored)}); a matmul that
+        cuBLAS runs takes none."""
+        return matmul_epilogues(self.plan, self._blas)
+
+    def kernel_notes(self) -> dict[int, str]:
+        """What runs each matmul kernel and its epilogue, by kernel index (``explain``)."""
+        notes = {i: "cuBLAS (a library call; the next kernel runs after it)"
+                 for i in self._blas}
+        for j, (i, _mm, store_c) in self._fused.items():
+            notes[i] = (f"tracearray's matmul kernel, computing kernel {j} as its epilogue"
+                        + ("; the product is stored too" if store_c else
+                           " (the product is never stored)"))
+            notes[j] = f"runs inside kernel {i} (its matmul's epilogue)"
+        return notes
 
     # ----------------------------------------------------------------- build
     def _access_views(self, kernel: Kernel) -> tuple[list, list]:
@@ -801,11 +788,7 @@ class GpuExecutable:
 
     def _view_chain(self, node: Node) -> tuple[Node, tuple[Node, ...]]:
         """(stored base, view chain bottom-up) of a matmul operand."""
-        chain = []
-        while node not in self.plan.stored:
-            chain.append(node)
-            node = node.args[0]
-        return node, tuple(reversed(chain))
+        return stored_base(node, self.plan.stored)
 
     # ----------------------------------------------------------------- text
     def ptx(self) -> str:
