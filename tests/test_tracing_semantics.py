@@ -492,7 +492,7 @@ def _shares_memory(x: Any) -> Any:
 
 
 def _reduce_of_composite(x: Any) -> Any:
-    return np.logaddexp.reduce(x)  # <- logaddexp
+    return np.arctan2.reduce(x)  # <- arctan2
 
 
 def _add_reduceat(x: Any) -> Any:
@@ -531,7 +531,7 @@ def _unsupported_method(x: Any) -> Any:
 
 UNSUPPORTED = [
     (_shares_memory, "<- shares_memory", "shares_memory"),
-    (_reduce_of_composite, "<- logaddexp", "logaddexp.reduce"),
+    (_reduce_of_composite, "<- arctan2", "arctan2.reduce"),
     (_add_reduceat, "<- reduceat", "add.reduceat"),
     (_ufunc_where, "<- where", "where="),
     (_complex, "<- complex", "real_if_close"),

@@ -154,6 +154,12 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "library's pow; the graph cannot tell a scalar from a 0-d array and uses np.power's "
         "loop. The two can differ by a few ulp.", "trace"),
     Divergence(
+        "logaddexp-reduce", "reduction", ("logaddexp", "logaddexp2"),
+        "np.logaddexp.reduce and np.logaddexp2.reduce factor out the largest term, "
+        "m + log(sum(exp(x - m))), where NumPy folds the terms in one at a time with "
+        "logaddexp: the results agree within the exp/log tolerance and the sum's bound, not "
+        "bit for bit.", "trace"),
+    Divergence(
         "norm-dot", "reduction", ("linalg.norm",),
         "np.linalg.norm(x) with axis=None (ord None/'fro'/2) computes sqrt(dot(x, x)) with "
         "BLAS; the graph computes sqrt(sum(x * x)), summed in another order.", "trace"),

@@ -50,6 +50,8 @@ def numpy_name(func: Any) -> str:
 # ============================================================================================
 
 _IGNORED_KW = {"order": ("K", "C", "A", "F", None), "subok": (True, False)}
+# ufuncs whose .reduce is a composite (``composites.ufuncs.logaddexp_reduce``)
+REDUCE_COMPOSITES = (np.logaddexp, np.logaddexp2)
 
 
 def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
@@ -93,6 +95,13 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         raise unsupported(name)
     if method in ("at", "reduceat"):
         context.note_sizes_read()   # (positions into the operand)
+    if method == "reduce" and uf in REDUCE_COMPOSITES:
+        from .composites.ufuncs import logaddexp_reduce
+        (x,) = inputs
+        allowed = {"axis", "dtype", "keepdims"}
+        if set(kwargs) - allowed:
+            raise unsupported(f"{name}({', '.join(sorted(set(kwargs) - allowed))}=...)")
+        return logaddexp_reduce(uf, x, **kwargs)
     if method == "reduce":
         kind = reducer_of_ufunc(uf)
         if kind is None:

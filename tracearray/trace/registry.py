@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ops import OPS, UFUNC_OPS, Kind, reducer_of_ufunc, scan_of_ufunc
 from .composites import COMPOSITES, Composite
-from .dispatch import refusal
+from .dispatch import REDUCE_COMPOSITES, refusal
 from .tracer import Tracer
 
 
@@ -78,8 +78,10 @@ def _ufunc_entries() -> list[Entry]:
                              "; ".join(extra)))
         elif uf in COMPOSITES:
             c = COMPOSITES[uf]
+            also = "also .reduce (not float16; divergence logaddexp-reduce)" \
+                if uf in REDUCE_COMPOSITES else ""
             out.append(Entry(name, "ufunc", "composite", _dtype_text(c.dtypes),
-                             "; ".join(x for x in (note, c.notes) if x)))
+                             "; ".join(x for x in (note, c.notes, also) if x)))
         else:
             out.append(Entry(name, "ufunc", None, "", note or _why_not(uf)))
     return out

@@ -66,6 +66,40 @@ def logaddexp2(x1: Any, x2: Any, **kw: Any) -> Tracer:
     return _done(np.where(x == y, x + 1.0, r), out)
 
 
+def logaddexp_reduce(uf: np.ufunc, x: Any, axis: Any = 0, dtype: Any = None,
+                     keepdims: bool = False) -> Tracer:
+    """``np.logaddexp.reduce`` (``uf`` np.logaddexp) and ``np.logaddexp2.reduce``: the
+    largest term ``m`` factored out, ``m + log(sum(exp(x - m)))`` (base 2 for logaddexp2),
+    where NumPy folds the terms in one at a time (divergence ``logaddexp-reduce``). The
+    ufunc's identity, -inf, for an empty reduction or only -inf terms; +inf when a term is
+    +inf; NaN when one is NaN. float16 is refused: NumPy rounds every step of its fold to
+    float16, which no regrouping reproduces within its tolerance."""
+    from ..build import unsupported
+    x = as_tracer(x)
+    # NumPy's loop: the operand's (ints: float64), or dtype='s, in which the fold runs
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    try:
+        out = work = uf.resolve_dtypes((dt, dt, None))[-1]
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise TypeError(with_location(f"np.{uf.__name__}.reduce: {e}")) from None
+    if dtype is not None and out != dt:
+        raise TypeError(with_location(f"No loop matching the specified signature and casting "
+                                      f"was found for ufunc {uf.__name__}"))
+    if out == F16:
+        raise unsupported(f"np.{uf.__name__}.reduce of float16",
+                          "NumPy rounds every step of its fold to float16; reduce in float32 "
+                          "(dtype=np.float32) and cast")
+    x = x.astype(work, copy=False)
+    exp, log = (np.exp, np.log) if uf is np.logaddexp else (np.exp2, np.log2)
+    top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    shift = np.where(np.isfinite(top), top, np.zeros((), work))   # (inf - inf would be NaN)
+    total = np.sum(exp(x - shift), axis=axis, keepdims=keepdims)
+    # the shift over the reduced axes, which have length 1 in it: itself, with their shape
+    shift = np.sum(shift, axis=axis, keepdims=keepdims)
+    with np.errstate(divide="ignore"):
+        return _done(shift + log(total), out)
+
+
 def _scale(uf: np.ufunc, f32_factor: Any, f64_factor: float):
     def scale(x: Any, **kw: Any) -> Tracer:
         (v,), work, out = _operands(uf, x)
