@@ -197,6 +197,32 @@ def test_argument_conversion_passes_tracers_through() -> None:
     assert np.asarray([1, 2]).dtype == np.int64
 
 
+_LISTS = {
+    "max": lambda a: np.max([a, a * 2], axis=0),
+    "sum": lambda a: np.sum([a, a + 1]),
+    "mean": lambda a: np.mean([a, a * 2], axis=0),
+    "std": lambda a: np.std([a[0, 0], a[0, 1], a[1, 2]]),
+    "var": lambda a: np.var([a, a ** 2], axis=1, ddof=1),
+    "any": lambda a: np.any([a > 1, a < -1], axis=0),
+    "argmax": lambda a: np.argmax([a[0, 0], a[1, 1], a[1, 2]]),
+    "cumsum": lambda a: np.cumsum([a, a]),
+    "round": lambda a: np.round([a / 3, a], 2),
+    "tuple": lambda a: np.min((a, 3 * a)),
+    "mixed": lambda a: np.mean([a[0, 0], 1.0, a[1, 2]]),
+    "nested": lambda a: np.concatenate([[a[0, 0]], a[1]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LISTS))
+def test_numpy_functions_of_lists_of_traced_values(name: str) -> None:
+    """np.max([a, b], axis=0), np.mean([x0, x1, x2]) and the like: NumPy converts the list in
+    C, asking each traced value for its data; while tracing, the list is converted as
+    np.asarray converts it (its helpers _wrapreduction, _wrapfunc, _methods._mean, ... are
+    replaced like the conversions), then the traced array's method runs."""
+    from tracearray.testing import assert_matches_numpy
+    assert_matches_numpy(_LISTS[name], X - 2, device="cpu")
+
+
 def test_numpy_implementations_run_on_tracers() -> None:
     """A NumPy function without a tracearray implementation runs NumPy's own Python code on
     the tracers; what it needs and tracearray lacks is reported as that function's."""

@@ -421,6 +421,54 @@ _CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": Fals
                 "asfortranarray": False, "array": True}
 
 
+def _holds_traced_list(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and _holds_tracer(x)
+
+
+def _list_method(original: Callable[..., Any]) -> Callable[..., Any]:
+    """NumPy's ``_wrapreduction`` / ``_wrapreduction_any_all`` / ``_wrapfunc`` (np.max,
+    np.sum, np.any, np.argmax, np.cumsum, np.round, ...): a Python list holding traced values
+    is converted as np.asarray converts it, then the traced array's method runs (NumPy's
+    own path converts the list in C, asking each tracer for its values)."""
+    def wrapped(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if _holds_traced_list(obj):
+            obj = _traced(obj)
+        return original(obj, *args, **kwargs)
+    wrapped.__name__ = wrapped.__qualname__ = original.__name__
+    wrapped.__wrapped__ = original   # type: ignore[attr-defined]
+    return wrapped
+
+
+def _list_statistic(original: Callable[..., Any], method: str) -> Callable[..., Any]:
+    """NumPy's ``_methods._mean`` / ``_var`` / ``_std`` (np.mean, np.var, np.std of what
+    has no method of that name): a Python list holding traced values is converted, and the
+    traced array's method computes the statistic (NumPy's helper wraps its result in the
+    dtype's scalar type, which asks for the value)."""
+    def wrapped(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if _holds_traced_list(a):
+            return getattr(_traced(a), method)(*args, **kwargs)
+        return original(a, *args, **kwargs)
+    wrapped.__name__ = wrapped.__qualname__ = original.__name__
+    wrapped.__wrapped__ = original   # type: ignore[attr-defined]
+    return wrapped
+
+
+def _list_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any]]]:
+    """(NumPy's helper, its replacement) for the reductions of Python lists (above); the
+    helpers a NumPy version lacks are left out."""
+    from numpy._core import _methods, fromnumeric
+    out = []
+    for name in ("_wrapreduction", "_wrapreduction_any_all", "_wrapfunc"):
+        fn = getattr(fromnumeric, name, None)
+        if callable(fn):
+            out.append((fn, _list_method(fn)))
+    for name, method in (("_mean", "mean"), ("_var", "var"), ("_std", "std")):
+        fn = getattr(_methods, name, None)
+        if callable(fn):
+            out.append((fn, _list_statistic(fn, method)))
+    return out
+
+
 _REPLACEMENTS: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
@@ -436,6 +484,8 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
         for name in _CREATIONS:
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
+        for fn, replacement in _list_helpers():
+            _REPLACEMENTS[id(fn)] = (fn, replacement)
     return _REPLACEMENTS
 
 

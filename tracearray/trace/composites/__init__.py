@@ -102,8 +102,15 @@ def as_tracer(x: Any) -> Any:
     from ..complex_selection import ComplexSelection
     if isinstance(x, (MaskedSelection, ComplexSelection)):   # x[mask]: its selected elements
         return x.compact()
+    if isinstance(x, (list, tuple)) and _holds_tracer(x):    # np.asarray's conversion
+        return Tracer(api.array_from_nested(x))
     return Tracer(api.as_node(np.asarray(x) if not isinstance(x, (np.ndarray, np.generic))
                               else x))
+
+
+def _holds_tracer(x: Any) -> bool:
+    from ..context import _holds_tracer as holds
+    return holds(x)
 
 
 def node(x: Any) -> Any:
