@@ -210,6 +210,11 @@ _LISTS = {
     "tuple": lambda a: np.min((a, 3 * a)),
     "mixed": lambda a: np.mean([a[0, 0], 1.0, a[1, 2]]),
     "nested": lambda a: np.concatenate([[a[0, 0]], a[1]]),
+    # lists as ufunc and np.where operands: arrays as np.asarray makes them (not weak)
+    "operand": lambda a: (a + [1, 2, 3], a * [[1.5], [2]], np.maximum(a, (0, 1, 2))),
+    "traced operand": lambda a: (np.add(a, [a[0, 0], 1.0, 2]), a - [[a[0, 1]], [2.0]]),
+    "where": lambda a: (np.where([True, False, True], a, [1.0, 2.0, 3.0]),
+                        np.where(a > 0, [a[0, 0]] * 3, [1, 2, 3])),
 }
 
 

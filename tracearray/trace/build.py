@@ -151,6 +151,12 @@ def as_node(value: Any) -> Node:
     from .selection import MaskedSelection
     if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
         return value.compact().node
+    if isinstance(value, (list, tuple)):       # array-like: converted as np.asarray does
+        from .numpy_api import array_from_nested
+        from .tracer import Tracer
+        if any(isinstance(v, (Node, Tracer, list, tuple)) for v in value):
+            return array_from_nested(value)
+        return constant(np.asarray(value))
     raise UnsupportedOperationError(with_location(
         f"cannot use a value of type {type(value).__name__} in a traced computation"))
 
@@ -175,6 +181,8 @@ def dtype_key(value: Any) -> Any:
     from .selection import MaskedSelection
     if isinstance(value, MaskedSelection):     # (as_node compacts it)
         return value.dtype
+    if isinstance(value, (list, tuple)):       # an array as np.asarray makes it (not weak)
+        return as_node(value).dtype
     raise UnsupportedOperationError(with_location(
         f"cannot use a value of type {type(value).__name__} in a traced computation"))
 
@@ -209,6 +217,8 @@ def to_dtype(value: Any, dtype: np.dtype) -> Node:
     from .selection import MaskedSelection
     if isinstance(value, MaskedSelection):     # x[mask] as an operand: its elements
         return cast(value.compact().node, dtype)
+    if isinstance(value, (list, tuple)):       # (holding traced values, maybe)
+        return cast(as_node(value), dtype)
     try:
         return constant(np.asarray(value, dtype=dtype))
     except OverflowError as e:
