@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import config
 from ..errors import TracearrayError, node_location, run_time_error, stage_error
-from ..fuse.plan import Plan
+from ..fuse.plan import Plan, view_chain
 from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
                     parallel_extent, work_per_iteration)
 from ..tile.describe import describe_kernel
@@ -493,8 +493,5 @@ def _slab(dest: np.ndarray, axis: int, offset: int, length: int) -> np.ndarray:
 
 def _chain_to_buffer(node: Node, slot: dict[Node, int]) -> tuple[int, list[Node]]:
     """The slot of the buffer ``node`` is a view of, and the view chain (bottom-up) to it."""
-    chain = []
-    while node not in slot:
-        chain.append(node)
-        node = node.args[0]
-    return slot[node], list(reversed(chain))
+    base, chain = view_chain(node, slot)
+    return slot[base], list(chain)

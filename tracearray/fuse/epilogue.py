@@ -18,17 +18,7 @@ from typing import Iterable
 
 from ..trace.graph import Node
 from .kexpr import space_index
-from .plan import Kernel, Plan
-
-
-def stored_base(node: Node, stored: Iterable[Node] | set[Node]) -> tuple[Node, tuple[Node, ...]]:
-    """(stored base, view chain bottom-up) of a library call's operand: the views between it
-    and the buffer the plan stores."""
-    chain = []
-    while node not in stored:
-        chain.append(node)
-        node = node.args[0]
-    return node, tuple(reversed(chain))
+from .plan import Kernel, Plan, view_chain
 
 
 def reads_identity(kernel: Kernel, node: Node) -> bool:
@@ -60,7 +50,7 @@ def matmul_epilogues(plan: Plan, library: Iterable[int] = ()
             if j == i:
                 continue
             if other.call is not None:   # a matmul or an external call
-                if any(stored_base(a, plan.stored)[0] is mm for a in other.call.operands):
+                if any(view_chain(a, plan.stored)[0] is mm for a in other.call.operands):
                     readers.append(j)
             elif any(a.buffer is mm for a in other.body.accesses):
                 readers.append(j)
@@ -76,4 +66,4 @@ def matmul_epilogues(plan: Plan, library: Iterable[int] = ()
     return absorbed, fused
 
 
-__all__ = ["matmul_epilogues", "reads_identity", "stored_base"]
+__all__ = ["matmul_epilogues", "reads_identity"]

@@ -453,7 +453,7 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
     for k, kernel in enumerate(kernels):
         if kernel.call is not None:
             for a in kernel.call.operands:
-                needed.add(_view_base(a, stores))
+                needed.add(view_chain(a, stores)[0])
             continue
         earlier = {n for n in stores
                    if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
@@ -522,10 +522,14 @@ def _movement_base(node: Node) -> Node:
     return node
 
 
-def _view_base(node: Node, stores: set[Node]) -> Node:
+def view_chain(node: Node, stores: set[Node] | dict[Node, Any]) -> tuple[Node, tuple[Node, ...]]:
+    """(the stored buffer ``node`` is a view of, the views from it to ``node`` bottom-up): a
+    library call's operand (``stores``: the plan's stored values, or a runtime's slots)."""
+    chain = []
     while node not in stores:
+        chain.append(node)
         node = node.args[0]
-    return node
+    return node, tuple(reversed(chain))
 
 
 def _computed_nodes(kernel: Kernel, stores: set[Node]) -> set[Node]:

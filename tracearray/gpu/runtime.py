@@ -35,8 +35,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import config
-from ..fuse.epilogue import matmul_epilogues, stored_base
-from ..fuse.plan import Kernel, Plan
+from ..fuse.epilogue import matmul_epilogues
+from ..fuse.plan import Kernel, Plan, view_chain
 from ..tile import TileSpec, make_geometry
 from ..tile.geometry import Geometry
 from ..tile.layout import affine_params, fill_params
@@ -788,7 +788,7 @@ class GpuExecutable:
 
     def _view_chain(self, node: Node) -> tuple[Node, tuple[Node, ...]]:
         """(stored base, view chain bottom-up) of a matmul operand."""
-        return stored_base(node, self.plan.stored)
+        return view_chain(node, self.plan.stored)
 
     # ----------------------------------------------------------------- text
     def ptx(self) -> str:

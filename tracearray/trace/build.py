@@ -153,20 +153,20 @@ def as_node(value: Any) -> Node:
         return value.compact().node
     if isinstance(value, (list, tuple)):       # array-like: converted as np.asarray does
         from .numpy_api import array_from_nested
-        if _holds_traced(value):
+        if holds_traced(value):
             return array_from_nested(value)
         return constant(np.asarray(value))
     raise UnsupportedOperationError(with_location(
         f"cannot use a value of type {type(value).__name__} in a traced computation"))
 
 
-def _holds_traced(value: Any) -> bool:
+def holds_traced(value: Any) -> bool:
     """Whether nested lists/tuples hold a graph node or a traced value anywhere (else NumPy's
     conversion makes them one constant)."""
     from .tracer import Tracer
     if isinstance(value, (Node, Tracer)):
         return True
-    return isinstance(value, (list, tuple)) and any(_holds_traced(v) for v in value)
+    return isinstance(value, (list, tuple)) and any(holds_traced(v) for v in value)
 
 
 def dtype_key(value: Any) -> Any:

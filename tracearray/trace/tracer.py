@@ -269,7 +269,7 @@ class Tracer:
 
     @property   # type: ignore[misc]
     def __class__(self) -> type:
-        # isinstance(x, np.ndarray) in the traced function: NumPy's answer (module doc)
+        # isinstance(x, np.ndarray) in the traced function: NumPy's answer (numpy_class)
         return numpy_class(self, sys._getframe(1))
 
     @property

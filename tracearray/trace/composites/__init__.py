@@ -93,8 +93,10 @@ def lookup(obj: Any) -> Composite | None:
 
 def as_tracer(x: Any) -> Any:
     """``x`` as a traced array: tracers as they are, a boolean selection (``x[mask]``) as
-    its compacted elements, anything array-like as a constant."""
+    its compacted elements, lists holding traced values stacked, anything else array-like
+    as a constant."""
     from .. import numpy_api as api
+    from ..build import holds_traced
     from ..selection import MaskedSelection
     from ..tracer import Tracer
     if isinstance(x, Tracer):
@@ -102,15 +104,11 @@ def as_tracer(x: Any) -> Any:
     from ..complex_selection import ComplexSelection
     if isinstance(x, (MaskedSelection, ComplexSelection)):   # x[mask]: its selected elements
         return x.compact()
-    if isinstance(x, (list, tuple)) and _holds_tracer(x):    # np.asarray's conversion
+    if isinstance(x, (list, tuple)) and holds_traced(x):     # np.asarray's conversion
         return Tracer(api.array_from_nested(x))
     return Tracer(api.as_node(np.asarray(x) if not isinstance(x, (np.ndarray, np.generic))
                               else x))
 
-
-def _holds_tracer(x: Any) -> bool:
-    from ..context import _holds_tracer as holds
-    return holds(x)
 
 
 def node(x: Any) -> Any:
