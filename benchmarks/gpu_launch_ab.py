@@ -3,14 +3,17 @@
 benchmarks/gpu_library.py (issues 13, 17).
 
     python benchmarks/gpu_launch_ab.py --variant default= \\
-        --variant grid21=runtime.ROW_GRID_PER_SM=21 \\
-        --variant nopipe=runtime.ROW_PIPELINE_MAX_BYTES=0 \\
+        --variant grid16=tiling.row_grid_per_sm=16 \\
+        --variant unroll2=codegen.WARP_ROW_UNROLL=2 \\
         --workloads layernorm,rmsnorm,softmax --rounds 2 --json ab.jsonl
     python benchmarks/gpu_launch_ab.py --dry-run ...   # no GPU: the CPU backend, check size
 
-A variant is ``NAME=SETTINGS``, SETTINGS a comma-separated list of ``module.CONSTANT=VALUE``
-with ``module`` one of ``runtime``, ``codegen``, ``launch``, ``vector`` (``tracearray.gpu.*``)
-and VALUE a Python literal; empty settings: the code as it is. Each (round, variant) runs in a
+A variant is ``NAME=SETTINGS``, SETTINGS a comma-separated list of ``module.NAME=VALUE``:
+``tiling.FIELD=N`` replaces a field of the launch policy (``tile/policy.py`` ``GpuTiling``,
+through ``TRACEARRAY_TILING``: launch shapes only, the same code), ``codegen``, ``vector``,
+``sort`` (``tracearray.gpu.*``) or ``drivers`` (``tracearray.tile.gpu``) ``.CONSTANT=VALUE``
+sets a module constant that shapes the code, VALUE a Python literal; empty settings: the
+code as it is. Each (round, variant) runs in a
 new process with its own kernel cache folder, so no variant sees another's compiled kernels;
 the variants alternate within each round. In the child: tracearray only, device arrays in,
 the first call checked against float64 NumPy as ``benchmarks/gpu.py`` checks it, then
@@ -32,7 +35,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("runtime", "codegen", "launch", "vector", "sort")
+MODULES = {"codegen": "tracearray.gpu.codegen", "vector": "tracearray.gpu.vector",
+           "sort": "tracearray.gpu.sort", "drivers": "tracearray.tile.gpu"}
+POLICY = "tiling"   # fields of tile.policy.GpuTiling
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, object]]:
@@ -41,9 +46,9 @@ def parse_variant(text: str) -> tuple[str, dict[str, object]]:
     for item in filter(None, settings.split(",")):
         key, _, value = item.partition("=")
         module, _, constant = key.partition(".")
-        if module not in MODULES or not constant or not value:
-            raise SystemExit(f"bad setting {item!r} in variant {text!r}: want module.CONSTANT="
-                             f"VALUE with module one of {', '.join(MODULES)}")
+        if (module not in MODULES and module != POLICY) or not constant or not value:
+            raise SystemExit(f"bad setting {item!r} in variant {text!r}: want module.NAME="
+                             f"VALUE with module one of {POLICY}, {', '.join(MODULES)}")
         out[key] = ast.literal_eval(value)
     return name, out
 
@@ -55,12 +60,20 @@ def child(settings: dict[str, object], workloads: list[str], size: str, device: 
     sys.path.insert(0, str(ROOT))
     from benchmarks import gpu as G
     from benchmarks import workloads as W
+    policy = {}
     for key, value in settings.items():
         module, constant = key.split(".")
-        mod = importlib.import_module(f"tracearray.gpu.{module}")
+        if module == POLICY:
+            policy[constant] = value
+            continue
+        mod = importlib.import_module(MODULES[module])
         if not hasattr(mod, constant):
-            raise SystemExit(f"tracearray.gpu.{module} has no {constant}")
+            raise SystemExit(f"{MODULES[module]} has no {constant}")
         setattr(mod, constant, value)
+    if policy:   # read by every executable this process builds (tile.policy.policy_for)
+        os.environ["TRACEARRAY_TILING"] = ",".join(f"{k}={v}" for k, v in policy.items())
+        from tracearray.tile.policy import GpuTiling, policy_for
+        policy_for(GpuTiling(1, 1))     # an unknown field fails here, named
     from benchmarks import gpu_library as L
     import tracearray
     out: dict = {}
@@ -130,7 +143,7 @@ def launch_facts(f) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variant", action="append", default=[],
-                   help="NAME=module.CONSTANT=VALUE,... (repeatable; default: one 'default=')")
+                   help="NAME=module.NAME=VALUE,... (repeatable; default: one 'default=')")
     p.add_argument("--workloads", default="layernorm,rmsnorm,softmax")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3)

@@ -347,23 +347,25 @@ def test_gpu_library_dry_run_checks_tracearray(tmp_path):
 
 def test_gpu_launch_ab_dry_run_runs_each_variant_in_its_own_process(tmp_path):
     """benchmarks/gpu_launch_ab.py: each (round, variant) a child with its settings applied
-    (a constant the module lacks fails that variant, named), the workloads checked against
-    float64 NumPy, one JSON line each."""
+    (a policy field or constant that does not exist fails that variant, named), the
+    workloads checked against float64 NumPy, one JSON line each."""
     out = tmp_path / "ab.jsonl"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_launch_ab.py"), "--dry-run",
-         "--variant", "default=", "--variant", "grid21=runtime.ROW_GRID_PER_SM=21",
-         "--variant", "typo=runtime.ROW_GRID_PER_SMM=21", "--workloads", "softmax,ew_chain",
+         "--variant", "default=", "--variant", "grid16=tiling.row_grid_per_sm=16",
+         "--variant", "typo=tiling.row_grid_per_smm=21",
+         "--variant", "typo2=codegen.WARP_ROW_UNROLLL=2", "--workloads", "softmax,ew_chain",
          "--rounds", "1", "--json", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr   # the typo's variant failed
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [x["variant"] for x in lines] == ["default", "grid21", "typo"]
-    assert lines[1]["settings"] == {"runtime.ROW_GRID_PER_SM": 21}
+    assert [x["variant"] for x in lines] == ["default", "grid16", "typo", "typo2"]
+    assert lines[1]["settings"] == {"tiling.row_grid_per_sm": 16}
     for x in lines[:2]:
         assert set(x["results"]) == {"softmax", "ew_chain"}
         for r in x["results"].values():
             assert r["rel_err"] <= 1e-4 and not r["problems"]
-    assert "has no ROW_GRID_PER_SMM" in lines[2]["error"][0]
+    assert "no tiling policy has a field 'row_grid_per_smm'" in lines[2]["error"][0]
+    assert "has no WARP_ROW_UNROLLL" in lines[3]["error"][0]
 
 
 @pytest.mark.parametrize("name", NAMES)

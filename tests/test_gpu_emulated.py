@@ -377,12 +377,12 @@ def test_block_row_pipelines_its_rows(emulated, n: int, buffers: int) -> None:
 
 @pytest.mark.parametrize("rows", [19, 24, 43])   # a last group of 3 rows; whole groups; more groups than blocks
 def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: int) -> None:
-    """block_rows (launch.shares_row_loads): a row reduction reading an array that does not
+    """block_rows (tile/gpu.py shares_row_loads): a row reduction reading an array that does not
     depend on the row (pairwise_min's Y, a matrix-vector product's vector, an argmin over
     distances) computes BLOCK_ROWS rows per block; its results are NumPy's, rows past the
     end of the last group store nothing, and a kernel with a whole-row output (softmax) or a
     row-dependent operand only keeps block_row."""
-    from tracearray.gpu import launch
+    from tracearray.tile import gpu as launch
     monkeypatch.setattr(launch, "BLOCK_ROWS_MIN", 8)
     n = 1100     # longer than a warp_row's rows
     p = rng(11).standard_normal((rows, 3)).astype(np.float32)

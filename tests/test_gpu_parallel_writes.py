@@ -127,7 +127,7 @@ def test_assignment_scatter_out_of_range_raises(reversed_gpu) -> None:
 def test_short_index_dims_over_many_rows_stay_sequential() -> None:
     """A few positions per column over many columns: a thread per column (one pass) is
     better than three passes; the policy is ``tile.ordered_in_parallel``."""
-    from tracearray.tile import ordered_in_parallel
+    from tracearray.tile.gpu import ordered_in_parallel
     x = np.zeros((4, 1 << 16))
     fn = lambda x, i, v: _set(x, i, v)     # noqa: E731
     args = (x, np.array([1, 1, 2]), np.ones((3, 1 << 16)))
@@ -256,7 +256,7 @@ def test_scan_tiled_float_is_deterministic(reversed_gpu) -> None:
 
 
 def test_scan_stays_a_thread_per_row_for_many_short_rows(reversed_gpu) -> None:
-    from tracearray.gpu.launch import scan_tile_length
+    from tracearray.tile.gpu import scan_tile_length
     x = RNG.standard_normal((1 << 15, 8))
     fn = lambda x: np.cumsum(x, axis=1)    # noqa: E731
     assert _strategies(fn, (x,)) == ["scan"]
@@ -404,7 +404,7 @@ def test_ufunc_at_sorted_updates_the_argument(reversed_gpu) -> None:
 
 
 def test_sort_split_is_a_function_of_the_sizes() -> None:
-    from tracearray.gpu.sorted_scatter import radix_passes, sort_chunks
+    from tracearray.tile.gpu import radix_passes, sort_chunks
     assert [sort_chunks(n) for n in (1, 256, 257, 1 << 20, 1 << 26)] == [1, 1, 2, 4096,
                                                                          1 << 15]
     assert [radix_passes(d) for d in (1, 255, 256, 70001, 1 << 26)] == [1, 1, 2, 3, 4]

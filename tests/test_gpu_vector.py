@@ -17,7 +17,7 @@ import tracearray
 from gpu_emulator import EmulatedDevice
 from numpy_compare import assert_matches
 from tracearray.gpu import driver
-from tracearray.gpu.launch import THREAD_ROW_MAX, WARP_ROW_MAX, gpu_strategy
+from tracearray.tile.gpu import THREAD_ROW_MAX, WARP_ROW_MAX, gpu_strategy
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

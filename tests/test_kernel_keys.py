@@ -211,7 +211,7 @@ def test_pipeline_digest_covers_the_code_generator(target, monkeypatch) -> None:
     needed = ["codegen/kernel.py", "codegen/scalar.py", "tile/describe.py", "tile/layout.py",
               "ops/elementwise.py", "fuse/kexpr.py"]
     needed += ["cpu/mathlib.py", "cpu/jit.py", "cpu/loader.py"] if target == "cpu" else \
-        ["gpu/codegen.py", "gpu/vector.py", "gpu/mathlib.py", "gpu/ptx.py", "gpu/launch.py"]
+        ["gpu/codegen.py", "gpu/vector.py", "gpu/mathlib.py", "gpu/ptx.py", "tile/gpu.py"]
     for name in needed:
         assert name in files
     # and an edited file (a new modification time) is a new digest

@@ -203,7 +203,7 @@ def test_gpu_runs_order_free_integer_combines_in_parallel() -> None:
     """On the GPU an integer add/max/min/and/or/xor of 32- or 64-bit integers is exact in
     any order: a thread per element with an atomic read-modify-write. Float sums and
     assignments keep NumPy's order (sequential along the index dimensions)."""
-    from tracearray.gpu.launch import gpu_strategy
+    from tracearray.tile.gpu import gpu_strategy
     from tracearray.tile import tile_plan
 
     def strategies(fn, *args):

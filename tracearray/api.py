@@ -619,7 +619,8 @@ class CompiledFunction:
         from .explain import explain_plan
         lowered = self.lower(*args, **kwargs)
         notes = getattr(lowered.executable, "kernel_notes", dict)()
-        return explain_plan(lowered.plan, lowered.tiles, notes)
+        bound = getattr(lowered.executable, "bound_kernels", dict)()
+        return explain_plan(lowered.plan, lowered.tiles, notes, bound)
 
 
 class _FastCall:

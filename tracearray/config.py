@@ -71,6 +71,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRACEARRAY_MAX_TRACE_OPS", "200000",
              "Operations a trace may record before it stops with an error (a Python loop "
              "that unrolls without end).", "trace/context.py"),
+    Variable("TRACEARRAY_TILING", "unset",
+             "Fields of the tiling policies replaced for this process, e.g. "
+             "`row_grid_per_sm=16,map_block=512` (`tile/policy.py`: `CpuTiling`, "
+             "`GpuTiling`); they shape launches, never the code. For A/B measurements.",
+             "tile/policy.py"),
     Variable("TRACEARRAY_LIBDEVICE", "unset",
              "Explicit path of NVIDIA's `libdevice.10.bc` (searched for otherwise).",
              "gpu/ptx.py"),
@@ -390,6 +395,19 @@ def output_arena_bytes() -> int:
 
 
 _ARENA_CACHE: dict[str, int] = {}
+
+
+def tiling_overrides() -> dict[str, str]:
+    """``TRACEARRAY_TILING``: ``name=value`` pairs, comma-separated, as given (the policy
+    checks the names and values: ``tile.policy.with_overrides``)."""
+    raw = os.environ.get("TRACEARRAY_TILING", "").strip()
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"TRACEARRAY_TILING: {item!r} is not name=value")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def libdevice_path() -> str | None:

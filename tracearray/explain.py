@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .fuse.plan import Kernel, Plan
 from .tile import TileSpec
@@ -11,10 +12,14 @@ from .ops import OPS, Kind
 
 @dataclass(frozen=True)
 class KernelReport:
-    """One kernel of an ``Explanation``: its position, strategy (``map``, ``map2d``, ``row``,
-    ``col``, ``full``, ``scan``, ...), iteration space, the ops it computes, the values it
-    reads and writes with their bytes, and the temporaries it avoids (intermediate arrays
-    NumPy would have materialised)."""
+    """One kernel of an ``Explanation``: its position, strategy (the driver that runs it for
+    these arguments: ``map``, ``map2d``, ``col``, ``full``, on the CPU ``row``, on the GPU
+    ``warp_row``, ``block_row``, ``thread_row``, ``scan_tiled``, ...; the plan's ``map`` /
+    ``row`` / ``full`` / ``scan`` / ``scatter`` for a kernel the runtime does not bind, such as
+    a library call), iteration space, the ops it computes, the values it reads and writes
+    with their bytes, the temporaries it avoids (intermediate arrays NumPy would have
+    materialised), and ``launch``: the bound kernel in words (``tile.bind.BoundKernel
+    .summary``: its parallel and inner extents and the chunks or grid it runs as)."""
     index: int
     strategy: str
     space: tuple[int, ...]
@@ -29,6 +34,7 @@ class KernelReport:
     # across kernels: an argument's name, else ``t<n>``), for ``Explanation.to_dot``
     read_values: tuple[str, ...] = ()
     written_values: tuple[str, ...] = ()
+    launch: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class Explanation:
             lines.append(f"{k.index:>2}  {k.strategy:8} {str(list(k.space)):18} "
                          f"{_bytes(k.bytes_read):>10} {_bytes(k.bytes_written):>10} "
                          f"{k.temporaries_avoided:>13}  {ops}")
+            if k.launch:
+                lines.append(f"    runs: {k.launch}")
             if k.note:
                 lines.append(f"    {k.note}")
         lines.append(f"total: {len(self.kernels)} kernel(s), {_bytes(self.bytes_read)} read, "
@@ -92,6 +100,8 @@ class Explanation:
                      f"{_dot(', '.join(k.ops))}\\n"
                      f"read {_bytes(k.bytes_read)}, written {_bytes(k.bytes_written)}, "
                      f"{k.temporaries_avoided} temporaries avoided")
+            if k.launch:
+                label += f"\\n{_dot(k.launch)}"
             if k.note:
                 label += f"\\n{_dot(k.note)}"
             lines.append(f'  "k{k.index}" [shape=box, style=rounded, label="{label}"];')
@@ -160,11 +170,12 @@ def report(index: int, kernel: Kernel, spec: TileSpec) -> KernelReport:
         sum(_nbytes(n) for n in read_nodes), sum(_nbytes(s.node) for s in kernel.stores), temps)
 
 
-def explain_plan(plan: Plan, specs: list[TileSpec], notes: dict[int, str] | None = None
-                 ) -> Explanation:
+def explain_plan(plan: Plan, specs: list[TileSpec], notes: dict[int, str] | None = None,
+                 bound: dict[int, Any] | None = None) -> Explanation:
     """``notes``: the runtime's own words for some kernels (the executable's
     ``kernel_notes()``: which matmuls a library runs, which map kernels run as a matmul's
-    epilogue), in place of the plan's."""
+    epilogue), in place of the plan's; ``bound``: the executable's ``bound_kernels()``
+    (``tile.bind.BoundKernel`` by kernel position), whose driver and launch are reported."""
     from dataclasses import replace
     reports = []
     names: dict[Node, str] = {n: name for n, name in zip(plan.graph.inputs,
@@ -186,6 +197,8 @@ def explain_plan(plan: Plan, specs: list[TileSpec], notes: dict[int, str] | None
                                f"(no temporary, no copy back)")
         if notes and i in notes:
             r = replace(r, note=notes[i])
+        if bound and i in bound:
+            r = replace(r, strategy=bound[i].strategy, launch=bound[i].summary())
         reports.append(r)
     return Explanation(tuple(reports), tuple(plan.rejected), tuple(plan.rewrites))
 

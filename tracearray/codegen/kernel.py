@@ -36,6 +36,7 @@ from ..ops import OPS, Reducer
 from ..ops.ir import declare
 from ..tile import COLUMN_SUM_BLOCK, STRIDED_SUM_BLOCK, SUM_BLOCK
 from ..tile.geometry import Geometry
+from ..tile.gpu import atomic_combine
 from ..tile.layout import ParamLayout, entry_names, param_layout, partial_dtypes
 from . import scalar
 from .scalar import MathLib
@@ -1288,24 +1289,6 @@ def _merge_lanes(b: ir.IRBuilder, op: str, dt: np.dtype, a: ir.Value, ai: ir.Val
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-_ATOMIC = {"add": "add", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
-
-
-def atomic_combine(node) -> str | None:
-    """The LLVM ``atomicrmw`` operation that performs a scatter's combine exactly, in any
-    order (so a GPU may run every element in parallel and still give NumPy's result), or
-    None: integer add/and/or/xor/max/min of 32- or 64-bit integers whose ufunc loop is the
-    target's own dtype (no cast between steps). Float sums depend on the order: never."""
-    op, dt = node.attr("combine"), node.dtype
-    if op is None or dt.kind not in "iu" or dt.itemsize not in (4, 8) or \
-            any(np.dtype(d) != dt for d in node.attr("loop")) or len(node.attr("loop")) != 3:
-        return None
-    if op in ("maximum", "minimum"):
-        return ("max" if op == "maximum" else "min") if dt.kind == "i" else \
-            ("umax" if op == "maximum" else "umin")
-    return _ATOMIC.get(op)
 
 
 def _expr_dtype(e: KExpr) -> np.dtype:

@@ -23,10 +23,11 @@ import numpy as np
 from .. import config
 from ..errors import TracearrayError, node_location, run_time_error, stage_error
 from ..fuse.plan import Plan, view_chain
-from ..tile import (MIN_TASK_WORK, Geometry, TileSpec, full_reduction_slots, make_geometry,
-                    parallel_extent, work_per_iteration)
+from ..tile import Geometry, TileSpec
+from ..tile.bind import bind_kernel, split_range
 from ..tile.describe import describe_kernel
-from ..tile.layout import affine_params, entry_names, fill_params, partial_dtypes
+from ..tile.layout import affine_params, entry_names
+from ..tile.policy import CpuTiling, policy_for
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
 from . import codecache, memory, pool
@@ -77,6 +78,7 @@ class CompiledKernel:
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
     code: Any = None   # the codecache.KernelCode ``entry`` and ``combine`` point into: keeps it alive
     choice: Any = None   # pool.ThreadChoice: the chunks on the pool or in the calling thread
+    bound: Any = None    # tile.bind.BoundKernel: the geometry, parameters and chunks above
 
     @property
     def ir(self) -> str:
@@ -93,6 +95,8 @@ class Executable:
         self.graph = plan.graph
         self.specs = specs
         self.threads = pool.num_threads()
+        # the frozen work-split policy (tile/policy.py), read once
+        self.tiling = policy_for(CpuTiling(self.threads))
         # What building cost, for CompiledFunction.cache_info(): modules compiled by LLVM,
         # loaded from the disk cache, and looked up there in vain.
         self.compiles = self.disk_hits = self.disk_misses = 0
@@ -225,39 +229,38 @@ class Executable:
             stores.append(affine_params(element_strides(view), element_offset(view, dest),
                                         st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
-        geo = make_geometry(kernel, spec.strategy, [s for _, s, _ in loads], [s for _, s, _ in stores])
-        params, extents = fill_params(geo, loads, stores)
-        description = describe_kernel(geo, name)
-        ck = CompiledKernel(spec, geo, name, description, params, load_views, store_views,
-                            checks=list(kernel.body.checks))
-        ck.code = codecache.load_kernel(description, entry_names(geo, name),
-                                        lambda: _lower(geo, name))
-        self.compiles += ck.code.origin == "compiled"
-        self.disk_hits += ck.code.origin == "disk"
-        self.disk_misses += ck.code.disk_miss
+        bound = bind_kernel(spec, loads, stores, self.tiling, name,
+                            lambda geo, _strategy, _wide: self._code(geo, name))
+        geo = bound.geometry
+        ck = CompiledKernel(spec, geo, name, describe_kernel(geo, name), bound.params,
+                            load_views, store_views, checks=list(kernel.body.checks))
+        ck.bound = bound
+        ck.code = bound.code
         addresses = ck.code.addresses
         ck.entry = _ENTRY(addresses[name])
         if geo.strategy == "full":
             ck.combine = _COMBINE(addresses[f"{name}_combine"])
-            ck.partial_dtypes = partial_dtypes(geo)
-        ck.chunks = self._chunks(geo, extents)
+            ck.partial_dtypes = bound.partial_dtypes
+        ck.chunks = bound.chunks
         # (a full reduction's chunks are its partial sums' slots: never one range)
         whole = (ck.chunks[0][0], ck.chunks[-1][1]) \
             if ck.chunks and geo.strategy != "full" and _contiguous(ck.chunks) else None
         ck.choice = pool.ThreadChoice(self.threads, name, whole)
         return ck
 
-    def _chunks(self, geo: Geometry, extents: list[int]) -> list[tuple[int, int]]:
-        n_par = parallel_extent(geo, extents)
-        inner = work_per_iteration(geo, extents)
-        if geo.strategy == "full":
-            slots = full_reduction_slots(n_par, inner)
-            edges = [n_par * s // slots for s in range(slots + 1)]
-            return list(zip(edges[:-1], edges[1:]))
-        if n_par == 0:
-            return []
-        # inner == 0 (reducing an empty axis) still runs: every row gets the identity.
-        return split_range(n_par, max(inner, 1), self.threads)
+    def bound_kernels(self) -> dict[int, Any]:
+        """Each fused kernel's binding (``tile.bind.BoundKernel``), by plan position:
+        what runs, for ``explain()``."""
+        return {i: ck.bound for i, ck in enumerate(self.kernels) if ck is not None}
+
+    def _code(self, geo: Geometry, name: str) -> Any:
+        """The kernel's machine code: from memory, the disk cache, or compiled now."""
+        code = codecache.load_kernel(describe_kernel(geo, name), entry_names(geo, name),
+                                     lambda: _lower(geo, name))
+        self.compiles += code.origin == "compiled"
+        self.disk_hits += code.origin == "disk"
+        self.disk_misses += code.disk_miss
+        return code
 
     def _one_kernel_run(self) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]] | None:
         """``run`` for the commonest executable, specialised for the warm call path (where a
@@ -453,7 +456,8 @@ class HostCall:
                 cut = (slice(None),) * axis + (slice(begin, end),)
                 ext.host([a[cut] for a in operands], [o[cut] for o in outs], **self.attrs)
             n = operands[0].shape[axis]
-            pool.parallel_for(piece, split_range(n, size // max(n, 1), pool.num_threads()))
+            pool.parallel_for(piece, split_range(n, size // max(n, 1),
+                                                 policy_for(CpuTiling(pool.num_threads()))))
         except Exception as e:   # noqa: BLE001 -- NumPy's error, at the user's line
             raise run_time_error(e, self.nodes, locations) from None
 
@@ -469,15 +473,6 @@ def index_error(check: Any, index: int, locations: dict | None = None) -> IndexE
     where = (locations or {}).get(check.node) or node_location(check.node)
     message = check.message.format(index)
     return IndexError(f"{message}\n  at {where}" if where else message)
-
-
-def split_range(n: int, work_per_item: int, threads: int) -> list[tuple[int, int]]:
-    """Chunks of range(n) for the pool: about 4 per thread (balancing a busy core), each with
-    at least MIN_TASK_WORK elements of work, independent of anything but n and threads."""
-    if threads <= 1 or n * work_per_item <= MIN_TASK_WORK:
-        return [(0, n)]
-    size = max(-(-MIN_TASK_WORK // work_per_item), -(-n // (4 * threads)), 1)
-    return [(b, min(b + size, n)) for b in range(0, n, size)]
 
 
 def _contiguous(chunks: Sequence[tuple[int, int]]) -> bool:

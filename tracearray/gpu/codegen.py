@@ -63,11 +63,10 @@ from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam
 from ..tile.geometry import Geometry
 from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
-from .sorted_scatter import N_EXTRA as SORT_N_EXTRA
+from ..tile.gpu import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, SORT_N_EXTRA, WARP,
+                        WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
-from .launch import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, WARP, WARP_ROW_WARPS,
-                     entry_names, gpu_strategy, scratch_dtypes)
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)

@@ -36,7 +36,7 @@ from llvmlite import ir
 from .array import _c_strides
 from .copy import strided_copy
 from .sort import _Loop, _key_type, _launch, sortable
-from .sorted_scatter import RADIX, RADIX_BITS
+from ..tile.gpu import RADIX, RADIX_BITS
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 ENTRIES = ("keys", "hist", "tiles", "totals", "apply", "place", "out")

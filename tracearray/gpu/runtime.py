@@ -26,7 +26,6 @@ or NumPy arrays (host inputs: the only synchronisation, when results are copied 
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import math
 import threading
 import time
@@ -37,9 +36,11 @@ import numpy as np
 from .. import config
 from ..fuse.epilogue import matmul_epilogues
 from ..fuse.plan import Kernel, Plan, view_chain
-from ..tile import TileSpec, make_geometry
-from ..tile.geometry import Geometry
-from ..tile.layout import affine_params, fill_params
+from ..tile import TileSpec
+from ..tile.bind import Launch, bind_kernel
+from ..tile.gpu import entry_names, scratch_dtypes
+from ..tile.layout import affine_params
+from ..tile.policy import GpuTiling, policy_for
 from ..errors import TracearrayError, run_time_error, stage_error
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
@@ -49,12 +50,8 @@ from .array import Array, fast_signature, is_device_array
 from .libraries import PendingInfo
 from .memory import Block, round_size
 from .kernelcache import lowered_kernel
-from .launch import (BLOCK_ROWS, MAX_BLOCK, WARP, WARP_ROW_WARPS, entry_names,
-                     gpu_strategy, scan_tile_length, scratch_dtypes)
 from .copy import strided_copy
 from .driver import current_target, get_device, sm_count, smem_per_block_optin
-from .sorted_scatter import ENTRIES as SORT_ENTRIES
-from .sorted_scatter import RADIX, RADIX_BITS, radix_passes, sort_chunks
 
 _libraries_lock = threading.Lock()
 _libraries_registered = False
@@ -88,34 +85,8 @@ def register_device_libraries() -> None:
             dense.register()      # (last: it wraps the implementations above)
             _libraries_registered = True
 
-MAP_BLOCK = 256
-ROW_BLOCK_MAX = MAX_BLOCK
-ROW_ELEMENTS_PER_THREAD = 32  # block_row: threads per block from the row's length
-# Blocks per multiprocessor at most (grid-stride rows). A grid of the resident blocks alone
-# (the occupancy calculator's) was slower on the H200, 2026-12-03: softmax 1.18 -> 1.25 ms,
-# pairwise_min 0.456 -> 0.536, l2_normalize 1.22 -> 1.28 (layernorm, rmsnorm 2-4 % faster).
-# 21 against 16 (H200, 2026-12-04, three calls; docs/bench-gpu-ab-rows-2026-12-04.jsonl):
-# layernorm 1.29 -> 1.23 ms (16 ran 5.33 waves of its 3 resident blocks per multiprocessor,
-# 21 runs 7), rmsnorm and softmax 1-3 % faster, logsumexp and pairwise_min level.
-ROW_GRID_PER_SM = 21          # block_row, block_rows
-WARP_ROW_GRID_PER_SM = 64     # warp_row
-# block_row's two row buffers at most (two blocks per multiprocessor still fit an H200's
-# 228 KB; layernorm's rows of 8192 float32 take 64 KB)
-ROW_PIPELINE_MAX_BYTES = 80 << 10
-THREAD_BLOCK = 128
-FULL_BLOCK = MAX_BLOCK
-FULL_WORK_PER_THREAD = 16
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _target_size(kernel: Kernel) -> int:
-    """Elements of a scatter's target (0 for other kernels)."""
-    if kernel.scatter is None:
-        return 0
-    return math.prod(kernel.stores[0].dest.shape)
 
 
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -202,16 +173,6 @@ def plan_view(shape: Sequence[int], strides: Sequence[int], dtype: np.dtype,
 # Kernels
 # ------------------------------------------------------------------------------------------
 
-class Launch(_Record):
-    """One launch of a kernel's entry: grid and block sizes, extra scalar arguments, and
-    dynamic shared memory in bytes (block_row's row cache)."""
-    __slots__ = ("entry", "grid", "block", "extra", "smem")
-
-    def __init__(self, entry: str, grid: int, block: int, extra: tuple[int, ...] = (),
-                 smem: int = 0):
-        self.entry, self.grid, self.block, self.extra, self.smem = entry, grid, block, extra, smem
-
-
 class GpuKernel(_Record):
     """One compiled kernel and how to call it. Pointer sources, in order: ("buf", node,
     copies) for buffers (copies: gathers before the launch), ("partial", i), ("scratch", i),
@@ -221,18 +182,19 @@ class GpuKernel(_Record):
     kernel found by its description has PTX only until then). ``scratch``: the scratch arrays
     of a multi-pass strategy (scratch_dtypes), taken from the caching allocator for each call
     (the stream orders their reuse), and their lengths. ``checks``: bounds checks
-    (fuse.kexpr.IndexCheck). ``bound``: per launch, once the module is loaded
-    (GpuExecutable._bind): (function, grid, block, shared bytes, argument buffer, address of
-    its void*[]); ``_buffers`` the buffers they point into."""
+    (fuse.kexpr.IndexCheck). ``bound_kernel``: the binding its launches come from
+    (``tile.bind``). ``loaded``: per launch, once the module is loaded
+    (GpuExecutable._load_launches): (function, grid, block, shared bytes, argument buffer,
+    address of its void*[]); ``_buffers`` the buffers they point into."""
     __slots__ = ("name", "strategy", "source", "ptx", "names", "ptr_sources", "params",
                  "launches", "partial_dtypes", "nslots", "scratch", "spec", "geometry",
-                 "functions", "_partials", "checks", "bound", "_buffers")
+                 "bound_kernel", "functions", "_partials", "checks", "loaded", "_buffers")
 
     def __init__(self, name: str, strategy: str, source: Any, ptx: str, names: list[str],
                  ptr_sources: list[tuple], params: np.ndarray, launches: list[Launch],
                  partial_dtypes: list[np.dtype] | None = None, nslots: int = 0,
                  scratch: list[tuple[np.dtype, int]] | None = None, spec: Any = None,
-                 geometry: Any = None):
+                 geometry: Any = None, bound_kernel: Any = None):
         self.name, self.strategy, self.source, self.ptx = name, strategy, source, ptx
         self.names, self.ptr_sources, self.params, self.launches = names, ptr_sources, params, \
             launches
@@ -240,10 +202,11 @@ class GpuKernel(_Record):
         self.nslots = nslots
         self.scratch = [] if scratch is None else scratch
         self.spec, self.geometry = spec, geometry
+        self.bound_kernel = bound_kernel   # tile.bind.BoundKernel (None: a matmul kernel)
         self.functions: dict = {}
         self._partials: list = []
         self.checks: list = []
-        self.bound: list | None = None
+        self.loaded: list | None = None
         self._buffers: list = []
 
     @property
@@ -346,8 +309,8 @@ class GpuExecutable:
         self.matmul_precision = matmul_precision
         self.target = current_target()
         self.jit = _PtxTools(self.target)
-        self.sms = sm_count()
-        self.smem_optin = smem_per_block_optin()
+        # the frozen launch policy of this device (tile/policy.py), read once
+        self.tiling = policy_for(GpuTiling(sm_count(), smem_per_block_optin()))
         self.name = name
         # What building cost (CompiledFunction.cache_info()): PTX compiled by LLVM, loaded
         # from the disk cache, and looked up there in vain.
@@ -474,6 +437,13 @@ class GpuExecutable:
             notes[j] = f"runs inside kernel {i} (its matmul's epilogue)"
         return notes
 
+    def bound_kernels(self) -> dict[int, Any]:
+        """Each fused kernel's binding (``tile.bind.BoundKernel``), by plan position: what
+        runs, for ``explain()`` (a matmul kernel of ours, or a library call, has none)."""
+        position = {id(spec): i for i, spec in enumerate(self.specs)}
+        return {position[id(gk.spec)]: gk.bound_kernel for gk in self.kernels
+                if gk.bound_kernel is not None}
+
     # ----------------------------------------------------------------- build
     def _access_views(self, kernel: Kernel) -> tuple[list, list]:
         """(pointer sources, per-access (base, strides)) of a kernel's loads."""
@@ -497,141 +467,30 @@ class GpuExecutable:
             out.append(affine_params(strides, offset, st.index, rank))
         return out
 
-    def _geometry(self, spec: TileSpec) -> tuple[Geometry, np.ndarray, list, list[int]]:
+    def _prepare(self, spec: TileSpec, name: str) -> GpuKernel:
+        """The kernel bound to this executable's layouts (``tile.bind_kernel``, which
+        decides every launch), its code found or generated, and its pointer sources."""
         kernel = spec.kernel
         sources, loads = self._access_views(kernel)
-        stores = self._store_views(kernel)
-        geo = make_geometry(kernel, spec.strategy, [s for _, s, _ in loads], [s for _, s, _ in stores])
-        # Only unit and zero strides are worth building into GPU code (coalesced / broadcast
-        # loads); other small strides stay run-time arguments, so fewer variants compile.
-        geo = dataclasses.replace(
-            geo, load_vstrides=tuple(v if v in (0, 1) else None for v in geo.load_vstrides),
-            store_vstrides=tuple(v if v in (0, 1) else None for v in geo.store_vstrides))
-        params, extents = fill_params(geo, loads, stores)
         sources += [("buf", st.dest, ()) for st in kernel.stores]
-        return geo, params, sources, extents
-
-    def _prepare(self, spec: TileSpec, name: str) -> GpuKernel | None:
-        geo, params, sources, ext = self._geometry(spec)
-        prod = lambda dims: math.prod([ext[d] for d in dims])  # noqa: E731  (Python ints)
-        inner = prod(geo.inner_dims)
-        strategy = gpu_strategy(geo, inner, prod(geo.par_dims))
-        # positions in the space (or a scatter's target offsets) need 64 bits
-        wide = max(prod(range(geo.rank)), _target_size(spec.kernel)) >= (1 << 31) - 1
-        lowered = lowered_kernel(geo, name, strategy, wide, self.target, self)
-        facts = lowered.facts
-        names = entry_names(strategy, name)
-        launches: list[Launch] = []
-        gk = GpuKernel(name, strategy, lowered, lowered.ptx, names, sources, params, launches,
-                       spec=spec, geometry=geo)
-        scratch = scratch_dtypes(strategy, spec.kernel, wide)
-        # after the stores (before any error flag)
-        gk.ptr_sources += [("scratch", i) for i in range(len(scratch))]
-        if strategy == "scatter_last":   # a winner per target element
-            gk.scratch = [(scratch[0], max(1, _target_size(spec.kernel)))]
-        if strategy == "scatter_sorted":
-            sizes, sort_launches = self._sorted_scatter_launches(
-                names, prod(range(geo.rank)), _target_size(spec.kernel))
-            gk.scratch = list(zip(scratch, sizes))
-            launches += sort_launches
-        elif strategy == "scan_tiled":
-            rows, tile = prod(geo.par_dims), scan_tile_length(inner)
-            tiles = rows * _cdiv(inner, tile)
-            gk.scratch = [(scratch[0], max(1, tiles))]    # a total per tile of each row
-            # a warp per tile in the first and last passes, a thread per row between
-            for entry, n in zip(names, (WARP * tiles, rows, WARP * tiles) if tiles else ()):
-                launches.append(Launch(entry, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
-                                       THREAD_BLOCK, (tile,)))
-        elif strategy in ("map", "scatter_atomic", "scatter_last"):
-            n = prod(range(geo.rank))
-            if n:   # scatter_last: its three passes, a thread per element each
-                launches += [Launch(entry, min(_cdiv(n, MAP_BLOCK), 32 * self.sms), MAP_BLOCK)
-                             for entry in names]
-        elif strategy in ("thread_row", "scan", "scatter"):
-            kept = [d for d in range(geo.rank) if not geo.reduced[d]] if strategy == "thread_row" \
-                else list(geo.par_dims)
-            n = prod(kept)
-            if n:
-                launches.append(Launch(name, min(_cdiv(n, THREAD_BLOCK), 32 * self.sms),
-                                       THREAD_BLOCK))
-        elif strategy == "warp_row":
-            nrows = prod(geo.par_dims)
-            # a row cache per warp, when the block's fit (one read of the re-read inputs)
-            cache = WARP_ROW_WARPS * inner * facts["row_cache_itemsize"]
-            use_cache = 0 < cache <= facts["row_cache_limit"]
-            if nrows:
-                grid = min(_cdiv(nrows, WARP_ROW_WARPS), WARP_ROW_GRID_PER_SM * self.sms)
-                launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
-                                       cache if use_cache else 0))
-        elif strategy in ("block_row", "block_rows"):
-            nrows = prod(geo.par_dims)
-            # about ROW_ELEMENTS_PER_THREAD elements per thread: smaller blocks for shorter
-            # rows, so that more of them share a multiprocessor and one block's loads
-            # overlap another's reductions (H200, 2026-12-02: rows of 4096 ran 10 % faster
-            # with 128 threads than with 256, rows of 8192 fastest with 256)
-            per_thread = _cdiv(max(inner, 1), ROW_ELEMENTS_PER_THREAD)
-            block = min(ROW_BLOCK_MAX, max(32, 1 << max(per_thread - 1, 0).bit_length()))
-            if strategy == "block_rows":    # BLOCK_ROWS rows per block, no row cache
-                if nrows:
-                    launches.append(Launch(name, min(_cdiv(nrows, BLOCK_ROWS),
-                                                     ROW_GRID_PER_SM * self.sms), block))
-            elif nrows:
-                # the row's re-read inputs stay in shared memory when they fit (one read of
-                # x): two rows' worth when the kernel pipelines its rows (flag 2: the next
-                # row's copies in flight during this one), else one row's (flag 1)
-                cache = inner * facts["row_cache_itemsize"]
-                flag = 0
-                if 0 < cache and facts["row_cache_buffers"] == 2 and 2 * cache <= min(
-                        ROW_PIPELINE_MAX_BYTES, self.smem_optin - facts["smem_static"]):
-                    flag, cache = 2, 2 * cache
-                elif 0 < cache <= facts["row_cache_limit"]:
-                    flag = 1
-                launches.append(Launch(name, min(nrows, ROW_GRID_PER_SM * self.sms), block,
-                                       (flag,), cache if flag else 0))
-        elif strategy == "full":
-            from ..codegen.kernel import partial_dtypes
-            n = prod(range(geo.rank))
-            slots = max(1, min(_cdiv(n, FULL_BLOCK * FULL_WORK_PER_THREAD), 4 * self.sms))
-            gk.partial_dtypes = partial_dtypes(geo)
-            gk.nslots = slots
-            gk.ptr_sources += [("partial", i) for i in range(len(gk.partial_dtypes))]
-            launches.append(Launch(name, slots, FULL_BLOCK))
-            launches.append(Launch(f"{name}_combine", 1, FULL_BLOCK, (slots,)))
-        else:  # pragma: no cover
-            raise AssertionError(strategy)
-        if spec.kernel.body.checks:
-            gk.checks = list(spec.kernel.body.checks)
-            gk.ptr_sources.append(("flag",))     # last, after any partials
+        bound = bind_kernel(spec, loads, self._store_views(kernel), self.tiling, name,
+                            lambda geo, strategy, wide: lowered_kernel(
+                                geo, name, strategy, wide, self.target, self))
+        lowered = bound.code
+        gk = GpuKernel(name, bound.strategy, lowered, lowered.ptx,
+                       entry_names(bound.strategy, name), sources, bound.params,
+                       bound.launches, bound.partial_dtypes, bound.nslots,
+                       [(dt, n) for dt, n in bound.scratch], spec=spec,
+                       geometry=bound.geometry, bound_kernel=bound)
+        # after the stores: scratch arrays, then any partials, then the error flag (last)
+        gk.ptr_sources += [("scratch", i)
+                           for i in range(len(scratch_dtypes(bound.strategy, kernel,
+                                                             bound.wide)))]
+        gk.ptr_sources += [("partial", i) for i in range(len(gk.partial_dtypes))]
+        if kernel.body.checks:
+            gk.checks = list(kernel.body.checks)
+            gk.ptr_sources.append(("flag",))
         return gk
-
-    def _sorted_scatter_launches(self, names: list[str], n: int, targets: int
-                                 ) -> tuple[list[int], list[Launch]]:
-        """Scratch lengths and launches of a ``scatter_sorted`` kernel of n elements into
-        ``targets`` elements (gpu/sorted_scatter.py): the keys, then per radix pass the
-        digit counts, their scan and the placement, then the combine."""
-        chunks = sort_chunks(n)
-        table = RADIX * chunks
-        tile = scan_tile_length(table)
-        ntiles = _cdiv(table, tile)
-        sizes = [max(1, n)] * 4 + [table, ntiles]
-        if not n:
-            return sizes, []
-        entry = dict(zip(SORT_ENTRIES, names))
-
-        def launch(suffix: str, threads: int, shift: int, parity: int) -> Launch:
-            return Launch(entry[suffix], min(_cdiv(threads, THREAD_BLOCK), 32 * self.sms),
-                          THREAD_BLOCK, (shift, parity, chunks, tile, targets))
-        passes = radix_passes(targets)
-        out = [launch("_keys", n, 0, 0)]
-        for r in range(passes):
-            shift, parity = RADIX_BITS * r, r % 2
-            out += [launch("_hist", chunks, shift, parity),
-                    launch("_hscan_tiles", ntiles, shift, parity),
-                    launch("_hscan_totals", 1, shift, parity),
-                    launch("_hscan_apply", ntiles, shift, parity),
-                    launch("_place", chunks, shift, parity)]
-        out.append(launch("", n, 0, passes % 2))
-        return sizes, out
 
     def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
         """A matmul kernel, with the map kernel ``epi_j`` as its epilogue when given."""
@@ -652,7 +511,14 @@ class GpuExecutable:
         if store_c:
             sources.append(("buf", mm, ()))
         if epi_j is not None:
-            epi_geo, epi_params, epi_sources, _ext = self._geometry(self.specs[epi_j])
+            epi_kernel = self.specs[epi_j].kernel
+            epi_sources, epi_loads = self._access_views(epi_kernel)
+            epi_sources += [("buf", st.dest, ()) for st in epi_kernel.stores]
+            # the epilogue's geometry and parameters (bound without code: the matmul's
+            # lowering writes its body into the tiles' store)
+            epi = bind_kernel(self.specs[epi_j], epi_loads, self._store_views(epi_kernel),
+                              self.tiling, name)
+            epi_geo, epi_params = epi.geometry, epi.params
             # the epilogue's loads of C read the accumulators: no pointer needed
             epi_sources = [("null",) if s[0] == "buf" and s[1] is mm else s for s in epi_sources]
             sources += epi_sources
@@ -890,7 +756,7 @@ class GpuExecutable:
         kernel the slots of its pointers; False when the executable is not of that kind.
         Planned after a first run, when every kernel is bound."""
         if self._checking or any(type(gk) is not GpuKernel or gk.scratch or
-                                 (gk.launches and gk.bound is None) for gk in self.steps):
+                                 (gk.launches and gk.loaded is None) for gk in self.steps):
             return False
         slot = {node: i for i, node in enumerate(self.graph.inputs)}
         if len(slot) != len(self.graph.inputs):
@@ -920,7 +786,7 @@ class GpuExecutable:
                     return False
                 fixed.append(ptr)
                 idx.append(-len(fixed))   # fixed pointer j as -(j + 1), placed below
-            kernels.append((tuple(idx), gk.bound))
+            kernels.append((tuple(idx), gk.loaded))
         kernels = [(tuple(i if i >= 0 else n_slots - i - 1 for i in idx), bound)
                    for idx, bound in kernels]
         produced = {node: j for j, (node, *_r) in enumerate(self._produced_layouts)}
@@ -1047,8 +913,8 @@ class GpuExecutable:
                 flag_ptr: int = 0) -> None:
         if not gk.launches:
             return
-        if gk.bound is None:
-            self._bind(dev, gk)
+        if gk.loaded is None:
+            self._load_launches(dev, gk)
         if gk.scratch:
             scratch = [Array.empty((size,), dt) for dt, size in gk.scratch]
             keep += scratch
@@ -1070,11 +936,11 @@ class GpuExecutable:
                 pointers.append(0)
         n = len(pointers)
         launch = dev.launch
-        for fn, grid, block, smem, vals, addrs in gk.bound:
+        for fn, grid, block, smem, vals, addrs in gk.loaded:
             vals[0:n] = pointers
             launch(fn, grid, block, addrs, smem)
 
-    def _bind(self, dev: Any, gk: GpuKernel) -> None:
+    def _load_launches(self, dev: Any, gk: GpuKernel) -> None:
         """Load the kernel's module and make, once, each launch's argument buffer: the
         pointers (filled at every call), then the parameters and the launch's extras, and
         the ``void*[]`` of their addresses that ``cuLaunchKernel`` takes."""
@@ -1082,7 +948,7 @@ class GpuExecutable:
             gk.functions = dev.load(gk.ptx, gk.names, lambda: gk.ir)
         if gk.nslots and not gk._partials:
             gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
-        bound = []
+        loaded = []
         for ln in gk.launches:
             fn = gk.functions[ln.entry]
             if ln.smem:
@@ -1098,8 +964,9 @@ class GpuExecutable:
             addrs = (ctypes.c_uint64 * len(packed))(*range(base, base + 8 * len(packed), 8))
             # the buffers live in gk._buffers; the launch takes the addresses' address
             gk._buffers.append((vals, addrs))
-            bound.append((fn, ln.grid, max(block, 32), ln.smem, vals, ctypes.addressof(addrs)))
-        gk.bound = bound
+            loaded.append((fn, ln.grid, max(block, 32), ln.smem, vals,
+                           ctypes.addressof(addrs)))
+        gk.loaded = loaded
 
     def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
         out = Array.empty(step.shape, np.dtype(f"u{step.itemsize}"))

@@ -32,30 +32,10 @@ from llvmlite import ir
 
 from ..codegen import scalar
 
+from ..tile.gpu import RADIX, SORT_SCRATCH as SCRATCH
+
 I64 = ir.IntType(64)
-RADIX_BITS = 8
-RADIX = 1 << RADIX_BITS
-# elements per chunk at least, and chunks at most (the digit table has RADIX per chunk:
-# 8M entries at most). A chunk is one thread's sequential walk, so more chunks mean more
-# threads in flight; a bigger table means a longer scan of it. Not tuned on a GPU yet: at
-# 2^26 elements, 32768 chunks of 2048.
-SORT_CHUNK_MIN = 256
-SORT_MAX_CHUNKS = 1 << 15
-# scratch arrays, in order: keys and positions (two copies: a pass reads one, writes the
-# other), the digit table, its tile totals
-SCRATCH = ("keys0", "pos0", "keys1", "pos1", "table", "totals")
-ENTRIES = ("_keys", "_hist", "_hscan_tiles", "_hscan_totals", "_hscan_apply", "_place", "")
-N_EXTRA = 5    # run-time arguments: shift, parity, chunks, scan tile, targets
-
-
-def sort_chunks(n: int) -> int:
-    """Chunks of the radix sort of n elements (a function of n only)."""
-    return max(1, min(SORT_MAX_CHUNKS, -(-n // SORT_CHUNK_MIN)))
-
-
-def radix_passes(n_targets: int) -> int:
-    """Passes of 8 bits that sort keys in [0, n_targets] (n_targets: out of range)."""
-    return max(1, -(-n_targets.bit_length() // RADIX_BITS))
+# (the sort's chunks, radix, scratch arrays and entries are tiling: tile/gpu.py)
 
 
 class SortedScatterMixin:
@@ -261,5 +241,4 @@ class SortedScatterMixin:
                 b.position_at_end(done)
 
 
-__all__ = ["SortedScatterMixin", "sort_chunks", "radix_passes", "SCRATCH", "ENTRIES", "RADIX_BITS",
-           "N_EXTRA", "RADIX"]
+__all__ = ["SortedScatterMixin"]

@@ -16,14 +16,18 @@ chunks of it, a GPU grid takes blocks of it) and which are looped *inside* each 
 - ``scan``: parallel over the kept dimensions, sequential along the scan axis.
 - ``scatter``: parallel over the dimensions that are not indexed, sequential (in C order)
   along the index dimensions, so repeated positions are written in NumPy's order.
-  (A GPU runs both in parallel along the ordered dims too when ``ordered_in_parallel``
+  (A GPU runs both in parallel along the ordered dims too when ``gpu.ordered_in_parallel``
   says so, in passes that keep NumPy's order: gpu/codegen.py.)
 - ``matmul``: an external BLAS call, no loops of ours (the GPU has its own matmul kernel).
 - ``external``: a library call (``ops.external``: sorts, LAPACK), no loops of ours.
 
-At launch, ``make_geometry`` (geometry.py) refines a TileSpec for the strides it meets:
-merged dimensions, transposed-map and column-reduction tilings, and which accesses have unit
-stride on the innermost loop. Sizes and strides are always run-time kernel arguments.
+At launch, ``bind_kernel`` (bind.py) binds a TileSpec to the layouts of a call under the
+target's frozen tiling policy (policy.py): ``make_geometry`` (geometry.py) refines it for the
+strides it meets (merged dimensions, transposed-map and column-reduction tilings, which
+accesses have unit stride on the innermost loop), ``fill_params`` (layout.py) makes its
+parameters, and the work is split: the CPU's pool chunks, or the GPU's driver (gpu.py) and
+launches. Both runtimes only allocate, load and launch what it returns. Sizes and strides are
+always run-time kernel arguments.
 """
 from __future__ import annotations
 
@@ -32,8 +36,8 @@ from dataclasses import dataclass
 from ..fuse.plan import Kernel, Plan
 from .geometry import Geometry, make_geometry
 
-# Work (elements) a CPU task should have at least, and slots of a full reduction.
-MIN_TASK_WORK = 1 << 14
+# Slots of a full reduction: a function of the sizes only, so a float sum's association
+# does not depend on the machine (not a policy's).
 FULL_REDUCTION_SLOT_WORK = 1 << 15
 MAX_FULL_REDUCTION_SLOTS = 64
 # Float sums run their innermost loop in blocks of this many elements, combined pairwise
@@ -45,23 +49,6 @@ STRIDED_SUM_BLOCK = 128
 # Column sums add this many rows in order per column, then the block into the column's total
 # with Kahan's compensation (once per block: cheap)
 COLUMN_SUM_BLOCK = 16
-
-# GPU scans and scatters that keep an order (cumsum, ``x[idx] = v``): in parallel along
-# their ordered dims (multi-pass) only when those are longer than a short loop, and either
-# the rows alone cannot fill the device or each is long; else a thread per row, sequential
-GPU_SEQUENTIAL_MAX_LENGTH = 64
-GPU_SEQUENTIAL_MIN_ROWS = 1 << 15
-GPU_PARALLEL_MIN_LENGTH = 4096
-
-
-def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
-    """Whether a GPU scan or ordered scatter of ``rows`` rows of ``length`` ordered elements
-    runs in parallel along the rows too, rather than a thread per row. Unknown sizes (None)
-    keep the thread per row."""
-    if rows is None or length is None or length <= GPU_SEQUENTIAL_MAX_LENGTH:
-        return False
-    return rows < GPU_SEQUENTIAL_MIN_ROWS or length >= GPU_PARALLEL_MIN_LENGTH
-
 
 @dataclass(frozen=True)
 class TileSpec:
@@ -140,4 +127,4 @@ def work_per_iteration(geometry: Geometry, extents: list[int]) -> int:
 __all__ = ["TileSpec", "Geometry", "make_geometry", "tile_plan", "tile_kernel",
            "parallel_extent", "work_per_iteration", "full_reduction_slots", "SUM_BLOCK",
            "STRIDED_SUM_BLOCK", "COLUMN_SUM_BLOCK",
-           "sum_rounding_depth", "ordered_in_parallel"]
+           "sum_rounding_depth"]

@@ -1,9 +1,13 @@
-"""What the runtime needs to launch a GPU kernel without generating it: the strategy that
-drives a geometry, its entry points, its scratch arrays, the block shapes.
+"""The GPU's tiling: which driver runs a geometry, its entry points and scratch arrays, and
+the constants that shape the GPU's code (threads a block's reductions are written for, warps
+of a warp_row block, rows of a block_rows block).
 
-Split from ``codegen.py`` so that a process whose kernels are all in the disk cache
-(``gpu/kernelcache.py``) never imports the code generator: these choices are functions of
-the geometry and the sizes, and the code generator reads them from here too.
+Read by the binding step (``tile/bind.py``: the launches of a bound kernel), by the code
+generator (``gpu/codegen.py``: the same choices, built into the code) and by the runtime,
+which never imports the code generator when every kernel comes from the disk cache
+(``gpu/kernelcache.py``). The numbers that only shape a launch (threads of a map block,
+blocks per multiprocessor) are the frozen ``GpuTiling`` policy's (``tile/policy.py``): they
+never change the code.
 """
 from __future__ import annotations
 
@@ -11,14 +15,10 @@ import math
 
 import numpy as np
 
-from ..codegen.kernel import atomic_combine
 from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KIndex, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
-from ..tile import ordered_in_parallel
-from ..tile.geometry import Geometry
-from .sorted_scatter import ENTRIES as SORT_ENTRIES
-from .sorted_scatter import SCRATCH as SORT_SCRATCH
+from .geometry import Geometry
 
 WARP = 32
 MAX_WARPS = 32
@@ -40,6 +40,67 @@ BLOCK_ROWS = 8
 BLOCK_ROWS_MIN = 4096
 # scan_tiled's shortest tile (``scan_tile_length``)
 SCAN_TILE_MIN = 128
+# threads per block of a full reduction's two kernels (the block tree's)
+FULL_BLOCK = MAX_BLOCK
+
+# GPU scans and scatters that keep an order (cumsum, ``x[idx] = v``): in parallel along
+# their ordered dims (multi-pass) only when those are longer than a short loop, and either
+# the rows alone cannot fill the device or each is long; else a thread per row, sequential
+GPU_SEQUENTIAL_MAX_LENGTH = 64
+GPU_SEQUENTIAL_MIN_ROWS = 1 << 15
+GPU_PARALLEL_MIN_LENGTH = 4096
+
+# ``scatter_sorted`` (gpu/sorted_scatter.py): a stable LSD radix sort of the targets, 8 bits
+# a pass. Elements per chunk at least, and chunks at most (the digit table has RADIX per
+# chunk: 8M entries at most). A chunk is one thread's sequential walk, so more chunks mean
+# more threads in flight; a bigger table means a longer scan of it. Not tuned on a GPU yet:
+# at 2^26 elements, 32768 chunks of 2048.
+RADIX_BITS = 8
+RADIX = 1 << RADIX_BITS
+SORT_CHUNK_MIN = 256
+SORT_MAX_CHUNKS = 1 << 15
+# its scratch arrays, in order: keys and positions (two copies: a pass reads one, writes
+# the other), the digit table, its tile totals; its entries' suffixes, in launch order
+SORT_SCRATCH = ("keys0", "pos0", "keys1", "pos1", "table", "totals")
+SORT_ENTRIES = ("_keys", "_hist", "_hscan_tiles", "_hscan_totals", "_hscan_apply", "_place", "")
+SORT_N_EXTRA = 5    # run-time arguments: shift, parity, chunks, scan tile, targets
+
+
+def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
+    """Whether a GPU scan or ordered scatter of ``rows`` rows of ``length`` ordered elements
+    runs in parallel along the rows too, rather than a thread per row. Unknown sizes (None)
+    keep the thread per row."""
+    if rows is None or length is None or length <= GPU_SEQUENTIAL_MAX_LENGTH:
+        return False
+    return rows < GPU_SEQUENTIAL_MIN_ROWS or length >= GPU_PARALLEL_MIN_LENGTH
+
+
+def sort_chunks(n: int) -> int:
+    """Chunks of the radix sort of n elements (a function of n only)."""
+    return max(1, min(SORT_MAX_CHUNKS, -(-n // SORT_CHUNK_MIN)))
+
+
+def radix_passes(n_targets: int) -> int:
+    """Passes of 8 bits that sort keys in [0, n_targets] (n_targets: out of range)."""
+    return max(1, -(-n_targets.bit_length() // RADIX_BITS))
+
+
+_ATOMIC = {"add": "add", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
+
+
+def atomic_combine(node) -> str | None:
+    """The LLVM ``atomicrmw`` operation that performs a scatter's combine exactly, in any
+    order (so a GPU may run every element in parallel and still give NumPy's result), or
+    None: integer add/and/or/xor/max/min of 32- or 64-bit integers whose ufunc loop is the
+    target's own dtype (no cast between steps). Float sums depend on the order: never."""
+    op, dt = node.attr("combine"), node.dtype
+    if op is None or dt.kind not in "iu" or dt.itemsize not in (4, 8) or \
+            any(np.dtype(d) != dt for d in node.attr("loop")) or len(node.attr("loop")) != 3:
+        return None
+    if op in ("maximum", "minimum"):
+        return ("max" if op == "maximum" else "min") if dt.kind == "i" else \
+            ("umax" if op == "maximum" else "umin")
+    return _ATOMIC.get(op)
 
 
 def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None = None) -> str:

@@ -1,0 +1,231 @@
+"""The binding step (tracearray/tile/bind.py): one function of a kernel, its argument layouts
+and a frozen tiling policy gives everything both runtimes launch; ``explain()`` reports the
+bound kernel; a policy shapes launches, never the code or (on the CPU) a result.
+
+The GPU cases run under the SIMT emulator (tests/gpu_emulator.py)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tracearray
+from numpy_compare import assert_matches
+from tracearray.tile import TileSpec
+from tracearray.tile.bind import BoundKernel, Launch, bind_kernel, split_range
+from tracearray.tile.policy import CpuTiling, GpuTiling, policy_for, with_overrides
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((40, 300)).astype(np.float32)
+SHORT = RNG.standard_normal((64, 20)).astype(np.float32)
+LONG = RNG.standard_normal((6, 3000)).astype(np.float32)
+
+
+def column_sum(x):
+    return x.sum(axis=0)
+
+
+def transposed(x):
+    return np.exp(x.T) + 1.0
+
+
+def row_norm(x):
+    return x / np.sqrt((x * x).sum(axis=-1, keepdims=True))
+
+
+def full_sum(x):
+    return (x * 2.0).sum()
+
+
+def cumsum(x):
+    return np.cumsum(x, axis=1)
+
+
+def _exe(fn, *args, device="cpu"):
+    return tracearray.compile(fn, device=device).lower(*args).executable
+
+
+# ------------------------------------------------------------------ the CPU runtime
+@pytest.mark.parametrize("fn, driver", [(column_sum, "col"), (transposed, "map2d"),
+                                        (row_norm, "row"), (full_sum, "full"),
+                                        (cumsum, "scan")])
+def test_cpu_kernels_are_bound_and_explain_says_what_runs(fn, driver):
+    """The CPU executable's kernels are tile.bind's: the strategy that runs (col for a
+    column sum the plan calls a row reduction, map2d for a transposed read), its chunks,
+    and explain() reports that driver and its split."""
+    exe = _exe(fn, X)
+    bound = exe.bound_kernels()
+    assert bound and all(isinstance(b, BoundKernel) for b in bound.values())
+    kernels = {i: ck for i, ck in enumerate(exe.kernels) if ck is not None}
+    assert set(bound) == set(kernels)
+    for i, b in bound.items():
+        ck = kernels[i]
+        assert ck.bound is b and ck.geometry is b.geometry and ck.chunks == b.chunks
+        assert np.array_equal(ck.params, b.params)
+    assert driver in {b.strategy for b in bound.values()}
+    text = str(tracearray.compile(fn, device="cpu").explain(X))
+    assert f" {driver} " in text and "runs: loops" in text
+    assert ("partial-result slots" if driver == "full" else "chunk") in text
+
+
+def test_explain_reports_the_driver_not_the_plans_strategy():
+    """A column reduction is planned as a ``row`` kernel and runs as ``col``: explain() says
+    col (it said row before the binding step)."""
+    compiled = tracearray.compile(column_sum, device="cpu")
+    assert [s.strategy for s in compiled.lower(X).tiles] == ["row"]
+    report = compiled.explain(X).kernels[0]
+    assert report.strategy == "col"
+    assert report.launch.startswith("loops [40, 300]: 1 parallel iteration")
+
+
+def test_split_range_follows_the_policy():
+    one = CpuTiling(threads=1)
+    assert split_range(10 ** 6, 1, one) == [(0, 10 ** 6)]
+    four = CpuTiling(threads=4)
+    chunks = split_range(10 ** 6, 1, four)
+    assert len(chunks) == 16 and chunks[0] == (0, 62500) and chunks[-1][1] == 10 ** 6
+    small = CpuTiling(threads=4, min_task_work=1 << 20)
+    assert split_range(10 ** 6, 1, small) == [(0, 10 ** 6)]
+    coarse = CpuTiling(threads=4, tasks_per_thread=1)
+    assert len(split_range(10 ** 6, 1, coarse)) == 4
+
+
+def test_policies_are_frozen_and_overrides_are_checked():
+    p = GpuTiling(sms=132, smem_optin=227 << 10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.map_block = 128      # type: ignore[misc]
+    q = with_overrides(p, {"row_grid_per_sm": "16", "min_task_work": "4096"})
+    assert q.row_grid_per_sm == 16 and q.map_block == p.map_block   # the CPU's field: skipped
+    assert with_overrides(CpuTiling(2), {"min_task_work": "0x1000"}).min_task_work == 4096
+    with pytest.raises(ValueError, match="no tiling policy has a field 'row_grid_per_smm'"):
+        with_overrides(p, {"row_grid_per_smm": "16"})
+    with pytest.raises(ValueError, match="not a positive integer"):
+        with_overrides(p, {"map_block": "0"})
+    with pytest.raises(ValueError, match="not a positive integer"):
+        with_overrides(p, {"map_block": "many"})
+
+
+def test_tiling_variable_reaches_the_cpu_executable(monkeypatch):
+    monkeypatch.setenv("TRACEARRAY_TILING", "min_task_work=1,tasks_per_thread=64")
+    assert policy_for(CpuTiling(2)).tasks_per_thread == 64
+    monkeypatch.setattr(tracearray.cpu.pool, "num_threads", lambda: 2)
+    exe = _exe(transposed, X)
+    assert exe.tiling.min_task_work == 1
+    (b,) = exe.bound_kernels().values()
+    assert len(b.chunks) > 1
+    monkeypatch.setenv("TRACEARRAY_TILING", "min_task_work")
+    with pytest.raises(ValueError, match="is not name=value"):
+        policy_for(CpuTiling(2))
+
+
+@pytest.mark.parametrize("fn", [column_sum, transposed, row_norm, full_sum, cumsum])
+def test_a_cpu_policy_changes_the_split_not_the_code_or_the_result(fn, monkeypatch):
+    """Bit-identical results and the same kernel descriptions (the code's key) under the
+    default policy and one that cuts the work into the smallest tasks."""
+    want = tracearray.compile(fn, device="cpu")(X)
+    default = _exe(fn, X)
+    monkeypatch.setenv("TRACEARRAY_TILING", "min_task_work=1,tasks_per_thread=97")
+    monkeypatch.setattr(tracearray.cpu.pool, "num_threads", lambda: 3)
+    compiled = tracearray.compile(fn, device="cpu")
+    got = compiled(X)
+    np.testing.assert_array_equal(got, want)
+    fine = compiled.lower(X).executable
+    assert [ck.description for ck in fine.kernels if ck] == \
+        [ck.description for ck in default.kernels if ck]
+
+
+def test_bind_kernel_alone_needs_no_runtime():
+    """bind_kernel on a plan's spec and plain layouts: geometry, parameters, driver and
+    launches, with no device and no code (``lower`` omitted)."""
+    from tracearray.tile.layout import affine_params
+    compiled = tracearray.compile(row_norm, device="cpu")
+    spec: TileSpec = compiled.lower(SHORT).tiles[-1]
+    kernel = spec.kernel
+    rank = len(kernel.space)
+    loads = [affine_params((SHORT.shape[1], 1), 0, a.index, rank) for a in kernel.body.accesses]
+    stores = [affine_params((SHORT.shape[1], 1), 0, st.index, rank) for st in kernel.stores]
+    gpu = bind_kernel(spec, loads, stores, GpuTiling(sms=2, smem_optin=48 << 10), "k")
+    assert gpu.code is None and gpu.strategy == "thread_row"    # rows of 20 elements
+    assert all(isinstance(ln, Launch) for ln in gpu.launches)
+    cpu = bind_kernel(spec, loads, stores, CpuTiling(threads=2), "k")
+    assert cpu.strategy == "row" and cpu.chunks == [(0, 64)]
+
+
+# ------------------------------------------------------------------ the GPU runtime
+@pytest.fixture
+def gpu_device(emulated_gpu):
+    return None
+
+
+@pytest.mark.parametrize("x, driver", [(X, "warp_row"), (LONG, "block_row"),
+                                       (SHORT, "thread_row"), (X[:, ::-12], "thread_row")])
+def test_gpu_row_drivers_are_bound_and_reported(gpu_device, x, driver):
+    compiled = tracearray.compile(row_norm, device="cuda")
+    assert_matches(compiled(x), row_norm(x), "fused")
+    exe = compiled.lower(x).executable
+    bound = exe.bound_kernels()
+    assert [b.strategy for b in bound.values()] == [driver]
+    (b,) = bound.values()
+    gk = next(k for k in exe.kernels if k.bound_kernel is b)
+    assert gk.launches == b.launches and gk.strategy == driver
+    report = compiled.explain(x).kernels[0]
+    assert report.strategy == driver and "grid " in report.launch and "threads" in report.launch
+
+
+POLICY_PROGRAMS = {
+    "map": (lambda x: np.tanh(x) * 3.0 + x, (X,)),
+    "rows": (row_norm, (LONG,)),
+    "warp_rows": (row_norm, (X,)),
+    "thread_rows": (row_norm, (SHORT,)),
+    "column": (column_sum, (X,)),
+    "full": (lambda x: (x.astype(np.float64).sum(), x.max()), (X,)),
+    "cumsum_long": (lambda x: np.cumsum(x, axis=1), (LONG,)),
+    "add_at": (lambda x, i: add_at(x, i), (X[0], RNG.integers(0, 50, 300))),
+    "add_at_int": (lambda x, i: add_at(x, i), ((X[0] * 100).astype(np.int64),
+                                                RNG.integers(0, 50, 300))),
+}
+
+
+def add_at(x, i):
+    out = np.zeros(50, dtype=x.dtype)
+    np.add.at(out, i, x)
+    return out
+
+
+STARVED = ("map_block=32,grid_per_sm=1,thread_block=32,row_elements_per_thread=4096,"
+           "row_grid_per_sm=1,warp_row_grid_per_sm=1,row_pipeline_max_bytes=1,"
+           "full_work_per_thread=4096,full_slots_per_sm=1")
+
+
+def _outputs(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_PROGRAMS))
+def test_gpu_results_hold_under_a_starved_policy(gpu_device, name, monkeypatch):
+    """Every driver gives the same bits when the policy gives it one multiprocessor's worth
+    of tiny blocks (grid-stride loops run many trips, block_row's pipeline is off), but a
+    full float sum, whose association follows its slot count: within the sum's bound."""
+    fn, args = POLICY_PROGRAMS[name]
+    default = _outputs(tracearray.compile(fn, device="cuda")(*args))
+    monkeypatch.setenv("TRACEARRAY_TILING", STARVED)
+    compiled = tracearray.compile(fn, device="cuda")
+    starved = _outputs(compiled(*args))
+    want = _outputs(fn(*args))
+    for d, s_, w in zip(default, starved, want, strict=True):
+        if name == "full" and np.asarray(w).dtype == np.float64:
+            x = args[0].astype(np.float64)
+            for got in (d, s_):
+                assert_matches(got, w, "reduction", scale=np.abs(x).sum(), n=x.size)
+        else:
+            np.testing.assert_array_equal(s_, d)
+    exe = compiled.lower(*args).executable
+    assert exe.tiling.grid_per_sm == 1 and exe.tiling.map_block == 32
+    assert exe.bound_kernels()
+    for b in exe.bound_kernels().values():
+        for ln in b.launches:
+            assert ln.grid <= exe.tiling.sms     # one block (per pass) a multiprocessor
+            assert not (b.strategy == "block_row" and ln.extra == (2,))   # no pipeline
