@@ -229,3 +229,54 @@ def test_gpu_results_hold_under_a_starved_policy(gpu_device, name, monkeypatch):
         for ln in b.launches:
             assert ln.grid <= exe.tiling.sms     # one block (per pass) a multiprocessor
             assert not (b.strategy == "block_row" and ln.extra == (2,))   # no pipeline
+
+
+# ------------------------------------------------------------------ row cache parts
+def mixed_item_rows(x0):
+    """Soak gpu-2026-12-06-g program 203: a warp_row kernel caching an int16 row and a
+    bool row (3 bytes per element), at rows of 64, 71 and 78."""
+    v0 = (lambda t: (t.__setitem__([6], 255), t)[1])(x0.copy())
+    v2 = np.expand_dims(v0, -3)
+    v3 = np.where(v2 >= 0, x0, v2)
+    return np.std(np.nanvar(v3, axis=-1), keepdims=True), v0 * (0.5 - 2j)
+
+
+def _mixed_item_inputs():
+    base = np.random.default_rng(3).integers(-300, 300, (16, 78)).astype(np.int16)
+    return [np.ascontiguousarray(base[:, :n]) for n in (64, 71, 78)]
+
+
+def test_row_cache_parts_start_aligned():
+    from tracearray.tile.gpu import ROW_CACHE_ALIGN, row_cache_part_bytes
+    assert ROW_CACHE_ALIGN == 16
+    assert [row_cache_part_bytes(n, 3) for n in (64, 71, 78, 0)] == [192, 224, 240, 0]
+    assert row_cache_part_bytes(5, 8) == 48 and row_cache_part_bytes(4, 4) == 16
+
+
+def test_warp_row_parts_of_mixed_item_sizes(gpu_device):
+    """Each warp's part of the row cache starts 16-byte aligned, and the launch asks for
+    the rounded parts (the emulator does not fault on a misaligned address: the sizes are
+    what it checks; tests/test_bind.py::test_mixed_item_rows_on_the_gpu runs it on a GPU)."""
+    compiled = tracearray.compile(mixed_item_rows, device="cuda")
+    for x in _mixed_item_inputs():
+        got, want = compiled(x), mixed_item_rows(x)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        np.testing.assert_array_equal(got[1], want[1])
+        rows = [b for b in compiled.lower(x).executable.bound_kernels().values()
+                if b.strategy == "warp_row"]
+        assert len(rows) == 1
+        (ln,) = rows[0].launches
+        n = x.shape[1]
+        assert ln.smem == 8 * (-(-3 * n // 16) * 16), (n, ln.smem)
+
+
+@pytest.mark.gpu
+def test_mixed_item_rows_on_the_gpu():
+    """The same on a real GPU, which faults on a misaligned shared-memory load."""
+    if not tracearray.gpu.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    compiled = tracearray.compile(mixed_item_rows, device="cuda")
+    for x in _mixed_item_inputs():
+        got, want = compiled(x), mixed_item_rows(x)
+        np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-12)
+        np.testing.assert_array_equal(np.asarray(got[1]), want[1])

@@ -63,8 +63,9 @@ from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam
 from ..tile.geometry import Geometry
 from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
-from ..tile.gpu import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_STRATEGIES, SORT_N_EXTRA, WARP,
-                        WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
+from ..tile.gpu import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_CACHE_ALIGN, ROW_STRATEGIES,
+                        SORT_N_EXTRA, WARP, WARP_ROW_WARPS, entry_names, gpu_strategy,
+                        scratch_dtypes)
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
 
@@ -654,8 +655,11 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
             gv.align = 16
             self._row_cache_var = gv
         ptrs, offset = {}, self.const(0)
-        if part is not None:
-            offset = self.b.mul(part, self.b.mul(ninner, self.const(self.row_cache_itemsize())))
+        if part is not None:    # each part starts aligned (tile/gpu.py row_cache_part_bytes)
+            b, align = self.b, ROW_CACHE_ALIGN
+            raw = b.mul(ninner, self.const(self.row_cache_itemsize()))
+            stride = b.and_(b.add(raw, self.const(align - 1)), self.const(-align))
+            offset = b.mul(part, stride)
         for a in self.row_cached_accesses():
             dt = self.kernel.body.accesses[a].top.dtype
             base = self.b.gep(gv, [ir.Constant(I32, 0), offset])

@@ -32,8 +32,8 @@ import numpy as np
 from . import TileSpec, full_reduction_slots, parallel_extent, work_per_iteration
 from .geometry import Geometry, make_geometry
 from .gpu import (BLOCK_ROWS, FULL_BLOCK, MAX_BLOCK, RADIX, RADIX_BITS, SORT_ENTRIES, WARP,
-                  WARP_ROW_WARPS, entry_names, gpu_strategy, radix_passes, scan_tile_length,
-                  scratch_dtypes, sort_chunks)
+                  WARP_ROW_WARPS, entry_names, gpu_strategy, radix_passes, row_cache_part_bytes,
+                  scan_tile_length, scratch_dtypes, sort_chunks)
 from .layout import AccessParams, fill_params, partial_dtypes
 from .policy import CpuTiling, GpuTiling
 
@@ -200,7 +200,7 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
                                    policy.thread_block))
     elif strategy == "warp_row":
         # a row cache per warp, when the block's fit (one read of the re-read inputs)
-        cache = WARP_ROW_WARPS * inner * facts.get("row_cache_itemsize", 0)
+        cache = WARP_ROW_WARPS * row_cache_part_bytes(inner, facts.get("row_cache_itemsize", 0))
         use_cache = 0 < cache <= facts.get("row_cache_limit", 0)
         if rows:
             grid = min(_cdiv(rows, WARP_ROW_WARPS), policy.warp_row_grid_per_sm * policy.sms)
@@ -218,7 +218,7 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
             # the row's re-read inputs stay in shared memory when they fit (one read of
             # x): two rows' worth when the kernel pipelines its rows (flag 2: the next
             # row's copies in flight during this one), else one row's (flag 1)
-            cache = inner * facts.get("row_cache_itemsize", 0)
+            cache = row_cache_part_bytes(inner, facts.get("row_cache_itemsize", 0))
             flag = 0
             if 0 < cache and facts.get("row_cache_buffers", 0) == 2 and 2 * cache <= min(
                     policy.row_pipeline_max_bytes,

@@ -38,6 +38,8 @@ ROW_STRATEGIES = ("block_row", "warp_row")
 # device.
 BLOCK_ROWS = 8
 BLOCK_ROWS_MIN = 4096
+# row caches: where each row's part of the dynamic shared memory starts, in bytes
+ROW_CACHE_ALIGN = 16
 # scan_tiled's shortest tile (``scan_tile_length``)
 SCAN_TILE_MIN = 128
 # threads per block of a full reduction's two kernels (the block tree's)
@@ -64,6 +66,18 @@ SORT_MAX_CHUNKS = 1 << 15
 SORT_SCRATCH = ("keys0", "pos0", "keys1", "pos1", "table", "totals")
 SORT_ENTRIES = ("_keys", "_hist", "_hscan_tiles", "_hscan_totals", "_hscan_apply", "_place", "")
 SORT_N_EXTRA = 5    # run-time arguments: shift, parity, chunks, scan tile, targets
+
+
+def row_cache_part_bytes(inner: int, itemsize: int) -> int:
+    """Bytes of one row's part of a row cache of ``itemsize`` bytes per row element (the
+    cached accesses' item sizes added), when a block holds several rows' parts (warp_row: a
+    row per warp; block_row: two buffers), rounded up to ROW_CACHE_ALIGN so that every part
+    starts aligned: its accesses, largest items first, are then each aligned to their item
+    size, and cp.async's 16-byte copies land aligned. (Unrounded, the parts of rows of odd
+    length whose cached items differ in size began at odd addresses: an int16 load of
+    warp 1's part faulted with CUDA_ERROR_MISALIGNED_ADDRESS on an H100, soak
+    gpu-2026-12-06-g program 203, rows of 71.)"""
+    return -(-inner * itemsize // ROW_CACHE_ALIGN) * ROW_CACHE_ALIGN
 
 
 def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
