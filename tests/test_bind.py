@@ -280,3 +280,133 @@ def test_mixed_item_rows_on_the_gpu():
         got, want = compiled(x), mixed_item_rows(x)
         np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-12)
         np.testing.assert_array_equal(np.asarray(got[1]), want[1])
+
+
+# ------------------------------------------------------------------ autotuning (opt-in)
+def _fake_times(monkeypatch, fast_grid=None, failing=()):
+    """tuning.time_launches replaced (the emulator has no events): a candidate's time is
+    1 ms, 0.5 for launches of grid ``fast_grid``; grids in ``failing`` raise CudaError."""
+    from tracearray.gpu import tuning
+    from tracearray.gpu.driver import CudaError
+    calls = []
+
+    def fake(dev, loaded, pointers):
+        grids = [g for _fn, g, _b, _s, _v, _a in loaded]
+        calls.append(grids)
+        if any(g in failing for g in grids):
+            raise CudaError("launch failed (test)")
+        return 0.5 if fast_grid in grids else 1.0
+    monkeypatch.setattr(tuning, "time_launches", fake)
+    tuning.clear_memory()
+    return calls
+
+
+def test_autotune_is_off_by_default(gpu_device, monkeypatch):
+    monkeypatch.delenv("TRACEARRAY_AUTOTUNE", raising=False)
+    calls = _fake_times(monkeypatch)
+    tracearray.compile(row_norm, device="cuda")(RNG.standard_normal((64, 200)).astype(np.float32))
+    assert calls == []
+
+
+def test_autotune_keeps_the_fastest_and_remembers_it(gpu_device, monkeypatch, tmp_path,
+                                                     capsys):
+    """warp_row's candidates vary its blocks per multiprocessor; the fake clock makes 16 per
+    SM the fastest (the emulator's 4 SMs: a grid of 64 blocks; the others cover the 75
+    blocks of 8 rows). The winner runs, gives the default's bits, is printed, and a new
+    executable binds it without timing, from memory and then from the disk."""
+    from tracearray.gpu import tuning
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "print")
+    x = RNG.standard_normal((600, 200)).astype(np.float32)   # 75 blocks of 8 rows
+    fast = 16 * 4
+    calls = _fake_times(monkeypatch, fast_grid=fast)
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "0")
+    want = tracearray.compile(row_norm, device="cuda")(x)
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "print")
+    compiled = tracearray.compile(row_norm, device="cuda")
+    np.testing.assert_array_equal(compiled(x), want)
+    assert [g[0] for g in calls] == [75, 64, 75, 75]
+    (b,) = compiled.lower(x).executable.bound_kernels().values()
+    assert b.launches[0].grid == fast and b.strategy == "warp_row"
+    err = capsys.readouterr().err
+    assert "autotune" in err and "warp_row_grid_per_sm=16: 0.5000 ms  <- kept" in err
+    assert any((tmp_path / "tuning").iterdir())
+    # a new compiled function (a new executable) finds the winner: no timing
+    calls.clear()
+    again = tracearray.compile(row_norm, device="cuda")
+    again(x)
+    assert calls == []
+    (b2,) = again.lower(x).executable.bound_kernels().values()
+    assert b2.launches[0].grid == fast
+    # ... and from the disk, after the process's memory is cleared
+    tuning.clear_memory()
+    third = tracearray.compile(row_norm, device="cuda")
+    third(x)
+    assert calls == []
+    assert third.lower(x).executable.bound_kernels()[0].launches[0].grid == fast
+
+
+def test_autotune_scores_failed_candidates_as_infinite(gpu_device, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "1")
+    x = RNG.standard_normal((600, 200)).astype(np.float32)
+    # the fastest candidate fails: the default is kept
+    calls = _fake_times(monkeypatch, fast_grid=64, failing={64})
+    compiled = tracearray.compile(row_norm, device="cuda")
+    np.testing.assert_allclose(compiled(x), row_norm(x), rtol=2e-6, atol=1e-7)
+    assert len(calls) == 4
+    (b,) = compiled.lower(x).executable.bound_kernels().values()
+    assert b.launches[0].grid == 75       # min(rows / 8, 64 * 4): the default
+
+
+def test_autotune_skips_what_must_not_run_twice(gpu_device, monkeypatch, tmp_path):
+    """Full reductions (partials sized by the policy), scatters and kernels that write an
+    argument in place (Plan.in_place) are never timed; maps writing a new array are."""
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "1")
+    calls = _fake_times(monkeypatch)
+
+    def axpy(a, x, y):
+        y += a * x
+
+    x = RNG.standard_normal(5000).astype(np.float32)
+    tracearray.compile(full_sum, device="cuda")(x)
+    assert calls == []
+    tracearray.compile(add_at, device="cuda")(x[:300], RNG.integers(0, 50, 300))
+    assert calls == [[1], [1], [1], [1], [1]]     # the zeros' map alone (50 elements)
+    calls.clear()
+    y0 = RNG.standard_normal(5000).astype(np.float32)
+    dy = tracearray.gpu.Array.from_numpy(y0)
+    dx = tracearray.gpu.Array.from_numpy(x)
+    compiled = tracearray.compile(axpy, device="cuda")
+    assert compiled(np.float32(2.0), dx, dy) is None
+    assert compiled.lower(np.float32(2.0), dx, dy).plan.in_place
+    np.testing.assert_array_equal(dy.numpy(), y0 + np.float32(2.0) * x)
+    assert calls == []
+
+
+def test_a_damaged_tuning_entry_is_ignored(gpu_device, monkeypatch, tmp_path):
+    from tracearray.gpu import tuning
+    from tracearray.tile.policy import GpuTiling
+    from tracearray.tile.tune import decode_winner, encode_winner
+    p = GpuTiling(sms=4, smem_optin=1 << 16)
+    good = encode_winner("warp_row", dataclasses.replace(p, warp_row_grid_per_sm=16))
+    assert decode_winner("warp_row", good, p).warp_row_grid_per_sm == 16
+    for bad in (b"", good[:-3], good.replace(b"16", b"-1"), good.replace(b"16", b"1.5"),
+                encode_winner("map", p), b"TATUNE1\n{\"warp_row_grid_per_sm\": 16, \"x\": 1}"):
+        assert decode_winner("warp_row", bad, p) is None
+    # a damaged entry on disk: the kernel is timed again, the entry replaced
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "1")
+    x = RNG.standard_normal((600, 200)).astype(np.float32)
+    calls = _fake_times(monkeypatch, fast_grid=16 * 4)
+    tracearray.compile(row_norm, device="cuda")(x)
+    assert calls
+    (entry,) = [f for f in (tmp_path / "tuning").rglob("*") if f.is_file()]
+    entry.write_bytes(entry.read_bytes()[:-5])
+    tuning.clear_memory()
+    calls.clear()
+    from tracearray.diskcache import CacheWarning
+    with pytest.warns(CacheWarning, match="refused the disk cache entry"):
+        tracearray.compile(row_norm, device="cuda")(x)
+    assert calls      # timed again

@@ -76,6 +76,11 @@ VARIABLES: tuple[Variable, ...] = (
              "`row_grid_per_sm=16,map_block=512` (`tile/policy.py`: `CpuTiling`, "
              "`GpuTiling`); they shape launches, never the code. For A/B measurements.",
              "tile/policy.py"),
+    Variable("TRACEARRAY_AUTOTUNE", "0",
+             "`1` times each GPU map and row kernel's launch-policy candidates on its first "
+             "run (CUDA events) and keeps the fastest, cached on disk per kernel, size bucket "
+             "and device; `print` also prints the candidates and their times. Results do not "
+             "change (`tile/tune.py`).", "gpu/tuning.py"),
     Variable("TRACEARRAY_LIBDEVICE", "unset",
              "Explicit path of NVIDIA's `libdevice.10.bc` (searched for otherwise).",
              "gpu/ptx.py"),
@@ -449,6 +454,18 @@ def gpu_libraries_enabled() -> bool:
     if mode not in ("auto", "off"):
         raise ValueError(f"TRACEARRAY_GPU_LIBRARIES must be auto or off, got {mode!r}")
     return mode == "auto"
+
+
+def autotune_mode() -> str:
+    """``TRACEARRAY_AUTOTUNE``: ``off`` (default), ``on`` (``1``) or ``print``."""
+    raw = os.environ.get("TRACEARRAY_AUTOTUNE", "0").strip().lower()
+    if raw in _OFF:
+        return "off"
+    if raw in ("1", "on", "true", "yes"):
+        return "on"
+    if raw == "print":
+        return "print"
+    raise ValueError(f"TRACEARRAY_AUTOTUNE must be 0, 1 or print, got {raw!r}")
 
 
 def gpu_disabled() -> bool:

@@ -37,10 +37,11 @@ from .. import config
 from ..fuse.epilogue import matmul_epilogues
 from ..fuse.plan import Kernel, Plan, view_chain
 from ..tile import TileSpec
-from ..tile.bind import Launch, bind_kernel
+from ..tile.bind import BoundKernel, Launch, bind_kernel
 from ..tile.gpu import entry_names, scratch_dtypes
 from ..tile.layout import affine_params
 from ..tile.policy import GpuTiling, policy_for
+from ..tile.tune import TUNED_FIELDS, candidates
 from ..errors import TracearrayError, run_time_error, stage_error
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
@@ -49,9 +50,10 @@ from . import ptx as ptxmod
 from .array import Array, fast_signature, is_device_array
 from .libraries import PendingInfo
 from .memory import Block, round_size
+from . import tuning
 from .kernelcache import lowered_kernel
 from .copy import strided_copy
-from .driver import current_target, get_device, sm_count, smem_per_block_optin
+from .driver import CudaError, current_target, get_device, sm_count, smem_per_block_optin
 
 _libraries_lock = threading.Lock()
 _libraries_registered = False
@@ -188,7 +190,8 @@ class GpuKernel(_Record):
     address of its void*[]); ``_buffers`` the buffers they point into."""
     __slots__ = ("name", "strategy", "source", "ptx", "names", "ptr_sources", "params",
                  "launches", "partial_dtypes", "nslots", "scratch", "spec", "geometry",
-                 "bound_kernel", "functions", "_partials", "checks", "loaded", "_buffers")
+                 "bound_kernel", "functions", "_partials", "checks", "loaded", "_buffers",
+                 "tuning")
 
     def __init__(self, name: str, strategy: str, source: Any, ptx: str, names: list[str],
                  ptr_sources: list[tuple], params: np.ndarray, launches: list[Launch],
@@ -203,6 +206,9 @@ class GpuKernel(_Record):
         self.scratch = [] if scratch is None else scratch
         self.spec, self.geometry = spec, geometry
         self.bound_kernel = bound_kernel   # tile.bind.BoundKernel (None: a matmul kernel)
+        # autotuning pending for the first run (GpuExecutable._tune): (key, record,
+        # candidate policies, rebind(policy) -> BoundKernel)
+        self.tuning: tuple | None = None
         self.functions: dict = {}
         self._partials: list = []
         self.checks: list = []
@@ -309,8 +315,10 @@ class GpuExecutable:
         self.matmul_precision = matmul_precision
         self.target = current_target()
         self.jit = _PtxTools(self.target)
-        # the frozen launch policy of this device (tile/policy.py), read once
+        # the frozen launch policy of this device (tile/policy.py), read once, and whether
+        # tunable kernels time candidate policies on their first run (tile/tune.py)
         self.tiling = policy_for(GpuTiling(sm_count(), smem_per_block_optin()))
+        self.autotune = config.autotune_mode()
         self.name = name
         # What building cost (CompiledFunction.cache_info()): PTX compiled by LLVM, loaded
         # from the disk cache, and looked up there in vain.
@@ -473,10 +481,22 @@ class GpuExecutable:
         kernel = spec.kernel
         sources, loads = self._access_views(kernel)
         sources += [("buf", st.dest, ()) for st in kernel.stores]
-        bound = bind_kernel(spec, loads, self._store_views(kernel), self.tiling, name,
-                            lambda geo, strategy, wide: lowered_kernel(
-                                geo, name, strategy, wide, self.target, self))
+        stores = self._store_views(kernel)
+
+        def rebind(policy: GpuTiling) -> BoundKernel:
+            return bind_kernel(spec, loads, stores, policy, name,
+                               lambda geo, strategy, wide: lowered_kernel(
+                                   geo, name, strategy, wide, self.target, self))
+        bound = rebind(self.tiling)
         lowered = bound.code
+        pending = None
+        if self.autotune != "off" and self._tunable(bound):
+            key, record = tuning.tuning_key(lowered.ptx, bound, self._device_name())
+            winner = tuning.cached_winner(key, record, bound.strategy, self.tiling)
+            if winner is not None:
+                bound = rebind(winner)
+            else:
+                pending = (key, record, candidates(bound.strategy, self.tiling), rebind)
         gk = GpuKernel(name, bound.strategy, lowered, lowered.ptx,
                        entry_names(bound.strategy, name), sources, bound.params,
                        bound.launches, bound.partial_dtypes, bound.nslots,
@@ -490,7 +510,24 @@ class GpuExecutable:
         if kernel.body.checks:
             gk.checks = list(kernel.body.checks)
             gk.ptr_sources.append(("flag",))
+        gk.tuning = pending
         return gk
+
+    def _tunable(self, bound: BoundKernel) -> bool:
+        """Whether a kernel may be timed with candidate policies on its first run: a tuned
+        driver (tile/tune.py), no index checks, scratch or partial results, and running it
+        again gives the same result (it writes no buffer it reads, and no argument in place)."""
+        kernel = bound.spec.kernel
+        if bound.strategy not in TUNED_FIELDS or kernel.body.checks or bound.scratch or \
+                bound.partial_dtypes:
+            return False
+        read = {a.buffer for a in kernel.body.accesses}
+        return not any(st.dest in read or st.dest in self.in_place or
+                       st.dest in self.plan.in_place for st in kernel.stores)
+
+    def _device_name(self) -> str:
+        dev = get_device()
+        return f"{getattr(dev, 'name', type(dev).__name__)} {self.target.arch}"
 
     def _prepare_matmul(self, spec: TileSpec, epi_j: int | None) -> GpuKernel:
         """A matmul kernel, with the map kernel ``epi_j`` as its epilogue when given."""
@@ -934,6 +971,8 @@ class GpuExecutable:
                 pointers.append(flag_ptr)
             else:
                 pointers.append(0)
+        if gk.tuning is not None:
+            self._tune(dev, gk, pointers)
         n = len(pointers)
         launch = dev.launch
         for fn, grid, block, smem, vals, addrs in gk.loaded:
@@ -948,8 +987,39 @@ class GpuExecutable:
             gk.functions = dev.load(gk.ptx, gk.names, lambda: gk.ir)
         if gk.nslots and not gk._partials:
             gk._partials = [Array.empty((gk.nslots,), dt) for dt in gk.partial_dtypes]
-        loaded = []
-        for ln in gk.launches:
+        gk.loaded, buffers = self._loaded(dev, gk, gk.launches)
+        gk._buffers += buffers
+
+    def _tune(self, dev: Any, gk: GpuKernel, pointers: list[int]) -> None:
+        """Time the kernel's candidate policies (tile/tune.py) on this run's buffers, keep
+        the fastest for the kernel and remember it (gpu/tuning.py); a candidate that fails
+        to launch scores infinity (the default is the first candidate: a tie keeps it)."""
+        key, record, policies, rebind = gk.tuning
+        gk.tuning = None
+        results, best = [], None
+        for policy in policies:
+            try:
+                launches = rebind(policy).launches
+                loaded, buffers = self._loaded(dev, gk, launches)
+                ms = tuning.time_launches(dev, loaded, pointers)
+            except CudaError:
+                ms = math.inf
+            results.append((ms, policy))
+            if best is None or ms < best[0]:
+                best = (ms, policy, launches, loaded, buffers)
+        _ms, winner, gk.launches, gk.loaded, buffers = best
+        gk._buffers += buffers
+        gk.bound_kernel = rebind(winner)
+        tuning.remember(key, record, gk.strategy, winner)
+        if self.autotune == "print":
+            tuning.report(gk.name, gk.strategy, results, winner)
+
+    def _loaded(self, dev: Any, gk: GpuKernel, launches: list[Launch]
+                ) -> tuple[list[tuple], list[Any]]:
+        """The loaded form of ``launches`` of the kernel (its module loaded), and the
+        argument buffers it points into (the caller keeps them alive)."""
+        loaded, buffers = [], []
+        for ln in launches:
             fn = gk.functions[ln.entry]
             if ln.smem:
                 dev.allow_smem(fn, ln.smem)
@@ -962,11 +1032,11 @@ class GpuExecutable:
             vals = (ctypes.c_uint64 * len(packed))(*packed.tolist())
             base = ctypes.addressof(vals)
             addrs = (ctypes.c_uint64 * len(packed))(*range(base, base + 8 * len(packed), 8))
-            # the buffers live in gk._buffers; the launch takes the addresses' address
-            gk._buffers.append((vals, addrs))
+            # the caller keeps the buffers; the launch takes the addresses' address
+            buffers.append((vals, addrs))
             loaded.append((fn, ln.grid, max(block, 32), ln.smem, vals,
                            ctypes.addressof(addrs)))
-        gk.loaded = loaded
+        return loaded, buffers
 
     def _gather(self, dev: Any, src: int, step: CopyStep, keep: list[Any]) -> int:
         out = Array.empty(step.shape, np.dtype(f"u{step.itemsize}"))
