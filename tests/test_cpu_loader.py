@@ -136,6 +136,31 @@ def test_an_unknown_external_symbol_is_refused(monkeypatch) -> None:
         loader.load_object(obj)
 
 
+def test_a_finalizer_inside_the_loaders_setup_does_not_deadlock(monkeypatch) -> None:
+    """A loaded object collected while the same thread sets up the loader's libraries
+    (``_system`` holds its lock and allocates; the garbage collector may run a finalizer
+    right there) unmaps with its own ``munmap``: taking the loader's lock again hung the
+    default suite twice (2026-12-06, in ``test_an_unknown_external_symbol_is_refused``)."""
+    obj, _name = _object_of(lambda x: np.exp(x) * 2 - 1, np.ones(5))
+    doomed = [loader.load_object(obj)]
+    gone = weakref.ref(doomed[0])
+    real_cdll = loader.ctypes.CDLL
+
+    def cdll(*args, **kwargs):     # the collector, at the worst moment
+        doomed.clear()
+        gc.collect()
+        return real_cdll(*args, **kwargs)
+    monkeypatch.setattr(loader, "_libs", [])
+    monkeypatch.setattr(loader, "_libc", None)
+    monkeypatch.setattr(loader.ctypes, "CDLL", cdll)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (loader._system(), done.set()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert done.is_set(), "the loader deadlocked on its own lock"
+    assert gone() is None      # collected (and unmapped) inside the setup
+
+
 # ----------------------------------------------------------------- entries on the disk
 
 def _key_of(f, x) -> tuple[str, bytes]:

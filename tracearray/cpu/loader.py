@@ -33,6 +33,7 @@ import struct
 import sys
 import threading
 import weakref
+from typing import Any
 
 from .. import forksafe
 from .elf import _EHDR, _RELA, _SHDR, _SYM, SHN_ABS, SHN_UNDEF, SHT_NOBITS, SHT_RELA
@@ -97,10 +98,19 @@ def live_objects() -> int:
 
 class LoadedObject:
     """An object's code in memory: ``address(name)`` of its functions, valid until
-    ``close``."""
+    ``close``.
 
-    def __init__(self, base: int, size: int, symbols: dict[str, int]) -> None:
+    ``munmap`` is libc's, kept by the object so that ``close``, which its finalizer calls,
+    takes no lock of the module's: a finalizer runs wherever the garbage collector
+    happens to run, and that may be inside ``_system`` holding ``_libs_lock`` (it allocates
+    while setting up libc); closing through ``_system`` there deadlocked a thread on
+    itself (the default test suite hung at 89-90 % twice on 2026-12-06, both pytest
+    workers idle: ``py-spy`` showed ``LoadedObject.__del__`` -> ``_system`` inside
+    ``_system``)."""
+
+    def __init__(self, base: int, size: int, symbols: dict[str, int], munmap: Any) -> None:
         self._base, self._size, self._symbols = base, size, symbols
+        self._munmap = munmap
         self._lock = threading.Lock()
         _live.add(self)
 
@@ -112,7 +122,7 @@ class LoadedObject:
             base, self._base = self._base, 0
         if base:
             _live.discard(self)
-            _system()[1].munmap(base, self._size)
+            self._munmap(base, self._size)
 
     def __del__(self, _is_finalizing=sys.is_finalizing) -> None:
         if not _is_finalizing():
@@ -162,7 +172,7 @@ def load_object(data: bytes) -> LoadedObject:
                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
     if base in (None, ctypes.c_void_p(-1).value):
         raise OSError(ctypes.get_errno(), "mmap failed for a kernel's code")
-    loaded = LoadedObject(base, size, {})
+    loaded = LoadedObject(base, size, {}, libc.munmap)
     try:
         for i, at in placed.items():
             sh_type, section_offset, section_size = sections[i][1], sections[i][4], sections[i][5]
