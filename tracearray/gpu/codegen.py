@@ -63,9 +63,9 @@ from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam
 from ..tile.geometry import Geometry
 from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
-from ..tile.gpu import (BLOCK_ROWS, MAX_BLOCK, MAX_WARPS, ROW_CACHE_ALIGN, ROW_STRATEGIES,
-                        SORT_N_EXTRA, WARP, WARP_ROW_WARPS, entry_names, gpu_strategy,
-                        scratch_dtypes)
+from ..tile.gpu import (BLOCK_ROWS, MATMUL_PER_THREAD, MATMUL_THREADS, MATMUL_TILE, MAX_BLOCK,
+                        MAX_WARPS, ROW_CACHE_ALIGN, ROW_STRATEGIES, SORT_N_EXTRA, WARP,
+                        WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
 
@@ -1253,10 +1253,9 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
 # Matmul: shared-memory tiled, with the consumer's elementwise epilogue fused
 # ==========================================================================================
 
-BM = BN = 64        # output tile
-BK = 16             # reduction step staged in shared memory
-TM = TN = 4         # outputs per thread (16 x 16 threads)
-MATMUL_THREADS = (BM // TM) * (BN // TN)
+BM = BN = MATMUL_TILE          # output tile (tile/gpu.py: the launch reads it there)
+BK = 16                         # reduction step staged in shared memory
+TM = TN = MATMUL_PER_THREAD     # outputs per thread (16 x 16 threads: MATMUL_THREADS)
 A_LD = BM + 1       # padded rows of the A tile against bank conflicts
 
 
@@ -1521,5 +1520,4 @@ def copy_kernel_ir(itemsize: int, name: str, scatter: bool = False) -> str:
     return str(module)
 
 
-__all__ = ["GpuKernelLowering", "MatmulLowering", "copy_kernel_ir", "COPY_MAX_RANK",
-           "MATMUL_THREADS"]
+__all__ = ["GpuKernelLowering", "MatmulLowering", "copy_kernel_ir", "COPY_MAX_RANK"]

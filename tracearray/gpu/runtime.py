@@ -37,7 +37,7 @@ from .. import config
 from ..fuse.epilogue import matmul_epilogues
 from ..fuse.plan import Kernel, Plan, view_chain
 from ..tile import TileSpec
-from ..tile.bind import BoundKernel, Launch, bind_kernel
+from ..tile.bind import BoundKernel, Launch, bind_kernel, matmul_launches
 from ..tile.gpu import entry_names, scratch_dtypes
 from ..tile.layout import affine_params
 from ..tile.policy import GpuTiling, policy_for
@@ -559,14 +559,12 @@ class GpuExecutable:
             # the epilogue's loads of C read the accumulators: no pointer needed
             epi_sources = [("null",) if s[0] == "buf" and s[1] is mm else s for s in epi_sources]
             sources += epi_sources
-        from .codegen import MATMUL_THREADS, MatmulLowering
+        from .codegen import MatmulLowering
         lowering = MatmulLowering(mm, name, epi_geo, store_c, (m_dim, n_dim))
         ir_text = lowering.lower()
         ptx = ptxmod.compile_ptx(ir_text, self.target, self)
         params = np.concatenate([epi_params, np.asarray(mmp, dtype=np.int64)])
-        nbatch = int(np.prod(out[:nb], dtype=np.int64))
-        ntiles = nbatch * _cdiv(M, 64) * _cdiv(N, 64)
-        launches = [Launch(name, min(ntiles, 1 << 20), MATMUL_THREADS)] if ntiles else []
+        launches = matmul_launches(name, math.prod(int(d) for d in out[:nb]), M, N)
         return GpuKernel(name, "matmul", ir_text, ptx, [name], sources, params, launches,
                          spec=spec, geometry=epi_geo or _MATMUL_GEOMETRY)
 

@@ -31,7 +31,8 @@ import numpy as np
 
 from . import TileSpec, full_reduction_slots, parallel_extent, work_per_iteration
 from .geometry import Geometry, make_geometry
-from .gpu import (BLOCK_ROWS, FULL_BLOCK, MAX_BLOCK, RADIX, RADIX_BITS, SORT_ENTRIES, WARP,
+from .gpu import (BLOCK_ROWS, FULL_BLOCK, MATMUL_MAX_GRID, MATMUL_THREADS, MATMUL_TILE,
+                  MAX_BLOCK, RADIX, RADIX_BITS, SORT_ENTRIES, WARP,
                   WARP_ROW_WARPS, entry_names, gpu_strategy, radix_passes, row_cache_part_bytes,
                   scan_tile_length, scratch_dtypes, sort_chunks)
 from .layout import AccessParams, fill_params, partial_dtypes
@@ -241,6 +242,14 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
     return bound
 
 
+def matmul_launches(name: str, n_batch: int, m: int, n: int) -> list[Launch]:
+    """The launch of tracearray's own matmul kernel (``gpu/codegen.py`` MatmulLowering, its
+    epilogue fused or not) for ``n_batch`` products of (m, k) x (k, n): a block per output
+    tile, grid-striding past MATMUL_MAX_GRID tiles; none for an empty product."""
+    tiles = n_batch * _cdiv(m, MATMUL_TILE) * _cdiv(n, MATMUL_TILE)
+    return [Launch(name, min(tiles, MATMUL_MAX_GRID), MATMUL_THREADS)] if tiles else []
+
+
 def _sorted_scatter_launches(names: list[str], n: int, targets: int, policy: GpuTiling
                              ) -> tuple[list[int], list[Launch]]:
     """Scratch lengths and launches of a ``scatter_sorted`` kernel of n elements into
@@ -272,4 +281,4 @@ def _sorted_scatter_launches(names: list[str], n: int, targets: int, policy: Gpu
     return sizes, out
 
 
-__all__ = ["BoundKernel", "Launch", "bind_kernel", "split_range"]
+__all__ = ["BoundKernel", "Launch", "bind_kernel", "matmul_launches", "split_range"]

@@ -38,6 +38,13 @@ ROW_STRATEGIES = ("block_row", "warp_row")
 # device.
 BLOCK_ROWS = 8
 BLOCK_ROWS_MIN = 4096
+# tracearray's own matmul kernel (gpu/codegen.py MatmulLowering): output tiles of
+# MATMUL_TILE x MATMUL_TILE, MATMUL_PER_THREAD x MATMUL_PER_THREAD outputs a thread, so a
+# block of MATMUL_THREADS; its grid strides over the tiles past MATMUL_MAX_GRID blocks
+MATMUL_TILE = 64
+MATMUL_PER_THREAD = 4
+MATMUL_THREADS = (MATMUL_TILE // MATMUL_PER_THREAD) ** 2
+MATMUL_MAX_GRID = 1 << 20
 # row caches: where each row's part of the dynamic shared memory starts, in bytes
 ROW_CACHE_ALIGN = 16
 # scan_tiled's shortest tile (``scan_tile_length``)
