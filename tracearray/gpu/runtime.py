@@ -87,10 +87,6 @@ def register_device_libraries() -> None:
             dense.register()      # (last: it wraps the implementations above)
             _libraries_registered = True
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _c_strides(shape: Sequence[int]) -> tuple[int, ...]:
     out, acc = [], 1
     for n in reversed(shape):
