@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tracearray.gpu.driver import CudaError
 from tracearray.gpu.memory import CachingAllocator
 from tracearray.gpu.ptx import DEFAULT_TARGET
 
@@ -181,14 +182,57 @@ def _llvm():
                          ("emu_cp_async_wait_all", _emu_cp_async_wait_all),
                          *((f"emu_cp_async_{n}", f) for n, f in _emu_cp_async.items())):
             llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
+        llvm.add_symbol("emu_misaligned", ctypes.addressof(_misaligned))
         _llvm_state["llvm"] = llvm
         _llvm_state["engines"] = []
     return _llvm_state["llvm"]
 
 
+# Misaligned shared-memory accesses: a GPU faults (CUDA_ERROR_MISALIGNED_ADDRESS, and the
+# context is lost); a host does not. Every load and store of shared memory (addrspace 3)
+# whose alignment is 2 or more ORs the address's low bits into this word (an atomic OR: no
+# branch, so the blocks of the kernel's IR stay as they are), and ``launch`` raises what the
+# GPU would when it is not zero. (Global memory's vector accesses are guarded by the
+# kernels' own alignment test; shared memory's are laid out by the kernel: a row cache's
+# parts of mixed item sizes once began at odd addresses, found by a GPU soak.)
+_misaligned = ctypes.c_uint64(0)
+_SMEM_ACCESS = re.compile(r'^(\s+)(?:%\S+ = load |store ).*?, ([^,]+?) addrspace\(3\)\* '
+                          r'(%"[^"]+"|%[\w.$]+)(?:, align (\d+))?', re.M)
+_NATURAL = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "half": 2, "float": 4, "double": 8}
+
+
+def _natural_alignment(ty: str) -> int:
+    """The ABI alignment of an access of type ``ty`` (what an access without ``align``
+    has): a scalar's size, a vector's whole size; 1 when unknown (not checked)."""
+    m = re.fullmatch(r"<(\d+) x (\w+)>", ty.strip())
+    if m:
+        return int(m.group(1)) * _NATURAL.get(m.group(2), 0) or 1
+    return _NATURAL.get(ty.strip(), 1)
+
+
+def _check_alignment(t: str) -> str:
+    n = [0]
+
+    def check(m: re.Match) -> str:
+        indent, ty, ptr = m.group(1), m.group(2), m.group(3)
+        align = int(m.group(4)) if m.group(4) else _natural_alignment(ty)
+        if align < 2:
+            return m.group(0)
+        n[0] += 1
+        k = n[0]
+        return (f'{indent}%"emu.al.{k}" = ptrtoint {ty} addrspace(3)* {ptr} to i64\n'
+                f'{indent}%"emu.am.{k}" = and i64 %"emu.al.{k}", {align - 1}\n'
+                f'{indent}%"emu.ao.{k}" = atomicrmw or i64* @"emu_misaligned", '
+                f'i64 %"emu.am.{k}" monotonic\n' + m.group(0))
+    t = _SMEM_ACCESS.sub(check, t)
+    if n[0]:
+        t += '\n@"emu_misaligned" = external global i64\n'
+    return t
+
+
 def host_ir(ir_text: str) -> str:
     """The GPU kernel's IR rewritten to run on the host under the emulator."""
-    t = ir_text
+    t = _check_alignment(ir_text)
     t = re.sub(r"^declare [^\n]*@\"?llvm\.nvvm\.[^\n]*$", "", t, flags=re.M)
     for reg, k in _SREG.items():
         t = t.replace(f'@"llvm.nvvm.read.ptx.sreg.{reg}"()', f'@"emu_sreg"(i32 {k})')
@@ -334,6 +378,15 @@ class EmulatedDevice:
         fn.smem_allowed = max(fn.smem_allowed, nbytes)
 
     def launch(self, fn: EmuFunction, grid: int, block: int, args_addr: int, smem: int = 0) -> None:
+        _misaligned.value = 0
+        self._launch(fn, grid, block, args_addr, smem)
+        if _misaligned.value:
+            raise CudaError("cuLaunchKernel failed: CUDA_ERROR_MISALIGNED_ADDRESS (misaligned "
+                            f"address): a shared-memory access of {fn.name} off its alignment "
+                            f"(address bits {_misaligned.value:#x}; the emulator's check)",
+                            name="CUDA_ERROR_MISALIGNED_ADDRESS")
+
+    def _launch(self, fn: EmuFunction, grid: int, block: int, args_addr: int, smem: int) -> None:
         addrs = np.frombuffer((ctypes.c_uint64 * fn.nargs).from_address(args_addr), np.uint64)
         args = [int(np.frombuffer((ctypes.c_uint64 * 1).from_address(int(a)), np.uint64)[0])
                 for a in addrs]

@@ -255,8 +255,8 @@ def test_row_cache_parts_start_aligned():
 
 def test_warp_row_parts_of_mixed_item_sizes(gpu_device):
     """Each warp's part of the row cache starts 16-byte aligned, and the launch asks for
-    the rounded parts (the emulator does not fault on a misaligned address: the sizes are
-    what it checks; tests/test_bind.py::test_mixed_item_rows_on_the_gpu runs it on a GPU)."""
+    the rounded parts (the emulator faults on a misaligned shared-memory access as a GPU
+    does: the next test; test_mixed_item_rows_on_the_gpu runs it on a GPU)."""
     compiled = tracearray.compile(mixed_item_rows, device="cuda")
     for x in _mixed_item_inputs():
         got, want = compiled(x), mixed_item_rows(x)
@@ -268,6 +268,24 @@ def test_warp_row_parts_of_mixed_item_sizes(gpu_device):
         (ln,) = rows[0].launches
         n = x.shape[1]
         assert ln.smem == 8 * (-(-3 * n // 16) * 16), (n, ln.smem)
+
+
+def test_the_emulator_faults_on_unaligned_row_cache_parts(gpu_device, monkeypatch, tmp_path):
+    """Negative control of the emulator's alignment check (tests/gpu_emulator.py): with the
+    parts unrounded, as before the fix, rows of 71 fault as they did on the H100."""
+    from tracearray.gpu import codegen, kernelcache
+    from tracearray.gpu.driver import CudaError
+    from tracearray.tile import gpu as tile_gpu
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))   # (the unrounded code's)
+    monkeypatch.setattr(tile_gpu, "ROW_CACHE_ALIGN", 1)
+    monkeypatch.setattr(codegen, "ROW_CACHE_ALIGN", 1)
+    kernelcache.clear_memory()
+    try:
+        x = _mixed_item_inputs()[1]
+        with pytest.raises(CudaError, match="CUDA_ERROR_MISALIGNED_ADDRESS"):
+            tracearray.compile(mixed_item_rows, device="cuda")(x)
+    finally:
+        kernelcache.clear_memory()     # no later test may find the unrounded kernel
 
 
 @pytest.mark.gpu
