@@ -182,7 +182,7 @@ POLICY_PROGRAMS = {
     "thread_rows": (row_norm, (SHORT,)),
     "column": (column_sum, (X,)),
     "full": (lambda x: (x.astype(np.float64).sum(), x.max()), (X,)),
-    "cumsum_long": (lambda x: np.cumsum(x, axis=1), (LONG,)),
+    "cumsum_long": (lambda x: np.cumsum(x, axis=1), (LONG[:2, :1100],)),
     "add_at": (lambda x, i: add_at(x, i), (X[0], RNG.integers(0, 50, 300))),
     "add_at_int": (lambda x, i: add_at(x, i), ((X[0] * 100).astype(np.int64),
                                                 RNG.integers(0, 50, 300))),
@@ -328,22 +328,26 @@ def test_autotune_is_off_by_default(gpu_device, monkeypatch):
 
 def test_autotune_keeps_the_fastest_and_remembers_it(gpu_device, monkeypatch, tmp_path,
                                                      capsys):
-    """warp_row's candidates vary its blocks per multiprocessor; the fake clock makes 16 per
-    SM the fastest (the emulator's 4 SMs: a grid of 64 blocks; the others cover the 75
-    blocks of 8 rows). The winner runs, gives the default's bits, is printed, and a new
-    executable binds it without timing, from memory and then from the disk."""
+    """warp_row's candidates vary its blocks per multiprocessor. With the default made 1
+    per SM (``TRACEARRAY_TILING``; the emulator has 4 SMs: a grid of 4), the others cover
+    the 10 blocks of 8 rows; the fake clock makes a grid of 10 the fastest, so 16 per SM,
+    the first such candidate, is kept. The winner runs, gives the default's bits, is
+    printed, and a new executable binds it without timing, from memory and then from the
+    disk."""
     from tracearray.gpu import tuning
     monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "print")
-    x = RNG.standard_normal((600, 200)).astype(np.float32)   # 75 blocks of 8 rows
-    fast = 16 * 4
+    monkeypatch.setenv("TRACEARRAY_TILING", "warp_row_grid_per_sm=1")
+    x = RNG.standard_normal((80, 40)).astype(np.float32)   # 10 blocks of 8 rows
+    fast = 10
     calls = _fake_times(monkeypatch, fast_grid=fast)
     monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "0")
     want = tracearray.compile(row_norm, device="cuda")(x)
     monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "print")
+    monkeypatch.setenv("TRACEARRAY_TILING", "warp_row_grid_per_sm=1")
     compiled = tracearray.compile(row_norm, device="cuda")
     np.testing.assert_array_equal(compiled(x), want)
-    assert [g[0] for g in calls] == [75, 64, 75, 75]
+    assert [g[0] for g in calls] == [4, 10, 10, 10]
     (b,) = compiled.lower(x).executable.bound_kernels().values()
     assert b.launches[0].grid == fast and b.strategy == "warp_row"
     err = capsys.readouterr().err
@@ -367,14 +371,29 @@ def test_autotune_keeps_the_fastest_and_remembers_it(gpu_device, monkeypatch, tm
 def test_autotune_scores_failed_candidates_as_infinite(gpu_device, monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "1")
-    x = RNG.standard_normal((600, 200)).astype(np.float32)
+    monkeypatch.setenv("TRACEARRAY_TILING", "warp_row_grid_per_sm=1")
+    x = RNG.standard_normal((80, 40)).astype(np.float32)
     # the fastest candidate fails: the default is kept
-    calls = _fake_times(monkeypatch, fast_grid=64, failing={64})
+    calls = _fake_times(monkeypatch, fast_grid=10, failing={10})
     compiled = tracearray.compile(row_norm, device="cuda")
     np.testing.assert_allclose(compiled(x), row_norm(x), rtol=2e-6, atol=1e-7)
     assert len(calls) == 4
     (b,) = compiled.lower(x).executable.bound_kernels().values()
-    assert b.launches[0].grid == 75       # min(rows / 8, 64 * 4): the default
+    assert b.launches[0].grid == 4        # the default
+
+
+def test_autotune_when_every_candidate_fails(gpu_device, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "print")
+    monkeypatch.setenv("TRACEARRAY_TILING", "warp_row_grid_per_sm=1")
+    x = RNG.standard_normal((80, 40)).astype(np.float32)
+    calls = _fake_times(monkeypatch, failing={4, 10})
+    compiled = tracearray.compile(row_norm, device="cuda")
+    np.testing.assert_allclose(compiled(x), row_norm(x), rtol=2e-6, atol=1e-7)
+    assert len(calls) == 4
+    assert compiled.lower(x).executable.bound_kernels()[0].launches[0].grid == 4
+    assert "every candidate failed" in capsys.readouterr().err
+    assert not (tmp_path / "tuning").exists() or not any((tmp_path / "tuning").iterdir())
 
 
 def test_autotune_skips_what_must_not_run_twice(gpu_device, monkeypatch, tmp_path):
@@ -416,8 +435,9 @@ def test_a_damaged_tuning_entry_is_ignored(gpu_device, monkeypatch, tmp_path):
     # a damaged entry on disk: the kernel is timed again, the entry replaced
     monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("TRACEARRAY_AUTOTUNE", "1")
-    x = RNG.standard_normal((600, 200)).astype(np.float32)
-    calls = _fake_times(monkeypatch, fast_grid=16 * 4)
+    monkeypatch.setenv("TRACEARRAY_TILING", "warp_row_grid_per_sm=1")
+    x = RNG.standard_normal((80, 40)).astype(np.float32)
+    calls = _fake_times(monkeypatch, fast_grid=10)
     tracearray.compile(row_norm, device="cuda")(x)
     assert calls
     (entry,) = [f for f in (tmp_path / "tuning").rglob("*") if f.is_file()]

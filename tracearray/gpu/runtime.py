@@ -987,7 +987,9 @@ class GpuExecutable:
     def _tune(self, dev: Any, gk: GpuKernel, pointers: list[int]) -> None:
         """Time the kernel's candidate policies (tile/tune.py) on this run's buffers, keep
         the fastest for the kernel and remember it (gpu/tuning.py); a candidate that fails
-        to launch scores infinity (the default is the first candidate: a tie keeps it)."""
+        to launch scores infinity (the default is the first candidate: a tie keeps it).
+        When every candidate fails, the default's launches (loaded already) stay and
+        nothing is remembered."""
         key, record, policies, rebind = gk.tuning
         gk.tuning = None
         results, best = [], None
@@ -997,16 +999,19 @@ class GpuExecutable:
                 loaded, buffers = self._loaded(dev, gk, launches)
                 ms = tuning.time_launches(dev, loaded, pointers)
             except CudaError:
-                ms = math.inf
+                results.append((math.inf, policy))
+                continue
             results.append((ms, policy))
             if best is None or ms < best[0]:
                 best = (ms, policy, launches, loaded, buffers)
-        _ms, winner, gk.launches, gk.loaded, buffers = best
-        gk._buffers += buffers
-        gk.bound_kernel = rebind(winner)
-        tuning.remember(key, record, gk.strategy, winner)
+        winner = policies[0]
+        if best is not None:
+            _ms, winner, gk.launches, gk.loaded, buffers = best
+            gk._buffers += buffers
+            gk.bound_kernel = rebind(winner)
+            tuning.remember(key, record, gk.strategy, winner)
         if self.autotune == "print":
-            tuning.report(gk.name, gk.strategy, results, winner)
+            tuning.report(gk.name, gk.strategy, results, winner if best is not None else None)
 
     def _loaded(self, dev: Any, gk: GpuKernel, launches: list[Launch]
                 ) -> tuple[list[tuple], list[Any]]:

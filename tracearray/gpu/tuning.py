@@ -98,8 +98,9 @@ def time_launches(dev: Any, loaded: Sequence[tuple], pointers: Sequence[int]) ->
 
 
 def report(name: str, strategy: str, results: Sequence[tuple[float, GpuTiling]],
-           winner: GpuTiling) -> None:
-    """``TRACEARRAY_AUTOTUNE=print``: the candidates of one kernel and their times."""
+           winner: GpuTiling | None) -> None:
+    """``TRACEARRAY_AUTOTUNE=print``: the candidates of one kernel and their times (no
+    winner: every candidate failed, the default's launches stay)."""
     from ..tile.tune import TUNED_FIELDS
     fields = list(TUNED_FIELDS[strategy])
     lines = [f"[tracearray] autotune {name} ({strategy}):"]
@@ -108,9 +109,12 @@ def report(name: str, strategy: str, results: Sequence[tuple[float, GpuTiling]],
         shown = ", ".join(f"{f}={getattr(policy, f)}" for f in fields)
         lines.append(f"    {shown}: " + (f"{ms:.4f} ms" if math.isfinite(ms) else "failed")
                      + mark)
+    if winner is None:
+        lines.append("    every candidate failed: the default's launches stay, nothing kept")
     print("\n".join(lines), file=sys.stderr, flush=True)
-    config.log(config.COMPILES, "autotune %s: kept %s", name,
-               {f: getattr(winner, f) for f in fields})
+    if winner is not None:
+        config.log(config.COMPILES, "autotune %s: kept %s", name,
+                   {f: getattr(winner, f) for f in fields})
 
 
 def clear_memory() -> None:
