@@ -229,10 +229,14 @@ class Executable:
             stores.append(affine_params(element_strides(view), element_offset(view, dest),
                                         st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
-        bound = bind_kernel(spec, loads, stores, self.tiling, name,
-                            lambda geo, _strategy, _wide: self._code(geo, name))
+        described: list[str] = []     # the description, made once (the code's cache key)
+
+        def lower(geo: Geometry, _strategy: str, _wide: bool) -> Any:
+            described.append(describe_kernel(geo, name))
+            return self._code(geo, name, described[0])
+        bound = bind_kernel(spec, loads, stores, self.tiling, name, lower)
         geo = bound.geometry
-        ck = CompiledKernel(spec, geo, name, describe_kernel(geo, name), bound.params,
+        ck = CompiledKernel(spec, geo, name, described[0], bound.params,
                             load_views, store_views, checks=list(kernel.body.checks))
         ck.bound = bound
         ck.code = bound.code
@@ -253,9 +257,10 @@ class Executable:
         what runs, for ``explain()``."""
         return {i: ck.bound for i, ck in enumerate(self.kernels) if ck is not None}
 
-    def _code(self, geo: Geometry, name: str) -> Any:
-        """The kernel's machine code: from memory, the disk cache, or compiled now."""
-        code = codecache.load_kernel(describe_kernel(geo, name), entry_names(geo, name),
+    def _code(self, geo: Geometry, name: str, description: str) -> Any:
+        """The kernel's machine code (``description``: its key, tile/describe.py): from
+        memory, the disk cache, or compiled now."""
+        code = codecache.load_kernel(description, entry_names(geo, name),
                                      lambda: _lower(geo, name))
         self.compiles += code.origin == "compiled"
         self.disk_hits += code.origin == "disk"
