@@ -7,8 +7,10 @@ holds may change how a kernel's work is split (chunks, grid and block shapes, wh
 cache is used), never an instruction of it: the kernel caches are keyed without it (a GPU block's
 reduction tree is written for any power of two). On the CPU a result never depends on it (a
 full reduction's slots are a function of the sizes alone: ``tile.full_reduction_slots``);
-on the GPU a full float reduction's association follows its slot count, as it follows the
-device's multiprocessors, within the bound ``tile.sum_rounding_depth`` states.
+on the GPU a full float reduction's association follows its slot count, and a block_row
+float row's follows its threads (``row_elements_per_thread``), as they follow the device's
+multiprocessors, within the bound ``tile.sum_rounding_depth`` states (``tile/tune.py``
+never tunes those fields).
 
 ``TRACEARRAY_TILING`` overrides fields for a process (``"row_grid_per_sm=16,map_block=512"``;
 ``config.tiling_overrides``): for A/B measurements (``benchmarks/gpu_launch_ab.py``) and
