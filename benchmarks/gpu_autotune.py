@@ -31,18 +31,8 @@ TUNED = ("ew_chain", "gelu_tanh", "softmax", "logsumexp", "layernorm", "rmsnorm"
 
 
 def timed_ms(f, args, repeat: int) -> float:
-    from tracearray import gpu
-    for _ in range(2):
-        f(*args)
-    times = []
-    for _ in range(repeat):
-        start, end = gpu.Event(), gpu.Event()
-        start.record()
-        f(*args)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_ms(end))
-    return statistics.median(times)
+    from benchmarks.gpu_launch_ab import event_times
+    return statistics.median(event_times(f, args, 2, repeat))
 
 
 def first_call_ms(f, args) -> float:

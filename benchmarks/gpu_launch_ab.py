@@ -96,22 +96,29 @@ def child(settings: dict[str, object], workloads: list[str], size: str, device: 
         # benchmarks/gpu.py's check (float64 NumPy on sampled rows at large sizes) or
         # benchmarks/gpu_library.py's
         err, problems = check.compare([np.asarray(o) for o in first])
-        times = []
-        if device == "cuda":
-            for _ in range(warmup):
-                f(*args)
-            for _ in range(repeat):
-                start, end = gpu.Event(), gpu.Event()
-                start.record()
-                f(*args)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_ms(end))
+        times = event_times(f, args, warmup, repeat) if device == "cuda" else []
         out[name] = {"ms": round(statistics.median(times), 4) if times else None,
                      "rel_err": err, "problems": problems}
         if device == "cuda":
             out[name]["launches"] = launch_facts(f)
     return out
+
+
+def event_times(f, args, warmup: int, repeat: int) -> list[float]:
+    """Milliseconds of ``repeat`` calls of ``f(*args)``, each between two CUDA events on
+    tracearray's stream (waited for), after ``warmup`` untimed calls."""
+    from tracearray import gpu
+    for _ in range(warmup):
+        f(*args)
+    times = []
+    for _ in range(repeat):
+        start, end = gpu.Event(), gpu.Event()
+        start.record()
+        f(*args)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end))
+    return times
 
 
 def launch_facts(f) -> list[dict]:

@@ -38,7 +38,7 @@ from ..fuse.epilogue import matmul_epilogues
 from ..fuse.plan import Kernel, Plan, view_chain
 from ..tile import TileSpec
 from ..tile.bind import BoundKernel, Launch, bind_kernel, matmul_launches
-from ..tile.gpu import entry_names, scratch_dtypes
+from ..tile.gpu import entry_names
 from ..tile.layout import affine_params
 from ..tile.policy import GpuTiling, policy_for
 from ..tile.tune import TUNED_FIELDS, candidates
@@ -496,12 +496,10 @@ class GpuExecutable:
         gk = GpuKernel(name, bound.strategy, lowered, lowered.ptx,
                        entry_names(bound.strategy, name), sources, bound.params,
                        bound.launches, bound.partial_dtypes, bound.nslots,
-                       [(dt, n) for dt, n in bound.scratch], spec=spec,
-                       geometry=bound.geometry, bound_kernel=bound)
+                       list(bound.scratch), spec=spec, geometry=bound.geometry,
+                       bound_kernel=bound)
         # after the stores: scratch arrays, then any partials, then the error flag (last)
-        gk.ptr_sources += [("scratch", i)
-                           for i in range(len(scratch_dtypes(bound.strategy, kernel,
-                                                             bound.wide)))]
+        gk.ptr_sources += [("scratch", i) for i in range(len(bound.scratch))]
         gk.ptr_sources += [("partial", i) for i in range(len(gk.partial_dtypes))]
         if kernel.body.checks:
             gk.checks = list(kernel.body.checks)
