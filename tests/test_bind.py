@@ -14,7 +14,8 @@ import tracearray
 from numpy_compare import assert_matches
 from tracearray.tile import TileSpec
 from tracearray.tile.bind import BoundKernel, Launch, bind_kernel, split_range
-from tracearray.tile.policy import CpuTiling, GpuTiling, policy_for, with_overrides
+from tracearray.tile.policy import (MEASURED_DEVICE_DEFAULTS, CpuTiling, GpuTiling, gpu_tiling,
+                                   policy_for, with_overrides)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -173,6 +174,32 @@ def test_gpu_row_drivers_are_bound_and_reported(gpu_device, x, driver):
     assert gk.launches == b.launches and gk.strategy == driver
     report = compiled.explain(x).kernels[0]
     assert report.strategy == driver and "grid " in report.launch and "threads" in report.launch
+
+
+def test_a_device_measured_better_gets_its_fields_and_overrides_still_apply(monkeypatch):
+    (name, fields), = MEASURED_DEVICE_DEFAULTS.items()
+    measured = gpu_tiling(name, 132, 227 << 10)
+    assert all(getattr(measured, f) == v for f, v in fields.items())
+    other = gpu_tiling("some other GPU", 132, 227 << 10)
+    assert other == GpuTiling(132, 227 << 10)        # the class's defaults
+    assert measured != other
+    monkeypatch.setenv("TRACEARRAY_TILING", "map_block=128")
+    assert policy_for(measured).map_block == 128 and \
+        policy_for(measured).grid_per_sm == fields["grid_per_sm"]
+
+
+def test_the_gpu_runtime_binds_with_its_devices_measured_policy(gpu_device, monkeypatch):
+    from tracearray.gpu import driver
+    (name, fields), = MEASURED_DEVICE_DEFAULTS.items()
+    x = np.linspace(-2, 2, 5000, dtype=np.float32)
+    f = lambda x: np.tanh(x) * 3.0 + x     # noqa: E731
+    monkeypatch.setattr(driver._device, "name", name, raising=False)
+    compiled = tracearray.compile(f, device="cuda")
+    assert_matches(compiled(x), f(x), "fused")
+    exe = compiled.lower(x).executable
+    assert exe.tiling.map_block == fields["map_block"]
+    (b,) = exe.bound_kernels().values()
+    assert {launch.block for launch in b.launches} == {fields["map_block"]}
 
 
 POLICY_PROGRAMS = {

@@ -91,6 +91,9 @@ VECTOR_UNROLL = 2
 # warp_row's sweeps: a lane has at most WARP_ROW_MAX / 32 positions, so no unrolling (the
 # unrolled copy costs registers: occupancy)
 WARP_ROW_UNROLL = 1
+# a map's trips per loop iteration: unrolled 4 times (scalar trips), maps ran 1.2-1.9x
+# slower on the H200 (2026-12-01: a map's grid covers the array, so a thread has few trips)
+MAP_UNROLL = 1
 # chunks of 32 elements whose loads a scan_tiled warp issues before scanning the first
 SCAN_BATCH = 8
 
@@ -502,7 +505,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                                  self.kernel.stores) if e is not None]
         plan = self.vector_plan(exprs, [i for i, _st in stores], flat=len(dims) == 1)
         self.flat_sweep(plan, gid, self.product(dims), gstride, dims, exprs,
-                        lambda: self._store_roots(stores, {}), unroll=1)
+                        lambda: self._store_roots(stores, {}), unroll=MAP_UNROLL)
 
     def flat_sweep(self, plan: VectorPlan | None, start: ir.Value, n: ir.Value,
                    step: ir.Value, dims: tuple[int, ...], exprs: list[KExpr],

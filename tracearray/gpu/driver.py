@@ -397,6 +397,11 @@ def smem_per_block_optin() -> int:
     return getattr(_device, "smem_optin", 232448) if _device is not None else 232448
 
 
+def device_name() -> str:
+    """The device's name as its driver reports it ("" when there is none)."""
+    return str(getattr(_device, "name", "")) if _device is not None else ""
+
+
 def sm_count() -> int:
     """Multiprocessors of the device (132, an H200's, when there is none: launch shapes of
     kernels compiled without a GPU do not matter)."""

@@ -40,7 +40,7 @@ from ..tile import TileSpec
 from ..tile.bind import BoundKernel, Launch, bind_kernel, matmul_launches
 from ..tile.gpu import entry_names
 from ..tile.layout import affine_params
-from ..tile.policy import GpuTiling, policy_for
+from ..tile.policy import GpuTiling, gpu_tiling, policy_for
 from ..tile.tune import TUNED_FIELDS, candidates
 from ..errors import TracearrayError, run_time_error, stage_error
 from ..trace.graph import Node
@@ -53,7 +53,8 @@ from .memory import Block, round_size
 from . import tuning
 from .kernelcache import lowered_kernel
 from .copy import strided_copy
-from .driver import CudaError, current_target, get_device, sm_count, smem_per_block_optin
+from .driver import (CudaError, current_target, device_name, get_device, sm_count,
+                     smem_per_block_optin)
 
 _libraries_lock = threading.Lock()
 _libraries_registered = False
@@ -313,7 +314,7 @@ class GpuExecutable:
         self.jit = _PtxTools(self.target)
         # the frozen launch policy of this device (tile/policy.py), read once, and whether
         # tunable kernels time candidate policies on their first run (tile/tune.py)
-        self.tiling = policy_for(GpuTiling(sm_count(), smem_per_block_optin()))
+        self.tiling = policy_for(gpu_tiling(device_name(), sm_count(), smem_per_block_optin()))
         self.autotune = config.autotune_mode()
         self.name = name
         # What building cost (CompiledFunction.cache_info()): PTX compiled by LLVM, loaded

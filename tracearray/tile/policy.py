@@ -74,6 +74,26 @@ class GpuTiling:
     full_slots_per_sm: int = 4
 
 
+# Launch fields measured better than GpuTiling's defaults on a device, by the device's name
+# as its driver reports it. The defaults came from A/Bs on an H200; an H100 SXM prefers
+# bigger map grids and more row blocks (benchmarks/gpu_launch_ab.py and the autotuner,
+# docs/benchmarks.md "2026-12-06, fifth session"): map blocks of 512, 64 per multiprocessor
+# (ew_chain 1.752 -> 1.740 ms, gelu_tanh 1.510 -> 1.477, black_scholes 1.880 -> 1.831, two
+# rounds each), 32 block_row blocks per multiprocessor (layernorm, rmsnorm, softmax,
+# logsumexp 1.1-2.2 % faster when autotuned, 2026-12-06 fourth session), 128 warp_row blocks
+# (l2_normalize 0.7 %). None of these fields changes a result's bits (tile/tune.py).
+MEASURED_DEVICE_DEFAULTS: dict[str, dict[str, int]] = {
+    "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64, row_grid_per_sm=32,
+                                  warp_row_grid_per_sm=128),
+}
+
+
+def gpu_tiling(device_name: str, sms: int, smem_optin: int) -> GpuTiling:
+    """The default policy of a device: GpuTiling's defaults, with the fields measured better
+    on a device of this name (``MEASURED_DEVICE_DEFAULTS``)."""
+    return GpuTiling(sms, smem_optin, **MEASURED_DEVICE_DEFAULTS.get(device_name, {}))
+
+
 def policy_for(policy: Any) -> Any:
     """``policy`` as this process runs it: with ``TRACEARRAY_TILING``'s fields."""
     from .. import config
@@ -105,5 +125,5 @@ def with_overrides(policy: Any, overrides: dict[str, str]) -> Any:
     return dataclasses.replace(policy, **values)
 
 
-__all__ = ["CpuTiling", "GpuTiling", "policy_for", "with_overrides", "MIN_TASK_WORK",
+__all__ = ["CpuTiling", "GpuTiling", "gpu_tiling", "policy_for", "MEASURED_DEVICE_DEFAULTS", "with_overrides", "MIN_TASK_WORK",
            "TASKS_PER_THREAD"]
