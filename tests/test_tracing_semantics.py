@@ -215,6 +215,10 @@ _LISTS = {
     "traced operand": lambda a: (np.add(a, [a[0, 0], 1.0, 2]), a - [[a[0, 1]], [2.0]]),
     "where": lambda a: (np.where([True, False, True], a, [1.0, 2.0, 3.0]),
                         np.where(a > 0, [a[0, 0]] * 3, [1, 2, 3])),
+    # functions tracearray implements, NumPy's dispatch missing the list's traced values
+    "dot": lambda a: np.dot([a[0, 0], a[0, 1]], [a[1, 0], a[1, 1]]),
+    "percentile": lambda a: np.percentile([a[0, 0], a[0, 1], a[1, 2], a[1, 0]], 50),
+    "norm": lambda a: np.linalg.norm([a[0, 0], a[1, 1]]),
 }
 
 

@@ -307,8 +307,12 @@ def _real_if_close(a: Any, tol: float = 100) -> Any:
 
 
 def _make_like(func: Any, fill: Any) -> None:
+    # decided here, not in ``like``: while tracing, NumPy's namespace may hold tracearray's
+    # replacement of np.full_like (trace/context.py), which ``func`` (NumPy's own) is not
+    full = func is np.full_like
+
     def like(a: Any, *args: Any, **kwargs: Any) -> Any:
-        if func is np.full_like:
+        if full:
             value = args[0] if args else kwargs.pop("fill_value")
             args = args[1:]
         else:

@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .. import config
-from ..errors import record_location, user_location, UnsupportedOperationError, with_location
+from ..errors import (ConcretizationError, TraceDTypeError, UnsupportedOperationError,
+                      record_location, user_location, with_location)
 
 
 @dataclass
@@ -453,6 +454,29 @@ def _list_statistic(original: Callable[..., Any], method: str) -> Callable[..., 
     return wrapped
 
 
+def _list_arguments(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A NumPy function tracearray implements (a composite) given a Python list holding
+    traced values where it takes an array (``np.dot([a, b], [c, d])``,
+    ``np.percentile([x0, x1, x2], 50)``): NumPy's dispatch looks at the list, not at what it
+    holds, so NumPy's own code runs and asks the values for their data (or meets what
+    tracearray refuses). When that fails, the call is made again with such lists converted as np.asarray converts them, which
+    dispatches to tracearray's implementation."""
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except (ConcretizationError, TraceDTypeError, UnsupportedOperationError):
+            lists = {i for i, a in enumerate(args) if _holds_traced_list(a)}
+            keys = {k for k, v in kwargs.items() if _holds_traced_list(v)}
+            if current() is None or not (lists or keys):
+                raise
+        return original(*[_traced(a) if i in lists else a for i, a in enumerate(args)],
+                        **{k: _traced(v) if k in keys else v for k, v in kwargs.items()})
+    wrapped.__name__ = wrapped.__qualname__ = getattr(original, "__name__", "function")
+    wrapped.__doc__ = getattr(original, "__doc__", None)
+    wrapped.__wrapped__ = original   # type: ignore[attr-defined]
+    return wrapped
+
+
 def _list_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any]]]:
     """(NumPy's helper, its replacement) for the reductions of Python lists (above); the
     helpers a NumPy version lacks are left out."""
@@ -486,6 +510,10 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
         for fn, replacement in _list_helpers():
             _REPLACEMENTS[id(fn)] = (fn, replacement)
+        from .composites import COMPOSITES
+        for fn in COMPOSITES:
+            if not isinstance(fn, np.ufunc) and callable(fn) and id(fn) not in _REPLACEMENTS:
+                _REPLACEMENTS[id(fn)] = (fn, _list_arguments(fn))
     return _REPLACEMENTS
 
 

@@ -354,7 +354,7 @@ class MaskedSelection:
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
         if self._written:
             return func(*_compacted(args), **_compacted(kwargs))
-        if func is np.count_nonzero:
+        if func is _COUNT_NONZERO:
             a = args[0] if args else kwargs["a"]
             if a is self and kwargs.get("axis", args[1] if len(args) > 1 else None) is None:
                 nz = self.__array_ufunc__(np.not_equal, "__call__", self, 0)
@@ -365,6 +365,10 @@ class MaskedSelection:
 
 
 _OTHER_AXIS = object()   # a reduction of a selection along a dimension it keeps
+# NumPy's own function, as dispatch passes it: while tracing, ``np.count_nonzero`` names
+# tracearray's replacement (trace/context.py ``_list_arguments``), so it is never looked up
+# then. (This module is imported before any trace replaces a name.)
+_COUNT_NONZERO = np.count_nonzero
 
 
 def _compacted(x: Any) -> Any:
