@@ -76,12 +76,12 @@ class GpuTiling:
 
 # Launch fields measured better than GpuTiling's defaults on a device, by the device's name
 # as its driver reports it. The defaults came from A/Bs on an H200; an H100 SXM prefers
-# bigger map grids and more row blocks (benchmarks/gpu_launch_ab.py and the autotuner,
-# docs/benchmarks.md "2026-12-06, fifth session"): map blocks of 512, 64 per multiprocessor
-# (ew_chain 1.752 -> 1.740 ms, gelu_tanh 1.510 -> 1.477, black_scholes 1.880 -> 1.831, two
-# rounds each), 32 block_row blocks per multiprocessor (layernorm, rmsnorm, softmax,
-# logsumexp 1.1-2.2 % faster when autotuned, 2026-12-06 fourth session), 128 warp_row blocks
-# (l2_normalize 0.7 %). None of these fields changes a result's bits (tile/tune.py).
+# bigger map grids and more row blocks: the autotuner kept these on it (2026-12-06, fourth
+# session), and an A/B of the old defaults against them (benchmarks/gpu_launch_ab.py, two
+# rounds, medians in ms; docs/benchmarks.md "2026-12-06, fifth session") gave haversine
+# 1.823 -> 1.747, black_scholes 1.881 -> 1.825, softmax 1.554 -> 1.515, gelu_tanh 1.504 ->
+# 1.481, layernorm 1.553 -> 1.537, adam_step 1.303 -> 1.290, ew_chain, l2_normalize,
+# rmsnorm and logsumexp level. None of these fields changes a result's bits (tile/tune.py).
 MEASURED_DEVICE_DEFAULTS: dict[str, dict[str, int]] = {
     "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64, row_grid_per_sm=32,
                                   warp_row_grid_per_sm=128),
