@@ -423,3 +423,52 @@ def test_log_near_the_unit_circle_is_accurate_in_its_real_part(dt):
         # outside vectorised loops, so that an element's result does not depend on its
         # position (bug 73): within 4 ulp of NumPy's (the transcendental family), not equal)
         np.testing.assert_array_max_ulp(got.imag, want.imag, maxulp=4)
+
+
+def RNG_PERM(n):
+    return np.random.default_rng(11).permutation(n)
+
+
+@pytest.mark.parametrize("cdt", CDTYPES)
+def test_sort_argsort_and_sort_complex_in_numpys_order(cdt):
+    """NumPy's complex order: real part, then imaginary part, numbers with a NaN part last in
+    the groups R + Rj, R + nanj, nan + Rj, nan + nanj (each by its other part). The special
+    grid without -0.0 has no two equal numbers (+0.0 and -0.0 compare equal: NumPy's default
+    kind orders such ties its own way, divergence complex-sort-ties); with it, the stable
+    kinds, which are NumPy's order exactly."""
+    z = special_grid(cdt)
+    part = np.float32 if cdt is np.complex64 else np.float64
+    with np.errstate(over="ignore"):   # (1e300 is inf in float32, 1e-300 zero: ties)
+        v = np.unique(np.array([x for x in SPECIAL if not (x == 0 and np.signbit(x))], part))
+    re, im = np.meshgrid(v, v)
+    distinct = np.empty(re.size, cdt)
+    distinct.real, distinct.imag = re.ravel(), im.ravel()   # (one nan + nanj: NaNs tie)
+    check(lambda z: (np.sort(z), np.argsort(z), np.sort_complex(z), np.sort(z, axis=None)),
+          distinct)
+    m = distinct[RNG_PERM(distinct.size)].reshape(v.size, -1)
+    check(lambda m: (np.sort(m, axis=0), np.argsort(m, axis=1), np.sort(m[:, ::-3], axis=-1),
+                     np.argsort(m, axis=None), np.sort(m.T, axis=None)), m)
+    check(lambda z: (np.sort(z, kind="stable"), np.argsort(z, kind="stable"),
+                     np.argsort(z.reshape(17, 17), axis=0, stable=True)), z)
+
+
+def test_sorting_complex_with_ties_is_numpys_stable_sort():
+    z = (np.random.default_rng(3).integers(-2, 3, (9, 40)) +
+         1j * np.random.default_rng(4).integers(-2, 3, (9, 40))).astype(np.complex64)
+    check(lambda z: (np.sort(z, axis=1), np.argsort(z, axis=0, kind="stable"),
+                     np.argsort(z, stable=True)), z)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint16, np.int64, np.float32, np.float64, np.bool_])
+def test_sort_complex_of_real_arrays_casts_as_numpy(dt):
+    x = (np.random.default_rng(5).standard_normal((4, 9)) * 50).astype(dt)
+    check(lambda x: np.sort_complex(x), x)
+
+
+def test_sort_of_complex_refuses_what_numpy_refuses():
+    z = random_complex(np.complex128, 6)
+    for f in (lambda z: np.sort(z, kind="bogus"), lambda z: np.sort(z, axis=3)):
+        with pytest.raises((ValueError, np.exceptions.AxisError)):
+            f(z)
+        with pytest.raises((ValueError, np.exceptions.AxisError)):
+            tracearray.compile(f)(z)

@@ -326,6 +326,16 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "equal_nan=False, where each NaN is a value of its own, which NaN element's inverse "
         "is which NaN slot follows the sort's order of the NaNs.", "tolerance"),
     Divergence(
+        "complex-sort-ties", "function", ("np.sort", "np.argsort", "np.sort_complex"),
+        "np.sort and np.argsort of complex values (and np.sort_complex) sort in NumPy's "
+        "complex order (by the real part, then the imaginary part, numbers with a NaN part "
+        "last) with three stable sorts: equal numbers keep their order, which is NumPy's "
+        "kind='stable' exactly, where NumPy's default kind orders ties its own way. Equal "
+        "complex numbers differ only in the sign of a zero part (or a NaN's payload), so a "
+        "sort's values can differ there and an argsort may give tied numbers' positions in "
+        "another order. The comparator does not relax this; random data has no such ties.",
+        "not-compared"),
+    Divergence(
         "gpu-partition-order", "function", ("np.partition", "np.argpartition"),
         "On the GPU, np.partition and np.argpartition sort the rows (the stable sorts of "
         "gpu-sort-ties), which is one of the arrangements NumPy's contract allows for every "

@@ -26,7 +26,7 @@ from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
 from . import complex as complex_values
 from . import composites, context
 from . import numpy_api as api
-from .build import unsupported
+from .build import known_value, normalize_axes, unsupported
 from ..errors import ConcretizationError, UnsupportedOperationError, with_location
 
 
@@ -132,6 +132,8 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         return Tracer(api.scan(kind, unwrap(x), axis, dtype, ufunc_method=True))
     if method == "at":
         return _ufunc_at(uf, name, inputs, kwargs)
+    if method == "reduceat":
+        return _reduceat(uf, name, inputs, kwargs)
     if method == "outer":
         a, b = inputs
         na = np.ndim(a)
@@ -156,6 +158,103 @@ def _ufunc_at(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> None:
     a._write(ufunc_at(uf, a.node, unwrap(inputs[1]),
                       unwrap(inputs[2]) if len(inputs) == 3 else None))
     return None
+
+
+def _reduceat(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
+    """``uf.reduceat(a, indices, axis=0, dtype=None)``: for each index i, ``uf.reduce`` of
+    ``a[indices[i]:indices[i + 1]]`` along ``axis`` (to the end for the last index; of
+    ``a[indices[i]]`` alone where the next index is not larger), side by side along
+    ``axis``. Each segment is tracearray's reduce of that slice: NumPy's result exactly for
+    integers, bools and order-free folds (max, min, logical and bitwise ones), float products
+    in NumPy's order, float sums within the float-sum-reassociation tolerance as every sum
+    (NumPy adds a segment's first element to the pairwise sum of the others). The indices
+    shape the result, so they must be known when tracing."""
+    from .tracer import Tracer
+    if len(inputs) != 2:
+        raise TypeError(with_location(f"{name} takes (array, indices)"))
+    a, indices = inputs
+    axis = kwargs.pop("axis", 0)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
+    why = ("the segments' bounds must be known when tracing: a list or tuple of ints, an "
+           "array the function makes from constants, or an argument marked static "
+           "(static_argnums) passed as a tuple; arrays passed in, and global arrays, are read "
+           "at every call")
+    if isinstance(indices, Tracer):     # an array the function made: its value if known
+        known = known_value(indices.node)
+        if known is None:
+            raise unsupported(f"{name} with indices the compiled function reads at run time",
+                              why)
+        indices = known
+    elif context._holds_traced_list(indices):
+        raise unsupported(f"{name} with indices the compiled function reads at run time", why)
+    idx = np.asarray(indices)
+    if idx.ndim != 1:
+        raise ValueError(with_location(
+            "setting an array element with a sequence. The requested array would exceed the "
+            "maximum number of dimension of 1." if idx.ndim > 1 else
+            "object of too small depth for desired array"))
+    idx = idx.astype(np.intp)       # NumPy force-casts them (0.5 is 0)
+    x = composites.as_tracer(a)
+    if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
+        raise ValueError(with_location("reduceat does not allow multiple axes"))
+    (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)
+    n = x.shape[ax]
+    starts = [int(i) for i in idx]
+    for i in starts:
+        if not 0 <= i < n:
+            raise IndexError(with_location(
+                f"index {i} out-of-bounds in {uf.__name__}.reduceat [0, {n})"))
+    if reducer_of_ufunc(uf) is None:
+        raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
+                          "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
+    if not starts:   # an empty result of the reduce's dtype (NumPy's, from one element)
+        dt = uf.reduce(np.frombuffer(bytes(x.dtype.itemsize), x.dtype), dtype=dtype).dtype
+        shape = x.shape[:ax] + (0,) + x.shape[ax + 1:]
+        return composites.as_tracer(np.zeros(shape, dt))
+    return _segment_reduce(uf, x, ax, np.asarray(starts, np.intp), n, dtype)
+
+
+# folds that give the same result when an element is folded in twice
+_IDEMPOTENT = frozenset({np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
+                         np.logical_or, np.bitwise_and, np.bitwise_or})
+
+
+def _segment_reduce(uf: np.ufunc, x: Any, ax: int, starts: np.ndarray, n: int,
+                    dtype: Any) -> Any:
+    """``uf.reduce`` of the segments ``x[starts[i]:ends[i]]`` along ``ax`` (reduceat's), in
+    a few kernels whatever their number: segments of similar length (up to 8 elements, then
+    by powers of two) are gathered into a matrix of rows as wide as the longest of them, the
+    short rows padded with the segment's last element (a fold that ignores repeats) or the
+    fold's identity (-0.0 for float sums, which leaves every sum's sign as it is), and each
+    matrix is reduced along its rows; the results go back to the segments' order. The work
+    is at most twice the segments' elements plus 8 a segment."""
+    ends = np.append(starts[1:], n)
+    lengths = np.where(ends > starts, ends - starts, 1)
+    classes = np.maximum(3, np.ceil(np.log2(lengths)).astype(np.intp))
+    pieces, order = [], []
+    for c in np.unique(classes):
+        sel = np.flatnonzero(classes == c)
+        width = int(lengths[sel].max())
+        first = composites.as_tracer(starts[sel].reshape(-1, 1))
+        last = composites.as_tracer((lengths[sel] - 1).reshape(-1, 1))
+        k = composites.as_tracer(np.arange(width, dtype=np.intp))
+        rows = np.take(x, first + np.minimum(k, last), axis=ax)   # (.., segments, width, ..)
+        if uf not in _IDEMPOTENT:
+            fill = np.float64(-0.0) if uf is np.add and x.dtype.kind in "fc" else uf.identity
+            inside = (k <= last).reshape((1,) * ax + (len(sel), width) +
+                                         (1,) * (x.ndim - ax - 1))
+            rows = np.where(inside, rows, np.asarray(fill).astype(x.dtype))
+        pieces.append(uf.reduce(rows, axis=ax + 1, dtype=dtype))
+        order.append(sel)
+    out = np.concatenate(pieces, axis=ax) if len(pieces) > 1 else pieces[0]
+    perm = np.concatenate(order)
+    if np.array_equal(perm, np.arange(len(perm))):
+        return out
+    inverse = np.empty_like(perm)
+    inverse[perm] = np.arange(len(perm))
+    return np.take(out, composites.as_tracer(inverse), axis=ax)
 
 
 def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,

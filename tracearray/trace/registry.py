@@ -66,6 +66,7 @@ def _ufunc_entries() -> list[Entry]:
         aliases = sorted(a for a in public if getattr(np, a) is uf and a != uf.__name__)
         note = f"alias: {', '.join('np.' + a for a in aliases)}" if aliases else ""
         methods = [m for m, ok in (("reduce", reducer_of_ufunc(uf)),
+                                   ("reduceat", reducer_of_ufunc(uf)),
                                    ("accumulate", scan_of_ufunc(uf))) if ok]
         if uf in UFUNC_OPS or uf is np.matmul:
             spec = OPS[UFUNC_OPS[uf]] if uf in UFUNC_OPS else OPS["matmul"]

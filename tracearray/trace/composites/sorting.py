@@ -101,6 +101,19 @@ def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
     return _one("argsort", t, axis=ax, kind=_sort_kind(kind, stable, "argsort"))
 
 
+@composite(np.sort_complex, calls=['np.sort_complex({0})', 'np.sort_complex({0}[::-1])'],
+           dtypes=ALL, min_dims=1, notes=_SORT_NOTE)
+def sort_complex(a: Any) -> Any:
+    """A real array: sorted along the last axis, then as NumPy's sort_complex casts it
+    (complex64 from int8, int16, uint8 and uint16, else complex128). A complex one is the
+    complex rules' (trace/complex_ops.py)."""
+    t = as_tracer(a)
+    if t.ndim == 0:
+        raise np.exceptions.AxisError(with_location(
+            "np.sort_complex: axis -1 is out of bounds for array of dimension 0"))
+    return np.sort(t).astype(np.complex64 if t.dtype.char in "bhBH" else np.complex128)
+
+
 def _kth(kth: Any, n: int, empty: bool) -> tuple[int, ...]:
     """kth as non-negative positions (NumPy's checks: integers in [-n, n); an empty array
     NumPy partitions without looking at kth's values)."""
