@@ -30,8 +30,8 @@ def _zeros(n: int, dtype: Any) -> Tracer:
 
 
 def _unsigned_subtract(a: Any, b: Any) -> Any:
-    """NumPy's ``_unsigned_subtract``: b - a of signed integers in the unsigned type of their
-    width (no overflow); others subtract normally."""
+    """NumPy's ``_unsigned_subtract``: a - b (a >= b), of signed integers in the unsigned type
+    of their width (no overflow); others subtract normally."""
     dt = np.result_type(*[v.dtype if isinstance(v, Tracer) else v for v in (a, b)])
     if dt.kind == "i":
         unsigned = np.dtype(f"u{dt.itemsize}")
@@ -83,34 +83,43 @@ def _linspace(first: Any, last: Any, num: int, dtype: np.dtype) -> Tracer:
     return y.astype(dtype)
 
 
+def _data_and_weights(a: Any, weights: Any) -> tuple[Tracer, Tracer | None]:
+    x = as_tracer(a).reshape(-1)
+    if weights is None:
+        return x, None
+    w = as_tracer(weights)
+    if w.shape != as_tracer(a).shape:
+        raise ValueError(with_location("weights should have the same shape as a."))
+    return x, w.reshape(-1)
+
+
+def _bin_count(bins: Any) -> int:
+    try:
+        n_bins = operator.index(bins)
+    except TypeError:
+        raise TypeError(with_location("`bins` must be an integer, a string, or an array")
+                        ) from None
+    if n_bins < 1:
+        raise ValueError(with_location("`bins` must be positive, when an integer"))
+    return n_bins
+
+
 @composite(np.histogram,
            calls=["np.histogram({0}, bins=7)[0]", "np.histogram({0}, bins=4)[1]",
                   "np.histogram({0}, bins=5, range=(-1, 2))[0]",
                   "np.histogram({0}, bins=3, weights={1})[0]",
                   "np.histogram({0}, bins=6, density=True)[0]",
-                  "np.histogram({0}, bins=[-1.0, 0.0, 0.0, 0.5, 3.0])[0]"],
+                  "np.histogram({0}, bins=[-1.0, 0.0, 0.0, 0.5, 3.0])[0]",
+                  "np.histogram({0}, bins='auto')[0]",
+                  "np.histogram({0}, bins='fd', range=(-1, 1))[1]"],
            arrays=2, same_shape=True, dtypes=NUMERIC, values="small")
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,
               weights: Any = None) -> tuple[Tracer, Tracer]:
-    x = as_tracer(a).reshape(-1)
-    w = None
-    if weights is not None:
-        w = as_tracer(weights)
-        if w.shape != as_tracer(a).shape:
-            raise ValueError(with_location("weights should have the same shape as a."))
-        w = w.reshape(-1)
+    x, w = _data_and_weights(a, weights)
     if isinstance(bins, str):
-        raise unsupported(f"np.histogram(bins={bins!r})", "pass the number of bins or "
-                          "their edges")
+        bins = _estimated_bins(x, bins, range, w, "np.histogram")
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
-        try:
-            n_bins = operator.index(bins)
-        except TypeError:
-            raise TypeError(with_location("`bins` must be an integer, a string, or an array")
-                            ) from None
-        if n_bins < 1:
-            raise ValueError(with_location("`bins` must be positive, when an integer"))
-        n, edges = _equal_bins(x, w, n_bins, range)
+        n, edges = _equal_bins(x, w, _bin_count(bins), range)
     else:
         n, edges = _edge_bins(x, w, as_tracer(bins), range)
     if density:
@@ -119,14 +128,128 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,
     return n, edges
 
 
-def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
-                ) -> tuple[Tracer, Tracer]:
+@composite(np.histogram_bin_edges,
+           calls=["np.histogram_bin_edges({0}, bins=5)", "np.histogram_bin_edges({0}, 'auto')",
+                  "np.histogram_bin_edges({0}, bins='sturges', range=(-2, 2))",
+                  "np.histogram_bin_edges({0}, bins=[0.0, 1.0, 1.0, 4.0])"],
+           arrays=1, dtypes=NUMERIC, values="small")
+def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,
+                        weights: Any = None) -> Tracer:
+    """np.histogram's edges alone: equal-width edges for a count or an estimator's name,
+    the given edges (1-d, increasing) otherwise."""
+    x, w = _data_and_weights(a, weights)
+    if isinstance(bins, str):
+        bins = _estimated_bins(x, bins, range, w, "np.histogram_bin_edges")
+    if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
+        return _equal_edges(x, _bin_count(bins), range)[3]
+    edges = as_tracer(bins)
+    if edges.ndim != 1:
+        raise ValueError(with_location("`bins` must be 1d, when an array"))
+    if edges.shape[0] > 1:
+        context.require(np.logical_not(np.any(edges[:-1] > edges[1:])).node, ValueError,
+                        "`bins` must increase monotonically, when an array")
+    return edges
+
+
+# NumPy's bin-width estimators (numpy/lib/_histograms_impl.py ``_hist_bin_*``), in its
+# arithmetic, on the data (a 1-d tracer with at least one element)
+def _ptp(x: Tracer) -> Any:
+    return _unsigned_subtract(x.max(), x.min())
+
+
+def _width_sqrt(x: Tracer) -> Any:
+    return _ptp(x) / np.sqrt(x.size)
+
+
+def _width_sturges(x: Tracer) -> Any:
+    return _ptp(x) / (np.log2(x.size) + 1.0)
+
+
+def _width_rice(x: Tracer) -> Any:
+    return _ptp(x) / (2.0 * x.size ** (1.0 / 3))
+
+
+def _width_scott(x: Tracer) -> Any:
+    return (24.0 * np.pi ** 0.5 / x.size) ** (1.0 / 3.0) * np.std(x)
+
+
+def _width_fd(x: Tracer) -> Any:
+    hi, lo = np.percentile(x, [75, 25])
+    return 2.0 * np.subtract(hi, lo) * x.size ** (-1.0 / 3.0)
+
+
+def _width_doane(x: Tracer) -> Any:
+    if x.size <= 2:
+        return 0.0
+    sg1 = np.sqrt(6.0 * (x.size - 2) / ((x.size + 1.0) * (x.size + 3)))
+    sigma = np.std(x)
+    g1 = np.mean(((x - np.mean(x)) / sigma) ** 3)
+    width = _ptp(x) / (1.0 + np.log2(x.size) + np.log2(1.0 + np.absolute(g1) / sg1))
+    return np.where(sigma > 0.0, width, 0.0)
+
+
+# NumPy 2.3 bounded 'auto''s bin count (numpy/numpy#28426): fd's width at least half sqrt's
+_AUTO_BOUNDED = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
+
+
+def _width_auto(x: Tracer) -> Any:
+    """NumPy's 'auto': since 2.3 ``min(max(fd_bw, sqrt_bw / 2), sturges_bw)``; before,
+    ``min(fd_bw, sturges_bw) if fd_bw else sturges_bw`` (Python's min and max: the first
+    argument unless the second is smaller, larger)."""
+    fd, sturges = _width_fd(x), _width_sturges(x)
+    if _AUTO_BOUNDED:
+        half_sqrt = _width_sqrt(x) / 2
+        fd = np.where(half_sqrt > fd, half_sqrt, fd)
+        return np.where(sturges < fd, sturges, fd)
+    return np.where(fd != 0, np.where(sturges < fd, sturges, fd), sturges)
+
+
+_WIDTHS = {"auto": _width_auto, "doane": _width_doane, "fd": _width_fd, "rice": _width_rice,
+           "scott": _width_scott, "sqrt": _width_sqrt, "sturges": _width_sturges}
+_ESTIMATORS = frozenset(_WIDTHS) | {"stone"}
+
+
+def _estimated_bins(x: Tracer, name: str, range_: Any, w: Tracer | None, what: str) -> int:
+    """The number of equal bins NumPy's estimator ``name`` chooses for the data (its
+    ``_get_bin_edges``): a width from the data (of the range given, if any), then
+    ceil(range / width) bins, one where the width is zero. The count is a number the data
+    decides (``context.data_size``: a probe computes it and the trace runs again with it, so
+    a count seen before reuses its kernels)."""
+    if name not in _ESTIMATORS:
+        raise ValueError(with_location(f"{name!r} is not a valid estimator for `bins`"))
+    if w is not None:
+        raise TypeError(with_location("Automated estimation of the number of bins is not "
+                                      "supported for weighted data"))
+    if name == "stone":
+        raise unsupported(f"{what}(bins='stone')",
+                          "its width minimises a cross-validation estimate over up to "
+                          "max(100, sqrt(n)) histograms; pass another estimator or a number")
+    first, last = _outer_edges(x, range_)
+    a = x if range_ is None else x[(x >= first) & (x <= last)]
+    if a.size == 0:
+        return 1
+    width = _WIDTHS[name](a)
+    if a.dtype.kind in "iu":      # NumPy: at least 1 for integer data (a zero width stays)
+        width = np.where((width != 0) & (width < 1), 1, width)
+    count = np.where(width != 0, np.ceil(_unsigned_subtract(last, first) / width), 1)
+    n = context.data_size(count.astype(np.int64).node,
+                          f"the number of bins {what}(bins={name!r}) chooses")
+    return int(n)
+
+
+def _equal_edges(x: Tracer, n_bins: int, range_: Any) -> tuple[Any, Any, np.dtype, Tracer]:
+    """The outer edges, the edges' dtype and the ``n_bins + 1`` equal-width edges."""
     first, last = _outer_edges(x, range_)
     bin_type = np.result_type(first, last, x.dtype) if not isinstance(first, Tracer) else \
         np.result_type(first.dtype, x.dtype)
     if bin_type.kind in "biu":
         bin_type = np.result_type(bin_type, float)
-    edges = _linspace(first, last, n_bins + 1, bin_type)
+    return first, last, bin_type, _linspace(first, last, n_bins + 1, bin_type)
+
+
+def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
+                ) -> tuple[Tracer, Tracer]:
+    first, last, bin_type, edges = _equal_edges(x, n_bins, range_)
     ntype = np.dtype(np.intp) if w is None else w.dtype
     n = _zeros(n_bins, ntype)
     denom = _unsigned_subtract(last, first)

@@ -1,0 +1,81 @@
+"""np.histogram and np.histogram_bin_edges with a bin estimator's name (``bins='auto'``,
+'fd', 'doane', 'scott', 'rice', 'sturges', 'sqrt'; trace/composites/counting.py): the width
+from the data in NumPy's arithmetic, the count a number the data decides (a probe, then a
+trace with it), against NumPy on the CPU: floats, integers (widths of at least 1), constant
+data, one and two elements, empty data, a range that truncates the data, an IQR of zero
+(NumPy 2.3's bounded 'auto' and the rule before it), NumPy's errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.errors import UnsupportedOperationError
+from tracearray.testing import assert_matches_numpy
+
+RNG = np.random.default_rng(21)
+DATA = {
+    "normal": RNG.standard_normal(1000),
+    "float32": RNG.standard_normal(300).astype(np.float32),
+    "int64": RNG.integers(0, 50, 300),
+    "int16 wide": RNG.integers(-30000, 30000, 300).astype(np.int16),
+    "constant": np.ones(10),
+    "two": RNG.standard_normal(2),
+    "one": RNG.standard_normal(1),
+    "empty": np.zeros(0),
+    "zero IQR": np.concatenate([np.zeros(50), RNG.standard_normal(3)]),
+    "numpy#28400": np.array([0, 1, 1, 1, 1, 1, np.e, np.e, np.e, np.e, np.e, np.e, 2]),
+}
+ESTIMATORS = ["auto", "fd", "doane", "scott", "rice", "sturges", "sqrt"]
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("data", list(DATA))
+def test_estimated_bins_match_numpy(name, data):
+    assert_matches_numpy(lambda a: np.histogram(a, bins=name), DATA[data], device="cpu")
+
+
+@pytest.mark.parametrize("name", ["auto", "fd", "doane"])
+def test_edges_density_and_ranges(name):
+    x = DATA["normal"]
+    for fn in (lambda a: np.histogram_bin_edges(a, bins=name),
+               lambda a: np.histogram(a, bins=name, density=True),
+               lambda a: np.histogram(a, bins=name, range=(-1, 1)),
+               lambda a: np.histogram(a, bins=name, range=(5, 6)),
+               lambda a: np.histogram_bin_edges(a.reshape(50, 20), bins=name, range=(0, 0))):
+        assert_matches_numpy(fn, x, device="cpu")
+
+
+def test_histogram_bin_edges_of_counts_and_edges():
+    x = DATA["normal"]
+    for fn in (lambda a: np.histogram_bin_edges(a, bins=5),
+               lambda a: np.histogram_bin_edges(a.astype(np.int32), bins=4),
+               lambda a: np.histogram_bin_edges(a, bins=[0.0, 1.0, 1.0, 4.0])):
+        assert_matches_numpy(fn, x, device="cpu")
+
+
+def test_a_new_count_traces_again_and_compiles_nothing():
+    f = tracearray.compile(lambda a: np.histogram(a, bins="auto"))
+    for n in (100, 1000, 100):
+        x = RNG.standard_normal(n)
+        got, want = f(x), np.histogram(x, bins="auto")
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert f.cache_info().compiles <= 8
+
+
+@pytest.mark.parametrize("fn, error, match", [
+    (lambda a: np.histogram(a, bins="bogus"), ValueError, "not a valid estimator"),
+    (lambda a: np.histogram(a, bins="auto", weights=a), TypeError, "weighted data"),
+    (lambda a: np.histogram_bin_edges(a, bins=[3.0, 1.0]), ValueError, "monotonically"),
+])
+def test_numpys_errors(fn, error, match):
+    x = DATA["normal"]
+    with pytest.raises(error):
+        fn(x)
+    with pytest.raises(error, match=match):
+        tracearray.compile(fn)(x)
+
+
+def test_stone_is_refused_by_name():
+    with pytest.raises(UnsupportedOperationError, match=r"np.histogram\(bins='stone'\)"):
+        tracearray.compile(lambda a: np.histogram(a, bins="stone"))(DATA["normal"])
