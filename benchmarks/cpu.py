@@ -677,7 +677,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if args.json_out:
         doc = dict(suite="tracearray CPU benchmark", size=args.size, repeat=args.repeat,
-                   settle_s=args.settle, burst=args.burst, warmup=args.warmup, seed=args.seed, machine=info,
+                   settle_s=args.settle, burst=args.burst, warmup=args.warmup, seed=args.seed,
+                   machine=info,
                    workloads={n: dict(shapes=W.get(n).shapes(args.size), bytes=W.get(n).bytes(args.size),
                                       flops=W.get(n).flops(args.size), tol=W.get(n).tol)
                               for n in results},

@@ -125,5 +125,5 @@ def with_overrides(policy: Any, overrides: dict[str, str]) -> Any:
     return dataclasses.replace(policy, **values)
 
 
-__all__ = ["CpuTiling", "GpuTiling", "gpu_tiling", "policy_for", "MEASURED_DEVICE_DEFAULTS", "with_overrides", "MIN_TASK_WORK",
-           "TASKS_PER_THREAD"]
+__all__ = ["CpuTiling", "GpuTiling", "gpu_tiling", "policy_for", "MEASURED_DEVICE_DEFAULTS",
+           "with_overrides", "MIN_TASK_WORK", "TASKS_PER_THREAD"]

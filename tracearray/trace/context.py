@@ -459,8 +459,9 @@ def _list_arguments(original: Callable[..., Any]) -> Callable[..., Any]:
     traced values where it takes an array (``np.dot([a, b], [c, d])``,
     ``np.percentile([x0, x1, x2], 50)``): NumPy's dispatch looks at the list, not at what it
     holds, so NumPy's own code runs and asks the values for their data (or meets what
-    tracearray refuses). When that fails, the call is made again with such lists converted as np.asarray converts them, which
-    dispatches to tracearray's implementation."""
+    tracearray refuses). When that fails, the call is made again with such lists converted
+    as np.asarray converts them, which dispatches to tracearray's implementation. (NumPy's
+    conversion fails before its function does anything, so nothing runs twice.)"""
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         try:
             return original(*args, **kwargs)
