@@ -822,3 +822,26 @@ def test_eig_whose_kind_numpys_values_do_not_give_is_a_kind_the_data_decides() -
     x = np.array([1, 0, 1, 65534, 4, 0, 0, 0, 65534, 0, 1, 65534, 65535, 1, 65534] +
                  [0] * 18, dtype=np.uint16)
     assert_matches_numpy(_eigvals_of_fmax_tan, x, device="cpu")
+
+
+def test_drawn_steps_never_call_iterative_lapack_on_non_finite_values() -> None:
+    """test_continued_walks_plan_as_whole_walks hung the default suite (2026-12-06): drawing
+    plan-walks program 113 evaluated np.linalg.svd of a float32 15 x 5 matrix holding an inf,
+    and OpenBLAS's sgesdd never returned. The generator's NumPy refuses the iterative LAPACK
+    routines on non-finite values (the step is drawn again) and leaves the rest alone."""
+    import subprocess
+    from tracearray.testing.programs import _GUARDED_NUMPY as gnp
+    bad = np.eye(4, dtype=np.float32)
+    bad[1, 2] = np.inf
+    for call in (lambda: gnp.linalg.svd(bad), lambda: gnp.linalg.eigvals(bad),
+                 lambda: gnp.linalg.norm(bad, 2), lambda: gnp.linalg.pinv(bad)):
+        with pytest.raises(ValueError, match="non-finite"):
+            call()
+    assert np.isinf(gnp.linalg.norm(bad))                 # Frobenius: no LAPACK
+    assert gnp.linalg.inv(np.eye(3)).shape == (3, 3)
+    assert np.allclose(gnp.linalg.svd(np.eye(3))[1], 1.0)
+    code = ("from tracearray.testing.fuzz import program_for; "
+            "program_for('plan-walks', 113); print('drawn')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "drawn", out.stderr[-2000:]

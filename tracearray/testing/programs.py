@@ -99,7 +99,39 @@ class _GuardedNumPy:
             raise MemoryError("np.bincount of a value past 2^40: not evaluated")
         return np.bincount(x, *args, **kwargs)
 
+    @property
+    def linalg(self) -> Any:
+        return _GUARDED_LINALG
 
+
+class _GuardedLinalg:
+    """np.linalg for drawn steps, with the iterative LAPACK routines (singular values and
+    nonsymmetric or symmetric eigenproblems, and what calls them) refused on non-finite
+    input: OpenBLAS's sgesdd never returns on a float32 15 x 5 matrix holding an inf (NumPy
+    2.4's np.linalg.svd hung the program generator: plan-walks program 113), so a step
+    that would call one is drawn again. Everything else is NumPy's."""
+
+    ITERATIVE = frozenset({"svd", "svdvals", "pinv", "matrix_rank", "cond", "lstsq", "eig",
+                           "eigvals", "eigh", "eigvalsh"})
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(np.linalg, name)
+        if name not in self.ITERATIVE and name != "norm":
+            return fn
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            ord_ = kwargs.get("ord", args[1] if len(args) > 1 else None)
+            if name != "norm" or ord_ in (2, -2, "nuc"):
+                for a in args[:1]:
+                    v = np.asarray(a)
+                    if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+                        raise ValueError(f"np.linalg.{name} of non-finite values: not "
+                                         f"evaluated (LAPACK may never return)")
+            return fn(*args, **kwargs)
+        return guarded
+
+
+_GUARDED_LINALG = _GuardedLinalg()
 _GUARDED_NUMPY = _GuardedNumPy()
 
 
