@@ -341,7 +341,13 @@ _UNIFORM = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like
 
 
 def _from_user_code(depth: int) -> bool:
+    """Whether the caller ``depth`` frames up makes arrays as a user's code does: anything
+    but NumPy and tracearray, and numpy.polynomial, whose functions fill arrays they make
+    with their arguments' values (polyvander's ``v = np.empty(...); v[0] = x * 0 + 1``), which
+    a NumPy array cannot hold while tracing."""
     name = sys._getframe(depth).f_globals.get("__name__", "") or ""
+    if name.startswith("numpy.polynomial."):
+        return True
     return not (name == "numpy" or name.startswith("numpy.") or name == "tracearray"
                 or name.startswith("tracearray."))
 

@@ -1,0 +1,38 @@
+"""numpy.polynomial's functions on traced values (NumPy's own code, run while tracing):
+its functions make arrays and fill them with their arguments' values (polyvander's
+``v = np.empty(...); v[0] = x * 0 + 1``), so arrays that package makes are traced values of
+their own, as arrays made in the user's code are (trace/context.py ``_from_user_code``).
+Against NumPy on the CPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracearray.testing import assert_matches_numpy
+
+P = np.polynomial
+RNG = np.random.default_rng(4)
+X = np.linspace(-1, 1, 30)
+Y = 1 + 2 * X - 3 * X ** 2 + 0.1 * RNG.standard_normal(30)
+
+CASES = {
+    "polyfit": lambda x, y: P.polynomial.polyfit(x, y, 2),
+    "polyfit, full": lambda x, y: P.polynomial.polyfit(x, y, 3, full=True)[0],
+    "polyvander": lambda x, y: P.polynomial.polyvander(x, 3),
+    "chebfit": lambda x, y: P.chebyshev.chebfit(x, y, 3),
+    "legvander": lambda x, y: P.legendre.legvander(x, 4),
+    "hermfit": lambda x, y: P.hermite.hermfit(x, y, 2),
+    "lagval": lambda x, y: P.laguerre.lagval(x, [1.0, 2.0, 3.0]),
+    "Polynomial.fit": lambda x, y: P.Polynomial.fit(x, y, 2).coef,
+    "Polynomial.fit evaluated": lambda x, y: P.Polynomial.fit(x, y, 2)(x),
+    "polyroots": lambda x, y: P.polynomial.polyroots([1.0, -3.0, 2.0]) + x[:2],
+    "polyder and polyint": lambda x, y: P.polynomial.polyder(y[:4]) + P.polynomial.polyint(
+        y[:2])[:3],
+    "float32 data": lambda x, y: P.polynomial.polyfit(x.astype(np.float32),
+                                                     y.astype(np.float32), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_numpy_polynomial_matches_numpy(name):
+    assert_matches_numpy(CASES[name], X, Y, device="cpu")
