@@ -537,9 +537,13 @@ def _complex_order(z: C, axis: int) -> Any:
     return np.lexsort((z.im, z.re, group), axis=axis)
 
 
-def _sorted_axis(a: Any, axis: Any, order: Any, what: str) -> tuple[C, int]:
-    if order is not None:
-        raise unsupported(f"{what}(order=...)", "tracearray has no structured dtypes")
+def _sorted_axis(a: Any, axis: Any, kind: Any, order: Any, stable: Any,
+                 what: str) -> tuple[C, int]:
+    """The complex array and its sort axis, with NumPy's checks of kind, stable and order
+    (the real sorts' own: composites/sorting.py; any valid kind sorts alike here)."""
+    from .composites.sorting import _no_order, _sort_kind
+    _sort_kind(kind, stable, what[3:])
+    _no_order(order, what)
     z = as_complex(a)
     if axis is None:
         z, axis = z.reshape(-1), 0
@@ -550,23 +554,10 @@ def _sorted_axis(a: Any, axis: Any, order: Any, what: str) -> tuple[C, int]:
     return z, ax
 
 
-def _check_kind(kind: Any, stable: Any) -> None:
-    """NumPy's errors for ``kind`` and ``stable`` (any valid kind sorts alike here)."""
-    if stable is not None and kind is not None:
-        raise ValueError(with_location(
-            "`kind` and `stable` parameters can't be provided at the same time. Use only one "
-            "of them."))
-    try:
-        np.sort(np.zeros(1, np.complex128), kind=kind)
-    except (TypeError, ValueError) as e:
-        raise type(e)(with_location(f"sort: {e}")) from None
-
-
 @function_rule(np.sort)
 def _sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
           stable: Any = None) -> C:
-    _check_kind(kind, stable)
-    z, ax = _sorted_axis(a, axis, order, "np.sort")
+    z, ax = _sorted_axis(a, axis, kind, order, stable, "np.sort")
     pos = _complex_order(z, ax)
     return C(np.take_along_axis(z.re, pos, ax), np.take_along_axis(z.im, pos, ax))
 
@@ -574,8 +565,7 @@ def _sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
 @function_rule(np.argsort)
 def _argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
              stable: Any = None) -> Any:
-    _check_kind(kind, stable)
-    z, ax = _sorted_axis(a, axis, order, "np.argsort")
+    z, ax = _sorted_axis(a, axis, kind, order, stable, "np.argsort")
     return _complex_order(z, ax)
 
 

@@ -121,7 +121,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
         n, edges = _equal_bins(x, w, _bin_count(bins), range)
     else:
-        n, edges = _edge_bins(x, w, as_tracer(bins), range)
+        n, edges = _edge_bins(x, w, bins, range)
     if density:
         db = np.diff(edges).astype(np.float64)
         return n / db / n.sum(), edges
@@ -142,13 +142,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,
         bins = _estimated_bins(x, bins, range, w, "np.histogram_bin_edges")
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
         return _equal_edges(x, _bin_count(bins), range)[3]
-    edges = as_tracer(bins)
-    if edges.ndim != 1:
-        raise ValueError(with_location("`bins` must be 1d, when an array"))
-    if edges.shape[0] > 1:
-        context.require(np.logical_not(np.any(edges[:-1] > edges[1:])).node, ValueError,
-                        "`bins` must increase monotonically, when an array")
-    return edges
+    return _checked_edges(bins)
 
 
 # NumPy's bin-width estimators (numpy/lib/_histograms_impl.py ``_hist_bin_*``), in its
@@ -271,18 +265,26 @@ def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
     return n, edges
 
 
-def _edge_bins(x: Tracer, w: Tracer | None, edges: Tracer, range_: Any
-               ) -> tuple[Tracer, Tracer]:
+def _checked_edges(bins: Any) -> Tracer:
+    """Explicit bin edges, with NumPy's checks: 1-d (when tracing), increasing (when the
+    compiled function runs)."""
+    edges = as_tracer(bins)
     if edges.ndim != 1:
         raise ValueError(with_location("`bins` must be 1d, when an array"))
+    if edges.shape[0] > 1:
+        context.require(np.logical_not(np.any(edges[:-1] > edges[1:])).node, ValueError,
+                        "`bins` must increase monotonically, when an array")
+    return edges
+
+
+def _edge_bins(x: Tracer, w: Tracer | None, bins: Any, range_: Any
+               ) -> tuple[Tracer, Tracer]:
+    edges = _checked_edges(bins)
     if w is not None:
         raise unsupported("np.histogram with weights and explicit bin edges",
                           "NumPy sums such weights over the sorted data; pass a number of "
                           "bins, or compute np.digitize and np.add.at")
     m = edges.shape[0] - 1
-    if m >= 1:
-        context.require(np.logical_not(np.any(edges[:-1] > edges[1:])).node, ValueError,
-                        "`bins` must increase monotonically, when an array")
     n = _zeros(max(m, 0), np.intp)
     if m < 1:
         return n, edges
