@@ -230,9 +230,69 @@ def _check_alignment(t: str) -> str:
     return t
 
 
+# Inline PTX (gpu/codegen.py ``_Nvvm``: L2 eviction policies, loads and stores under them):
+# each call becomes a call of a host function of the same signature that does what the
+# instruction does to memory (a policy is only a hint: 0 here).
+_ASM_CALL = re.compile(r'call (?P<ret>[^"]+?) asm (?:sideeffect )?"(?P<text>[^"]*)", '
+                       r'"[^"]*"\(')
+_ASM_FORMS = (
+    (re.compile(r"createpolicy\.fractional\.L2::evict_(first|last)\.b64 "), "policy"),
+    (re.compile(r"ld\.global\.L2::cache_hint(?:\.v(\d))?\.b32 "), "load"),
+    (re.compile(r"st\.global\.L2::cache_hint(?:\.v(\d))?\.b32 "), "store"),
+)
+
+
+def _asm_helper(name: str, text: str) -> str:
+    """The host definition of ``@name`` doing what the inline PTX ``text`` does."""
+    for pattern, form in _ASM_FORMS:
+        m = pattern.match(text)
+        if m is None:
+            continue
+        if form == "policy":
+            return f'define internal i64 @"{name}"() {{\n  ret i64 0\n}}\n'
+        words = int(m.group(1) or 1)
+        vty = f"<{words} x i32>"
+        lines = [f"  %q = inttoptr i64 %p to {vty}*"]
+        if form == "load":
+            sty = "{" + ", ".join(["i32"] * words) + "}" if words > 1 else "i32"
+            lines.append(f"  %v = load {vty}, {vty}* %q, align 4")
+            if words == 1:
+                lines.append("  %r = extractelement <1 x i32> %v, i32 0")
+            else:
+                prev = "undef"
+                for i in range(words):
+                    lines.append(f"  %e{i} = extractelement {vty} %v, i32 {i}")
+                    lines.append(f"  %s{i} = insertvalue {sty} {prev}, i32 %e{i}, {i}")
+                    prev = f"%s{i}"
+                lines[-1] = lines[-1].replace(f"%s{words - 1} =", "%r =")
+            return (f'define internal {sty} @"{name}"(i64 %p, i64 %c) {{\n'
+                    + "\n".join(lines) + f"\n  ret {sty} %r\n}}\n")
+        params = ", ".join(f"i32 %w{i}" for i in range(words))
+        prev = "undef"
+        for i in range(words):
+            lines.append(f"  %v{i} = insertelement {vty} {prev}, i32 %w{i}, i32 {i}")
+            prev = f"%v{i}"
+        lines.append(f"  store {vty} {prev}, {vty}* %q, align 4")
+        return (f'define internal void @"{name}"(i64 %p, {params}, i64 %c) {{\n'
+                + "\n".join(lines) + "\n  ret void\n}\n")
+    raise NotImplementedError(f"the GPU emulator does not know the inline PTX {text!r}")
+
+
+def _host_asm(t: str) -> str:
+    helpers: dict[str, str] = {}
+
+    def call(m: re.Match) -> str:
+        text = m.group("text")
+        if text not in helpers:
+            helpers[text] = f"emu_asm_{len(helpers)}"
+        return f'call {m.group("ret")} @"{helpers[text]}"('
+    t = _ASM_CALL.sub(call, t)
+    return t + "".join("\n" + _asm_helper(name, text) for text, name in helpers.items())
+
+
 def host_ir(ir_text: str) -> str:
     """The GPU kernel's IR rewritten to run on the host under the emulator."""
-    t = _check_alignment(ir_text)
+    t = _host_asm(_check_alignment(ir_text))
     t = re.sub(r"^declare [^\n]*@\"?llvm\.nvvm\.[^\n]*$", "", t, flags=re.M)
     for reg, k in _SREG.items():
         t = t.replace(f'@"llvm.nvvm.read.ptx.sreg.{reg}"()', f'@"emu_sreg"(i32 {k})')

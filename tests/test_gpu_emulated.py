@@ -312,6 +312,34 @@ def test_block_rows_keep_reread_inputs_in_shared_memory(emulated, n: int) -> Non
     assert [s for s in emulated.smem_sizes if s] if fits else not any(emulated.smem_sizes)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("cached", [True, False], ids=["row-cache", "re-read"])
+def test_block_row_l2_eviction_hints(emulated, monkeypatch, cached: bool, dtype: str) -> None:
+    """``codegen.ROW_L2_HINTS`` (both bits): block_row's vector loads from global memory and
+    its full-space stores carry L2 eviction policies (inline PTX, 4-, 8- and 16-byte
+    accesses; the emulator runs them as plain accesses). With the row cache and with the
+    rows re-read from global memory (no shared memory), NumPy's results."""
+    from tracearray.gpu import codegen, kernelcache
+    monkeypatch.setattr(codegen, "ROW_L2_HINTS", 3)
+    monkeypatch.setattr(kernelcache, "_memory", type(kernelcache._memory)())
+    monkeypatch.setattr(kernelcache, "_disk_cache", lambda: None)   # (unhinted kernels)
+    if not cached:
+        monkeypatch.setattr(codegen, "ROW_CACHE_MAX_BYTES", 0)
+        monkeypatch.setenv("TRACEARRAY_TILING", "row_pipeline_max_bytes=1")
+    x = rng(10).standard_normal((6, 1028)).astype(dtype)
+    w = rng(11).standard_normal(1028).astype(dtype)
+    check(lambda a: np.exp(a - a.max(-1, keepdims=True))
+          / np.exp(a - a.max(-1, keepdims=True)).sum(-1, keepdims=True), x)
+    check(lambda a, g: (a - a.mean(-1, keepdims=True))
+          / np.sqrt(a.var(-1, keepdims=True) + 1e-3) * g, x, w)
+    # the code is the same either way (the launch's flag picks the path)
+    irs = "\n".join(k.ir for k in kernelcache._memory.values())
+    for form in ("ld.global.L2::cache_hint", "st.global.L2::cache_hint", "L2::evict_last",
+                 "L2::evict_first"):
+        assert form in irs
+    assert any(emulated.smem_sizes) == cached
+
+
 @pytest.mark.parametrize("dtypes", [("float32",), ("float64",), ("float16",),
                                     ("float64", "float32")],
                          ids=["f32", "f64", "f16", "f64+f32"])

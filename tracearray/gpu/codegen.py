@@ -79,6 +79,18 @@ ROW_MIN_BLOCKS = 0
 # within the 48 KB a launch may use without opting in (``row_cache_limit``)
 ROW_CACHE_MAX_BYTES = 40 << 10
 SMEM_LAUNCH_LIMIT = 48 << 10
+# L2 eviction priorities in block_row's vector sweeps (sm_80+; ``_Nvvm.l2_policy``), bits:
+# 1: a row's loads from global memory (no row cache) evict_last where a later phase of the
+# row reads the same elements again, evict_first at their last read; 2: the row's
+# full-space stores evict_first. Only accesses that move with the row are hinted (gamma and
+# beta keep the default). torch.compile's layernorm re-reads its rows from L2 under
+# evict_last / evict_first; on the H100 (2026-12-06, sixth session, ms) re-reading from L2
+# lost to the shared-memory row cache with hints (layernorm 2.49, rmsnorm 1.85, softmax
+# 1.84) and without (1.78, 1.76, 1.75) against 1.55, 1.50, 1.54: the hinted accesses
+# took 15-20 more registers (3 -> 2 blocks per multiprocessor). Hinted stores: level. Off.
+# (cp.async under an evict_first policy raised CUDA_ERROR_ILLEGAL_INSTRUCTION there, with
+# and without an explicit source size, although ptxas accepts it: not used.)
+ROW_L2_HINTS = 0
 # grid-stride loops run this many iterations per trip (``strided_loop``), and loops of
 # vector trips this many trips (each of up to 16 bytes per access)
 UNROLL = 4
@@ -128,6 +140,55 @@ class _Nvvm:
                       [i8.as_pointer(3), i8.as_pointer(1)])
         b.call(fn, [b.bitcast(dst, i8.as_pointer(3)), b.bitcast(src, i8.as_pointer(1))])
 
+    # L2 eviction priorities (sm_80+). ``ld``/``st`` take one only as a 64-bit policy
+    # operand (``.L2::cache_hint``; ptxas refuses ``.L2::evict_last`` on 16-byte loads),
+    # which ``createpolicy`` makes; LLVM 22 has no intrinsic or metadata for either, so
+    # they are inline PTX. The emulator (tests/gpu_emulator.py) reads them as plain
+    # loads and stores.
+    def l2_policy(self, b: ir.IRBuilder, priority: str) -> ir.Value:
+        """A policy giving every line an access touches ``priority`` in L2 ("evict_last":
+        kept while other lines go, for data read again soon; "evict_first": streaming)."""
+        return b.asm(ir.FunctionType(I64, []),
+                     f"createpolicy.fractional.L2::{priority}.b64 $0, 1.0;", "=l", [],
+                     side_effect=False)
+
+    def load_hinted(self, b: ir.IRBuilder, ptr: ir.Value, ty: ir.Type, policy: ir.Value
+                    ) -> ir.Value:
+        """A global load of ``ty`` (4, 8 or 16 bytes, ``ptr`` aligned to them) under an L2
+        ``policy``: as 32-bit words, bitcast back."""
+        words = _bits(ty) // 32
+        wty = ir.LiteralStructType([I32] * words) if words > 1 else I32
+        regs = ", ".join(f"${i}" for i in range(words))
+        vec = f".v{words}" if words > 1 else ""
+        out = f"{{{regs}}}" if words > 1 else regs
+        v = b.asm(ir.FunctionType(wty, [I64, I64]),
+                  f"ld.global.L2::cache_hint{vec}.b32 {out}, [${words}], ${words + 1};",
+                  ",".join(["=r"] * words + ["l", "l"]), [b.ptrtoint(ptr, I64), policy],
+                  side_effect=True)
+        if words == 1:
+            return b.bitcast(v, ty)
+        vv = ir.Constant(ir.VectorType(I32, words), ir.Undefined)
+        for i in range(words):
+            vv = b.insert_element(vv, b.extract_value(v, i), ir.Constant(I32, i))
+        return b.bitcast(vv, ty)
+
+    def store_hinted(self, b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, policy: ir.Value
+                     ) -> None:
+        """A global store of ``value`` (4, 8 or 16 bytes) under an L2 ``policy``."""
+        words = _bits(value.type) // 32
+        if words > 1:
+            wv = b.bitcast(value, ir.VectorType(I32, words))
+            parts = [b.extract_element(wv, ir.Constant(I32, i)) for i in range(words)]
+        else:
+            parts = [b.bitcast(value, I32)]
+        regs = ", ".join(f"${i + 1}" for i in range(words))
+        vec = f".v{words}" if words > 1 else ""
+        src = f"{{{regs}}}" if words > 1 else regs
+        b.asm(ir.FunctionType(ir.VoidType(), [I64] + [I32] * words + [I64]),
+              f"st.global.L2::cache_hint{vec}.b32 [$0], {src}, ${words + 1};",
+              ",".join(["l"] + ["r"] * words + ["l"]),
+              [b.ptrtoint(ptr, I64)] + parts + [policy], side_effect=True)
+
     def cp_async_wait_all(self, b: ir.IRBuilder) -> None:
         """Until this thread's ``cp.async`` copies are done and visible to it."""
         b.call(self._fn("llvm.nvvm.cp.async.wait.all", ir.VoidType(), []), [])
@@ -151,6 +212,8 @@ class _Nvvm:
 
 
 def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.VectorType):
+        return t.count * _bits(t.element)
     if isinstance(t, ir.DoubleType):
         return 64
     if isinstance(t, ir.FloatType):
@@ -725,6 +788,14 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 with b.if_then(b.and_(leader, valid[u])):
                     self._store_roots(rows, {})
 
+    def _moves_with_row(self, a: int) -> bool:
+        """Whether access ``a``'s elements differ from row to row (an affine index that uses
+        a parallel dimension): a row's data, read by one block, where a row-invariant
+        access (layernorm's gamma) is read by every row."""
+        geo = self.geo
+        return not loaded_indices(self.kernel.body.accesses[a].index) and \
+            any(geo.load_uses[a][d] for d in geo.par_dims)
+
     def _row_invariant(self, e: KExpr) -> set[int]:
         """ids of the subexpressions of ``e`` (at its own position) that are the same for
         every row: loads whose index uses no parallel dimension and loads nothing,
@@ -803,6 +874,22 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         prefetch = sorted(set(cached) & plan.loads) \
             if plan is not None and self.async_copy else []
 
+        phases = [self._loads_of([e]) for e in k.red_exprs] + [self._loads_of(full_exprs)]
+        moving = {a for a in set().union(*phases) if self._moves_with_row(a)}
+
+        def policies(phase: int, mode) -> None:
+            """The L2 hints of ``phase``'s global vector loads and stores (ROW_L2_HINTS)."""
+            self._load_policies, self._store_policy = {}, None
+            if not self.async_copy or plan is None:
+                return
+            if ROW_L2_HINTS & 1 and mode is None:
+                for a in sorted(phases[phase] & moving & plan.loads):
+                    again = any(a in later for later in phases[phase + 1:])
+                    self._load_policies[a] = self.nv.l2_policy(
+                        self.b, "evict_last" if again else "evict_first")
+            if ROW_L2_HINTS & 2 and phase == len(k.reductions):
+                self._store_policy = self.nv.l2_policy(self.b, "evict_first")
+
         def sweep(body, phase: int, exprs: list[KExpr]) -> None:
             """``body`` over the thread's positions of the row; with the cache, the first
             phase fills it and later ones read it; with a vector plan whose test passes,
@@ -810,6 +897,8 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
             so each reads back from the cache only what it wrote: no barrier)."""
             def run(mode, vector: bool):
                 self._row_cache_mode = mode
+                if vector:
+                    policies(phase, mode)
 
                 def position(r: ir.Value) -> None:
                     self._row_pos = r
@@ -827,6 +916,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 else:
                     self.strided_loop(first, ninner, step, position, unroll=unroll[0])
                 self._row_cache_mode = None
+                self._load_policies, self._store_policy = {}, None
 
             def cached_or_not(vector: bool):
                 if use_cache is None:

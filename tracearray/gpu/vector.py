@@ -54,6 +54,10 @@ class VectorSweepMixin:
         self._lane_vectors: dict[int, ir.Value] | None = None
         self._lane: int = 0
         self._lane_stores: dict[int, list[ir.Value]] | None = None
+        # L2 policies of the current sweep's global vector loads (by access) and vector
+        # stores (codegen.ROW_L2_HINTS); none: plain loads and stores
+        self._load_policies: dict[int, ir.Value] = {}
+        self._store_policy: ir.Value | None = None
 
     def vector_plan(self, exprs: list[KExpr], stores: list[int], flat: bool
                     ) -> VectorPlan | None:
@@ -145,7 +149,11 @@ class VectorSweepMixin:
             return b.load(src, align=align)
         addr = self._address(self.ptrs[a], self.layout.load_slots[a],
                              self.geo.load_vstrides[a])
-        v = b.load(b.bitcast(addr, vty.as_pointer(1)), align=align)
+        policy = self._load_policies.get(a) if mode is None else None
+        if policy is not None:      # an L2 eviction priority (codegen.ROW_L2_HINTS)
+            v = self.nv.load_hinted(b, addr, vty, policy)
+        else:
+            v = b.load(b.bitcast(addr, vty.as_pointer(1)), align=align)
         if mode == "write":
             dst = b.bitcast(b.gep(self._row_cache[a], [self._row_pos]), vty.as_pointer(3))
             b.store(v, dst, align=align)
@@ -170,4 +178,7 @@ class VectorSweepMixin:
             vec = b.insert_element(vec, v, ir.Constant(I32, u))
         addr = self._address(self.ptrs[len(k.body.accesses) + i], self.layout.store_slots[i],
                              self.geo.store_vstrides[i])
+        if self._store_policy is not None:     # codegen.ROW_L2_HINTS
+            self.nv.store_hinted(b, vec, addr, self._store_policy)
+            return
         b.store(vec, b.bitcast(addr, vec.type.as_pointer(1)), align=len(values) * dt.itemsize)
