@@ -258,6 +258,29 @@ def test_gpu_results_hold_under_a_starved_policy(gpu_device, name, monkeypatch):
             assert not (b.strategy == "block_row" and ln.extra == (2,))   # no pipeline
 
 
+@pytest.mark.parametrize("grid_per_sm, flag", [(1, 2), (1 << 16, 1)],
+                         ids=["rows-per-block", "block-per-row"])
+def test_block_row_pipelines_only_when_a_block_has_a_next_row(gpu_device, monkeypatch,
+                                                              grid_per_sm, flag):
+    """block_row's two row buffers (flag 2: the next row copied in during this one) only
+    when the grid is smaller than the rows; with a block per row, one buffer (flag 1) and
+    half the shared memory. Same bits either way."""
+    x = RNG.standard_normal((12, 4096)).astype(np.float32)
+
+    def softmax(a):
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    want = tracearray.compile(softmax, device="cuda")(x)
+    monkeypatch.setenv("TRACEARRAY_TILING", f"row_grid_per_sm={grid_per_sm}")
+    compiled = tracearray.compile(softmax, device="cuda")
+    np.testing.assert_array_equal(compiled(x), want)
+    (b,) = compiled.lower(x).executable.bound_kernels().values()
+    (ln,) = b.launches
+    assert b.strategy == "block_row" and ln.extra == (flag,)
+    assert ln.smem == flag * 4096 * 4
+    assert (ln.grid < x.shape[0]) == (flag == 2)
+
+
 # ------------------------------------------------------------------ row cache parts
 def mixed_item_rows(x0):
     """Soak gpu-2026-12-06-g program 203: a warp_row kernel caching an int16 row and a
@@ -357,7 +380,7 @@ def test_autotune_keeps_the_fastest_and_remembers_it(gpu_device, monkeypatch, tm
                                                      capsys):
     """warp_row's candidates vary its blocks per multiprocessor. With the default made 1
     per SM (``TRACEARRAY_TILING``; the emulator has 4 SMs: a grid of 4), the others cover
-    the 10 blocks of 8 rows; the fake clock makes a grid of 10 the fastest, so 16 per SM,
+    the 10 blocks of 8 rows; the fake clock makes a grid of 10 the fastest, so 32 per SM,
     the first such candidate, is kept. The winner runs, gives the default's bits, is
     printed, and a new executable binds it without timing, from memory and then from the
     disk."""
@@ -378,7 +401,7 @@ def test_autotune_keeps_the_fastest_and_remembers_it(gpu_device, monkeypatch, tm
     (b,) = compiled.lower(x).executable.bound_kernels().values()
     assert b.launches[0].grid == fast and b.strategy == "warp_row"
     err = capsys.readouterr().err
-    assert "autotune" in err and "warp_row_grid_per_sm=16: 0.5000 ms  <- kept" in err
+    assert "autotune" in err and "warp_row_grid_per_sm=32: 0.5000 ms  <- kept" in err
     assert any((tmp_path / "tuning").iterdir())
     # a new compiled function (a new executable) finds the winner: no timing
     calls.clear()

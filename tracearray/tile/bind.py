@@ -218,17 +218,21 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
         elif rows:
             # the row's re-read inputs stay in shared memory when they fit (one read of
             # x): two rows' worth when the kernel pipelines its rows (flag 2: the next
-            # row's copies in flight during this one), else one row's (flag 1)
+            # row's copies in flight during this one) and a block has a next row, else one
+            # row's (flag 1). With a block per row the second buffer only takes shared
+            # memory from L1: on the H100 (2026-12-06, sixth session) layernorm's rows of
+            # 8192 ran 1.547 ms with it and 1.463 without (gamma and beta are read
+            # through L1), softmax level
+            grid = min(rows, grid_rows)
             cache = row_cache_part_bytes(inner, facts.get("row_cache_itemsize", 0))
             flag = 0
-            if 0 < cache and facts.get("row_cache_buffers", 0) == 2 and 2 * cache <= min(
-                    policy.row_pipeline_max_bytes,
-                    policy.smem_optin - facts.get("smem_static", 0)):
+            if 0 < cache and facts.get("row_cache_buffers", 0) == 2 and grid < rows and \
+                    2 * cache <= min(policy.row_pipeline_max_bytes,
+                                     policy.smem_optin - facts.get("smem_static", 0)):
                 flag, cache = 2, 2 * cache
             elif 0 < cache <= facts.get("row_cache_limit", 0):
                 flag = 1
-            launches.append(Launch(name, min(rows, grid_rows), block, (flag,),
-                                   cache if flag else 0))
+            launches.append(Launch(name, grid, block, (flag,), cache if flag else 0))
     elif strategy == "full":
         n = prod(range(geo.rank))
         slots = max(1, min(_cdiv(n, FULL_BLOCK * policy.full_work_per_thread),

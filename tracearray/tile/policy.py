@@ -82,9 +82,18 @@ class GpuTiling:
 # 1.823 -> 1.747, black_scholes 1.881 -> 1.825, softmax 1.554 -> 1.515, gelu_tanh 1.504 ->
 # 1.481, layernorm 1.553 -> 1.537, adam_step 1.303 -> 1.290, ew_chain, l2_normalize,
 # rmsnorm and logsumexp level. None of these fields changes a result's bits (tile/tune.py).
+#
+# block_row on the H100: a block per row (ROW_PER_BLOCK blocks per multiprocessor reach
+# every row count below 2^23) instead of 32 blocks per multiprocessor striding over rows.
+# Sixth session's A/Bs (2026-12-06, docs/benchmarks.md), ms: softmax 1.538 -> 1.430,
+# rmsnorm 1.500 -> 1.429, logsumexp 0.726 -> 0.682, layernorm 1.553 -> 1.463 (with one row
+# buffer: tile/bind.py); 48, 64, 96, 128 and 192 blocks per multiprocessor fell between
+# (no fixed count of resident blocks' waves left a short tail for all four). warp_row: 256
+# per multiprocessor, l2_normalize 1.506 -> 1.494 (a block per 8 rows: 1.582).
+ROW_PER_BLOCK = 1 << 16
 MEASURED_DEVICE_DEFAULTS: dict[str, dict[str, int]] = {
-    "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64, row_grid_per_sm=32,
-                                  warp_row_grid_per_sm=128),
+    "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64,
+                                  row_grid_per_sm=ROW_PER_BLOCK, warp_row_grid_per_sm=256),
 }
 
 
@@ -126,4 +135,5 @@ def with_overrides(policy: Any, overrides: dict[str, str]) -> Any:
 
 
 __all__ = ["CpuTiling", "GpuTiling", "gpu_tiling", "policy_for", "MEASURED_DEVICE_DEFAULTS",
+           "ROW_PER_BLOCK",
            "with_overrides", "MIN_TASK_WORK", "TASKS_PER_THREAD"]

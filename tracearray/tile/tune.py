@@ -22,15 +22,15 @@ import json
 from typing import Any
 
 from . import parallel_extent, work_per_iteration
-from .policy import GpuTiling
+from .policy import ROW_PER_BLOCK, GpuTiling
 
 # The drivers tuned, and the fields their candidates vary (each alone, from the default)
 TUNED_FIELDS: dict[str, dict[str, tuple[int, ...]]] = {
     "map": {"map_block": (128, 512), "grid_per_sm": (8, 64)},
     "thread_row": {"thread_block": (64, 256), "grid_per_sm": (8, 64)},
-    "warp_row": {"warp_row_grid_per_sm": (16, 32, 128)},
-    "block_row": {"row_grid_per_sm": (8, 16, 32)},
-    "block_rows": {"row_grid_per_sm": (8, 16, 32)},
+    "warp_row": {"warp_row_grid_per_sm": (32, 128, 256)},
+    "block_row": {"row_grid_per_sm": (16, 32, 128, ROW_PER_BLOCK)},
+    "block_rows": {"row_grid_per_sm": (8, 16, 32, ROW_PER_BLOCK)},
 }
 PAYLOAD_MAGIC = b"TATUNE1\n"
 
