@@ -845,3 +845,18 @@ def test_drawn_steps_never_call_iterative_lapack_on_non_finite_values() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "drawn", out.stderr[-2000:]
+
+
+def test_dot_products_that_overflow_only_unfused_are_unverifiable() -> None:
+    """Soak cpu-2026-12-06-fifth-reread, program 346 (bug 75): np.linalg.vecdot of a row
+    holding inf * 65504 and -1.8e308 * 65504 is inf in NumPy (its dot loop fuses product and
+    accumulation: the second product never rounds to -inf), where the traced graph's
+    products, rounded one by one, sum to NaN. The comparator took the graph's NaN as the
+    only right value and reported a tracer bug; such a sum depends on fusion and order."""
+    x = np.array([[3.0, np.inf, -1.7976931348623157e308, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    y = np.full((2, 4), 65504.0)
+    with np.errstate(all="ignore"):
+        assert_matches_numpy(lambda a, b: np.linalg.vecdot(a, b), x, y, device="cpu")
+        # a row whose products are all finite is still checked: the second element
+        assert_matches_numpy(lambda a, b: np.linalg.vecdot(a, b) + a[:, 0], x, y,
+                             device="cpu")

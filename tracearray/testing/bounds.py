@@ -341,7 +341,7 @@ class Evaluator:
                 elif spec.kind is Kind.ELEMENTWISE:
                     bounds[node] = self._quieted(node, args, self.elementwise(node, args))
                 elif spec.kind is Kind.REDUCE:
-                    bounds[node] = self.reduce(node, args[0])
+                    bounds[node] = self.reduce(node, args[0], _fused_overflow(node, bounds))
                 elif spec.kind is Kind.SCAN:
                     bounds[node] = self.scan(node, args[0])
                 elif spec.kind is Kind.CONTRACT:
@@ -1160,7 +1160,10 @@ class Evaluator:
         return _finish(value, exact, top, lo, hi, why)
 
     # --- reductions ----------------------------------------------------------------------------
-    def reduce(self, node: Node, a: Bound) -> Bound:
+    def reduce(self, node: Node, a: Bound, overflow: np.ndarray | None = None) -> Bound:
+        """``overflow``: terms that are products whose factors are finite but which rounded
+        to an infinity (``_fused_overflow``): known infinite only when NumPy rounds the
+        products alone, as it may not."""
         op, shape, dt = node.op, node.shape, node.dtype
         axes = tuple(node.attr("axes"))
         value = self.value(node, [a.value])
@@ -1184,6 +1187,10 @@ class Evaluator:
                                    value, top)
         fin = np.isfinite(lo) & np.isfinite(hi)
         inex_inf = (~ex & ~fin & ~_rows(a.top, axes, shape)).any(-1)
+        if overflow is not None and combine == "add":
+            ov = _rows(overflow, axes, shape)
+            inex_inf |= ov.any(-1)
+            ex = ex & ~ov
         posinf = (ex & (vals == INF)).any(-1)
         neginf = (ex & (vals == -INF)).any(-1)
         if combine == "add":
@@ -1451,6 +1458,29 @@ def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rad = np.where(b.exact, 0.0, (b.hi - b.lo) / 2)
     bad = b.top | ~np.isfinite(mid) | ~np.isfinite(rad)
     return np.where(bad, 0.0, mid), np.where(bad, 0.0, rad), bad
+
+
+def _fused_overflow(node: Node, bounds: dict) -> np.ndarray | None:
+    """Where a float sum's terms are products that overflowed from finite factors: a dot
+    product's (np.vecdot, np.dot, einsum are traced as a product and a sum). NumPy's own dot
+    loops and BLAS may fuse each product with its accumulation (an FMA), which never rounds
+    the product alone: ``np.linalg.vecdot`` of a row holding +inf * 65504 and -1.8e308 *
+    65504 is inf with OpenBLAS, where the products rounded one by one (inf and -inf) sum to
+    NaN (soak cpu-2026-12-06-fifth-reread, program 346). Such a sum's value depends on
+    fusion and order: unverifiable, as a sum that may overflow in some order is. None when
+    there is none."""
+    src = node.args[0] if node.args else None
+    if src is None or src.op != "multiply" or node.dtype.kind != "f" or \
+            bounds[src].value.dtype.kind != "f":
+        return None
+    product = bounds[src].value
+    finite = np.ones(product.shape, bool)
+    for factor in src.args:
+        v = bounds[factor].value
+        if v.dtype.kind in "fc":
+            finite &= np.broadcast_to(np.isfinite(v), product.shape)
+    mask = np.isinf(product) & finite
+    return mask if mask.any() else None
 
 
 def propagate(graph: Graph, inputs: Sequence[np.ndarray], tolerances: Tolerances,
