@@ -364,13 +364,15 @@ def test_block_row_cache_prefetched_by_cp_async(emulated, dtypes, n) -> None:
 
 
 @pytest.mark.parametrize("n, buffers", [(1028, 2), (1030, 2), (9000, 1), (16400, 0)])
-def test_block_row_pipelines_its_rows(emulated, n: int, buffers: int) -> None:
-    """block_row's row cache holds two rows when both fit (the launch's flag 2): the next
-    row's cp.async copies go to the other buffer while this row is reduced, and only this
-    row's group is waited for. The emulator makes a copy only at its wait, so a read that
-    did not wait reads the other row. Rows of 9000 float32 fit one buffer only (flag 1), of
-    16400 none; odd rows (1030) take the scalar loop with the two buffers allocated. Each
-    block (at most 4 in the emulator) takes several rows, the last one without a next."""
+def test_block_row_pipelines_its_rows(emulated, monkeypatch, n: int, buffers: int) -> None:
+    """block_row's row cache holds two rows when both fit and a block has more than one row
+    (the launch's flag 2): the next row's cp.async copies go to the other buffer while this
+    row is reduced, and only this row's group is waited for. The emulator makes a copy only
+    at its wait, so a read that did not wait reads the other row. Rows of 9000 float32 fit
+    one buffer only (flag 1), of 16400 none; odd rows (1030) take the scalar loop with the
+    two buffers allocated. Each of the 4 blocks (one per emulated multiprocessor) takes
+    several rows, the last one without a next."""
+    monkeypatch.setenv("TRACEARRAY_TILING", "row_grid_per_sm=1")
     x = rng(15).standard_normal((11, n)).astype(np.float32)
     x[3, 7] = np.inf
     x[5] = -np.inf      # a row of -inf: NaN from the max's subtraction, as NumPy's
