@@ -203,7 +203,7 @@ BINARY_UFUNCS = [n for n in UFUNC_OPS if OPS[n].arity == 2]
 TESTED_BY = {
     "input": "test_ufunc_special_values", "constant": "test_ufunc_weak_python_scalar",
     "size": "test_reductions", "where": "test_where_every_dtype_pair",
-    "cast": "test_astype_every_dtype_pair",
+    "cast": "test_astype_every_dtype_pair", "bitcast": "test_view_every_same_size_pair",
     **{r: "test_reductions" for r in ("sum", "prod", "max", "min", "any", "all", "argmax",
                                       "argmin")},
     **{m: "test_movement" for m in ("reshape", "transpose", "slice", "broadcast_to", "squeeze",
@@ -472,6 +472,29 @@ def test_astype_every_dtype_pair(src: str) -> None:
         got, want = run_both(f, prog, *[relayout(x, layout) for x in per_dst])
         for g, w, x in zip(got, want, per_dst):
             assert_matches(g, w, inputs=x)
+
+
+@pytest.mark.parametrize("src", [str(d) for d in ALL_DTYPES])
+def test_view_every_same_size_pair(src: str) -> None:
+    """x.view(d) (the bitcast op) for every d of x's item size that a view may read as
+    (bool as bytes, not bytes as bool), on special values (NaN payloads included: an input's
+    bits are moved, never computed), contiguous and reversed."""
+    from tracearray.ops.elementwise import bitcast_allowed
+    src_dt = np.dtype(src)
+    dsts = [d for d in ALL_DTYPES if bitcast_allowed(src_dt, d)]
+    if not dsts:
+        pytest.skip(f"no other dtype of {src}'s item size")
+    x = np.resize(S.special_values(src_dt, "any"), 41)
+
+    def prog(a: np.ndarray) -> tuple:
+        return tuple(a.view(d) for d in dsts)
+    f = compiled(("view", src), lambda: prog)
+    for layout in ("C", "reversed"):
+        got, want = run_both(f, prog, relayout(x, layout))
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8),
+                                          np.ascontiguousarray(w).view(np.uint8))
 
 
 # ============================================================================================

@@ -27,6 +27,7 @@ from hypothesis.extra import numpy as hnp
 
 import strategies as S
 from external_cases import EXTERNAL_CALLS, SPD as _SPD
+from tracearray.errors import UnsupportedOperationError
 from tracearray.trace import trace_function
 from tracearray.trace.evaluate import evaluate_graph
 from tracearray.ops import ALL_DTYPES, OPS, Kind, OpSpec
@@ -190,7 +191,7 @@ def ops_in(graph) -> set[str]:
 # in neither list fails test_every_op_is_tested.
 EXPLICITLY_TESTED = {
     "input": "test_sources", "constant": "test_sources", "size": "test_mean_var_std",
-    "where": "test_where", "cast": "test_cast_every_pair",
+    "where": "test_where", "cast": "test_cast_every_pair", "bitcast": "test_bitcast_every_pair",
     "sum": "test_reductions", "prod": "test_reductions", "max": "test_reductions",
     "min": "test_reductions", "any": "test_reductions", "all": "test_reductions",
     "argmax": "test_arg_reductions", "argmin": "test_arg_reductions",
@@ -611,6 +612,23 @@ def test_cast_every_pair(src: str) -> None:
             assert "cast" in ops_in(graph)
         check(lambda a: np.astype(a, dst), x)
     check(lambda a: a.astype(np.float32, copy=False), x)
+
+
+@pytest.mark.parametrize("src", [str(d) for d in ALL_DTYPES])
+def test_bitcast_every_pair(src: str) -> None:
+    """x.view(d) of every d of x's item size: the bitcast op (a view of x's memory), none
+    for x's own dtype; other item sizes and bytes as bool are refused by name."""
+    from tracearray.ops.elementwise import bitcast_allowed
+    x = S.special_values(np.dtype(src))
+    for dst in ALL_DTYPES:
+        if bitcast_allowed(np.dtype(src), dst):
+            graph = check(lambda a: a.view(dst), x)
+            assert "bitcast" in ops_in(graph)
+        elif dst == np.dtype(src):
+            assert "bitcast" not in ops_in(check(lambda a: a.view(dst), x))
+        else:
+            with pytest.raises(UnsupportedOperationError, match=r"ndarray\.view"):
+                trace_function(lambda a: a.view(dst), (x,), {}, frozenset(), frozenset())
 
 
 @pytest.mark.parametrize("casting", ["no", "equiv", "safe", "same_kind", "unsafe"])

@@ -51,6 +51,9 @@ def _numpy_loop(op: str, in_dtypes: tuple[np.dtype, ...]) -> tuple[np.dtype, ...
 def _has_loop(op: str, in_dtypes: tuple[np.dtype, ...], out: np.dtype) -> bool:
     if op == "cast":  # astype exists between every pair of supported dtypes
         return len(in_dtypes) == 1
+    if op == "bitcast":
+        from ..ops.elementwise import bitcast_allowed
+        return len(in_dtypes) == 1 and bitcast_allowed(in_dtypes[0], out)
     return _numpy_loop(op, in_dtypes) == in_dtypes + (out,)
 
 

@@ -355,6 +355,14 @@ def _cast_emitter(c: ScalarCtx) -> ir.Value:
     return cast(c.b, c.args[0], c.dt, c.out)
 
 
+def _bitcast_emitter(c: ScalarCtx) -> ir.Value:
+    """The operand's bits as the result's dtype (``bitcast_allowed`` pairs): bool's byte is
+    0 or 1 in memory, i1 in registers."""
+    if c.dt.kind == "b":
+        return c.b.zext(c.args[0], llvm_type(c.out))
+    return c.b.bitcast(c.args[0], llvm_type(c.out))
+
+
 def _fma(c: ScalarCtx) -> ir.Value:
     return intrinsic(c.b, "llvm.fma", c.args)   # one rounding (vfmadd / fma.rn)
 
@@ -490,6 +498,21 @@ def _cast_ref(x: np.ndarray, *, dtype: str) -> np.ndarray:
     return np.asarray(x).astype(dtype)
 
 
+def bitcast_allowed(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether ``ndarray.view(dst)`` of a ``src`` array is the ``bitcast`` op: the same item
+    size, numbers of one kind read as another (float32 <-> int32 / uint32, ...), and bool
+    read as its byte. A byte read as bool is not: NumPy keeps bytes other than 0 and 1 in
+    such an array, which no bool here can hold."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src.itemsize != dst.itemsize or dst.kind == "b" or src == dst:
+        return False
+    return all(d.kind in "biuf" and d.isnative and d.itemsize <= 8 for d in (src, dst))
+
+
+def _bitcast_ref(x: np.ndarray, *, dtype: str) -> np.ndarray:
+    return np.array(np.asarray(x).view(np.dtype(dtype)))
+
+
 def exact_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c rounded once (IEEE fusedMultiplyAdd), computed exactly with fractions: the
     reference of the ``fma`` primitive (NumPy has no fma; Python's math.fma is 3.13+)."""
@@ -534,3 +557,7 @@ register(OpSpec("where", Kind.ELEMENTWISE, _where_ref, rules.broadcast_shape, ru
                 arity=3, lower=_where, operand_dtypes=lambda n: (BOOL, n.dtype, n.dtype)))
 register(OpSpec("cast", Kind.ELEMENTWISE, _cast_ref, rules.same_shape, rules.attr_dtype,
                 lower=_cast_emitter, divergences=("float-to-int-cast",)))
+# ndarray.view(dtype) of another dtype of the same item size: the same bits (a view: a
+# write through it reaches the base through the inverse bitcast, trace/buffers.py)
+register(OpSpec("bitcast", Kind.ELEMENTWISE, _bitcast_ref, rules.same_shape, rules.attr_dtype,
+                lower=_bitcast_emitter, divergences=("nan-payload",)))

@@ -934,6 +934,8 @@ class Evaluator:
         return out
 
     def elementwise(self, node: Node, args: list[Bound]) -> Bound:
+        if node.op == "bitcast":
+            return self._bitcast(node, args[0])
         op, shape, dt = node.op, node.shape, node.dtype
         in_dts = [a.dtype for a in node.args]
         value = self.value(node, [a.value for a in args])
@@ -1158,6 +1160,23 @@ class Evaluator:
         exact = np.where(ct, both_exact_same, exact)
         why = next((a.why for a in (x, y) if a.why != "exact"), "exact")
         return _finish(value, exact, top, lo, hi, why)
+
+    def _bitcast(self, node: Node, a: Bound) -> Bound:
+        """x.view(dtype): the same bits, so exact where x is exact; an interval of floats
+        says nothing of their bits (unverifiable), and neither does a NaN, whose payload
+        and sign are the hardware's (divergence nan-payload)."""
+        value = self.value(node, [a.value])
+        nan = np.isnan(a.value) if a.value.dtype.kind == "f" else np.zeros(node.shape, bool)
+        src = node.args[0]
+        while src.op in _MOVES:
+            src = src.args[0]
+        if src.op in ("input", "constant"):     # NaNs read, not computed: their own bits
+            nan = np.zeros(node.shape, bool)
+        if nan.any():
+            self.used.add("nan-payload")
+        top = a.top | ~a.exact | nan
+        v64 = value.astype(F64) if node.dtype.kind == "f" else None
+        return _finish(value, ~top, top, v64, v64, "bitcast: the same bits")
 
     # --- reductions ----------------------------------------------------------------------------
     def reduce(self, node: Node, a: Bound, overflow: np.ndarray | None = None) -> Bound:
@@ -1458,6 +1477,11 @@ def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rad = np.where(b.exact, 0.0, (b.hi - b.lo) / 2)
     bad = b.top | ~np.isfinite(mid) | ~np.isfinite(rad)
     return np.where(bad, 0.0, mid), np.where(bad, 0.0, rad), bad
+
+
+# ops that move elements without computing them
+_MOVES = frozenset({"reshape", "transpose", "slice", "broadcast_to", "squeeze", "expand_dims",
+                    "diagonal", "bitcast"})
 
 
 def _fused_overflow(node: Node, bounds: dict) -> np.ndarray | None:

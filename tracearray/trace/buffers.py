@@ -32,9 +32,13 @@ from ..ops import OPS
 from .graph import Node
 from ..ops.rules import broadcast_shape
 
+BOOL_DT = np.dtype(bool)
+
 # Movement ops a write can go back through, and the read-only ones (NumPy's broadcast_to,
-# diagonal and sliding_window_view return read-only views).
-WRITABLE_VIEWS = frozenset({"slice", "squeeze", "expand_dims", "reshape", "transpose"})
+# diagonal and sliding_window_view return read-only views). ``bitcast`` (x.view(np.int32)
+# of float32 memory) moves nothing but reads the same bytes as another dtype: a view too.
+WRITABLE_VIEWS = frozenset({"slice", "squeeze", "expand_dims", "reshape", "transpose",
+                            "bitcast"})
 READONLY_VIEWS = frozenset({"broadcast_to", "diagonal", "sliding_window"})
 VIEW_OPS = WRITABLE_VIEWS | READONLY_VIEWS
 
@@ -106,6 +110,13 @@ def _step_update(step: Node, old: Node, new: Node) -> Node:
         return api.transpose(new, tuple(int(i) for i in np.argsort(perm)))
     if op == "slice":
         return region_update(old, step.attr("slices"), new)
+    if op == "bitcast":     # the written bits, read back as the base's dtype
+        if old.dtype == BOOL_DT:
+            from ..errors import UnsupportedOperationError
+            raise UnsupportedOperationError(with_location(
+                f"writing through a {new.dtype} view of a bool array is not supported by "
+                "tracearray: NumPy would keep bytes other than 0 and 1 in the bool array"))
+        return make("bitcast", [new], dtype=old.dtype.str)
     raise ValueError(with_location("assignment destination is read-only"))
 
 
@@ -248,6 +259,8 @@ def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
     arr = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(base_shape),
                                           tuple(strides), writeable=False)
     for step in path:
+        if step.op == "bitcast":    # the same items: the same layout
+            continue
         if step.op == "reshape":
             arr = np.reshape(arr, step.attr("shape"), copy=False)
         else:

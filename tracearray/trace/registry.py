@@ -161,6 +161,10 @@ def _method_entries() -> list[Entry]:
             how, note = None, "needs the concrete value (ConcretizationError)"
         if attr == "ptp":
             how, note = None, "removed from ndarray in NumPy 2 (np.ptp works)"
+        if attr == "view":
+            note = ("another dtype of the same item size reads the same bits (float32 as "
+                    "int32, bool as uint8), writable like NumPy's; other item sizes, bytes "
+                    "as bool and ndarray subclasses are refused")
         out.append(Entry(f"ndarray.{attr}", kind, how, "", note))
     return out
 

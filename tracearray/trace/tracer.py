@@ -23,11 +23,13 @@ from . import buffers
 from . import complex as complex_values
 from . import numpy_api as api
 from .buffers import Buffer
-from .build import as_node as as_node_, check_dtype, dtype_key, known_value, shape_str, unsupported
+from .build import (as_node as as_node_, check_dtype, dtype_key, known_value, make, shape_str,
+                    unsupported)
 from . import context
 from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
                       UnsupportedOperationError, user_location, with_location)
 from .graph import Node, type_str
+from ..ops.elementwise import bitcast_allowed
 from ..ops.rules import broadcast_shape
 
 
@@ -555,8 +557,11 @@ class Tracer:
             raise unsupported("ndarray.view(type=...)", "ndarray subclasses are not traced")
         if dtype is None or check_dtype(dtype, "view") == self.node.dtype:
             return self._view(self.node)
-        raise unsupported(f"ndarray.view({np.dtype(dtype)}) of a {self.node.dtype} array",
-                          "only views with the same dtype")
+        dt = np.dtype(dtype)
+        if bitcast_allowed(self.node.dtype, dt):     # the same bytes read as dt: a view
+            return self._view(make("bitcast", [self.node], dtype=dt.str))
+        raise unsupported(f"ndarray.view({dt}) of a {self.node.dtype} array",
+                          "only views with the same item size (as numbers, or bool as bytes)")
 
     def conj(self) -> "Tracer":
         # ndarray.conj of a real array returns the array itself (not np.conjugate's copy,
