@@ -412,6 +412,28 @@ def test_python_loops_unroll() -> None:
     np.testing.assert_array_equal(run(graph, X), X * 4)
 
 
+def test_ndenumerate_fromiter_and_nditer_of_traced_arrays() -> None:
+    """np.ndenumerate walks a traced array's elements in C order with their index tuples
+    (unrolled, like iteration over its rows); np.fromiter stacks an iterable of traced
+    values (``count`` items, NumPy's error when fewer); np.nditer is refused by name."""
+    from tracearray.errors import UnsupportedOperationError
+    from tracearray.testing import assert_matches_numpy
+    x = np.arange(6.0).reshape(2, 3) - 2.5
+
+    def weighted(a):
+        s = np.zeros(())
+        for (i, j), v in np.ndenumerate(a):
+            s = s + v * (i + 2 * j + 1)
+        return s
+    assert_matches_numpy(weighted, x)
+    assert_matches_numpy(lambda a: np.fromiter((r.sum() for r in a), dtype=np.float32), x)
+    assert_matches_numpy(lambda a: np.fromiter((v * 2 for v in a[0]), float, count=2), x)
+    with pytest.raises(ValueError, match="iterator too short"):
+        tracearray.compile(lambda a: np.fromiter(iter(a[0]), float, count=5))(x)
+    with pytest.raises(UnsupportedOperationError, match="np.nditer of a traced array"):
+        tracearray.compile(lambda a: [v for v in np.nditer(a)])(x)
+
+
 def test_len_and_iteration_over_first_axis() -> None:
     def fn(x: Any) -> Any:
         total = 0.0

@@ -484,6 +484,55 @@ def _list_arguments(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+# ------------------------------------------------------------------ element iteration
+def _ndenumerate(original: Any) -> Callable[..., Any]:
+    """np.ndenumerate of a traced array: (index, element) in C order, the elements traced
+    0-d values, as iterating over a traced array's rows is unrolled (NumPy's own class asks
+    the array's ``flat`` iterator for C-level coordinates)."""
+    def ndenumerate(arr: Any) -> Any:
+        if not _holds_tracer(arr):
+            return original(arr)
+        import itertools
+        a = _traced(arr)
+        return ((idx, a[idx]) for idx in itertools.product(*(range(n) for n in a.shape)))
+    ndenumerate.__wrapped__ = original   # type: ignore[attr-defined]
+    return ndenumerate
+
+
+def _fromiter(original: Callable[..., Any]) -> Callable[..., Any]:
+    """np.fromiter of an iterable yielding traced values (``np.fromiter((f(v) for v in x),
+    float)``): the first ``count`` items (all when -1) stacked into a traced array of
+    ``dtype``, as NumPy reads them one by one (NumPy's own loop asks each for its value)."""
+    def fromiter(iterable: Any, dtype: Any, count: int = -1, **kwargs: Any) -> Any:
+        if current() is None:
+            return original(iterable, dtype, count, **kwargs)
+        import itertools
+        items = list(iterable if count < 0 else itertools.islice(iterable, count))
+        if 0 <= count and len(items) < count:
+            raise ValueError(f"iterator too short: Expected {count} but iterator had only "
+                             f"{len(items)} items.")
+        if not _holds_tracer(items):
+            return original(items, dtype, count, **kwargs)
+        return _traced(items).astype(dtype)
+    fromiter.__wrapped__ = original   # type: ignore[attr-defined]
+    return fromiter
+
+
+def _nditer(original: Any) -> Callable[..., Any]:
+    """np.nditer of a traced array: refused by name (its flags, buffering and writes
+    through operands are a C iterator's; np.ndenumerate, ``for row in x`` and whole-array
+    operations are traced)."""
+    def nditer(op: Any, *args: Any, **kwargs: Any) -> Any:
+        if _holds_tracer(op):
+            raise UnsupportedOperationError(with_location(
+                "np.nditer of a traced array is not supported by tracearray: write the loop "
+                "as whole-array operations, or iterate with np.ndenumerate(x) or "
+                "`for row in x`"))
+        return original(op, *args, **kwargs)
+    nditer.__wrapped__ = original   # type: ignore[attr-defined]
+    return nditer
+
+
 def _list_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any]]]:
     """(NumPy's helper, its replacement) for the reductions of Python lists (above); the
     helpers a NumPy version lacks are left out."""
@@ -517,6 +566,10 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
         for fn, replacement in _list_helpers():
             _REPLACEMENTS[id(fn)] = (fn, replacement)
+        for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter),
+                           ("nditer", _nditer)):
+            fn = getattr(np, name)
+            _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
         from .composites import COMPOSITES
         for fn in COMPOSITES:
             if not isinstance(fn, np.ufunc) and callable(fn) and id(fn) not in _REPLACEMENTS:

@@ -188,6 +188,9 @@ def _operator_entries() -> list[Entry]:
                      "writes x's memory as NumPy does: every view and name of it sees the "
                      "update; an argument's is written back to the caller's array"))
     out.append(Entry("len(x), iteration over x", "operator", "tracer"))
+    out.append(Entry("np.ndenumerate(x), np.fromiter(values, dtype)", "operator", "tracer", "",
+                     "unrolled as iteration over x is: each element a traced 0-d value; "
+                     "np.nditer of a traced array is refused by name"))
     out.append(Entry("if x, while x, bool(x), and/or/not of a one-element value; int(x) of "
                      "an integer one", "operator", "tracer", "",
                      "staged: at each call a probe computes the value, and the function is "
