@@ -343,3 +343,24 @@ def test_the_evaluator_computes_integer_powers_of_unselected_elements() -> None:
     tracearray.testing.assert_matches_numpy(program, np.array([[[[-2]]]], dtype=np.int16), device="cpu")
     tracearray.testing.assert_matches_numpy(lambda x: np.power(x, x).sum(where=x > 0),
                          np.array([-3, -1, 0, 2, 3], dtype=np.int32), device="cpu")
+
+
+_GLOBAL_INDEX = np.array([0, 4, 1, 1, 3, 0, 4, 4, 2])
+_GLOBAL_WEIGHTS = np.linspace(0.0, 1.0, 9)
+
+
+def test_assert_matches_numpy_of_a_function_reading_global_arrays() -> None:
+    """A function reading module-level NumPy arrays (the graph's last inputs) is compared
+    like any other: the comparator evaluated its graph without them and failed with an
+    internal AssertionError ("inputs are bound by the evaluator"). Also with a reference
+    function of its own globals, and a global RandomState draw (a zero key, unverifiable)."""
+    from tracearray.testing import assert_matches_numpy
+    x = np.arange(9.0)
+    assert_matches_numpy(lambda a: np.bincount(_GLOBAL_INDEX, weights=a, minlength=6), x)
+    assert_matches_numpy(lambda a: a * _GLOBAL_WEIGHTS, x,
+                         reference=lambda a: a * _GLOBAL_WEIGHTS[::-1][::-1])
+    cmp = tracearray.testing.compare_with_numpy(lambda a: a + np.random.rand(9) * 0.0, x)
+    assert cmp.ok, cmp
+    with pytest.raises(AssertionError, match="does not match"):
+        assert_matches_numpy(lambda a: a * _GLOBAL_WEIGHTS, x,
+                             reference=lambda a: a * _GLOBAL_WEIGHTS + 1)

@@ -355,7 +355,7 @@ class CompiledFunction:
             self._report(name, Lowered(trace.graph, plan, traced[2], None), tkey, derived)
         else:
             self._traces.move_to_end(tkey)
-        leaves = leaves + self._global_arrays(traced[0], keys)
+        leaves = leaves + self._global_arrays(traced[0].graph, keys)
         device = self.stats.device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
@@ -426,6 +426,13 @@ class CompiledFunction:
         for k in stale:
             del self._fast[k]
 
+    def global_inputs(self, graph: Graph) -> list[np.ndarray]:
+        """The values of ``graph``'s global inputs now (a traced graph of this function, as
+        ``lower`` returns it): the global arrays it reads, and zero random keys, as
+        ``lower`` draws none (the testing comparator evaluates the graph on them)."""
+        return self._global_arrays(graph, {"global": np.zeros((), np.uint64),
+                                           "entropy": np.zeros((), np.uint64)})
+
     def _same_globals(self, hit: "_FastCall") -> bool:
         """``_guards_hold`` for the fast path: identity first (``np``, helper functions are
         the same objects from call to call), the full comparison only when one differs."""
@@ -454,13 +461,13 @@ class CompiledFunction:
                 return False
         return True
 
-    def _global_arrays(self, trace: Trace, keys: dict | None = None) -> list[np.ndarray]:
-        """The current values of the global arrays the graph reads (its last inputs; complex
+    def _global_arrays(self, graph: Graph, keys: dict | None = None) -> list[np.ndarray]:
+        """The current values of the global arrays ``graph`` reads (its last inputs; complex
         ones as their real pair views), and the call's random keys (``keys``: drawn once per
         call and source, so that every stage of a staged call sees the same numbers)."""
         keys = {} if keys is None else keys
         out = []
-        for name in trace.graph.globals:
+        for name in graph.globals:
             source = random_key_source(name)
             if source is None:
                 out.append(interleaved.pair_view(_as_input_array(self._globals[name])))
@@ -530,7 +537,7 @@ class CompiledFunction:
                     out = hit.run(args)[0]
                     return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
                 graph = hit.trace.graph
-                inputs = list(args) + self._global_arrays(hit.trace) if graph.globals else args
+                inputs = list(args) + self._global_arrays(hit.trace.graph) if graph.globals else args
                 if graph.updates:
                     targets = list(args) + [self._globals.get(n) for n in graph.globals]
                     _check_update_targets(graph, targets)

@@ -227,11 +227,16 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     # complex arguments are graph inputs as their interleaved real pairs
     inputs = [pair_view(np.asarray(v)) for v in leaves_in]
     bound_graph: Graph | None = graph
+    reads_globals = cf
     if reference is not None:
         try:
             bound_graph = trace_function(reference, args, {}, frozenset(), frozenset()).graph
+            reads_globals = tracearray.compile(reference, device=dev)
         except Exception:   # noqa: BLE001 -- an untraceable reference: fallback tolerances
             bound_graph = None
+    if bound_graph is not None and bound_graph.globals:
+        # the global arrays the function reads are its graph's last inputs
+        inputs += reads_globals.global_inputs(bound_graph)
     out_bounds: list[_bounds.Bound] | None = None
     unbounded = False
     if bound_graph is not None:

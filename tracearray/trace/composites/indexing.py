@@ -134,23 +134,27 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
 
 
 @composite(np.compress, calls=['np.compress([True, False, True], {0}, axis=-1)',
-                               'np.compress([0, 1], {0})'],
+                               'np.compress([0, 1], {0})',
+                               'np.compress(np.ravel({0})[:2] > 0, {0}, axis=0)'],
            min_dims=1)
 def compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Tracer:
     """The elements (or slabs) where ``condition`` holds: a known condition is a static
-    selection (a gather at its positions); a traced one has a data-dependent size."""
+    selection (a gather at its positions); a traced one takes at the positions np.nonzero
+    finds, a size the data decides (staged, as ``x[mask]``), and np.take's check of them
+    (a true entry past the axis: NumPy's IndexError)."""
     no_out("np.compress", out)
-    if isinstance(condition, Tracer):
-        raise unsupported("np.compress with a traced condition",
-                          "the result's size depends on the data")
-    cond = np.asarray(condition)
-    if cond.ndim != 1:
-        raise ValueError(with_location("condition must be a 1-d array"))
     t = as_tracer(a)
     if axis is None:
         t, ax = t.reshape(-1), 0
     else:
         (ax,) = normalize_axes(axis, t.ndim, "compress")
+    if isinstance(condition, Tracer):
+        if condition.ndim != 1:
+            raise ValueError(with_location("condition must be a 1-d array"))
+        return np.take(t, np.nonzero(condition)[0], axis=ax)
+    cond = np.asarray(condition)
+    if cond.ndim != 1:
+        raise ValueError(with_location("condition must be a 1-d array"))
     return Tracer(ix.take(t.node, np.nonzero(cond)[0], ax))
 
 
