@@ -75,7 +75,8 @@ def test_writes_through_a_view_reach_the_base(device) -> None:
 
 def test_refused_views_are_named() -> None:
     """Another item size (float64 as int32 pairs), a byte array as bool (NumPy keeps other
-    bytes than 0 and 1 there) and writes through an integer view of a bool array."""
+    bytes than 0 and 1 there), writes through an integer view of a bool array, and views as
+    ndarray subclasses."""
     for fn, arg, what in [(lambda a: a.view(np.int32), np.ones(4), "view(int32) of a float64"),
                           (lambda a: a.view(bool), np.ones(4, np.uint8), "view(bool)")]:
         with pytest.raises(UnsupportedOperationError, match=what.replace("(", r"\(")
@@ -87,3 +88,9 @@ def test_refused_views_are_named() -> None:
         return m
     with pytest.raises(UnsupportedOperationError, match="view of a bool array"):
         tracearray.compile(write)(np.zeros(3, bool))
+    # ndarray subclasses, numpy.ma's masked arrays among them, by name (they were refused
+    # as "dtype object")
+    for fn in (lambda a: a.view(np.ma.MaskedArray), lambda a: np.ma.masked_less(a, 0).sum(),
+               lambda a: a.view(type=np.recarray)):
+        with pytest.raises(UnsupportedOperationError, match="ndarray subclasses"):
+            tracearray.compile(fn)(np.arange(4.0))

@@ -10,6 +10,7 @@ made from constants).
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import operator
@@ -30,6 +31,8 @@ from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAtt
                       UnsupportedOperationError, user_location, with_location)
 from .graph import Node, type_str
 from ..ops.elementwise import bitcast_allowed
+
+builtins_type = builtins.type   # (``view`` has a parameter named type)
 from ..ops.rules import broadcast_shape
 
 
@@ -553,8 +556,12 @@ class Tracer:
         return Tracer(self.node)   # same value, new memory
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
+        if isinstance(dtype, builtins_type) and issubclass(dtype, np.ndarray):
+            dtype, type = None, dtype       # x.view(np.ma.MaskedArray): NumPy's type form
         if type is not None:
-            raise unsupported("ndarray.view(type=...)", "ndarray subclasses are not traced")
+            raise unsupported(f"ndarray.view({getattr(type, '__name__', type)})",
+                              "ndarray subclasses (numpy.ma's masked arrays, np.matrix, "
+                              "np.recarray) are not traced")
         if dtype is None or check_dtype(dtype, "view") == self.node.dtype:
             return self._view(self.node)
         dt = np.dtype(dtype)
