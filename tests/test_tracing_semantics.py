@@ -415,7 +415,8 @@ def test_python_loops_unroll() -> None:
 def test_ndenumerate_fromiter_and_nditer_of_traced_arrays() -> None:
     """np.ndenumerate walks a traced array's elements in C order with their index tuples
     (unrolled, like iteration over its rows); np.fromiter stacks an iterable of traced
-    values (``count`` items, NumPy's error when fewer); np.nditer is refused by name."""
+    values (``count`` items, NumPy's error when fewer); np.nditer and np.asmatrix (an
+    ndarray subclass) are refused by name."""
     from tracearray.errors import UnsupportedOperationError
     from tracearray.testing import assert_matches_numpy
     x = np.arange(6.0).reshape(2, 3) - 2.5
@@ -432,6 +433,8 @@ def test_ndenumerate_fromiter_and_nditer_of_traced_arrays() -> None:
         tracearray.compile(lambda a: np.fromiter(iter(a[0]), float, count=5))(x)
     with pytest.raises(UnsupportedOperationError, match="np.nditer of a traced array"):
         tracearray.compile(lambda a: [v for v in np.nditer(a)])(x)
+    with pytest.raises(UnsupportedOperationError, match="np.asmatrix of a traced array"):
+        tracearray.compile(lambda a: np.asmatrix(a) * 2)(x)
 
 
 def test_len_and_iteration_over_first_axis() -> None:

@@ -518,19 +518,27 @@ def _fromiter(original: Callable[..., Any]) -> Callable[..., Any]:
     return fromiter
 
 
-def _nditer(original: Any) -> Callable[..., Any]:
-    """np.nditer of a traced array: refused by name (its flags, buffering and writes
-    through operands are a C iterator's; np.ndenumerate, ``for row in x`` and whole-array
-    operations are traced)."""
-    def nditer(op: Any, *args: Any, **kwargs: Any) -> Any:
+_REFUSED_ON_TRACERS = {
+    # its flags, buffering and writes through operands are a C iterator's
+    "nditer": "write the loop as whole-array operations, or iterate with np.ndenumerate(x) "
+              "or `for row in x`",
+    # np.matrix is an ndarray subclass (NumPy fails inside it: a traced value is no buffer)
+    "asmatrix": "ndarray subclasses are not traced; use 2-d arrays and the @ operator",
+}
+
+
+def _refused(name: str, original: Any) -> Callable[..., Any]:
+    """np.<name> of a traced array: refused by name (``_REFUSED_ON_TRACERS`` says why and
+    what is traced instead); of anything else, NumPy's."""
+    def refuse(op: Any, *args: Any, **kwargs: Any) -> Any:
         if _holds_tracer(op):
             raise UnsupportedOperationError(with_location(
-                "np.nditer of a traced array is not supported by tracearray: write the loop "
-                "as whole-array operations, or iterate with np.ndenumerate(x) or "
-                "`for row in x`"))
+                f"np.{name} of a traced array is not supported by tracearray: "
+                f"{_REFUSED_ON_TRACERS[name]}"))
         return original(op, *args, **kwargs)
-    nditer.__wrapped__ = original   # type: ignore[attr-defined]
-    return nditer
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__wrapped__ = original   # type: ignore[attr-defined]
+    return refuse
 
 
 def _list_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any]]]:
@@ -566,10 +574,12 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
         for fn, replacement in _list_helpers():
             _REPLACEMENTS[id(fn)] = (fn, replacement)
-        for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter),
-                           ("nditer", _nditer)):
+        for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter)):
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
+        for name in _REFUSED_ON_TRACERS:
+            fn = getattr(np, name)
+            _REPLACEMENTS[id(fn)] = (fn, _refused(name, fn))
         from .composites import COMPOSITES
         for fn in COMPOSITES:
             if not isinstance(fn, np.ufunc) and callable(fn) and id(fn) not in _REPLACEMENTS:
