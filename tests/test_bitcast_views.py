@@ -19,6 +19,7 @@ SPECIAL32 = np.array([0.5, -0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -1e-40, 
 def device(request):
     if request.param == "cuda":
         from gpu_emulator import EmulatedDevice
+
         from tracearray.gpu import driver
         prev = driver.set_device_for_testing(EmulatedDevice())
         yield "cuda"

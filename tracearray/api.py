@@ -537,7 +537,7 @@ class CompiledFunction:
                     out = hit.run(args)[0]
                     return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
                 graph = hit.trace.graph
-                inputs = list(args) + self._global_arrays(hit.trace.graph) if graph.globals else args
+                inputs = list(args) + self._global_arrays(graph) if graph.globals else args
                 if graph.updates:
                     targets = list(args) + [self._globals.get(n) for n in graph.globals]
                     _check_update_targets(graph, targets)

@@ -41,6 +41,7 @@ the duration of the trace and undoes them afterwards:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import threading
@@ -492,7 +493,6 @@ def _ndenumerate(original: Any) -> Callable[..., Any]:
     def ndenumerate(arr: Any) -> Any:
         if not _holds_tracer(arr):
             return original(arr)
-        import itertools
         a = _traced(arr)
         return ((idx, a[idx]) for idx in itertools.product(*(range(n) for n in a.shape)))
     ndenumerate.__wrapped__ = original   # type: ignore[attr-defined]
@@ -506,7 +506,6 @@ def _fromiter(original: Callable[..., Any]) -> Callable[..., Any]:
     def fromiter(iterable: Any, dtype: Any, count: int = -1, **kwargs: Any) -> Any:
         if current() is None:
             return original(iterable, dtype, count, **kwargs)
-        import itertools
         items = list(iterable if count < 0 else itertools.islice(iterable, count))
         if 0 <= count and len(items) < count:
             raise ValueError(f"iterator too short: Expected {count} but iterator had only "

@@ -31,9 +31,9 @@ from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAtt
                       UnsupportedOperationError, user_location, with_location)
 from .graph import Node, type_str
 from ..ops.elementwise import bitcast_allowed
+from ..ops.rules import broadcast_shape
 
 builtins_type = builtins.type   # (``view`` has a parameter named type)
-from ..ops.rules import broadcast_shape
 
 
 # ``a[...] = v`` and augmented forms (``a[i] += v``), not comparisons (``a[i] == v``).
