@@ -87,7 +87,7 @@ SMEM_LAUNCH_LIMIT = 48 << 10
 # evict_last / evict_first; on the H100 (2026-12-06, sixth session, ms) re-reading from L2
 # lost to the shared-memory row cache with hints (layernorm 2.49, rmsnorm 1.85, softmax
 # 1.84) and without (1.78, 1.76, 1.75) against 1.55, 1.50, 1.54: the hinted accesses
-# took 15-20 more registers (3 -> 2 blocks per multiprocessor). Hinted stores: level. Off.
+# took 13-17 more registers (3 -> 2 blocks per multiprocessor). Hinted stores: level. Off.
 # (cp.async under an evict_first policy raised CUDA_ERROR_ILLEGAL_INSTRUCTION there, with
 # and without an explicit source size, although ptxas accepts it: not used.)
 ROW_L2_HINTS = 0

@@ -85,11 +85,12 @@ class GpuTiling:
 #
 # block_row on the H100: a block per row (ROW_PER_BLOCK blocks per multiprocessor reach
 # every row count below 2^23) instead of 32 blocks per multiprocessor striding over rows.
-# Sixth session's A/Bs (2026-12-06, docs/benchmarks.md), ms: softmax 1.538 -> 1.430,
-# rmsnorm 1.500 -> 1.429, logsumexp 0.726 -> 0.682, layernorm 1.553 -> 1.463 (with one row
-# buffer: tile/bind.py); 48, 64, 96, 128 and 192 blocks per multiprocessor fell between
-# (no fixed count of resident blocks' waves left a short tail for all four). warp_row: 256
-# per multiprocessor, l2_normalize 1.506 -> 1.494 (a block per 8 rows: 1.582).
+# Sixth session's A/Bs (2026-12-06, docs/benchmarks.md), ms, old -> a block per row with
+# the one row buffer binding then gives it (tile/bind.py): softmax 1.538 -> 1.436, rmsnorm
+# 1.500 -> 1.429, layernorm 1.553 -> 1.463, logsumexp 0.726 -> 0.691-0.706 (0.682 with two
+# buffers); 12 to 192 blocks per multiprocessor fell between (no fixed count of resident
+# blocks' waves left a short tail for all four). warp_row: 256 per multiprocessor,
+# l2_normalize 1.506 -> 1.494 (a block per 8 rows: 1.582).
 ROW_PER_BLOCK = 1 << 16
 MEASURED_DEVICE_DEFAULTS: dict[str, dict[str, int]] = {
     "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64,
