@@ -36,3 +36,25 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_numpy_polynomial_matches_numpy(name):
     assert_matches_numpy(CASES[name], X, Y, device="cpu")
+
+
+# np.roots and the other np.poly* functions (numpy.lib._polynomial_impl) fill the arrays they
+# make too (np.roots' companion matrix: A = diag(ones(N - 2), -1); A[0, :] = -p[1:] / p[0])
+ROOTS = [[1.0, -3.0, 2.0], [1.0, 0.0, 1.0], [0.0, 2.0, -8.0, 0.0], [3.0], [2.0, 0.0, 0.0],
+         [1.0, -3.0, 2.0, 0.5]]
+
+
+@pytest.mark.parametrize("p", ROOTS, ids=[str(p) for p in ROOTS])
+def test_np_roots_of_traced_coefficients(p):
+    """Real and complex roots, leading and trailing zeros (sizes the data decides: staged),
+    a constant (no roots)."""
+    assert_matches_numpy(lambda c: np.roots(c), np.array(p), device="cpu")
+
+
+def test_np_poly_functions_of_traced_coefficients():
+    v = np.array([1.0, -3.0, 2.0, 0.5])
+    for fn in (lambda a: np.poly(a[:3]), lambda a: np.polyval(a, 0.3),
+               lambda a: np.polyder(a, 2), lambda a: np.polyint(a, 1, k=[2.0]),
+               lambda a: np.polyadd(a, a[:2]), lambda a: np.polydiv(a, a[:2]),
+               lambda a: np.poly1d(a).deriv()(np.linspace(-1, 1, 5))):
+        assert_matches_numpy(fn, v, device="cpu")

@@ -347,7 +347,7 @@ def _from_user_code(depth: int) -> bool:
     with their arguments' values (polyvander's ``v = np.empty(...); v[0] = x * 0 + 1``), which
     a NumPy array cannot hold while tracing."""
     name = sys._getframe(depth).f_globals.get("__name__", "") or ""
-    if name.startswith("numpy.polynomial."):
+    if name.startswith("numpy.polynomial.") or name == "numpy.lib._polynomial_impl":
         return True
     return not (name == "numpy" or name.startswith("numpy.") or name == "tracearray"
                 or name.startswith("tracearray."))

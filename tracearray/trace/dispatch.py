@@ -380,7 +380,8 @@ def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs
             f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation, "
             f"run on traced values, needs an ndarray attribute tracers lack ({e})")) from None
     except ConcretizationError as e:
-        first = str(e).splitlines()[0].split(" needs ")[0]
+        # what needed the value (Tracer._concrete's "<what> needs the concrete value ...")
+        first = str(e).splitlines()[0].split(" needs the concrete value")[0]
         raise UnsupportedOperationError(with_location(
             f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation "
             f"branches on array values ({first}), which are only known when the compiled "
