@@ -56,5 +56,6 @@ def test_np_poly_functions_of_traced_coefficients():
     for fn in (lambda a: np.poly(a[:3]), lambda a: np.polyval(a, 0.3),
                lambda a: np.polyder(a, 2), lambda a: np.polyint(a, 1, k=[2.0]),
                lambda a: np.polyadd(a, a[:2]), lambda a: np.polydiv(a, a[:2]),
+               lambda a: np.polymul(a, a[:2]), lambda a: np.polymul(a * 0, [1, 2]),
                lambda a: np.poly1d(a).deriv()(np.linspace(-1, 1, 5))):
         assert_matches_numpy(fn, v, device="cpu")

@@ -493,6 +493,25 @@ def convolve(a: Any, v: Any, mode: str = "full") -> Tracer:
     return correlate(ta, tv[::-1], mode)
 
 
+@composite(np.polymul, calls=['np.polymul({0}, {1}[:2])', 'np.polymul({0}[:1] * 0, {1})',
+                              'np.polymul(np.concatenate([{0}[:1] * 0, {0}]), {1}[:3])'],
+           arrays=2, dtypes=NUMERIC, min_dims=1, max_dims=1,
+           divergences=("float-sum-reassociation",))
+def polymul(a1: Any, a2: Any) -> Tracer:
+    """numpy/lib/_polynomial_impl.py::polymul of arrays (NumPy makes each a poly1d, which a
+    traced value cannot be: its C convolve asks for the data): the convolution of the
+    coefficients with their leading zeros stripped as poly1d strips them (a size the data
+    decides, staged), [0] for all zeros."""
+    def stripped(a: Any) -> Tracer:
+        t = as_tracer(a)
+        t = t.reshape(1) if t.ndim == 0 else t
+        if t.ndim != 1:
+            raise ValueError(with_location("Polynomial must be 1d only."))
+        t = np.trim_zeros(t, "f")
+        return t if t.shape[0] else as_tracer(np.zeros(1, t.dtype))
+    return np.convolve(stripped(a1), stripped(a2))
+
+
 composite(np.cov, calls=['np.cov({0})', 'np.cov({0}, {1}, bias=True)'],
           arrays=2, dtypes=FLOATS, min_dims=1, max_dims=2, same_shape=True, values="small",
           impl=NUMPY, divergences=("float-sum-reassociation", "matmul-blocking"))
