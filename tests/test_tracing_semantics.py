@@ -237,8 +237,9 @@ def test_numpy_implementations_run_on_tracers() -> None:
     the tracers; what it needs and tracearray lacks is reported as that function's."""
     g = trace(lambda x: np.diff(x, axis=0), X)
     assert "subtract" in {n.op for n in g.nodes()}
-    with pytest.raises(UnsupportedOperationError, match="np.roots"):
-        tracearray.compile(lambda x: np.roots(x[0]), device="cpu")(X)
+    with pytest.raises(UnsupportedOperationError,
+                       match=r"np.array2string is not supported .* branches on array values"):
+        tracearray.compile(lambda x: np.array2string(x), device="cpu")(X)
     # (np.geomspace branches on its endpoints' values: staged, and NumPy's result)
     f = lambda x: np.geomspace(1.0, x.max() + 2.0, 4)  # noqa: E731
     np.testing.assert_allclose(tracearray.compile(f, device="cpu")(X), f(X), rtol=1e-6)
@@ -415,8 +416,8 @@ def test_python_loops_unroll() -> None:
 def test_ndenumerate_fromiter_and_nditer_of_traced_arrays() -> None:
     """np.ndenumerate walks a traced array's elements in C order with their index tuples
     (unrolled, like iteration over its rows); np.fromiter stacks an iterable of traced
-    values (``count`` items, NumPy's error when fewer); np.nditer and np.asmatrix (an
-    ndarray subclass) are refused by name."""
+    values (``count`` items, NumPy's error when fewer); np.nditer, np.asmatrix (an ndarray
+    subclass) and as_strided are refused by name."""
     from tracearray.errors import UnsupportedOperationError
     from tracearray.testing import assert_matches_numpy
     x = np.arange(6.0).reshape(2, 3) - 2.5
@@ -435,6 +436,12 @@ def test_ndenumerate_fromiter_and_nditer_of_traced_arrays() -> None:
         tracearray.compile(lambda a: [v for v in np.nditer(a)])(x)
     with pytest.raises(UnsupportedOperationError, match="np.asmatrix of a traced array"):
         tracearray.compile(lambda a: np.asmatrix(a) * 2)(x)
+    with pytest.raises(UnsupportedOperationError, match="as_strided of a traced array"):
+        tracearray.compile(lambda a: np.lib.stride_tricks.as_strided(a, (2, 2), (8, 8)))(x)
+    # NumPy's own sliding_window_view (as_strided inside) of a NumPy array is NumPy's
+    w = np.arange(5.0)
+    assert_matches_numpy(lambda a: a[:3] * np.lib.stride_tricks.sliding_window_view(w, 3),
+                         np.ones((3, 3)))
 
 
 def test_len_and_iteration_over_first_axis() -> None:

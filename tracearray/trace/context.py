@@ -517,12 +517,17 @@ def _fromiter(original: Callable[..., Any]) -> Callable[..., Any]:
     return fromiter
 
 
+# NumPy functions that fail inside NumPy on a traced array (no __array_function__ dispatch
+# reaches tracearray), by the name users call them: why, and what is traced instead.
 _REFUSED_ON_TRACERS = {
     # its flags, buffering and writes through operands are a C iterator's
     "nditer": "write the loop as whole-array operations, or iterate with np.ndenumerate(x) "
               "or `for row in x`",
     # np.matrix is an ndarray subclass (NumPy fails inside it: a traced value is no buffer)
     "asmatrix": "ndarray subclasses are not traced; use 2-d arrays and the @ operator",
+    # (NumPy asks for the array's __array_interface__)
+    "lib.stride_tricks.as_strided": "arbitrary strides over its memory are not traced; "
+                                    "np.lib.stride_tricks.sliding_window_view is",
 }
 
 
@@ -535,7 +540,7 @@ def _refused(name: str, original: Any) -> Callable[..., Any]:
                 f"np.{name} of a traced array is not supported by tracearray: "
                 f"{_REFUSED_ON_TRACERS[name]}"))
         return original(op, *args, **kwargs)
-    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__name__ = refuse.__qualname__ = name.rsplit(".", 1)[-1]
     refuse.__wrapped__ = original   # type: ignore[attr-defined]
     return refuse
 
@@ -577,7 +582,9 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
         for name in _REFUSED_ON_TRACERS:
-            fn = getattr(np, name)
+            fn = np
+            for part in name.split("."):
+                fn = getattr(fn, part)
             _REPLACEMENTS[id(fn)] = (fn, _refused(name, fn))
         from .composites import COMPOSITES
         for fn in COMPOSITES:
