@@ -1195,3 +1195,13 @@ def test_builtin_round_of_traced_values() -> None:
         tracearray.compile(lambda a: round(a.sum()), device="cpu")(x)
     with pytest.raises(TypeError, match="__round__"):      # as NumPy's arrays
         tracearray.compile(lambda a: round(a, 1), device="cpu")(x)
+
+
+def test_tile_of_a_traced_integer_count() -> None:
+    """np.tile(x, n) with n a 0-d traced integer (or a 0-d NumPy array) tiles as with an int:
+    the count is a size the data decides (staged); it raised 'iteration over a 0-d array'."""
+    from tracearray.testing import assert_matches_numpy
+    x = np.arange(12.0).reshape(3, 4) - 1
+    assert_matches_numpy(lambda a: np.tile(a, (a[0, 1] > 0).astype(int) + 1), x)
+    assert_matches_numpy(lambda a: np.tile(a[0], np.array(3)), x)
+    assert_matches_numpy(lambda a: np.tile(a, (2, 1)), x)

@@ -292,7 +292,9 @@ def _take_slice(t: Tracer, axis: int, start: int, stop: int, step: int = 1) -> T
 def tile(A: Any, reps: Any) -> Tracer:
     """Copies joined along each axis (NumPy's tile is these concatenations' values)."""
     t = as_tracer(A)
-    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    # a 0-d count as one (NumPy: tuple() of it fails, so it is (reps,)); a traced integer's
+    # int() is a size the data decides (staged)
+    reps = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
     d = max(len(reps), t.ndim)
     reps = (1,) * (d - len(reps)) + reps
     out = t.reshape((1,) * (d - t.ndim) + t.shape) if d > t.ndim else t
