@@ -196,7 +196,18 @@ def _op_programs():
                               np.linalg.cholesky(a), np.linalg.qr(a), np.linalg.svd(a),
                               np.linalg.eigh(a), np.linalg.eigvalsh(a), np.linalg.pinv(a),
                               np.linalg.matrix_rank(a), np.linalg.solve(a, a[:, :2]) - 1)),
-        ("lstsq", lambda a: np.linalg.lstsq(a[:, :2], a[:, 0] * 2)))]
+        ("lstsq", lambda a: np.linalg.lstsq(a[:, :2], a[:, 0] * 2)),
+        ("eig-cond", lambda a: (np.linalg.eig(a + np.triu(a, 1)), np.linalg.cond(a, 1))),
+        ("fft", lambda a: (np.fft.fft(a, axis=0), np.fft.irfft(np.fft.rfft(a * 2), 3))),
+        ("bitcast", lambda a: (a.view(np.int64) >> 1, a.astype(np.float32).view(np.uint32),
+                               (a > 1).view(np.uint8))))]
+    # the complex variants of the library ops (a Hermitian positive-definite matrix)
+    herm = spd + 0.1j * np.array([[0.0, 1.0, -0.5], [-1.0, 0.0, 0.3], [0.5, -0.3, 0.0]])
+    out += [("external-linalg-complex", lambda a: (
+        np.linalg.inv(a * 2) + 1, np.linalg.det(a), np.linalg.slogdet(a), np.linalg.cholesky(a),
+        np.linalg.qr(a), np.linalg.svd(a), np.linalg.eigh(a), np.linalg.eigvalsh(a),
+        np.linalg.pinv(a), np.linalg.solve(a, a[:, :2]) - 1, np.linalg.eig(a),
+        np.linalg.cond(a, 1), np.linalg.lstsq(a[:, :2], a[:, 0] * 2)), (herm,))]
     return out
 
 
