@@ -17,15 +17,10 @@ SPECIAL32 = np.array([0.5, -0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf, -1e-40, 
 
 @pytest.fixture(params=["cpu", "cuda"])
 def device(request):
+    """Each test on the CPU and on the emulated GPU (conftest's ``emulated_gpu``)."""
     if request.param == "cuda":
-        from gpu_emulator import EmulatedDevice
-
-        from tracearray.gpu import driver
-        prev = driver.set_device_for_testing(EmulatedDevice())
-        yield "cuda"
-        driver.set_device_for_testing(prev)
-    else:
-        yield "cpu"
+        request.getfixturevalue("emulated_gpu")
+    return request.param
 
 
 @pytest.mark.parametrize("src, dst", [("float32", "int32"), ("float32", "uint32"),

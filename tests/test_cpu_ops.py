@@ -482,8 +482,7 @@ def test_view_every_same_size_pair(src: str) -> None:
     from tracearray.ops.elementwise import bitcast_allowed
     src_dt = np.dtype(src)
     dsts = [d for d in ALL_DTYPES if bitcast_allowed(src_dt, d)]
-    if not dsts:
-        pytest.skip(f"no other dtype of {src}'s item size")
+    assert dsts      # every supported dtype has a partner of its item size
     x = np.resize(S.special_values(src_dt, "any"), 41)
 
     def prog(a: np.ndarray) -> tuple:

@@ -1168,7 +1168,7 @@ class Evaluator:
         value = self.value(node, [a.value])
         nan = np.isnan(a.value) if a.value.dtype.kind == "f" else np.zeros(node.shape, bool)
         src = node.args[0]
-        while src.op in _MOVES:
+        while OPS[src.op].kind is Kind.MOVEMENT or src.op == "bitcast":   # elements moved
             src = src.args[0]
         if src.op in ("input", "constant"):     # NaNs read, not computed: their own bits
             nan = np.zeros(node.shape, bool)
@@ -1477,11 +1477,6 @@ def _mid_rad(b: Bound) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rad = np.where(b.exact, 0.0, (b.hi - b.lo) / 2)
     bad = b.top | ~np.isfinite(mid) | ~np.isfinite(rad)
     return np.where(bad, 0.0, mid), np.where(bad, 0.0, rad), bad
-
-
-# ops that move elements without computing them
-_MOVES = frozenset({"reshape", "transpose", "slice", "broadcast_to", "squeeze", "expand_dims",
-                    "diagonal", "bitcast"})
 
 
 def _fused_overflow(node: Node, bounds: dict) -> np.ndarray | None:
