@@ -281,6 +281,51 @@ def test_block_row_pipelines_only_when_a_block_has_a_next_row(gpu_device, monkey
     assert (ln.grid < x.shape[0]) == (flag == 2)
 
 
+def test_block_rows_groups_follow_what_a_row_holds(gpu_device, monkeypatch):
+    """block_rows takes 16 rows a block where each row's own values are a few registers
+    held for the whole sweep (pairwise distances: a row's 3 coordinates), in blocks of at
+    most ``block_rows_held_block`` threads, and 8 rows in blocks sized by the row's length
+    where a row streams (a matrix-vector product) or holds more (k-means' 8 coordinates and
+    an argmin); the threads change launches only: min and argmin give the same bits under
+    other thread counts."""
+    from tracearray.tile import gpu as drivers
+    monkeypatch.setattr(drivers, "BLOCK_ROWS_MIN", 8)
+    n = 5000        # rows of 5000: blocks of 256 by the row's length
+    p = RNG.standard_normal((37, 3)).astype(np.float32)
+    q = RNG.standard_normal((n, 3)).astype(np.float32)
+    p8 = RNG.standard_normal((37, 8)).astype(np.float32)
+    q8 = RNG.standard_normal((n, 8)).astype(np.float32)
+    m = RNG.standard_normal((37, n)).astype(np.float32)
+
+    def pairwise(a, c):
+        return ((a[:, None, :] - c[None, :, :]) ** 2).sum(-1).min(1)
+
+    def kmeans(a, c):
+        return np.argmin(((a[:, None, :] - c[None, :, :]) ** 2).sum(-1), axis=1)
+
+    def matvec(a, w):
+        return (a * w).sum(1)
+    cases = ((pairwise, (p, q), 16), (kmeans, (p8, q8), 8), (matvec, (m, q[:, 0]), 8))
+    results = {}
+    for fn, args, group in cases:
+        compiled = tracearray.compile(fn, device="cuda")
+        results[fn] = compiled(*args)
+        exe = compiled.lower(*args).executable
+        (b,) = exe.bound_kernels().values()
+        (ln,) = b.launches
+        assert b.strategy == "block_rows"
+        assert drivers.block_rows_group(b.geometry) == group, fn
+        pol = exe.tiling
+        assert ln.block == (min(256, pol.block_rows_held_block) if group == 16 else 256), fn
+        assert ln.grid == min(-(-37 // group), pol.row_grid_per_sm * pol.sms), fn
+    monkeypatch.setenv("TRACEARRAY_TILING", "block_rows_held_block=256")
+    for fn, args, _group in cases[:2]:
+        compiled = tracearray.compile(fn, device="cuda")
+        np.testing.assert_array_equal(compiled(*args), results[fn])
+        (b,) = compiled.lower(*args).executable.bound_kernels().values()
+        assert b.launches[0].block == 256
+
+
 # ------------------------------------------------------------------ row cache parts
 def mixed_item_rows(x0):
     """Soak gpu-2026-12-06-g program 203: a warp_row kernel caching an int16 row and a

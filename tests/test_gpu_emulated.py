@@ -406,11 +406,13 @@ def test_block_row_pipelines_its_rows(emulated, monkeypatch, n: int, buffers: in
     assert smem == (-(-n * 4 // 16) * 16 if buffers else 0), smem
 
 
-@pytest.mark.parametrize("rows", [19, 24, 43])   # a last group of 3 rows; whole groups; more groups than blocks
+# a last group of 3 rows; whole groups (of 8 and of 16); more groups than blocks
+@pytest.mark.parametrize("rows", [19, 32, 43])
 def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: int) -> None:
     """block_rows (tile/gpu.py shares_row_loads): a row reduction reading an array that does not
     depend on the row (pairwise_min's Y, a matrix-vector product's vector, an argmin over
-    distances) computes BLOCK_ROWS rows per block; its results are NumPy's, rows past the
+    distances) computes a group of rows per block (16 where each row's own values are held
+    for the sweep in few registers, else 8: block_rows_group); its results are NumPy's, rows past the
     end of the last group store nothing, and a kernel with a whole-row output (softmax) or a
     row-dependent operand only keeps block_row."""
     from tracearray.tile import gpu as launch
@@ -434,13 +436,15 @@ def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: i
     def matvec_scaled(m, w):
         return np.sqrt(np.abs((m * w).sum(1))) + m[:, 0]
 
-    for fn, args, family in ((pairwise, (p, q), "fused"), (pairwise, (p, np.nan_to_num(q)),
-                                                              "fused"),
-                             (argmin_dist, (p, q), "exact"), (argmin_nested, (p, q), "exact"),
-                             (matvec_scaled, (A, v), "fused")):
+    for fn, args, family, group in (
+            (pairwise, (p, q), "fused", 16), (pairwise, (p, np.nan_to_num(q)), "fused", 16),
+            # (an argmin's value and index take more registers: 8 rows)
+            (argmin_dist, (p, q), "exact", 8), (argmin_nested, (p, q), "exact", 8),
+            (matvec_scaled, (A, v), "fused", 8)):    # (a row of A streams: 8 rows)
         f = gpu(fn)
         (kernel,) = f.lower(*args).executable.kernels
         assert kernel.strategy == "block_rows", fn
+        assert launch.block_rows_group(kernel.geometry) == group, fn
         got = check(fn, *args, family=family)
         assert got.shape == (rows,)
     softmax = PROGRAMS["softmax"][0]

@@ -63,7 +63,8 @@ from ..fuse.kexpr import KExpr, KLoad, KNested, KOp, KParam
 from ..tile.geometry import Geometry
 from .copy import COPY_MAX_RANK
 from .mathlib import GpuMath
-from ..tile.gpu import (BLOCK_ROWS, MATMUL_PER_THREAD, MATMUL_THREADS, MATMUL_TILE, MAX_BLOCK,
+from ..tile import gpu as drivers
+from ..tile.gpu import (MATMUL_PER_THREAD, MATMUL_THREADS, MATMUL_TILE, MAX_BLOCK,
                         MAX_WARPS, ROW_CACHE_ALIGN, ROW_STRATEGIES, SORT_N_EXTRA, WARP,
                         WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
 from .sorted_scatter import SortedScatterMixin
@@ -741,7 +742,8 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                          (REDUCE_UNROLL, VECTOR_UNROLL))
 
     def _block_rows(self) -> None:
-        """BLOCK_ROWS rows per block (launch.shares_row_loads): the block's threads stride
+        """A group of rows per block (tile/gpu.py shares_row_loads; block_rows_group: 8, or
+        16 whose own loads are held for the sweep): the block's threads stride
         along the rows together, and at each position a thread evaluates the reduction's
         term for every one of its rows, reusing the values that do not depend on the row
         (the shared array's loads, evaluated for the first row; inside a nested reduction,
@@ -756,16 +758,17 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         shared = self._row_invariant(e)
         nrows = self.product(geo.par_dims)
         last = b.sub(nrows, self.const(1))
-        group = self.const(BLOCK_ROWS)
+        nrow = drivers.block_rows_group(geo)    # (the binding's group: tile/bind.py)
+        group = self.const(nrow)
         with self.loop(b.mul(ctaid, group), nrows, b.mul(nctaid, group)) as row0:
             row_vars, valid = [], []
-            for u in range(BLOCK_ROWS):
+            for u in range(nrow):
                 r = b.add(row0, self.const(u))
                 valid.append(b.icmp_unsigned("<", r, nrows))
                 self.set_dims(b.select(valid[-1], r, last), geo.par_dims)
                 row_vars.append({d: self.loop_vars[d] for d in geo.par_dims})
-            accs = [self._new_acc(red) for _u in range(BLOCK_ROWS)]
-            comps = [self._new_compensation(red) for _u in range(BLOCK_ROWS)]
+            accs = [self._new_acc(red) for _u in range(nrow)]
+            comps = [self._new_compensation(red) for _u in range(nrow)]
 
             def position(p: ir.Value) -> None:
                 self.set_dims(p, geo.inner_dims)

@@ -31,7 +31,8 @@ import numpy as np
 
 from . import TileSpec, full_reduction_slots, parallel_extent, work_per_iteration
 from .geometry import Geometry, make_geometry
-from .gpu import (BLOCK_ROWS, FULL_BLOCK, MATMUL_MAX_GRID, MATMUL_THREADS, MATMUL_TILE,
+from . import gpu as drivers
+from .gpu import (FULL_BLOCK, MATMUL_MAX_GRID, MATMUL_THREADS, MATMUL_TILE,
                   MAX_BLOCK, RADIX, RADIX_BITS, SORT_ENTRIES, WARP,
                   WARP_ROW_WARPS, entry_names, gpu_strategy, radix_passes, row_cache_part_bytes,
                   scan_tile_length, scratch_dtypes, sort_chunks)
@@ -212,9 +213,12 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
         per_thread = _cdiv(max(inner, 1), policy.row_elements_per_thread)
         block = min(MAX_BLOCK, max(WARP, 1 << max(per_thread - 1, 0).bit_length()))
         grid_rows = policy.row_grid_per_sm * policy.sms
-        if strategy == "block_rows":    # BLOCK_ROWS rows per block, no row cache
+        if strategy == "block_rows":    # a group of rows per block, no row cache
+            group = drivers.block_rows_group(geo)
+            if group != drivers.BLOCK_ROWS:     # held rows: registers bound the block
+                block = min(block, policy.block_rows_held_block)
             if rows:
-                launches.append(Launch(name, min(_cdiv(rows, BLOCK_ROWS), grid_rows), block))
+                launches.append(Launch(name, min(_cdiv(rows, group), grid_rows), block))
         elif rows:
             # the row's re-read inputs stay in shared memory when they fit (one read of
             # x): two rows' worth when the kernel pipelines its rows (flag 2: the next

@@ -18,6 +18,7 @@ import numpy as np
 from ..fuse.index import loaded_indices
 from ..fuse.kexpr import KIndex, KLoad, KNested, KOp
 from ..fuse.plan import Kernel
+from ..ops import OPS
 from .geometry import Geometry
 
 WARP = 32
@@ -38,6 +39,22 @@ ROW_STRATEGIES = ("block_row", "warp_row")
 # device.
 BLOCK_ROWS = 8
 BLOCK_ROWS_MIN = 4096
+# ... and BLOCK_ROWS_HELD rows when no row's own load moves along the row (pairwise_min's
+# X[i, :], a few values per row held in registers for the whole sweep): a position's work
+# is then arithmetic on the shared loads alone, and more rows per block spread those loads'
+# addressing over more of it. Such blocks take ``GpuTiling.block_rows_held_block`` threads
+# at most: the rows' registers (157 a thread for pairwise_min's 16) leave few blocks per
+# multiprocessor. pairwise_min on an H100 (2026-12-06, seventh session; 32768 x 32768 x 3,
+# ms, two rounds each): 8 rows of 256 threads (before) 0.454-0.468; 4 rows 0.533; 8 rows of
+# 128 threads 0.455-0.462; 16 rows of 256 threads 0.568-0.577 (1 block per multiprocessor),
+# of 128 0.397-0.401 (3), of 64 0.392 (6); 12 rows of 128 0.426-0.428; 24 rows of 64 (247
+# registers) 0.498; 16 rows of 128 with the sweep not unrolled 0.418 (torch.compile 0.405).
+# Only where the held values and accumulators of BLOCK_ROWS_HELD rows are at most
+# HELD_WORDS_MAX 32-bit words: pairwise_min's 3 coordinates and minimum (4 a row) fit;
+# k-means' assignment over 8 coordinates (an argmin: its int64 index too) spilled 96 bytes
+# a thread at 16 rows (ptxas for sm_90), none at 8.
+BLOCK_ROWS_HELD = 16
+HELD_WORDS_MAX = 64
 # tracearray's own matmul kernel (gpu/codegen.py MatmulLowering): output tiles of
 # MATMUL_TILE x MATMUL_TILE, MATMUL_PER_THREAD x MATMUL_PER_THREAD outputs a thread, so a
 # block of MATMUL_THREADS; its grid strides over the tiles past MATMUL_MAX_GRID blocks
@@ -150,6 +167,41 @@ def gpu_strategy(geo: Geometry, inner_size: int | None = None, rows: int | None 
     if s == "scan" and ordered_in_parallel(rows, inner_size):
         return "scan_tiled"
     return s   # full, scan, scatter
+
+
+def block_rows_group(geo: Geometry) -> int:
+    """Rows per block of a block_rows kernel: BLOCK_ROWS_HELD when every load whose index
+    uses a parallel dimension (or loads one) uses none of the row's dimensions, only nested
+    reductions' dimensions of constant extent, so that its values are held for the whole
+    sweep, and the rows' held words fit HELD_WORDS_MAX; else BLOCK_ROWS (a matrix-vector
+    product streams each row)."""
+    k = geo.kernel
+    red = k.reductions[0]
+    reducer = OPS[red.op].reducer
+    words = _words(red.dtype)        # the accumulator (an estimate of registers, per row)
+    if reducer is not None and reducer.index is not None:
+        words = 4                    # argmax / argmin: the value and an int64 index
+    elif reducer is not None and reducer.combine_op == "add" and red.dtype.kind in "fc":
+        words *= 2                   # a compensated sum
+    for a, uses in enumerate(geo.load_uses):
+        moves = loaded_indices(k.body.accesses[a].index) or any(uses[d] for d in geo.par_dims)
+        if not moves:
+            continue
+        if any(uses[d] for d in geo.inner_dims):
+            return BLOCK_ROWS
+        count = 1
+        for d in range(geo.rank, len(uses)):
+            if uses[d]:
+                extent = geo.nested_extents[d - geo.rank]
+                if extent is None:
+                    return BLOCK_ROWS
+                count *= extent
+        words += count * _words(k.body.accesses[a].top.dtype)
+    return BLOCK_ROWS_HELD if words * BLOCK_ROWS_HELD <= HELD_WORDS_MAX else BLOCK_ROWS
+
+
+def _words(dtype: np.dtype) -> int:
+    return -(-np.dtype(dtype).itemsize // 4)
 
 
 def shares_row_loads(geo: Geometry) -> bool:

@@ -64,6 +64,8 @@ class GpuTiling:
     # of its 3 resident blocks per multiprocessor, 21 runs 7), rmsnorm and softmax 1-3 %
     # faster, logsumexp and pairwise_min level.
     row_grid_per_sm: int = 21         # block_row, block_rows
+    # threads of a block_rows block of held rows at most (tile/gpu.py BLOCK_ROWS_HELD)
+    block_rows_held_block: int = 64
     warp_row_grid_per_sm: int = 64    # warp_row
     # block_row's two row buffers at most (two blocks per multiprocessor still fit an H200's
     # 228 KB; layernorm's rows of 8192 float32 take 64 KB)

@@ -30,7 +30,8 @@ TUNED_FIELDS: dict[str, dict[str, tuple[int, ...]]] = {
     "thread_row": {"thread_block": (64, 256), "grid_per_sm": (8, 64)},
     "warp_row": {"warp_row_grid_per_sm": (32, 128, 256)},
     "block_row": {"row_grid_per_sm": (16, 32, 128, ROW_PER_BLOCK)},
-    "block_rows": {"row_grid_per_sm": (8, 16, 32, ROW_PER_BLOCK)},
+    "block_rows": {"row_grid_per_sm": (8, 16, 32, ROW_PER_BLOCK),
+                   "block_rows_held_block": (32, 128)},
 }
 PAYLOAD_MAGIC = b"TATUNE1\n"
 
