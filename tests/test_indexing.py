@@ -30,6 +30,7 @@ import tracearray
 from gpu_differential import assemble_kernels
 from tracearray.gpu import driver
 from tracearray.gpu import ptx as P
+from tracearray.errors import UnsupportedOperationError
 from tracearray.testing import assert_matches_numpy
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -92,6 +93,16 @@ GATHER_PROGRAMS: dict[str, Callable[..., Any]] = {
     "interp": lambda x, i, j, k: (np.interp(x, [-1.0, 0.0, 0.5, 2.0], [3.0, -1.0, 0.0, 1.0]),
                                   np.interp(x[0], np.cumsum(np.abs(x[1, 0])) - 2, x[2, 0],
                                             left=-9.0, right=np.nan)),
+    # periodic (x and xp modulo the period, xp sorted) and complex values (NumPy's complex
+    # loop: each part alone, the reciprocal of the step, a NaN x giving NaN + 0j)
+    "interp_periodic": lambda x, i, j, k: (
+        np.interp(x * 7, x[0, 0] * 3, x[1, 0], period=-2.5),
+        np.interp(x, [350.0, 10.0, 90.0, 10.0 + 360.0], [1.0, 2.0, 3.0, 4.0], period=360)),
+    "interp_complex": lambda x, i, j, k: (
+        np.interp(np.where(x > 1.5, np.nan, x), [-1.0, 0.0, 0.7], [1j, 2.0, 3.0 - 1j],
+                  left=5j, right=-1.0),
+        np.interp(x[0], [0.5], [2.0 - 1j]),
+        np.interp(x[0] * 9, x[1, 0] * 4, x[2, 0] * (1 - 2j), period=6.0)),
 }
 
 
@@ -115,7 +126,7 @@ def test_gather_ptx(name: str) -> None:
 
 EMULATED = ["x[i]", "x[i, j]", "x[i, :, k] (separated)", "x[i].sum(axis=1)",
             "exp(x)[i] * 2 (computed operand)", "np.take modes", "take_along_axis", "interp",
-            "x[i][::2] (read in part)", "x[known mask]"]
+            "interp_periodic", "interp_complex", "x[i][::2] (read in part)", "x[known mask]"]
 
 
 @pytest.mark.parametrize("name", EMULATED)
@@ -307,6 +318,20 @@ def test_emulated_gpu_raises_for_numpy_and_device_inputs(emulated_gpu) -> None:
 
 def _kernels(fn: Callable, *args: Any) -> int:
     return len(tracearray.compile(fn, device="cpu").lower(*args).plan.kernels)
+
+
+def test_interp_errors_are_numpys() -> None:
+    """np.interp's argument errors: a zero period, xp of another length than fp (periodic
+    or not), complex sample points; a traced period is refused by name."""
+    xp, fp = np.array([0.0, 1.0, 2.0]), np.array([1.0, 0.0, 1.0])
+    for fn in (lambda x: np.interp(x, xp, fp, period=0),
+               lambda x: np.interp(x, xp, fp[:2], period=3),
+               lambda x: np.interp(x, xp, fp[:2]),
+               lambda x: np.interp(x + 1j, xp, fp + 1j),
+               lambda x: np.interp(x, xp + 0j, fp)):
+        assert_matches_numpy(fn, X[0, 0], device="cpu")
+    with pytest.raises(UnsupportedOperationError, match="traced period"):
+        tracearray.compile(lambda x, p: np.interp(x, xp, fp, period=p))(X[0, 0], np.float64(2))
 
 
 def test_gathers_fuse_into_their_consumers() -> None:

@@ -245,6 +245,23 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return C(np.sum(z.re, initial=ire, **kw), np.sum(z.im, initial=iim, **kw))
 
 
+@function_rule(np.interp)
+def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
+            period: Any = None) -> Any:
+    """Complex values to interpolate (fp, left, right): NumPy's complex loop, each part
+    interpolated alone (composites/indexing.py interp_complex). x and xp must be real."""
+    from .composites.indexing import interp_complex
+    for v in (x, xp):
+        if is_complex(v):
+            raise TypeError(with_location("Cannot cast array data from dtype('complex128') "
+                                          "to dtype('float64') according to the rule 'safe'"))
+    F = np.float64
+    fills = [parts(v, F) if v is not None else (None, None) for v in (left, right)]
+    re, im = interp_complex(x, xp, parts(fp, F), [fills[0][0], fills[0][1]],
+                            [fills[1][0], fills[1][1]], period)
+    return C(re, im)
+
+
 @function_rule(np.where)
 def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if x is None and y is None:

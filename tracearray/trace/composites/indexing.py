@@ -269,51 +269,89 @@ def _monotonicity_of(b: np.ndarray) -> tuple[bool, bool]:
 @composite(np.interp, calls=['np.interp({0}, [-2.0, -0.5, 0.0, 1.0, 4.0], [1.0, 0.0, 2.0, -1.0, 3.0])',
                              'np.interp({0}, np.cumsum(np.abs({1}.ravel()) % 64) - 3, {1}.ravel(), '
                              'left=-7.0, right=9.0)',
-                             'np.interp({0}, [0.5], [2.0])'],
-           arrays=2, dtypes=FLOATS, values="small", max_dims=2)
+                             'np.interp({0}, [0.5], [2.0])',
+                             'np.interp({0}, [10.0, 350.0, 90.0, 180.0], [1.0, 2.0, 3.0, 4.0], '
+                             'period=360.0)',
+                             'np.interp({0}, [-1.0, 0.0, 3.0], [1j, 2.0, 3.0 - 1j], left=5j)'],
+           arrays=2, dtypes=FLOATS, values="small", max_dims=2,
+           notes="period= (NumPy's sort of xp modulo the period) and complex values to "
+                 "interpolate (NumPy's complex loop)")
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
            period: Any = None) -> Tracer:
     """NumPy's piecewise-linear interpolation in float64: ``fp[j]`` where ``x == xp[j]``, the
     fill values outside ``xp``, else ``slope * (x - xp[j]) + fp[j]`` with NumPy's retry from
     the right end when that is NaN."""
-    if period is not None:
-        return _interp_periodic(x, xp, fp, period)
+    return _interp(x, xp, [fp], [left], [right], period, complex_loop=False)[0]
+
+
+def interp_complex(x: Any, xp: Any, fp: Sequence[Any], left: Sequence[Any],
+                   right: Sequence[Any], period: Any) -> list[Tracer]:
+    """The real and imaginary parts of NumPy's interpolation of complex values (``fp``,
+    ``left``, ``right``: each a pair of parts, None for a default fill): its complex loop
+    interpolates each part alone, but multiplies by the reciprocal of the step where the
+    real loop divides by it, and makes a NaN x's result NaN + 0j."""
+    return _interp(x, xp, fp, left, right, period, complex_loop=True)
+
+
+def _interp(x: Any, xp: Any, fps: Sequence[Any], lefts: Sequence[Any],
+            rights: Sequence[Any], period: Any, complex_loop: bool) -> list[Tracer]:
     F = np.float64
     tx = as_tracer(x).astype(F)
-    txp, tfp = as_tracer(xp).astype(F), as_tracer(fp).astype(F)
-    if txp.ndim != 1 or tfp.ndim != 1:
+    txp = as_tracer(xp).astype(F)
+    tfps = [as_tracer(fp).astype(F) for fp in fps]
+    if period is not None:   # x and xp modulo |period|, xp sorted, one point past each end
+        if isinstance(period, Tracer):
+            raise unsupported("np.interp with a traced period",
+                              "NumPy's check that it is not zero needs its value; pass a "
+                              "number")
+        if period == 0:
+            raise ValueError(with_location("period must be a non-zero value"))
+        period = abs(period)
+        if txp.ndim != 1 or any(f.ndim != 1 for f in tfps):
+            raise ValueError(with_location("Data points must be 1-D sequences"))
+        if any(txp.shape[0] != f.shape[0] for f in tfps):
+            raise ValueError(with_location("fp and xp are not of the same length"))
+        tx, txp = tx % period, txp % period
+        order = np.argsort(txp)
+        txp, tfps = txp[order], [f[order] for f in tfps]
+        txp = np.concatenate((txp[-1:] - period, txp, txp[0:1] + period))
+        tfps = [np.concatenate((f[-1:], f, f[0:1])) for f in tfps]
+        lefts = rights = [None] * len(tfps)
+    if txp.ndim != 1 or any(f.ndim != 1 for f in tfps):
         raise ValueError(with_location("object too deep for desired array"))
     n = txp.shape[0]
     if n == 0:
         if tx.size:
             raise ValueError(with_location("array of sample points is empty"))
-        return tx + 0.0
-    if tfp.shape[0] != n:
+        return [tx + 0.0 for _f in tfps]
+    if any(f.shape[0] != n for f in tfps):
         raise ValueError(with_location("fp and xp are not of the same length."))
-    lval = tfp[0] if left is None else as_tracer(left).astype(F)
-    rval = tfp[n - 1] if right is None else as_tracer(right).astype(F)
     if n == 1:
-        out = np.where(tx < txp[0], lval, np.where(tx > txp[0], rval, tfp[0]))
-        return out + np.zeros(tx.shape)
+        return [np.where(tx < txp[0], _fill(left, f[0]),
+                         np.where(tx > txp[0], _fill(right, f[n - 1]), f[0]))
+                + np.zeros(tx.shape) for f, left, right in zip(tfps, lefts, rights)]
     count = _bisect(txp, tx, upper=True)          # elements <= x
     j = np.where(tx > txp[n - 1], n, count - 1)
     jj = np.clip(j, 0, n - 2)
     x0, x1 = _gather1d(txp, jj), _gather1d(txp, jj + 1)
-    y0, y1 = _gather1d(tfp, jj), _gather1d(tfp, jj + 1)
-    slope = (y1 - y0) / (x1 - x0)
-    r = slope * (tx - x0) + y0
-    r2 = slope * (tx - x1) + y1
-    r = np.where(np.isnan(r), np.where(np.isnan(r2) & (y0 == y1), y0, r2), r)
-    r = np.where(x0 == tx, y0, r)
-    r = np.where(j == n - 1, tfp[n - 1], r)
-    r = np.where(j == n, rval, r)
-    r = np.where(j == -1, lval, r)
-    return np.where(np.isnan(tx), tx, r)
+    out = []
+    for part, (tfp, left, right) in enumerate(zip(tfps, lefts, rights)):
+        y0, y1 = _gather1d(tfp, jj), _gather1d(tfp, jj + 1)
+        slope = (y1 - y0) * (1.0 / (x1 - x0)) if complex_loop else (y1 - y0) / (x1 - x0)
+        r = slope * (tx - x0) + y0
+        r2 = slope * (tx - x1) + y1
+        r = np.where(np.isnan(r), np.where(np.isnan(r2) & (y0 == y1), y0, r2), r)
+        r = np.where(x0 == tx, y0, r)
+        r = np.where(j == n - 1, tfp[n - 1], r)
+        r = np.where(j == n, _fill(right, tfp[n - 1]), r)
+        r = np.where(j == -1, _fill(left, tfp[0]), r)
+        out.append(np.where(np.isnan(tx), 0.0 if complex_loop and part else tx, r))
+    return out
 
 
-def _interp_periodic(x: Any, xp: Any, fp: Any, period: Any) -> Tracer:
-    raise unsupported("np.interp(..., period=...)",
-                      "it sorts xp, which needs np.sort (not supported yet)")
+def _fill(value: Any, default: Tracer) -> Tracer:
+    """np.interp's left / right fill: ``value`` in float64, or ``default`` (fp's end)."""
+    return default if value is None else as_tracer(value).astype(np.float64)
 
 
 # ------------------------------------------------------------------------------------------
