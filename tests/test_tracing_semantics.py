@@ -107,6 +107,10 @@ def _scalar_type_of_tracer(x: Any) -> Any:
     return np.float32(x.sum()) * x  # <- scalar type
 
 
+def _ufunc_reduce_of_list(x: Any) -> Any:
+    return np.logical_and.reduce([x > -1, x < 1])  # <- ufunc method
+
+
 def _element_into_numpy_array(x: Any) -> Any:
     out = np.ndarray(2)            # a NumPy array, not a traced one (np.empty would be)
     out[0], out[1] = x.sum(), x.max()  # <- element
@@ -122,6 +126,8 @@ CONCRETIZATIONS = [
     # NumPy's C code stores the element with float() and replaced our error with its own
     # ValueError ("setting an array element with a sequence")
     (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),
+    # NumPy converts a ufunc method's list before any override sees the tracers in it
+    (_ufunc_reduce_of_list, "<- ufunc method", ".reduce(np.stack([...]))"),
 ]
 
 

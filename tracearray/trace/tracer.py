@@ -40,6 +40,9 @@ builtins_type = builtins.type   # (``view`` has a parameter named type)
 _SUBSCRIPT_ASSIGNMENT = re.compile(r"\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
 
 
+# np.logical_and.reduce([a, b]), np.maximum.reduce((a, b, c)): a ufunc method of a sequence
+_UFUNC_METHOD_OF_LIST = re.compile(r"\.(reduce|accumulate|reduceat|outer)\s*\(\s*[\[(]")
+
 # np.float32(x), np.int64(x), ...: a scalar type called on a traced value
 _SCALAR_TYPE_CALL = re.compile(r"\bnp\.((?:float|int|uint|complex)(?:8|16|32|64|128)?|bool_?|"
                                r"double|single|half|intp|uintp|longlong)\s*\(")
@@ -407,6 +410,12 @@ class Tracer:
                 f"np.{scalar_type.group(1)}(...) of a traced value (a NumPy scalar type "
                 f"converts concrete data; x.astype(np.{scalar_type.group(1)}) is the traced "
                 f"way: a 0-d array stands for the scalar)")
+        method = _UFUNC_METHOD_OF_LIST.search(code)
+        if method:
+            return self._concrete(
+                f"converting to a NumPy array (a ufunc's .{method.group(1)}() of a list or "
+                f"tuple of traced arrays: NumPy converts the list itself before tracearray "
+                f"sees the arrays; stack them first: .{method.group(1)}(np.stack([...])))")
         if re.search(r"\w\s*\[", code):
             return self._concrete("converting to a NumPy array (indexing a NumPy array with a "
                                   "traced index? NumPy's own indexing needs the index's "
