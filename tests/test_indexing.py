@@ -328,7 +328,8 @@ def test_interp_errors_are_numpys() -> None:
                lambda x: np.interp(x, xp, fp[:2], period=3),
                lambda x: np.interp(x, xp, fp[:2]),
                lambda x: np.interp(x + 1j, xp, fp + 1j),
-               lambda x: np.interp(x, xp + 0j, fp)):
+               lambda x: np.interp(x, xp + 0j, fp),
+               lambda x: np.interp(x, xp, fp, right=1j)):
         assert_matches_numpy(fn, X[0, 0], device="cpu")
     with pytest.raises(UnsupportedOperationError, match="traced period"):
         tracearray.compile(lambda x, p: np.interp(x, xp, fp, period=p))(X[0, 0], np.float64(2))

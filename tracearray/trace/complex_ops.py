@@ -255,6 +255,8 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
         if is_complex(v):
             raise TypeError(with_location("Cannot cast array data from dtype('complex128') "
                                           "to dtype('float64') according to the rule 'safe'"))
+    if not is_complex(fp):   # a complex fill of real values: NumPy's float conversion
+        raise TypeError(with_location("must be real number, not complex"))
     F = np.float64
     fills = [parts(v, F) if v is not None else (None, None) for v in (left, right)]
     re, im = interp_complex(x, xp, parts(fp, F), [fills[0][0], fills[0][1]],
