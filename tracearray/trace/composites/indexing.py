@@ -270,8 +270,8 @@ def _monotonicity_of(b: np.ndarray) -> tuple[bool, bool]:
                              'np.interp({0}, np.cumsum(np.abs({1}.ravel()) % 64) - 3, {1}.ravel(), '
                              'left=-7.0, right=9.0)',
                              'np.interp({0}, [0.5], [2.0])',
-                             'np.interp({0}, [10.0, 350.0, 90.0, 180.0], [1.0, 2.0, 3.0, 4.0], '
-                             'period=360.0)',
+                             ('np.interp({0}, [10.0, 350.0, 90.0, 180.0], [1.0, 2.0, 3.0, 4.0], '
+                              'period=360.0)'),
                              'np.interp({0}, [-1.0, 0.0, 3.0], [1j, 2.0, 3.0 - 1j], left=5j)'],
            arrays=2, dtypes=FLOATS, values="small", max_dims=2,
            notes="period= (NumPy's sort of xp modulo the period) and complex values to "
