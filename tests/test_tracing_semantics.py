@@ -186,6 +186,34 @@ def test_staged_branch_takes_numpys_errors() -> None:
             tracearray.compile(fn, device="cpu")(X)
 
 
+def _flags(a: Any) -> Any:
+    f = a.flags
+    return np.array([f.c_contiguous, f.f_contiguous, f.contiguous, f.fortran, f.writeable,
+                     f["C"], f["F_CONTIGUOUS"], f["W"]])
+
+
+FLAG_VIEWS = {
+    "argument": lambda a: _flags(a), "transpose": lambda a: _flags(a.T),
+    "strided": lambda a: _flags(a[:, ::2]), "row": lambda a: _flags(a[1]),
+    "column": lambda a: _flags(a[:, 1]), "computed": lambda a: _flags(a * 2),
+    "computed.T": lambda a: _flags((a * 2).T), "reshape": lambda a: _flags(a.reshape(4, 3)),
+    "one row": lambda a: _flags(a[:1]), "broadcast_to": lambda a: _flags(
+        np.broadcast_to(a[0], (2, 4))),
+    "owndata": lambda a: np.array([(a * 2).flags.owndata, (a * 2)[1:].flags.owndata]),
+    # a branch on a view's layout takes NumPy's branch
+    "branch": lambda a: a * (1 if a.T.flags["C_CONTIGUOUS"] else 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_VIEWS))
+def test_flags_are_numpys_for_views_of_c_contiguous_arrays(name: str) -> None:
+    """``x.flags`` while tracing: NumPy's for the same view of a C-contiguous array
+    (divergence traced-layout-flags); ``x.T.flags.c_contiguous`` was True."""
+    from tracearray.testing import assert_matches_numpy
+    assert_matches_numpy(FLAG_VIEWS[name], np.arange(12, dtype=np.float32).reshape(3, 4),
+                         device="cpu")
+
+
 def test_argument_conversion_passes_tracers_through() -> None:
     """np.asarray & co. return the traced value while tracing (asarray may alias it, array
     copies it), so NumPy's own Python functions that begin with asanyarray trace; outside a

@@ -273,7 +273,7 @@ class Tracer:
 
     @property
     def flags(self) -> "TracerFlags":
-        return TracerFlags(self.node.ndim)
+        return TracerFlags(self)
 
     @property   # type: ignore[misc]
     def __class__(self) -> type:
@@ -791,17 +791,24 @@ _OWN_PACKAGES = frozenset({"tracearray", "numpy"})
 
 
 class TracerFlags:
-    """``x.flags`` of a traced value: traced values are always C-contiguous, aligned and
-    writeable (what the compiled function's arrays will be is decided at each call)."""
+    """``x.flags`` of a traced value, as NumPy gives them for the same view of a C-contiguous
+    array: the trace takes every argument and every array it makes as C-contiguous (what
+    the compiled function's arrays are is decided at each call: divergence
+    traced-layout-flags), and a view's contiguity and ownership follow NumPy's own view
+    functions (``buffers.shadow``): ``x.T.flags.c_contiguous`` is False, as NumPy says of a
+    transposed C-contiguous array. Writeable: the memory's and the view's (NumPy's read-only
+    views)."""
 
-    def __init__(self, ndim: int):
-        self.c_contiguous = True
-        self.f_contiguous = ndim <= 1
-        self.contiguous = True
-        self.fortran = False
+    def __init__(self, t: Tracer):
+        buf, path = t._buf, t._path
+        layout = buffers.shadow(buf.node.shape, path).flags
+        self.c_contiguous = bool(layout.c_contiguous)
+        self.f_contiguous = bool(layout.f_contiguous)
+        self.contiguous = self.c_contiguous
+        self.fortran = self.f_contiguous          # (NumPy 2: F_CONTIGUOUS itself)
         self.aligned = True
-        self.writeable = True
-        self.owndata = True
+        self.writeable = bool(buf.writeable) and buffers.readonly_step(path) is None
+        self.owndata = not path
         self.writebackifcopy = False
 
     def __getitem__(self, key: str) -> bool:
