@@ -364,3 +364,31 @@ def test_assert_matches_numpy_of_a_function_reading_global_arrays() -> None:
     with pytest.raises(AssertionError, match="does not match"):
         assert_matches_numpy(lambda a: a * _GLOBAL_WEIGHTS, x,
                              reference=lambda a: a * _GLOBAL_WEIGHTS + 1)
+
+
+def test_results_drawn_inside_the_function_are_checked_against_the_traced_draws() -> None:
+    """A result of random draws made inside the function (divergence random-bit-stream): its
+    shape and dtype are NumPy's, its numbers the traced graph's, so it matches without being
+    called a tracer bug; a compiled result that is not the graph's draws still fails; and the
+    fuzzer, whose draws reach results through stream-independent values, still compares
+    them with NumPy's."""
+    x = np.ones((4, 3))
+
+    def noisy(a):
+        return a + np.random.default_rng(0).standard_normal(a.shape), a.sum()
+    cmp = tt.compare_with_numpy(noisy, x, device="cpu")
+    assert cmp.ok, cmp.report()
+    assert "random-bit-stream" in cmp.divergences
+    assert cmp.leaves[0].drawn and not cmp.leaves[1].drawn
+    strict = tt.compare_with_numpy(noisy, x, device="cpu", draws_reach_numpy=True)
+    assert not strict.ok and "tracer bug" in strict.report()
+    compiled = tracearray.compile(noisy, device="cpu")
+
+    class OffByOne:     # the compiled draws, moved: no longer the traced graph's
+        lower = staticmethod(compiled.lower)
+
+        def __call__(self, a):
+            drawn, total = compiled(a)
+            return drawn + 1.0, total
+    bad = tt.compare_with_numpy(noisy, x, device="cpu", compiled=OffByOne())
+    assert not bad.ok and "compiled result" in bad.report(), bad.report()

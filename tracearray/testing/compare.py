@@ -57,7 +57,8 @@ import numpy as np
 
 from ..trace import is_array_leaf, pytree, trace_function
 from ..interleaved import pair_view
-from ..trace.graph import Graph
+from ..ops import OPS
+from ..trace.graph import Graph, Node
 from . import bounds as _bounds
 from .divergences import BY_ID
 
@@ -120,6 +121,7 @@ class LeafResult:
     unverifiable: int = 0
     size: int = 0
     notes: list[str] = field(default_factory=list)   # reported, not failures
+    drawn: bool = False   # depends on tracearray's random draws (``_drawn_results``)
 
     @property
     def ok(self) -> bool:
@@ -204,10 +206,15 @@ def _graph_has_int_power(graph: Graph) -> bool:
 
 def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
                        atol: float | None = None, device: str | None = None,
-                       reference: Callable | None = None, compiled: Any = None) -> Comparison:
+                       reference: Callable | None = None, compiled: Any = None,
+                       draws_reach_numpy: bool = False) -> Comparison:
     """Compare ``tracearray.compile(fn)(*args)`` with NumPy's ``fn(*args)`` (or
     ``reference(*args)``). Compile errors of ``fn`` propagate; value differences are returned
-    in the ``Comparison`` (see ``assert_matches_numpy``)."""
+    in the ``Comparison`` (see ``assert_matches_numpy``). A result that depends on random
+    draws made inside ``fn`` is checked against the traced graph's draws, not NumPy's
+    numbers (divergence random-bit-stream), unless ``draws_reach_numpy``: the draws reach
+    the results only through values that do not depend on the bit stream (the fuzzer's
+    programs), so NumPy's values are the specification there too."""
     import tracearray
     dev = device or "auto"
     cf = compiled if compiled is not None else tracearray.compile(fn, device=dev)
@@ -256,7 +263,8 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
             unbounded = True
     cmp.result, cmp.bounds = got, out_bounds
     _compare_trees(got, want, out_bounds, bound_graph, rtol, atol, cmp,
-                   lambda: unbounded or _data_sizes_uncertain(fn, args, inputs), unbounded)
+                   lambda: unbounded or _data_sizes_uncertain(fn, args, inputs), unbounded,
+                   draws_reach_numpy)
     return cmp
 
 
@@ -319,7 +327,7 @@ def _compare_errors(cf: Any, args: Sequence[Any], exc: BaseException, cmp: Compa
 def _compare_trees(got: Any, want: Any, out_bounds: list[_bounds.Bound] | None,
                    graph: Graph | None, rtol: float | None, atol: float | None,
                    cmp: Comparison, sizes_uncertain: Callable[[], bool] = lambda: False,
-                   unbounded: bool = False) -> None:
+                   unbounded: bool = False, draws_reach_numpy: bool = False) -> None:
     def leaf(x: Any) -> bool:
         return isinstance(x, (np.ndarray, np.generic))
     want = _python_scalars_as_numpy(want, got, cmp)
@@ -332,10 +340,14 @@ def _compare_trees(got: Any, want: Any, out_bounds: list[_bounds.Bound] | None,
     if not _consts_equal(*consts):
         cmp.problems.append(f"non-array results {consts[0]} != NumPy's {consts[1]}")
     paths = _leaf_paths(w_tree)
+    drawn = _drawn_results(graph) if out_bounds is not None and graph is not None and \
+        not draws_reach_numpy else []
     for i, (g, w) in enumerate(zip(g_leaves, w_leaves)):
         res = LeafResult(paths[i], size=int(np.size(w)))
         cmp.leaves.append(res)
         b = out_bounds[i] if out_bounds is not None else None
+        if i < len(drawn) and drawn[i]:
+            res.drawn = True
         if unbounded:   # uncertain sizes and no bounds: only the dtype and rank are checked
             g_arr, w_arr = np.asarray(g), np.asarray(w)
             if g_arr.dtype != w_arr.dtype or g_arr.ndim != w_arr.ndim:
@@ -359,6 +371,19 @@ def _compare_trees(got: Any, want: Any, out_bounds: list[_bounds.Bound] | None,
                              f"NaN positions are compared")
             continue
         _compare_leaf(g, w, b, rtol, atol, res, cmp, sizes_uncertain)
+
+
+def _drawn_results(graph: Graph) -> list[bool]:
+    """Which of the graph's results depend on a draw of tracearray's generator (an op that
+    cites divergence random-bit-stream): NumPy's own numbers come from another stream, so
+    such a result is checked against the traced graph's draws (its shape and dtype against
+    NumPy's), not against NumPy's values."""
+    drawn: set[Node] = set()
+    for node in graph.nodes():
+        if "random-bit-stream" in OPS[node.op].divergences or \
+                any(a in drawn for a in node.args):
+            drawn.add(node)
+    return [r in drawn for r in graph.results]
 
 
 _NAN_ORDER_STATISTICS = ("nanmedian", "nanquantile", "nanpercentile")
@@ -437,12 +462,24 @@ def _compare_leaf(got: Any, want: Any, b: _bounds.Bound | None, rtol: float | No
     if b.verify is not None:   # a whole-result check of what is unverifiable element-wise
         bad_got = bad_got | np.broadcast_to(b.verify(g), bad_got.shape)
     res.unverifiable = int(b.top.sum())
+    bad_want = _unless_drawn(bad_want, res, cmp)
     if bad_got.any():
         res.problems.append(_describe(g, w, b, bad_got, "compiled result"))
     if bad_want.any():
         res.problems.append(_describe(b.value, w, b, bad_want,
                                       "NumPy's own result (the traced graph disagrees with "
                                       "NumPy: a tracer bug)", got="the traced graph gives"))
+
+
+def _unless_drawn(bad_want: np.ndarray, res: LeafResult, cmp: Comparison) -> np.ndarray:
+    """NumPy's own values are not the compiled draws' (``_drawn_results``): none of a drawn
+    result's differences from them is a tracer bug."""
+    if not res.drawn:
+        return bad_want
+    cmp.divergences.add("random-bit-stream")
+    res.notes.append("drawn from tracearray's random generator: checked against the traced "
+                     "graph's draws, not NumPy's numbers (divergence random-bit-stream)")
+    return np.zeros_like(bad_want)
 
 
 # An element of a complex result passes within this many eps of |z| of NumPy's value
@@ -481,6 +518,7 @@ def _compare_complex_leaf(g: np.ndarray, w: np.ndarray, b: _bounds.Bound | None,
     if (_outside(gp, b).any(axis=-1) | _outside(wp, b).any(axis=-1)).any():
         cmp.divergences.add("complex-rounding")
     res.unverifiable = int(b.top.any(axis=-1).sum())
+    bad_want = _unless_drawn(bad_want, res, cmp)
     if bad_got.any():
         res.problems.append(_describe_complex(g, w, bad_got, "compiled result"))
     if bad_want.any():
@@ -627,7 +665,9 @@ def assert_matches_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     ``MismatchError`` with a readable report unless the results agree: same structure, type,
     shape, dtype, NaN positions and values within the tolerance table (see the module
     docstring). Compile errors (e.g. ``UnsupportedOperationError``) propagate. If NumPy
-    raises, the compiled function must raise the same kind of error.
+    raises, the compiled function must raise the same kind of error. A result that depends
+    on random draws made inside ``fn`` is checked against the traced graph's draws (NumPy's
+    shape and dtype, tracearray's numbers: divergence random-bit-stream).
 
     :param fn: a NumPy function (not compiled: this compiles it).
     :param args: its arguments, as for a call.
