@@ -98,3 +98,11 @@ def test_vectorize_of_size_0_with_otypes() -> None:
 def test_vectorize_emulated_gpu(emulated_gpu) -> None:
     fn = CASES["two arrays, broadcast"][0]
     assert_matches_numpy(fn, A, V, device="cuda")
+
+
+def test_frompyfunc_is_refused_by_name() -> None:
+    """np.frompyfunc's object ufunc (it said "np.<lambda> (vectorized) is not supported"):
+    refused naming np.frompyfunc and the traced ways."""
+    f = tracearray.compile(lambda a: np.frompyfunc(lambda t: t + 1, 1, 1)(a))
+    with pytest.raises(UnsupportedOperationError, match="np.frompyfunc.*np.vectorize"):
+        f(np.ones(3))

@@ -92,6 +92,10 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         entry = composites.lookup(uf)
         if entry is not None:
             return entry.impl(*inputs, **kwargs)
+        if uf.__name__.endswith(" (vectorized)"):   # np.frompyfunc's object ufunc
+            raise unsupported(f"a ufunc made by np.frompyfunc ({uf.__name__})",
+                              "it calls a Python function on object elements; np.vectorize "
+                              "of the function, or whole-array NumPy code, is traced")
         raise unsupported(name)
     if method in ("at", "reduceat"):
         context.note_sizes_read()   # (positions into the operand)
