@@ -347,6 +347,33 @@ def test_movement_and_selection_functions_act_on_both_parts():
     check(f, z, x)
 
 
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_convolve_correlate_round_and_methods_of_complex_arrays(device, request):
+    """np.convolve and np.correlate of complex (and mixed) operands, every mode and a
+    longer second operand (NumPy's swap), np.round / ndarray.round of the parts, and the
+    methods argsort, sort (in place), trace and compress: NumPy's values (they were refused:
+    NumPy's own code converted the arrays)."""
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    dev = "cpu" if device == "cpu" else "cuda"
+    z = random_complex(np.complex128, 9, seed=13)
+    x = np.linspace(-1, 1, 4)
+
+    def f(z, x):
+        return (np.convolve(z, z[:3]), np.convolve(x, z, "same"), np.convolve(z[:3], x, "valid"),
+                np.correlate(z, z[:3]), np.correlate(x, z, "full"), np.correlate(z[:4], z, "same"),
+                np.round(z * 10, 1), (z * 100).round(-1), np.around(z.astype(np.complex64), 2))
+    assert_matches_numpy(f, z, x, device=dev)
+    zz = np.round(random_complex(np.complex128, 12, seed=14).reshape(3, 4), 1)
+
+    def g(z):
+        s = z.copy()
+        s.sort(axis=0)
+        return z.argsort(), z.argsort(axis=0, kind="stable"), s, z.trace(1), \
+            z.compress([True, False, True], axis=0)
+    assert_matches_numpy(g, zz, device=dev)
+
+
 def test_mixed_real_complex_writes_and_casts():
     def f(x, z):
         y = x.astype(np.complex64)   # real -> complex: a zero imaginary part

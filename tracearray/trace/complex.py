@@ -386,6 +386,25 @@ class ComplexTracer:
     def nonzero(self) -> Any:
         return np.nonzero((self.re != 0) | (self.im != 0))
 
+    # --- methods that are NumPy's functions of the array ------------------------------------
+    def round(self, decimals: int = 0, out: Any = None) -> Any:
+        return np.round(self, decimals, out)
+
+    def argsort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
+                stable: Any = None) -> Any:
+        return np.argsort(self, axis, kind, order, stable=stable)
+
+    def sort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
+             stable: Any = None) -> None:
+        self[...] = np.sort(self, axis, kind, order, stable=stable)
+
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
+              out: Any = None) -> Any:
+        return np.trace(self, offset, axis1, axis2, dtype, out)
+
+    def compress(self, condition: Any, axis: Any = None, out: Any = None) -> Any:
+        return np.compress(condition, self, axis, out)
+
     # --- operators ------------------------------------------------------------------------
     def _binary(uf: np.ufunc, reflected: bool = False) -> Callable[..., Any]:   # type: ignore[misc]
         def method(self: "ComplexTracer", other: Any) -> Any:

@@ -221,6 +221,8 @@ for _f, _spec in {
         np.asarray: (0,), np.array: (0,), np.asanyarray: (0,), np.split: (0,),
         np.array_split: (0,), np.compress: (1,), np.extract: (1,), np.delete: (0,),
         np.append: (0, 1),
+        # NumPy rounds a complex array's real and imaginary parts alone (PyArray_Round)
+        np.round: (0,), np.around: (0,),
 }.items():
     PARTWISE[_f] = _spec
 
@@ -262,6 +264,27 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
     re, im = interp_complex(x, xp, parts(fp, F), [fills[0][0], fills[0][1]],
                             [fills[1][0], fills[1][1]], period)
     return C(re, im)
+
+
+@function_rule(np.convolve)
+def _convolve(a: Any, v: Any, mode: str = "full") -> Any:
+    """The complex convolution from four real ones (each NumPy's, modes and the swap of a
+    longer v included): (ar*vr - ai*vi) + i(ar*vi + ai*vr), summed in another order than
+    NumPy's complex loop (complex-rounding)."""
+    dt = complex_result_dtype(a, v)
+    za, zv = as_complex(a, dt), as_complex(v, dt)
+    return C(np.convolve(za.re, zv.re, mode) - np.convolve(za.im, zv.im, mode),
+             np.convolve(za.re, zv.im, mode) + np.convolve(za.im, zv.re, mode))
+
+
+@function_rule(np.correlate)
+def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
+    """NumPy's complex correlation, sum of a[n + k] * conj(v[n]), from four real ones:
+    (ar*vr + ai*vi) + i(ai*vr - ar*vi)."""
+    dt = complex_result_dtype(a, v)
+    za, zv = as_complex(a, dt), as_complex(v, dt)
+    return C(np.correlate(za.re, zv.re, mode) + np.correlate(za.im, zv.im, mode),
+             np.correlate(za.im, zv.re, mode) - np.correlate(za.re, zv.im, mode))
 
 
 @function_rule(np.where)
