@@ -255,6 +255,24 @@ def test_complex_to_real_casts_warn_as_numpy():
     check(lambda z: (z.astype(bool), z.astype(np.complex64)), z)
 
 
+def test_python_complex_into_a_real_array_raises_numpys_type_error():
+    """``x[i] = 1j`` (a Python complex, alone or in a list) into a float or integer array:
+    NumPy's TypeError from float() / int() (the real part was stored); NumPy's complex
+    scalars and arrays cast with a ComplexWarning, and a bool target takes truthiness."""
+    def setting(value, dtype):
+        def f(x):
+            y = x.astype(dtype)
+            y[:2] = value
+            return y
+        return f
+    x = np.arange(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for value in (1j, [1j, 2.0], (1.0, 1 + 0j), np.complex128(2 + 1j), np.array([1j, 2j])):
+            for dtype in (np.float64, np.float32, np.int64, np.bool_):
+                check(setting(value, dtype), x)
+
+
 def test_ufuncs_without_complex_loops_raise_numpys_type_error():
     z = random_complex(np.complex128, 3)
     with pytest.raises(TypeError):

@@ -518,6 +518,12 @@ class Tracer:
     def __setitem__(self, key: Any, value: Any) -> None:
         from .indexing import setitem
         context.note_index_key(key)
+        if self.node.dtype.kind in "iuf" and _holds_python_complex(value):
+            # NumPy converts a Python complex element by element with float() / int()
+            kind = "float() argument must be a string or a real number" \
+                if self.node.dtype.kind == "f" else \
+                "int() argument must be a string, a bytes-like object or a real number"
+            raise TypeError(with_location(f"{kind}, not 'complex'"))
         if complex_values.is_complex(value):
             # NumPy casts the complex values into this real array: the real parts, with a
             # ComplexWarning
@@ -788,6 +794,14 @@ def numpy_class(value: Any, caller: Any) -> type:
 
 
 _OWN_PACKAGES = frozenset({"tracearray", "numpy"})
+
+
+def _holds_python_complex(value: Any) -> bool:
+    """Whether ``value`` is a Python complex, or a list or tuple with one among its
+    elements (not NumPy's complex scalars or arrays, which NumPy casts with a warning)."""
+    if type(value) is complex:
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_python_complex(v) for v in value)
 
 
 class TracerFlags:
