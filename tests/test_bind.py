@@ -290,12 +290,15 @@ def test_block_rows_groups_follow_what_a_row_holds(gpu_device, monkeypatch):
     other thread counts."""
     from tracearray.tile import gpu as drivers
     monkeypatch.setattr(drivers, "BLOCK_ROWS_MIN", 8)
-    n = 5000        # rows of 5000: blocks of 256 by the row's length
-    p = RNG.standard_normal((37, 3)).astype(np.float32)
+    # rows of 1100 (past warp_row) at 18 elements a thread: blocks of 64 by the length,
+    # held rows' blocks of at most 32 (small blocks: the emulator's barriers are threads')
+    monkeypatch.setenv("TRACEARRAY_TILING", "row_elements_per_thread=18,block_rows_held_block=32")
+    n = 1100
+    p = RNG.standard_normal((17, 3)).astype(np.float32)
     q = RNG.standard_normal((n, 3)).astype(np.float32)
-    p8 = RNG.standard_normal((37, 8)).astype(np.float32)
+    p8 = RNG.standard_normal((17, 8)).astype(np.float32)
     q8 = RNG.standard_normal((n, 8)).astype(np.float32)
-    m = RNG.standard_normal((37, n)).astype(np.float32)
+    m = RNG.standard_normal((17, n)).astype(np.float32)
 
     def pairwise(a, c):
         return ((a[:, None, :] - c[None, :, :]) ** 2).sum(-1).min(1)
@@ -309,21 +312,22 @@ def test_block_rows_groups_follow_what_a_row_holds(gpu_device, monkeypatch):
     results = {}
     for fn, args, group in cases:
         compiled = tracearray.compile(fn, device="cuda")
-        results[fn] = compiled(*args)
+        if group == 16 or fn is kmeans:     # (the emulator's barriers are slow: two runs)
+            results[fn] = compiled(*args)
         exe = compiled.lower(*args).executable
         (b,) = exe.bound_kernels().values()
         (ln,) = b.launches
         assert b.strategy == "block_rows"
         assert drivers.block_rows_group(b.geometry) == group, fn
         pol = exe.tiling
-        assert ln.block == (min(256, pol.block_rows_held_block) if group == 16 else 256), fn
-        assert ln.grid == min(-(-37 // group), pol.row_grid_per_sm * pol.sms), fn
-    monkeypatch.setenv("TRACEARRAY_TILING", "block_rows_held_block=256")
+        assert ln.block == (32 if group == 16 else 64), fn
+        assert ln.grid == min(-(-17 // group), pol.row_grid_per_sm * pol.sms), fn
+    monkeypatch.setenv("TRACEARRAY_TILING", "row_elements_per_thread=18,block_rows_held_block=64")
     for fn, args, _group in cases[:2]:
         compiled = tracearray.compile(fn, device="cuda")
         np.testing.assert_array_equal(compiled(*args), results[fn])
         (b,) = compiled.lower(*args).executable.bound_kernels().values()
-        assert b.launches[0].block == 256
+        assert b.launches[0].block == 64
 
 
 # ------------------------------------------------------------------ row cache parts
