@@ -213,14 +213,18 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "updating it in place) returns a new array with the same values when compiled; "
         "writing to that result later does not modify the argument.", "not-compared"),
     Divergence(
-        "traced-layout-flags", "api", ("ndarray.flags",),
+        "traced-layout-flags", "api", ("ndarray.flags", "ndarray.view"),
         "Inside a compiled function, `x.flags` answers as NumPy would for the same view of "
         "C-contiguous arrays: the trace takes every argument and every array it makes as "
         "C-contiguous, whatever the caller's strides (a view's contiguity, ownership and "
         "writability are NumPy's: `x.T.flags.c_contiguous` is False). An argument passed in "
         "Fortran order or as a strided view reads as C-contiguous, and a result NumPy would "
         "lay out in Fortran order (`np.exp(x.T)` of a C-contiguous x) reads as "
-        "C-contiguous. Values do not depend on it.", "not-compared"),
+        "C-contiguous. Values do not depend on it, with one exception: NumPy reads an array "
+        "as items of another size (`x.view(np.uint8)`) only where its last axis is "
+        "contiguous, and raises ValueError for an argument whose last axis is strided (a "
+        "Fortran-order matrix, `a[:, ::2]` passed in); tracearray reads the bytes of such an "
+        "argument's values in C order.", "not-compared"),
     Divergence(
         "recycled-result-memory", "api", ("*",),
         "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "

@@ -63,6 +63,24 @@ class Buffer:
         return self.version > 0
 
 
+class Lens:
+    """A path step that is not a movement node: a view NumPy makes that the graph computes
+    (``trace/recast.py``: the bytes read as items of another size). ``apply`` reads the
+    view from the value before it, ``update`` writes a new view value back into that value,
+    and ``shadow`` gives the layout NumPy gives the view."""
+
+    op = "lens"
+
+    def apply(self, x: Node) -> Node:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def update(self, old: Node, new: Node) -> Node:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def shadow(self, arr: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
 def movement_path(base: Node, view: Node) -> tuple[Node, ...] | None:
     """The movement nodes from ``base`` to ``view`` (outermost last), or None when ``view``
     is not a chain of views of ``base``."""
@@ -80,7 +98,10 @@ def values_along(node: Node, path: Sequence[Node]) -> list[Node]:
     """``[base, view 1, ..., view k]``: the same views applied to a new value of the base."""
     out = [node]
     for step in path:
-        out.append(make(step.op, [out[-1]] + list(step.args[1:]), **dict(step.attrs)))
+        if isinstance(step, Lens):
+            out.append(step.apply(out[-1]))
+        else:
+            out.append(make(step.op, [out[-1]] + list(step.args[1:]), **dict(step.attrs)))
     return out
 
 
@@ -102,6 +123,8 @@ def carry_up(base: Node, path: Sequence[Node], new: Node) -> Node:
 
 def _step_update(step: Node, old: Node, new: Node) -> Node:
     from . import numpy_api as api
+    if isinstance(step, Lens):
+        return step.update(old, new)
     op = step.op
     if op in ("squeeze", "expand_dims", "reshape"):
         return api.reshape(new, old.shape)
@@ -259,6 +282,9 @@ def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
     arr = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(base_shape),
                                           tuple(strides), writeable=False)
     for step in path:
+        if isinstance(step, Lens):
+            arr = step.shadow(arr)
+            continue
         if step.op == "bitcast":    # the same items: the same layout
             continue
         if step.op == "reshape":

@@ -23,6 +23,7 @@ complex after the call.
 """
 from __future__ import annotations
 
+import builtins
 import sys
 import warnings
 from typing import Any, Callable
@@ -311,11 +312,16 @@ class ComplexTracer:
     def copy(self, order: str = "C") -> "ComplexTracer":
         return ComplexTracer(self.re.copy(), self.im.copy())
 
-    def view(self, dtype: Any = None, type: Any = None) -> "ComplexTracer":
-        if type is not None or (dtype is not None and np.dtype(dtype) != self.dtype):
-            raise unsupported(f"ndarray.view({dtype}) of a {self.dtype} array",
-                              "only views with the same dtype")
-        return ComplexTracer(self.re.view(), self.im.view())
+    def view(self, dtype: Any = None, type: Any = None) -> Any:
+        if isinstance(dtype, builtins.type) and issubclass(dtype, np.ndarray):
+            dtype, type = None, dtype
+        if type is not None:
+            raise unsupported(f"ndarray.view({getattr(type, '__name__', type)})",
+                              "ndarray subclasses are not traced")
+        if dtype is None or np.dtype(dtype) == self.dtype:
+            return ComplexTracer(self.re.view(), self.im.view())
+        from .recast import view_complex   # the parts' memory read as another dtype
+        return view_complex(self, np.dtype(dtype))
 
     def conj(self) -> "ComplexTracer":
         return ComplexTracer(self.re.copy(), -self.im)

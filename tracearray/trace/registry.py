@@ -162,9 +162,11 @@ def _method_entries() -> list[Entry]:
         if attr == "ptp":
             how, note = None, "removed from ndarray in NumPy 2 (np.ptp works)"
         if attr == "view":
-            note = ("another dtype of the same item size reads the same bits (float32 as "
-                    "int32, bool as uint8), writable like NumPy's; other item sizes, bytes "
-                    "as bool and ndarray subclasses are refused")
+            note = ("the same bytes as another dtype: of the same item size (float32 as "
+                    "int32, bool as uint8) or another on the last axis (float32 as uint8, "
+                    "float pairs as complex, complex arguments and FFT results as floats), "
+                    "writable like NumPy's; bytes as bool, a complex result of arithmetic "
+                    "as another dtype and ndarray subclasses are refused")
         out.append(Entry(f"ndarray.{attr}", kind, how, "", note))
     return out
 

@@ -577,13 +577,15 @@ class Tracer:
             raise unsupported(f"ndarray.view({getattr(type, '__name__', type)})",
                               "ndarray subclasses (numpy.ma's masked arrays, np.matrix, "
                               "np.recarray) are not traced")
-        if dtype is None or check_dtype(dtype, "view") == self.node.dtype:
+        if dtype is None:
             return self._view(self.node)
         dt = np.dtype(dtype)
+        if dt.kind != "c" and check_dtype(dtype, "view") == self.node.dtype:
+            return self._view(self.node)
         if bitcast_allowed(self.node.dtype, dt):     # the same bytes read as dt: a view
             return self._view(make("bitcast", [self.node], dtype=dt.str))
-        raise unsupported(f"ndarray.view({dt}) of a {self.node.dtype} array",
-                          "only views with the same item size (as numbers, or bool as bytes)")
+        from .recast import view_real   # another item size, or complex items: a view too
+        return view_real(self, dt)
 
     def conj(self) -> "Tracer":
         # ndarray.conj of a real array returns the array itself (not np.conjugate's copy,

@@ -597,7 +597,8 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
     """numpy/_core/function_base.py::linspace with traced end points, step by step (the
-    denormal-step branch is an elementwise select)."""
+    denormal-step branch is a select: NumPy takes it for every point when any step is
+    zero)."""
     num = int(num)
     if num < 0:
         raise ValueError(with_location(f"Number of samples, {num}, must be non-negative."))
@@ -615,7 +616,8 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     y = as_tracer(y)
     if div > 0:
         step = delta / div
-        y = np.where(step == 0, (y / div) * delta, y * step)
+        any_zero = (step == 0).any() if step.ndim else step == 0
+        y = np.where(any_zero, (y / div) * delta, y * step)
     else:
         step = np.full(delta.shape, np.nan, dt)
         y = y * delta

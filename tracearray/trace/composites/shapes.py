@@ -350,23 +350,62 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
                           "np.pad({0}, 3, mode='reflect')",
                           "np.pad({0}, 2, mode='symmetric')",
                           "np.pad({0}, 2, mode='wrap')",
-                          'np.pad({0}, 1, constant_values=(5, 7))'], min_dims=1)
+                          'np.pad({0}, 1, constant_values=(5, 7))',
+                          "np.pad({0}, 2, mode='maximum', stat_length=2)",
+                          "np.pad({0}, 1, mode='mean')", "np.pad({0}, 1, mode='median')",
+                          "np.pad({0}, 2, mode='linear_ramp', end_values=(1, -1))"],
+           min_dims=1)
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tracer:
-    """Each axis padded by joining: constant blocks, repeated edges, or reflected / wrapped
-    slices (repeatedly, for pads wider than the array, as NumPy does)."""
+    """Each axis padded in turn (an axis's pad sees the earlier axes' pads, as NumPy's does) by
+    joining: constant blocks, repeated edges, reflected / wrapped slices (repeatedly, for pads
+    wider than the array), statistics of the edge regions, or ramps to the edges."""
     t = as_tracer(array)
     if callable(mode):
         raise unsupported("np.pad with a function as mode")
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
-    if (widths < 0).any():
-        raise ValueError(with_location("index can't contain negative values"))
+    widths = _pad_pairs(pad_width, t.ndim, as_index=True, integral=True)
+    stat = mode in _PAD_STATISTICS
+    lengths = _pad_pairs(kwargs.get("stat_length"), t.ndim, as_index=True) if stat else None
     out = t
     for ax in range(t.ndim):
-        before, after = (int(w) for w in widths[ax])
-        if before == 0 and after == 0:
-            continue
-        out = _pad_axis(out, ax, before, after, mode, kwargs)
+        before, after = widths[ax]
+        if stat and t.size == 0:    # NumPy: only the empty axes' pads are checked
+            if t.shape[ax] == 0 and (before or after):
+                raise ValueError(with_location(
+                    f"can't extend empty axis {ax} using modes other than 'constant' or "
+                    f"'empty'"))
+            if before or after:
+                out = _pad_axis(out, ax, before, after, "empty", kwargs)
+        elif stat:   # NumPy computes the statistics (and refuses empty ones) on every axis
+            out = _pad_statistic(out, ax, before, after, mode, lengths[ax])
+        elif before or after:
+            out = _pad_axis(out, ax, before, after, mode, kwargs)
     return out if out is not t else Tracer(t.node)
+
+
+def _pad_pairs(x: Any, ndim: int, as_index: bool = False, integral: bool = False) -> list:
+    """NumPy's pad argument forms as (before, after) per axis: a scalar, one pair for every
+    axis, or one pair per axis; ``as_index`` rounds to integers that may not be negative,
+    ``integral`` (the widths) refuses others as NumPy does."""
+    if x is None:
+        return [(None, None)] * ndim
+    if isinstance(x, Tracer) or any(isinstance(v, Tracer) for v in np.ravel(
+            np.asarray(x, dtype=object))):
+        raise unsupported("np.pad with traced widths or lengths",
+                          "the result's shape would depend on the data")
+    a = np.array(x)
+    if integral and a.dtype.kind != "i":
+        raise TypeError(with_location("`pad_width` must be of integral type."))
+    if as_index:
+        a = np.round(a).astype(np.intp, copy=False)
+        if a.size and a.min() < 0:
+            raise ValueError(with_location("index can't contain negative values"))
+    if a.ndim < 3 and a.size == 1:
+        v = a.ravel()[0]
+        return [(v, v)] * ndim
+    if a.ndim < 3 and a.size == 2 and a.shape != (2, 1):
+        v0, v1 = a.ravel()
+        return [(v0, v1)] * ndim
+    return [tuple(p) for p in np.broadcast_to(a, (ndim, 2)).tolist()]
 
 
 def _constant_block(t: Tracer, ax: int, width: int, value: Any) -> Tracer:
@@ -392,12 +431,62 @@ def _pad_axis(t: Tracer, ax: int, before: int, after: int, mode: str, kw: dict) 
         return _pad_reflect(t, ax, before, after, mode == "symmetric")
     elif mode == "wrap":
         return _pad_wrap(t, ax, before, after)
-    elif mode in ("maximum", "minimum", "mean", "median", "linear_ramp"):
-        raise unsupported(f"np.pad(mode={mode!r})")
+    elif mode == "linear_ramp":
+        return _pad_linear_ramp(t, ax, before, after, kw.get("end_values", 0))
     else:
         raise ValueError(with_location(f"mode '{mode}' is not supported"))
     parts = [p for p in parts if p.shape[ax] > 0]
     return np.concatenate(parts, axis=ax) if len(parts) > 1 else parts[0]
+
+
+_PAD_STATISTICS = {"maximum": np.amax, "minimum": np.amin, "mean": np.mean,
+                   "median": np.median}
+
+
+def _pad_statistic(t: Tracer, ax: int, before: int, after: int, mode: str,
+                   lengths: tuple) -> Tracer:
+    """Pads of one value per line: the statistic of the first / last ``stat_length`` values
+    (all of them by default), rounded first for integer arrays (NumPy's ``_get_stats``)."""
+    n = t.shape[ax]
+    left_len, right_len = (n if k is None or k > n else int(k) for k in lengths)
+    if (left_len == 0 or right_len == 0) and mode in ("maximum", "minimum"):
+        raise ValueError(with_location("stat_length of 0 yields no value for padding"))
+    if n == 0 and (before or after):
+        raise ValueError(with_location(
+            f"can't extend empty axis {ax} using modes other than 'constant' or 'empty'"))
+    if not (before or after):
+        return t
+    func = _PAD_STATISTICS[mode]
+
+    def stat(lo: int, hi: int) -> Tracer:
+        value = func(_take_slice(t, ax, lo, hi), axis=ax, keepdims=True)
+        if np.issubdtype(t.dtype, np.integer):
+            value = np.round(value)
+        return value.astype(t.dtype)
+
+    left = stat(0, left_len)
+    right = left if left_len == right_len == n else stat(n - right_len, n)
+    parts = [_repeat_along(left, ax, before), t, _repeat_along(right, ax, after)]
+    parts = [p for p in parts if p.shape[ax] > 0]
+    return np.concatenate(parts, axis=ax) if len(parts) > 1 else parts[0]
+
+
+def _pad_linear_ramp(t: Tracer, ax: int, before: int, after: int, end_values: Any) -> Tracer:
+    """Ramps from the end values towards the edge values, the edge itself left out (NumPy's
+    ``np.linspace(end, edge, width, endpoint=False)`` in the array's dtype)."""
+    n = t.shape[ax]
+    ends = _pad_pairs(end_values, t.ndim)[ax]
+    parts = []
+    for width, end, edge, flip in ((before, ends[0], _take_slice(t, ax, 0, 1), False),
+                                   (after, ends[1], _take_slice(t, ax, n - 1, n), True)):
+        if width:
+            ramp = np.linspace(end, np.squeeze(edge, ax), width, endpoint=False,
+                               dtype=t.dtype, axis=ax)
+            parts.append(np.flip(ramp, ax) if flip else ramp)
+        else:
+            parts.append(None)
+    joined = [p for p in (parts[0], t, parts[1]) if p is not None]
+    return np.concatenate(joined, axis=ax) if len(joined) > 1 else t
 
 
 def _repeat_along(t: Tracer, ax: int, count: int) -> Tracer:

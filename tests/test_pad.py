@@ -1,0 +1,85 @@
+"""np.pad's modes against NumPy, on the CPU and the emulated GPU: each axis padded in turn
+(an axis's pad sees the earlier axes' pads), widths, statistic lengths and end values in
+NumPy's forms (a scalar, one pair, a pair per axis), integer statistics rounded, and NumPy's
+errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.testing import assert_matches_numpy
+
+RNG = np.random.default_rng(11)
+ARRAYS = {"float64": RNG.standard_normal((5, 7)),
+          "int64": RNG.integers(-50, 50, (4, 6)),
+          "float32-3d": RNG.standard_normal((3, 4, 5)).astype(np.float32),
+          "uint8": RNG.integers(0, 255, (4, 5), dtype=np.uint8)}
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request):
+    if request.param == "cuda":
+        request.getfixturevalue("emulated_gpu")
+    return request.param
+
+
+def arrays(device):
+    """Every dtype on the CPU; on the (slow) emulated GPU a float and an integer one."""
+    names = ARRAYS if device == "cpu" else ("float32-3d", "uint8")
+    return [ARRAYS[n] for n in names]
+
+
+@pytest.mark.parametrize("mode", ["maximum", "minimum", "mean", "median"])
+def test_statistic_modes(device, mode) -> None:
+    """The whole axis, stat_length pairs per axis (one longer than the axis), a rounded
+    scalar length, and NaN inside the statistic's region."""
+    for x in arrays(device):
+        lead = ((1, 3),) + ((0, 2),) * (x.ndim - 1)
+        lengths = ((2, 1),) + ((3, 30),) * (x.ndim - 1)
+
+        def f(a, lead=lead, lengths=lengths):
+            return (np.pad(a, 2, mode=mode),
+                    np.pad(a, lead, mode=mode, stat_length=lengths),
+                    np.pad(a, (2, 1), mode=mode, stat_length=1.6))
+        assert_matches_numpy(f, x, device=device)
+    assert_matches_numpy(lambda a: np.pad(np.where(a > 1, np.nan, a), 1, mode=mode),
+                         ARRAYS["float64"], device=device)
+
+
+def test_linear_ramp(device) -> None:
+    """Ramps to the default 0, to end values per side and per axis (a float end value in an
+    integer array floored as NumPy's linspace does), from an edge of one item."""
+    for x in arrays(device):
+        def f(a):
+            return (np.pad(a, 2, mode="linear_ramp"),
+                    np.pad(a, ((3, 1),) + ((1, 4),) * (a.ndim - 1), mode="linear_ramp",
+                           end_values=(5, -3)),
+                    np.pad(a, 2, mode="linear_ramp",
+                           end_values=[(1, 2)] + [(3.5, 4)] * (a.ndim - 1)))
+        assert_matches_numpy(f, x, device=device)
+    assert_matches_numpy(lambda a: np.pad(a[:, :1], 3, mode="linear_ramp", end_values=9),
+                         ARRAYS["float64"], device=device)
+
+
+def test_argument_forms_and_empty_arrays() -> None:
+    """Widths as a (2, 1) column and as floats, constant values per axis, statistics of an
+    empty array along an axis that is not padded, and NumPy's errors."""
+    x = ARRAYS["float64"]
+    for f in (lambda a: np.pad(a, [[1], [2]], mode="edge"),
+              lambda a: np.pad(a, 1.0),
+              lambda a: np.pad(a, 2, constant_values=((1, 2), (3, 4))),
+              lambda a: np.pad(a[:0], ((0, 0), (1, 2)), mode="maximum"),
+              lambda a: np.pad(a, 1, mode="mean", stat_length=0),
+              lambda a: np.pad(a, ((0, 0), (1, 1)), mode="maximum",
+                               stat_length=((0, 0), (1, 1)))):
+        assert_matches_numpy(f, x)
+    for f, what in [(lambda a: np.pad(a, ((0, 0), (1, 1)), mode="maximum", stat_length=0),
+                     "stat_length of 0"),
+                    (lambda a: np.pad(a, 1, mode="mean", stat_length=-1), "negative"),
+                    (lambda a: np.pad(a[:0], 1, mode="linear_ramp"), "empty axis"),
+                    (lambda a: np.pad(a[:0], 1, mode="median"), "empty axis")]:
+        with pytest.raises(ValueError, match=what):
+            f(x)
+        with pytest.raises(ValueError, match=what):
+            tracearray.compile(f)(x)
