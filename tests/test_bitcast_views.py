@@ -1,8 +1,8 @@
 """``ndarray.view(dtype)``: the same bits read as another dtype of the same item size (the
-``bitcast`` op), or as items of another size (``trace/recast.py``: float32 as bytes, bytes as
-float64, float pairs as complex and back), each a view like NumPy's (writes through it reach
-the base, later writes to the base reach it). Against NumPy, on the CPU and the emulated
-GPU."""
+``bitcast`` op), or as items of another size (``trace/memory_views.py``: float32 as bytes,
+bytes as float64, float pairs as complex and back), each a view like NumPy's (writes through
+it reach the base, later writes to the base reach it). Against NumPy, on the CPU and the
+emulated GPU."""
 from __future__ import annotations
 
 import numpy as np

@@ -517,3 +517,28 @@ def test_sort_of_complex_refuses_what_numpy_refuses():
             f(z)
         with pytest.raises((ValueError, np.exceptions.AxisError)):
             tracearray.compile(f)(z)
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_argmax_argmin_in_numpys_order(device, request):
+    """NumPy's complex argmax / argmin: the first item with a NaN part, else the first of
+    the lexicographic extremum (ties in the real part decided by the imaginary, -0.0 equal
+    to 0.0, infinities), whole and along each axis, keepdims, methods; an empty sequence
+    raises NumPy's ValueError."""
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    dev = "cuda" if device == "emulated" else "cpu"
+    rng = np.random.default_rng(21)
+    z = np.round(rng.standard_normal((4, 6))) + 1j * np.round(rng.standard_normal((4, 6)))
+    zn = z.copy()
+    zn[1, 3], zn[2, 0], zn[3, 5] = complex(np.nan, 1), complex(1, np.nan), complex(np.inf, -1)
+    edge = np.array([complex(-np.inf, -np.inf), complex(-np.inf, -np.inf),
+                     complex(-np.inf, 2), -0.0 + 0j, 0.0 - 0j])
+    for v in (z, zn, z.astype(np.complex64), edge):
+        assert_matches_numpy(lambda a: (np.argmax(a), np.argmin(a), a.argmax(), a.argmin()),
+                             v, device=dev)
+    for v in (z, zn):
+        assert_matches_numpy(lambda a: (np.argmax(a, axis=0), np.argmin(a, axis=-1),
+                                        np.argmax(a, 1, keepdims=True)), v, device=dev)
+    with pytest.raises(ValueError, match="empty sequence"):
+        tracearray.compile(lambda a: np.argmax(a[:0]), device=dev)(z)

@@ -213,7 +213,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "updating it in place) returns a new array with the same values when compiled; "
         "writing to that result later does not modify the argument.", "not-compared"),
     Divergence(
-        "traced-layout-flags", "api", ("ndarray.flags", "ndarray.view"),
+        "traced-layout-flags", "api", ("ndarray.flags", "ndarray.view", "ndarray.strides",
+                                       "np.lib.stride_tricks.as_strided"),
         "Inside a compiled function, `x.flags` answers as NumPy would for the same view of "
         "C-contiguous arrays: the trace takes every argument and every array it makes as "
         "C-contiguous, whatever the caller's strides (a view's contiguity, ownership and "
@@ -224,7 +225,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "as items of another size (`x.view(np.uint8)`) only where its last axis is "
         "contiguous, and raises ValueError for an argument whose last axis is strided (a "
         "Fortran-order matrix, `a[:, ::2]` passed in); tracearray reads the bytes of such an "
-        "argument's values in C order.", "not-compared"),
+        "argument's values in C order. `x.strides` is NumPy's for the same view of "
+        "C-contiguous memory (and so is what np.lib.stride_tricks.as_strided reads), except "
+        "on axes of length 1, where NumPy's own functions disagree (`x[:, None]` has stride "
+        "0 there, `np.expand_dims(x, 1)` another).", "not-compared"),
     Divergence(
         "recycled-result-memory", "api", ("*",),
         "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "

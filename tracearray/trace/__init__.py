@@ -276,7 +276,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             return inner(*bound, *a, **{**bound_kw, **k})
 
     probe: context.SizeNeeded | None = None
-    with context.tracing(recorder if recorder is not None else None, state):
+    with context.tracing(recorder if recorder is not None else None, state,
+                         plain.__globals__ if plain is not None else None):
         # (the argument tracers are made inside, so that they belong to this trace)
         t_args = tuple(a if i in static_argnums else substitute(a, names[i])
                        for i, a in enumerate(args))

@@ -65,9 +65,9 @@ class Buffer:
 
 class Lens:
     """A path step that is not a movement node: a view NumPy makes that the graph computes
-    (``trace/recast.py``: the bytes read as items of another size). ``apply`` reads the
-    view from the value before it, ``update`` writes a new view value back into that value,
-    and ``shadow`` gives the layout NumPy gives the view."""
+    (``trace/memory_views.py``: the bytes read as items of another size, as_strided's
+    windows). ``apply`` reads the view from the value before it, ``update`` writes a new
+    view value back into that value, and ``shadow`` gives the layout NumPy gives the view."""
 
     op = "lens"
 
@@ -271,16 +271,18 @@ def check_mask_shape(shape: Sequence[int], lead: int, mask: Node) -> None:
         f"{mask.shape[bad]}"))
 
 
-def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
+def shadow(base_shape: Sequence[int], path: Sequence[Node],
+           memory: np.ndarray | None = None) -> np.ndarray:
     """An array with the layout (element strides) NumPy gives the view at the end of
     ``path`` of a C-contiguous base, over one byte of memory that is never read: NumPy's own
-    view functions compute it, so whether a reshape or ravel of it is a view is NumPy's call."""
+    view functions compute it, so whether a reshape or ravel of it is a view is NumPy's call.
+    Its offset from ``memory`` (that byte) is the view's first element's in the base."""
     strides, acc = [], 1
     for n in reversed(base_shape):
         strides.insert(0, acc)
         acc *= max(int(n), 1)
-    arr = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(base_shape),
-                                          tuple(strides), writeable=False)
+    arr = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8) if memory is None else memory,
+                                          tuple(base_shape), tuple(strides), writeable=False)
     for step in path:
         if isinstance(step, Lens):
             arr = step.shadow(arr)
@@ -292,3 +294,12 @@ def shadow(base_shape: Sequence[int], path: Sequence[Node]) -> np.ndarray:
         else:
             arr = OPS[step.op].numpy_ref(arr, **dict(step.attrs))
     return arr
+
+
+def element_layout(base_shape: Sequence[int], path: Sequence[Node]) -> tuple[int, tuple]:
+    """The view at the end of ``path`` as (offset, strides) in elements of its C-contiguous
+    base (a path of same-size items: no lens)."""
+    memory = np.zeros(1, np.uint8)
+    arr = shadow(base_shape, path, memory)
+    offset = arr.__array_interface__["data"][0] - memory.__array_interface__["data"][0]
+    return int(offset), tuple(int(s) for s in arr.strides)

@@ -196,6 +196,20 @@ class ComplexTracer:
     flags = property(lambda self: self.re.flags)
 
     @property
+    def strides(self) -> tuple[int, ...]:
+        """The strides of the pair memory's view, or a new C-contiguous array's (a result of
+        arithmetic; divergence traced-layout-flags)."""
+        from .memory_views import pair_of
+        pair = pair_of(self)
+        if pair is not None:
+            return pair.strides[:-1]
+        out, acc = [], self.itemsize
+        for n in reversed(self.shape):
+            out.insert(0, acc)
+            acc *= max(int(n), 1)
+        return tuple(out)
+
+    @property
     def real(self) -> Any:
         return self.re     # a view: writes through it change this array's real parts
 
@@ -320,7 +334,7 @@ class ComplexTracer:
                               "ndarray subclasses are not traced")
         if dtype is None or np.dtype(dtype) == self.dtype:
             return ComplexTracer(self.re.view(), self.im.view())
-        from .recast import view_complex   # the parts' memory read as another dtype
+        from .memory_views import view_complex   # the parts' memory read as another dtype
         return view_complex(self, np.dtype(dtype))
 
     def conj(self) -> "ComplexTracer":
@@ -399,6 +413,12 @@ class ComplexTracer:
     def argsort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
                 stable: Any = None) -> Any:
         return np.argsort(self, axis, kind, order, stable=stable)
+
+    def argmax(self, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        return np.argmax(self, axis, out, keepdims=keepdims)
+
+    def argmin(self, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        return np.argmin(self, axis, out, keepdims=keepdims)
 
     def sort(self, axis: Any = -1, kind: Any = None, order: Any = None, *,
              stable: Any = None) -> None:

@@ -543,6 +543,39 @@ def _extremum(uf: np.ufunc, name: str, a: Any, axis: Any, out: Any, keepdims: bo
     return result
 
 
+def _arg_extremum(a: Any, axis: Any, out: Any, keepdims: bool, largest: bool,
+                  name: str) -> Any:
+    """NumPy's complex argmax / argmin loop (arraytypes.c.src): the first item with a NaN
+    part if there is one, else the first of the lexicographic extremum (real part first,
+    then imaginary; -0.0 equals 0.0)."""
+    _out_none(name, out)
+    z = as_complex(a)
+    re, im = z.re, z.im
+    if axis is None:
+        re, im = re.ravel(), im.ravel()
+        axis = 0
+    nan = np.isnan(re) | np.isnan(im)
+    if re.size == 0:       # NumPy's error for an empty sequence
+        return getattr(np, name[3:])(nan, axis=axis, keepdims=keepdims)
+    reduce, worst = (np.max, -np.inf) if largest else (np.min, np.inf)
+    best_re = reduce(np.where(nan, worst, re), axis=axis, keepdims=True)
+    tied = (re == best_re) & ~nan
+    best_im = reduce(np.where(tied, im, worst), axis=axis, keepdims=True)
+    first = np.argmax(tied & (im == best_im), axis=axis, keepdims=keepdims)
+    return np.where(np.any(nan, axis=axis, keepdims=keepdims),
+                    np.argmax(nan, axis=axis, keepdims=keepdims), first)
+
+
+@function_rule(np.argmax)
+def _argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    return _arg_extremum(a, axis, out, keepdims, True, "np.argmax")
+
+
+@function_rule(np.argmin)
+def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    return _arg_extremum(a, axis, out, keepdims, False, "np.argmin")
+
+
 @function_rule(np.any)
 def _any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
          where: Any = True) -> Any:

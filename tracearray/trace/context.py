@@ -525,10 +525,21 @@ _REFUSED_ON_TRACERS = {
               "or `for row in x`",
     # np.matrix is an ndarray subclass (NumPy fails inside it: a traced value is no buffer)
     "asmatrix": "ndarray subclasses are not traced; use 2-d arrays and the @ operator",
-    # (NumPy asks for the array's __array_interface__)
-    "lib.stride_tricks.as_strided": "arbitrary strides over its memory are not traced; "
-                                    "np.lib.stride_tricks.sliding_window_view is",
 }
+
+
+def _as_strided(original: Callable[..., Any]) -> Callable[..., Any]:
+    """np.lib.stride_tricks.as_strided of a traced array (NumPy asks the array for its
+    ``__array_interface__``, which a traced value has not): a view computed by the graph
+    (``memory_views.as_strided``)."""
+    def as_strided(x: Any, shape: Any = None, strides: Any = None, subok: bool = False,
+                   writeable: bool = True) -> Any:
+        if not _holds_tracer(x):
+            return original(x, shape, strides, subok, writeable)
+        from .memory_views import as_strided as traced
+        return traced(x, shape, strides, writeable)
+    as_strided.__wrapped__ = original   # type: ignore[attr-defined]
+    return as_strided
 
 
 def _refused(name: str, original: Any) -> Callable[..., Any]:
@@ -581,6 +592,8 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
         for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter)):
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
+        fn = np.lib.stride_tricks.as_strided
+        _REPLACEMENTS[id(fn)] = (fn, _as_strided(fn))
         for name in _REFUSED_ON_TRACERS:
             fn = np
             for part in name.split("."):
@@ -768,11 +781,14 @@ def _release_user(keys: list[tuple[int, str]]) -> None:
 
 
 @contextlib.contextmanager
-def tracing(user_globals: dict | None = None, state: TraceState | None = None
-            ) -> Iterator[TraceState]:
+def tracing(user_globals: dict | None = None, state: TraceState | None = None,
+            module_globals: dict | None = None) -> Iterator[TraceState]:
     """Run a trace: conversions pass tracers through, random calls are refused, checks are
     collected into the returned state, whose ``sizes`` answer ``data_size`` (see the module
-    docstring)."""
+    docstring). ``user_globals``: the traced function's globals (its recording copy);
+    ``module_globals``: its module's own, which the module's other functions (helpers the
+    traced function calls) read: NumPy functions bound in both are replaced while the trace
+    runs (the replacements pass anything that is not traced on to NumPy's)."""
     global _active
     state = state if state is not None else TraceState()
     # Modules that key tables by NumPy's functions are imported before the functions are
@@ -786,6 +802,8 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None
             vectorize.install()   # np.vectorize of traced arrays (trace/vectorize.py)
         _active += 1
         user_keys = _patch_user(user_globals)
+        if module_globals is not None and module_globals is not user_globals:
+            user_keys += _patch_user(module_globals)
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []

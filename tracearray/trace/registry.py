@@ -144,7 +144,7 @@ def _function_entries() -> list[Entry]:
 
 _NOT_ON_TRACERS = {"tofile", "dump", "dumps", "tobytes", "tostring", "setflags", "resize",
                    "getfield", "setfield", "byteswap", "newbyteorder", "ctypes", "data",
-                   "base", "strides", "device", "to_device"}
+                   "base", "device", "to_device"}
 
 
 def _method_entries() -> list[Entry]:

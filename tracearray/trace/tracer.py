@@ -275,6 +275,13 @@ class Tracer:
     def flags(self) -> "TracerFlags":
         return TracerFlags(self)
 
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """NumPy's strides for the same view of C-contiguous memory (divergence
+        traced-layout-flags, as ``flags``)."""
+        layout = buffers.shadow(self._buf.node.shape, self._path)
+        return tuple(int(s) * self.node.dtype.itemsize for s in layout.strides)
+
     @property   # type: ignore[misc]
     def __class__(self) -> type:
         # isinstance(x, np.ndarray) in the traced function: NumPy's answer (numpy_class)
@@ -584,7 +591,7 @@ class Tracer:
             return self._view(self.node)
         if bitcast_allowed(self.node.dtype, dt):     # the same bytes read as dt: a view
             return self._view(make("bitcast", [self.node], dtype=dt.str))
-        from .recast import view_real   # another item size, or complex items: a view too
+        from .memory_views import view_real   # another item size, or complex items: a view too
         return view_real(self, dt)
 
     def conj(self) -> "Tracer":

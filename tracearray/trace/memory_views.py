@@ -1,12 +1,21 @@
-"""``ndarray.view(dtype)`` with another item size: the same bytes read as items of another
-size (``x.view(np.uint8)`` of float32 values: four bytes each; ``b.view(np.complex64)`` of
-float32 pairs), a view in NumPy: writes through either name change both.
+"""Views NumPy makes of an array's memory that no movement node describes, computed by the
+graph: ``ndarray.view(dtype)`` with another item size, and
+``np.lib.stride_tricks.as_strided``. Each is a ``buffers.Lens``, a step of a tracer's path
+beside the movement nodes, so the view follows later writes to its memory (and writes
+through an item-size view reach the memory), as in NumPy.
 
-The graph has no op for it: reading the view is a small composite of integer shifts, masks
-and same-size ``bitcast``s on the last axis (little-endian bytes, as on every target), and a
-write through it is the inverse composite, carried up to the base. Both are ``ItemsizeView``,
-a step of a tracer's path (``trace/buffers.py``) beside the movement nodes, so the view
-follows later writes to its memory and writes through it reach the memory, as in NumPy.
+Another item size (``x.view(np.uint8)`` of float32 values: four bytes each;
+``b.view(np.complex64)`` of float32 pairs): reading the view is a small composite of integer
+shifts, masks and same-size ``bitcast``s on the last axis (little-endian bytes, as on every
+target), and a write through it is the inverse composite, carried up to the base
+(``ItemsizeView``).
+
+``as_strided(x, shape, strides)``: element ``i`` of the view is element ``offset + i . s``
+of the base's memory, read with a gather whose positions are a sum of small aranges (fused
+into the kernel that reads it; no table of positions). Strides are taken in the trace's
+layout (every argument C-contiguous: divergence traced-layout-flags), views that reach
+outside the memory are refused (NumPy would read whatever lies there), and writes through
+one are refused (its elements may overlap) (``StridedView``).
 
 Complex values live above the graph as two real parts (``trace/complex.py``): a view as a
 complex dtype is the component float view's even and odd items (slices of the same
@@ -22,7 +31,7 @@ import numpy as np
 from ..errors import UnsupportedOperationError, with_location
 from ..ops.elementwise import bitcast_allowed
 from . import buffers
-from .build import make, unsupported
+from .build import constant, make, unsupported
 from .graph import Node
 
 
@@ -221,3 +230,79 @@ def view_complex(z: Any, dst: np.dtype) -> Any:
     floats = pair._view(make("reshape", [pair.node],
                              shape=pair.shape[:-2] + (pair.shape[-2] * 2,)))
     return view_real(floats, dst) if floats.dtype != dst else floats
+
+
+class StridedView(buffers.Lens):
+    """A path step from a base: ``shape`` elements at ``offset + index . strides`` (in
+    elements) of the base's memory in C order."""
+
+    op = "as_strided"
+
+    def __init__(self, offset: int, shape: tuple, strides: tuple, writeable: bool):
+        self.offset, self.shape, self.strides = offset, shape, strides
+        self.writeable = writeable
+
+    def apply(self, base: Node) -> Node:
+        from .tracer import Tracer
+        if int(np.prod(self.shape)) == 0:
+            return constant(np.zeros(self.shape, base.dtype))
+        flat = Tracer(base).reshape(-1)
+        kind = np.int64 if flat.size >= 2**31 else np.int32
+        idx: Any = Tracer(constant(np.full((1,) * len(self.shape), self.offset, kind)))
+        for d, (n, st) in enumerate(zip(self.shape, self.strides)):
+            if n > 1 and st != 0:   # traced: the positions fuse into the read, no table
+                term = np.arange(n, dtype=kind).reshape(
+                    tuple(n if k == d else 1 for k in range(len(self.shape)))) * st
+                idx = idx + Tracer(constant(term))
+        return flat[np.broadcast_to(idx, self.shape)].node
+
+    def update(self, old: Node, new: Node) -> Node:
+        if not self.writeable:
+            raise ValueError(with_location("assignment destination is read-only"))
+        raise UnsupportedOperationError(with_location(
+            "writing through np.lib.stride_tricks.as_strided's view is not supported by "
+            "tracearray (its elements may overlap, and NumPy's result then depends on the "
+            "order of its loop); write into the array itself"))
+
+    def shadow(self, arr: np.ndarray) -> np.ndarray:
+        flat = arr.reshape(-1)
+        if int(np.prod(self.shape)) == 0 or flat.size == 0:
+            return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), self.shape,
+                                                   (0,) * len(self.shape), writeable=False)
+        return np.lib.stride_tricks.as_strided(flat[self.offset:], self.shape, self.strides,
+                                               writeable=False)
+
+
+def as_strided(x: Any, shape: Any, strides: Any, writeable: bool) -> Any:
+    """np.lib.stride_tricks.as_strided of traced ``x``: a ``StridedView`` of x's memory."""
+    from .complex import ComplexTracer
+    from .tracer import Tracer
+    if isinstance(x, ComplexTracer) or not isinstance(x, Tracer):
+        raise unsupported("np.lib.stride_tricks.as_strided of a complex traced array")
+    if any(isinstance(step, buffers.Lens) for step in x._path):
+        raise unsupported("np.lib.stride_tricks.as_strided of a view as another item size "
+                          "or of another as_strided view")
+    base = x._buf.node
+    offset, own = buffers.element_layout(base.shape, x._path)
+    itemsize = x.dtype.itemsize
+    shape = x.shape if shape is None else tuple(int(n) for n in np.atleast_1d(shape))
+    byte_strides = tuple(s * itemsize for s in own) if strides is None else \
+        tuple(int(s) for s in np.atleast_1d(strides))
+    if len(byte_strides) != len(shape):
+        raise ValueError(with_location("mismatch in length of strides and shape"))
+    if any(n < 0 for n in shape):
+        raise ValueError(with_location("negative dimensions are not allowed"))
+    if any(s % itemsize for s in byte_strides):
+        raise unsupported(f"np.lib.stride_tricks.as_strided with strides {byte_strides}",
+                          f"strides that are not whole {x.dtype} items")
+    steps = tuple(s // itemsize for s in byte_strides)
+    if int(np.prod(shape)) > 0:
+        lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, steps))
+        hi = offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, steps))
+        if lo < 0 or hi >= base.size:
+            raise unsupported(
+                "np.lib.stride_tricks.as_strided reaching outside the array's memory",
+                f"its elements lie at items {lo} to {hi} of memory that holds {base.size}; "
+                f"NumPy would read whatever lies there")
+    lens = StridedView(offset, tuple(shape), steps, bool(writeable))
+    return Tracer(lens.apply(base), buffer=x._buf, path=(lens,))
