@@ -77,17 +77,34 @@ def test_vectorize_without_traced_arrays_is_numpys_own() -> None:
     (lambda a: np.vectorize(lambda t: math.sin(t))(a), ConcretizationError, "math.sin"),
     (lambda a: np.vectorize(lambda t: t * a)(a), UnsupportedOperationError, "whole array"),
     (lambda a: np.vectorize(lambda t: np.sum(t))(a), UnsupportedOperationError, "sum"),
-    (lambda a: np.vectorize(lambda r: r.sum(), signature="(n)->()")(a),
-     UnsupportedOperationError, "signature"),
+    (lambda a: np.vectorize(lambda r: r.sum(), signature="()->()")(np.resize(a, 2000)),
+     UnsupportedOperationError, "over 2000 loop indices"),
     (lambda a: np.vectorize(lambda t: t + 1)(a[:0]), ValueError, "size 0 inputs"),
     (lambda a: np.vectorize(lambda t: [t, t])(a), UnsupportedOperationError, "sequence"),
     (lambda a: np.vectorize(lambda t: t + np.random.rand())(a), UnsupportedOperationError,
      "random"),
-], ids=["branch on a value", "math.sin", "closes over an array", "a reduction", "signature",
+], ids=["branch on a value", "math.sin", "closes over an array", "a reduction", "a signature's long loop",
         "size 0 without otypes", "returns a list", "a random draw per element"])
 def test_vectorize_refusals_name_the_cause(fn, error, match) -> None:
     with pytest.raises(error, match=match):
         tracearray.compile(fn)(A)
+
+
+def test_vectorize_with_a_signature_is_numpys_loop_on_tracers() -> None:
+    """With a signature the function sees each loop index's core slices as traced arrays (it
+    may reduce, index and make matrices); results stacked as NumPy's loop stacks them, with
+    broadcasting of the loop dimensions, several outputs, otypes and NumPy's errors."""
+    m = np.arange(24.0).reshape(2, 3, 4) - 7.5
+    for fn in (lambda a: np.vectorize(lambda r: r.sum() * 2, signature="(n)->()")(a),
+               lambda a: np.vectorize(lambda r, s: (np.outer(r, s), r.max()),
+                                      signature="(n),(k)->(n,k),()")(a, a[0, :, :2]),
+               lambda a: np.vectorize(lambda r: np.sort(r)[::-1], signature="(n)->(n)",
+                                      otypes=[np.float32])(a),
+               lambda a: np.vectorize(lambda x: x @ x.T, signature="(m,n)->(m,m)")(a),
+               lambda a: np.vectorize(lambda r: r.sum(), signature="(n)->()")(a[..., :0]),
+               lambda a: np.vectorize(lambda r, s: r + s, signature="(n),(n)->(n)")(
+                   a, a[:, :2])):
+        assert_matches_numpy(fn, m, device="cpu")
 
 
 def test_vectorize_of_size_0_with_otypes() -> None:

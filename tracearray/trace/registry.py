@@ -132,7 +132,8 @@ def _function_entries() -> list[Entry]:
                      "the function traced once on an element (trace/vectorize.py) and applied "
                      "to the whole arrays when its steps are element by element (ufuncs, "
                      "np.where, casts); NumPy's result dtype, values computed on Python "
-                     "floats and ints as NumPy's loop does; no signature=; branches on an "
+                     "floats and ints as NumPy's loop does; with signature=, NumPy's loop on "
+                     "traced core slices (1,024 calls at most); branches on an "
                      "element's value raise ConcretizationError (use np.where)"))
     known = {e.name for e in out}
     for obj, c in COMPOSITES.items():   # composites of functions outside those namespaces

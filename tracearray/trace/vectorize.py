@@ -15,6 +15,10 @@ the tracer refuses that one itself) is refused with the operation named, never c
 another way. Python scalars passed to the
 vectorized function reach ``f`` unchanged, as NumPy passes them.
 
+With a ``signature`` (a generalized function over core dimensions), NumPy's own loop runs on
+the tracers: one call of ``f`` per index of the loop dimensions, each on traced core slices,
+unrolled into the graph (``SIGNATURE_CALLS_MAX`` calls at most).
+
 The hook replaces ``np.vectorize._vectorize_call`` while any trace runs (``context``), and
 calls NumPy's own for calls without traced arrays (other threads, concrete data).
 """
@@ -50,8 +54,7 @@ def _vectorize_call(self: np.vectorize, func: Callable, args: Sequence[Any]) -> 
     if current() is None or not any(isinstance(a, (Tracer, ComplexTracer)) for a in args):
         return _ORIGINAL(self, func, args)
     if self.signature is not None:
-        raise unsupported("np.vectorize(signature=...) of traced arrays",
-                          "only element-by-element functions (no signature) are traced")
+        return _with_signature(self, func, args)
     if any(isinstance(a, ComplexTracer) for a in args):
         raise unsupported("np.vectorize of complex traced arrays")
     concrete = [known_value(a.node) if isinstance(a, Tracer) else a for a in args]
@@ -59,6 +62,36 @@ def _vectorize_call(self: np.vectorize, func: Callable, args: Sequence[Any]) -> 
         # arrays the function made from numbers (np.arange, ...): NumPy's own loop, once
         return _ORIGINAL(self, func, concrete)
     return vectorized(func, args, self.otypes)
+
+
+# np.vectorize with a signature calls the function once per index of the loop dimensions;
+# traced, that loop is unrolled (each call's graph is its own), so its length is bounded.
+SIGNATURE_CALLS_MAX = 1024
+
+
+def _with_signature(self: np.vectorize, func: Callable, args: Sequence[Any]) -> Any:
+    """``np.vectorize(f, signature=...)`` of traced arrays: NumPy's own loop over the loop
+    dimensions, on tracers (``f`` sees each index's core slices as traced arrays, so it may
+    reduce, index and branch on shapes: its results are stacked as NumPy's loop does)."""
+    from numpy.lib._function_base_impl import _parse_gufunc_signature
+    from .complex import ComplexTracer
+    core_in, _core_out = _parse_gufunc_signature(self.signature.replace(" ", ""))
+    if len(core_in) == len(args):
+        loops = []
+        for a, dims in zip(args, core_in):
+            shape = a.shape if isinstance(a, (Tracer, ComplexTracer)) else np.shape(a)
+            loops.append(shape[:max(len(shape) - len(dims), 0)])
+        try:
+            calls = int(np.prod(np.broadcast_shapes(*loops)))
+        except ValueError:
+            calls = 0          # NumPy's own loop raises its error
+        if calls > SIGNATURE_CALLS_MAX:
+            raise unsupported(
+                f"np.vectorize(signature={self.signature!r}) over {calls} loop indices",
+                f"NumPy calls the function once per index and tracearray unrolls that loop "
+                f"(at most {SIGNATURE_CALLS_MAX} calls); write the function with whole-array "
+                f"operations over the loop axes")
+    return _ORIGINAL(self, func, args)
 
 
 def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
