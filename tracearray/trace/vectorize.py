@@ -74,6 +74,7 @@ def _with_signature(self: np.vectorize, func: Callable, args: Sequence[Any]) -> 
     dimensions, on tracers (``f`` sees each index's core slices as traced arrays, so it may
     reduce, index and branch on shapes: its results are stacked as NumPy's loop does)."""
     from numpy.lib._function_base_impl import _parse_gufunc_signature
+
     from .complex import ComplexTracer
     core_in, _core_out = _parse_gufunc_signature(self.signature.replace(" ", ""))
     if len(core_in) == len(args):
