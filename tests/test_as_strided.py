@@ -125,3 +125,15 @@ def test_helpers_read_the_modules_bindings() -> None:
     first, second = f(np.zeros(4)), f(np.zeros(4))
     assert np.all((first >= 0) & (first < 1)) and not np.array_equal(first, second)
     assert asarray is np.asarray and as_strided is np.lib.stride_tricks.as_strided  # restored
+
+
+def test_helpers_in_the_users_other_modules() -> None:
+    """The same for a helper module of the user's that the traced function's module imports
+    (tests/bound_numpy_helpers.py): its bindings are replaced while the trace runs, and
+    restored after."""
+    import bound_numpy_helpers as helpers
+    x = np.arange(7.0)
+    assert_matches_numpy(lambda a: (helpers.smooth(a), helpers.windows(a).sum(axis=1)), x)
+    f = tracearray.compile(lambda a: helpers.noisy(a) * 2)
+    assert not np.array_equal(f(np.zeros(4)), f(np.zeros(4)))
+    assert helpers.asarray is np.asarray and helpers.rand is np.random.mtrand.rand

@@ -7,9 +7,10 @@ the duration of the trace and undoes them afterwards:
    ``np.asanyarray``, ``np.ascontiguousarray``, ``np.asfortranarray`` and
    ``np.asarray_chkfinite`` are C functions (or call them) that neither ``__array_ufunc__`` nor
    ``__array_function__`` reaches: on a tracer they would ask for its concrete value. Every
-   binding of them in a NumPy module and in the traced function's globals is replaced by a
-   wrapper that returns the traced value (``array`` copies, the others may alias, as NumPy's
-   do) and calls NumPy's function for anything else. This is what lets NumPy's own Python
+   binding of them in a NumPy module, in the traced function's globals and in the user's own
+   modules (``_user_modules``: where helpers the function calls bind ``from numpy import
+   asarray``) is replaced by a wrapper that returns the traced value (``array`` copies, the
+   others may alias, as NumPy's do) and calls NumPy's function for anything else. This is what lets NumPy's own Python
    implementations (``np.diff``, ``np.roll``, ``np.vstack``, ...) run on tracers. The
    replacement is reference counted across threads (installed by the first trace, removed by
    the last) and the wrappers do not depend on which thread calls them, so code running
@@ -726,6 +727,44 @@ def _numpy_sites() -> list[tuple[dict, dict[str, Callable[..., Any]]]]:
     return sites
 
 
+_user_module_cache: tuple[int, list[dict]] | None = None
+
+
+def _library_roots() -> tuple[str, ...]:
+    import site
+    import sysconfig
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    try:
+        roots.add(site.getusersitepackages())
+    except AttributeError:  # pragma: no cover - a site module without user site-packages
+        pass
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tracearray
+    return tuple(os.path.abspath(r) + os.sep for r in roots if r)
+
+
+def _user_modules() -> list[dict]:
+    """The namespaces of the user's own modules (``__main__`` and modules loaded from
+    outside the standard library, site-packages and tracearray): where a helper the traced
+    function calls may bind a NumPy function by name (``from numpy import asarray``).
+    Cached until more modules are imported; their bindings are read afresh each trace."""
+    global _user_module_cache
+    n = len(sys.modules)
+    if _user_module_cache is not None and _user_module_cache[0] == n:
+        return _user_module_cache[1]
+    roots = _library_roots()
+    found = []
+    for mod in list(sys.modules.values()):
+        ns = getattr(mod, "__dict__", None)
+        path = ns.get("__file__") if isinstance(ns, dict) else None
+        if isinstance(path, str) and not os.path.abspath(path).startswith(roots):
+            found.append(ns)
+        elif isinstance(ns, dict) and ns.get("__name__") == "__main__":
+            found.append(ns)
+    _user_module_cache = (n, found)
+    return found
+
+
 _RANDOM_REPLACEMENTS: dict[str, tuple[Any, Callable[..., Any]]] = {}
 
 
@@ -744,8 +783,14 @@ def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
     those of NumPy's functions as imported (``_RANDOM_ORIGINALS``): looked up in np.random
     after a trace had replaced them, they were the replacements' ids, a user's binding kept
     NumPy's function, and NumPy's random code ran on tracers (a segfault)."""
-    randoms = {id(fn): (fn, repl) for fn, repl in _random_replacements().values()}
-    return {**_replacements(), **randoms}
+    global _USER_REPLACEMENTS
+    if _USER_REPLACEMENTS is None:
+        randoms = {id(fn): (fn, repl) for fn, repl in _random_replacements().values()}
+        _USER_REPLACEMENTS = {**_replacements(), **randoms}
+    return _USER_REPLACEMENTS
+
+
+_USER_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] | None = None
 
 
 def _patch_user(namespace: dict | None) -> list[tuple[int, str]]:
@@ -804,6 +849,9 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None,
         user_keys = _patch_user(user_globals)
         if module_globals is not None and module_globals is not user_globals:
             user_keys += _patch_user(module_globals)
+        for ns in _user_modules():   # helpers in the user's other modules bind them too
+            if ns is not module_globals:
+                user_keys += _patch_user(ns)
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
