@@ -542,3 +542,26 @@ def test_argmax_argmin_in_numpys_order(device, request):
                                         np.argmax(a, 1, keepdims=True)), v, device=dev)
     with pytest.raises(ValueError, match="empty sequence"):
         tracearray.compile(lambda a: np.argmax(a[:0]), device=dev)(z)
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_unique_of_complex_values(device, request):
+    """np.unique of complex values is NumPy's own (on the host): every flag, NaN parts with
+    and without equal_nan, complex64, a 2-d array (flattened), an empty one, and the
+    unique_* functions; along an axis it is refused by name."""
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    dev = "cuda" if device == "emulated" else "cpu"
+    rng = np.random.default_rng(22)
+    z = np.round(rng.standard_normal(24)) + 1j * np.round(rng.standard_normal(24))
+    zn = z.copy()
+    zn[3], zn[7], zn[9] = complex(np.nan, 1), complex(1, np.nan), complex(np.nan, np.nan)
+    for v in (zn, z.astype(np.complex64).reshape(4, 6)):
+        assert_matches_numpy(lambda a: (np.unique(a), np.unique(a, True, True, True),
+                                        np.unique(a, equal_nan=False, return_counts=True)),
+                             v, device=dev)
+    assert_matches_numpy(lambda a: (np.unique(a[:0]), np.unique_counts(a),
+                                    np.unique(np.round(a.real * 1.5) + 1j)), z, device=dev)
+    from tracearray.errors import UnsupportedOperationError
+    with pytest.raises(UnsupportedOperationError, match="axis"):
+        tracearray.compile(lambda a: np.unique(a, axis=0), device=dev)(z.reshape(4, 6))

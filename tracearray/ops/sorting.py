@@ -243,6 +243,33 @@ def _unique_dtypes(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, .
     return (np.dtype(dtypes[0]),) + (INTP,) * sum(bool(attrs[f]) for f in _UNIQUE_FLAGS)
 
 
+# np.unique of complex values (the flattened array): NumPy's own on the (..., 2) real pair
+# memory read as complex, the values returned as pairs again; on the host on both targets.
+def _as_complex(pairs: np.ndarray) -> np.ndarray:
+    pairs = np.ascontiguousarray(pairs)
+    return pairs.view(np.result_type(pairs.dtype, np.complex64))[..., 0]
+
+
+def _unique_complex_count(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    return _unique_count(_as_complex(x), axis=None, **attrs)
+
+
+def _unique_complex(x: np.ndarray, *, count: int, **attrs: Any) -> tuple:
+    got = _unique(_as_complex(x), axis=None, count=count, **attrs)
+    return (np.stack([got[0].real, got[0].imag], axis=-1),) + got[1:]
+
+
+def _unique_complex_shapes(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
+    values, *rest = _unique_shapes([tuple(shapes[0][:-1])], {**attrs, "axis": None})
+    return (tuple(values) + (2,),) + tuple(rest)
+
+
+register_external("unique_complex_count", lambda shapes, attrs: ((),),
+                  lambda dtypes, attrs: (np.dtype(np.int64),), returning(_unique_complex_count),
+                  what="NumPy's unique of complex values (the count)", domain=_ANY)
+register_external("unique_complex", _unique_complex_shapes, _unique_dtypes,
+                  returning(_unique_complex), what="NumPy's unique of complex values",
+                  domain=_ANY)
 register_external("unique_count", lambda shapes, attrs: ((),),
                   lambda dtypes, attrs: (np.dtype(np.int64),), returning(_unique_count),
                   what="NumPy's unique (the count)", domain=_ANY)

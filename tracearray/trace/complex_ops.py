@@ -566,6 +566,30 @@ def _arg_extremum(a: Any, axis: Any, out: Any, keepdims: bool, largest: bool,
                     np.argmax(nan, axis=axis, keepdims=keepdims), first)
 
 
+@function_rule(np.unique)
+def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
+            return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True,
+            sorted: bool = True) -> Any:
+    """NumPy's own np.unique of the flattened complex values (an external op on the pair
+    memory, on the host), once the number of distinct values is known (probed as for real
+    values: composites/sets.py)."""
+    from . import context
+    from .build import external
+    from .tracer import Tracer
+    if axis is not None:
+        raise unsupported("np.unique(axis=...) of complex values")
+    pair = as_complex(ar).pair_node()
+    attrs = dict(equal_nan=bool(equal_nan), sorted=bool(sorted),
+                 return_index=bool(return_index), return_inverse=bool(return_inverse),
+                 return_counts=bool(return_counts))
+    (count,) = external("unique_complex_count", [pair], **attrs)
+    n = context.data_size(count, "np.unique's number of distinct values")
+    results = external("unique_complex", [pair], count=n, **attrs)
+    values = ComplexTracer.from_pair(Tracer(results[0]))
+    rest = tuple(Tracer(r) for r in results[1:])
+    return (values,) + rest if rest else values
+
+
 @function_rule(np.argmax)
 def _argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
     return _arg_extremum(a, axis, out, keepdims, True, "np.argmax")

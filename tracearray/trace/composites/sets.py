@@ -30,7 +30,8 @@ _UNIQUE_NOTE = ("external op: NumPy's own np.unique on the buffers; on the GPU (
                 "without return_index); along an axis (rows of up to 64 elements) one stable "
                 "sort per element of the rows, then the same kernels over the rows' groups "
                 "(float rows asked for return_inverse without return_index on the host); "
-                "float16 on the host")
+                "float16 on the host; complex values (flattened, not along an axis) "
+                "NumPy's own on the host on both targets")
 _SET_NOTE = ("NumPy's own code on tracers (np.unique, sorts, concatenations), on the GPU the "
              "device's where np.unique runs there")
 _SETDIFF_NOTE = "np.unique, then a bisection of the sorted test elements (as np.isin)"
