@@ -579,9 +579,9 @@ def _unique(ar: Any, return_index: bool = False, return_inverse: bool = False,
     if axis is not None:
         raise unsupported("np.unique(axis=...) of complex values")
     pair = as_complex(ar).pair_node()
-    attrs = dict(equal_nan=bool(equal_nan), sorted=bool(sorted),
-                 return_index=bool(return_index), return_inverse=bool(return_inverse),
-                 return_counts=bool(return_counts))
+    attrs = {"equal_nan": bool(equal_nan), "sorted": bool(sorted),
+             "return_index": bool(return_index), "return_inverse": bool(return_inverse),
+             "return_counts": bool(return_counts)}
     (count,) = external("unique_complex_count", [pair], **attrs)
     n = context.data_size(count, "np.unique's number of distinct values")
     results = external("unique_complex", [pair], count=n, **attrs)
