@@ -147,6 +147,7 @@ WRITE_PROGRAMS: dict[str, Callable[..., Any]] = {
         _mset(x[0, 0], (x[0, 0] * 0 + np.arange(6)) % 2 == 0, v[0, :3]),
         _mset(x[0, 0], x[0, 0] > 10.0, np.zeros(0))),
     "y[:, mask] = v": lambda x, v: _colmask(x, v),
+    "y[:, mask] = a value per row": lambda x, v: _colmask_values(x, v),
     "y[m] = z[m], y[m] += 1, y[rows] *= 2": lambda x, v: _selected_values(x, v),
     "y.T[1] = v (through a view)": lambda x, v: _tset(x, v),
     "y.reshape(...)[k] = v": lambda x, v: _rset(x, v),
@@ -188,6 +189,19 @@ def _colmask(x, v):
     z = x[0].copy()
     z[..., m] = 2 * z[..., m] if False else 3.0
     return y, z
+
+
+def _colmask_values(x, v):
+    # the value broadcast to x[:, mask]'s shape (rows, count): a value per row, also where
+    # the count equals the number of rows (it was read as a value per selected column)
+    y = x[0, :, :5].copy()
+    every = (y[0] * 0 + np.arange(5)) >= 0      # traced, 5 selected: as many as rows
+    y[:, every] = v[:, :1]
+    z = x[0].copy()
+    z[:, z[0] > 0] = v[:, :1] * 2
+    w = x.copy()
+    w[:, w[0, :, 0] > -10] = np.arange(4.0)[:, None, None]
+    return y, z, w
 
 
 def _selected_values(x, v):
@@ -246,6 +260,7 @@ def test_writes_ptx(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["stencil", "y[mask] = v (rows)", "y[:, mask] = v",
+                                  "y[:, mask] = a value per row",
                                   "y += v, aliases", "y[m] = z[m], y[m] += 1, y[rows] *= 2"])
 def test_writes_emulated_gpu(name: str, emulated_gpu) -> None:
     assert_matches_numpy(WRITE_PROGRAMS[name], *_args(), device="cuda")

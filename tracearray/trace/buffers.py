@@ -215,27 +215,38 @@ def mask_update(x: Node, lead: int, mask: Node, value: Node, elementwise: bool =
     perm = tuple(range(lead, lead + m)) + tuple(range(lead)) + tuple(range(lead + m, x.ndim))
     xt = api.transpose(x, perm)
     trailing = xt.shape[m:]
-    # NumPy broadcasts value to x[mask]'s shape: (count,) + trailing
-    t = len(trailing)
+    # NumPy broadcasts value to x[..., mask, ...]'s shape: x's leading dims, the count in
+    # the mask's place, x's trailing dims; the select below wants (count,) + trailing
+    lead_shape, rest_shape = tuple(x.shape[:lead]), tuple(x.shape[lead + m:])
+    rank = lead + 1 + len(rest_shape)
     vshape = value.shape
-    while len(vshape) > t + 1 and vshape[0] == 1:
+    while len(vshape) > rank and vshape[0] == 1:
         value = api.reshape(value, vshape[1:])
         vshape = value.shape
-    rows_given = len(vshape) == t + 1
-    rest = vshape[1:] if rows_given else vshape
+    if len(vshape) < rank:
+        value = api.reshape(value, (1,) * (rank - len(vshape)) + tuple(vshape))
+    others = tuple(value.shape[:lead]) + tuple(value.shape[lead + 1:])
     try:
-        fits = len(vshape) <= t + 1 and broadcast_shape([rest, trailing]) == tuple(trailing)
+        fits = len(vshape) <= rank and \
+            broadcast_shape([others, trailing]) == tuple(trailing)
     except ValueError:
         fits = False
     if not fits:
+        shown = str(lead_shape + ("n",) + rest_shape).replace("'n'", "n")
         raise ValueError(with_location(
             f"shape mismatch: value array of shape {tuple(vshape)} could not be broadcast to "
-            f"indexing result of shape {('n',) + tuple(trailing)}".replace("'n'", "n")))
+            f"indexing result of shape {shown}"))
+    rows_given = value.shape[lead] != 1
+    if rows_given:      # the value's count axis first
+        value = api.transpose(value, (lead,) + tuple(d for d in range(rank) if d != lead))
+    else:
+        value = api.reshape(value, others)
+    vshape = value.shape
     mask_x = api.reshape(mask, mask.shape + (1,) * len(trailing))
     count = api.reduce("sum", cast(mask, np.int64))
-    if not rows_given or vshape[0] == 1:
+    if not rows_given:
         # one value row for every selected element: a select
-        row = api.reshape(value, vshape[1:]) if rows_given else value
+        row = value
         new = make("where", [api.broadcast_to(mask_x, xt.shape),
                              api.broadcast_to(row, xt.shape), xt])
     else:
