@@ -826,7 +826,8 @@ def _broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
 
 def f_assign(b: _Builder) -> str | None:
     """Writes, as expressions: ``(lambda t: (t.__setitem__(KEY, VALUE), t)[1])(x.copy())``
-    with a basic key, a list, a boolean mask of t (sometimes through a view, ``t.T``), into
+    with a basic key, a list, a boolean mask of t or of its rows after the first axis
+    (``t[:, t[0] > c]``; sometimes through a view, ``t.T``), into
     a copy or an array made with np.zeros / np.full; or an in-place operator through a view
     (``t[KEY].__iadd__(VALUE)``), which NumPy writes into t."""
     src = b.src
@@ -842,11 +843,15 @@ def f_assign(b: _Builder) -> str | None:
                 f"np.full({tuple(shape)}, {fill}, dtype=np.{dt.name})")
     view = "t.T" if len(shape) > 1 and src.boolean(0.2) else "t"
     vshape = shape[::-1] if view == "t.T" else shape
-    form = src.integer(0, 5)
+    form = src.integer(0, 6)
     if form <= 2:
         key = f"np.s_[{_index_key(src, vshape)}]"
     elif form == 3:
         key = f"{view} > {_literal(src, dt)}" if dt.kind != "b" else f"~{view}"
+    elif form == 6 and len(vshape) >= 2:   # a mask after a leading axis: t[:, mask]
+        row = f"{view}[0]"
+        key = f"np.s_[:, {row} > {_literal(src, dt)}]" if dt.kind != "b" else \
+            f"np.s_[:, ~{row}]"
     elif form == 4 and vshape[0] > 0:
         if src.boolean(0.5):      # a traced index array: a scatter (the last write wins)
             key = _index_array(b, vshape[0], raw=False)
