@@ -85,3 +85,34 @@ def test_numpys_errors(fn, error, match):
 def test_stone_is_refused_by_name():
     with pytest.raises(UnsupportedOperationError, match=r"np.histogram\(bins='stone'\)"):
         tracearray.compile(lambda a: np.histogram(a, bins="stone"))(DATA["normal"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_weights_over_explicit_edges(device, request):
+    """Weights summed over explicit (and traced) edges as NumPy sums them: per block of
+    65,536 in the data's sorted order, a running sum read at the edges (its rounding is
+    that order's), density, repeated edges, float32 and integer weights, bool weights
+    (NumPy's casting error), empty data."""
+    if device == "emulated":
+        request.getfixturevalue("emulated_gpu")
+    dev = "cuda" if device == "emulated" else "cpu"
+    x, w = RNG.standard_normal(40), RNG.random(40)
+    ties = np.round(x * 2), RNG.integers(0, 4, 40)
+    for fn, args in [
+            (lambda a, b: np.histogram(a, bins=[-2, -1, 0, 1, 2], weights=b), (x, w)),
+            (lambda a, b: np.histogram(a, [-2, -0.5, 0, 3], weights=b, density=True), (x, w)),
+            (lambda a, b: np.histogram(a, bins=[0, 1, 2, 2, 4], weights=b), ties),
+            (lambda a, b: np.histogram(a.astype(np.float32), bins=np.array([-1, 0, 1.0]),
+                                       weights=b.astype(np.float32)), (x, w)),
+            (lambda a, b: np.histogram(a, bins=np.sort(a[:5]), weights=b), (x, w)),
+            (lambda a, b: np.histogram(a, bins=[-1, 0, 1], weights=b > 0.5), (x, w)),
+            (lambda a, b: np.histogram(a[:0], bins=[-1, 0, 1], weights=b[:0]), (x, w))]:
+        assert_matches_numpy(fn, *args, device=dev)
+
+
+def test_weights_over_explicit_edges_in_two_blocks():
+    """80,000 values: NumPy's sums restart at each block of 65,536."""
+    x, w = RNG.standard_normal(40), RNG.random(40)
+    assert_matches_numpy(lambda a, b: np.histogram(np.tile(a, 2000), [-2, 0, 0.5, 2],
+                                                   weights=np.tile(b, 2000)), x, w,
+                         device="cpu")

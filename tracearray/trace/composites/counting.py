@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import context
 from ..build import unsupported
+from ..complex import ComplexTracer
 from ...errors import with_location
 from ..tracer import Tracer
 from . import NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
@@ -281,9 +282,7 @@ def _edge_bins(x: Tracer, w: Tracer | None, bins: Any, range_: Any
                ) -> tuple[Tracer, Tracer]:
     edges = _checked_edges(bins)
     if w is not None:
-        raise unsupported("np.histogram with weights and explicit bin edges",
-                          "NumPy sums such weights over the sorted data; pass a number of "
-                          "bins, or compute np.digitize and np.add.at")
+        return _weighted_edge_bins(x, w, edges), edges
     m = edges.shape[0] - 1
     n = _zeros(max(m, 0), np.intp)
     if m < 1:
@@ -296,6 +295,25 @@ def _edge_bins(x: Tracer, w: Tracer | None, bins: Any, range_: Any
     counts = _zeros(m + 1, np.intp)
     np.add.at(counts, idx, 1)
     return n + counts[:m], edges
+
+
+def _weighted_edge_bins(x: Tracer, w: Tracer, edges: Tracer) -> Tracer:
+    """NumPy's cumulative histogram of weights over explicit edges, step by step (its sums
+    are the order it adds in): per block, the weights in the data's sorted order (NumPy's
+    argsort), their running sum from 0, read at each edge's position (the last edge's
+    inclusive); the bins are the differences."""
+    if isinstance(w, ComplexTracer) or w.dtype.kind == "c":
+        raise unsupported("np.histogram of complex weights over explicit bin edges")
+    cum = _zeros(edges.shape[0], w.dtype)
+    zero = _zeros(1, w.dtype)
+    for i in range(0, x.shape[0], _BLOCK):
+        order = np.argsort(x[i:i + _BLOCK])
+        sa, sw = x[i:i + _BLOCK][order], w[i:i + _BLOCK][order]
+        running = np.concatenate((zero, np.cumsum(sw)))
+        at = np.concatenate((np.searchsorted(sa, edges[:-1], "left"),
+                             np.searchsorted(sa, edges[-1:], "right")))
+        cum += running[at]          # (NumPy's in-place add: its casting rule)
+    return np.diff(cum)
 
 
 @composite(np.bincount, calls=["np.bincount(np.abs({0}.ravel()).astype(np.int64))",
