@@ -1,4 +1,5 @@
-"""np.pad's modes against NumPy, on the CPU and the emulated GPU: each axis padded in turn
+"""np.pad's modes (and np.tile / np.resize, copies read as one broadcast) against NumPy, on
+the CPU and the emulated GPU: each axis padded in turn
 (an axis's pad sees the earlier axes' pads), widths, statistic lengths and end values in
 NumPy's forms (a scalar, one pair, a pair per axis), integer statistics rounded, and NumPy's
 errors."""
@@ -83,3 +84,20 @@ def test_argument_forms_and_empty_arrays() -> None:
             f(x)
         with pytest.raises(ValueError, match=what):
             tracearray.compile(f)(x)
+
+
+def test_tile_and_resize_read_one_broadcast() -> None:
+    """np.tile and np.resize with many copies are one broadcast read: a join of 2,000
+    copies compiled 4,000 kernels (26 s); values as NumPy's, empty and zero cases."""
+    from tracearray.cpu.jit import get_jit
+    x = np.arange(40.0)
+    before = get_jit().stats.compiles
+    for f in (lambda a: np.tile(a, 2000), lambda a: np.tile(a.reshape(5, 8), (3, 1, 2)),
+              lambda a: np.tile(a[:0], 3), lambda a: np.tile(a, 0),
+              lambda a: np.resize(a, 100000), lambda a: np.resize(a.reshape(5, 8), (3, 7)),
+              lambda a: np.resize(a, 0), lambda a: np.resize(a[:0], (2, 2)),
+              lambda a: np.resize(a > 3, np.int64(50))):
+        assert_matches_numpy(f, x, device="cpu")
+    with pytest.raises(ValueError, match="non-negative"):
+        tracearray.compile(lambda a: np.resize(a, (-1, 2)))(x)
+    assert get_jit().stats.compiles - before < 100

@@ -290,7 +290,7 @@ def _take_slice(t: Tracer, axis: int, start: int, stop: int, step: int = 1) -> T
 
 @composite(np.tile, calls=['np.tile({0}, 2)', 'np.tile({0}, (2, 1, 3))'])
 def tile(A: Any, reps: Any) -> Tracer:
-    """Copies joined along each axis (NumPy's tile is these concatenations' values)."""
+    """Copies one after another along each axis (NumPy's tile is these values)."""
     t = as_tracer(A)
     # a 0-d count as one (NumPy: tuple() of it fails, so it is (reps,)); a traced integer's
     # int() is a size the data decides (staged)
@@ -306,8 +306,30 @@ def tile(A: Any, reps: Any) -> Tracer:
             shape[ax] = 0
             out = out[tuple(slice(0, 0) if i == ax else slice(None) for i in range(d))]
             continue
-        out = np.concatenate([out] * r, axis=ax)
+        # r copies one after another: a new axis of r before ``ax``, broadcast, merged
+        # into ``ax`` (one kernel reads them all; a join of r pieces was r kernels)
+        shape = out.shape
+        wide = np.broadcast_to(np.expand_dims(out, ax), shape[:ax] + (r,) + shape[ax:])
+        out = wide.reshape(shape[:ax] + (r * shape[ax],) + shape[ax + 1:])
     return out if out is not t else Tracer(t.node)
+
+
+@composite(np.resize, calls=['np.resize({0}, 7)', 'np.resize({0}, (2, 3, 5))',
+                             'np.resize({0}, 0)'])
+def resize(a: Any, new_shape: Any) -> Tracer:
+    """NumPy's resize: the flattened array repeated (one broadcast read, not NumPy's join
+    of copies) and cut to the new size; zeros when either size is 0."""
+    t = as_tracer(a).ravel()
+    shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
+    shape = tuple(operator.index(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise ValueError(with_location("all elements of `new_shape` must be non-negative"))
+    size = int(np.prod(shape))
+    if t.size == 0 or size == 0:
+        return np.zeros(shape, t.dtype)
+    copies = -(-size // t.size)
+    flat = np.broadcast_to(t[None], (copies, t.size)).reshape(-1)
+    return flat[:size].reshape(shape)
 
 
 @composite(np.repeat, calls=['np.repeat({0}, 2)', 'np.repeat({0}, 3, axis=-1)',
