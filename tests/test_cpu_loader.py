@@ -50,7 +50,7 @@ def cache_root(tmp_path, monkeypatch):
 def _object_of(fn, *args) -> tuple[bytes, str]:
     (ck,) = [k for k in tracearray.compile(fn, device="cpu").lower(*args).executable.kernels
              if k is not None]
-    return get_jit().emit_object(ck.ir), ck.name
+    return get_jit().emit_object(ck.ir), ck.symbol
 
 
 # --------------------------------------------------------------------- what it runs
@@ -74,12 +74,12 @@ def test_loaded_kernels_compute_what_mcjit_computes() -> None:
                     code = loader.load_object(obj)
                     address = code.address
                 else:
-                    code = jit.load_object(obj, [ck.name])
+                    code = jit.load_object(obj, [ck.symbol])
                     address = code.engine.get_function_address
                 keep.append(code)
-                ck.entry = type(ck.entry)(address(ck.name))
+                ck.entry = type(ck.entry)(address(ck.symbol))
                 if ck.combine is not None:
-                    ck.combine = type(ck.combine)(address(ck.name + "_combine"))
+                    ck.combine = type(ck.combine)(address(ck.symbol + "_combine"))
             exe._plan_call(exe._template_buffers(args))
             results.append([r.copy() for r in W.as_outputs(exe.run(args))])
             del keep
@@ -286,7 +286,7 @@ def test_position_independent_objects_load_through_stubs_and_slots(monkeypatch, 
     elf.check_object(obj, elf.EM_X86_64)
     assert b".rela.text" in obj
     code = loader.load_object(obj)
-    ck.entry = type(ck.entry)(code.address(ck.name))
+    ck.entry = type(ck.entry)(code.address(ck.symbol))
     exe._plan_call(exe._template_buffers([x]))
     np.testing.assert_array_equal(exe.run([x])[0], want)
     code.close()

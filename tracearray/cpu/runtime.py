@@ -25,7 +25,7 @@ from ..errors import TracearrayError, node_location, run_time_error, stage_error
 from ..fuse.plan import Plan, view_chain
 from ..tile import Geometry, TileSpec
 from ..tile.bind import bind_kernel, split_range
-from ..tile.describe import describe_kernel
+from ..tile.describe import code_identity
 from ..tile.layout import affine_params, entry_names
 from ..tile.policy import CpuTiling, policy_for
 from ..trace.graph import Node
@@ -79,11 +79,12 @@ class CompiledKernel:
     code: Any = None   # the codecache.KernelCode ``entry`` and ``combine`` point into: keeps it alive
     choice: Any = None   # pool.ThreadChoice: the chunks on the pool or in the calling thread
     bound: Any = None    # tile.bind.BoundKernel: the geometry, parameters and chunks above
+    symbol: str = ""     # the name the code's functions have (tile/describe.code_identity)
 
     @property
     def ir(self) -> str:
         """The kernel's LLVM IR (generated again: the executable keeps only the description)."""
-        return _lower(self.geometry, self.name)
+        return _lower(self.geometry, self.symbol or self.name)
 
 
 class Executable:
@@ -107,7 +108,7 @@ class Executable:
                 self.kernels.append(None)
                 continue
             try:
-                self.kernels.append(self._prepare(spec, buffers, f"{name}{i}"))
+                self.kernels.append(self._prepare(spec, buffers, f"{name}{i}", name))
             except TracearrayError:
                 raise
             except Exception as e:   # noqa: BLE001 -- named with the kernel's ops and lines
@@ -208,7 +209,8 @@ class Executable:
             return constant_value(node)
         return memory.empty(node.shape, node.dtype)
 
-    def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str) -> CompiledKernel:
+    def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str,
+                 base: str) -> CompiledKernel:
         kernel = spec.kernel
         rank = len(kernel.space) + len(kernel.body.nested_extents)
         # Per access and store: base offset and stride per space dim, in elements.
@@ -229,21 +231,24 @@ class Executable:
             stores.append(affine_params(element_strides(view), element_offset(view, dest),
                                         st.index, rank))
             store_views.append((st.dest, st.axis, st.offset, length))
-        described: list[str] = []     # the description, made once (the code's cache key)
+        # the description (the code's cache key) and the code's symbol, made once
+        described: list[tuple[str, str]] = []
 
         def lower(geo: Geometry, _strategy: str, _wide: bool) -> Any:
-            described.append(describe_kernel(geo, name))
-            return self._code(geo, name, described[0])
+            described.append(code_identity(geo, base))
+            return self._code(geo, described[0][1], described[0][0])
         bound = bind_kernel(spec, loads, stores, self.tiling, name, lower)
         geo = bound.geometry
-        ck = CompiledKernel(spec, geo, name, described[0], bound.params,
-                            load_views, store_views, checks=list(kernel.body.checks))
+        description, symbol = described[0]
+        ck = CompiledKernel(spec, geo, name, description, bound.params,
+                            load_views, store_views, checks=list(kernel.body.checks),
+                            symbol=symbol)
         ck.bound = bound
         ck.code = bound.code
         addresses = ck.code.addresses
-        ck.entry = _ENTRY(addresses[name])
+        ck.entry = _ENTRY(addresses[symbol])
         if geo.strategy == "full":
-            ck.combine = _COMBINE(addresses[f"{name}_combine"])
+            ck.combine = _COMBINE(addresses[f"{symbol}_combine"])
             ck.partial_dtypes = bound.partial_dtypes
         ck.chunks = bound.chunks
         # (a full reduction's chunks are its partial sums' slots: never one range)

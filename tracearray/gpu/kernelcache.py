@@ -40,7 +40,7 @@ from typing import Any, Callable
 from .. import config, forksafe
 from ..diskcache import (ObjectCache, key_record, llvm_identity, record_key, sources_digest,
                          tracearray_version)
-from ..tile.describe import describe_kernel
+from ..tile.describe import code_identity
 from ..tile.geometry import Geometry
 from . import ptx as ptxmod
 
@@ -68,6 +68,7 @@ class LoweredKernel:
     ptx: str
     facts: dict[str, int]
     make_ir: Callable[[], str] = field(repr=False)
+    symbol: str = ""      # the name of its functions (tile/describe.code_identity)
     _ir: str | None = field(default=None, repr=False)
 
     @property
@@ -77,11 +78,13 @@ class LoweredKernel:
         return self._ir
 
 
-def lowered_kernel(geo: Geometry, name: str, strategy: str, wide: bool,
+def lowered_kernel(geo: Geometry, base: str, strategy: str, wide: bool,
                    target: ptxmod.GpuTarget, counts: Any = None) -> LoweredKernel:
-    """The kernel ``geo`` describes, lowered for ``target`` (module doc). ``counts``: an
-    executable's ``compiles`` / ``disk_hits`` / ``disk_misses``, incremented for what ran."""
-    description = describe_kernel(geo, name, "GpuMath")
+    """The kernel ``geo`` describes, lowered for ``target`` (module doc), its functions
+    named after ``base`` (its function's name) and its description (``symbol``), so a
+    function's identical kernels share one. ``counts``: an executable's ``compiles`` /
+    ``disk_hits`` / ``disk_misses``, incremented for what ran."""
+    description, name = code_identity(geo, base, "GpuMath")
     memory_key = (description, strategy, wide, target)
     with _lock:
         hit = _memory.get(memory_key)
@@ -115,6 +118,7 @@ def lowered_kernel(geo: Geometry, name: str, strategy: str, wide: bool,
         found = LoweredKernel(ptx, facts, make_ir, ir_text)
         if cache is not None:
             cache.store(key, _payload(found, ir_text), record)
+    found.symbol = name
     with _lock:
         _memory[memory_key] = found
         while len(_memory) > MEMORY_MAX:

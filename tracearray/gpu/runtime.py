@@ -483,7 +483,7 @@ class GpuExecutable:
         def rebind(policy: GpuTiling) -> BoundKernel:
             return bind_kernel(spec, loads, stores, policy, name,
                                lambda geo, strategy, wide: lowered_kernel(
-                                   geo, name, strategy, wide, self.target, self))
+                                   geo, self.name, strategy, wide, self.target, self))
         bound = rebind(self.tiling)
         lowered = bound.code
         pending = None
@@ -495,7 +495,7 @@ class GpuExecutable:
             else:
                 pending = (key, record, candidates(bound.strategy, self.tiling), rebind)
         gk = GpuKernel(name, bound.strategy, lowered, lowered.ptx,
-                       entry_names(bound.strategy, name), sources, bound.params,
+                       entry_names(bound.strategy, lowered.symbol), sources, bound.params,
                        bound.launches, bound.partial_dtypes, bound.nslots,
                        list(bound.scratch), spec=spec, geometry=bound.geometry,
                        bound_kernel=bound)

@@ -169,6 +169,8 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
     code = lower(geo, strategy, wide) if lower is not None else None
     facts = getattr(code, "facts", None) or {}
     bound = BoundKernel(spec, geo, strategy, params, extents, wide, code)
+    # the code's functions: named after its description where the lowering says so
+    name = getattr(code, "symbol", None) or name
     names = entry_names(strategy, name)
     scratch = scratch_dtypes(strategy, kernel, wide)
     grid_cap = policy.grid_per_sm * policy.sms

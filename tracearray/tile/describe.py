@@ -21,7 +21,8 @@ kernels are the same size-generic kernels). What goes in, and why it is enough:
   reduction), with op and dtype; reductions with their operand's dtype and the loop dim of
   their first axis (an arg-reduction's position), the scatter node with its combining ufunc
   and loop; the scalar parameters' dtypes; the number of bounds checks;
-- the kernel's name (it names the functions) and the math library's class.
+- the kernel's name (its function's: ``code_identity`` names the code's functions after it and
+  a digest of the description) and the math library's class.
 
 What is left out is what only the run-time parameter array holds (``tile/layout.fill_params``):
 sizes, strides, offsets and constants' values - the coefficients and constant terms of affine
@@ -47,6 +48,17 @@ from .geometry import Geometry
 from ..trace.graph import Node
 
 DESCRIPTION_FORMAT = 1
+
+
+def code_identity(geometry: Geometry, base: str, math: str = "CpuMath") -> tuple[str, str]:
+    """(description, symbol) of a kernel of the function ``base`` names: described under
+    that name (the same for all of a function's kernels), its functions named ``base`` and a
+    digest of the description. Identical kernels of one function (a loop's steps, unrolled
+    by the trace) are then one key and one piece of code, compiled once; the symbol, a
+    function of the description, is what the code defines under that key."""
+    import hashlib
+    text = describe_kernel(geometry, base, math)
+    return text, f"{base}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def describe_kernel(geometry: Geometry, name: str, math: str = "CpuMath") -> str:
