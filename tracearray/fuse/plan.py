@@ -141,7 +141,9 @@ def choose_stores(graph: Graph) -> set[Node]:
         elif kind in (Kind.REDUCE, Kind.SCAN, Kind.CONTRACT, Kind.CONCAT, Kind.SCATTER,
                       Kind.EXTERNAL):
             stores.add(node)
-        elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and _has_transcendental(node, stores):
+        elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and (
+                _has_transcendental(node, stores) or
+                _inline_ops(node, stores, SHARED_INLINE_MAX) > SHARED_INLINE_MAX):
             stores.add(node)
     stores.update(o for o in graph.outputs if not is_scalar_source(o))
     for node in graph.nodes():
@@ -195,6 +197,35 @@ def _inline_reduction(node: Node, users: dict[Node, list[Node]], graph: Graph) -
             and user not in graph.outputs:
         user = users[user][0]
     return OPS[user.op].kind is Kind.REDUCE
+
+
+# A value read by several consumers is stored when computing it inline takes more than this
+# many ops: each consumer (each kernel) would compute it again. In an unrolled time loop
+# (``p = p + dt * v`` read by the next step's pairwise differences and update) the inline
+# expression of step t holds every step before it, so inline work and kernel size grew with
+# t (an n-body loop of 50 steps ran 4x slower than NumPy and compiled 61 distinct kernels).
+# 8 leaves the 13 benchmark workloads' plans as they were (6 would store black_scholes' and
+# moments' shared terms) and keeps such loops' kernels to a few ops a step.
+SHARED_INLINE_MAX = 8
+
+
+def _inline_ops(node: Node, stores: set[Node], limit: int) -> int:
+    """The ops of ``node``'s inline expression (up to stored values) on arrays of about its
+    size, counted up to ``limit`` + 1: arithmetic on values it broadcasts, much smaller
+    (a variance's combination of sums, broadcast to every element), is left out."""
+    stack, seen, count = [node], set(), 0
+    while stack and count <= limit:
+        n = stack.pop()
+        if n in seen or n in stores or not n.args:
+            continue
+        seen.add(n)
+        count += n.size * SMALL_OPERAND_RATIO >= node.size
+        stack.extend(n.args)
+    return count
+
+
+# (an operand this many times smaller than the value it feeds is a broadcast one)
+SMALL_OPERAND_RATIO = 64
 
 
 def _has_transcendental(node: Node, stores: set[Node]) -> bool:
