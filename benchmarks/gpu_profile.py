@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         for exe in f._executables.values():
             for gk in getattr(exe, "kernels", []):
                 for launch in gk.launches:
-                    print(f"  {launch.entry} ({gk.strategy}): grid {launch.grid}, block "
-                          f"{launch.block}, dynamic shared {launch.smem} B")
+                    # the kernel's name, and the symbol a profiler shows for it
+                    print(f"  {gk.name} ({gk.strategy}): {launch.entry}, grid {launch.grid}, "
+                          f"block {launch.block}, dynamic shared {launch.smem} B")
     return 1 if problems else 0
 
 

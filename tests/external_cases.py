@@ -14,6 +14,8 @@ EXTERNAL_CALLS: dict[str, Callable] = {
     "order_statistic": lambda a: np.percentile(a, [10, 50], axis=0),
     "unique_count": lambda a: np.unique(np.round(a), axis=0),
     "unique": lambda a: np.unique(np.round(a), axis=1, return_counts=True),
+    "unique_complex_count": lambda a: np.unique(np.round(a) + 1j),
+    "unique_complex": lambda a: np.unique(np.round(a) - 1j * np.round(a.T), return_counts=True),
     "linalg.inv": np.linalg.inv, "linalg.det": np.linalg.det, "linalg.slogdet": np.linalg.slogdet,
     "linalg.cholesky": np.linalg.cholesky, "linalg.qr": np.linalg.qr,
     "linalg.svd": np.linalg.svd, "linalg.eigh": np.linalg.eigh,

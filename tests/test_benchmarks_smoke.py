@@ -550,4 +550,4 @@ def test_gpu_profile_lists_the_launches_under_the_emulator(timed_emulator, capsy
 
     assert gpu_profile.main(["l2_normalize", "--size", "check", "--calls", "2", "--list"]) == 0
     out = capsys.readouterr().out
-    assert "l2_normalize: relative error" in out and "l2_normalize_k0 (warp_row): grid" in out
+    assert "l2_normalize: relative error" in out and "l2_normalize_k0 (warp_row): l2_normalize_k_" in out

@@ -143,7 +143,8 @@ def choose_stores(graph: Graph) -> set[Node]:
             stores.add(node)
         elif kind is Kind.ELEMENTWISE and len(users[node]) > 1 and (
                 _has_transcendental(node, stores) or
-                _inline_ops(node, stores, SHARED_INLINE_MAX) > SHARED_INLINE_MAX):
+                (len(set(users[node])) > 1 and     # (x * x reads x once)
+                 _inline_ops(node, stores, SHARED_INLINE_MAX) > SHARED_INLINE_MAX)):
             stores.add(node)
     stores.update(o for o in graph.outputs if not is_scalar_source(o))
     for node in graph.nodes():
