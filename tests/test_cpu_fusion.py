@@ -749,3 +749,17 @@ def test_values_read_by_several_kernels_are_stored_not_regrown() -> None:
     assert info.compiles + info.disk_hits <= 8      # (inline: 29 distinct kernels)
     stores = plan.planned_stores
     assert max(fplan._inline_ops(n, stores - {n}, 10 ** 6) for n in stores) <= 40   # (157)
+
+
+def test_rolls_fuse_into_a_stencil_step() -> None:
+    """np.roll along an axis of up to ROLL_TABLE_MAX elements is a gather read inline: a
+    periodic Laplacian's step is one kernel, not one per roll; longer axes join slices."""
+    from tracearray.testing import assert_matches_numpy
+
+    def step(u):
+        return u + 0.1 * (np.roll(u, 1, 0) + np.roll(u, -1, 0) + np.roll(u, 1, 1) +
+                          np.roll(u, -1, 1) - 4 * u)
+    u = np.random.default_rng(5).random((33, 40))
+    assert_matches_numpy(step, u, device="cpu")
+    assert len(tracearray.compile(step, device="cpu").lower(u).plan.kernels) == 1
+    assert_matches_numpy(lambda a: np.roll(np.resize(a, 5000), 7), u, device="cpu")

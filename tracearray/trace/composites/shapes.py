@@ -254,7 +254,8 @@ for _f, _call in ((np.split, "np.split({0}, [1, 3])"),
 @composite(np.roll, calls=['np.roll({0}, 2)', 'np.roll({0}, -1, axis=0)',
                            'np.roll({0}, (1, 2), axis=(0, -1))'], min_dims=1)
 def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
-    """Each axis rolled by joining its two slices (the tail first)."""
+    """Each axis rolled: a gather of the axis at its positions shifted modulo its length (a
+    join of its two slices for axes longer than ROLL_TABLE_MAX)."""
     t = as_tracer(a)
     if axis is None:
         return roll(t.ravel(), shift, 0).reshape(t.shape)
@@ -276,10 +277,21 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
         if n == 0 or sh % n == 0:
             continue
         k = sh % n
-        head = _take_slice(out, ax, n - k, n)
-        tail = _take_slice(out, ax, 0, n - k)
-        out = np.concatenate([head, tail], axis=ax)
+        if n <= ROLL_TABLE_MAX:
+            # element i of the axis is element (i - k) mod n: a gather from a small table,
+            # read inline by the kernel that uses it (a join of the two slices is a stored
+            # array: a time loop of rolls made one kernel and one pass per roll)
+            positions = ((np.arange(n) - k) % n).astype(np.int32)
+            out = np.take(out, positions, axis=ax, mode="clip")
+        else:   # a long axis: the join of two slices (no table as long as the axis)
+            head = _take_slice(out, ax, n - k, n)
+            tail = _take_slice(out, ax, 0, n - k)
+            out = np.concatenate([head, tail], axis=ax)
     return out if out is not t else Tracer(t.node)
+
+
+# The longest axis np.roll reads through a table of positions (4,096 int32: 16 KiB)
+ROLL_TABLE_MAX = 4096
 
 
 def _take_slice(t: Tracer, axis: int, start: int, stop: int, step: int = 1) -> Tracer:
