@@ -47,7 +47,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -765,6 +765,27 @@ def _user_modules() -> list[dict]:
     return found
 
 
+# id(module namespace) -> (its length then, the names it bound to replaced functions)
+_module_names: dict[int, tuple[int, tuple[str, ...]]] = {}
+
+
+def _bound_names(ns: dict) -> tuple[str, ...]:
+    """The names of a user module's namespace bound to functions a trace replaces (or
+    replaced now), found again when names were added or removed: a scan of every user
+    module's every name at each trace took about a millisecond in a test run's process."""
+    cached = _module_names.get(id(ns))
+    if cached is not None and cached[0] == len(ns):
+        return cached[1]
+    repl = _user_replacements()
+    found = []
+    for name, value in list(ns.items()):
+        hit = repl.get(id(value))
+        if (hit is not None and hit[0] is value) or (id(ns), name) in _user_patches:
+            found.append(name)
+    _module_names[id(ns)] = (len(ns), tuple(found))
+    return _module_names[id(ns)][1]
+
+
 _RANDOM_REPLACEMENTS: dict[str, tuple[Any, Callable[..., Any]]] = {}
 
 
@@ -793,14 +814,17 @@ def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
 _USER_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] | None = None
 
 
-def _patch_user(namespace: dict | None) -> list[tuple[int, str]]:
-    """Replace the conversion and random functions bound in ``namespace``; the keys to
-    release."""
+def _patch_user(namespace: dict | None, names: Sequence[str] | None = None
+                ) -> list[tuple[int, str]]:
+    """Replace the conversion and random functions bound in ``namespace`` (of ``names``
+    only, when given); the keys to release."""
     if not namespace or any(namespace is ns for ns, _olds in _patched):
         return []
     repl = _user_replacements()
     keys = []
-    for name, value in list(namespace.items()):
+    items = list(namespace.items()) if names is None else \
+        [(n, namespace[n]) for n in names if n in namespace]
+    for name, value in items:
         key = (id(namespace), name)
         entry = _user_patches.get(key)
         if entry is not None:
@@ -850,8 +874,9 @@ def tracing(user_globals: dict | None = None, state: TraceState | None = None,
         if module_globals is not None and module_globals is not user_globals:
             user_keys += _patch_user(module_globals)
         for ns in _user_modules():   # helpers in the user's other modules bind them too
-            if ns is not module_globals:
-                user_keys += _patch_user(ns)
+            names = _bound_names(ns)
+            if names and ns is not module_globals:
+                user_keys += _patch_user(ns, names)
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
