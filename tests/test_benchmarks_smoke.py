@@ -551,3 +551,17 @@ def test_gpu_profile_lists_the_launches_under_the_emulator(timed_emulator, capsy
     assert gpu_profile.main(["l2_normalize", "--size", "check", "--calls", "2", "--list"]) == 0
     out = capsys.readouterr().out
     assert "l2_normalize: relative error" in out and "l2_normalize_k0 (warp_row): l2_normalize_k_" in out
+
+
+def test_loops_cli_runs_and_writes_json(tmp_path):
+    """benchmarks/loops.py with its loops cut to a twentieth: every result checked against
+    NumPy (exit 0), one row per workload."""
+    out = tmp_path / "loops.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--steps-scale", "0.05",
+         "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=300,
+        cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["workload"] for r in rows] == ["heat", "wave", "nbody", "sgd", "ema"]
+    assert all(r["ok"] for r in rows)
