@@ -860,3 +860,18 @@ def test_dot_products_that_overflow_only_unfused_are_unverifiable() -> None:
         # a row whose products are all finite is still checked: the second element
         assert_matches_numpy(lambda a, b: np.linalg.vecdot(a, b) + a[:, 0], x, y,
                              device="cpu")
+
+
+def test_float16_nanmean_sums_in_float16_as_numpy() -> None:
+    """Soak cpu-2026-12-06-eighth-final, program 2331: np.nanmean of float16 was np.mean
+    with a mask (its sum in float32), 1 ulp from NumPy's, whose nanmean sums in float16 and
+    divides by the count in float64."""
+    import warnings
+
+    from tracearray.testing import assert_matches_numpy
+    x = np.array([[-5.09765625, -0.06182861328125, 0.54052734375], [np.nan, 1.0, 2.0],
+                  [np.nan, np.nan, np.nan]], dtype=np.float16)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert_matches_numpy(lambda a: (np.nanmean(a, axis=-1), np.nanmean(a[:2]),
+                                        np.nanmean(a, axis=0, keepdims=True)), x, device="cpu")

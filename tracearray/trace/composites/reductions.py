@@ -250,6 +250,13 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     if t.dtype.kind != "f":
         return t.mean(axis, dtype, keepdims=_keep(keepdims), where=where)
     mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
+    if t.dtype == np.float16 and dtype is None:
+        # NumPy's nanmean sums in float16 itself (np.mean sums float16 in float32), then
+        # divides by the count in float64 and casts back (_divide_by_count)
+        ax, keep = _nan_axis(t, axis), _keep(keepdims)
+        total = np.sum(np.where(mask, t, np.float16(0)), axis=ax, keepdims=keep)
+        count = np.sum(mask, axis=ax, dtype=np.intp, keepdims=keep)
+        return np.true_divide(total.astype(np.float64), count).astype(np.float16)
     return t.mean(_nan_axis(t, axis), dtype, keepdims=_keep(keepdims), where=mask)
 
 
