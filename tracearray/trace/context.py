@@ -10,12 +10,12 @@ the duration of the trace and undoes them afterwards:
    binding of them in a NumPy module, in the traced function's globals and in the user's own
    modules (``_user_modules``: where helpers the function calls bind ``from numpy import
    asarray``) is replaced by a wrapper that returns the traced value (``array`` copies, the
-   others may alias, as NumPy's do) and calls NumPy's function for anything else. This is what lets NumPy's own Python
-   implementations (``np.diff``, ``np.roll``, ``np.vstack``, ...) run on tracers. The
-   replacement is reference counted across threads (installed by the first trace, removed by
-   the last) and the wrappers do not depend on which thread calls them, so code running
-   outside a trace sees NumPy's behaviour (at the cost of one Python call while a trace is
-   running somewhere).
+   others may alias, as NumPy's do) and calls NumPy's function for anything else. This is
+   what lets NumPy's own Python implementations (``np.diff``, ``np.vstack``, ...) run on
+   tracers. The replacement is reference counted across threads (installed by the first
+   trace, removed by the last) and the wrappers do not depend on which thread calls them, so
+   code running outside a trace sees NumPy's behaviour (at the cost of one Python call while
+   a trace is running somewhere).
 2. **Random numbers are drawn by the kernels.** A call of ``np.random.*`` evaluated while
    tracing would be frozen into the graph (every call would return the same numbers), so the
    legacy functions and ``default_rng`` that ``trace/random.py`` implements are replaced by
