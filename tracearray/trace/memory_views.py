@@ -90,21 +90,31 @@ class ItemsizeView(buffers.Lens):
         return np.lib.stride_tricks.as_strided(arr, shape, strides, writeable=False)
 
 
+def _numpy_view_errors(ndim: int, last_contiguous: bool, bytes_divided: bool = True) -> None:
+    """NumPy's ValueErrors for a view as another item size: of a 0-d array, of a last axis
+    that is not contiguous, and of a last axis whose bytes the new item size does not
+    divide (in that order, as NumPy checks them)."""
+    if ndim == 0:
+        raise ValueError(with_location(
+            "Changing the dtype of a 0d array is only supported if the itemsize is unchanged"))
+    if not last_contiguous:
+        raise ValueError(with_location(
+            "To change to a dtype of a different size, the last axis must be contiguous"))
+    if not bytes_divided:
+        raise ValueError(with_location(
+            "When changing to a larger dtype, its size must be a divisor of the total size "
+            "in bytes of the last axis of the array."))
+
+
 def _check(t: Any, src: np.dtype, dst: np.dtype) -> None:
     """NumPy's conditions for a view as another item size, and what tracearray reads."""
     if sys.byteorder != "little":   # pragma: no cover - every supported target is
         raise unsupported(f"ndarray.view({dst}) of a {src} array", "a big-endian host")
-    if t.ndim == 0:
-        raise ValueError(with_location(
-            "Changing the dtype of a 0d array is only supported if the itemsize is unchanged"))
+    _numpy_view_errors(t.ndim, True)
     layout = buffers.shadow(t._buf.node.shape, t._path)
-    if layout.shape[-1] != 1 and layout.strides[-1] != 1:
-        raise ValueError(with_location(
-            "To change to a dtype of a different size, the last axis must be contiguous"))
-    if dst.itemsize > src.itemsize and (t.shape[-1] * src.itemsize) % dst.itemsize:
-        raise ValueError(with_location(
-            "When changing to a larger dtype, its size must be a divisor of the total size "
-            "in bytes of the last axis of the array."))
+    _numpy_view_errors(t.ndim, layout.shape[-1] == 1 or layout.strides[-1] == 1,
+                       dst.itemsize <= src.itemsize or
+                       (t.shape[-1] * src.itemsize) % dst.itemsize == 0)
     if any((st * src.itemsize) % dst.itemsize for st in layout.strides[:-1]):
         raise unsupported(f"ndarray.view({dst}) of this {src} view",
                           "its rows do not start at whole items of the new dtype")
@@ -142,13 +152,7 @@ def view_real(t: Any, dst: np.dtype) -> Any:
 def _as_complex_view(floats: Any, dst: np.dtype) -> Any:
     """Complex ``dst`` items from the float pairs of ``floats`` (last axis even)."""
     from .complex import ComplexTracer
-    if floats.ndim == 0:
-        raise ValueError(with_location(
-            "Changing the dtype of a 0d array is only supported if the itemsize is unchanged"))
-    if floats.shape[-1] % 2:
-        raise ValueError(with_location(
-            "When changing to a larger dtype, its size must be a divisor of the total size "
-            "in bytes of the last axis of the array."))
+    _numpy_view_errors(floats.ndim, True, floats.ndim == 0 or floats.shape[-1] % 2 == 0)
     # (splitting the last axis is a view whatever the caller's layout: not ambiguous)
     pairs = floats._view(make("reshape", [floats.node],
                               shape=floats.shape[:-1] + (floats.shape[-1] // 2, 2)))
@@ -219,13 +223,9 @@ def view_complex(z: Any, dst: np.dtype) -> Any:
                           "its real and imaginary parts are not one array's memory here (a "
                           "complex result of arithmetic); np.stack([z.real, z.imag], "
                           "axis=-1).reshape(...) gives the same values as a new array")
-    if z.ndim == 0:
-        raise ValueError(with_location(
-            "Changing the dtype of a 0d array is only supported if the itemsize is unchanged"))
+    _numpy_view_errors(z.ndim, True)
     layout = buffers.shadow(pair._buf.node.shape, pair._path)
-    if z.shape[-1] != 1 and layout.strides[-2] != 2:
-        raise ValueError(with_location(
-            "To change to a dtype of a different size, the last axis must be contiguous"))
+    _numpy_view_errors(z.ndim, z.shape[-1] == 1 or layout.strides[-2] == 2)
     # (joining the pairs of a contiguous last axis is a view whatever the caller's layout)
     floats = pair._view(make("reshape", [pair.node],
                              shape=pair.shape[:-2] + (pair.shape[-2] * 2,)))
