@@ -11,6 +11,7 @@ import pytest
 
 import tracearray
 from tracearray.cpu import memory
+from tracearray.testing import compare_with_numpy
 
 N = (1 << 20) // 4 + 17          # just over MIN_BYTES of float32: recycled
 
@@ -108,3 +109,68 @@ def test_concurrent_calls_get_distinct_memory():
     for t in threads:
         t.join()
     assert errors == []
+
+
+# ------------------------------------------------- intermediates of one call share memory
+
+def _heat(u, steps=40):
+    for _ in range(steps):
+        u = u.copy()
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] +
+                                               u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+    return u
+
+
+def test_a_loop_of_steps_holds_a_few_grids_not_one_per_step():
+    """An unrolled time loop stores every step's grid; a grid whose last reader has run
+    lends its memory to a later step (tile/lifetimes.py), so 40 steps of a 2 MiB grid need
+    a few grids, as NumPy's loop does, and give NumPy's result."""
+    u = np.random.default_rng(0).random((512, 512))
+    f = tracearray.compile(_heat, device="cpu")
+    before = memory.bytes_held()
+    got = f(u)
+    np.testing.assert_allclose(got, _heat(u), rtol=1e-12)
+    grids = (memory.bytes_held() - before) / u.nbytes
+    assert 1 <= grids <= 4, grids
+    again = f(u + 1)          # the first result is alive: its memory is not lent out
+    np.testing.assert_array_equal(got, _heat(u))
+    np.testing.assert_allclose(again, _heat(u + 1), rtol=1e-12)
+
+
+def _long_lived(x, w):
+    """Values read long after they are made (``a``, at the end), others that die early,
+    beside a matrix product, scans, a concatenation and several results: what a shared
+    buffer must never overwrite early."""
+    a = np.cumsum(x, axis=0)
+    b = np.cumsum(a[::-1], axis=0)
+    c = np.exp(a / 64) @ w
+    d = np.cumsum(b * 2, axis=1)
+    e = np.concatenate([c, np.sin(c)], axis=1)
+    f = np.cumsum(d + e, axis=0)
+    g = np.cumsum(f[:, ::-1] - 1, axis=1)
+    return g + a, c
+
+
+@pytest.mark.parametrize("n", [1, 37, 600])
+def test_buffers_shared_across_a_call_keep_every_value(n):
+    rng = np.random.default_rng(n)
+    x, w = rng.random((n, 60)), rng.random((60, 30))
+    cmp = compare_with_numpy(_long_lived, x, w, device="cpu")
+    assert cmp.ok, cmp.report()
+
+
+def test_share_memory_never_overlaps_lifetimes():
+    from tracearray.tile.lifetimes import lifetimes, share_memory
+    rng = np.random.default_rng(5)
+    for _trial in range(200):
+        n_buf, n_steps = int(rng.integers(1, 12)), int(rng.integers(1, 10))
+        steps = [list(rng.choice(n_buf, size=int(rng.integers(0, 4)))) for _ in range(n_steps)]
+        sizes = {b: int(rng.choice([8, 16])) for b in range(n_buf)}
+        span = lifetimes(steps, sizes)
+        owner = share_memory(sizes, span)
+        assert set(owner) == set(sizes)
+        for a in span:
+            assert sizes[owner[a]] == sizes[a] and owner[owner[a]] == owner[a]
+            for b in span:
+                if a < b and owner[a] == owner[b]:   # one memory: lifetimes disjoint
+                    assert span[a][1] < span[b][0] or span[b][1] < span[a][0]

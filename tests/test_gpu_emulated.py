@@ -240,6 +240,50 @@ def test_caching_allocator_reuses_memory(emulated) -> None:
     assert emulated.allocator.driver_allocs == before
 
 
+def _heat(u):
+    for _ in range(40):
+        u = u.copy()
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] +
+                                               u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+    return u
+
+
+def test_a_loop_of_steps_holds_a_few_grids_not_one_per_step(emulated, monkeypatch) -> None:
+    """40 unrolled steps store 40 grids; a grid whose last kernel is queued lends its
+    memory to a later one (tile/lifetimes.py; the stream orders them), so a call holds a
+    few grids, as NumPy's loop does, and gives NumPy's result."""
+    u = rng(3).random((64, 96))
+    du = Array.from_numpy(u)
+    sizes = []
+    alloc = emulated.mem_alloc
+    monkeypatch.setattr(emulated, "mem_alloc", lambda n: sizes.append(n) or alloc(n))
+    got = gpu(_heat)(du)
+    grids = [n for n in sizes if n >= u.nbytes]      # (the rest: the update's small tables)
+    assert 1 <= len(grids) <= 4, sizes
+    assert_matches(got.numpy(), _heat(u), "fused")
+
+
+def _long_lived(x, w):
+    """Values read long after they are made (``a``, at the end), others that die early,
+    beside a matrix product, scans, a concatenation and several results: what a shared
+    buffer must never overwrite early."""
+    a = np.cumsum(x, axis=0)
+    b = np.cumsum(a[::-1], axis=0)
+    c = np.exp(a / 64) @ w
+    d = np.cumsum(b * 2, axis=1)
+    e = np.concatenate([c, np.sin(c)], axis=1)
+    f = np.cumsum(d + e, axis=0)
+    g = np.cumsum(f[:, ::-1] - 1, axis=1)
+    return g + a, c
+
+
+def test_buffers_shared_across_a_call_keep_every_value() -> None:
+    x, w = rng(4).random((37, 60)), rng(5).random((60, 30))
+    from tracearray.testing import compare_with_numpy
+    cmp = compare_with_numpy(_long_lived, x, w, device="cuda")
+    assert cmp.ok, cmp.report()
+
+
 def test_out_of_memory_retries_then_raises(emulated, monkeypatch) -> None:
     x = Array.from_numpy(X)
     del x            # one cached block

@@ -27,6 +27,7 @@ from ..tile import Geometry, TileSpec
 from ..tile.bind import bind_kernel, split_range
 from ..tile.describe import code_identity
 from ..tile.layout import affine_params, entry_names
+from ..tile.lifetimes import lifetimes, share_memory
 from ..tile.policy import CpuTiling, policy_for
 from ..trace.graph import Node
 from ..ops import EXTERNALS, OPS, constant_value
@@ -166,6 +167,7 @@ class Executable:
                     ck.direct_slots = [i for i, _c, _copied in ck.load_slots] + ck.store_slots
                 ck.slot_of_chunk = {begin: s for s, (begin, _end) in enumerate(ck.chunks)}
                 self._steps.append(("kernel", ck))
+        self._share_intermediates({slot[o] for o in self.graph.outputs if o in slot})
         # Executables of map-like kernels only (no per-call copies, partial sums, index
         # checks or matmuls: most of them) run a flat loop over these, with no per-kernel
         # function calls: (entry, pointer array type, a pointer array of the step's own and
@@ -193,21 +195,40 @@ class Executable:
         # what the call fast path runs (api._FastCall): ``run``, or its specialisation
         self.fast_run = self._one_kernel_run() or self.run
 
+    def _share_intermediates(self, kept: set[int]) -> None:
+        """Let intermediates whose last step has run lend their memory to later ones of
+        the same byte size (``tile.lifetimes``): ``_allocs`` keeps the buffers a call
+        allocates, ``_shared`` the (slot, owner's slot, shape, dtype) of the others."""
+        touched = []
+        for kind, step in self._steps:
+            if kind == "kernel":
+                touched.append([i for i, _c, _copied in step.load_slots] + step.store_slots)
+            else:
+                touched.append([i for i, _chain in step.operands] +
+                               [i for i, _s, _d in step.results if i is not None])
+        sizes = {i: math.prod(shape) * dtype.itemsize for i, shape, dtype, _l in self._allocs
+                 if i not in kept and math.prod(shape) > 0}
+        owner = share_memory(sizes, lifetimes(touched, sizes))
+        self._shared = [(i, owner[i], shape, dtype) for i, shape, dtype, _l in self._allocs
+                        if owner.get(i, i) != i]
+        self._allocs = [a for a in self._allocs if owner.get(a[0], a[0]) == a[0]]
+
     # ----------------------------------------------------------------- build
     def _template_buffers(self, inputs: Sequence[np.ndarray]) -> dict[Node, np.ndarray]:
-        """Buffers with the strides calls will have (inputs as given; others C-contiguous)."""
+        """Buffers with the strides calls will have (inputs as given; others C-contiguous).
+        Only their layouts are read while building, so the stored values share one scratch
+        block of the largest one's size (a loop of 1,000 steps needs no 1,000 grids here)."""
         buffers: dict[Node, np.ndarray] = dict(zip(self.graph.inputs, inputs))
         for value, arg in self.plan.in_place.items():
             buffers[value] = buffers[arg]       # (its strides are the argument's)
+        values = [n for n in self.plan.stored if n not in buffers and n.op != "constant"]
+        scratch = memory.empty((max((math.prod(n.shape) * n.dtype.itemsize for n in values),
+                                    default=0),), np.dtype(np.uint8))
         for node in self.plan.stored:
             if node not in buffers:
-                buffers[node] = self._constant_or_empty(node)
+                buffers[node] = constant_value(node) if node.op == "constant" else \
+                    np.ndarray(node.shape, node.dtype, scratch)
         return buffers
-
-    def _constant_or_empty(self, node: Node) -> np.ndarray:
-        if node.op == "constant":
-            return constant_value(node)
-        return memory.empty(node.shape, node.dtype)
 
     def _prepare(self, spec: TileSpec, buffers: dict[Node, np.ndarray], name: str,
                  base: str) -> CompiledKernel:
@@ -322,6 +343,9 @@ class Executable:
             else:
                 out = slots[i] = np.empty(shape, dtype)
                 addrs[i] = address(out)
+        for i, owner, shape, dtype in self._shared:   # memory of an intermediate that has died
+            slots[i] = np.ndarray(shape, dtype, slots[owner])
+            addrs[i] = addrs[owner]
         # (per-kernel times, DEBUG step 2, are taken by the general loop: ~0.1 us to ask)
         if self._direct_steps is not None and \
                 not config.logger.isEnabledFor(config.TIMES_LEVEL):

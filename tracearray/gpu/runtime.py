@@ -40,6 +40,7 @@ from ..tile import TileSpec
 from ..tile.bind import BoundKernel, Launch, bind_kernel, matmul_launches
 from ..tile.gpu import entry_names
 from ..tile.layout import affine_params
+from ..tile.lifetimes import lifetimes, share_memory
 from ..tile.policy import GpuTiling, gpu_tiling, policy_for
 from ..tile.tune import TUNED_FIELDS, candidates
 from ..errors import TracearrayError, run_time_error, stage_error
@@ -382,6 +383,7 @@ class GpuExecutable:
             size = math.prod(shape)
             strides = tuple(dtype.itemsize * st for st in _c_strides(shape))
             self._produced_layouts.append((n, size * dtype.itemsize, shape, dtype, strides, size))
+        self._shared = self._share_intermediates()
         self._checking = [gk for gk in self.kernels if gk.checks and gk.launches]
         self._run_lock = threading.RLock()
         self._direct: Any = None   # _plan_direct's plan (None: not planned yet)
@@ -393,6 +395,32 @@ class GpuExecutable:
             ("in_place", self.graph.inputs.index(self.in_place[o])) if o in self.in_place else
             ("input", self.graph.inputs.index(o)) if o in self.graph.inputs else ("constant", o)
             for o in self.graph.outputs]
+
+    def _share_intermediates(self) -> list[tuple[Node, Node]]:
+        """Let intermediates whose last step is queued lend their memory to later ones of
+        the same byte size (``tile.lifetimes``; the stream runs the steps in order): the
+        (node, owner) pairs of the buffers that use another's memory, which
+        ``_produced_layouts`` then no longer allocates."""
+        touched: list[list[Node]] = []
+        for step in self.steps:
+            if type(step) is BlasStep:
+                touched.append([step.a, step.b, step.c])
+            elif type(step) is ExternalStep:
+                touched.append([b for b, _chain in step.operands] +
+                               [n for n in step.results if n is not None])
+            else:
+                touched.append([src[1] for src in step.ptr_sources if src[0] == "buf"])
+        kept = set(self.graph.outputs)
+        number = {n: j for j, (n, *_r) in enumerate(self._produced_layouts)}
+        sizes = {number[n]: nbytes for n, nbytes, *_r in self._produced_layouts
+                 if n not in kept and nbytes > 0}
+        owner = share_memory(sizes, lifetimes([[number[n] for n in t if n in number]
+                                               for t in touched], sizes))
+        nodes = [n for n, *_r in self._produced_layouts]
+        shared = [(nodes[j], nodes[o]) for j, o in owner.items() if o != j]
+        self._produced_layouts = [lay for j, lay in enumerate(self._produced_layouts)
+                                  if owner.get(j, j) == j]
+        return shared
 
     def _in_place_updates(self, specs: list[TileSpec]) -> dict[Node, Node]:
         """``plan.in_place``, less the values a matmul kernel would write as its epilogue
@@ -794,6 +822,8 @@ class GpuExecutable:
         for node, *_rest in self._produced_layouts:
             slot[node] = len(slot)
         n_slots = len(slot)
+        for node, owner in self._shared:
+            slot[node] = slot[owner]
         for value, arg in self.in_place.items():
             slot[value] = slot[arg]
         fixed: list[int] = []
@@ -894,6 +924,8 @@ class GpuExecutable:
             block = allocate(nbytes)
             arrays[node] = Array._of_block(block, shape, dtype, strides, size)
             ptrs[node] = block.ptr
+        for node, owner in self._shared:   # memory of an intermediate that has died
+            ptrs[node] = ptrs[owner]
         flag_ptrs: dict[int, int] = {}
         if self._checking:
             # one pair of int64 per checking kernel, cleared before the kernels run
