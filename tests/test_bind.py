@@ -176,10 +176,16 @@ def test_gpu_row_drivers_are_bound_and_reported(gpu_device, x, driver):
     assert report.strategy == driver and "grid " in report.launch and "threads" in report.launch
 
 
+H100 = "NVIDIA H100 80GB HBM3"     # a device measured better with other map fields
+
+
 def test_a_device_measured_better_gets_its_fields_and_overrides_still_apply(monkeypatch):
-    (name, fields), = MEASURED_DEVICE_DEFAULTS.items()
+    for name, fields in MEASURED_DEVICE_DEFAULTS.items():
+        measured = gpu_tiling(name, 132, 227 << 10)
+        assert all(getattr(measured, f) == v for f, v in fields.items()), name
+        assert measured != GpuTiling(132, 227 << 10), name
+    name, fields = H100, MEASURED_DEVICE_DEFAULTS[H100]
     measured = gpu_tiling(name, 132, 227 << 10)
-    assert all(getattr(measured, f) == v for f, v in fields.items())
     other = gpu_tiling("some other GPU", 132, 227 << 10)
     assert other == GpuTiling(132, 227 << 10)        # the class's defaults
     assert measured != other
@@ -190,7 +196,7 @@ def test_a_device_measured_better_gets_its_fields_and_overrides_still_apply(monk
 
 def test_the_gpu_runtime_binds_with_its_devices_measured_policy(gpu_device, monkeypatch):
     from tracearray.gpu import driver
-    (name, fields), = MEASURED_DEVICE_DEFAULTS.items()
+    name, fields = H100, MEASURED_DEVICE_DEFAULTS[H100]
     x = np.linspace(-2, 2, 5000, dtype=np.float32)
     f = lambda x: np.tanh(x) * 3.0 + x     # noqa: E731
     monkeypatch.setattr(driver._device, "name", name, raising=False)

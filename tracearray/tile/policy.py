@@ -93,10 +93,17 @@ class GpuTiling:
 # buffers); 12 to 192 blocks per multiprocessor fell between (no fixed count of resident
 # blocks' waves left a short tail for all four). warp_row: 256 per multiprocessor,
 # l2_normalize 1.506 -> 1.494 (a block per 8 rows: 1.582).
+#
+# block_row on the H200: 128 blocks per multiprocessor. The autotuner (ninth session,
+# 2026-12-06, benchmarks/gpu_autotune.py, ms) kept it for softmax (1.149 -> 1.057) and
+# layernorm (1.228 -> 1.188), and rmsnorm's 1.046 at 128 is within 1 % of its best (1.038,
+# a block per row; 1.131 at the default). Its map fields stay: the H100's map_block=512 and
+# grid_per_sm=64 on the H200 were 2 % faster on gelu_tanh and 8 % slower on adam_step.
 ROW_PER_BLOCK = 1 << 16
 MEASURED_DEVICE_DEFAULTS: dict[str, dict[str, int]] = {
     "NVIDIA H100 80GB HBM3": dict(map_block=512, grid_per_sm=64,
                                   row_grid_per_sm=ROW_PER_BLOCK, warp_row_grid_per_sm=256),
+    "NVIDIA H200": dict(row_grid_per_sm=128),
 }
 
 
