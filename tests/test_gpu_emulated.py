@@ -263,23 +263,10 @@ def test_a_loop_of_steps_holds_a_few_grids_not_one_per_step(emulated, monkeypatc
     assert_matches(got.numpy(), _heat(u), "fused")
 
 
-def _long_lived(x, w):
-    """Values read long after they are made (``a``, at the end), others that die early,
-    beside a matrix product, scans, a concatenation and several results: what a shared
-    buffer must never overwrite early."""
-    a = np.cumsum(x, axis=0)
-    b = np.cumsum(a[::-1], axis=0)
-    c = np.exp(a / 64) @ w
-    d = np.cumsum(b * 2, axis=1)
-    e = np.concatenate([c, np.sin(c)], axis=1)
-    f = np.cumsum(d + e, axis=0)
-    g = np.cumsum(f[:, ::-1] - 1, axis=1)
-    return g + a, c
-
-
 def test_buffers_shared_across_a_call_keep_every_value() -> None:
-    x, w = rng(4).random((37, 60)), rng(5).random((60, 30))
+    from test_cpu_memory import _long_lived     # (its values live long, or die early)
     from tracearray.testing import compare_with_numpy
+    x, w = rng(4).random((37, 60)), rng(5).random((60, 30))
     cmp = compare_with_numpy(_long_lived, x, w, device="cuda")
     assert cmp.ok, cmp.report()
 

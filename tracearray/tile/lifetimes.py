@@ -19,7 +19,8 @@ import heapq
 from typing import Iterable, Sequence
 
 
-def lifetimes(steps: Sequence[Iterable[int]], buffers: Iterable[int]) -> dict[int, tuple[int, int]]:
+def lifetimes(steps: Sequence[Iterable[int]],
+              buffers: Iterable[int]) -> dict[int, tuple[int, int]]:
     """``buffer -> (first step, last step)`` that touches it (reads or writes), for the
     ``buffers`` asked about; ``steps[i]`` lists the buffers step i touches."""
     wanted = set(buffers)
