@@ -177,6 +177,32 @@ def _numpy_call(fn: Callable, args: Sequence[Any]) -> Any:
         return fn(*copies)
 
 
+def _private_copies(args: Sequence[Any]) -> list[Any]:
+    """``args`` with every NumPy array (in any pytree) replaced by a copy of the same
+    layout: a view keeps its strides and offset into a copy of its base, and views of one
+    base share one copy, so the compiled call sees the strides and aliasing it was given."""
+    bases: dict[int, np.ndarray] = {}
+
+    def copy(a: Any) -> Any:
+        if not isinstance(a, np.ndarray) or type(a) is not np.ndarray:
+            return a
+        base = a
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        if base.base is not None or not base.flags.c_contiguous or a.size == 0:
+            return np.array(a, order="K", copy=True)   # memory not an ndarray's own
+        if id(base) not in bases:
+            bases[id(base)] = base.copy()
+        twin = bases[id(base)]
+        offset = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        out = np.ndarray(a.shape, a.dtype, twin, offset, a.strides)
+        out.flags.writeable = a.flags.writeable
+        return out
+
+    leaves, rebuild = pytree.flatten(list(args), is_array_leaf)
+    return list(pytree.unflatten(rebuild, [copy(leaf) for leaf in leaves]))
+
+
 def describe_args(args: Sequence[Any]) -> str:
     from .strategies import layout_of
     parts = []
@@ -228,7 +254,9 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
         _compare_errors(cf, args, exc, cmp)
         return cmp
     lowered = cf.lower(*args)
-    got = cf(*args)
+    # the compiled call writes into copies: a function that updates an argument must leave
+    # the caller's arrays, and the values the graph's bounds are evaluated on, as given
+    got = cf(*_private_copies(args))
     graph = lowered.graph
     leaves_in, _ = pytree.flatten(list(args), is_array_leaf)
     # complex arguments are graph inputs as their interleaved real pairs
