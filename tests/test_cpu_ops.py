@@ -1119,3 +1119,17 @@ def test_packbits_and_unpackbits_match_numpy(shape) -> None:
         got = tracearray.compile(lambda v: fn(v, **kw), device="cpu")(x)
         assert got.dtype == want.dtype and got.shape == want.shape, (fn, x.dtype, kw)
         np.testing.assert_array_equal(got, want, err_msg=f"{fn.__name__} {x.dtype} {kw}")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int8, np.int32, np.uint8])
+def test_select_keeps_python_scalar_choices_weak(dtype) -> None:
+    """np.select's choices and default as NumPy's dtype rules see them: a Python scalar in
+    the choice list is weak (float32 with 2 stays float32). The list's scalars were made
+    strong int64 / float64 arrays: float32 became float64, int8 int64."""
+    from tracearray.testing import assert_matches_numpy
+    x = np.array([0, 1, 3, 2], dtype)
+    for fn in (lambda x: np.select([x > 1, x < 1], [x, 2]),
+               lambda x: np.select([x > 1], [1.5], default=x),
+               lambda x: np.select([x > 1, x == 0], [x, 2], default=3),
+               lambda x: np.select([x > 1], [x], default=-1)):
+        assert_matches_numpy(fn, x, device="cpu")

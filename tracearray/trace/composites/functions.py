@@ -35,12 +35,11 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
     if not condlist:
         raise ValueError(with_location("select with an empty condition list is not possible"))
     choices = [as_tracer(c) for c in choicelist] + [as_tracer(np.asarray(default))]
-    # The result dtype as NumPy works it out (the default is a weak Python scalar there):
-    # asked of NumPy on one-element stand-ins.
+    # The result dtype as NumPy works it out (Python scalars, in the list or as the default,
+    # are weak there): asked of NumPy on one-element stand-ins, the scalars as given.
     dt = np.select([np.zeros(1, bool)] * len(choicelist),
-                   [np.zeros(1, c.dtype) for c in choices[:-1]],
-                   default if not isinstance(default, Tracer) else np.zeros(1, default.dtype)
-                   ).dtype
+                   [_dtype_stand_in(c, t) for c, t in zip(choicelist, choices)],
+                   _dtype_stand_in(default, choices[-1])).dtype
     conds = [as_tracer(c) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != np.dtype(bool):
@@ -51,6 +50,14 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         out = np.where(cond, choice.astype(dt), out)
     shape = np.broadcast_shapes(*[c.shape for c in conds + choices])
     return np.broadcast_to(out, shape) if out.shape != shape else out
+
+
+def _dtype_stand_in(value: Any, traced: Tracer) -> Any:
+    """What NumPy's dtype rules see of an operand: a Python scalar itself (weak), else a
+    one-element array of its dtype."""
+    if isinstance(value, (bool, int, float, complex)):
+        return value
+    return np.zeros(1, traced.dtype)
 
 
 @composite(np.piecewise, calls=['np.piecewise({0}, [{0} < 0, {0} >= 0], [lambda v: -v, lambda v: v * 2])',
