@@ -565,3 +565,29 @@ def test_unique_of_complex_values(device, request):
     from tracearray.errors import UnsupportedOperationError
     with pytest.raises(UnsupportedOperationError, match="axis"):
         tracearray.compile(lambda a: np.unique(a, axis=0), device=dev)(z.reshape(4, 6))
+
+
+# Found by probes of real-world programs (ninth session): NumPy converts a Python scalar
+# operand of np.append / np.diff(prepend=) / np.dot / np.array([...]) to a strong array
+# (complex64 with 2 is complex128 there), np.select's own code writes with np.copyto,
+# and np.sum's start value is a scalar.
+COMPLEX_SCALAR_FORMS = {
+    "append": lambda x: np.append(x, 2),
+    "dot": lambda x: np.dot(x, 2),
+    "outer": lambda x: np.outer(x, 2.0),
+    "diff_prepend": lambda x: np.diff(x, prepend=0),
+    "array_of_list": lambda x: np.array([x[0], 2.0]),
+    "select_scalar_choice": lambda x: np.select([x.real > 0, x.real <= 0], [0, x]),
+    "select_default": lambda x: np.select([x.real > 0, x.imag < 0], [x, 1j], default=x * 2),
+    "select_broadcast": lambda x: np.select([x.real[None, :] > np.ones((2, 1))], [x], 0),
+    "broadcast_arrays": lambda x: np.broadcast_arrays(x[:, None], 0, x)[1],
+    "sum_initial": lambda x: np.sum(x, initial=2),
+    "sum_initial_complex_rows": lambda x: np.sum(x.reshape(2, 2), axis=0, initial=1 + 2j),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_SCALAR_FORMS))
+@pytest.mark.parametrize("cdt", [np.complex64, np.complex128])
+def test_python_scalars_beside_complex_arrays(name, cdt):
+    x = np.array([-1.5, 0.5j, 2.25, 3 - 1j], cdt)
+    check(COMPLEX_SCALAR_FORMS[name], x)

@@ -671,7 +671,12 @@ def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -
     values = []
     for _where, v in slots:
         values.extend(v if isinstance(v, (list, tuple)) and not _is_array_like_list(v) else [v])
-    dt = complex_result_dtype(*values)
+    # NumPy converts each of these operands with np.asarray first: a Python scalar among
+    # them is a strong int64 / float64 / complex128 array there (np.append(x64, 2) of
+    # complex64 is complex128), not a weak scalar
+    strong = spec != ("*",)     # (np.atleast_1d's operands keep their own dtypes)
+    dt = complex_result_dtype(*[np.asarray(v) if strong and isinstance(
+        v, (bool, int, float, complex)) else v for v in values])
     part = real_dtype(dt)
 
     def call(which: int) -> Any:

@@ -242,8 +242,13 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
         return np.sum(np.asarray(a).astype(dt), axis, None, None, keepdims, initial, where)
     z = as_complex(a, dt)
     kw = dict(axis=axis, keepdims=keepdims, where=where)
-    ire, iim = (parts(initial, real_dtype(dt)) if initial is not np._NoValue
-                else (np._NoValue, np._NoValue))
+    ire = iim = np._NoValue
+    if initial is not np._NoValue:   # a scalar (NumPy's rule): its parts as scalars
+        if isinstance(initial, ComplexTracer) or hasattr(initial, "node"):
+            raise unsupported("np.sum(initial=...) with a traced start value of complex values",
+                              "add the value to the sum instead")
+        start = np.asarray(initial).astype(dt)[()]
+        ire, iim = start.real, start.imag
     return C(np.sum(z.re, initial=ire, **kw), np.sum(z.im, initial=iim, **kw))
 
 
@@ -679,7 +684,9 @@ def _sort_complex(a: Any) -> C:
 # ============================================================================================
 
 def _product(op: Any, a: Any, b: Any) -> C:
-    """(A + iB) op (C + iD) for a bilinear ``op`` (matmul, dot, outer)."""
+    """(A + iB) op (C + iD) for a bilinear ``op`` (matmul, dot, outer). NumPy converts a
+    Python scalar operand to an array first: a strong int64 / float64 / complex128."""
+    a, b = (np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v for v in (a, b))
     dt = complex_result_dtype(a, b)
     part = real_dtype(dt)
     (ar, ai), (br, bi) = parts(a, part), parts(b, part)
@@ -700,6 +707,41 @@ def _matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Any:
 def _dot(a: Any, b: Any, out: Any = None) -> Any:
     _out_none("np.dot", out)
     return _product(np.dot, a, b)
+
+
+@function_rule(np.select)
+def _select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
+    """NumPy's select (its own code writes with np.copyto, which reads values): the first
+    true condition's choice, else ``default``, in the dtype NumPy gives the choices and the
+    default (Python scalars weak), over the broadcast shape of all of them."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(with_location("list of cases must be same length as list of "
+                                       "conditions"))
+    if not condlist:
+        raise ValueError(with_location("select with an empty condition list is not possible"))
+
+    def stand_in(v: Any) -> Any:
+        return v if isinstance(v, (bool, int, float, complex)) else np.zeros(1, v.dtype)
+    dt = np.select([np.zeros(1, bool)] * len(choicelist), [stand_in(c) for c in choicelist],
+                   stand_in(default)).dtype
+    part = real_dtype(dt)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in [*condlist, *choicelist, default]))
+    re, im = parts(default, part, full=True)
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        if is_complex(cond) or np.dtype(getattr(cond, "dtype", bool)) != np.dtype(bool):
+            raise TypeError(with_location("invalid entry in condlist: should be boolean "
+                                          "ndarray"))
+        cr, ci = parts(choice, part, full=True)
+        re, im = np.where(cond, cr, re), np.where(cond, ci, im)
+    return C(np.broadcast_to(re, shape).copy(), np.broadcast_to(im, shape).copy())
+
+
+@function_rule(np.broadcast_arrays)
+def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
+    """Each operand broadcast to their common shape, keeping its own dtype (NumPy's own
+    code asks np.broadcast for the shape, which reads values)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(np.broadcast_to(a, shape, subok=subok) for a in args)
 
 
 @function_rule(np.inner)
