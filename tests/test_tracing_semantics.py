@@ -1238,3 +1238,24 @@ def test_tile_of_a_traced_integer_count() -> None:
     assert_matches_numpy(lambda a: np.tile(a, (a[0, 1] > 0).astype(int) + 1), x)
     assert_matches_numpy(lambda a: np.tile(a[0], np.array(3)), x)
     assert_matches_numpy(lambda a: np.tile(a, (2, 1)), x)
+
+
+CONSTANT_MAKERS = {
+    "rfftfreq_at_peak": lambda p: np.fft.rfftfreq(30, 0.5)[np.argmax(p)],
+    "fftfreq_sorted": lambda p: np.fft.fftfreq(16, 0.1)[np.argsort(p)],
+    "hanning_at_peak": lambda p: np.hanning(16)[np.argmax(p)],
+    "kaiser_masked": lambda p: np.kaiser(16, 5.0)[p > 0],
+    "indices_row": lambda p: np.indices((4, 4))[0][np.argmax(p) % 4],
+    "windowed": lambda p: p * np.hamming(16) + np.blackman(16)[::-1] - np.bartlett(16),
+    "python_reads_it": lambda p: p * (2.0 if np.hanning(5)[2] > 0.5 else 3.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_MAKERS))
+def test_numpy_constant_arrays_can_be_indexed_by_traced_values(name):
+    """Window functions, FFT sample frequencies and index grids made by the user's code are
+    traced constants (a NumPy array cannot be indexed by a traced value: spectrum code's
+    ``np.fft.rfftfreq(n)[np.argmax(power)]`` needed the data while tracing)."""
+    from tracearray.testing import assert_matches_numpy
+    p = np.random.default_rng(3).standard_normal(16)
+    assert_matches_numpy(CONSTANT_MAKERS[name], p, device="cpu")

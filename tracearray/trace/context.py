@@ -29,6 +29,8 @@ the duration of the trace and undoes them afterwards:
    ``np.eye``, ``np.identity``, ``np.tri`` and ``np.array`` of Python data, called from the
    traced function (not from NumPy's own code), return traced values in memory of their own
    (``buffers.Buffer``): writable, with values known while tracing (``build.known_value``).
+   So do window functions, ``np.indices`` and ``np.fft.fftfreq`` / ``rfftfreq``
+   (``_CONSTANT_MAKERS``), which a traced index can then pick from.
 4. **Run-time checks can be recorded** (``require``): a boolean 0-d value that must be True
    when the compiled function runs (``np.asarray_chkfinite`` of a value with an inf), with the
    error NumPy would raise. The graph carries them as extra outputs; the call raises.
@@ -426,6 +428,28 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return create
 
 
+# NumPy functions that make constant arrays from Python numbers only (window functions, FFT
+# sample frequencies, index grids): called from the user's code with no traced argument,
+# their result is a traced constant of the function's own, so that a traced index can pick
+# from it (``np.fft.rfftfreq(n)[np.argmax(power)]``: a NumPy array cannot be indexed by a
+# traced value) and a write into it is traced. Python can still read its values.
+_CONSTANT_MAKERS = ("hanning", "hamming", "blackman", "bartlett", "kaiser", "indices",
+                    "fft.fftfreq", "fft.rfftfreq")
+
+
+def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:
+    def make(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
+                or not _from_user_code(2):
+            return out
+        return owned(out)
+    make.__name__ = make.__qualname__ = original.__name__
+    make.__doc__ = original.__doc__
+    make.__wrapped__ = original   # type: ignore[attr-defined]
+    return make
+
+
 _CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": False,
                 "asfortranarray": False, "array": True}
 
@@ -590,6 +614,12 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
             _REPLACEMENTS[id(fn)] = (fn, _creation(name, fn))
         for fn, replacement in _list_helpers():
             _REPLACEMENTS[id(fn)] = (fn, replacement)
+        for name in _CONSTANT_MAKERS:
+            fn = np
+            for part in name.split("."):
+                fn = getattr(fn, part)
+            if id(fn) not in _REPLACEMENTS:
+                _REPLACEMENTS[id(fn)] = (fn, _constant_maker(fn))
         for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter)):
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
