@@ -491,3 +491,28 @@ def test_a_traced_zero_d_mask_selects_by_its_value() -> None:
                             want if isinstance(want, tuple) else (want,)):
                 assert np.shape(g) == np.shape(w)
                 np.testing.assert_array_equal(g, w)
+
+
+DELETE_TRACED = {
+    "mask": (lambda a: np.delete(a, a > 2), 0),
+    "mask_along_axis": (lambda b: np.delete(b, b[0] > 1, axis=1), 1),
+    "mask_flattened": (lambda b: np.delete(b, b.ravel() > 5), 1),
+    "mask_all_and_none": (lambda a: (np.delete(a, a > 100), np.delete(a, a > -1)), 0),
+    "positions": (lambda a: np.delete(a, np.argsort(a)[:3]), 0),
+    "negative_repeated": (lambda a: np.delete(a, np.array([-1, -1, 0]) + (a[:3] > 100)), 0),
+    "position_of_rows": (lambda b: np.delete(b, np.argmax(b[:, 0]), axis=0), 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DELETE_TRACED))
+def test_delete_with_traced_positions_or_mask(name):
+    """np.delete(a, a > 2) and positions the data decides: NumPy's own way, a mask of what
+    is kept (its count the data's, as x[mask]); out-of-bounds positions are NumPy's
+    IndexError when the compiled function runs."""
+    from tracearray.testing import assert_matches_numpy
+    fn, which = DELETE_TRACED[name]
+    a = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0])
+    b = np.arange(12.0).reshape(3, 4)
+    assert_matches_numpy(fn, (a, b)[which], device="cpu")
+    with pytest.raises(IndexError, match="out of bounds"):
+        tracearray.compile(lambda a: np.delete(a, np.argmax(a) + 10), device="cpu")(a)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import numpy_api as api
+from .. import context, numpy_api as api
 from ..build import normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, store_out, unwrap
@@ -580,8 +580,21 @@ def delete(arr: Any, obj: Any, axis: Any = None) -> Tracer:
     (ax,) = normalize_axes(axis, t.ndim, "delete")
     n = t.shape[ax]
     if isinstance(obj, Tracer):
-        raise unsupported("np.delete with traced indices", "the result size would depend on "
-                          "the data")
+        # NumPy's own way: a mask of what is kept (positions: False at each one), the kept
+        # slices selected by it; their number is the data's (a probe, as x[mask])
+        if obj.dtype == np.dtype(bool):
+            if obj.shape != (n,):
+                raise ValueError(with_location(
+                    f"boolean array argument obj to delete must be one dimensional and match "
+                    f"the axis length of {n}"))
+            keep = ~obj
+        elif obj.dtype.kind in "iu":
+            keep = context.owned(np.ones(n, bool))
+            keep[obj] = False
+        else:
+            raise IndexError(with_location("arrays used as indices must be of integer (or "
+                                           "boolean) type"))
+        return t[(slice(None),) * ax + (keep,)]
     if isinstance(obj, slice):
         drop = set(range(n)[obj])
     else:
