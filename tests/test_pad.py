@@ -101,3 +101,32 @@ def test_tile_and_resize_read_one_broadcast() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         tracearray.compile(lambda a: np.resize(a, (-1, 2)))(x)
     assert get_jit().stats.compiles - before < 100
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+def test_odd_reflections_match_numpy_for_every_width(mode) -> None:
+    """reflect_type='odd' (each reflected chunk 2 * edge - chunk) was ignored: an even
+    reflection came back. Pads wider than the axis reflect in NumPy's chunks, whose edges
+    the odd values depend on; widths 0-13 over axes of 1-5, both reflect types."""
+    for n in (1, 2, 3, 5):
+        x = (np.arange(2 * n).reshape(2, n) ** 2 % 7 - 3).astype(np.float64)
+        for before, after in ((0, 1), (2, 0), (2, 3), (7, 4), (13, 11)):
+            for kind in ("even", "odd"):
+                assert_matches_numpy(lambda x: np.pad(x, ((1, 0), (before, after)), mode=mode,
+                                                      reflect_type=kind), x, device="cpu")
+
+
+def test_complex_pads_each_part_alone() -> None:
+    """Complex values: every mode linear in the values pads the two parts alone (constant
+    and ramp end values split into parts); maximum / minimum / median, which compare
+    complex values as pairs, are refused by name."""
+    z = np.array([[-1.5, 0.5j, 2.25], [1 + 1j, 2 - 3j, 0]], np.complex64)
+    for fn in (lambda z: np.pad(z, 2, constant_values=1 + 1j),
+               lambda z: np.pad(z, ((1, 2), (0, 1)), constant_values=((1, 2j), (3, 4.5))),
+               lambda z: np.pad(z, ((1, 0), (2, 1)), mode="edge"),
+               lambda z: np.pad(z, 2, mode="symmetric", reflect_type="odd"),
+               lambda z: np.pad(z, 3, mode="wrap"), lambda z: np.pad(z, 1, mode="mean"),
+               lambda z: np.pad(z, 2, mode="linear_ramp", end_values=(1j, 2))):
+        assert_matches_numpy(fn, z, device="cpu")
+    with pytest.raises(tracearray.errors.UnsupportedOperationError, match="maximum"):
+        tracearray.compile(lambda z: np.pad(z, 1, mode="maximum"), device="cpu")(z)

@@ -736,6 +736,30 @@ def _select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
     return C(np.broadcast_to(re, shape).copy(), np.broadcast_to(im, shape).copy())
 
 
+@function_rule(np.pad)
+def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    """Each part padded alone where a mode acts on each part alone (copies of edges,
+    reflections, wraps, a constant, a mean or a linear ramp: linear in the values), the
+    constant and ramp end values split into their parts. NumPy's maximum, minimum and median
+    compare complex values as pairs."""
+    if callable(mode) or mode in ("maximum", "minimum", "median"):
+        raise unsupported(f"np.pad(mode={getattr(mode, '__name__', mode)!r}) of complex values",
+                          "pad the real and imaginary parts as you need them")
+    z = as_complex(array)
+    part = real_dtype(complex_result_dtype(z))
+    re_kw, im_kw = dict(kwargs), dict(kwargs)
+    for key in ("constant_values", "end_values"):
+        if key in kwargs:
+            value = kwargs[key]
+            if isinstance(value, ComplexTracer) or hasattr(value, "node"):
+                raise unsupported(f"np.pad({key}=...) traced, of complex values")
+            value = np.asarray(value)
+            re_kw[key], im_kw[key] = value.real.astype(part), (
+                value.imag.astype(part) if value.dtype.kind == "c" else np.zeros_like(
+                    value, part))
+    return C(np.pad(z.re, pad_width, mode, **re_kw), np.pad(z.im, pad_width, mode, **im_kw))
+
+
 @function_rule(np.broadcast_arrays)
 def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
     """Each operand broadcast to their common shape, keeping its own dtype (NumPy's own

@@ -462,7 +462,8 @@ def _pad_axis(t: Tracer, ax: int, before: int, after: int, mode: str, kw: dict) 
         first, last = _take_slice(t, ax, 0, 1), _take_slice(t, ax, n - 1, n)
         parts = [_repeat_along(first, ax, before), t, _repeat_along(last, ax, after)]
     elif mode in ("reflect", "symmetric"):
-        return _pad_reflect(t, ax, before, after, mode == "symmetric")
+        return _pad_reflect(t, ax, before, after, mode == "symmetric",
+                            kw.get("reflect_type", "even") == "odd")
     elif mode == "wrap":
         return _pad_wrap(t, ax, before, after)
     elif mode == "linear_ramp":
@@ -529,26 +530,32 @@ def _repeat_along(t: Tracer, ax: int, count: int) -> Tracer:
     return np.broadcast_to(t, shape)
 
 
-def _pad_reflect(t: Tracer, ax: int, before: int, after: int, symmetric: bool) -> Tracer:
-    """Reflection about the edge (``reflect``: the edge not repeated; ``symmetric``: repeated),
-    extended period by period as NumPy's pad does for wide pads."""
+def _pad_reflect(t: Tracer, ax: int, before: int, after: int, symmetric: bool,
+                 odd: bool = False) -> Tracer:
+    """Reflection about the edge (``reflect``: the edge not repeated; ``symmetric``: repeated;
+    ``reflect_type='odd'``: each reflected chunk is ``2 * edge - chunk``, about the current
+    edge), extended as NumPy's pad (``_set_reflect_both``) extends it for wide pads: each
+    round reflects a chunk as long as the values padded so far allow, cut to whole periods,
+    so the odd chunks meet the same edges as NumPy's."""
     n = t.shape[ax]
-    if n == 1 and not symmetric:
+    if n == 1:   # NumPy's legacy rule for a singleton axis: its edge, whatever the mode
         return _pad_axis(t, ax, before, after, "edge", {})
     out = t
     while before > 0 or after > 0:
         m = out.shape[ax]
-        span = n if symmetric else n - 1   # how far one reflection reaches
+        span = m // n * n if symmetric else (m - 1) // (n - 1) * (n - 1)
         b = min(before, span)
         a = min(after, span)
         parts = []
         if b:
             lo = 0 if symmetric else 1
-            parts.append(np.flip(_take_slice(out, ax, lo, lo + b), ax))
+            chunk = np.flip(_take_slice(out, ax, lo, lo + b), ax)
+            parts.append(2 * _take_slice(out, ax, 0, 1) - chunk if odd else chunk)
         parts.append(out)
         if a:
             hi = m if symmetric else m - 1
-            parts.append(np.flip(_take_slice(out, ax, hi - a, hi), ax))
+            chunk = np.flip(_take_slice(out, ax, hi - a, hi), ax)
+            parts.append(2 * _take_slice(out, ax, m - 1, m) - chunk if odd else chunk)
         out = np.concatenate(parts, axis=ax) if len(parts) > 1 else out
         before -= b
         after -= a
