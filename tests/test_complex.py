@@ -581,6 +581,11 @@ COMPLEX_SCALAR_FORMS = {
     "select_default": lambda x: np.select([x.real > 0, x.imag < 0], [x, 1j], default=x * 2),
     "select_broadcast": lambda x: np.select([x.real[None, :] > np.ones((2, 1))], [x], 0),
     "broadcast_arrays": lambda x: np.broadcast_arrays(x[:, None], 0, x)[1],
+    "piecewise_constant_and_function": lambda x: np.piecewise(
+        x, [x.real < 0, x.real >= 0], [0, lambda v: v * 2]),
+    "piecewise_default_and_cumsum": lambda x: np.piecewise(
+        x, [x.real < 0, x.imag < 0], [1j, lambda v: np.cumsum(v), 7]),
+    "piecewise_one_condition": lambda x: np.piecewise(x, x.imag > 0, [lambda v: v ** 2]),
     "sum_initial": lambda x: np.sum(x, initial=2),
     "sum_initial_complex_rows": lambda x: np.sum(x.reshape(2, 2), axis=0, initial=1 + 2j),
 }

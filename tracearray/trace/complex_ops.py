@@ -760,6 +760,39 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
     return C(np.pad(z.re, pad_width, mode, **re_kw), np.pad(z.im, pad_width, mode, **im_kw))
 
 
+@function_rule(np.piecewise)
+def _piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> Any:
+    """NumPy's loop of assignments over complex values (its own code reads the list of
+    traced conditions as one condition): each function called on ``x[cond]`` when that
+    selects anything (the count found by a probe), a constant written where its condition
+    holds; an extra function is the default where no condition holds."""
+    from .context import owned
+    z = as_complex(x)
+    if isinstance(condlist, ComplexTracer) or hasattr(condlist, "node") or \
+            not isinstance(condlist, (list, tuple)):
+        condlist = [condlist]
+    conds = [c.astype(bool) if hasattr(c, "node") else
+             np.not_equal(c, 0) if isinstance(c, ComplexTracer) else np.asarray(c, bool)
+             for c in condlist]
+    n = len(conds)
+    if len(funclist) not in (n, n + 1):
+        raise ValueError(with_location(
+            f"with {n} condition(s), either {n} or {n + 1} functions are expected"))
+    if len(funclist) == n + 1:
+        conds.append(~np.any(np.stack(np.broadcast_arrays(*conds)), axis=0) if n else
+                     np.ones(z.shape, bool))
+    out = owned(np.zeros(z.shape, z.dtype))
+    for cond, func in zip(conds, funclist):
+        mask = np.broadcast_to(cond, z.shape) if np.shape(cond) != z.shape else cond
+        if callable(func):
+            selected = z[mask]
+            if selected.size > 0:
+                out[mask] = func(selected, *args, **kw)
+        else:
+            out = np.where(mask, np.asarray(func).astype(z.dtype), out)
+    return out
+
+
 @function_rule(np.broadcast_arrays)
 def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
     """Each operand broadcast to their common shape, keeping its own dtype (NumPy's own
