@@ -586,6 +586,7 @@ COMPLEX_SCALAR_FORMS = {
     "piecewise_default_and_cumsum": lambda x: np.piecewise(
         x, [x.real < 0, x.imag < 0], [1j, lambda v: np.cumsum(v), 7]),
     "piecewise_one_condition": lambda x: np.piecewise(x, x.imag > 0, [lambda v: v ** 2]),
+    "rint": lambda x: np.rint(x * 1.5),
     "sum_initial": lambda x: np.sum(x, initial=2),
     "sum_initial_complex_rows": lambda x: np.sum(x.reshape(2, 2), axis=0, initial=1 + 2j),
 }

@@ -184,6 +184,12 @@ def _fmin(a: Any, b: Any) -> C:
     return _choose(np.isnan(b[0]) | np.isnan(b[1]) | _LE(a, b), a, b)
 
 
+@ufunc_rule(np.rint)
+def _rint(a: Any) -> C:
+    """NumPy's complex rint: each part rounded to the nearest integer, half to even."""
+    return C(np.rint(a[0]), np.rint(a[1]))
+
+
 @ufunc_rule(np.sign)
 def _sign(a: Any) -> C:
     return C(*cm.sign(a))
