@@ -769,3 +769,77 @@ def test_function_out_into_an_argument_writes_it_back() -> None:
     np.testing.assert_allclose(got, want)
     np.testing.assert_array_equal(c, a)
     np.testing.assert_array_equal(d, b)
+
+
+# ------------------------------------------------ large regions: written as joins
+
+def _region_programs() -> dict[str, Callable]:
+    """Writes of regions of at least buffers.JOIN_MIN_ELEMENTS into memory the function
+    made: joined slabs (the new values computed over the region alone), not selects."""
+    def stencil_step(u):
+        u = u.copy()
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] +
+                                               u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+        return u
+
+    def overlapping(u):
+        out = np.zeros_like(u)
+        out[3:, :] = u[:-3, :] * 2           # whole rows (one axis cut)
+        out[:-5, 10:] += u[5:, :-10]          # overlaps the first write
+        out[..., :7] = -1.0                   # a scalar, then read back below
+        return out, out[::2].sum(axis=0)
+
+    def three_d(w):
+        v = w.copy()
+        v[1:, 2:-3, :] = np.sqrt(np.abs(w[:-1, 5:, :])) + v[1:, 2:-3, :]
+        v[:, :, 4:9] = v[:, :, :5] * 0.5      # reads the first write's result
+        return v
+
+    def through_views(u):
+        t = np.ones(u.shape[::-1])
+        t.T[2:, 1:] = u[:-2, :-1]             # a region of a transposed view
+        r = t.reshape(-1, 2)
+        return t, r[10:].sum()
+
+    def in_a_loop(u):
+        for k in range(3):
+            u = u.copy()
+            u[k:, : u.shape[1] - k] = u[: u.shape[0] - k, k:] + k
+        return u
+
+    return {f.__name__: f for f in (stencil_step, overlapping, three_d, through_views,
+                                    in_a_loop)}
+
+
+REGION_PROGRAMS = _region_programs()
+
+
+@pytest.mark.parametrize("name", sorted(REGION_PROGRAMS))
+def test_large_region_writes_match_numpy(name):
+    rng = np.random.default_rng(7)
+    fn = REGION_PROGRAMS[name]
+    arg = rng.standard_normal((9, 40, 23)) if name == "three_d" else \
+        rng.standard_normal((83, 97))
+    assert_matches_numpy(fn, arg, device="cpu")
+    assert_matches_numpy(fn, arg[::-1, ::2] if arg.ndim == 2 else arg[:, ::-1], device="cpu")
+
+
+def test_a_large_region_is_computed_over_the_region_alone():
+    """The stencil's kernel runs over the region (81 x 95), not over the whole grid with a
+    select and gathered reads; the rows around it are copies of their own."""
+    u = np.random.default_rng(1).standard_normal((83, 97))
+    report = tracearray.compile(REGION_PROGRAMS["stencil_step"], device="cpu").explain(u)
+    spaces = [tuple(k.space) for k in report.kernels]
+    assert (81, 97) in spaces and (83, 97) not in spaces, spaces
+
+
+def test_writes_into_an_argument_stay_one_kernel_in_place():
+    def update(a, b):
+        a[:, 2:] = b[:, :-2] * 2
+    a, b = np.ones((100, 100)), np.arange(1e4).reshape(100, 100)
+    compiled = tracearray.compile(update, device="cpu")
+    assert len(compiled.explain(a, b).kernels) == 1
+    want = a.copy()
+    update(want, b)
+    compiled(a, b)
+    np.testing.assert_array_equal(a, want)

@@ -271,6 +271,15 @@ def test_buffers_shared_across_a_call_keep_every_value() -> None:
     assert cmp.ok, cmp.report()
 
 
+@pytest.mark.parametrize("name", ["stencil_step", "overlapping", "in_a_loop"])
+def test_large_region_writes_run_as_joins_on_the_device(name) -> None:
+    from test_assignment import REGION_PROGRAMS
+    from tracearray.testing import compare_with_numpy
+    cmp = compare_with_numpy(REGION_PROGRAMS[name], rng(7).standard_normal((83, 97)),
+                             device="cuda")
+    assert cmp.ok, cmp.report()
+
+
 def test_out_of_memory_retries_then_raises(emulated, monkeypatch) -> None:
     x = Array.from_numpy(X)
     del x            # one cached block

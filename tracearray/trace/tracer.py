@@ -536,7 +536,11 @@ class Tracer:
             # ComplexWarning
             value = complex_values.discard_imaginary(
                 complex_values.as_complex(value), self.node.dtype)
-        self._write(setitem(self.node, unwrap(key), unwrap(value)))
+        joining = buffers.JOIN_REGIONS.set(self._buf.argument is None)
+        try:
+            self._write(setitem(self.node, unwrap(key), unwrap(value)))
+        finally:
+            buffers.JOIN_REGIONS.reset(joining)
 
     def fill(self, value: Any) -> None:
         self[...] = value
