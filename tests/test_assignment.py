@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -843,3 +844,46 @@ def test_writes_into_an_argument_stay_one_kernel_in_place():
     update(want, b)
     compiled(a, b)
     np.testing.assert_array_equal(a, want)
+
+
+def _flat_programs() -> dict[str, Callable]:
+    def fill_short(x):
+        y = x.copy()
+        np.fill_diagonal(y, np.array([1.0, 2.0]))
+        return y
+
+    def fill_long_wrapped(x):
+        y = x.copy()
+        np.fill_diagonal(y, np.arange(10.0), wrap=True)
+        return y
+
+    def flat_strided_short(x):
+        y = x.copy()
+        y.flat[::2] = np.array([1.0, 2.0])
+        return y
+
+    def flat_positions(x):
+        y = x.copy()
+        y.flat[[0, 1, 2, 5]] = x[0, :2] * 3
+        return y
+
+    def flat_attribute(x):
+        y = x.copy()
+        y.flat = np.arange(4.0).reshape(2, 2)
+        return y
+
+    return {f.__name__: f for f in (fill_short, fill_long_wrapped, flat_strided_short,
+                                    flat_positions, flat_attribute)}
+
+
+FLAT_PROGRAMS = _flat_programs()
+
+
+@pytest.mark.parametrize("name", sorted(FLAT_PROGRAMS))
+@pytest.mark.parametrize("shape", [(4, 4), (7, 3), (3, 7)])
+def test_flat_writes_repeat_short_values(name, shape):
+    """x.flat[k] = v (and np.fill_diagonal, which NumPy writes that way, and x.flat = v)
+    takes v's values flattened and repeated over the places, extra ones ignored; they were
+    broadcast, a ValueError for any other length."""
+    x = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+    assert_matches_numpy(FLAT_PROGRAMS[name], x, device="cpu")

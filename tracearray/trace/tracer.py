@@ -291,6 +291,11 @@ class Tracer:
     def flat(self) -> "FlatIter":
         return FlatIter(self)
 
+    @flat.setter
+    def flat(self, value: Any) -> None:
+        # ``x.flat = v``: every element, in C order, from v's values repeated (NumPy's)
+        FlatIter(self)[...] = value
+
     def __repr__(self) -> str:
         # never raises (debuggers, error messages): shape and dtype are the tracer's own
         dead = ", escaped its trace" if self._trace is not None and self._trace.ended else ""
@@ -859,10 +864,22 @@ class FlatIter:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         # x.flat[k] = v writes into x's memory in x's C order, whatever x's layout: the
-        # update is made on the flattened value and written back into x.
+        # update is made on the flattened value and written back into x. NumPy takes the
+        # values flattened, in order, repeated when there are fewer than the places (extra
+        # ones ignored): np.fill_diagonal(x, [1, 2]) writes 1, 2, 1, 2, ... this way.
         from .indexing import setitem
         flat = api.reshape(self.base.node, (-1,))
-        new = setitem(flat, unwrap(key), unwrap(value))
+        value = unwrap(value)
+        places = _flat_places(self.base.size, key)
+        if places is not None and np.ndim(value) > 0 and not isinstance(value, FlatIter):
+            v = Tracer(value if isinstance(value, Node) else as_node_(value)).reshape(-1)
+            if v.size != places and v.size == 0:
+                raise ValueError(with_location(
+                    f"could not broadcast input array from shape (0,) into shape ({places},)"))
+            if v.size != places:
+                v = v[np.arange(places) % v.size]
+            value = v.node
+        new = setitem(flat, unwrap(key), value)
         self.base._write(api.reshape(new, self.base.shape))
 
     def __len__(self) -> int:
@@ -873,6 +890,18 @@ class FlatIter:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.base.__array__()
+
+
+def _flat_places(size: int, key: Any) -> int | None:
+    """How many elements ``x.flat[key]`` selects, for a key known while tracing (None for
+    a traced key: its values then broadcast as an ordinary assignment's do)."""
+    raw = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, (Tracer, Node)) or hasattr(k, "node") for k in raw):
+        return None
+    try:
+        return int(np.empty(size, np.int8)[key].size)
+    except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
+        return None
 
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:
