@@ -875,3 +875,16 @@ def test_float16_nanmean_sums_in_float16_as_numpy() -> None:
         warnings.simplefilter("ignore", RuntimeWarning)
         assert_matches_numpy(lambda a: (np.nanmean(a, axis=-1), np.nanmean(a[:2]),
                                         np.nanmean(a, axis=0, keepdims=True)), x, device="cpu")
+
+
+@pytest.mark.parametrize("shape, mask_shape", [((1, 2), (0, 2)), ((4, 3), (4, 0)),
+                                               ((4, 3), (0, 0)), ((0, 3), (0, 2)),
+                                               ((4, 3), (2, 3))])
+def test_empty_boolean_index_dimensions_are_not_checked(shape, mask_shape):
+    """soak seed 'cpu-2026-12-06-ninth', program 2142 (compile error): NumPy checks only a
+    boolean index's dimensions of nonzero length against the array's (x[np.zeros((0, 2),
+    bool)] of a (1, 2) array is empty); tracearray raised NumPy's IndexError for them all.
+    A mismatch in a dimension of nonzero length is still NumPy's IndexError."""
+    x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    mask = np.zeros(mask_shape, bool)
+    assert_matches_numpy(lambda a: a[mask] * 2, x, device="cpu")

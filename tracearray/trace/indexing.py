@@ -292,8 +292,11 @@ def advanced_key(x: Node, items: list) -> "AdvancedKey | Node":
             if isinstance(k.value, np.ndarray) and k.value.dtype == np.dtype(bool):
                 mask = k.value
                 want = x.shape[x_dim:x_dim + k.dims]
-                if mask.shape != want:
-                    bad = next(d for d in range(mask.ndim) if mask.shape[d] != want[d])
+                # NumPy checks only the mask's dimensions of nonzero length (mapping.c: a
+                # fancy index's length > 0): x[np.zeros((0, 2), bool)] of a (4, 2) x is empty
+                if any(m and m != w for m, w in zip(mask.shape, want)):
+                    bad = next(d for d in range(mask.ndim) if mask.shape[d] and
+                               mask.shape[d] != want[d])
                     raise IndexError(with_location(
                         f"boolean index did not match indexed array along axis "
                         f"{x_dim + bad}; size of axis is {want[bad]} but size of "
