@@ -16,10 +16,10 @@ into the region the slice covers (positions from one small table per sliced dime
 new values read with a gather), so a write fuses into the kernels that read the result and
 costs no copy of its own; a large contiguous region of memory the function made is a join
 of x's slabs around it and the new values instead (``JOIN_MIN_ELEMENTS``), so its values are
-computed over the region alone at affine positions. Writes with advanced keys known at trace time use a table of
-positions over the whole array (``table_update``, NumPy's own indexing computes it, with
-NumPy's order for repeated indices); a traced boolean mask a select and, for an array of
-values, a prefix count that says which value each selected element takes
+computed over the region alone at affine positions. Writes with advanced keys known at trace
+time use a table of positions over the whole array (``table_update``, NumPy's own indexing
+computes it, with NumPy's order for repeated indices); a traced boolean mask a select and,
+for an array of values, a prefix count that says which value each selected element takes
 (``mask_update``).
 """
 from __future__ import annotations

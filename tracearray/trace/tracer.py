@@ -873,10 +873,10 @@ class FlatIter:
         places = _flat_places(self.base.size, key)
         if places is not None and np.ndim(value) > 0 and not isinstance(value, FlatIter):
             v = Tracer(value if isinstance(value, Node) else as_node_(value)).reshape(-1)
-            if v.size != places and v.size == 0:
+            if v.size == 0 and places:
                 raise ValueError(with_location(
                     f"could not broadcast input array from shape (0,) into shape ({places},)"))
-            if v.size != places:
+            if v.size and v.size != places:
                 v = v[np.arange(places) % v.size]
             value = v.node
         new = setitem(flat, unwrap(key), value)
@@ -898,8 +898,8 @@ def _flat_places(size: int, key: Any) -> int | None:
     raw = key if isinstance(key, tuple) else (key,)
     if any(isinstance(k, (Tracer, Node)) or hasattr(k, "node") for k in raw):
         return None
-    try:
-        return int(np.empty(size, np.int8)[key].size)
+    try:   # (NumPy's indexing of a stand-in that holds no memory)
+        return int(np.broadcast_to(np.int8(0), (size,))[key].size)
     except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
         return None
 
