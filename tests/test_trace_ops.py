@@ -215,6 +215,48 @@ EXPLICITLY_TESTED.update({op: "test_external_primitives" for op in EXTERNAL_CALL
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_fma_reference_is_exact_where_it_skips_fractions(dt) -> None:
+    """The fma reference computes most elements by error-free transformations (fractions
+    for every element took minutes on 10^5 complex products: soak
+    cpu-2026-12-06-ninth-review, program 1453, timed out in the comparator); the result
+    has the bits of the exact, once-rounded value element by element: cancellations, tiny
+    and huge magnitudes, signed zeros and subnormals."""
+    from fractions import Fraction
+
+    from tracearray.ops.elementwise import _round_fraction, exact_fma
+    rng = np.random.default_rng(3)
+    n = 3000
+    a, b = (rng.standard_normal(n).astype(dt) for _ in range(2))
+    c = -(a.astype(np.float64) * b).astype(dt)                 # cancellation
+    c[::3] = (rng.standard_normal(n)[::3] * 1e-8).astype(dt)
+    c[1::7] = (a[1::7].astype(np.float64) * b[1::7] * (1 + 2.0 ** -30)).astype(dt)
+    big, small = (2.0 ** 60, 2.0 ** -70) if dt == np.float64 else (2.0 ** 20, 2.0 ** -20)
+    a[::11] *= dt(big)
+    b[::13] *= dt(small)
+    a[::17], b[::17], c[::17] = 0.0, -1.0, -0.0
+    a[5::19], c[5::19] = -0.0, 0.0
+    a[2::23] = dt(1e-310) if dt == np.float64 else dt(1e-40)
+    # ties broken by a tiny c: 1.5 * b of an odd mantissa lies halfway between two floats
+    # of dt, which the once-rounded sum leaves toward c's sign (not to even)
+    ties = slice(3, n, 5)
+    digits = np.finfo(dt).nmant               # an odd mantissa of every bit
+    odd = rng.integers(1 << (digits - 1), 1 << digits, size=a[ties].size) * 2 + 1
+    a[ties] = dt(1.5)
+    b[ties] = np.ldexp(odd.astype(dt), -digits) * np.where(odd % 3, 1, -1).astype(dt)
+    c[ties] = np.ldexp(np.where(odd % 4 == 1, 1.0, -1.0) * (1 + rng.random(odd.size)),
+                       -120).astype(dt)   # (below what a second rounding keeps of it)
+    with np.errstate(all="ignore"):
+        want = (a.astype(np.float64) * b + c.astype(np.float64)).astype(dt)
+        got = exact_fma(a, b, c)
+    for i in range(n):
+        q = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        if q != 0:
+            want[i] = _round_fraction(q, np.dtype(dt))
+    bits = np.uint32 if dt == np.float32 else np.uint64
+    assert (got.view(bits) == want.view(bits)).all()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_fma_primitive(dt) -> None:
     """fma (complex multiplication's fused products): one rounding, as NumPy's contiguous
     complex loops compute it; its reference is exact (fractions), infinities and NaNs as
