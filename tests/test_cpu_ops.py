@@ -1133,3 +1133,17 @@ def test_select_keeps_python_scalar_choices_weak(dtype) -> None:
                lambda x: np.select([x > 1, x == 0], [x, 2], default=3),
                lambda x: np.select([x > 1], [x], default=-1)):
         assert_matches_numpy(fn, x, device="cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int64])
+def test_average_multiplies_integers_in_the_result_dtype(dtype) -> None:
+    """np.average(a, weights=w) of integers multiplies in float64 (NumPy's
+    np.multiply(a, w, dtype=result_dtype)); the product was formed in the integer dtype and
+    wrapped before the cast (uint8 200 * 3)."""
+    from tracearray.testing import assert_matches_numpy
+    big = np.iinfo(dtype).max // 2
+    a = np.array([[big, big - 7], [10, 20]], dtype)
+    w = np.array([3, 1], dtype)
+    assert_matches_numpy(lambda a, w: (np.average(a, axis=1, weights=w),
+                                       np.average(a, weights=np.stack([w, w]),
+                                                  returned=True)), a, w, device="cpu")

@@ -59,3 +59,26 @@ def test_np_poly_functions_of_traced_coefficients():
                lambda a: np.polymul(a, a[:2]), lambda a: np.polymul(a * 0, [1, 2]),
                lambda a: np.poly1d(a).deriv()(np.linspace(-1, 1, 5))):
         assert_matches_numpy(fn, v, device="cpu")
+
+
+POLY_TENSOR_FORMS = {
+    # numpy.polynomial broadcasts a 2-d c over x's dimensions only if isinstance(x,
+    # np.ndarray): a traced x took the other branch (silently, where x's last dimension
+    # equalled the number of polynomials)
+    "polyval_2d_c": lambda x, c: np.polynomial.polynomial.polyval(x, c),
+    "chebval_2d_x_2d_c": lambda x, c: np.polynomial.chebyshev.chebval(
+        np.stack([x, x * 0.5]), c),
+    "hermval_2d_c": lambda x, c: np.polynomial.hermite.hermval(x, c),
+    "polygrid2d": lambda x, c: np.polynomial.polynomial.polygrid2d(x, x[:2], c),
+    "polyvalfromroots_1d": lambda x, c: np.polynomial.polynomial.polyvalfromroots(x, c[:, 0]),
+    "polyvalfromroots_2d": lambda x, c: np.polynomial.polynomial.polyvalfromroots(x, c),
+    "polyval2d": lambda x, c: np.polynomial.polynomial.polyval2d(x, x[::-1], c),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POLY_TENSOR_FORMS))
+def test_polynomial_values_broadcast_their_coefficients_as_numpy(name):
+    from tracearray.testing import assert_matches_numpy
+    x = np.array([0.5, -1.25, 2.0])
+    c = np.arange(9.0).reshape(3, 3) / 4 - 1
+    assert_matches_numpy(POLY_TENSOR_FORMS[name], x, c, device="cpu")

@@ -804,9 +804,11 @@ def numpy_class(value: Any, caller: Any) -> type:
     so that ``isinstance(x, np.ndarray)``, ``isinstance(s, float)`` and ``np.generic``
     tests take NumPy's branch instead of silently another one (``isinstance`` asks
     ``__class__`` once the type test fails; ``type(x)`` is still the tracer's). tracearray's
-    and NumPy's own modules see the real class."""
+    and NumPy's own modules see the real class, except numpy.polynomial, whose functions
+    shape their results by it as the user's code does (``polyval(x, c)`` of a 2-d ``c``
+    broadcasts ``c`` over x's dimensions only ``if isinstance(x, np.ndarray)``)."""
     module = caller.f_globals.get("__name__", "") if caller is not None else ""
-    if module.partition(".")[0] in _OWN_PACKAGES:
+    if module.partition(".")[0] in _OWN_PACKAGES and not module.startswith("numpy.polynomial."):
         return type(value)
     return np.ndarray if value.ndim else value.dtype.type
 

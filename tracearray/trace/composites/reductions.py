@@ -190,7 +190,9 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     scl = np.sum(w.astype(res_dt), axis=axis, keepdims=k)
     context.require(np.all(scl != 0).node, ZeroDivisionError,
                     "Weights sum to zero, can't be normalized")
-    avg = np.sum(np.multiply(t, w).astype(res_dt), axis=axis, keepdims=k) / scl
+    # NumPy multiplies in the result dtype (np.multiply(a, w, dtype=...)): integer products
+    # would wrap before the cast (uint8 200 * 3)
+    avg = np.sum(np.multiply(t.astype(res_dt), w.astype(res_dt)), axis=axis, keepdims=k) / scl
     if returned:
         return avg, np.broadcast_to(scl, avg.shape)
     return avg
