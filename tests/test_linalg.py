@@ -308,3 +308,14 @@ def test_lstsq_rank_is_known_when_tracing_so_polyfit_compiles():
     assert type(got[2]) is type(want[2]) and got[2] == want[2]
     with pytest.warns(np.exceptions.RankWarning):
         cpu(lambda a, b: np.polyfit(a, b, 2))(np.ones(4), np.arange(4.0))
+
+
+def test_einsum_dtype_casts_each_operand_under_the_casting_rule():
+    """np.einsum(..., dtype=) casts every operand under ``casting`` ('safe' by default):
+    float64 operands to float32 is NumPy's TypeError there, allowed with 'same_kind'."""
+    from tracearray.testing import assert_matches_numpy
+    a, b = np.ones((3, 4)), np.ones((4, 5), np.float32)
+    for kw in (dict(dtype=np.float32), dict(dtype=np.float32, casting="same_kind"),
+               dict(dtype=np.int64, casting="unsafe"), dict(dtype=np.float64)):
+        assert_matches_numpy(lambda a, b, kw=kw: np.einsum("ij,jk->ik", a, b, **kw), a, b,
+                             device="cpu")

@@ -296,6 +296,11 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
         raise ValueError(with_location("more operands provided to einstein sum function "
                                        "than specified in the subscripts string"))
     if dtype is not None:
+        for i, t in enumerate(ts):   # NumPy's iterator casts each operand under ``casting``
+            if not np.can_cast(t.dtype, dtype, casting):
+                raise TypeError(with_location(
+                    f"Iterator operand {i} dtype could not be cast from {t.dtype!r} to "
+                    f"{np.dtype(dtype)!r} according to the rule {casting!r}"))
         ts = [t.astype(dtype) for t in ts]
     sizes: dict[str, int] = {}
     terms = []
