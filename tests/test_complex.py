@@ -579,6 +579,7 @@ COMPLEX_SCALAR_FORMS = {
     "array_of_list": lambda x: np.array([x[0], 2.0]),
     "select_scalar_choice": lambda x: np.select([x.real > 0, x.real <= 0], [0, x]),
     "select_default": lambda x: np.select([x.real > 0, x.imag < 0], [x, 1j], default=x * 2),
+    "select_list_choice": lambda x: np.select([x.real > 0], [[1, 2, 3, 4]], default=x),
     "select_broadcast": lambda x: np.select([x.real[None, :] > np.ones((2, 1))], [x], 0),
     "broadcast_arrays": lambda x: np.broadcast_arrays(x[:, None], 0, x)[1],
     "piecewise_constant_and_function": lambda x: np.piecewise(

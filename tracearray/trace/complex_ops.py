@@ -725,9 +725,10 @@ def _select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
                                        "conditions"))
     if not condlist:
         raise ValueError(with_location("select with an empty condition list is not possible"))
+    from .composites.functions import _dtype_stand_in
 
-    def stand_in(v: Any) -> Any:
-        return v if isinstance(v, (bool, int, float, complex)) else np.zeros(1, v.dtype)
+    def stand_in(v: Any) -> Any:   # (the real composite's rule; lists as NumPy arrays)
+        return _dtype_stand_in(v, v if hasattr(v, "dtype") else np.asarray(v))
     dt = np.select([np.zeros(1, bool)] * len(choicelist), [stand_in(c) for c in choicelist],
                    stand_in(default)).dtype
     part = real_dtype(dt)
