@@ -30,6 +30,12 @@ from benchmarks import baselines as B  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
 
 SIZE = "check"
+
+
+def _benchmark(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python benchmarks/<script> <args>`` from the repository root, its output captured."""
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 NAMES = W.names()
 CPU_NAMES = W.cpu_names()   # the 13 and the CPU benchmark's arg-reduction rows
 
@@ -215,11 +221,9 @@ def test_cpu_verdict_names_each_workload_behind_its_best_peer():
 
 def test_cpu_cli_runs_and_writes_json(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--size", SIZE, "--only",
-         "ew_chain,moments", "--repeat", "2", "--warmup", "1", "--settle", "0.01", "--no-numba", "--no-jax",
-         "--keep-openblas-env", "--json", str(out)],
-        capture_output=True, text=True, timeout=120)
+    proc = _benchmark("cpu.py", "--size", SIZE, "--only", "ew_chain,moments", "--repeat", "2",
+                      "--warmup", "1", "--settle", "0.01", "--no-numba", "--no-jax",
+                      "--keep-openblas-env", "--json", str(out), timeout=120)
     assert "| workload |" in proc.stdout and "geomean" in proc.stdout, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["size"] == SIZE and doc["machine"]["cpu_count"] >= 1
@@ -235,10 +239,7 @@ def test_monte_carlo_cli_runs_and_writes_json(tmp_path):
     """benchmarks/monte_carlo.py at 20,000 draws: every estimate checked (exit 0), one kernel
     per workload (the draws fused into their consumers)."""
     out = tmp_path / "mc.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "monte_carlo.py"), "--n", "20000",
-         "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=300,
-        cwd=ROOT)
+    proc = _benchmark("monte_carlo.py", "--n", "20000", "--repeat", "1", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(out.read_text())["rows"]
     assert [r["workload"] for r in rows] == ["pi", "option", "dice", "noise"]
@@ -254,8 +255,7 @@ def test_accuracy_cli_runs_and_writes_json(tmp_path):
     assert A.exact("(x*x).sum()", x) == sum(i * i for i in range(1, 4097))
     assert A.exact("var", x) == (4096 ** 2 - 1) / 12
     out = tmp_path / "acc.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--sizes",
-                           "12", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    proc = _benchmark("accuracy.py", "--sizes", "12", "--json", str(out), timeout=120)
     assert proc.returncode == 0 and "| dtype | op | n | NumPy |" in proc.stdout, proc.stderr
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 8 and {r["op"] for r in rows} == set(A.OPS)
@@ -292,10 +292,8 @@ DRY_WORKLOADS = ["ew_chain", "softmax", "adam_step", "moments"]   # arrays, tupl
 
 def _dry_run(tmp_path, script: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / f"{script}.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--dry-run", "--size", "check",
-         "--repeat", "2", "--warmup", "0", "--json", str(out), *extra],
-        capture_output=True, text=True, timeout=300)
+    proc = _benchmark(script, "--dry-run", "--size", "check", "--repeat", "2", "--warmup", "0",
+                      "--json", str(out), *extra)
     assert out.exists(), proc.stdout + proc.stderr
     return proc, json.loads(out.read_text())
 
@@ -350,12 +348,11 @@ def test_gpu_launch_ab_dry_run_runs_each_variant_in_its_own_process(tmp_path):
     (a policy field or constant that does not exist fails that variant, named), the
     workloads checked against float64 NumPy, one JSON line each."""
     out = tmp_path / "ab.jsonl"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu_launch_ab.py"), "--dry-run",
-         "--variant", "default=", "--variant", "grid16=tiling.row_grid_per_sm=16",
-         "--variant", "typo=tiling.row_grid_per_smm=21",
-         "--variant", "typo2=codegen.WARP_ROW_UNROLLL=2", "--workloads", "softmax,ew_chain",
-         "--rounds", "1", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    proc = _benchmark("gpu_launch_ab.py", "--dry-run", "--variant", "default=",
+                      "--variant", "grid16=tiling.row_grid_per_sm=16",
+                      "--variant", "typo=tiling.row_grid_per_smm=21",
+                      "--variant", "typo2=codegen.WARP_ROW_UNROLLL=2",
+                      "--workloads", "softmax,ew_chain", "--rounds", "1", "--json", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr   # the typo's variant failed
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["variant"] for x in lines] == ["default", "grid16", "typo", "typo2"]
@@ -557,10 +554,7 @@ def test_loops_cli_runs_and_writes_json(tmp_path):
     """benchmarks/loops.py with its loops cut to a twentieth: every result checked against
     NumPy (exit 0), one row per workload."""
     out = tmp_path / "loops.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--steps-scale", "0.05",
-         "--repeat", "1", "--json", str(out)], capture_output=True, text=True, timeout=300,
-        cwd=ROOT)
+    proc = _benchmark("loops.py", "--steps-scale", "0.05", "--repeat", "1", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(out.read_text())["rows"]
     assert [r["workload"] for r in rows] == ["heat", "wave", "nbody", "sgd", "ema"]
