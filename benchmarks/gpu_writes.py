@@ -16,6 +16,8 @@ Workloads (float32 values, int64 indices; n = 64 / 2048 / 16384 for check / cpu 
                                                         the last write (C order) wins
   cumsum           np.cumsum(x)                         x: n*n/16
   jacobi_inplace   u[1:-1, 1:-1] = 0.25 * (4 neighbours)  u: n x n, updated in place
+  jacobi_copy      u = u.copy(); the same assignment     u: n x n; a new array returned
+  heat_steps       20 steps of u = u.copy(); u[1:-1, 1:-1] = heat update  (a Python loop)
 
 tracearray compiles the NumPy source (``device="cuda"``, tracearray device arrays); CuPy (eager)
 runs that same source, except scatter_add, which is ``cupyx.scatter_add``; torch.compile gets
@@ -88,6 +90,23 @@ def jacobi_inplace(u):
     u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
 
 
+def jacobi_copy(u):
+    u = u.copy()
+    u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return u
+
+
+HEAT_STEPS = 20
+
+
+def heat_steps(u):
+    for _ in range(HEAT_STEPS):
+        u = u.copy()
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] +
+                                               u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+    return u
+
+
 # ======================================================================================
 # The other frameworks' ways of writing them
 # ======================================================================================
@@ -110,10 +129,23 @@ def torch_versions(torch: Any) -> Dict[str, Callable]:
     def torch_cumsum(x):
         return torch.cumsum(x, 0)
 
+    def torch_jacobi_copy(u):
+        u = u.clone()
+        jacobi_inplace(u)
+        return u
+
+    def torch_heat_steps(u):
+        for _ in range(HEAT_STEPS):
+            u = u.clone()
+            u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] +
+                                                   u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+        return u
+
     return {"gather": torch_gather, "masked_sum": torch_masked_sum,
             "masked_zero_sum": torch_masked_zero_sum, "scatter_add": torch_scatter_add,
             "scatter_set": scatter_set, "cumsum": torch_cumsum,
-            "jacobi_inplace": jacobi_inplace}
+            "jacobi_inplace": jacobi_inplace, "jacobi_copy": torch_jacobi_copy,
+            "heat_steps": torch_heat_steps}
 
 
 def cupy_versions(cupyx: Any) -> Dict[str, Callable]:
@@ -122,7 +154,8 @@ def cupy_versions(cupyx: Any) -> Dict[str, Callable]:
 
     return {"gather": gather, "masked_sum": masked_sum, "masked_zero_sum": masked_zero_sum,
             "scatter_add": cupy_scatter_add, "scatter_set": scatter_set, "cumsum": cumsum,
-            "jacobi_inplace": jacobi_inplace}
+            "jacobi_inplace": jacobi_inplace, "jacobi_copy": jacobi_copy,
+            "heat_steps": heat_steps}
 
 
 def implementation(fw: G.Framework, name: str) -> Callable:
@@ -187,6 +220,10 @@ _SPECS = [
     WriteWorkload("jacobi_inplace", jacobi_inplace, _grid_input,
                   lambda a: a["u"].nbytes + 4 * (a["u"].shape[0] - 2) * (a["u"].shape[1] - 2),
                   inplace=("u",)),
+    WriteWorkload("jacobi_copy", jacobi_copy, _grid_input,   # read u, write the copy
+                  lambda a: 2 * a["u"].nbytes),
+    WriteWorkload("heat_steps", heat_steps, _grid_input,     # one read and write a step
+                  lambda a: 2 * HEAT_STEPS * a["u"].nbytes),
 ]
 WORKLOADS: Dict[str, WriteWorkload] = {w.name: w for w in _SPECS}
 

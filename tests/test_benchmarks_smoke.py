@@ -319,7 +319,8 @@ def test_gpu_writes_dry_run_checks_tracearray_and_reports_refusals(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = {r["workload"]: r for r in doc["results"]}
     assert list(status) == ["gather", "masked_sum", "masked_zero_sum", "scatter_add",
-                            "scatter_set", "cumsum", "jacobi_inplace"]
+                            "scatter_set", "cumsum", "jacobi_inplace", "jacobi_copy",
+                            "heat_steps"]
     for name, r in status.items():
         if name == "scatter_add" and r["status"] == "refused":   # until np.add.at compiles
             assert "add.at" in r["reason"] and f"refused: {r['reason']}" in proc.stdout
