@@ -50,6 +50,7 @@ when ``|got - want| <= atol + rtol·|want|``); they never make them stricter. Wh
 from __future__ import annotations
 
 import warnings
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -171,7 +172,7 @@ class Comparison:
 # ============================================================================================
 
 def _numpy_call(fn: Callable, args: Sequence[Any]) -> Any:
-    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    copies = _private_copies(args)   # (arrays inside dicts and lists too: an SGD step's)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fn(*copies)
@@ -180,10 +181,13 @@ def _numpy_call(fn: Callable, args: Sequence[Any]) -> Any:
 def _private_copies(args: Sequence[Any]) -> list[Any]:
     """``args`` with every NumPy array (in any pytree) replaced by a copy of the same
     layout: a view keeps its strides and offset into a copy of its base, and views of one
-    base share one copy, so the compiled call sees the strides and aliasing it was given."""
+    base share one copy, so the compiled call sees the strides and aliasing it was given.
+    A ``np.random.Generator`` is copied too (in its state): the caller's does not advance."""
     bases: dict[int, np.ndarray] = {}
 
     def copy(a: Any) -> Any:
+        if isinstance(a, np.random.Generator):
+            return deepcopy(a)
         if not isinstance(a, np.ndarray) or type(a) is not np.ndarray:
             return a
         base = a
@@ -260,7 +264,11 @@ def compare_with_numpy(fn: Callable, *args: Any, rtol: float | None = None,
     graph = lowered.graph
     leaves_in, _ = pytree.flatten(list(args), is_array_leaf)
     # complex arguments are graph inputs as their interleaved real pairs
-    inputs = [pair_view(np.asarray(v)) for v in leaves_in]
+    # (a Generator is the 0-d uint64 key the call draws from it: the compiled call drew it
+    # from a copy of the generator, so another copy gives the graph the same key)
+    inputs = [np.array(deepcopy(v).bit_generator.random_raw(), np.uint64)
+              if isinstance(v, np.random.Generator) else pair_view(np.asarray(v))
+              for v in leaves_in]
     bound_graph: Graph | None = graph
     reads_globals = cf
     if reference is not None:
