@@ -834,6 +834,17 @@ def test_a_large_region_is_computed_over_the_region_alone():
     assert (81, 97) in spaces and (83, 97) not in spaces, spaces
 
 
+def test_a_gpu_trace_writes_a_large_region_with_one_select(emulated_gpu):
+    """On a GPU the select kernel is faster than the join's launch per slab (H100,
+    benchmarks/gpu_writes.py), so the GPU's trace of the stencil has no join: one kernel."""
+    u = np.random.default_rng(1).standard_normal((83, 97))
+    fn = REGION_PROGRAMS["stencil_step"]
+    gpu = tracearray.compile(fn, device="cuda")
+    assert len(gpu.lower(u).plan.kernels) == 1
+    assert len(tracearray.compile(fn, device="cpu").lower(u).plan.kernels) > 1
+    np.testing.assert_allclose(np.asarray(gpu(u)), fn(u), rtol=1e-12)
+
+
 def test_writes_into_an_argument_stay_one_kernel_in_place():
     def update(a, b):
         a[:, 2:] = b[:, :-2] * 2
@@ -887,3 +898,18 @@ def test_flat_writes_repeat_short_values(name, shape):
     broadcast, a ValueError for any other length."""
     x = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
     assert_matches_numpy(FLAT_PROGRAMS[name], x, device="cpu")
+
+
+def test_a_tuple_of_traced_values_is_assigned_as_numpy_converts_it():
+    # hist[d] = S, I in a simulation loop; np.add.at with a tuple of values (probe session 4)
+    def record(a, b, x):
+        hist = np.zeros((2, 2))
+        hist[0] = a, b
+        h = np.zeros(3)
+        np.add.at(h, [0, 2], (x[0], x[1]))
+        return hist, h
+
+    args = (np.float64(1.5), np.float64(2.5), np.array([1.0, 2.0]))
+    got = tracearray.compile(record, device="cpu")(*args)
+    for g, w in zip(got, record(*args)):
+        np.testing.assert_array_equal(g, w)

@@ -661,3 +661,16 @@ def test_cpu_equals_gpu_device() -> None:
     want = cpu(_targets_program)(np.random.default_rng(9), x)
     got = tracearray.compile(_targets_program, device="cuda")(np.random.default_rng(9), x)
     _assert_same_draws(got, want)
+
+
+def test_generator_uniform_refuses_high_below_low_as_numpy_does():
+    with pytest.raises(ValueError, match="high - low < 0"):
+        tracearray.compile(lambda rng: rng.uniform(5.0, -2.0, 3), device="cpu")(
+            np.random.default_rng(0))
+    f = tracearray.compile(lambda rng, lo, hi: rng.uniform(lo, hi), device="cpu")
+    assert f(np.random.default_rng(0), np.zeros(2), np.ones(2)).shape == (2,)
+    with pytest.raises(ValueError, match="high - low < 0"):    # checked when it runs
+        f(np.random.default_rng(0), np.zeros(2), np.array([1.0, -1.0]))
+    # the legacy function takes high < low, as NumPy's does
+    assert tracearray.compile(lambda: np.random.uniform(5.0, -2.0, 3), device="cpu")().shape \
+        == (3,)

@@ -1259,3 +1259,11 @@ def test_numpy_constant_arrays_can_be_indexed_by_traced_values(name):
     from tracearray.testing import assert_matches_numpy
     p = np.random.default_rng(3).standard_normal(16)
     assert_matches_numpy(CONSTANT_MAKERS[name], p, device="cpu")
+
+
+def test_hasattr_ptp_is_false_as_for_a_numpy_2_array():
+    def span(x):
+        return x.ptp() if hasattr(x, "ptp") else np.ptp(x)
+
+    x = np.array([3.0, -1.0, 4.0])
+    assert tracearray.compile(span, device="cpu")(x) == span(x)

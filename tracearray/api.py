@@ -22,7 +22,7 @@ import types
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence, overload
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from .tile import TileSpec, tile_plan
 from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
                     is_array_leaf, plain_function, pytree, random_key_source, trace_function)
 from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
+from .trace import captured as _captured
 from .trace import context as trace_context
 from .trace.graph import Graph
 
@@ -184,10 +185,14 @@ class CompiledFunction:
         self._build_lock = threading.RLock()
         forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
         self._retraces = _RetraceCounter()
-        plain = plain_function(fn)[0]
+        plain, bound, bound_kw = plain_function(fn)
         _refuse_lazy_function(plain if plain is not None else fn)
         # The globals the traced function reads (checked at every call: see _guards_hold).
         self._globals: dict = plain.__globals__ if plain is not None else {}
+        # Where arrays reached through closures, defaults, the bound object and global
+        # containers are found again at every call (trace/captured.py); input name -> path
+        self._roots = _captured.Roots(plain, bound, bound_kw)
+        self._captured_paths: dict[str, _captured.Path] = {}
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):   # functools.partial, callable objects
             self.__name__ = getattr(plain, "__name__", None) or type(fn).__name__
@@ -336,8 +341,11 @@ class CompiledFunction:
             if derived:
                 self.stats.resizes += 1
             else:
+                # (the device a function runs on is fixed in a process, so it is not part of
+                # the trace's key: a GPU's traces write large regions with selects)
                 trace = trace_function(self.fn, args, kwargs, self.static_argnums,
-                                       self.static_argnames, sizes)
+                                       self.static_argnames, sizes,
+                                       joins=self._resolve_device() == "cpu")
                 plan = plan_graph(trace.graph)
                 traced = (trace, plan, tile_plan(plan))
                 self.stats.traces += 1
@@ -345,6 +353,8 @@ class CompiledFunction:
                     self._templates.offer(skey, tkey[1], trace, plan, self.__name__,
                                           self._guards_hold)
             trace, plan = traced[0], traced[1]
+            for cname, (cpath, _seen, _values) in trace.captured.items():
+                self._captured_paths[cname] = cpath
             self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
             while len(self._traces) > self.max_traces:
@@ -459,6 +469,14 @@ class CompiledFunction:
             if type(now) is not type(seen) or not isinstance(seen, _VALUE_TYPES) or \
                     _static_key(now) != _static_key(seen):
                 return False
+        return self._captured_hold(trace)
+
+    def _captured_hold(self, trace: Trace) -> bool:
+        """Whether every captured array's path (``trace/captured.py``) still leads to the
+        array the trace saw, or to one of its shape and dtype (read in its place)."""
+        for path, seen, values in trace.captured.values():
+            if not _captured.still_holds(self._roots, path, seen, values):
+                return False
         return True
 
     def _global_arrays(self, graph: Graph, keys: dict | None = None) -> list[np.ndarray]:
@@ -470,11 +488,51 @@ class CompiledFunction:
         for name in graph.globals:
             source = random_key_source(name)
             if source is None:
-                out.append(interleaved.pair_view(_as_input_array(self._globals[name])))
+                out.append(interleaved.pair_view(_as_input_array(self.global_value(name))))
                 continue
             if source not in keys:
                 keys[source] = _random_key(source)
             out.append(keys[source])
+        return out
+
+    def global_value(self, name: str) -> Any:
+        """The value now of a global input of this function's graphs that is not a random
+        key: a global array by name, or a captured array by its path."""
+        path = self._captured_paths.get(name)
+        if path is not None:
+            return _captured.current_array(self._roots, path)
+        return self._globals[name]
+
+    def _fast_inputs(self, hit: "_FastCall", args: tuple) -> list | None:
+        """The fast path's inputs: the arguments, then the graph's global inputs now (global
+        and captured arrays, fresh random keys); None when one of them is no longer what
+        the executable was built for (another layout; a captured path that leads elsewhere,
+        or an array used by value that holds other values): the general path decides."""
+        roots = self._roots
+        for path, seen, values in hit.fixed:
+            if not _captured.still_holds(roots, path, seen, values):
+                return None
+        out = list(args)
+        keys: dict[str, np.ndarray] = {}
+        for kind, key, seen, layout in hit.bound:
+            if kind is _BIND_RANDOM:
+                if key not in keys:
+                    keys[key] = _random_key(key)
+                out.append(keys[key])
+                continue
+            if kind is _BIND_CAPTURED:
+                now = roots.resolve(key)
+                if now is not seen and not (type(now) in PLAIN_ARRAY_TYPES and
+                                            now.shape == seen.shape and now.dtype == seen.dtype):
+                    return None
+            else:   # a global array (its shape and dtype: the guards)
+                now = self._globals.get(key, _MISSING)
+                if now is _MISSING:
+                    return None
+            arr = interleaved.pair_view(_as_input_array(now))
+            if (type(arr), arr.strides) != layout:
+                return None   # another layout: another executable (the general path's key)
+            out.append(arr)
         return out
 
     def _report(self, name: str, lowered: "Lowered", tkey: Any, derived: bool = False) -> None:
@@ -530,14 +588,15 @@ class CompiledFunction:
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            if hit is not None and (not hit.guards or self._same_globals(hit)):
+            inputs = None if hit is None else \
+                self._fast_inputs(hit, args) if hit.bound or hit.fixed else args
+            if inputs is not None and (not hit.guards or self._same_globals(hit)):
                 self.stats.calls += 1
                 self.stats.device = fast_key[0]
                 if hit.single:   # the common case, with nothing to check or write back
-                    out = hit.run(args)[0]
+                    out = hit.run(inputs)[0]
                     return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
                 graph = hit.trace.graph
-                inputs = list(args) + self._global_arrays(graph) if graph.globals else args
                 if graph.updates:
                     targets = list(args) + [self._globals.get(n) for n in graph.globals]
                     _check_update_targets(graph, targets)
@@ -569,7 +628,7 @@ class CompiledFunction:
         if fast_key is not None and not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
             self._fast[fast_key] = _FastCall(lowered.executable,
-                                             self._traces_entry(lowered.graph))
+                                             self._traces_entry(lowered.graph), leaves[n_args:])
         return _results(outs, graph, targets)
 
     def _update_targets(self, args: tuple, kwargs: dict, graph: Graph) -> list[Any]:
@@ -630,14 +689,20 @@ class CompiledFunction:
         return explain_plan(lowered.plan, lowered.tiles, notes, bound)
 
 
+_BIND_GLOBAL, _BIND_CAPTURED, _BIND_RANDOM = "global", "captured", "random"
+
+
 class _FastCall:
     """What the call fast path runs for one signature: the executable, the trace it was
-    built from (guards, graph), and whether its result needs no processing (one array, no
-    global inputs, no in-place updates, no run-time checks)."""
+    built from (guards, graph), whether its result needs no processing (one array, no
+    in-place updates, no run-time checks), and how its global inputs are found at each call
+    (``bound``: kind, global name / captured path / random source, the array the trace saw,
+    and the (type, strides) the executable was built for; ``fixed``: captured arrays used by
+    value, ``CompiledFunction._fast_inputs``)."""
 
-    __slots__ = ("executable", "run", "trace", "guards", "single", "scalar")
+    __slots__ = ("executable", "run", "trace", "guards", "single", "scalar", "bound", "fixed")
 
-    def __init__(self, executable: Any, trace: Trace) -> None:
+    def __init__(self, executable: Any, trace: Trace, global_leaves: Sequence[Any]) -> None:
         graph = trace.graph
         self.executable = executable
         self.run = getattr(executable, "fast_run", None) or executable.run
@@ -645,7 +710,19 @@ class _FastCall:
         self.guards = tuple(trace.guards.items())
         self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
         self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
-                       and not graph.globals and not graph.updates and not graph.checks)
+                       and not graph.updates and not graph.checks)
+        bound = []
+        for name, leaf in zip(graph.globals, global_leaves):
+            source = random_key_source(name)
+            if source is not None:
+                bound.append((_BIND_RANDOM, source, None, None))
+            elif name in trace.captured:
+                path, seen, _values = trace.captured[name]
+                bound.append((_BIND_CAPTURED, path, seen, (type(leaf), leaf.strides)))
+            else:
+                bound.append((_BIND_GLOBAL, name, None, (type(leaf), leaf.strides)))
+        self.bound = tuple(bound)
+        self.fixed = tuple(v for v in trace.captured.values() if v[2] is not None)
 
 
 @functools.cache

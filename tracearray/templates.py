@@ -146,7 +146,7 @@ class SizeTemplates:
         if plan is None:
             return None
         t.share_descriptions(plan)
-        trace = Trace(graph, t.trace.guards, None, t.trace.size_dependence)
+        trace = Trace(graph, t.trace.guards, None, t.trace.size_dependence, t.trace.captured)
         return trace, plan, tile_plan(plan)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
+from . import captured as captured_arrays
 from . import context, pytree
 from . import random as traced_random
 from .build import check_dtype, constant
@@ -116,6 +117,11 @@ class Trace:
     # the trace itself can tell: None when nothing the function did depends on them
     # (no size read as a Python number, no size the data decides, no global assigned).
     size_dependence: str | None = "not traced to the end"
+    # arrays reached through closures, defaults, bound objects, global containers that are
+    # graph inputs or used by value (``captured.py``): name -> (path, the array the trace
+    # saw, a copy of its values when they were used while tracing)
+    captured: dict[str, tuple[captured_arrays.Path, np.ndarray, np.ndarray | None]] = \
+        field(default_factory=dict)
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -159,16 +165,19 @@ def _refuse_random_in(fn: types.FunctionType | None, bound: tuple, kwargs: dict)
 
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, static_argnums: frozenset[int],
-                   static_argnames: frozenset[str], sizes: tuple[int, ...] = ()) -> Trace:
+                   static_argnames: frozenset[str], sizes: tuple[int, ...] = (),
+                   joins: bool = True) -> Trace:
     """Trace ``fn(*args, **kwargs)``: array leaves of non-static arguments become graph inputs
     (by shape and dtype); everything else is passed to ``fn`` unchanged. ``sizes``: the
-    data-dependent sizes found by earlier probes of this call (see ``Trace``).
+    data-dependent sizes found by earlier probes of this call (see ``Trace``). ``joins``:
+    whether large slice assignments into the function's own memory are joins (for the CPU;
+    ``buffers.JOIN_MIN_ELEMENTS``) or selects (for a GPU).
 
     Every tracer made belongs to this trace; when it returns (or fails) the trace is ended,
     and a tracer that escaped it (kept in a global, a list, a closure) raises
     ``UnexpectedTracerError`` on any later use (``Tracer.node``)."""
     state = context.TraceState(function=getattr(fn, "__qualname__", None) or repr(fn),
-                               sizes=tuple(sizes))
+                               sizes=tuple(sizes), joins=joins)
     try:
         return _trace(state, fn, args, kwargs, static_argnums, static_argnames)
     finally:
@@ -263,6 +272,14 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         guards.setdefault(name, value)
         return value
 
+    def captured_input(value: np.ndarray, name: str) -> Tracer:
+        t = make_input(value, name, None)
+        global_inputs.append(name)
+        return t
+
+    state.captured = captured_arrays.CapturedArrays(
+        captured_arrays.Roots(plain, bound, bound_kw), captured_input,
+        lambda: [n for n in guards if n not in seen_global_arrays])
     call: Callable = fn
     if plain is not None:
         recorder = _RecordingGlobals(plain.__globals__, on_read)
@@ -311,7 +328,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         graph = Graph(tuple(inputs), (probe.count,), ("leaf",), tuple(input_names), (),
                       tuple(global_inputs), dict(state.locations))
         verify(graph)
-        return Trace(graph, guards, probe=probe.what)
+        return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used))
     if recorder is not None:
         state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
@@ -343,7 +360,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                   tuple(global_inputs), dict(state.locations),
                   tuple(i for i, _n in updates))
     verify(graph)
-    return Trace(graph, guards, size_dependence=_size_dependence(state))
+    return Trace(graph, guards, size_dependence=_size_dependence(state),
+                 captured=dict(state.captured.used))
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

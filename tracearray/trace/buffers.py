@@ -194,7 +194,10 @@ def region_update(x: Node, slices: Sequence[tuple[int, int, int]], y: Node) -> N
 # reads its operands at affine positions over the region alone. The select above computes
 # them at gathered positions over all of x (a 2048 x 2048 stencil step: 9.2 -> 4.7 ms on
 # the CPU). Small regions (one element: out[i] = v in a loop) stay selects: a join is a
-# kernel per slab.
+# kernel per slab. On a GPU the select is faster at every size measured (H100,
+# benchmarks/gpu_writes.py: a 16384 x 16384 stencil into a copy 0.92 ms as a select, 1.04 as
+# a join whose interior kernel stores at an offset of one element; 20 steps of a 2048 x 2048
+# heat loop 0.61 against 1.10 ms), so traces for a GPU make none (``TraceState.joins``).
 JOIN_MIN_ELEMENTS = 4096
 # False while writing into an argument's (or a global array's) memory: its one select
 # kernel writes the argument in place (``fuse.plan.in_place_updates``), where a join would

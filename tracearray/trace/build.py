@@ -78,12 +78,49 @@ def external(op: str, args: Sequence[Node], **attrs: Any) -> tuple[Node, ...]:
 
 
 def constant(value: Any, dtype: Any = None) -> Node:
-    """A constant node holding a copy of ``value`` (frozen at trace time)."""
+    """A constant node holding a copy of ``value`` (frozen at trace time) -- unless
+    ``value`` is an array the traced function reached through a closure, a default, a bound
+    object or a global container: then the graph input that reads it at every call
+    (``captured.py``)."""
+    node = captured_node(value)
+    if node is not None:
+        return node if dtype is None else cast(node, dtype)
     arr = np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
     dt = check_dtype(arr.dtype, "constant")
     arr = np.array(arr, dtype=dt, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
     return Node.make("constant", (), {"value": arr.tobytes(), "shape": arr.shape, "dtype": dt.str},
                      arr.shape, dt)
+
+
+_CAPTURABLE = (np.ndarray, np.memmap)
+
+
+def _captured_arrays() -> Any:
+    from .context import current
+    state = current()
+    return state.captured if state is not None else None
+
+
+def captured_node(value: Any) -> Node | None:
+    """The graph input standing for ``value`` when it is an array the traced function
+    reached through a closure, default, bound object or global container (``captured.py``),
+    else None."""
+    if type(value) in _CAPTURABLE:
+        captured = _captured_arrays()
+        if captured is not None:
+            t = captured.tracer_for(value)
+            if t is not None:
+                return t.node
+    return None
+
+
+def fix_captured_value(value: Any) -> None:
+    """``value`` is used by its values while tracing: when it is an array the function
+    reached (``captured_node``), a call where it holds other values traces again."""
+    if type(value) in _CAPTURABLE:
+        captured = _captured_arrays()
+        if captured is not None:
+            captured.fixed_value(value)
 
 
 def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
@@ -227,6 +264,8 @@ def to_dtype(value: Any, dtype: np.dtype) -> Node:
         return cast(value.compact().node, dtype)
     if isinstance(value, (list, tuple)):       # (holding traced values, maybe)
         return cast(as_node(value), dtype)
+    if type(value) in _CAPTURABLE:   # (an array the function reached: maybe a graph input)
+        return cast(constant(value), dtype)
     try:
         return constant(np.asarray(value, dtype=dtype))
     except OverflowError as e:

@@ -95,6 +95,15 @@ class TraceState:
     # > 0 while np.vectorize traces its function on stand-ins of one element
     # (trace/vectorize.py): their values cannot be computed by a probe
     element_traces: int = 0
+    # arrays reached through closures, defaults, bound objects and global containers: graph
+    # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
+    captured: Any = None
+    # whether large slice assignments into the function's own memory are joins (the CPU's
+    # choice; a GPU runs the one select kernel faster: buffers.JOIN_MIN_ELEMENTS)
+    joins: bool = True
+    # > 0 while NumPy's own implementation of a function runs on traced values
+    # (dispatch.run_numpy_implementation): its conversions of such arrays give their inputs
+    numpy_implementations: int = 0
 
 
 class SizeNeeded(BaseException):
@@ -297,6 +306,18 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
 
 def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callable[..., Any]:
     def convert(a: Any = None, *args: Any, **kwargs: Any) -> Any:
+        state = current() if type(a) in _CAPTURABLE else None
+        if state is not None and state.numpy_implementations and _from_numpy(2):
+            # NumPy's own implementation, run on traced values (np.polyval(self.p, x)),
+            # converting an array the function reached through a closure, the bound object,
+            # ...: its graph input, so that the result follows the array's values
+            # (trace/captured.py). (Without a traced operand, NumPy computes the function
+            # once, while tracing: docs/sharp-bits.md.)
+            from .build import captured_node
+            node = captured_node(a)
+            if node is not None:
+                from .tracer import Tracer
+                a = Tracer(node)
         if not _holds_tracer(a):
             out = original(a, *args, **kwargs)
             # np.array(...) of Python data in the user's code: an array of the function's
@@ -342,6 +363,15 @@ _CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empt
               "full_like", "arange", "linspace", "eye", "identity", "tri")
 _UNIFORM = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like",
                       "empty_like", "full_like"})
+
+
+_CAPTURABLE = (np.ndarray, np.memmap)
+
+
+def _from_numpy(depth: int) -> bool:
+    """Whether the caller ``depth`` frames up is NumPy's own code."""
+    name = sys._getframe(depth).f_globals.get("__name__", "") or ""
+    return name == "numpy" or name.startswith("numpy.")
 
 
 def _from_user_code(depth: int) -> bool:

@@ -370,6 +370,9 @@ def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs
     """NumPy's own Python implementation of ``func`` on tracers. It is built from ufuncs,
     methods and other NumPy functions, which trace; where it needs something that does not
     (item assignment, a data-dependent size), the error names ``func`` and the user's line."""
+    state = context.current()
+    if state is not None:
+        state.numpy_implementations += 1
     try:
         return _traced_results(impl(*args, **kwargs), args, kwargs)
     except UnsupportedOperationError as e:
@@ -390,3 +393,6 @@ def run_numpy_implementation(func: Callable, impl: Callable, args: tuple, kwargs
             f"{numpy_name(func)} is not supported by tracearray: NumPy's own implementation "
             f"branches on array values ({first}), which are only known when the compiled "
             f"function runs")) from None
+    finally:
+        if state is not None:
+            state.numpy_implementations -= 1

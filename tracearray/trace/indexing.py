@@ -30,7 +30,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import with_location
-from .build import as_node, cast, constant, known_value, make, unsupported
+from .build import (as_node, captured_node, cast, constant, fix_captured_value, known_value,
+                    make, unsupported)
 from .graph import Node
 from ..ops.rules import broadcast_shape
 
@@ -66,6 +67,15 @@ def _classify(k: Any) -> Any:
         return operator.index(k)
     if isinstance(k, list) and _holds_nodes(k):
         k = array_from_nested(k)
+    if isinstance(k, np.ndarray):
+        # an array the function reached through a closure, the bound object, ...: integer
+        # indices are read at every call; a mask decides the result's shape, so its values
+        # are fixed by the trace (a call with other values there traces again)
+        if k.dtype == np.dtype(bool):
+            fix_captured_value(k)
+        else:
+            node = captured_node(k)
+            k = k if node is None else node
     if isinstance(k, Node) and known_value(k) is not None:
         # an index array the function made (np.arange(n), a loop variable over one): known
         k = known_value(k)
@@ -433,7 +443,7 @@ def assigned_value(value: Any, dtype: np.dtype) -> Node:
     """The right-hand side of ``x[key] = value`` in x's dtype, converted as NumPy's
     assignment does (unsafe casting of arrays; Python scalars out of range raise)."""
     from .numpy_api import array_from_nested
-    if isinstance(value, list) and _holds_nodes(value):
+    if isinstance(value, (list, tuple)) and _holds_nodes(value):
         value = array_from_nested(value)
     if isinstance(value, Node):
         return cast(value, dtype)
@@ -565,7 +575,7 @@ def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:
     if values is not None:
         from .numpy_api import array_from_nested
         v = (values if isinstance(values, Node) else
-             array_from_nested(values) if isinstance(values, list) and _holds_nodes(values)
+             array_from_nested(values) if isinstance(values, (list, tuple)) and _holds_nodes(values)
              else constant(np.asarray(values)))
     try:
         loop = uf.resolve_dtypes((x.dtype,) + ((v.dtype,) if v is not None else ()) + (None,),

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from . import context
-from .build import constant, known_value, make
+from .build import constant, known_value, make, to_dtype
 from .tracer import Tracer
 from ..errors import UnsupportedOperationError, with_location
 from ..ops.random import philox_reference
@@ -85,6 +85,8 @@ class TracedGenerator:
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
         low, high = _float_param(low), _float_param(high)
         _require(np.isfinite(high - low), OverflowError, "Range exceeds valid bounds")
+        if self._name != "np.random":   # (the legacy np.random.uniform takes high < low)
+            _require(np.logical_not(np.less(high - low, 0)), ValueError, "high - low < 0")
         shape = _size(size, _param_shapes(low, high), f"{self._name}.uniform")
         u = _uniform01(self._bits(shape), np.dtype(np.float64))
         return low + (high - low) * u
@@ -273,7 +275,7 @@ def _float_param(value: Any) -> Any:
         return value.astype(np.float64)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    return Tracer(constant(np.asarray(value, dtype=np.float64)))
+    return Tracer(to_dtype(value, np.dtype(np.float64)))
 
 
 def _param_shapes(*params: Any) -> tuple[tuple[int, ...], ...]:

@@ -331,6 +331,9 @@ class Tracer:
         if not name.startswith("__") and hasattr(np.ndarray, name):
             raise UnsupportedAttributeError(with_location(
                 f"ndarray.{name} is not supported by tracearray on traced values"))
+        if name == "ptp":   # (NumPy 2's own words; hasattr(x, "ptp") is False, as in NumPy)
+            raise AttributeError("`ptp` was removed from the ndarray class in NumPy 2.0. Use "
+                                 "np.ptp(arr, ...) instead.")
         raise AttributeError(f"'numpy.ndarray' object has no attribute {name!r}")
 
     def __len__(self) -> int:
@@ -541,7 +544,9 @@ class Tracer:
             # ComplexWarning
             value = complex_values.discard_imaginary(
                 complex_values.as_complex(value), self.node.dtype)
-        joining = buffers.JOIN_REGIONS.set(self._buf.argument is None)
+        state = context.current()
+        joining = buffers.JOIN_REGIONS.set(self._buf.argument is None and
+                                           (state is None or state.joins))
         try:
             self._write(setitem(self.node, unwrap(key), unwrap(value)))
         finally:
@@ -655,11 +660,6 @@ class Tracer:
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
         return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out)
-
-    def ptp(self, *args: Any, **kwargs: Any) -> Any:
-        raise AttributeError(with_location(
-            "`ptp` was removed from the ndarray class in NumPy 2.0. Use np.ptp(arr, ...) "
-            "instead."))
 
     def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):  # type: ignore[no-untyped-def]
         return np.trace(self, offset, axis1, axis2, dtype, out)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import context, numpy_api as api
-from ..build import normalize_axes, unsupported
+from ..build import fix_captured_value, normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
@@ -357,6 +357,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     if isinstance(repeats, Tracer):
         raise unsupported("np.repeat with traced repeat counts", "the result size would depend "
                           "on the data")
+    fix_captured_value(repeats)   # the counts decide the shape: fixed by the trace
     counts = np.asarray(repeats)
     if counts.ndim == 0 or counts.size == 1:
         r = int(counts.reshape(-1)[0]) if counts.size else 0

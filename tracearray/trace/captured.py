@@ -1,0 +1,333 @@
+"""Arrays the traced function reaches other than through its arguments and global names:
+closure variables, default arguments, attributes of a bound object (``self.w`` of a
+compiled method), items of global containers (``PARAMS["w"]``), attributes of global
+namespaces and of the user's modules (``cfg.w``, ``mod.W``).
+
+NumPy reads such an array's current values at every call, so freezing it into the graph
+as a constant is a silent wrong result after ``self.w -= lr * g`` (an in-place update) or
+``self.w = self.w - lr * g`` (a new array bound to the same place). Instead, when such an
+array meets traced values (the trace turns it into a graph node: ``build.constant``), it
+becomes a graph input like a global array, found again at every call by its *path*: the
+root (closure cell, default, bound argument, global name) and the attribute and item
+steps from there. The call binds whatever array the path leads to then; when it leads to
+something else (another shape or dtype, not an array, nothing), the call traces again.
+
+Paths are found by a bounded walk from the roots, made once per trace when the first
+unknown array turns up (and again for global names read after it): through dicts, lists,
+tuples, ``SimpleNamespace``s, the user's modules and instances of the user's classes (their
+``__dict__``), a few steps deep. Views of such an array (``self.w.T``, ``self.w[0]``) are
+views of its input. What is *not* seen: a value NumPy computed from such an array outside
+the traced operations (``self.w * 2`` with no traced operand is computed once, while
+tracing), complex arrays, and scalars (a number reached this way is a constant of the
+trace; docs/sharp-bits.md)."""
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+MAX_DEPTH = 4          # attribute / item steps below a root
+MAX_VISITS = 5000      # objects looked at in one walk
+CAPTURED_PREFIX = "<captured "
+_MISSING = object()
+_ARRAY_TYPES = (np.ndarray, np.memmap)
+_DTYPES = frozenset(np.dtype(d) for d in (   # the real dtypes the graph holds (native order)
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64"))
+
+
+@dataclass(frozen=True)
+class Path:
+    """Where an array was found: ``root`` (("closure", i), ("default", i),
+    ("kwdefault", name), ("bound", i), ("bound_kw", name) or ("global", name)) and the steps
+    from it (("attr", name): an entry of the object's ``__dict__``; ("item", key))."""
+    root: tuple
+    steps: tuple
+    text: str
+
+    @property
+    def input_name(self) -> str:
+        """The graph input's name (in ``Graph.globals``), never a Python identifier."""
+        return f"{CAPTURED_PREFIX}{self.text}>"
+
+
+def captured_text(name: str) -> str | None:
+    """The path text of a graph input named by ``Path.input_name``, else None."""
+    return name[len(CAPTURED_PREFIX):-1] if name.startswith(CAPTURED_PREFIX) else None
+
+
+class Roots:
+    """A compiled function's roots: its plain function (closure, defaults), the arguments
+    bound before the call (``functools.partial``, a bound method's object) and its
+    globals. ``resolve(path)`` follows a path now (``_MISSING`` where it breaks)."""
+
+    def __init__(self, plain: types.FunctionType | None, bound: tuple, bound_kw: dict):
+        self.plain, self.bound, self.bound_kw = plain, bound, bound_kw
+        self.globals: dict = plain.__globals__ if plain is not None else {}
+
+    def fixed(self) -> list[tuple[tuple, str, Any]]:
+        """The roots other than global names: (root, text, value)."""
+        out: list[tuple[tuple, str, Any]] = []
+        fn = self.plain
+        names = fn.__code__.co_varnames[:fn.__code__.co_argcount] if fn is not None else ()
+        for i, v in enumerate(self.bound):
+            label = names[i] if i < len(names) else f"bound argument {i}"
+            out.append((("bound", i), label, v))
+        for k, v in self.bound_kw.items():
+            out.append((("bound_kw", k), k, v))
+        if fn is None:
+            return out
+        for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
+            try:
+                out.append((("closure", i), name, cell.cell_contents))
+            except ValueError:   # an empty cell
+                pass
+        defaults = fn.__defaults__ or ()
+        first = fn.__code__.co_argcount - len(defaults)
+        for i, v in enumerate(defaults):
+            out.append((("default", i), f"default of {names[first + i]}", v))
+        for k, v in (fn.__kwdefaults__ or {}).items():
+            out.append((("kwdefault", k), f"default of {k}", v))
+        return out
+
+    def resolve(self, path: Path) -> Any:
+        kind, key = path.root
+        try:
+            if kind == "closure":
+                obj = self.plain.__closure__[key].cell_contents
+            elif kind == "default":
+                obj = self.plain.__defaults__[key]
+            elif kind == "kwdefault":
+                obj = self.plain.__kwdefaults__[key]
+            elif kind == "bound":
+                obj = self.bound[key]
+            elif kind == "bound_kw":
+                obj = self.bound_kw[key]
+            else:
+                obj = self.globals[key]
+            for how, k in path.steps:
+                obj = vars(obj)[k] if how == "attr" else obj[k]
+        except Exception:   # noqa: BLE001 -- a broken path: the call traces again
+            return _MISSING
+        return obj
+
+
+def still_holds(roots: Roots, path: Path, seen: np.ndarray,
+                values: np.ndarray | None) -> bool:
+    """Whether ``path`` still leads to ``seen`` or to an array the trace's graph can read
+    in its place (a plain array of the same shape and dtype); for an array the trace used
+    by value, holding ``values``."""
+    now = roots.resolve(path)
+    if now is not seen and not (type(now) in _ARRAY_TYPES and now.shape == seen.shape
+                                and now.dtype == seen.dtype):
+        return False
+    return values is None or np.array_equal(now, values)
+
+
+def current_array(roots: Roots, path: Path) -> np.ndarray:
+    """The array ``path`` leads to now (the call checked ``still_holds`` first)."""
+    return roots.resolve(path)
+
+
+class CapturedArrays:
+    """One trace's captured arrays: the walk's findings (``id`` -> (array, path)), and the
+    graph inputs made for those the graph used. ``make_input(array, name)`` makes a graph
+    input (a ``Tracer``); ``global_names()`` the global names read so far (new roots)."""
+
+    def __init__(self, roots: Roots, make_input: Callable[[np.ndarray, str], Any],
+                 global_names: Callable[[], list[str]]):
+        self.roots = roots
+        self._make_input = make_input
+        self._global_names = global_names
+        self._found: dict[int, tuple[np.ndarray, Path]] | None = None
+        self._by_owner: dict[int, list[tuple[np.ndarray, Path]]] = {}
+        self._walked_globals: set[str] = set()
+        self._tracers: dict[int, Any] = {}
+        # what the trace used: input name -> (path, the array, None) for graph inputs;
+        # (path, the array, a copy of its values) for arrays used by value (fixed_value)
+        self.used: dict[str, tuple[Path, np.ndarray, np.ndarray | None]] = {}
+
+    # --------------------------------------------------------------- the walk
+    def _walk(self, roots: list[tuple[tuple, str, Any]]) -> None:
+        found = self._found
+        visited: set[int] = set()
+        queue = collections.deque((value, root, (), text, 0) for root, text, value in roots)
+        visits = 0
+        while queue and visits < MAX_VISITS:
+            obj, root, steps, text, depth = queue.popleft()
+            if id(obj) in visited:
+                continue
+            visited.add(id(obj))
+            visits += 1
+            if type(obj) in _ARRAY_TYPES:
+                if obj.dtype in _DTYPES and id(obj) not in found:
+                    found[id(obj)] = (obj, Path(root, steps, text))
+                    self._by_owner.setdefault(id(_owner(obj)), []).append(found[id(obj)])
+                continue
+            if depth >= MAX_DEPTH:
+                continue
+            for how, key, child, label in _children(obj, text, MAX_VISITS - visits):
+                queue.append((child, root, steps + ((how, key),), label, depth + 1))
+
+    def _ensure_walked(self) -> bool:
+        """Walk the roots not walked yet; whether there were any."""
+        new = []
+        if self._found is None:
+            self._found = {}
+            new += self.roots.fixed()
+        names = [n for n in self._global_names() if n not in self._walked_globals]
+        for n in names:
+            self._walked_globals.add(n)
+            if n in self.roots.globals:
+                new.append((("global", n), n, self.roots.globals[n]))
+        if not new:
+            return False
+        self._walk(new)
+        return True
+
+    # --------------------------------------------------------------- lookup
+    def tracer_for(self, arr: np.ndarray) -> Any:
+        """The traced value standing for ``arr`` when the walk found it (or the array it
+        views), else None (an array the trace made, or one it cannot find: a constant)."""
+        hit = self._tracers.get(id(arr))
+        if hit is not None and hit[0] is arr:
+            return hit[1]
+        found = self._lookup(arr)
+        if found is None and self._ensure_walked():
+            found = self._lookup(arr)
+        if found is None:
+            return None
+        base, path = found
+        name = path.input_name
+        if name not in self.used or id(base) not in self._tracers:
+            self.used[name] = (path, base, None)
+            self._tracers[id(base)] = (base, self._make_input(base, name))
+        t = self._tracers[id(base)][1]
+        if base is not arr:
+            t = _view_of(t, base, arr)
+            if t is None:
+                return None
+            self._tracers[id(arr)] = (arr, t)
+        return t
+
+    def fixed_value(self, arr: np.ndarray) -> None:
+        """``arr`` is used by its values while tracing (a boolean index, whose count of True
+        elements decides the result's shape): when the walk found it (or the array it
+        views), a call whose array there holds other values traces again."""
+        found = self._lookup(arr)
+        if found is None and self._ensure_walked():
+            found = self._lookup(arr)
+        if found is None:
+            return
+        base, path = found
+        key = f"{path.input_name} (values)"
+        if key not in self.used:
+            self.used[key] = (path, base, base.copy())
+
+    def _lookup(self, arr: np.ndarray) -> tuple[np.ndarray, Path] | None:
+        """The array found by the walk that ``arr`` is, or whose memory ``arr`` views (NumPy
+        makes every view's ``base`` the array owning the memory, so views of a found array
+        are found through their owner)."""
+        if self._found is None:
+            return None
+        hit = self._found.get(id(arr))
+        if hit is not None and hit[0] is arr:
+            return hit
+        for cand in self._by_owner.get(id(_owner(arr)), ()):
+            if _within(arr, cand[0]):
+                return cand
+        return None
+
+
+def _owner(a: np.ndarray) -> Any:
+    return a.base if a.base is not None else a
+
+
+def _within(view: np.ndarray, arr: np.ndarray) -> bool:
+    """Whether every element of ``view`` lies in ``arr``'s memory, ``arr`` C-contiguous (so
+    that the view is a strided view of ``arr``'s elements in C order)."""
+    if view.dtype != arr.dtype or not arr.flags.c_contiguous or view.size == 0:
+        return False
+    start = arr.__array_interface__["data"][0]
+    v0 = view.__array_interface__["data"][0]
+    lo = v0 + sum(min(0, (n - 1) * s) for n, s in zip(view.shape, view.strides))
+    hi = v0 + sum(max(0, (n - 1) * s) for n, s in zip(view.shape, view.strides))
+    return start <= lo and hi + view.itemsize <= start + arr.nbytes
+
+
+def _view_of(t: Any, base: np.ndarray, view: np.ndarray) -> Any:
+    """``view`` (an array viewing ``base``'s memory) as a view of ``t`` (base's traced
+    input): elements at the view's offset and strides in base's C-order memory."""
+    from .memory_views import as_strided
+    item = base.dtype.itemsize
+    start = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if start % item or any(s % item for s in view.strides):
+        return None   # not whole elements of base: a constant, as before
+    flat = t.reshape(-1)
+    offset = start // item
+    if offset:
+        flat = flat[offset:]
+    return as_strided(flat, view.shape, view.strides, False)
+
+
+def _children(obj: Any, text: str, limit: int) -> list[tuple[str, Any, Any, str]]:
+    """(step kind, key, value, path text) of the objects ``obj`` holds that the walk
+    follows (at most ``limit``)."""
+    t = type(obj)
+    if t is dict:
+        items = ((k, v) for k, v in list(obj.items()) if type(k) in (str, int))
+        how = "item"
+    elif t in (list, tuple):
+        items, how = enumerate(list(obj)), "item"
+    elif t is types.SimpleNamespace or (t is types.ModuleType and _user_module(obj)) or \
+            (t is not types.ModuleType and _user_instance(obj)):
+        items = ((k, v) for k, v in list(vars(obj).items())
+                 if type(k) is str and not k.startswith("__"))
+        how = "attr"
+    else:
+        return []
+    out = []
+    for k, v in items:
+        if _worth_visiting(v):
+            label = f"{text}.{k}" if how == "attr" else f"{text}[{k!r}]"
+            out.append((how, k, v, label))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _worth_visiting(v: Any) -> bool:
+    return type(v) in _ARRAY_TYPES or type(v) in (dict, list, tuple, types.SimpleNamespace,
+                                                   types.ModuleType) or _user_instance(v)
+
+
+def _user_module(mod: types.ModuleType) -> bool:
+    """A module of the user's (not the standard library's, site-packages' or tracearray's;
+    one made at run time, ``types.ModuleType("cfg")``, is the user's)."""
+    path = getattr(mod, "__file__", None)
+    if isinstance(path, str):
+        return _user_file(path)
+    return getattr(mod, "__name__", None) not in sys.builtin_module_names
+
+
+@functools.lru_cache(maxsize=1024)
+def _user_file(path: str) -> bool:
+    from .context import _library_roots
+    return not os.path.abspath(path).startswith(_library_roots())
+
+
+def _user_instance(obj: Any) -> bool:
+    """An instance of a class defined in the user's code (with a ``__dict__``)."""
+    t = type(obj)
+    if isinstance(obj, (type, types.ModuleType, types.FunctionType)) or \
+            not hasattr(obj, "__dict__") or type(getattr(obj, "__dict__", None)) is not dict:
+        return False
+    name = getattr(t, "__module__", None)
+    mod = sys.modules.get(name) if isinstance(name, str) else None
+    return mod is not None and (name == "__main__" or _user_module(mod))
