@@ -243,3 +243,22 @@ def test_new_layout_of_a_global_or_captured_array_gets_its_own_executable():
     for _ in range(2):
         np.testing.assert_array_equal(cm(x), m.f(x))
     assert cm.stats.traces == 1
+
+
+def test_an_in_place_reshape_of_a_captured_array_is_seen():
+    class M:
+        def __init__(self):
+            self.w = np.arange(6.0)
+
+        def f(self, x):
+            return x + self.w
+
+    m = M()
+    c = compiled(m.f)
+    x = np.ones(6)
+    for _ in range(2):
+        np.testing.assert_array_equal(c(x), m.f(x))
+    m.w.shape = (2, 3)                   # the same object, another shape
+    for _ in range(2):
+        np.testing.assert_array_equal(c(x), m.f(x))
+    assert c.stats.traces == 2

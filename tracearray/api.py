@@ -514,21 +514,22 @@ class CompiledFunction:
                 return None
         out = list(args)
         keys: dict[str, np.ndarray] = {}
-        for kind, key, seen, layout in hit.bound:
+        for kind, key, seen, layout, ready, shape, dtype in hit.bound:
             if kind is _BIND_RANDOM:
                 if key not in keys:
                     keys[key] = _random_key(key)
                 out.append(keys[key])
                 continue
-            if kind is _BIND_CAPTURED:
-                now = roots.resolve(key)
-                if now is not seen and not (type(now) in PLAIN_ARRAY_TYPES and
-                                            now.shape == seen.shape and now.dtype == seen.dtype):
-                    return None
-            else:   # a global array (its shape and dtype: the guards)
-                now = self._globals.get(key, _MISSING)
-                if now is _MISSING:
-                    return None
+            now = roots.resolve(key) if kind is _BIND_CAPTURED else \
+                self._globals.get(key, _MISSING)
+            if now is ready and now.shape == shape and now.dtype is dtype:
+                # the array bound last time, as it was
+                out.append(now)
+                continue
+            if now is _MISSING or (kind is _BIND_CAPTURED and now is not seen and not (
+                    type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape and
+                    now.dtype == seen.dtype)):
+                return None   # (a global array's shape and dtype: the guards)
             arr = interleaved.pair_view(_as_input_array(now))
             if (type(arr), arr.strides) != layout:
                 return None   # another layout: another executable (the general path's key)
@@ -628,7 +629,8 @@ class CompiledFunction:
         if fast_key is not None and not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)):
             self._fast[fast_key] = _FastCall(lowered.executable,
-                                             self._traces_entry(lowered.graph), leaves[n_args:])
+                                             self._traces_entry(lowered.graph), leaves[n_args:],
+                                             self.global_value)
         return _results(outs, graph, targets)
 
     def _update_targets(self, args: tuple, kwargs: dict, graph: Graph) -> list[Any]:
@@ -702,7 +704,8 @@ class _FastCall:
 
     __slots__ = ("executable", "run", "trace", "guards", "single", "scalar", "bound", "fixed")
 
-    def __init__(self, executable: Any, trace: Trace, global_leaves: Sequence[Any]) -> None:
+    def __init__(self, executable: Any, trace: Trace, global_leaves: Sequence[Any],
+                 global_now: Callable[[str], Any]) -> None:
         graph = trace.graph
         self.executable = executable
         self.run = getattr(executable, "fast_run", None) or executable.run
@@ -715,12 +718,17 @@ class _FastCall:
         for name, leaf in zip(graph.globals, global_leaves):
             source = random_key_source(name)
             if source is not None:
-                bound.append((_BIND_RANDOM, source, None, None))
-            elif name in trace.captured:
-                path, seen, _values = trace.captured[name]
-                bound.append((_BIND_CAPTURED, path, seen, (type(leaf), leaf.strides)))
-            else:
-                bound.append((_BIND_GLOBAL, name, None, (type(leaf), leaf.strides)))
+                bound.append((_BIND_RANDOM, source, None, None, None, None, None))
+                continue
+            kind, key, seen = (_BIND_CAPTURED, *trace.captured[name][:2]) \
+                if name in trace.captured else (_BIND_GLOBAL, name, None)
+            # the object bound as it is (no conversion): the next call may bind it again
+            # without a look at its layout while its shape and dtype stay (``x.shape = ...``
+            # and ``x.dtype = ...`` are in place)
+            now = global_now(name)
+            ready = now if leaf is now else None
+            bound.append((kind, key, seen, (type(leaf), leaf.strides), ready, leaf.shape,
+                          leaf.dtype))
         self.bound = tuple(bound)
         self.fixed = tuple(v for v in trace.captured.values() if v[2] is not None)
 
