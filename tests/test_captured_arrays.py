@@ -262,3 +262,15 @@ def test_an_in_place_reshape_of_a_captured_array_is_seen():
     for _ in range(2):
         np.testing.assert_array_equal(c(x), m.f(x))
     assert c.stats.traces == 2
+
+
+def test_an_in_place_reshape_of_a_global_array_is_seen():
+    g = {"np": np, "W": np.arange(6.0)}
+    exec("def f(x):\n    return x + W\n", g)
+    c = compiled(g["f"])
+    x = np.ones(6)
+    for _ in range(2):
+        np.testing.assert_array_equal(c(x), g["f"](x))
+    g["W"].shape = (6, 1)
+    for _ in range(2):
+        np.testing.assert_array_equal(c(x), g["f"](x))

@@ -353,8 +353,8 @@ class CompiledFunction:
                     self._templates.offer(skey, tkey[1], trace, plan, self.__name__,
                                           self._guards_hold)
             trace, plan = traced[0], traced[1]
-            for cname, (cpath, _seen, _values) in trace.captured.items():
-                self._captured_paths[cname] = cpath
+            for cname, used in trace.captured.items():
+                self._captured_paths[cname] = used.path
             self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
             while len(self._traces) > self.max_traces:
@@ -457,14 +457,16 @@ class CompiledFunction:
         equal number or string will do), or for a global array one of the same shape and
         dtype (its values are read at every call)."""
         g = self._globals
+        layouts = trace.global_layouts
         for name, seen in trace.guards.items():
             now = g.get(name, _MISSING)
-            if now is seen:   # the common case (``np``, helper functions): no more to check
-                continue
-            if isinstance(seen, np.ndarray):
-                if not (type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape
-                        and now.dtype == seen.dtype):
+            if name in layouts:   # a global array (the same object may have been reshaped)
+                shape, dtype = layouts[name]
+                if not (type(now) in PLAIN_ARRAY_TYPES and now.shape == shape
+                        and now.dtype == dtype):
                     return False
+                continue
+            if now is seen:   # the common case (``np``, helper functions): no more to check
                 continue
             if type(now) is not type(seen) or not isinstance(seen, _VALUE_TYPES) or \
                     _static_key(now) != _static_key(seen):
@@ -474,8 +476,8 @@ class CompiledFunction:
     def _captured_hold(self, trace: Trace) -> bool:
         """Whether every captured array's path (``trace/captured.py``) still leads to the
         array the trace saw, or to one of its shape and dtype (read in its place)."""
-        for path, seen, values in trace.captured.values():
-            if not _captured.still_holds(self._roots, path, seen, values):
+        for used in trace.captured.values():
+            if not _captured.still_holds(self._roots, used):
                 return False
         return True
 
@@ -509,8 +511,8 @@ class CompiledFunction:
         the executable was built for (another layout; a captured path that leads elsewhere,
         or an array used by value that holds other values): the general path decides."""
         roots = self._roots
-        for path, seen, values in hit.fixed:
-            if not _captured.still_holds(roots, path, seen, values):
+        for used in hit.fixed:
+            if not _captured.still_holds(roots, used):
                 return None
         out = list(args)
         keys: dict[str, np.ndarray] = {}
@@ -526,12 +528,12 @@ class CompiledFunction:
                 # the array bound last time, as it was
                 out.append(now)
                 continue
-            if now is _MISSING or (kind is _BIND_CAPTURED and now is not seen and not (
+            if now is _MISSING or (kind is _BIND_CAPTURED and not (
                     type(now) in PLAIN_ARRAY_TYPES and now.shape == seen.shape and
                     now.dtype == seen.dtype)):
                 return None   # (a global array's shape and dtype: the guards)
             arr = interleaved.pair_view(_as_input_array(now))
-            if (type(arr), arr.strides) != layout:
+            if (type(arr), arr.strides) != layout or arr.shape != shape:
                 return None   # another layout: another executable (the general path's key)
             out.append(arr)
         return out
@@ -720,7 +722,8 @@ class _FastCall:
             if source is not None:
                 bound.append((_BIND_RANDOM, source, None, None, None, None, None))
                 continue
-            kind, key, seen = (_BIND_CAPTURED, *trace.captured[name][:2]) \
+            kind, key, seen = (_BIND_CAPTURED, trace.captured[name].path,
+                               trace.captured[name]) \
                 if name in trace.captured else (_BIND_GLOBAL, name, None)
             # the object bound as it is (no conversion): the next call may bind it again
             # without a look at its layout while its shape and dtype stay (``x.shape = ...``
@@ -730,7 +733,7 @@ class _FastCall:
             bound.append((kind, key, seen, (type(leaf), leaf.strides), ready, leaf.shape,
                           leaf.dtype))
         self.bound = tuple(bound)
-        self.fixed = tuple(v for v in trace.captured.values() if v[2] is not None)
+        self.fixed = tuple(v for v in trace.captured.values() if v.values is not None)
 
 
 @functools.cache

@@ -146,7 +146,8 @@ class SizeTemplates:
         if plan is None:
             return None
         t.share_descriptions(plan)
-        trace = Trace(graph, t.trace.guards, None, t.trace.size_dependence, t.trace.captured)
+        trace = Trace(graph, t.trace.guards, None, t.trace.size_dependence, t.trace.captured,
+                      t.trace.global_layouts)
         return trace, plan, tile_plan(plan)
 
 

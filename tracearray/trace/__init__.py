@@ -118,10 +118,11 @@ class Trace:
     # (no size read as a Python number, no size the data decides, no global assigned).
     size_dependence: str | None = "not traced to the end"
     # arrays reached through closures, defaults, bound objects, global containers that are
-    # graph inputs or used by value (``captured.py``): name -> (path, the array the trace
-    # saw, a copy of its values when they were used while tracing)
-    captured: dict[str, tuple[captured_arrays.Path, np.ndarray, np.ndarray | None]] = \
-        field(default_factory=dict)
+    # graph inputs or used by value (``captured.py``): name -> what the trace used
+    captured: dict[str, captured_arrays.Captured] = field(default_factory=dict)
+    # the shape and dtype of each global array when traced (``x.shape = ...`` changes the
+    # object in ``guards`` in place)
+    global_layouts: dict[str, tuple[tuple, np.dtype]] = field(default_factory=dict)
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -192,6 +193,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     input_names: list[str] = []
     global_inputs: list[str] = []
     guards: dict[str, Any] = {}
+    global_layouts: dict[str, tuple[tuple, np.dtype]] = {}
 
     def make_input(value: Any, name: str, alias: str | None) -> Any:
         # NumPy scalars and objects with __array__ as NumPy converts them (the call converts
@@ -268,6 +270,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             global_inputs.append(name)
             seen_global_arrays[name] = t
             guards[name] = value
+            global_layouts[name] = (value.shape, value.dtype)
             return t
         guards.setdefault(name, value)
         return value
@@ -328,7 +331,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         graph = Graph(tuple(inputs), (probe.count,), ("leaf",), tuple(input_names), (),
                       tuple(global_inputs), dict(state.locations))
         verify(graph)
-        return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used))
+        return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
+                     global_layouts=global_layouts)
     if recorder is not None:
         state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
@@ -361,7 +365,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                   tuple(i for i, _n in updates))
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
-                 captured=dict(state.captured.used))
+                 captured=dict(state.captured.used), global_layouts=global_layouts)
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

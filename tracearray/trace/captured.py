@@ -28,7 +28,7 @@ import os
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -60,6 +60,17 @@ class Path:
 def captured_text(name: str) -> str | None:
     """The path text of a graph input named by ``Path.input_name``, else None."""
     return name[len(CAPTURED_PREFIX):-1] if name.startswith(CAPTURED_PREFIX) else None
+
+
+class Captured(NamedTuple):
+    """What a trace used of an array reached by ``path``: the array, its shape and dtype
+    then (an in-place ``x.shape = ...`` changes the same object), and a copy of its values
+    when the trace used them (else None)."""
+    path: Path
+    array: np.ndarray
+    shape: tuple
+    dtype: np.dtype
+    values: np.ndarray | None = None
 
 
 class Roots:
@@ -118,16 +129,14 @@ class Roots:
         return obj
 
 
-def still_holds(roots: Roots, path: Path, seen: np.ndarray,
-                values: np.ndarray | None) -> bool:
-    """Whether ``path`` still leads to ``seen`` or to an array the trace's graph can read
-    in its place (a plain array of the same shape and dtype); for an array the trace used
-    by value, holding ``values``."""
-    now = roots.resolve(path)
-    if now is not seen and not (type(now) in _ARRAY_TYPES and now.shape == seen.shape
-                                and now.dtype == seen.dtype):
+def still_holds(roots: Roots, c: Captured) -> bool:
+    """Whether ``c.path`` still leads to an array the trace's graph can read (a plain array
+    of the shape and dtype the trace saw: the same one or another); for an array the trace
+    used by value, holding those values."""
+    now = roots.resolve(c.path)
+    if not (type(now) in _ARRAY_TYPES and now.shape == c.shape and now.dtype == c.dtype):
         return False
-    return values is None or np.array_equal(now, values)
+    return c.values is None or np.array_equal(now, c.values)
 
 
 def current_array(roots: Roots, path: Path) -> np.ndarray:
@@ -151,7 +160,7 @@ class CapturedArrays:
         self._tracers: dict[int, Any] = {}
         # what the trace used: input name -> (path, the array, None) for graph inputs;
         # (path, the array, a copy of its values) for arrays used by value (fixed_value)
-        self.used: dict[str, tuple[Path, np.ndarray, np.ndarray | None]] = {}
+        self.used: dict[str, Captured] = {}
 
     # --------------------------------------------------------------- the walk
     def _walk(self, roots: list[tuple[tuple, str, Any]]) -> None:
@@ -206,7 +215,7 @@ class CapturedArrays:
         base, path = found
         name = path.input_name
         if name not in self.used or id(base) not in self._tracers:
-            self.used[name] = (path, base, None)
+            self.used[name] = Captured(path, base, base.shape, base.dtype)
             self._tracers[id(base)] = (base, self._make_input(base, name))
         t = self._tracers[id(base)][1]
         if base is not arr:
@@ -228,7 +237,7 @@ class CapturedArrays:
         base, path = found
         key = f"{path.input_name} (values)"
         if key not in self.used:
-            self.used[key] = (path, base, base.copy())
+            self.used[key] = Captured(path, base, base.shape, base.dtype, base.copy())
 
     def _lookup(self, arr: np.ndarray) -> tuple[np.ndarray, Path] | None:
         """The array found by the walk that ``arr`` is, or whose memory ``arr`` views (NumPy
