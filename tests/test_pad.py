@@ -130,3 +130,15 @@ def test_complex_pads_each_part_alone() -> None:
         assert_matches_numpy(fn, z, device="cpu")
     with pytest.raises(tracearray.errors.UnsupportedOperationError, match="maximum"):
         tracearray.compile(lambda z: np.pad(z, 1, mode="maximum"), device="cpu")(z)
+
+
+def test_pad_with_a_traced_constant_value():
+    # np.pad(x, 1, constant_values=x.mean()) (probe session 4: refused with a message about
+    # np.copyto)
+    def f(x):
+        return np.pad(x, 1, constant_values=x.mean()), np.pad(x, (2, 1),
+                                                               constant_values=(x[0], 7))
+
+    x = np.array([1.0, 2.0, 6.0])
+    for got, want in zip(tracearray.compile(f, device="cpu")(x), f(x)):
+        np.testing.assert_array_equal(got, want)

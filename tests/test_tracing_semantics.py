@@ -1267,3 +1267,18 @@ def test_hasattr_ptp_is_false_as_for_a_numpy_2_array():
 
     x = np.array([3.0, -1.0, 4.0])
     assert tracearray.compile(span, device="cpu")(x) == span(x)
+
+
+def test_lists_of_traced_values_as_numpy_converts_them():
+    # np.full with a row of traced values; np.concatenate of tuples of different lengths
+    def f(x):
+        return np.full((2, 2), (x[0], x[1])), np.concatenate([(x[0], 1.0), (x[2],)])
+
+    x = np.array([1.0, 2.0, 3.0])
+    for got, want in zip(tracearray.compile(f, device="cpu")(x), f(x)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_ufunc_of_a_list_of_traced_values_names_the_way_around():
+    with pytest.raises(tracearray.errors.ConcretizationError, match=r"np\.exp\(np\.array"):
+        tracearray.compile(lambda x: np.exp([x[0], 0.0]), device="cpu")(np.ones(2))

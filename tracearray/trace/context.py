@@ -412,6 +412,8 @@ def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order
     """``np.full(shape, traced_fill)``: the fill broadcast (its dtype unless ``dtype=``)."""
     from . import numpy_api as api
     from .tracer import Tracer
+    if isinstance(fill_value, (list, tuple)) and _holds_tracer(fill_value):
+        fill_value = _traced(fill_value)   # a row of traced values, as np.asarray makes it
     if not _is_tracer(fill_value) or _holds_tracer(shape):
         return None
     node = fill_value.node if dtype is None else api.astype(fill_value.node, dtype)
@@ -516,6 +518,18 @@ def _list_statistic(original: Callable[..., Any], method: str) -> Callable[..., 
     return wrapped
 
 
+def _traced_list(a: Any) -> Any:
+    """A list holding traced values as one traced array, as np.asarray converts it; one of
+    arrays of different lengths (np.concatenate's ``[(a, 1.0), (b,)]``) as a list of
+    traced arrays, each converted so."""
+    try:
+        return _traced(a)
+    except ValueError:
+        if not isinstance(a, (list, tuple)):
+            raise
+        return [_traced(v) if _holds_tracer(v) else v for v in a]
+
+
 def _list_arguments(original: Callable[..., Any]) -> Callable[..., Any]:
     """A NumPy function tracearray implements (a composite) given a Python list holding
     traced values where it takes an array (``np.dot([a, b], [c, d])``,
@@ -532,8 +546,8 @@ def _list_arguments(original: Callable[..., Any]) -> Callable[..., Any]:
             keys = {k for k, v in kwargs.items() if _holds_traced_list(v)}
             if current() is None or not (lists or keys):
                 raise
-        return original(*[_traced(a) if i in lists else a for i, a in enumerate(args)],
-                        **{k: _traced(v) if k in keys else v for k, v in kwargs.items()})
+        return original(*[_traced_list(a) if i in lists else a for i, a in enumerate(args)],
+                        **{k: _traced_list(v) if k in keys else v for k, v in kwargs.items()})
     wrapped.__name__ = wrapped.__qualname__ = getattr(original, "__name__", "function")
     wrapped.__doc__ = getattr(original, "__doc__", None)
     wrapped.__wrapped__ = original   # type: ignore[attr-defined]

@@ -431,6 +431,13 @@ class Tracer:
                 f"converting to a NumPy array (a ufunc's .{method.group(1)}() of a list or "
                 f"tuple of traced arrays: NumPy converts the list itself before tracearray "
                 f"sees the arrays; stack them first: .{method.group(1)}(np.stack([...])))")
+        listed = re.search(r"np\.(\w+)\(\s*[\[(]", code)
+        if listed:
+            return self._concrete(
+                f"converting to a NumPy array (np.{listed.group(1)} of a list or tuple "
+                f"holding traced values? NumPy converts the list itself before tracearray "
+                f"sees the values; make it one traced array first: "
+                f"np.{listed.group(1)}(np.array([...])))")
         if re.search(r"\w\s*\[", code):
             return self._concrete("converting to a NumPy array (indexing a NumPy array with a "
                                   "traced index? NumPy's own indexing needs the index's "

@@ -446,6 +446,8 @@ def _pad_pairs(x: Any, ndim: int, as_index: bool = False, integral: bool = False
 def _constant_block(t: Tracer, ax: int, width: int, value: Any) -> Tracer:
     shape = list(t.shape)
     shape[ax] = width
+    if isinstance(value, Tracer):   # constant_values=x.mean(): assigned as NumPy's pad does
+        return np.broadcast_to(value.astype(t.dtype), shape)
     return np.full(shape, value, dtype=t.dtype)
 
 
