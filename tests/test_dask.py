@@ -70,6 +70,25 @@ def test_constants_globals_and_transposed_operands():
     close(got, (X64 * y.T).sum(axis=0), 1e-12)
 
 
+def test_captured_arrays_are_read_when_the_graph_is_built():
+    """An array the function reaches through its bound object is a source of the Dask
+    graph, read as it is when the graph is built (trace/captured.py)."""
+    class Scale:
+        def __init__(self):
+            self.w = np.arange(37.0)
+
+        def __call__(self, a):
+            return a * self.w
+
+    s = Scale()
+    f = tracearray.compile(s)
+    (got,) = threads(f(da.from_array(X64, chunks=(25, 10))))
+    close(got, X64 * np.arange(37.0), 1e-12)
+    s.w[:] = 2.0
+    (got,) = threads(f(da.from_array(X64, chunks=(25, 10))))
+    close(got, X64 * 2.0, 1e-12)
+
+
 @pytest.mark.parametrize("row_chunks", [37, 10], ids=["rows-whole", "rows-split"])
 def test_row_normalisation(row_chunks):
     x = da.from_array(X32, chunks=(25, row_chunks))

@@ -353,8 +353,7 @@ class CompiledFunction:
                     self._templates.offer(skey, tkey[1], trace, plan, self.__name__,
                                           self._guards_hold)
             trace, plan = traced[0], traced[1]
-            for cname, used in trace.captured.items():
-                self._captured_paths[cname] = used.path
+            self.note_captured(trace)
             self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
             self._traces[tkey] = traced
             while len(self._traces) > self.max_traces:
@@ -496,6 +495,11 @@ class CompiledFunction:
                 keys[source] = _random_key(source)
             out.append(keys[source])
         return out
+
+    def note_captured(self, trace: Trace) -> None:
+        """Remember where ``trace``'s captured arrays are found (``global_value``)."""
+        for name, used in trace.captured.items():
+            self._captured_paths[name] = used.path
 
     def global_value(self, name: str) -> Any:
         """The value now of a global input of this function's graphs that is not a random

@@ -127,6 +127,7 @@ def _call_on_dask(compiled: Any, args: tuple, kwargs: dict) -> Any:
             f"{name}: a size depends on the data ({trace.probe}), so the chunks of the "
             f"result cannot be known before computing; Dask graphs need them up front")
     graph = trace.graph
+    compiled.note_captured(trace)
     sources += [np.asarray(compiled.global_value(g)) for g in graph.globals]
     chunks = [s.chunks if isinstance(s, array) else None for s in sources]
     part = partition(graph, chunks)
