@@ -598,3 +598,23 @@ COMPLEX_SCALAR_FORMS = {
 def test_python_scalars_beside_complex_arrays(name, cdt):
     x = np.array([-1.5, 0.5j, 2.25, 3 - 1j], cdt)
     check(COMPLEX_SCALAR_FORMS[name], x)
+
+
+@pytest.mark.parametrize("name", ["average_weights", "average_returned", "sum_as_complex",
+                                  "prod_as_complex", "cov", "corrcoef"])
+def test_complex_weighted_statistics(name):
+    """np.average(z, weights=w) of complex values (NumPy sums the real weights as complex:
+    wgt.sum(dtype=complex128)), np.cov and np.corrcoef (NumPy's code returns an ndarray of
+    complex sums): they crashed in the trace (probe sessions 3 and 4)."""
+    z = (np.arange(6.0) + 1j * np.arange(6.0)[::-1]).reshape(2, 3)
+    w = np.array([1.0, 2.0, 3.0])
+    fns = {"average_weights": (lambda z, w: np.average(z, axis=1, weights=w), (z, w)),
+           "average_returned": (lambda z, w: np.average(z, axis=1, weights=w, returned=True),
+                                (z, w)),
+           "sum_as_complex": (lambda z, w: w.sum(dtype=np.complex64) + z, (z, w)),
+           "prod_as_complex": (lambda z, w: np.prod(w, dtype=np.complex128, keepdims=True),
+                               (z, w)),
+           "cov": (lambda z, w: np.cov(z), (z, w)),
+           "corrcoef": (lambda z, w: np.corrcoef(z), (z, w))}
+    fn, args = fns[name]
+    assert_matches_numpy(fn, *args, device="cpu")

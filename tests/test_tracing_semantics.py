@@ -1282,3 +1282,17 @@ def test_lists_of_traced_values_as_numpy_converts_them():
 def test_a_ufunc_of_a_list_of_traced_values_names_the_way_around():
     with pytest.raises(tracearray.errors.ConcretizationError, match=r"np\.exp\(np\.array"):
         tracearray.compile(lambda x: np.exp([x[0], 0.0]), device="cpu")(np.ones(2))
+
+
+@pytest.mark.parametrize("axes", [(), (None,), ((1, 2, 0),), ([2, 0, 1],), (2, 1, 0),
+                                  ("array",)])
+def test_transpose_takes_axes_as_ndarray_does(axes):
+    # ndarray.transpose(np.argsort(axis)) in NumPy's own np.average
+    x = np.arange(24.0).reshape(2, 3, 4)
+    if axes == ("array",):
+        def f(x):
+            return x.transpose(np.array([2, 0, 1]))
+    else:
+        def f(x):
+            return x.transpose(*axes)
+    np.testing.assert_array_equal(tracearray.compile(f, device="cpu")(x), f(x))

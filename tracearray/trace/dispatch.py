@@ -358,6 +358,8 @@ def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:
                for b in a}
 
     def convert(r: Any) -> Any:
+        if isinstance(r, np.ndarray) and r.dtype.kind == "c" and id(r) not in passed:
+            return complex_values.as_complex(r)   # (np.average(z, returned=True)'s sum)
         if isinstance(r, np.ndarray) and r.dtype.kind not in "OVSUMm" and id(r) not in passed:
             return composites.as_tracer(r)
         if type(r) in (tuple, list):

@@ -723,7 +723,10 @@ class Tracer:
         return self._view(node) if is_view else Tracer(node)
 
     def transpose(self, *axes: Any) -> "Tracer":
-        return self._view(api.transpose(self.node, axes or None))
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]   # ndarray.transpose((1, 0)), (None), (np.argsort(axis))
+        return self._view(api.transpose(self.node, None if axes is None or len(axes) == 0
+                                        else tuple(axes)))
 
     def swapaxes(self, a: int, b: int) -> "Tracer":
         return self._view(api.swapaxes(self.node, a, b))
@@ -1001,5 +1004,12 @@ def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
     """A reduction method or function: ``initial=`` and ``where=`` as NumPy's."""
     if kind not in ("sum", "prod") and dtype is not None:
         raise unsupported(f"{kind}(dtype=...)")
+    if dtype is not None and np.dtype(dtype).kind == "c" and isinstance(x, Tracer):
+        # a real array summed as complex (np.average's weights beside complex values):
+        # the complex reduction of its complex values
+        z = complex_values.as_complex(x, np.dtype(dtype))
+        method = getattr(z, kind)
+        kw = {} if initial is np._NoValue else {"initial": initial}
+        return method(axis=axis, out=out, keepdims=bool(keepdims), where=where, **kw)
     return store_out(kind, Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype,
                                                   initial, unwrap(where))), out)
