@@ -274,3 +274,23 @@ def test_an_in_place_reshape_of_a_global_array_is_seen():
     g["W"].shape = (6, 1)
     for _ in range(2):
         np.testing.assert_array_equal(c(x), g["f"](x))
+
+
+def test_arrays_of_a_static_argument_are_read_at_every_call():
+    # a method compiled in a class body with a static self: its arrays are the call's own
+    class Model:
+        def __init__(self, scale):
+            self.w = np.full(3, scale)
+
+        @tracearray.compile(static_argnums=0, device="cpu")
+        def forward(self, x):
+            return x * self.w
+
+    a, b = Model(1.0), Model(2.0)
+    np.testing.assert_array_equal(a.forward(X), X)
+    a.w[:] = 3.0
+    np.testing.assert_array_equal(a.forward(X), X * 3.0)
+    np.testing.assert_array_equal(b.forward(X), X * 2.0)
+    a.w = np.full(3, -1.0)
+    np.testing.assert_array_equal(a.forward(X), -X)
+    np.testing.assert_array_equal(b.forward(X), X * 2.0)

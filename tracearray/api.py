@@ -268,6 +268,8 @@ class CompiledFunction:
         ``draw``: a call's random keys are drawn (generators passed in and NumPy's global
         state advance); ``lower`` and ``explain`` draw none (zero keys)."""
         args, kwargs = _gpu_array.adopt_device_arrays(args, kwargs)   # GPU hook: no copies
+        if not self._fast_ok:   # static arguments: roots of captured arrays' paths
+            self._roots.use_statics(args, kwargs, self.static_argnums, self.static_argnames)
         leaves, statics, blind = self._flatten_args(args, kwargs, draw)
         shapes = tuple((a.shape, a.dtype.str) for a in leaves)
         # this call's random keys, one per source (zeros when nothing is drawn)

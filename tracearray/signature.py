@@ -106,5 +106,6 @@ def refuse_identity_constants(tree: Any, name: Callable[[], str]) -> None:
         f"{what} compares by identity, so after a change to its attributes the compiled "
         f"function would still use the values it was traced with. Make {what} a dataclass "
         f"or namedtuple (its array fields become inputs, its other fields static values "
-        f"compared by ==), pass the arrays it holds as arguments, or, if it never changes, "
-        f"mark it static (static_argnums / static_argnames)"))
+        f"compared by ==), pass the arrays it holds as arguments, or mark it static "
+        f"(static_argnums / static_argnames): the arrays in its attributes are then read at "
+        f"every call, its other attributes (numbers, flags) are constants of the trace"))

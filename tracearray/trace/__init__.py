@@ -280,8 +280,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         global_inputs.append(name)
         return t
 
-    state.captured = captured_arrays.CapturedArrays(
-        captured_arrays.Roots(plain, bound, bound_kw), captured_input,
+    roots = captured_arrays.Roots(plain, bound, bound_kw)
+    roots.use_statics(args, kwargs, static_argnums, static_argnames)
+    state.captured = captured_arrays.CapturedArrays(roots, captured_input,
         lambda: [n for n in guards if n not in seen_global_arrays])
     call: Callable = fn
     if plain is not None:

@@ -26,6 +26,7 @@ import collections
 import functools
 import os
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
@@ -75,12 +76,25 @@ class Captured(NamedTuple):
 
 class Roots:
     """A compiled function's roots: its plain function (closure, defaults), the arguments
-    bound before the call (``functools.partial``, a bound method's object) and its
-    globals. ``resolve(path)`` follows a path now (``_MISSING`` where it breaks)."""
+    bound before the call (``functools.partial``, a bound method's object), its globals,
+    and the call's static arguments (``use_statics``: per call and thread, as a static
+    ``self`` of a method compiled in a class body is the call's own). ``resolve(path)``
+    follows a path now (``_MISSING`` where it breaks)."""
 
     def __init__(self, plain: types.FunctionType | None, bound: tuple, bound_kw: dict):
         self.plain, self.bound, self.bound_kw = plain, bound, bound_kw
         self.globals: dict = plain.__globals__ if plain is not None else {}
+        self._call = threading.local()
+
+    def use_statics(self, args: tuple, kwargs: dict, argnums: frozenset[int],
+                    argnames: frozenset[str]) -> None:
+        """The static arguments of the call this thread makes now (roots of paths)."""
+        statics = {("static", i): args[i] for i in argnums if i < len(args)}
+        statics.update({("static_kw", k): kwargs[k] for k in argnames if k in kwargs})
+        self._call.statics = statics
+
+    def _statics(self) -> dict:
+        return getattr(self._call, "statics", None) or {}
 
     def fixed(self) -> list[tuple[tuple, str, Any]]:
         """The roots other than global names: (root, text, value)."""
@@ -92,6 +106,10 @@ class Roots:
             out.append((("bound", i), label, v))
         for k, v in self.bound_kw.items():
             out.append((("bound_kw", k), k, v))
+        for (kind, key), v in self._statics().items():
+            j = len(self.bound) + key if kind == "static" else None
+            label = key if j is None else names[j] if j < len(names) else f"argument {key}"
+            out.append(((kind, key), label, v))
         if fn is None:
             return out
         for i, (name, cell) in enumerate(zip(fn.__code__.co_freevars, fn.__closure__ or ())):
@@ -120,6 +138,8 @@ class Roots:
                 obj = self.bound[key]
             elif kind == "bound_kw":
                 obj = self.bound_kw[key]
+            elif kind in ("static", "static_kw"):
+                obj = self._statics()[(kind, key)]
             else:
                 obj = self.globals[key]
             for how, k in path.steps:
