@@ -254,8 +254,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "On the GPU, FFTs are cuFFT's (device='cuda', when the library is found): not "
         "pocketfft's bits, but each element within 4 * eps * log2(n) * sqrt(n) * ||x||_2 "
         "(times NumPy's norm factor) of NumPy's value, x the transform's operand; NumPy's "
-        "normalisation is applied after the transform. On the CPU FFTs are NumPy's own, bit "
-        "for bit.", "tolerance"),
+        "normalisation is applied after the transform. Where the transform's partial sums "
+        "may pass the dtype's range (sqrt(n) * ||x||_2 above its largest value), an element "
+        "may be an infinity in one library's order and finite in the other's. On the CPU "
+        "FFTs are NumPy's own, bit for bit.", "tolerance"),
     Divergence(
         "gpu-linalg-rounding", "function", ("np.linalg.solve", "np.linalg.inv",
                                             "np.linalg.det", "np.linalg.slogdet",
