@@ -314,3 +314,20 @@ def test_quantile_take_kernel_assembles(dtype) -> None:
     from tracearray.gpu.quantile import quantile_kernel_ir
     assemble(P.compile_ptx(quantile_kernel_ir(dtype, dtype, "ta_quantile_take_test"),
                            P.DEFAULT_TARGET))
+
+
+@needs_ptxas
+@pytest.mark.parametrize("axes,shape", [((1, 3), (2, 37, 3, 31)), ((0, 2), (3, 40, 2, 35)),
+                                        ((0, 2, 3), (4, 3, 32, 40))])
+def test_block_row_over_parallel_dims_on_both_sides_assembles(axes, shape) -> None:
+    """A block_row kernel whose rows are indexed by two or more parallel dimensions (a
+    reduction over axes (1, 3), with a map after it): the pipelined row prefetch decomposed
+    the next row's index inside a branch and then this row's again there, so this row's
+    indices did not dominate their later uses (LLVM rejected the kernel; soak
+    gpu-2026-12-07-tenth-b, program 1)."""
+    def norm(x):
+        return (x - x.max(axis=axes, keepdims=True)) / x.mean(axis=axes, keepdims=True)
+
+    lowered = tracearray.compile(norm, device="cuda").lower(np.ones(shape, np.float32))
+    for kern in lowered.executable.kernels:
+        assemble(kern.ptx)

@@ -997,11 +997,15 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
                 nxt = b.add(row, row_step)
                 with b.if_else(b.icmp_unsigned("<", nxt, nrows)) as (more, last):
                     with more:
+                        # this row's indices back afterwards as they were (computed before
+                        # the branch: decomposed again in it, with two or more parallel
+                        # dimensions they would not dominate their later uses)
+                        held = dict(self.loop_vars)
                         self.set_dims(nxt, geo.par_dims)
                         self._prefetch_row(plan, prefetch, first, step, ninner,
                                            self._row_cache_ptrs(ninner, b.xor(part,
                                                                               self.const(1))))
-                        self.set_dims(row, geo.par_dims)
+                        self.loop_vars.update(held)
                         self.nv.cp_async_commit(b)
                         self.nv.cp_async_wait_group(b, 1)
                     with last:
