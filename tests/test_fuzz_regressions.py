@@ -888,3 +888,16 @@ def test_empty_boolean_index_dimensions_are_not_checked(shape, mask_shape):
     x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
     mask = np.zeros(mask_shape, bool)
     assert_matches_numpy(lambda a: a[mask] * 2, x, device="cpu")
+
+
+def test_a_complex_product_overflowing_to_inf_or_nan_is_unverifiable() -> None:
+    """soak seed 'cpu-2026-12-07-tenth', program 1255 (mismatch: "the traced graph disagrees
+    with NumPy"): np.prod of 33 complex values of magnitude 6e9 overflows in any order; the
+    fused complex multiplication's step kept an infinity (inf+nanj) where NumPy's unfused
+    one made inf - inf = NaN. The comparator's fma bound marked a difference in kind only
+    between finite and non-finite; infinite against NaN is one too (testing/bounds.py)."""
+    def program(x0):
+        v1 = ~x0
+        return np.prod(v1 + v1 * 1j)
+
+    assert_matches_numpy(program, np.zeros(33, np.uint32), device="cpu")

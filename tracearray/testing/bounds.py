@@ -1035,8 +1035,10 @@ class Evaluator:
         if not differ.any():
             return lo, hi, exact, top
         self.used.add("complex-rounding")
-        p64 = plain.astype(F64)
-        kind = np.isfinite(p64) != np.isfinite(value.astype(F64))
+        p64, v64 = plain.astype(F64), value.astype(F64)
+        # finite, infinite or NaN (an overflowing product: inf - inf is NaN unfused, the fused
+        # product's exact value keeps an infinity: soak cpu-2026-12-07-tenth, program 1255)
+        kind = (np.isfinite(p64) != np.isfinite(v64)) | (np.isnan(p64) != np.isnan(v64))
         top = top | (differ & kind)
         lo = np.where(differ, np.fmin(lo, p64), lo)
         hi = np.where(differ, np.fmax(hi, p64), hi)
