@@ -91,13 +91,22 @@ def numpy_call(fn: Callable, args: tuple) -> Any:
         return fn(*args)
 
 
+_CAPTURED: dict = {}   # the arrays closures hold, by graph input name (of the last traces)
+
+
 def trace(fn: Callable, *args: Any):
-    return trace_function(fn, args, {}, frozenset(), frozenset()).graph
+    t = trace_function(fn, args, {}, frozenset(), frozenset())
+    _CAPTURED.update({name: c.array for name, c in t.captured.items()})
+    return t.graph
 
 
-def graph_inputs(args: tuple) -> list[np.ndarray]:
+def graph_inputs(args: tuple, graph: Any = None) -> list[np.ndarray]:
+    """The graph's inputs: the arguments' arrays, then (with ``graph``) the arrays its
+    function reads from closures (``lambda b: op(x, b)``: x is a graph input, read at every
+    call: trace/captured.py)."""
     leaves, _ = flatten(list(args), lambda v: isinstance(v, ARRAY_TYPES))
-    return [np.asarray(v) for v in leaves]
+    extra = [np.asarray(_CAPTURED[name]) for name in graph.globals] if graph is not None else []
+    return [np.asarray(v) for v in leaves] + extra
 
 
 def evaluate_checked(graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -164,10 +173,10 @@ def check(fn: Callable, *args: Any, divergence: str | None = None) -> Any:
     except Exception as exc:  # NumPy rejects the call: tracing (or evaluating) must too
         with pytest.raises(_error_class(exc)):
             graph = trace(fn, *args)
-            evaluate_checked(graph, graph_inputs(args))
+            evaluate_checked(graph, graph_inputs(args, graph))
         return None
     graph = trace(fn, *args)
-    got = unflatten(graph.out_tree, evaluate_checked(graph, graph_inputs(args)))
+    got = unflatten(graph.out_tree, evaluate_checked(graph, graph_inputs(args, graph)))
     exp_leaves, exp_tree = flatten(expected, lambda v: isinstance(v, ARRAY_TYPES))
     got_leaves, got_tree = flatten(got, lambda v: isinstance(v, ARRAY_TYPES))
     assert exp_tree == got_tree, f"result structure {got_tree} != NumPy's {exp_tree}"

@@ -597,9 +597,10 @@ class CompiledFunction:
         fast_key = self._fast_key(args) if not kwargs and self._fast_ok else None
         if fast_key is not None:
             hit = self._fast.get(fast_key)
-            inputs = None if hit is None else \
-                self._fast_inputs(hit, args) if hit.bound or hit.fixed else args
-            if inputs is not None and (not hit.guards or self._same_globals(hit)):
+            # (the guards first: the inputs draw the call's random keys)
+            inputs = None if hit is None or (hit.guards and not self._same_globals(hit)) \
+                else self._fast_inputs(hit, args) if hit.bound or hit.fixed else args
+            if inputs is not None:
                 self.stats.calls += 1
                 self.stats.device = fast_key[0]
                 if hit.single:   # the common case, with nothing to check or write back

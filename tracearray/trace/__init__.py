@@ -272,7 +272,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             guards[name] = value
             global_layouts[name] = (value.shape, value.dtype)
             return t
-        guards.setdefault(name, value)
+        guards.setdefault(name, context.unpatched(value))
         return value
 
     def captured_input(value: np.ndarray, name: str) -> Tracer:

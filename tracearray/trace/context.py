@@ -886,6 +886,19 @@ def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
 
 
 _USER_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] | None = None
+_ORIGINALS: dict[int, tuple[Any, Any]] | None = None
+
+
+def unpatched(value: Any) -> Any:
+    """The object a user's module binds when no trace runs: NumPy's function for one of
+    the replacements a trace installs there (``from numpy.random import rand`` reads the
+    traced draw while tracing; a guard must hold NumPy's, which the module holds again
+    afterwards), else ``value``."""
+    global _ORIGINALS
+    if _ORIGINALS is None:
+        _ORIGINALS = {id(repl): (repl, fn) for fn, repl in _user_replacements().values()}
+    hit = _ORIGINALS.get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else value
 
 
 def _patch_user(namespace: dict | None, names: Sequence[str] | None = None
