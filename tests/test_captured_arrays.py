@@ -294,3 +294,121 @@ def test_arrays_of_a_static_argument_are_read_at_every_call():
     a.w = np.full(3, -1.0)
     np.testing.assert_array_equal(a.forward(X), -X)
     np.testing.assert_array_equal(b.forward(X), X * 2.0)
+
+
+def _stale_after(fn, mutate, x=X):
+    """Call ``fn`` compiled, mutate the captured state, call again: compiled == NumPy."""
+    c = compiled(fn)
+    np.testing.assert_allclose(c(x), fn(x))
+    mutate()
+    got, want = c(x), fn(x)
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want)
+    return c
+
+
+def test_values_used_by_the_trace_are_fixed_by_it():
+    # probe session 6: np.digitize's bins (their direction), a quantile's q, np.put's
+    # indices, np.split's indices, a reshape's shape and Generator.choice's p were read while
+    # tracing and kept after an in-place change
+    class S:
+        pass
+    s = S()
+    s.bins = np.array([0.0, 1.0, 2.0])
+    s.q = np.array([10.0, 50.0])
+    s.idx = np.array([0, 2])
+    s.sp = np.array([1, 2])
+    s.shape = np.array([3, 1])
+    s.p = np.array([1.0, 0.0])
+    x = np.array([0.5, 1.5, 2.5])
+    _stale_after(lambda x: np.digitize(x, s.bins), lambda: s.bins.__setitem__(
+        slice(None), [2.0, 1.0, 0.0]), x)
+    _stale_after(lambda x: np.percentile(x, s.q), lambda: s.q.__setitem__(0, 90.0), x)
+
+    def put(x):
+        y = np.zeros(3)
+        np.put(y, s.idx, x[:2])
+        return y
+    _stale_after(put, lambda: s.idx.__setitem__(1, 1), x)
+    _stale_after(lambda x: np.concatenate(np.split(x, s.sp)[::-1]),
+                 lambda: s.sp.__setitem__(0, 0), x)
+    _stale_after(lambda x: x.reshape(s.shape), lambda: s.shape.__setitem__(
+        slice(None), [1, 3]), x)
+
+    def choice(x):
+        return np.random.default_rng(0).choice(2, size=3, p=s.p) + 0 * x.astype(int)
+    _stale_after(choice, lambda: s.p.__setitem__(slice(None), [0.0, 1.0]), x)
+
+
+def test_paths_follow_what_the_code_reads():
+    # an append changes which item ws[-1] is; one array at two places rebound at one;
+    # a view of a view (self.W of self.flat) rebound
+    ws = [np.ones(3)]
+    _stale_after(lambda x: x * ws[-1], lambda: ws.append(np.full(3, 3.0)))
+
+    class M:
+        pass
+    m = M()
+    m.layers = [M()]
+    m.layers[0].W = np.ones(3)
+    m.params = [m.layers[0].W]
+    _stale_after(lambda x: x * m.layers[0].W, lambda: setattr(m.layers[0], "W", np.full(3, 0.5)))
+    m.flat = np.arange(6.0)
+    m.W = m.flat.reshape(2, 3)
+    _stale_after(lambda x: m.W.T @ x[:2], lambda: setattr(m, "W", np.full((2, 3), 2.0)))
+
+
+def test_the_walk_reaches_containers_slots_classes_and_helpers():
+    import collections
+    od = collections.OrderedDict(w=np.ones(3))
+    _stale_after(lambda x: x * od["w"], lambda: od["w"].__iadd__(1))
+    P = collections.namedtuple("P", "w")
+    p = P(np.ones(3))
+    _stale_after(lambda x: x * p.w, lambda: p.w.__iadd__(1))
+
+    class S:
+        __slots__ = ("w",)
+
+        def __init__(self):
+            self.w = np.ones(3)
+    s = S()
+    _stale_after(lambda x: x * s.w, lambda: s.w.__iadd__(1))
+
+    class C:
+        table = np.ones(3)
+    _stale_after(lambda x: x * C.table, lambda: C.table.__iadd__(1))
+
+    def make_helper():
+        w = np.ones(3)
+        return (lambda x: x * w), w
+    helper, hw = make_helper()
+    _stale_after(lambda x: helper(x) + 1, lambda: hw.__iadd__(1))
+
+    deep = M3 = type("M3", (), {})
+    top = M3()
+    top.a = M3()
+    top.a.b = M3()
+    top.a.b.c = [M3()]
+    top.a.b.c[0].W = np.ones(3)
+    del deep
+    _stale_after(lambda x: x * top.a.b.c[0].W, lambda: top.a.b.c[0].W.__iadd__(1))
+
+
+def test_layouts_and_byte_orders_of_captured_arrays():
+    class M:
+        pass
+    m = M()
+    m.W = np.arange(12.0).reshape(4, 3).T        # F-ordered: its views are followed too
+    m.be = np.arange(3.0).astype(">f8")
+    _stale_after(lambda x: m.W[:, 1] * x + m.W.T[2, :3], lambda: m.W.__iadd__(1))
+    _stale_after(lambda x: x * m.be, lambda: m.be.__iadd__(1))
+
+
+def test_a_global_tuple_of_arrays_rebound_is_read_again():
+    g = {"np": np, "PARAMS": (np.ones(3), np.full(3, 2.0))}
+    exec("def f(x):\n    return x * PARAMS[0] + PARAMS[1]\n", g)
+    c = compiled(g["f"])
+    np.testing.assert_array_equal(c(X), g["f"](X))
+    g["PARAMS"] = tuple(p - 0.5 for p in g["PARAMS"])   # crashed comparing the tuples
+    np.testing.assert_array_equal(c(X), g["f"](X))
+    assert c.stats.traces == 1

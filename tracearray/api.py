@@ -530,6 +530,9 @@ class CompiledFunction:
                 continue
             now = roots.resolve(key) if kind is _BIND_CAPTURED else \
                 self._globals.get(key, _MISSING)
+            if kind is _BIND_CAPTURED and seen.also and \
+                    any(roots.resolve(p) is not now for p in seen.also):
+                return None   # the same array at two places then, two arrays now
             if now is ready and now.shape == shape and now.dtype is dtype:
                 # the array bound last time, as it was
                 out.append(now)
@@ -956,6 +959,10 @@ def _static_key(value: Any) -> Any:
         return (type(value), frozenset(_static_key(v) for v in value))
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (type(value), np.asarray(value).tobytes())
+    if isinstance(value, np.ndarray):
+        # an array in a global tuple (PARAMS = tuple(p - lr * g for p in PARAMS)): its shape
+        # and dtype; its values are read at every call through its path (trace/captured.py)
+        return (np.ndarray, value.shape, value.dtype.str)
     return (type(value), value)
 
 

@@ -334,6 +334,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         verify(graph)
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
                      global_layouts=global_layouts)
+    state.captured.finish()
     if recorder is not None:
         state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):

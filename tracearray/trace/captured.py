@@ -12,10 +12,13 @@ root (closure cell, default, bound argument, global name) and the attribute and 
 steps from there. The call binds whatever array the path leads to then; when it leads to
 something else (another shape or dtype, not an array, nothing), the call traces again.
 
-Paths are found by a bounded walk from the roots, made once per trace when the first
-unknown array turns up (and again for global names read after it): through dicts, lists,
-tuples, ``SimpleNamespace``s, the user's modules and instances of the user's classes (their
-``__dict__``), a few steps deep. Views of such an array (``self.w.T``, ``self.w[0]``) are
+Paths are found by a bounded walk from the roots (``MAX_DEPTH`` steps, ``MAX_VISITS``
+objects), made once per trace when the first unknown array turns up (and again for global
+names read after it): through dicts, lists and tuples (their subclasses, namedtuples), a
+container's length being part of the path; ``SimpleNamespace``s; the user's modules,
+classes (their attributes), functions (closures and defaults) and instances (``__dict__``,
+``__slots__``, class attributes). An array found at several places must stay one array at
+all of them. Views of such an array (``self.w.T``, ``self.w[0]``) are
 views of its input. What is *not* seen: a value NumPy computed from such an array outside
 the traced operations (``self.w * 2`` with no traced operand is computed once, while
 tracing), complex arrays, and scalars (a number reached this way is a constant of the
@@ -33,8 +36,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-MAX_DEPTH = 4          # attribute / item steps below a root
-MAX_VISITS = 5000      # objects looked at in one walk
+MAX_DEPTH = 6          # attribute / item steps below a root
+MAX_VISITS = 20000     # objects looked at in one walk (arrays beyond: constants)
+MAX_OTHER_PATHS = 4    # other paths to one array that must keep leading to it
 CAPTURED_PREFIX = "<captured "
 _MISSING = object()
 _ARRAY_TYPES = (np.ndarray, np.memmap)
@@ -46,8 +50,10 @@ _DTYPES = frozenset(np.dtype(d) for d in (   # the real dtypes the graph holds (
 @dataclass(frozen=True)
 class Path:
     """Where an array was found: ``root`` (("closure", i), ("default", i),
-    ("kwdefault", name), ("bound", i), ("bound_kw", name) or ("global", name)) and the steps
-    from it (("attr", name): an entry of the object's ``__dict__``; ("item", key))."""
+    ("kwdefault", name), ("bound", i), ("bound_kw", name), ("static", i), ("static_kw", name)
+    or ("global", name)) and the steps from it (("attr", name, None): an entry of the
+    object's ``__dict__``; ("item", key, n): an item of a container of n items, whose length
+    is part of the path: code reading ``ws[-1]`` reads another item after an append)."""
     root: tuple
     steps: tuple
     text: str
@@ -72,6 +78,7 @@ class Captured(NamedTuple):
     shape: tuple
     dtype: np.dtype
     values: np.ndarray | None = None
+    also: tuple = ()   # other paths that led to the same array: they must still agree
 
 
 class Roots:
@@ -107,6 +114,8 @@ class Roots:
         for k, v in self.bound_kw.items():
             out.append((("bound_kw", k), k, v))
         for (kind, key), v in self._statics().items():
+            if type(v) in _ARRAY_TYPES:
+                continue   # a static array itself is a constant of the trace (by its values)
             j = len(self.bound) + key if kind == "static" else None
             label = key if j is None else names[j] if j < len(names) else f"argument {key}"
             out.append(((kind, key), label, v))
@@ -142,8 +151,22 @@ class Roots:
                 obj = self._statics()[(kind, key)]
             else:
                 obj = self.globals[key]
-            for how, k in path.steps:
-                obj = vars(obj)[k] if how == "attr" else obj[k]
+            for how, k, length in path.steps:
+                if how == "attr":
+                    obj = vars(obj)[k]
+                elif how == "item":
+                    if len(obj) != length:   # (ws[-1] after ws.append(w): another item)
+                        return _MISSING
+                    obj = obj[k]
+                elif how == "slot":
+                    obj = getattr(obj, k)
+                elif how == "class":   # (an instance attribute of that name hides it)
+                    own = getattr(obj, "__dict__", None) or {}
+                    obj = own[k] if k in own else vars(type(obj))[k]
+                elif how == "cell":
+                    obj = obj.__closure__[k].cell_contents
+                else:   # "fdefault"
+                    obj = obj.__defaults__[k]
         except Exception:   # noqa: BLE001 -- a broken path: the call traces again
             return _MISSING
         return obj
@@ -156,6 +179,8 @@ def still_holds(roots: Roots, c: Captured) -> bool:
     now = roots.resolve(c.path)
     if not (type(now) in _ARRAY_TYPES and now.shape == c.shape and now.dtype == c.dtype):
         return False
+    if any(roots.resolve(p) is not now for p in c.also):
+        return False   # the same array at two places then, two arrays now
     return c.values is None or np.array_equal(now, c.values)
 
 
@@ -176,6 +201,8 @@ class CapturedArrays:
         self._global_names = global_names
         self._found: dict[int, tuple[np.ndarray, Path]] | None = None
         self._by_owner: dict[int, list[tuple[np.ndarray, Path]]] = {}
+        self._also: dict[int, list[Path]] = {}   # other paths to a found array
+        self._noted: dict[int, np.ndarray] = {}  # arrays given to NumPy functions (note_use)
         self._walked_globals: set[str] = set()
         self._tracers: dict[int, Any] = {}
         # what the trace used: input name -> (path, the array, None) for graph inputs;
@@ -191,18 +218,23 @@ class CapturedArrays:
         while queue and visits < MAX_VISITS:
             obj, root, steps, text, depth = queue.popleft()
             if id(obj) in visited:
+                if type(obj) in _ARRAY_TYPES and id(obj) in found and found[id(obj)][0] is obj:
+                    also = self._also.setdefault(id(obj), [])
+                    if len(also) < MAX_OTHER_PATHS:   # (the same array elsewhere too)
+                        also.append(Path(root, steps, text))
                 continue
             visited.add(id(obj))
             visits += 1
             if type(obj) in _ARRAY_TYPES:
-                if obj.dtype in _DTYPES and id(obj) not in found:
+                if obj.dtype.newbyteorder("=") in _DTYPES and id(obj) not in found:
                     found[id(obj)] = (obj, Path(root, steps, text))
                     self._by_owner.setdefault(id(_owner(obj)), []).append(found[id(obj)])
                 continue
             if depth >= MAX_DEPTH:
                 continue
+            size = len(obj) if isinstance(obj, (dict, list, tuple)) else None
             for how, key, child, label in _children(obj, text, MAX_VISITS - visits):
-                queue.append((child, root, steps + ((how, key),), label, depth + 1))
+                queue.append((child, root, steps + ((how, key, size),), label, depth + 1))
 
     def _ensure_walked(self) -> bool:
         """Walk the roots not walked yet; whether there were any."""
@@ -235,7 +267,8 @@ class CapturedArrays:
         base, path = found
         name = path.input_name
         if name not in self.used or id(base) not in self._tracers:
-            self.used[name] = Captured(path, base, base.shape, base.dtype)
+            self.used[name] = Captured(path, base, base.shape, base.dtype,
+                                       also=tuple(self._also.get(id(base), ())))
             self._tracers[id(base)] = (base, self._make_input(base, name))
         t = self._tracers[id(base)][1]
         if base is not arr:
@@ -257,7 +290,31 @@ class CapturedArrays:
         base, path = found
         key = f"{path.input_name} (values)"
         if key not in self.used:
-            self.used[key] = Captured(path, base, base.shape, base.dtype, base.copy())
+            self.used[key] = Captured(path, base, base.shape, base.dtype, base.copy(),
+                                      tuple(self._also.get(id(base), ())))
+
+    def note_use(self, value: Any) -> None:
+        """``value`` (an argument of a NumPy function called on traced values) may be read
+        by its values while tracing (np.digitize's bins, np.put's indices, a quantile's q):
+        if it is an array the walk finds and the trace does not make it an input, its
+        values are fixed by the trace (``finish``)."""
+        if type(value) in _ARRAY_TYPES:
+            self._noted[id(value)] = value
+        elif type(value) in (list, tuple):
+            for v in value:
+                if type(v) in _ARRAY_TYPES:
+                    self._noted[id(v)] = v
+
+    def finish(self) -> None:
+        """At the end of the trace: arrays given to NumPy functions that did not become
+        graph inputs were used by their values, or not at all (``note_use``)."""
+        inputs = {id(c.array) for name, c in self.used.items() if c.values is None}
+        if self._noted:
+            self._ensure_walked()
+        for arr in self._noted.values():
+            found = self._lookup(arr)
+            if found is not None and id(found[0]) not in inputs:
+                self.fixed_value(arr)
 
     def _lookup(self, arr: np.ndarray) -> tuple[np.ndarray, Path] | None:
         """The array found by the walk that ``arr`` is, or whose memory ``arr`` views (NumPy
@@ -268,20 +325,37 @@ class CapturedArrays:
         hit = self._found.get(id(arr))
         if hit is not None and hit[0] is arr:
             return hit
+        # the smallest found array whose memory holds arr's (self.W.T of self.W, a view of
+        # self.flat: self.W, whose rebinding must be seen)
+        def specific(cand: tuple) -> tuple:   # fewer bytes; then a view over its owner
+            return (cand[0].nbytes, cand[0].base is None)
+        best = None
         for cand in self._by_owner.get(id(_owner(arr)), ()):
-            if _within(arr, cand[0]):
-                return cand
-        return None
+            if _within(arr, cand[0]) and (best is None or specific(cand) < specific(best)):
+                best = cand
+        return best
 
 
 def _owner(a: np.ndarray) -> Any:
     return a.base if a.base is not None else a
 
 
+def _memory_order(arr: np.ndarray) -> tuple[int, ...] | None:
+    """The axes of ``arr`` from the largest stride to the smallest when its memory is dense
+    (a C-contiguous array, transposed: ``init.T``, Fortran order), else None."""
+    order = tuple(sorted(range(arr.ndim), key=lambda d: -arr.strides[d]))
+    expect = arr.itemsize
+    for d in reversed(order):
+        if arr.shape[d] != 1 and arr.strides[d] != expect:
+            return None
+        expect *= arr.shape[d]
+    return order
+
+
 def _within(view: np.ndarray, arr: np.ndarray) -> bool:
-    """Whether every element of ``view`` lies in ``arr``'s memory, ``arr`` C-contiguous (so
-    that the view is a strided view of ``arr``'s elements in C order)."""
-    if view.dtype != arr.dtype or not arr.flags.c_contiguous or view.size == 0:
+    """Whether every element of ``view`` lies in ``arr``'s memory, that memory dense (so
+    that the view is a strided view of ``arr``'s elements in memory order)."""
+    if view.dtype != arr.dtype or _memory_order(arr) is None or view.size == 0:
         return False
     start = arr.__array_interface__["data"][0]
     v0 = view.__array_interface__["data"][0]
@@ -292,13 +366,14 @@ def _within(view: np.ndarray, arr: np.ndarray) -> bool:
 
 def _view_of(t: Any, base: np.ndarray, view: np.ndarray) -> Any:
     """``view`` (an array viewing ``base``'s memory) as a view of ``t`` (base's traced
-    input): elements at the view's offset and strides in base's C-order memory."""
+    input): elements at the view's offset and strides in base's memory, in memory order."""
     from .memory_views import as_strided
     item = base.dtype.itemsize
     start = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
     if start % item or any(s % item for s in view.strides):
         return None   # not whole elements of base: a constant, as before
-    flat = t.reshape(-1)
+    order = _memory_order(base)
+    flat = (t if order == tuple(range(base.ndim)) else t.transpose(order)).reshape(-1)
     offset = start // item
     if offset:
         flat = flat[offset:]
@@ -307,33 +382,80 @@ def _view_of(t: Any, base: np.ndarray, view: np.ndarray) -> Any:
 
 def _children(obj: Any, text: str, limit: int) -> list[tuple[str, Any, Any, str]]:
     """(step kind, key, value, path text) of the objects ``obj`` holds that the walk
-    follows (at most ``limit``)."""
-    t = type(obj)
-    if t is dict:
-        items = ((k, v) for k, v in list(obj.items()) if type(k) in (str, int))
-        how = "item"
-    elif t in (list, tuple):
-        items, how = enumerate(list(obj)), "item"
-    elif t is types.SimpleNamespace or (t is types.ModuleType and _user_module(obj)) or \
-            (t is not types.ModuleType and _user_instance(obj)):
-        items = ((k, v) for k, v in list(vars(obj).items())
-                 if type(k) is str and not k.startswith("__"))
-        how = "attr"
-    else:
-        return []
-    out = []
-    for k, v in items:
-        if _worth_visiting(v):
-            label = f"{text}.{k}" if how == "attr" else f"{text}[{k!r}]"
-            out.append((how, k, v, label))
-            if len(out) >= limit:
+    follows (at most ``limit``; ``Roots.resolve`` follows each kind of step)."""
+    found: list[tuple[str, Any, Any, str]] = []
+
+    def add(how: str, key: Any, value: Any, label: str) -> bool:
+        if _worth_visiting(value):
+            found.append((how, key, value, label))
+        return len(found) >= limit
+
+    if isinstance(obj, dict):          # (OrderedDict, defaultdict too)
+        for k, v in list(obj.items()):
+            if type(k) in (str, int) and add("item", k, v, f"{text}[{k!r}]"):
                 break
-    return out
+    elif isinstance(obj, (list, tuple)):   # (namedtuples too)
+        fields = getattr(type(obj), "_fields", None)
+        for i, v in enumerate(list(obj)):
+            label = f"{text}.{fields[i]}" if fields and i < len(fields) else f"{text}[{i}]"
+            if add("item", i, v, label):
+                break
+    elif isinstance(obj, types.FunctionType):   # a helper of the user's: its closure, defaults
+        code = obj.__code__
+        for i, (name, cell) in enumerate(zip(code.co_freevars, obj.__closure__ or ())):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if add("cell", i, value, f"{text}.<closure {name}>"):
+                return found
+        for i, v in enumerate(obj.__defaults__ or ()):
+            if add("fdefault", i, v, f"{text}.<default {i}>"):
+                return found
+    elif isinstance(obj, type):   # a class of the user's: its attributes (Model.table)
+        for k, v in list(vars(obj).items()):
+            if type(k) is str and not k.startswith("__") and add("attr", k, v, f"{text}.{k}"):
+                break
+    elif type(obj) is types.SimpleNamespace or (type(obj) is types.ModuleType and
+                                                 _user_module(obj)) or _user_instance(obj):
+        own = vars(obj) if isinstance(getattr(obj, "__dict__", None), dict) else {}
+        for k, v in list(own.items()):
+            if type(k) is str and not k.startswith("__") and add("attr", k, v, f"{text}.{k}"):
+                return found
+        if type(obj) is types.ModuleType or type(obj) is types.SimpleNamespace:
+            return found
+        for k in _slot_names(type(obj)):   # __slots__ attributes
+            try:
+                v = getattr(obj, k)
+            except AttributeError:
+                continue
+            if add("slot", k, v, f"{text}.{k}"):
+                return found
+        for k, v in list(vars(type(obj)).items()):   # class attributes that are arrays
+            if type(v) in _ARRAY_TYPES and k not in own and add("class", k, v, f"{text}.{k}"):
+                return found
+    return found
+
+
+def _slot_names(cls: type) -> list[str]:
+    names = []
+    for c in cls.__mro__:
+        slots = vars(c).get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
+    return names
 
 
 def _worth_visiting(v: Any) -> bool:
-    return type(v) in _ARRAY_TYPES or type(v) in (dict, list, tuple, types.SimpleNamespace,
-                                                   types.ModuleType) or _user_instance(v)
+    return type(v) in _ARRAY_TYPES or isinstance(v, (dict, list, tuple)) or \
+        type(v) in (types.SimpleNamespace, types.ModuleType) or _user_instance(v) or \
+        (isinstance(v, (types.FunctionType, type)) and _user_function(v))
+
+
+def _user_function(fn: Any) -> bool:
+    """A function or class of the user's code (whose closure and defaults, or attributes,
+    may hold arrays)."""
+    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
+    return mod is not None and (mod.__name__ == "__main__" or _user_module(mod))
 
 
 def _user_module(mod: types.ModuleType) -> bool:
@@ -352,10 +474,12 @@ def _user_file(path: str) -> bool:
 
 
 def _user_instance(obj: Any) -> bool:
-    """An instance of a class defined in the user's code (with a ``__dict__``)."""
+    """An instance of a class defined in the user's code (attributes in a ``__dict__`` or
+    ``__slots__``)."""
     t = type(obj)
-    if isinstance(obj, (type, types.ModuleType, types.FunctionType)) or \
-            not hasattr(obj, "__dict__") or type(getattr(obj, "__dict__", None)) is not dict:
+    if isinstance(obj, (type, types.ModuleType, types.FunctionType, dict, list, tuple)):
+        return False
+    if not isinstance(getattr(obj, "__dict__", None), dict) and not _slot_names(t):
         return False
     name = getattr(t, "__module__", None)
     mod = sys.modules.get(name) if isinstance(name, str) else None

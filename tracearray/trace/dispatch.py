@@ -309,6 +309,12 @@ def _signature(func: Callable) -> inspect.Signature | None:
 def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     from .selection import compact_args
     context.note_integer_arguments(_signature(func), args, kwargs)
+    state = context.current()
+    if state is not None and state.captured is not None:
+        # an array the function reached (self.bins) given to np.digitize, np.put, ...: its
+        # values are fixed by the trace unless it becomes a graph input (trace/captured.py)
+        for a in (*args, *kwargs.values()):
+            state.captured.note_use(a)
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
     if complex_values.holds_complex(args, kwargs):
         return complex_values.apply_function(func, args, kwargs)

@@ -456,7 +456,8 @@ def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis
         if n < 0:
             raise ValueError("a must be a positive integer unless no samples are taken")
     else:
-        pop = a if isinstance(a, Tracer) else np.asarray(a)
+        # (an array the function reached, self.values, is a graph input: constant())
+        pop = a if isinstance(a, Tracer) else Tracer(constant(np.asarray(a)))
         if np.ndim(pop) == 0:
             raise ValueError("a must be a sequence or an integer, not a scalar")
         axis = operator.index(axis) % np.ndim(pop)
@@ -465,7 +466,9 @@ def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis
     if n == 0 and math.prod(shape) != 0:
         raise ValueError("a cannot be empty unless no samples are taken")
     if p is not None:
-        p = p.astype(np.float64) if isinstance(p, Tracer) else np.asarray(p, dtype=np.float64)
+        p = p.astype(np.float64) if isinstance(p, Tracer) else \
+            Tracer(to_dtype(p if isinstance(p, np.ndarray) else np.asarray(p, np.float64),
+                            np.dtype(np.float64)))
         if np.ndim(p) != 1:
             raise ValueError("p must be 1-dimensional")
         if np.shape(p)[0] != n:

@@ -24,8 +24,8 @@ from . import buffers
 from . import complex as complex_values
 from . import numpy_api as api
 from .buffers import Buffer
-from .build import (as_node as as_node_, check_dtype, dtype_key, known_value, make, shape_str,
-                    unsupported)
+from .build import (as_node as as_node_, check_dtype, dtype_key, fix_captured_value,
+                    known_value, make, shape_str, unsupported)
 from . import context
 from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
                       UnsupportedOperationError, user_location, with_location)
@@ -695,6 +695,7 @@ class Tracer:
             if isinstance(sizes, Tracer) and sizes.ndim == 1:
                 known = sizes._known()      # an array the function made, e.g. np.array([2, 3])
                 sizes = known if known is not None else sizes._concrete("reshape's shape")
+            fix_captured_value(sizes)       # (x.reshape(self.shape): the trace's shape)
             if isinstance(sizes, np.ndarray) and sizes.ndim == 1:
                 shape = tuple(sizes.tolist())
             elif isinstance(sizes, (tuple, list)):
@@ -723,10 +724,11 @@ class Tracer:
         return self._view(node) if is_view else Tracer(node)
 
     def transpose(self, *axes: Any) -> "Tracer":
+        if not axes:
+            return self._view(api.transpose(self.node, None))
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]   # ndarray.transpose((1, 0)), (None), (np.argsort(axis))
-        return self._view(api.transpose(self.node, None if axes is None or len(axes) == 0
-                                        else tuple(axes)))
+        return self._view(api.transpose(self.node, None if axes is None else tuple(axes)))
 
     def swapaxes(self, a: int, b: int) -> "Tracer":
         return self._view(api.swapaxes(self.node, a, b))

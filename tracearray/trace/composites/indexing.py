@@ -17,7 +17,7 @@ import numpy as np
 from .. import context
 from .. import indexing as ix
 from .. import numpy_api as api
-from ..build import constant, make, normalize_axes, unsupported
+from ..build import constant, fix_captured_value, make, normalize_axes, unsupported
 from ...errors import with_location
 from ...ops.rules import broadcast_shape
 from ..tracer import Tracer, no_out
@@ -235,6 +235,7 @@ def digitize(x: Any, bins: Any, right: bool = False) -> Tracer:
     down = n - _bisect(ta[::-1], tv, upper=not right)
     inc, ok = _monotonicity(tb.astype(np.float64))
     if isinstance(bins, (list, tuple, np.ndarray)):
+        fix_captured_value(bins)   # (the direction is read from its values)
         with np.errstate(invalid="ignore"):
             known_inc, known_ok = _monotonicity_of(np.asarray(bins, np.float64))
         if not known_ok:

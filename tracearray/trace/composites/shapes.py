@@ -259,8 +259,9 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
     t = as_tracer(a)
     if axis is None:
         return roll(t.ravel(), shift, 0).reshape(t.shape)
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    shifts = (shift,) * len(axes) if isinstance(shift, (int, np.integer)) else tuple(shift)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    # (a 0-d array is one shift, as for NumPy: np.roll(x, np.array(2)))
+    shifts = (shift,) * len(axes) if np.ndim(shift) == 0 else tuple(shift)
     if len(shifts) == 1 and len(axes) > 1:
         shifts = shifts * len(axes)
     if len(axes) == 1 and len(shifts) > 1:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import with_location
 from ...ops.sorting import order_statistic_call
-from ..build import external, known_value, normalize_axes, unsupported
+from ..build import external, fix_captured_value, known_value, normalize_axes, unsupported
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
@@ -218,6 +218,7 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
     if q is None:
         qattrs: dict = dict(q=None, q_shape=(), q_dtype="", weak=False)
     else:
+        fix_captured_value(q)   # q's values are the trace's
         known = known_value(q.node) if isinstance(q, Tracer) else np.asarray(q)
         if known is None:
             raise unsupported(f"{name} with a traced q", "q must be known when tracing")
