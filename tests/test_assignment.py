@@ -913,3 +913,25 @@ def test_a_tuple_of_traced_values_is_assigned_as_numpy_converts_it():
     got = tracearray.compile(record, device="cpu")(*args)
     for g, w in zip(got, record(*args)):
         np.testing.assert_array_equal(g, w)
+
+
+def test_in_place_ops_on_a_boolean_selection_follow_same_kind_casting():
+    # a[m] += 2.5 on an int array is NumPy's UFuncTypeError (a copy updated in place), not a
+    # truncated write into the argument (probe session 5)
+    def add_float(a, m):
+        a[m] += 2.5
+        return a
+
+    a = np.arange(6, dtype=np.int8)
+    m = np.array([True, False] * 3)
+    with pytest.raises(TypeError, match="same_kind"):
+        tracearray.compile(add_float, device="cpu")(a, m)
+    np.testing.assert_array_equal(a, np.arange(6, dtype=np.int8))
+
+    def ops(a, m):
+        a[m] += 2
+        a[m] *= 3
+        a[a > 5] -= 1
+        a[~m] //= 2
+        return a
+    assert_matches_numpy(ops, np.arange(6, dtype=np.int8), m, device="cpu")

@@ -222,6 +222,21 @@ class MaskedSelection:
     __lshift__, __rlshift__ = _binary(np.left_shift), _binary(np.left_shift, True)
     __rshift__, __rrshift__ = _binary(np.right_shift), _binary(np.right_shift, True)
     __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
+    def _inplace(name: str) -> Callable[..., Any]:  # noqa: N805
+        def method(self, other):
+            # ``x[m] += v`` is ``t = x[m]; t += v; x[m] = t``: t is a copy of x's dtype,
+            # updated in place under NumPy's same_kind rule (int8 += 2.5 raises)
+            return getattr(self.compact().copy(), name)(other)
+        return method
+
+    __iadd__, __isub__, __imul__ = _inplace("__iadd__"), _inplace("__isub__"), \
+        _inplace("__imul__")
+    __itruediv__, __ifloordiv__, __imod__ = _inplace("__itruediv__"), \
+        _inplace("__ifloordiv__"), _inplace("__imod__")
+    __ipow__, __iand__, __ior__, __ixor__ = _inplace("__ipow__"), _inplace("__iand__"), \
+        _inplace("__ior__"), _inplace("__ixor__")
+    __ilshift__, __irshift__, __imatmul__ = _inplace("__ilshift__"), \
+        _inplace("__irshift__"), _inplace("__imatmul__")
     __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
     __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
