@@ -1147,3 +1147,27 @@ def test_average_multiplies_integers_in_the_result_dtype(dtype) -> None:
     assert_matches_numpy(lambda a, w: (np.average(a, axis=1, weights=w),
                                        np.average(a, weights=np.stack([w, w]),
                                                   returned=True)), a, w, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["mean_int8_into_int8", "mean_f16_into_f32", "sum_into_f32",
+                                  "cumsum_into_f32", "prod_into_f64"])
+def test_reductions_into_out_accumulate_in_outs_dtype(name) -> None:
+    """NumPy's add.reduce(x, out=o) adds in o's dtype; np.mean(x, out=o) stores the sum
+    into o's dtype, then divides there (probe session 5: int64 values summed into a
+    float32 out wrapped; a mean of int8 into int8 did not wrap its sum first)."""
+    import warnings
+    specs = {"mean_int8_into_int8": (np.mean, np.array([100, 100, -50], np.int8), (), np.int8),
+             "mean_f16_into_f32": (np.mean, np.array([0.1, 0.2, 0.7], np.float16), (),
+                                   np.float32),
+             "sum_into_f32": (np.sum, np.full(3, 2 ** 62, np.int64), (), np.float32),
+             "cumsum_into_f32": (np.cumsum, np.full(3, 2 ** 62, np.int64), (3,), np.float32),
+             "prod_into_f64": (np.prod, np.array([3, 5, 7, 11] * 6, np.int32), (), np.float64)}
+    fn, x, shape, dt = specs[name]
+
+    def f(x):
+        o = np.zeros(shape, dt)
+        fn(x, out=o)
+        return o
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert_matches_numpy(f, x, device="cpu")

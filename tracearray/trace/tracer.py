@@ -644,6 +644,17 @@ class Tracer:
         return reduction("all", self, axis, None, out, keepdims, np._NoValue, where)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=True):  # type: ignore[no-untyped-def]
+        o = _out_array(out)
+        if o is not None and dtype is None and where is True:
+            # NumPy's _mean: the sum (float64 for integers and bool, float32 for float16)
+            # stored into out's dtype, then divided there (mean of int8 into int8 wraps the
+            # sum first)
+            kind = self.dtype.kind
+            acc = np.float64 if kind in "biu" else np.float32 if self.dtype == np.float16 \
+                else None
+            total = self.sum(axis=axis, dtype=acc, keepdims=keepdims).astype(o.dtype)
+            n = self.size // max(total.size, 1) if self.size else 0
+            return store_out("mean", np.true_divide(total, n).astype(o.dtype), out)
         return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(where))), out)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
@@ -663,9 +674,11 @@ class Tracer:
         return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
+        dtype = _loop_dtype(dtype, out)
         return store_out("cumsum", Tracer(api.scan("cumsum", self.node, axis, dtype)), out)
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
+        dtype = _loop_dtype(dtype, out)
         return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out)
 
     def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):  # type: ignore[no-untyped-def]
@@ -970,6 +983,22 @@ def no_out(name: str, out: Any) -> None:
         raise unsupported(f"{name}(out=...)", "write the result with `a[...] = ...` instead")
 
 
+def _out_array(out: Any) -> Any:
+    """The traced array of ``out=`` (a tuple of one too), else None."""
+    o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    return o if isinstance(o, Tracer) else None
+
+
+def _loop_dtype(dtype: Any, out: Any) -> Any:
+    """A ufunc reduction's or accumulation's dtype: ``dtype=``, else out's (NumPy's
+    add.reduce(x, out=o) adds in o's dtype: int64 values summed into a float32 out do not
+    wrap), else None (the input's rule)."""
+    if dtype is not None:
+        return dtype
+    o = _out_array(out)
+    return None if o is None else o.dtype
+
+
 def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
     """``result`` written into ``out=`` as NumPy does (broadcast to out's shape, cast with
     ``casting``: reductions and scans cast unsafely, ufuncs same_kind), and ``out``
@@ -1006,6 +1035,8 @@ def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
     """A reduction method or function: ``initial=`` and ``where=`` as NumPy's."""
     if kind not in ("sum", "prod") and dtype is not None:
         raise unsupported(f"{kind}(dtype=...)")
+    if kind in ("sum", "prod"):
+        dtype = _loop_dtype(dtype, out)
     if dtype is not None and np.dtype(dtype).kind == "c" and isinstance(x, Tracer):
         # a real array summed as complex (np.average's weights beside complex values):
         # the complex reduction of its complex values

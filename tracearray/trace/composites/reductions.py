@@ -94,8 +94,8 @@ composite(np.argmin, calls=['np.argmin({0}, axis=0)'], min_dims=1, impl=_arg_fn(
 
 def _cumulative(kind: str):
     def fn(a, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        return store_out(f"np.{kind}", Tracer(api.scan(kind, unwrap(as_tracer(a)), axis,
-                                                       dtype)), out)
+        # (accumulated in out's dtype when out= is given and dtype= is not, as NumPy's)
+        return getattr(as_tracer(a), kind)(axis, dtype, out)
     return fn
 
 
