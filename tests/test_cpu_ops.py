@@ -1171,3 +1171,35 @@ def test_reductions_into_out_accumulate_in_outs_dtype(name) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert_matches_numpy(f, x, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["nan_to_num_in_place", "nanvar_no_dof", "full_like_bool_1j",
+                                  "arange_uint64", "concat_real_dtype", "cumsum_real_dtype",
+                                  "stack_complex_dtype"])
+def test_numpy_semantics_corners_of_probe_session_5(name) -> None:
+    """Silent differences the fifth probe session found: np.nan_to_num(copy=False) did not
+    update its argument; nanvar with no degree of freedom left was inf (NumPy: NaN); a
+    bool full_like of 1j was False; np.arange of a traced uint64 stop was int64 (float64);
+    a real dtype= of complex operands kept them complex (np.stack with a complex dtype=
+    recursed)."""
+    import warnings
+    z = np.array([1 + 2j, 3 - 1j, 0.5 + 0.5j], np.complex64)
+
+    def in_place(x):
+        np.nan_to_num(x, copy=False)
+        return x.sum()
+    specs = {
+        "nan_to_num_in_place": (in_place, (np.array([1.0, np.nan, np.inf]),)),
+        "nanvar_no_dof": (lambda a: (np.nanvar(a, axis=1, ddof=2), np.nanstd(a, ddof=5)),
+                          (np.array([[-2.5, 0.5, 1.5], [1.0, np.nan, 2.0]]),)),
+        "full_like_bool_1j": (lambda b: np.full_like(b, 1j), (np.array([True, False]),)),
+        "arange_uint64": (lambda n: np.arange(n), (np.uint64(3),)),
+        "concat_real_dtype": (lambda z: np.concatenate((z, z), dtype=np.float32,
+                                                       casting="unsafe"), (z,)),
+        "cumsum_real_dtype": (lambda z: np.cumsum(z, dtype=np.float32), (z,)),
+        "stack_complex_dtype": (lambda z: np.stack((z, z), dtype=np.complex128), (z,)),
+    }
+    fn, args = specs[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_matches_numpy(fn, *args, device="cpu")

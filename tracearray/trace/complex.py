@@ -677,10 +677,36 @@ def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -
     strong = spec != ("*",)     # (np.atleast_1d's operands keep their own dtypes)
     dt = complex_result_dtype(*[np.asarray(v) if strong and isinstance(
         v, (bool, int, float, complex)) else v for v in values])
+    want = kwargs.get("dtype")
+    if want is not None and np.dtype(want).kind != "c":
+        # a real dtype= (np.concatenate(..., dtype=np.float32, casting="unsafe"),
+        # np.cumsum(z, dtype=np.float32)): NumPy casts the complex operands to it (their
+        # real parts) and runs the real function
+        casting = kwargs.get("casting", "same_kind")
+        if casting != "unsafe" and "casting" in kwargs:
+            raise TypeError(with_location(
+                f"Cannot cast array data from {dt!r} to {np.dtype(want)!r} according to the "
+                f"rule {casting!r}"))
+
+        def real(v: Any) -> Any:
+            return discard_imaginary(as_complex(v), np.dtype(want)) if is_complex(v) else v
+        a, kw = list(args), dict(kwargs)
+        for where, v in slots:
+            new = type(v)(real(e) for e in v) if isinstance(v, (list, tuple)) and \
+                not _is_array_like_list(v) else real(v)
+            if isinstance(where, int):
+                a[where] = new
+            else:
+                kw[where] = new
+        return func(*a, **kw)
+    if want is not None:   # a complex dtype=: the parts in its real dtype
+        dt = np.dtype(want)
     part = real_dtype(dt)
 
     def call(which: int) -> Any:
         a, kw = list(args), dict(kwargs)
+        if want is not None:
+            kw["dtype"] = part
         for where, v in slots:
             if isinstance(v, (list, tuple)) and not _is_array_like_list(v):
                 new = type(v)(parts(e, part, full=True)[which] for e in v)

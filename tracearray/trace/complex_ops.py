@@ -376,7 +376,11 @@ def _make_like(func: Any, fill: Any) -> None:
         dt = np.dtype(dtype) if dtype is not None else base.dtype
         ref = base.re if isinstance(base, ComplexTracer) else base
         if dt.kind != "c":
-            return np.full_like(ref, np.real(value), dtype=dt, shape=shape)
+            # a complex fill cast as NumPy's copyto casts it: to bool, nonzero (1j is True);
+            # to numbers, the real part
+            fill_v = (value != 0) if dt.kind == "b" and isinstance(
+                value, (complex, np.complexfloating)) else np.real(value)
+            return np.full_like(ref, fill_v, dtype=dt, shape=shape)
         part = real_dtype(dt)
         v = complex(value)
         return C(np.full_like(ref, v.real, dtype=part, shape=shape),

@@ -440,6 +440,14 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             # decides (data_size, through Tracer.__index__); a fill value stays traced
             # (a *_like function's first argument is the prototype array, not a size)
             sized = 0 if name.endswith("_like") else 1 if name == "full" else len(args)
+            if name == "arange" and "dtype" not in kwargs and (
+                    _holds_tracer(args) or _holds_tracer(tuple(kwargs.values()))):
+                # the dtype NumPy gives the bounds' types (np.arange(np.uint64(n)) is
+                # float64), decided before they become Python numbers
+                def proxy(v: Any) -> Any:
+                    return v.dtype.type(1) if _is_tracer(v) else v
+                kwargs["dtype"] = original(*map(proxy, args),
+                                           **{k: proxy(v) for k, v in kwargs.items()}).dtype
             args = tuple(_as_sizes(a) if i < sized else a for i, a in enumerate(args))
             kwargs = {k: _as_sizes(v) if k in ("shape", "N", "M", "k", "start", "stop", "step")
                       else v for k, v in kwargs.items()}

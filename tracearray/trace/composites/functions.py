@@ -197,13 +197,17 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None,
     (its most negative); other dtypes are returned as they are."""
     t = as_tracer(x)
     if t.dtype.kind != "f":
-        return t.copy()
+        return t if not copy and t is x else t.copy()
     info = np.finfo(t.dtype)
     big = info.max if posinf is None else posinf
     small = info.min if neginf is None else neginf
     out = np.where(np.isnan(t), np.asarray(nan).astype(t.dtype), t)
     out = np.where(np.isposinf(t), np.asarray(big).astype(t.dtype), out)
-    return np.where(np.isneginf(t), np.asarray(small).astype(t.dtype), out)
+    out = np.where(np.isneginf(t), np.asarray(small).astype(t.dtype), out)
+    if not copy and t is x:   # copy=False: x itself is updated (and returned), as NumPy's
+        x[...] = out
+        return x
+    return out
 
 
 for _f in (np.isposinf, np.isneginf):

@@ -278,8 +278,12 @@ def _nan_var(name: str):
             return method(axis, dtype, None, ddof, _keep(keepdims), where=where, mean=mean,
                           correction=correction)
         mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
-        return method(_nan_axis(t, axis), dtype, None, ddof, _keep(keepdims), where=mask, mean=mean,
-                      correction=correction)
+        ax, keep = _nan_axis(t, axis), _keep(keepdims)
+        r = method(ax, dtype, None, ddof, keep, where=mask, mean=mean, correction=correction)
+        # NumPy's nanvar: NaN where ddof leaves no degree of freedom (np.var divides by 0)
+        d = ddof if correction is np._NoValue else correction
+        dof = np.sum(mask, axis=ax, keepdims=bool(keep)) - d
+        return np.where(dof <= 0, r.dtype.type(np.nan), r)
     return fn
 
 
