@@ -644,7 +644,9 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     from . import dispatch
     rule = FUNCTIONS.get(func)
     if rule is not None:
-        return rule(*args, **kwargs)
+        # NumPy's own code passes np._NoValue for arguments not given (np.nansum calls
+        # np.sum(..., where=where) with where=np._NoValue): the rule's defaults then
+        return rule(*args, **{k: v for k, v in kwargs.items() if v is not np._NoValue})
     spec = PARTWISE.get(func)
     if spec is not None:
         return partwise(func, spec, args, kwargs)

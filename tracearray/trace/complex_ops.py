@@ -14,7 +14,8 @@ from ..errors import with_location
 from ..interleaved import real_dtype
 from .build import normalize_axes, unsupported
 from . import complex_math as cm
-from .complex import (PARTWISE, ComplexTracer, as_complex, complex_result_dtype, function_rule,
+from .complex import (PARTWISE, ComplexTracer, as_complex, complex_result_dtype,
+                      discard_imaginary, function_rule,
                       is_complex, parts, ufunc_rule)
 
 C = ComplexTracer
@@ -828,3 +829,88 @@ def _vdot(a: Any, b: Any) -> Any:
     # vdot conjugates its first argument and flattens both
     ca = np.conjugate(as_complex(a)) if is_complex(a) else a
     return _product(np.dot, np.ravel(ca), np.ravel(b))
+
+
+# ============================================================================================
+# Writes into an array of the function's own
+# ============================================================================================
+
+@function_rule(np.copyto)
+def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    """np.copyto with complex values on either side (NumPy's nan-functions replace a
+    complex array's NaNs with it: np.nansum of complex values)."""
+    from .tracer import Tracer
+    if not isinstance(dst, (ComplexTracer, Tracer)):
+        raise unsupported("np.copyto into a NumPy array the function does not trace")
+    src_dt = complex_result_dtype(src) if is_complex(src) else \
+        (src.dtype if isinstance(src, Tracer) else np.asarray(src).dtype)
+    if not np.can_cast(src_dt, dst.dtype, casting=casting):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {src_dt!r} to {dst.dtype!r} according to the rule "
+            f"{casting!r}"))
+    if isinstance(dst, ComplexTracer):
+        value = as_complex(src, dst.dtype)
+    else:   # complex values into a real array (unsafe casting): their real parts
+        value = discard_imaginary(as_complex(src), dst.dtype)
+    if where is not True:
+        value = np.where(where, value, dst)
+    dst[...] = value
+
+
+# ============================================================================================
+# NaN-ignoring statistics of complex values (NumPy's branch on "is any slice empty" only
+# warns: the same values as a select)
+# ============================================================================================
+
+def _nan_replaced(a: Any) -> tuple[Any, Any]:
+    """``a`` with 0 where either part is NaN (np.isnan of complex values), and where not."""
+    z = as_complex(a)
+    ok = ~(np.isnan(z.re) | np.isnan(z.im))
+    return np.where(ok, z, 0), ok
+
+
+def _by_count(total: Any, count: Any) -> Any:
+    """NumPy's _divide_by_count: the quotient in the total's dtype."""
+    q = total / count
+    return q.astype(total.dtype) if q.dtype != total.dtype else q
+
+
+@function_rule(np.nanmean)
+def _nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+             keepdims: bool = False, *, where: Any = True) -> Any:
+    _out_none("np.nanmean", out)
+    if where is not True:
+        raise unsupported("np.nanmean(where=...) of complex values")
+    z, ok = _nan_replaced(a)
+    count = np.sum(ok, axis=axis, keepdims=keepdims)
+    return _by_count(np.sum(z, axis=axis, dtype=dtype, keepdims=keepdims), count)
+
+
+@function_rule(np.nanvar)
+def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+            keepdims: bool = False, *, where: Any = True, mean: Any = np._NoValue,
+            correction: Any = np._NoValue) -> Any:
+    _out_none("np.nanvar", out)
+    if where is not True or mean is not np._NoValue:
+        raise unsupported("np.nanvar(where=..., mean=...) of complex values")
+    if correction is not np._NoValue:
+        if ddof != 0:
+            raise ValueError(with_location(
+                "ddof and correction can't be provided simultaneously."))
+        ddof = correction
+    z, ok = _nan_replaced(a)
+    count = np.sum(ok, axis=axis, keepdims=True)
+    avg = _by_count(np.sum(z, axis=axis, dtype=dtype, keepdims=True), count)
+    d = np.where(ok, z - avg, 0)
+    sqr = (d * np.conj(d)).real
+    var = np.sum(sqr, axis=axis, keepdims=keepdims)
+    dof = (count if keepdims else np.sum(ok, axis=axis)) - ddof
+    return np.where(dof <= 0, var.dtype.type(np.nan), _by_count(var, dof))
+
+
+@function_rule(np.nanstd)
+def _nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
+            keepdims: bool = False, *, where: Any = True, mean: Any = np._NoValue,
+            correction: Any = np._NoValue) -> Any:
+    return np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
+                           correction=correction))

@@ -321,8 +321,10 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
         # (a composite may make its result from numbers alone, as NumPy's code may:
-        # np.vander of a one-element array is np.ones((1, 1)))
-        return _traced_results(entry.impl(*args, **kwargs), args, kwargs)
+        # np.vander of a one-element array is np.ones((1, 1)); NumPy's own code passes
+        # np._NoValue for what was not given: np.nanmean's np.sum(..., where=where))
+        given = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+        return _traced_results(entry.impl(*args, **given), args, kwargs)
     reason = refusal(func)
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
