@@ -1203,3 +1203,17 @@ def test_numpy_semantics_corners_of_probe_session_5(name) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_matches_numpy(fn, *args, device="cpu")
+
+
+def test_fmax_fmin_folds_of_integers_and_bools() -> None:
+    """np.fmax / np.fmin .reduce, .reduceat and .accumulate of integers and bools are
+    maximum / minimum (their fold started from NaN: a compile error for integers, True for
+    every bool segment; probe session 5)."""
+    a = np.array([[3, -1, 7], [2, 5, -4]], np.int32)
+    b = np.array([False, True, True, False, True, False, False, True, False, True, True,
+                  False])
+    assert_matches_numpy(lambda a: (np.fmax.reduce(a, axis=0), np.fmin.reduce(a, axis=None),
+                                    np.fmax.reduceat(a.ravel(), [0, 3]),
+                                    np.fmin.accumulate(a, axis=1)), a, device="cpu")
+    assert_matches_numpy(lambda b: (np.fmax.reduceat(b, [0, 5, 5, 11]), np.fmin.reduce(b)),
+                         b, device="cpu")

@@ -97,6 +97,12 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
                               "it calls a Python function on object elements; np.vectorize "
                               "of the function, or whole-array NumPy code, is traced")
         raise unsupported(name)
+    if uf in (np.fmax, np.fmin) and method in ("reduce", "reduceat", "accumulate") and \
+            inputs and (inputs[0].dtype if hasattr(inputs[0], "dtype") else
+                        np.asarray(inputs[0]).dtype).kind not in "fc":
+        # integers and bools have no NaN: fmax is maximum (whose fold starts from the
+        # lowest value; fmax's starts from NaN, which an integer cannot hold)
+        uf = np.maximum if uf is np.fmax else np.minimum
     if method in ("at", "reduceat"):
         context.note_sizes_read()   # (positions into the operand)
     if method == "reduce" and uf in REDUCE_COMPOSITES:
