@@ -1217,3 +1217,15 @@ def test_fmax_fmin_folds_of_integers_and_bools() -> None:
                                     np.fmin.accumulate(a, axis=1)), a, device="cpu")
     assert_matches_numpy(lambda b: (np.fmax.reduceat(b, [0, 5, 5, 11]), np.fmin.reduce(b)),
                          b, device="cpu")
+
+
+def test_a_one_element_exponent_of_one_half_known_at_run_time_is_sqrt() -> None:
+    """NumPy's float32/float64 power loops compute a scalar exponent of 0.5 with sqrt, also
+    when it is a value the call passes (sqrt(-inf) is NaN and sqrt(-0.0) -0.0 where pow
+    gives inf and 0.0; probe session 5)."""
+    import warnings
+    x = np.array([-np.inf, -0.0, 4.0, 2.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for e in (np.float64(0.5), np.float32(0.5), np.array(0.5), np.float64(1.5)):
+            assert_matches_numpy(lambda x, e: (x ** e, np.power(x, e)), x, e, device="cpu")

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .build import (as_node, cast, check_dtype, constant, dtype_key, make, normalize_axes,
+from .build import (as_node, cast, check_dtype, constant, dtype_key, known_value, make,
+                    normalize_axes,
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
 from ..errors import with_location
 from .graph import Node, any_ancestor
@@ -170,6 +171,17 @@ def power(x: Any, y: Any, operator: bool = False) -> Node:
             # a Python int that does not fit, which NumPy raises first).
             to_dtype(y, loop[1])
             raise ValueError(with_location("Integers to negative integer powers are not allowed."))
+    elif isinstance(y, Node) and y.size == 1 and known_value(y) is None:
+        # a one-element exponent known only when the kernel runs (x ** np.float64(e) with e
+        # an argument): NumPy's float32 / float64 loops test it for 0.5 then, and use sqrt
+        loop = np.power.resolve_dtypes((dtype_key(x), y.dtype, None))
+        if loop[0] in (np.dtype(np.float32), np.dtype(np.float64)):
+            general = apply_ufunc(np.power, x, y)
+            half = apply_ufunc(np.equal, y, 0.5)
+            root = apply_ufunc(np.sqrt, to_dtype(x, loop[0]))
+            return make("where", [broadcast_to(half, general.shape),
+                                  broadcast_to(to_dtype(root, general.dtype), general.shape),
+                                  general])
     return apply_ufunc(np.power, x, y)
 
 
