@@ -1229,3 +1229,18 @@ def test_a_one_element_exponent_of_one_half_known_at_run_time_is_sqrt() -> None:
         warnings.simplefilter("ignore", RuntimeWarning)
         for e in (np.float64(0.5), np.float32(0.5), np.array(0.5), np.float64(1.5)):
             assert_matches_numpy(lambda x, e: (x ** e, np.power(x, e)), x, e, device="cpu")
+
+
+@pytest.mark.parametrize("name", ["spacing", "fabs", "deg2rad", "rad2deg", "conjugate",
+                                  "logaddexp", "heaviside"])
+def test_ufuncs_computed_as_composites_take_dtype(name) -> None:
+    """dtype= selects the loop (its inputs cast to it) for ufuncs tracearray computes as
+    composites too: np.spacing(int8, dtype=np.float64) is float64's spacing, not float16's
+    (probe session 5)."""
+    uf = getattr(np, name)
+    x = np.array([1, 2, 90], np.int8)
+    if uf.nin == 1:
+        assert_matches_numpy(lambda a: uf(a, dtype=np.float64), x, device="cpu")
+        assert_matches_numpy(lambda a: uf(a, dtype=np.float32), x, device="cpu")
+    else:
+        assert_matches_numpy(lambda a: uf(a, a, dtype=np.float32), x, device="cpu")

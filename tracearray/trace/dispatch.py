@@ -54,6 +54,31 @@ _IGNORED_KW = {"order": ("K", "C", "A", "F", None), "subok": (True, False)}
 REDUCE_COMPOSITES = (np.logaddexp, np.logaddexp2)
 
 
+def _composite_in_dtype(uf: np.ufunc, impl: Callable, inputs: tuple, kwargs: dict,
+                        dtype: Any, casting: str, name: str) -> Any:
+    """A ufunc tracearray computes as a composite, called with ``dtype=``: the loop NumPy
+    selects for that output dtype (``signature=(..., dtype)``), its inputs cast to the loop's
+    input dtypes and the results to its output dtypes (np.fabs(int8, dtype=np.float64) is the
+    float64 loop, not float16's)."""
+    from .build import dtype_key
+    from .composites import as_tracer
+    keys = tuple(x.dtype if hasattr(x, "dtype") else
+                 np.asarray(x).dtype if isinstance(x, (list, tuple)) else dtype_key(x)
+                 for x in inputs)
+    sig = (None,) * uf.nin + (np.dtype(dtype),) * uf.nout
+    try:
+        loop = uf.resolve_dtypes(keys + (None,) * uf.nout, signature=sig, casting=casting)
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        from .numpy_api import numpy_error
+        raise numpy_error(e, f"{name}: {e}") from None
+    cast = [as_tracer(x).astype(dt) for x, dt in zip(inputs, loop[:uf.nin])]
+    result = impl(*cast, **kwargs)
+    outs = loop[uf.nin:]
+    if isinstance(result, tuple):
+        return tuple(as_tracer(r).astype(dt) for r, dt in zip(result, outs))
+    return as_tracer(result).astype(outs[0])
+
+
 def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     from .tracer import Tracer, unwrap
     if any(complex_values.is_complex(x) for x in inputs) or \
@@ -91,7 +116,11 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             return Tracer(api.apply_ufunc(uf, *args, dtype=dtype, casting=casting))
         entry = composites.lookup(uf)
         if entry is not None:
-            return entry.impl(*inputs, **kwargs)
+            dtype = kwargs.pop("dtype", None)
+            casting = kwargs.pop("casting", "same_kind")
+            if dtype is None:
+                return entry.impl(*inputs, **kwargs)
+            return _composite_in_dtype(uf, entry.impl, inputs, kwargs, dtype, casting, name)
         if uf.__name__.endswith(" (vectorized)"):   # np.frompyfunc's object ufunc
             raise unsupported(f"a ufunc made by np.frompyfunc ({uf.__name__})",
                               "it calls a Python function on object elements; np.vectorize "
