@@ -645,3 +645,19 @@ def test_copyto_with_complex_values():
         warnings.simplefilter("ignore")
         assert_matches_numpy(f, np.array([1.0, -1.0, 2.0]), np.array([1j, 2 + 1j, 3 - 2j]),
                              device="cpu")
+
+
+def test_complex_arguments_never_recurse():
+    """np.clip of a real array with a complex bound ran NumPy's np.clip, which calls the
+    array's clip method, which calls np.clip (a RecursionError); np.any with a complex out=
+    likewise (probe session 5). They are traced or refused now."""
+    b = np.array([True, False, True])
+
+    def any_out(b):
+        o = np.zeros(3, np.complex128)
+        np.any(b.reshape(3, 1), axis=1, out=o)
+        return o
+    assert_matches_numpy(any_out, b, device="cpu")
+    assert_matches_numpy(lambda b: np.cumsum(b, dtype=np.complex64), b, device="cpu")
+    with pytest.raises(tracearray.errors.UnsupportedOperationError):
+        tracearray.compile(lambda r: np.clip(r, 1j, None), device="cpu")(np.ones(2))

@@ -23,6 +23,8 @@ complex after the call.
 """
 from __future__ import annotations
 
+import threading
+
 import builtins
 import sys
 import warnings
@@ -653,9 +655,25 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     impl = getattr(func, "_implementation", None)
     module = getattr(func, "__module__", "") or ""
     if impl is None or not module.startswith("numpy") or \
-            module.startswith(("numpy.linalg", "numpy.fft")):
+            module.startswith(("numpy.linalg", "numpy.fft")) or func in _RUNNING.funcs:
+        # (NumPy's np.clip calls the array's clip method, which calls np.clip: with a
+        # complex bound of a real array that came back here, forever)
         raise unsupported(f"{dispatch.numpy_name(func)} of complex values")
-    return dispatch.run_numpy_implementation(func, impl, args, kwargs)
+    _RUNNING.funcs.add(func)
+    try:
+        return dispatch.run_numpy_implementation(func, impl, args, kwargs)
+    finally:
+        _RUNNING.funcs.discard(func)
+
+
+class _Running(threading.local):
+    """NumPy functions whose own implementation runs on complex values in this thread."""
+
+    def __init__(self) -> None:
+        self.funcs: set = set()
+
+
+_RUNNING = _Running()
 
 
 def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -> Any:

@@ -620,14 +620,22 @@ def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False
 def _any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
          where: Any = True) -> Any:
     z = as_complex(a)
-    return np.any((z.re != 0) | (z.im != 0), axis, out, keepdims, where=where)
+    r = np.any((z.re != 0) | (z.im != 0), axis, None, keepdims, where=where)
+    if out is None:
+        return r
+    out[...] = r   # (a complex out=: the bools as complex numbers)
+    return out
 
 
 @function_rule(np.all)
 def _all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,
          where: Any = True) -> Any:
     z = as_complex(a)
-    return np.all((z.re != 0) | (z.im != 0), axis, out, keepdims, where=where)
+    r = np.all((z.re != 0) | (z.im != 0), axis, None, keepdims, where=where)
+    if out is None:
+        return r
+    out[...] = r   # (a complex out=: the bools as complex numbers)
+    return out
 
 
 @function_rule(np.count_nonzero)
