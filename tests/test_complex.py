@@ -661,3 +661,13 @@ def test_complex_arguments_never_recurse():
     assert_matches_numpy(lambda b: np.cumsum(b, dtype=np.complex64), b, device="cpu")
     with pytest.raises(tracearray.errors.UnsupportedOperationError):
         tracearray.compile(lambda r: np.clip(r, 1j, None), device="cpu")(np.ones(2))
+
+
+def test_block_of_complex_blocks():
+    """np.block with complex blocks joined the interleaved pairs: a (2, 2, 2) result for
+    NumPy's (2, 4), silently (probe session 5)."""
+    x = np.ones((2, 2))
+    z = x * 1j
+    for f in (lambda x, z: np.block([x, z]), lambda x, z: np.block([[x, z], [x, x]]),
+              lambda x, z: np.block([[z], [z]])):
+        assert_matches_numpy(f, x, z, device="cpu")

@@ -224,8 +224,13 @@ def block(arrays: Any) -> Tracer:
             return depths.pop() + 1
         return 0
 
+    from .. import complex as complex_values
+
+    def leaf(x: Any) -> Any:   # (complex blocks: their two parts, joined partwise)
+        return complex_values.as_complex(x) if complex_values.is_complex(x) else as_tracer(x)
+
     def max_ndim(x: Any) -> int:
-        return max(max_ndim(e) for e in x) if isinstance(x, list) else as_tracer(x).ndim
+        return max(max_ndim(e) for e in x) if isinstance(x, list) else leaf(x).ndim
 
     depth = depth_of(arrays)
     ndim = max(depth, max_ndim(arrays))
@@ -233,10 +238,18 @@ def block(arrays: Any) -> Tracer:
     def join(x: Any, level: int) -> Tracer:
         if isinstance(x, list):
             return np.concatenate([join(e, level + 1) for e in x], axis=-(depth - level))
-        t = as_tracer(x)
+        t = leaf(x)
         return t.reshape((1,) * (ndim - t.ndim) + t.shape) if t.ndim < ndim else t.copy()
 
     return join(arrays, 0)
+
+
+def _register_complex_block() -> None:
+    from ..complex import FUNCTIONS
+    FUNCTIONS[np.block] = block
+
+
+_register_complex_block()
 
 
 if hasattr(np, "unstack"):
