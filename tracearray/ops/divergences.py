@@ -230,6 +230,14 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "on axes of length 1, where NumPy's own functions disagree (`x[:, None]` has stride "
         "0 there, `np.expand_dims(x, 1)` another).", "not-compared"),
     Divergence(
+        "native-byte-order", "api", ("ndarray.view", "ndarray.astype", "ndarray.byteswap"),
+        "Arrays in the other byte order (`'>f8'` on a little-endian machine), as arguments, "
+        "globals or arrays the function reaches, are read as their values in native order: "
+        "results are in native order (NumPy keeps `'>i2'`, and `x.astype('>f8')` is "
+        "`'<f8'` here), and a view of such an argument's bytes (`x.view(np.uint8)`) sees "
+        "the native bytes of its values, where NumPy's sees the bytes as stored.",
+        "not-compared"),
+    Divergence(
         "recycled-result-memory", "api", ("*",),
         "On the CPU a result of 1 MiB or more is a view of a block tracearray recycles "
         "(`.base` is that block, `flags.owndata` is False), so `ndarray.resize` refuses it; "
