@@ -1466,3 +1466,13 @@ def test_unique_inverse_of_nans_apart_frees_only_the_nan_slots(emulated) -> None
     for change in (number_moved, nan_to_number):
         assert not compare_with_numpy(program, x, device="cuda",
                                       compiled=_Altered(program, "cuda", change)).ok, change
+
+
+def test_block_rows_indexed_by_parallel_dims_on_both_sides(emulated) -> None:
+    """A reduction over axes (1, 3) with a map after it: rows of 1,147 elements (block_row)
+    indexed by two parallel dimensions, the pipelined row prefetch's branch among them (LLVM
+    rejected the kernel: soak gpu-2026-12-07-tenth-b, program 1). Values against NumPy."""
+    from tracearray.testing import assert_matches_numpy
+    x = rng(3).standard_normal((2, 37, 3, 31)).astype(np.float32)
+    assert_matches_numpy(lambda x: (x - x.max(axis=(1, 3), keepdims=True)) /
+                         x.mean(axis=(1, 3), keepdims=True), x, device="cuda")
