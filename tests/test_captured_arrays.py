@@ -412,3 +412,19 @@ def test_a_global_tuple_of_arrays_rebound_is_read_again():
     g["PARAMS"] = tuple(p - 0.5 for p in g["PARAMS"])   # crashed comparing the tuples
     np.testing.assert_array_equal(c(X), g["f"](X))
     assert c.stats.traces == 1
+
+
+def test_a_global_dict_rebuilt_each_step_is_read_without_tracing_again():
+    # PARAMS = {k: v - lr * g[k] ...}: a new dict of the same keys and shapes each step
+    # (it traced at every call); a changed number in it still traces again
+    g = {"np": np, "PARAMS": {"w": np.ones(3), "b": np.zeros(3), "scale": 2.0}}
+    exec("def f(x):\n    return (x * PARAMS['w'] + PARAMS['b']) * PARAMS['scale']\n", g)
+    c = compiled(g["f"])
+    for step in range(4):
+        np.testing.assert_allclose(c(X), g["f"](X))
+        g["PARAMS"] = {k: (v - 0.1 if isinstance(v, np.ndarray) else v)
+                       for k, v in g["PARAMS"].items()}
+    assert c.stats.traces == 1
+    g["PARAMS"] = dict(g["PARAMS"], scale=3.0)
+    np.testing.assert_allclose(c(X), g["f"](X))
+    assert c.stats.traces == 2

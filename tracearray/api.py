@@ -469,8 +469,10 @@ class CompiledFunction:
                 continue
             if now is seen:   # the common case (``np``, helper functions): no more to check
                 continue
-            if type(now) is not type(seen) or not isinstance(seen, _VALUE_TYPES) or \
-                    _static_key(now) != _static_key(seen):
+            if type(now) is not type(seen) or not isinstance(seen, _VALUE_TYPES + (list, dict)) \
+                    or _static_key(now) != _static_key(seen):
+                # (a dict or list rebound to one of the same keys, numbers and arrays' shapes
+                # and dtypes holds: its arrays are read through their paths, trace/captured.py)
                 return False
         return self._captured_hold(trace)
 
@@ -953,8 +955,10 @@ def _static_key(value: Any) -> Any:
     trace differently: ``1 == 1.0 == True`` (``int8 + 1`` is int8, ``int8 + 1.0`` float64 under
     NEP 50) and ``0.0 == -0.0`` (``x * -0.0`` flips signs), so a cached trace of one was
     reused for the other; and ``nan != nan`` never hit."""
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return (type(value), tuple(_static_key(v) for v in value))
+    if type(value) is dict:   # (a guarded global dict: PARAMS = {k: v - lr * g[k] ...})
+        return (dict, tuple((k, _static_key(v)) for k, v in value.items()))
     if isinstance(value, frozenset):
         return (type(value), frozenset(_static_key(v) for v in value))
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
