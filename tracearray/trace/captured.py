@@ -51,9 +51,12 @@ _DTYPES = frozenset(np.dtype(d) for d in (   # the real dtypes the graph holds (
 class Path:
     """Where an array was found: ``root`` (("closure", i), ("default", i),
     ("kwdefault", name), ("bound", i), ("bound_kw", name), ("static", i), ("static_kw", name)
-    or ("global", name)) and the steps from it (("attr", name, None): an entry of the
-    object's ``__dict__``; ("item", key, n): an item of a container of n items, whose length
-    is part of the path: code reading ``ws[-1]`` reads another item after an append)."""
+    or ("global", name)) and the steps from it, each (kind, key, n): "attr" (an entry of the
+    object's ``__dict__``, or a class's), "item" (an item of a container of n items, whose
+    length is part of the path: code reading ``ws[-1]`` reads another item after an
+    append), "slot" (a ``__slots__`` attribute), "class" (a class attribute, unless the
+    instance has its own of that name), "cell" and "fdefault" (a user function's closure
+    cell and default)."""
     root: tuple
     steps: tuple
     text: str
@@ -62,11 +65,6 @@ class Path:
     def input_name(self) -> str:
         """The graph input's name (in ``Graph.globals``), never a Python identifier."""
         return f"{CAPTURED_PREFIX}{self.text}>"
-
-
-def captured_text(name: str) -> str | None:
-    """The path text of a graph input named by ``Path.input_name``, else None."""
-    return name[len(CAPTURED_PREFIX):-1] if name.startswith(CAPTURED_PREFIX) else None
 
 
 class Captured(NamedTuple):
@@ -205,8 +203,8 @@ class CapturedArrays:
         self._noted: dict[int, np.ndarray] = {}  # arrays given to NumPy functions (note_use)
         self._walked_globals: set[str] = set()
         self._tracers: dict[int, Any] = {}
-        # what the trace used: input name -> (path, the array, None) for graph inputs;
-        # (path, the array, a copy of its values) for arrays used by value (fixed_value)
+        # what the trace used, by name: graph inputs (``Path.input_name``), and arrays used
+        # by their values (that name + " (values)": ``Captured.values`` a copy of them)
         self.used: dict[str, Captured] = {}
 
     # --------------------------------------------------------------- the walk
