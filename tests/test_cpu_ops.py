@@ -1150,18 +1150,23 @@ def test_average_multiplies_integers_in_the_result_dtype(dtype) -> None:
 
 
 @pytest.mark.parametrize("name", ["mean_int8_into_int8", "mean_f16_into_f32", "sum_into_f32",
-                                  "cumsum_into_f32", "prod_into_f64"])
+                                  "cumsum_into_f32", "prod_into_f64", "sum_floats_into_int",
+                                  "sum_f64_into_f32"])
 def test_reductions_into_out_accumulate_in_outs_dtype(name) -> None:
-    """NumPy's add.reduce(x, out=o) adds in o's dtype; np.mean(x, out=o) stores the sum
-    into o's dtype, then divides there (probe session 5: int64 values summed into a
-    float32 out wrapped; a mean of int8 into int8 did not wrap its sum first)."""
+    """NumPy's add.reduce(x, out=o) adds in the promotion of x's dtype and o's (int64
+    values into a float32 out add in float64; floats into an int64 out add as floats, then
+    are cast); np.mean(x, out=o) stores the sum into o's dtype, then divides there (probe
+    session 5: int64 values summed into a float32 out wrapped; a mean of int8 into int8 did
+    not wrap its sum first)."""
     import warnings
     specs = {"mean_int8_into_int8": (np.mean, np.array([100, 100, -50], np.int8), (), np.int8),
              "mean_f16_into_f32": (np.mean, np.array([0.1, 0.2, 0.7], np.float16), (),
                                    np.float32),
              "sum_into_f32": (np.sum, np.full(3, 2 ** 62, np.int64), (), np.float32),
              "cumsum_into_f32": (np.cumsum, np.full(3, 2 ** 62, np.int64), (3,), np.float32),
-             "prod_into_f64": (np.prod, np.array([3, 5, 7, 11] * 6, np.int32), (), np.float64)}
+             "prod_into_f64": (np.prod, np.array([3, 5, 7, 11] * 6, np.int32), (), np.float64),
+             "sum_floats_into_int": (np.sum, np.array([0.6, 0.6, 0.7]), (), np.int64),
+             "sum_f64_into_f32": (np.sum, np.array([1e8, 1.0, -1e8]), (), np.float32)}
     fn, x, shape, dt = specs[name]
 
     def f(x):

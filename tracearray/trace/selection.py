@@ -225,8 +225,19 @@ class MaskedSelection:
     def _inplace(name: str) -> Callable[..., Any]:  # noqa: N805
         def method(self, other):
             # ``x[m] += v`` is ``t = x[m]; t += v; x[m] = t``: t is a copy of x's dtype,
-            # updated in place under NumPy's same_kind rule (int8 += 2.5 raises)
-            return getattr(self.compact().copy(), name)(other)
+            # updated in place under NumPy's same_kind rule (int8 += 2.5 raises). Computed
+            # on the whole values with the mask kept, as the operators are (no size the
+            # data decides: ``it[m] += 1`` in a loop stays one trace); on the selected
+            # elements where that cannot be done
+            from .tracer import Tracer
+            if self._written or not self._pairs_with(other):
+                return getattr(self.compact().copy(), name)(other)
+            o = Tracer(other.values) if isinstance(other, MaskedSelection) else other
+            try:
+                t = getattr(Tracer(self.values).copy(), name)(o)
+            except ValueError:   # (an error that may depend on the selected elements)
+                return getattr(self.compact().copy(), name)(other)
+            return MaskedSelection(t.node, self.mask, self.made_at, self.lead)
         return method
 
     __iadd__, __isub__, __imul__ = _inplace("__iadd__"), _inplace("__isub__"), \

@@ -674,11 +674,11 @@ class Tracer:
         return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        dtype = _loop_dtype(dtype, out)
+        dtype = _loop_dtype(dtype, out, self)
         return store_out("cumsum", Tracer(api.scan("cumsum", self.node, axis, dtype)), out)
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        dtype = _loop_dtype(dtype, out)
+        dtype = _loop_dtype(dtype, out, self)
         return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out)
 
     def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):  # type: ignore[no-untyped-def]
@@ -989,14 +989,17 @@ def _out_array(out: Any) -> Any:
     return o if isinstance(o, Tracer) else None
 
 
-def _loop_dtype(dtype: Any, out: Any) -> Any:
-    """A ufunc reduction's or accumulation's dtype: ``dtype=``, else out's (NumPy's
-    add.reduce(x, out=o) adds in o's dtype: int64 values summed into a float32 out do not
-    wrap), else None (the input's rule)."""
+def _loop_dtype(dtype: Any, out: Any, x: Any) -> Any:
+    """A ufunc reduction's or accumulation's dtype: ``dtype=``, else with ``out=`` the
+    promotion of x's dtype and out's (NumPy resolves the fold's loop from both: int64 values
+    summed into a float32 out add in float64 and do not wrap; int8 into int8 add in int8;
+    floats into an int64 out add as floats, then are cast), else None (the input's rule)."""
     if dtype is not None:
         return dtype
     o = _out_array(out)
-    return None if o is None else o.dtype
+    if o is None:
+        return None
+    return np.result_type(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype, o.dtype)
 
 
 def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
@@ -1036,7 +1039,7 @@ def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
     if kind not in ("sum", "prod") and dtype is not None:
         raise unsupported(f"{kind}(dtype=...)")
     if kind in ("sum", "prod"):
-        dtype = _loop_dtype(dtype, out)
+        dtype = _loop_dtype(dtype, out, x)
     if dtype is not None and np.dtype(dtype).kind == "c" and isinstance(x, Tracer):
         # a real array summed as complex (np.average's weights beside complex values):
         # the complex reduction of its complex values
