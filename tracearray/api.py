@@ -20,6 +20,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence, overload
@@ -535,8 +536,8 @@ class CompiledFunction:
             if kind is _BIND_CAPTURED and seen.also and \
                     any(roots.resolve(p) is not now for p in seen.also):
                 return None   # the same array at two places then, two arrays now
-            if now is ready and now.shape == shape and now.dtype is dtype:
-                # the array bound last time, as it was
+            if ready is not None and now is ready() and now.shape == shape and \
+                    now.dtype is dtype:   # the array bound when the entry was made, as it was
                 out.append(now)
                 continue
             if now is _MISSING or (kind is _BIND_CAPTURED and not (
@@ -741,7 +742,8 @@ class _FastCall:
             # without a look at its layout while its shape and dtype stay (``x.shape = ...``
             # and ``x.dtype = ...`` are in place)
             now = global_now(name)
-            ready = now if leaf is now else None
+            # (weakly: the entry must not keep an array the function's owner rebound alive)
+            ready = weakref.ref(now) if leaf is now else None
             bound.append((kind, key, seen, (type(leaf), leaf.strides), ready, leaf.shape,
                           leaf.dtype))
         self.bound = tuple(bound)
