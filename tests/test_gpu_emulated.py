@@ -1476,3 +1476,11 @@ def test_block_rows_indexed_by_parallel_dims_on_both_sides(emulated) -> None:
     x = rng(3).standard_normal((2, 37, 3, 31)).astype(np.float32)
     assert_matches_numpy(lambda x: (x - x.max(axis=(1, 3), keepdims=True)) /
                          x.mean(axis=(1, 3), keepdims=True), x, device="cuda")
+
+
+def test_block_row_cache_of_one_byte_values_beside_eight_byte_ones(emulated) -> None:
+    """int8 rows of 2,000 read by a reduction and again by an int64 output: the row cache's
+    2-byte copies are made by the sweep (cp.async has none; probe session 7). Values."""
+    from tracearray.testing import assert_matches_numpy
+    x = (np.arange(4 * 2000) % 100).astype(np.int8).reshape(4, 2000)
+    assert_matches_numpy(lambda a: a + a.sum(axis=1, keepdims=True), x, device="cuda")

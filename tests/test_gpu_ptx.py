@@ -331,3 +331,20 @@ def test_block_row_over_parallel_dims_on_both_sides_assembles(axes, shape) -> No
     lowered = tracearray.compile(norm, device="cuda").lower(np.ones(shape, np.float32))
     for kern in lowered.executable.kernels:
         assemble(kern.ptx)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.bool_])
+def test_block_row_prefetch_copies_only_whole_cp_async_sizes(dtype) -> None:
+    """A block_row row cache of 1-byte values in a vector plan of 2 lanes (beside 8-byte
+    values: the int8 sum's int64) asked cp.async for 2 bytes, which it does not copy (4, 8
+    or 16): ptxas rejected the kernel (probe session 7). Such accesses are cached by the
+    sweep instead."""
+    def f(a):
+        return a + a.sum(axis=1, keepdims=True), a - a.mean(axis=1, keepdims=True)
+
+    x = (np.arange(4 * 2000) % 100).astype(dtype).reshape(4, 2000)
+    lowered = tracearray.compile(f, device="cuda").lower(x)
+    for kern in lowered.executable.kernels:
+        assert "cp.async.ca.shared.global.2" not in kern.ptx
+        assemble(kern.ptx)

@@ -874,7 +874,10 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         plan = self.vector_plan(list(k.red_exprs) + full_exprs, [i for i, _st in full],
                                 flat=False) if self.strategy == "block_row" else None
         vector_ok = self.vector_ok(plan) if plan is not None else None
-        prefetch = sorted(set(cached) & plan.loads) \
+        # (cp.async copies 4, 8 or 16 bytes: a 2-lane trip of int8 values, beside an
+        # 8-byte access in the plan, is read and cached by the sweep instead)
+        prefetch = sorted(a for a in set(cached) & plan.loads
+                          if plan.lanes * k.body.accesses[a].top.dtype.itemsize in (4, 8, 16)) \
             if plan is not None and self.async_copy else []
 
         phases = [self._loads_of([e]) for e in k.red_exprs] + [self._loads_of(full_exprs)]
