@@ -901,3 +901,16 @@ def test_a_complex_product_overflowing_to_inf_or_nan_is_unverifiable() -> None:
         return np.prod(v1 + v1 * 1j)
 
     assert_matches_numpy(program, np.zeros(33, np.uint32), device="cpu")
+
+
+def test_a_complex_product_through_subnormal_values_is_unverifiable() -> None:
+    """soak seed 'cpu-2026-12-07-tenth-final', program 2317 (mismatch: "the traced graph
+    disagrees with NumPy"): np.prod of complex values whose partial products are subnormal
+    (a factor of -5e-324): NumPy folds them one by one, the graph in its own order, and a
+    subnormal product has lost most of its digits, so the two orders give values far more
+    than an eps apart. Such complex multiplications are unverifiable (testing/bounds.py)."""
+    arg0 = np.array([[-5e-324 + 0j, -2 + 5.6035673641778645e-05j],
+                     [-0.00022213808781809308 + 1j, -4 - 3j],
+                     [1.2693537531579182 + 0.4539659127700448j,
+                      483.49484685414603 + 0.0008904687720586372j]], dtype=np.complex128)
+    assert_matches_numpy(lambda x: np.prod(x), arg0, device="cpu")
