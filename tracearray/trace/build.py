@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import TraceDTypeError, TraceShapeError, UnsupportedOperationError, with_location
+from .captured import CAPTURABLE as _CAPTURABLE
 from .graph import Node
 from ..ops import ALL_DTYPES, OPS, Kind, infer
 
@@ -90,9 +91,6 @@ def constant(value: Any, dtype: Any = None) -> Node:
     arr = np.array(arr, dtype=dt, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
     return Node.make("constant", (), {"value": arr.tobytes(), "shape": arr.shape, "dtype": dt.str},
                      arr.shape, dt)
-
-
-_CAPTURABLE = (np.ndarray, np.memmap)
 
 
 def _captured_arrays() -> Any:

@@ -41,7 +41,7 @@ MAX_VISITS = 20000     # objects looked at in one walk (arrays beyond: constants
 MAX_OTHER_PATHS = 4    # other paths to one array that must keep leading to it
 CAPTURED_PREFIX = "<captured "
 _MISSING = object()
-_ARRAY_TYPES = (np.ndarray, np.memmap)
+CAPTURABLE = _ARRAY_TYPES = (np.ndarray, np.memmap)   # (build.py and context.py ask too)
 _DTYPES = frozenset(np.dtype(d) for d in (   # the real dtypes the graph holds (native order)
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64"))

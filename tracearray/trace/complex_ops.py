@@ -909,8 +909,8 @@ def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
     z, ok = _nan_replaced(a)
     count = np.sum(ok, axis=axis, keepdims=True)
     avg = _by_count(np.sum(z, axis=axis, dtype=dtype, keepdims=True), count)
-    d = np.where(ok, z - avg, 0)
-    sqr = (d * np.conj(d)).real
+    d = as_complex(np.where(ok, z - avg, 0))
+    sqr = cm.fma(d.re, d.re, d.im * d.im)   # (d * conj(d)).real, as NumPy multiplies (_var)
     var = np.sum(sqr, axis=axis, keepdims=keepdims)
     dof = (count if keepdims else np.sum(ok, axis=axis)) - ddof
     return np.where(dof <= 0, var.dtype.type(np.nan), _by_count(var, dof))

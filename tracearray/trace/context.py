@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .. import config
+from .captured import CAPTURABLE
 from ..errors import (ConcretizationError, TraceDTypeError, UnsupportedOperationError,
                       record_location, user_location, with_location)
 
@@ -306,7 +307,7 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
 
 def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callable[..., Any]:
     def convert(a: Any = None, *args: Any, **kwargs: Any) -> Any:
-        state = current() if type(a) in _CAPTURABLE else None
+        state = current() if type(a) in CAPTURABLE else None
         if state is not None and state.numpy_implementations and _from_numpy(2):
             # NumPy's own implementation, run on traced values (np.polyval(self.p, x)),
             # converting an array the function reached through a closure, the bound object,
@@ -363,9 +364,6 @@ _CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empt
               "full_like", "arange", "linspace", "eye", "identity", "tri")
 _UNIFORM = frozenset({"zeros", "ones", "empty", "full", "zeros_like", "ones_like",
                       "empty_like", "full_like"})
-
-
-_CAPTURABLE = (np.ndarray, np.memmap)
 
 
 def _from_numpy(depth: int) -> bool:
