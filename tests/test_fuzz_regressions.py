@@ -914,3 +914,14 @@ def test_a_complex_product_through_subnormal_values_is_unverifiable() -> None:
                      [1.2693537531579182 + 0.4539659127700448j,
                       483.49484685414603 + 0.0008904687720586372j]], dtype=np.complex128)
     assert_matches_numpy(lambda x: np.prod(x), arg0, device="cpu")
+
+
+def test_a_complex_product_with_an_infinite_part_is_unverifiable() -> None:
+    """soak seed 'cpu-2026-12-07-tenth-reread', program 180: np.prod of complex64 values,
+    one with an infinite imaginary part. NumPy's one-by-one order gives nan-infj, the
+    graph's order nan+nanj: inf * 0 and inf - inf make NaN in one order and not in another,
+    so complex multiplications with a non-finite part are unverifiable."""
+    arg0 = np.array([[2 + 0.1625869870185852j], [4 + 0.05049416422843933j],
+                     [0.0029034328181296587 + 4j], [complex(111.79691314697266, np.inf)],
+                     [49.90857696533203 + 0.05515424907207489j]], dtype=np.complex64)
+    assert_matches_numpy(lambda x: np.prod(x), arg0, device="cpu")

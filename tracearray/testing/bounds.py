@@ -1036,8 +1036,11 @@ class Evaluator:
         # a complex product's order gives (NumPy folds np.prod of complex values one by
         # one; the graph's order is its own) is not determined by eps-sized rounding
         # (soak cpu-2026-12-07-tenth-final, program 2317): unverifiable
+        # So has a product with an infinite or NaN part: inf * 0 and inf - inf make NaN in
+        # one order and not in another (soak cpu-2026-12-07-tenth-reread, program 180)
         tiny = float(np.finfo(dt).tiny)
-        sub = _any([np.broadcast_to((np.abs(v.astype(F64)) < tiny) & (v != 0), shape)
+        sub = _any([np.broadcast_to(((np.abs(v.astype(F64)) < tiny) & (v != 0)) |
+                                    ~np.isfinite(v), shape)
                     for v in (a, b, value)], shape)
         top = top | sub
         if sub.any():
