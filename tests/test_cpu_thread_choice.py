@@ -95,3 +95,31 @@ def test_every_call_is_numpys_whichever_runs_it(fn):
     if pool.num_threads() > 1:
         assert chunked and all(k.choice.threads is not None for k in chunked)
     np.testing.assert_allclose(expected, fn(x), rtol=1e-4, atol=1e-6)
+
+
+def test_native_helpers_run_every_chunk_once_on_any_thread_count(monkeypatch):
+    """cpu/team.py: a kernel's chunks claimed by the calling thread and native helpers, for
+    thread counts above, at and below the helpers already started, and many jobs in a row
+    (slots reused): every element written exactly once."""
+    from tracearray.cpu import team
+    if team.get() is None:
+        pytest.skip("no native helpers on this platform")
+    f = tracearray.compile(lambda x: x * 3 + 1, device="cpu")
+    for threads in (2, 4, 3, 1, 2):
+        tracearray.set_num_threads(threads)
+        try:
+            for size in (1 << 18, (1 << 20) + 77):
+                x = np.arange(size, dtype=np.int64)
+                for _ in range(team.SLOTS + 3):
+                    np.testing.assert_array_equal(f(x), x * 3 + 1)
+        finally:
+            tracearray.set_num_threads(None)
+
+
+def test_spin_setting_is_checked(monkeypatch):
+    from tracearray import config
+    monkeypatch.setenv("TRACEARRAY_SPIN_US", "-3")
+    with pytest.raises(ValueError, match="TRACEARRAY_SPIN_US"):
+        config.spin_microseconds()
+    monkeypatch.setenv("TRACEARRAY_SPIN_US", "0")
+    assert config.spin_microseconds() == 0

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import _thread
 import threading
 import time
 import warnings
@@ -266,10 +267,12 @@ def test_second_interrupt_while_waiting_still_waits(monkeypatch):
 
 
 def test_interrupted_compiled_call_leaves_no_running_chunk(monkeypatch):
-    """A KeyboardInterrupt in a compiled call's parallel kernel: it propagates as itself,
-    after the helpers ended (none still writes into the call's buffers, which go back to
-    the output arena), and the next call is correct."""
+    """A KeyboardInterrupt in a compiled call's parallel kernel run by Python threads (where
+    there are no native helpers): it propagates as itself, after the helpers ended (none
+    still writes into the call's buffers, which go back to the output arena), and the next
+    call is correct."""
     monkeypatch.setenv(pool.ENV_THREADS, "2")
+    monkeypatch.setattr(pool.team, "get", lambda: None)
     f = tracearray.compile(lambda x: np.sqrt(x) * 2 + 1, device="cpu")
     x = np.arange(1 << 21, dtype=np.float64)
     expected = np.sqrt(x) * 2 + 1
@@ -286,6 +289,39 @@ def test_interrupted_compiled_call_leaves_no_running_chunk(monkeypatch):
     assert jobs and jobs[0].helpers_running == 0 and jobs[0].stopped
     monkeypatch.setattr(pool, "_on_wait", None)
     np.testing.assert_array_equal(f(x), expected)
+
+
+def test_interrupted_call_on_native_helpers_leaves_no_running_chunk(monkeypatch):
+    """Ctrl-C (``interrupt_main``) while native helpers (cpu/team.py) run a compiled call's
+    chunks: the KeyboardInterrupt is raised once the call's chunks have all run, no helper
+    is still inside a job, and the next call is correct."""
+    team = pool.team.get()
+    if team is None:
+        pytest.skip("no native helpers on this platform")
+    monkeypatch.setenv(pool.ENV_THREADS, "2")
+    f = tracearray.compile(lambda x: np.sqrt(x) * 2 + 1, device="cpu")
+    x = np.arange(1 << 22, dtype=np.float64)
+    expected = np.sqrt(x) * 2 + 1
+    np.testing.assert_array_equal(f(x), expected)
+    interrupted = 0
+    for delay in (0.0005, 0.001, 0.002, 0.004):
+        timer = threading.Timer(delay, _thread.interrupt_main)
+        try:
+            timer.start()
+            for _ in range(50):
+                f(x)
+        except KeyboardInterrupt:
+            interrupted += 1
+        finally:
+            timer.join()
+        words = team.slots
+        for k in range(pool.team.SLOTS):
+            slot = k * pool.team.SLOT_WORDS
+            # (a helper may still be leaving the job: ACTIVE, but it has no chunk to run)
+            assert words[slot + pool.team.BUSY] == 0
+            assert words[slot + pool.team.DONE] == words[slot + pool.team.N]
+        np.testing.assert_array_equal(f(x), expected)
+    assert interrupted == 4
 
 
 # ============================================================================================

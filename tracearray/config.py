@@ -52,6 +52,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRACEARRAY_NUM_THREADS", "the CPUs this process may run on",
              "Threads of the CPU backend (`tracearray.set_num_threads` overrides it at run "
              "time).", "cpu/pool.py"),
+    Variable("TRACEARRAY_SPIN_US", "300",
+             "Microseconds a CPU helper thread spins waiting for its next job before it sleeps "
+             "(a calling thread waiting for its helpers' chunks yields the processor after "
+             "each such round); `0` turns the native helpers off (chunks then run on Python "
+             "threads, which sleep at once).",
+             "cpu/team.py"),
     Variable("TRACEARRAY_VECTOR_MATH", "1",
              "`0` turns off libmvec vector variants of libm calls on the CPU.", "cpu/jit.py"),
     Variable("TRACEARRAY_CACHE_DIR", "the user cache folder",
@@ -316,6 +322,19 @@ def num_threads_setting() -> int | None:
             raise ValueError(f"TRACEARRAY_NUM_THREADS must be a positive integer, got {raw!r}")
     _threads_for[raw] = n
     return n
+
+
+def spin_microseconds() -> float:
+    """``TRACEARRAY_SPIN_US``: how long CPU pool threads spin before they sleep (default 300;
+    0 turns the native chunk loop and its spinning off)."""
+    raw = os.environ.get("TRACEARRAY_SPIN_US", "300")
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"TRACEARRAY_SPIN_US must be a number of microseconds >= 0, got {raw!r}")
+    return value
 
 
 def max_trace_ops() -> int:

@@ -10,13 +10,15 @@ which also makes nested ``parallel_for`` calls safe.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import config
+from . import team
 
 ENV_THREADS = "TRACEARRAY_NUM_THREADS"
 
@@ -235,12 +237,17 @@ class ThreadChoice:
             for begin, end in chunks:
                 fn(begin, end)
 
-    def run(self, fn: Callable[[int, int], object], chunks: Sequence[tuple[int, int]]) -> None:
-        """``parallel_for(fn, chunks, ...)`` on the chosen threads (or timing a choice)."""
+    def run(self, fn: Callable[[int, int], object], chunks: Sequence[tuple[int, int]],
+            native: "tuple[KernelChunks, Any, int] | None" = None) -> None:
+        """``parallel_for(fn, chunks, ...)`` on the chosen threads (or timing a choice).
+        ``native``: the same work as (the kernel's chunks, its pointer array, its parameters'
+        address), which the pool runs through the native chunk loop where there is one."""
         threads = self.threads
         if threads is not None:
             if threads == 1:
                 self._one_thread(fn, chunks)
+            elif native is not None and team.get() is not None:
+                run_kernel(native[0], native[1], native[2], threads)
             else:
                 parallel_for(fn, chunks, threads)
             return
@@ -249,7 +256,10 @@ class ThreadChoice:
         pooled = k % 2
         start = time.perf_counter()
         if pooled:
-            parallel_for(fn, chunks, self.pool_threads)
+            if native is not None and team.get() is not None:
+                run_kernel(native[0], native[1], native[2], self.pool_threads)
+            else:
+                parallel_for(fn, chunks, self.pool_threads)
         else:
             self._one_thread(fn, chunks)
         took = time.perf_counter() - start
@@ -309,3 +319,25 @@ def parallel_for(fn_ptr_call: Callable[[int, int], object], chunks: Sequence[tup
         raise
     if job.error is not None:
         raise job.error
+
+
+class KernelChunks:
+    """A kernel's chunks as the native helpers read them (``team.py``): the entry's address
+    and a table of (begin, end, slot) triples, made once per kernel."""
+    __slots__ = ("entry", "table", "table_address", "count")
+
+    def __init__(self, entry_address: int, triples: Sequence[tuple[int, int, int]]) -> None:
+        flat = [v for triple in triples for v in triple]
+        self.entry = entry_address
+        self.table = (ctypes.c_int64 * max(len(flat), 1))(*flat)
+        self.table_address = ctypes.addressof(self.table)
+        self.count = len(triples)
+
+
+def run_kernel(kernel: KernelChunks, bufs: Any, params: int, threads: int) -> None:
+    """Every chunk of ``kernel`` (its entry called with the ctypes pointer array ``bufs`` and
+    the parameters at ``params``) on ``threads`` threads, the calling one among them, claimed
+    and run by native code (``team.py``, which must be available); returns when every chunk
+    has run (an interrupt is raised after that: helpers write into the call's buffers)."""
+    team.get().run(kernel.entry, ctypes.addressof(bufs), params, kernel.table_address,
+                   kernel.count, min(threads, kernel.count) - 1)

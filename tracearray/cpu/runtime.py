@@ -79,6 +79,7 @@ class CompiledKernel:
     checks: list = field(default_factory=list)   # bounds checks (fuse.kexpr.IndexCheck)
     code: Any = None   # the codecache.KernelCode ``entry`` and ``combine`` point into: keeps it alive
     choice: Any = None   # pool.ThreadChoice: the chunks on the pool or in the calling thread
+    native: Any = None   # pool.KernelChunks: the chunks as the pool's native loop runs them
     bound: Any = None    # tile.bind.BoundKernel: the geometry, parameters and chunks above
     symbol: str = ""     # the name the code's functions have (tile/describe.code_identity)
 
@@ -178,7 +179,7 @@ class Executable:
         self._direct_steps: list[tuple[Any, Any, Any, Any, Any, int, list, Any, Any]] | None = [
             (step.entry, step.pointer_array, step.pointer_array(), threading.Lock(),
              _getter(step.direct_slots), step.params_address, step.chunks,
-             step.chunks[0] if len(step.chunks) == 1 else None, step.choice)
+             step.chunks[0] if len(step.chunks) == 1 else None, step.choice, step.native)
             for kind, step in self._steps] if all(
             kind == "kernel" and step.direct_slots is not None and not step.partial_dtypes
             and not step.checks and step.geometry.strategy != "full"
@@ -276,6 +277,12 @@ class Executable:
         whole = (ck.chunks[0][0], ck.chunks[-1][1]) \
             if ck.chunks and geo.strategy != "full" and _contiguous(ck.chunks) else None
         ck.choice = pool.ThreadChoice(self.threads, name, whole)
+        # (a full reduction's empty chunks run after the others: see _run_kernel)
+        # (a full reduction's chunk writes its partial sums' slot; its empty chunks run after
+        # the others: see _run_kernel. Other kernels get slot 0.)
+        full = geo.strategy == "full"
+        ck.native = pool.KernelChunks(addresses[symbol], [
+            (b, e, s if full else 0) for s, (b, e) in enumerate(ck.chunks) if e > b or not full])
         return ck
 
     def bound_kernels(self) -> dict[int, Any]:
@@ -303,8 +310,8 @@ class Executable:
                 self._tail != [None] or len(self._allocs) != 1 or self._allocs[0][3] or \
                 self._outputs != [(False, self._allocs[0][0])]:
             return None
-        entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end), _choice = \
-            steps[0]
+        entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end), _choice, \
+            _native = steps[0]
         (out_slot, shape, dtype, _large), = self._allocs
         if out_slot != len(self.graph.inputs):
             return None
@@ -349,20 +356,20 @@ class Executable:
         # (per-kernel times, DEBUG step 2, are taken by the general loop: ~0.1 us to ask)
         if self._direct_steps is not None and \
                 not config.logger.isEnabledFor(config.TIMES_LEVEL):
-            for entry, pointer_array, own, lock, pointers_of, params, chunks, one, choice in \
-                    self._direct_steps:
+            for entry, pointer_array, own, lock, pointers_of, params, chunks, one, choice, \
+                    native in self._direct_steps:
                 if lock.acquire(False):
                     try:
                         own[:] = pointers_of(addrs)
                         if one is not None:   # one chunk (``_run_chunks``, inlined)
                             entry(own, params, one[0], one[1], 0)
                         else:
-                            self._run_chunks(entry, own, params, chunks, choice)
+                            self._run_chunks(entry, own, params, chunks, choice, native)
                     finally:
                         lock.release()
                 else:   # another thread runs this executable now
                     self._run_chunks(entry, pointer_array(*pointers_of(addrs)), params, chunks,
-                                     choice)
+                                     choice, native)
         else:
             self._run_steps(slots, addrs)
         if self._output_slots is not None:
@@ -371,11 +378,12 @@ class Executable:
                 for is_const, o in self._outputs]
 
     def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list,
-                    choice: pool.ThreadChoice) -> None:
+                    choice: pool.ThreadChoice, native: pool.KernelChunks) -> None:
         if len(chunks) == 1:   # small work runs in this thread: no pool, no closure
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
-            choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks)
+            choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks,
+                       (native, bufs, params))
 
     def _run_steps(self, slots: list[Any], addrs: list[int | None]) -> None:
         keep_alive: list[Any] = []
@@ -423,7 +431,7 @@ class Executable:
         if ck.geometry.strategy == "full":
             slots_of = ck.slot_of_chunk
             ck.choice.run(lambda b, e: entry(bufs, params, b, e, slots_of[b]),
-                          [c for c in chunks if c[1] > c[0]])
+                          [c for c in chunks if c[1] > c[0]], (ck.native, bufs, params))
             for s, (b, e) in enumerate(chunks):
                 if e == b:   # an empty slot still holds the identity
                     entry(bufs, params, b, e, s)
@@ -431,7 +439,8 @@ class Executable:
         elif len(chunks) == 1:   # small work runs in this thread: no pool, no closure
             entry(bufs, params, chunks[0][0], chunks[0][1], 0)
         else:
-            ck.choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks)
+            ck.choice.run(lambda b, e: entry(bufs, params, b, e, 0), chunks,
+                          (ck.native, bufs, params))
 
 
 def _lower(geometry: Geometry, name: str) -> str:
