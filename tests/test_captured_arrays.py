@@ -428,3 +428,44 @@ def test_a_global_dict_rebuilt_each_step_is_read_without_tracing_again():
     g["PARAMS"] = dict(g["PARAMS"], scale=3.0)
     np.testing.assert_allclose(c(X), g["f"](X))
     assert c.stats.traces == 2
+
+
+def test_alternating_shapes_and_flags_keep_one_trace_each():
+    """A captured array alternating between two shapes, and a global flag toggled between
+    calls, trace once per combination (CompiledFunction.max_variants), not at every call;
+    past max_variants the least recently used variant is traced again, still correct."""
+    m = types.SimpleNamespace(w=np.ones(3))
+
+    def f(x):
+        return x @ m.w
+
+    c = compiled(f)
+    for i in range(8):
+        m.w = np.full(3, 2.0) if i % 2 else np.arange(6.0).reshape(3, 2)
+        np.testing.assert_array_equal(c(X), f(X))
+    assert c.stats.traces == 2
+    c.max_variants = 2
+    for i in range(9):
+        m.w = [np.full(3, 2.0), np.arange(6.0).reshape(3, 2), np.ones((3, 4))][i % 3]
+        np.testing.assert_array_equal(c(X), f(X))
+    assert len(c._variants) == 1 and len(next(iter(c._variants.values()))) == 2
+    assert len(c._traces) == 2
+
+
+SWITCH = True
+
+
+def test_a_global_flag_toggled_between_calls_traces_once_per_value():
+    global SWITCH
+
+    def f(x):
+        return x * 2 if SWITCH else x - 1
+
+    c = compiled(f)
+    try:
+        for i in range(6):
+            SWITCH = i % 2 == 0
+            np.testing.assert_array_equal(c(X), f(X))
+    finally:
+        SWITCH = True
+    assert c.stats.traces == 2

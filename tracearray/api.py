@@ -155,6 +155,10 @@ class CompiledFunction:
 
     max_traces = 64
     max_executables = 64
+    # Traces kept for one argument signature whose globals or captured arrays differ (a
+    # global flag toggled between calls, a captured array alternating between two shapes):
+    # each is found again by its guards instead of tracing at every change.
+    max_variants = 4
 
     def __init__(self, fn: Callable, device: str = "auto", static_argnums: Any = (),
                  static_argnames: Any = (), fallback: str | None = None,
@@ -175,7 +179,11 @@ class CompiledFunction:
         self.fallback = fallback
         self.matmul_precision = matmul_precision
         self.stats = Stats()
+        # (argument signature, variant) -> trace; the variants of a signature, most recently
+        # used first (their guards tell them apart: _find_trace)
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
+        self._variants: dict[Any, list[int]] = {}
+        self._variant_count = 0
         self._templates = SizeTemplates()   # new sizes re-derived, not traced (templates.py)
         self._executables: OrderedDict[Any, Any] = OrderedDict()
         # Call fast path (see _fast_key): plain-array signature -> what to run.
@@ -324,12 +332,10 @@ class CompiledFunction:
     def _lower_locked(self, args: tuple, kwargs: dict, leaves: list, tkey: Any,
                       sizes: tuple[int, ...], name: str, keys: dict
                       ) -> tuple[Lowered, list[np.ndarray]]:
-        traced = self._traces.get(tkey)
-        guards_changed = traced is not None and not self._guards_hold(traced[0])
+        vkey, traced, guards_changed = self._find_trace(tkey)
         if guards_changed:
             config.log(config.COMPILES, "%s: a global it reads changed: re-tracing",
                        self.__name__)
-            traced = None
         if traced is None:
             if config.explain_cache_misses():
                 config.explain_miss(f"{self.__name__}: trace cache miss: a global it reads changed"
@@ -357,28 +363,28 @@ class CompiledFunction:
                                           self._guards_hold)
             trace, plan = traced[0], traced[1]
             self.note_captured(trace)
-            self._forget_trace(tkey)   # a re-trace: the executables of the old graph go
-            self._traces[tkey] = traced
+            vkey = self._new_variant(tkey)
+            self._traces[vkey] = traced
             while len(self._traces) > self.max_traces:
                 self._forget_trace(next(iter(self._traces)))
             self._fast.clear()
             if sizes or trace.probe is not None:
                 self._staged = True
-            self._report(name, Lowered(trace.graph, plan, traced[2], None), tkey, derived)
+            self._report(name, Lowered(trace.graph, plan, traced[2], None), vkey, derived)
         else:
-            self._traces.move_to_end(tkey)
+            self._traces.move_to_end(vkey)
         leaves = leaves + self._global_arrays(traced[0].graph, keys)
         device = self.stats.device = self._resolve_device()
         if device == "cpu":   # GPU hook: device arrays given to a CPU function are copied
             leaves = [_gpu_array.to_host(a) for a in leaves]
         # complex arguments as the real pair views the graph's inputs are (both runtimes)
         leaves = [interleaved.pair_view(a) for a in leaves]
-        ekey = (tkey, tuple(a.strides for a in leaves), device,
+        ekey = (vkey, tuple(a.strides for a in leaves), device,
                 tuple(isinstance(a, np.ndarray) for a in leaves))
         exe = self._executables.get(ekey)
         if exe is None:
             if config.explain_cache_misses():
-                same_trace = [k for k in self._executables if k[0] == tkey]
+                same_trace = [k for k in self._executables if k[0] == vkey]
                 config.explain_miss(cachemiss.explain_executable_miss(
                     self.__name__, same_trace[-1] if same_trace else None, ekey,
                     traced[0].graph.input_names))
@@ -411,11 +417,38 @@ class CompiledFunction:
             config.log(config.COMPILES, "%s: cache hit (%s)", self.__name__, device)
         return Lowered(traced[0].graph, traced[1], traced[2], exe, traced[0].probe), leaves
 
+    def _find_trace(self, tkey: Any) -> tuple[Any, Any, bool]:
+        """The trace of this argument signature whose guards hold now (globals and captured
+        arrays as it saw them): (its key, it, False); (None, None, True) when the signature
+        has traces but none holds; (None, None, False) when it has none."""
+        ids = self._variants.get(tkey)
+        if not ids:
+            return None, None, False
+        for v in ids:
+            traced = self._traces.get((tkey, v))
+            if traced is not None and self._guards_hold(traced[0]):
+                if v != ids[0]:   # most recently used first
+                    ids.remove(v)
+                    ids.insert(0, v)
+                    self.note_captured(traced[0])
+                return (tkey, v), traced, False
+        return None, None, True
+
+    def _new_variant(self, tkey: Any) -> Any:
+        """A key for a new trace of ``tkey``; past ``max_variants``, the least recently
+        used variant (and its executables) goes."""
+        ids = self._variants.setdefault(tkey, [])
+        while len(ids) >= max(self.max_variants, 1):
+            self._forget_trace((tkey, ids[-1]))
+        self._variant_count += 1
+        ids.insert(0, self._variant_count)
+        return (tkey, self._variant_count)
+
     def _trace_miss(self, tkey: Any, args: tuple, kwargs: dict) -> str:
         """Why ``tkey`` is not in the trace cache, against the most recently used key."""
         old = next(reversed(self._traces), None)
         names = self._traces[old][0].graph.input_names if old is not None else ()
-        return cachemiss.explain_trace_miss(self.__name__, old, tkey,
+        return cachemiss.explain_trace_miss(self.__name__, old[0] if old else None, tkey,
                                             self._static_labels(args, kwargs), names)
 
     def cache_info(self) -> CacheInfo:
@@ -424,10 +457,16 @@ class CompiledFunction:
         s = self.stats
         return CacheInfo(s.traces, s.compiles, s.disk_hits, s.disk_misses)
 
-    def _forget_trace(self, tkey: Any) -> None:
-        """Drop a trace and the executables built from it (the caller holds the build lock)."""
-        if self._traces.pop(tkey, None) is not None:
-            for ekey in [k for k in self._executables if k[0] == tkey]:
+    def _forget_trace(self, vkey: Any) -> None:
+        """Drop a trace (its (signature, variant) key) and the executables built from it
+        (the caller holds the build lock)."""
+        ids = self._variants.get(vkey[0])
+        if ids is not None and vkey[1] in ids:
+            ids.remove(vkey[1])
+            if not ids:
+                del self._variants[vkey[0]]
+        if self._traces.pop(vkey, None) is not None:
+            for ekey in [k for k in self._executables if k[0] == vkey]:
                 self._forget_executable(ekey)
 
     def _forget_executable(self, ekey: Any) -> None:
@@ -550,14 +589,14 @@ class CompiledFunction:
             out.append(arr)
         return out
 
-    def _report(self, name: str, lowered: "Lowered", tkey: Any, derived: bool = False) -> None:
+    def _report(self, name: str, lowered: "Lowered", vkey: Any, derived: bool = False) -> None:
         config.log(config.COMPILES, "%s: %s (%d kernel(s))", self.__name__,
                    "re-derived for new sizes, no trace" if derived else "traced",
                    len(lowered.plan.kernels))
         # Formatting a graph costs about as much as tracing it: only when it is shown.
         dumping = config.dump_dir() is not None
-        signature = config.signature_id(tkey) if dumping else ""
-        describe = ShapesText(tkey[1]) if dumping else ""
+        signature = config.signature_id(vkey) if dumping else ""
+        describe = ShapesText(vkey[0][1]) if dumping else ""
         if config.enabled(config.GRAPH) or dumping:
             graph = lowered.as_text("graph")
             config.log(config.GRAPH, "graph of %s:\n%s", self.__name__, graph)
