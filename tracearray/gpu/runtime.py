@@ -624,12 +624,12 @@ class GpuExecutable:
     def _blas_steps(self) -> dict[int, "BlasStep"]:
         """The matmul kernels that cuBLAS runs (``gpu/blas.py`` says which can)."""
         from . import driver
-        from .blas import blas_for, plan_gemm
         steps: dict[int, BlasStep] = {}
         matmuls = [i for i, s in enumerate(self.specs) if s.strategy == "matmul"]
         dev = driver._device
         if not matmuls or dev is None:
             return steps
+        from .blas import blas_for, plan_gemm   # (imported by programs with a matmul only)
         blas = blas_for(dev)
         if blas is None:
             return steps

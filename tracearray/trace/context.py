@@ -811,10 +811,17 @@ _user_module_cache: tuple[int, list[dict]] | None = None
 
 
 def _library_roots() -> tuple[str, ...]:
+    # (the standard library's folder is os's; sysconfig is not imported: its configuration
+    # data cost about a millisecond of a process's first call)
     import site
-    import sysconfig
-    paths = sysconfig.get_paths()
-    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots = {os.path.dirname(os.__file__)}
+    for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
+        roots.add(os.path.join(prefix, "lib", f"python{sys.version_info[0]}."
+                                              f"{sys.version_info[1]}"))
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        pass
     try:
         roots.add(site.getusersitepackages())
     except AttributeError:  # pragma: no cover - a site module without user site-packages
