@@ -2,6 +2,7 @@
 global containers are read at every call, as NumPy reads them (trace/captured.py): an
 in-place update, or a new array of the same shape and dtype bound to the same place, is
 seen without tracing again; another shape or dtype traces again."""
+import re
 import sys
 import types
 
@@ -469,3 +470,46 @@ def test_a_global_flag_toggled_between_calls_traces_once_per_value():
     finally:
         SWITCH = True
     assert c.stats.traces == 2
+
+
+def test_a_traced_value_stored_in_a_reached_object_is_refused_and_taken_back_out():
+    """``self.w = self.w - g`` (or an append to a list it holds, a new attribute, a
+    nonlocal rebound) while tracing: a clear error, and the object keeps what it held (a
+    stored tracer would have replaced the user's array with a dead stand-in)."""
+    class Model:
+        def __init__(self):
+            self.w = np.ones(3)
+            self.hist = []
+
+        def step(self, g):
+            self.w = self.w - g
+            return self.w.sum()
+
+        def log(self, g):
+            self.hist.append(g * 2)
+            self.extra = g + 1
+            return g
+
+    m = Model()
+    for method, where in ((m.step, "self.w"), (m.log, "self.")):
+        with pytest.raises(tracearray.UnsupportedOperationError, match=re.escape(where)):
+            compiled(method)(np.full(3, 0.5))
+        np.testing.assert_array_equal(m.w, np.ones(3))
+        assert m.hist == [] and not hasattr(m, "extra")
+    assert m.step(np.full(3, 0.5)) == 1.5   # the object still works with NumPy
+
+    def outer():
+        w = np.ones(3)
+
+        def inner(g):
+            nonlocal w
+            w = w - g
+            return w
+        return inner, lambda: w
+    inner, current = outer()
+    with pytest.raises(tracearray.UnsupportedOperationError, match="'w' of the enclosing"):
+        compiled(inner)(np.ones(3))
+    np.testing.assert_array_equal(current(), np.ones(3))
+    with pytest.warns(RuntimeWarning, match="running it with NumPy"):
+        out = tracearray.compile(m.step, device="cpu", fallback="numpy")(np.full(3, 0.5))
+    assert out == 0.0 and np.array_equal(m.w, np.zeros(3))   # (w was 0.5 after NumPy's step)

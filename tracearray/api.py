@@ -352,9 +352,23 @@ class CompiledFunction:
             else:
                 # (the device a function runs on is fixed in a process, so it is not part of
                 # the trace's key: a GPU's traces write large regions with selects)
-                trace = trace_function(self.fn, args, kwargs, self.static_argnums,
-                                       self.static_argnames, sizes,
-                                       joins=self._resolve_device() == "cpu")
+                # (a traced value the function stores in an object it reaches, as in
+                # ``self.w = self.w - g``, is taken back out: it would escape the trace)
+                state = _captured.snapshot(self._roots)
+                try:
+                    trace = trace_function(self.fn, args, kwargs, self.static_argnums,
+                                           self.static_argnames, sizes,
+                                           joins=self._resolve_device() == "cpu")
+                finally:
+                    stored = _captured.restore(state)
+                if stored:
+                    raise UnsupportedOperationError(
+                        f"{self.__name__} stores a traced value in {stored[0]} (an object "
+                        f"it reaches, not an argument or a local); the value would escape "
+                        f"the trace, and tracearray reads such arrays but does not write "
+                        f"them: return the new value and assign it outside the compiled "
+                        f"function (m.w = step(g)), or pass the array as an argument and "
+                        f"update it in place (w -= lr * g)")
                 plan = plan_graph(trace.graph)
                 traced = (trace, plan, tile_plan(plan))
                 self.stats.traces += 1

@@ -482,3 +482,84 @@ def _user_instance(obj: Any) -> bool:
     name = getattr(t, "__module__", None)
     mod = sys.modules.get(name) if isinstance(name, str) else None
     return mod is not None and (name == "__main__" or _user_module(mod))
+
+
+# ------------------------------------------------------------------ stores while tracing
+
+_SNAPSHOT_DEPTH = 2          # the roots' own state and the state of what they hold
+_SNAPSHOT_CONTAINERS = 256   # at most this many dicts, lists and objects copied per trace
+_SNAPSHOT_ITEMS = 4096       # containers larger than this are not copied
+
+
+class StateSnapshot(NamedTuple):
+    """Shallow copies of the state a compiled function reaches directly (``snapshot``): a
+    traced value stored there while tracing (``self.w = self.w - g``, ``nonlocal w; w =
+    ...``, ``cache["x"] = y``) is taken back out after the trace (``restore``)."""
+    containers: list          # (label, dict or list, its copy)
+    cells: list               # (label, closure cell, its contents)
+
+
+def snapshot(roots: Roots) -> StateSnapshot:
+    """The state of the roots' objects, and of the objects they hold (``_SNAPSHOT_DEPTH``):
+    attribute dicts, dicts, lists; the closure's cells."""
+    containers: list = []
+    seen: set[int] = set()
+
+    def visit(label: str, obj: Any, depth: int) -> None:
+        if id(obj) in seen or len(seen) >= _SNAPSHOT_CONTAINERS:
+            return
+        if isinstance(obj, dict):
+            state, attr = obj, False
+        elif isinstance(obj, list):
+            state, attr = obj, False
+        elif type(obj) is types.SimpleNamespace or _user_instance(obj):
+            state, attr = getattr(obj, "__dict__", None), True
+            if not isinstance(state, dict):
+                return
+        else:
+            return
+        if len(state) > _SNAPSHOT_ITEMS:
+            return
+        seen.add(id(obj))
+        copy = dict(state) if isinstance(state, dict) else list(state)
+        containers.append((label, state, copy, attr))
+        if depth + 1 < _SNAPSHOT_DEPTH:
+            items = copy.items() if isinstance(copy, dict) else enumerate(copy)
+            for k, v in items:
+                visit(f"{label}.{k}" if attr else f"{label}[{k!r}]", v, depth + 1)
+
+    for _root, text, value in roots.fixed():
+        visit(text, value, 0)
+    cells = []
+    fn = roots.plain
+    if fn is not None:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                cells.append((name, cell, cell.cell_contents))
+            except ValueError:   # an empty cell
+                pass
+    return StateSnapshot(containers, cells)
+
+
+def restore(snap: StateSnapshot) -> list[str]:
+    """Take traced values stored while tracing back out of the snapshot's state (the value
+    before the trace put back, a new key removed); where they were, in words."""
+    from .context import _is_tracer
+    found: list[str] = []
+    for label, state, copy, attr in snap.containers:
+        if isinstance(state, dict):
+            for k, v in list(state.items()):
+                if _is_tracer(v):
+                    found.append(f"{label}.{k}" if attr else f"{label}[{k!r}]")
+                    if k in copy:
+                        state[k] = copy[k]
+                    else:
+                        del state[k]
+        elif any(_is_tracer(v) for v in state):
+            found.append(f"an item of {label}")
+            state[:] = copy
+    for name, cell, contents in snap.cells:
+        if _is_tracer(cell.cell_contents):
+            found.append(f"the variable {name!r} of the enclosing function")
+            cell.cell_contents = contents
+    return found
