@@ -67,6 +67,10 @@ PROGRAMS: dict[str, Callable[..., Any]] = {
         (np.abs(y) * 3).astype(np.int32), weights=y, minlength=20),
     "selection assigned into a slice": _assign_from,
     "count_nonzero as a size": _count_as_size,
+    "np.repeat by traced counts": lambda x, y: (
+        np.repeat(np.arange(7), (np.abs(y[:7]) * 3).astype(np.int64)),
+        np.repeat(x, (x[0] > 0).astype(np.int32) * 2, axis=1),
+        np.repeat(y, (y > 0.5).astype(np.int64))),
 }
 
 
@@ -81,7 +85,8 @@ def test_data_sizes_cpu(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["x[mask] * 2 + 1 and other uses", "np.nonzero 2-d",
-                                  "np.bincount weights minlength", "rows and columns"])
+                                  "np.bincount weights minlength", "rows and columns",
+                                  "np.repeat by traced counts"])
 def test_data_sizes_emulated_gpu(name: str, emulated_gpu) -> None:
     assert_matches_numpy(PROGRAMS[name], *_args(), device="cuda")
 
@@ -175,3 +180,14 @@ def test_bincount_checks_negative_elements_in_its_probe() -> None:
     with pytest.raises(ValueError, match="'list' argument must have no negative elements"):
         f(np.array([4, -1, 4]))
     np.testing.assert_array_equal(f(i[:2]), np.bincount(i[:2], minlength=3))
+
+
+def test_repeat_by_traced_counts_raises_numpys_errors() -> None:
+    f = tracearray.compile(lambda x, c: np.repeat(x, c, axis=1), device="cpu")
+    x = np.arange(12.0).reshape(3, 4)
+    for bad, error in ((np.array([1, -1, 2, 0]), ValueError), (np.ones(4), TypeError),
+                       (np.array([1, 2]), ValueError), (np.ones(4, np.uint64), TypeError)):
+        with pytest.raises(error) as numpy_error:
+            np.repeat(x, bad, axis=1)
+        with pytest.raises(error, match=str(numpy_error.value).split("(")[0]):
+            f(x, bad)

@@ -369,8 +369,7 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
         axis = 0
     (ax,) = normalize_axes(axis, t.ndim, "repeat")
     if isinstance(repeats, Tracer):
-        raise unsupported("np.repeat with traced repeat counts", "the result size would depend "
-                          "on the data")
+        return _repeat_traced(t, repeats, ax)
     fix_captured_value(repeats)   # the counts decide the shape: fixed by the trace
     counts = np.asarray(repeats)
     if counts.ndim == 0 or counts.size == 1:
@@ -393,6 +392,30 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     if not parts:
         return _take_slice(t, ax, 0, 0)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ax)
+
+
+def _repeat_traced(t: Tracer, counts: Tracer, ax: int) -> Tracer:
+    """np.repeat with counts computed by the function (run-length decoding, CSR rows to
+    COO): the result's length is the counts' sum, a size found by running the function up
+    to it (as for ``x[mask]``); element ``k`` comes from the first position whose running
+    count passes ``k``."""
+    if counts.dtype.kind not in "iub" or not np.can_cast(counts.dtype, np.intp, "safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {counts.dtype!r} to dtype('int64') according to "
+            f"the rule 'safe'"))
+    n = t.shape[ax]
+    if counts.ndim > 1 or (counts.size != 1 and counts.shape[0] != n):
+        raise ValueError(with_location(
+            f"operands could not be broadcast together with shape ({n},) "
+            f"({', '.join(map(str, counts.shape))}{',' if counts.ndim == 1 else ''})"))
+    counts = np.broadcast_to(counts.astype(np.int64).reshape(-1), (n,))
+    ends = np.cumsum(counts)
+    # one value found by running the function: the length, or -1 for a negative count
+    total = int(np.where(np.any(counts < 0), -1, ends[-1] if n else 0))
+    if total < 0:
+        raise ValueError(with_location("repeats may not contain negative values."))
+    index = np.searchsorted(ends, np.arange(total), side="right")
+    return np.take(t, index, axis=ax)
 
 
 @composite(np.pad, calls=['np.pad({0}, 2)', "np.pad({0}, ((1, 2),) * {0}.ndim, mode='edge')",
