@@ -187,8 +187,8 @@ free:   ; the job this slot held {SLOTS} jobs ago has been seen finished by its 
   %busy = call i64 @field(ptr %slot, i64 {BUSY})
   %held = icmp ne i64 %busy, 0
   br i1 %held, label %wait_free, label %close
-wait_free:
-  {_PAUSE}
+wait_free:   ; (rare: another thread's job {SLOTS} jobs ago; yield, its lead may need this core)
+  %y0 = call i64 (i64, ...) %syscall(i64 {yield_})
   br label %free
 close:
   call void @set(ptr %slot, i64 {GEN}, i64 0)
@@ -197,8 +197,8 @@ quiet:  ; no helper is still looking at the old job
   %act = call i64 @field(ptr %slot, i64 {ACTIVE})
   %looking = icmp ne i64 %act, 0
   br i1 %looking, label %wait_quiet, label %write
-wait_quiet:
-  {_PAUSE}
+wait_quiet:  ; (rare: a helper between reading the job number and leaving the old job)
+  %y1 = call i64 (i64, ...) %syscall(i64 {yield_})
   br label %quiet
 write:
   call void @set(ptr %slot, i64 {NEXT}, i64 0)
@@ -371,7 +371,7 @@ def _make() -> Team:
                            f"{sys.platform} on {_ARCH}")
     from . import codecache
     ir = _ir()
-    code = codecache.load_kernel("tracearray cpu team v2\n" + ir, NAMES, lambda: ir).code
+    code = codecache.load_kernel("tracearray cpu team v3\n" + ir, NAMES, lambda: ir).code
     libc = ctypes.CDLL(None)
     syscall = ctypes.cast(libc.syscall, ctypes.c_void_p).value
     if not _calibration:
