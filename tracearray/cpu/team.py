@@ -12,19 +12,20 @@ here never touch Python or the GIL:
 - A helper thread runs ``ta_worker`` and never returns: it spins (``pause``) watching the
   pool's job counter, runs the chunks of each job it sees, and after ``spins`` idle pauses
   sleeps on a futex until the next job is posted.
-- ``ta_publish`` writes a job into one of ``SLOTS`` slots and posts it (waking sleepers);
-  ``ta_lead`` runs the calling thread's share and then waits for chunks taken by helpers,
+- ``ta_run`` writes a job into one of ``SLOTS`` slots and posts it (waking sleepers), then
+  runs the calling thread's share and waits for chunks taken by helpers,
   spinning, with a ``sched_yield`` between rounds (a helper descheduled on a busy machine may
   need this core). Chunks are claimed by an atomic counter (``ta_team_run``) and each chunk
   calls the kernel's entry on (begin, end, slot) from the kernel's table.
 
 A slot (``SLOT_WORDS`` int64): gen (the job's number; 0 while written), active (helpers
 looking at it), next (the next chunk to claim), done (chunks finished), entry, bufs, params,
-table, n, joined (helpers that took part), max_helpers, busy (1 until its lead has seen every
-chunk finish). A helper counts itself active before it compares gen with the number it saw
-posted, and the publisher clears gen before it waits for active to reach 0 and writes the
-slot, so no helper reads a slot being written. The control block: the last job number, the
-sleepers' count and the futex word.
+table, n, joined (helpers that took part), max_helpers, busy (set by the publisher that
+claims the slot, cleared when its lead has seen every chunk finish). A helper counts itself
+active before it compares gen with the number it saw posted, and the publisher clears gen
+before it waits for active to reach 0 and writes the slot, so no helper reads a slot being
+written. The control block: the last job posted, the sleepers' count, the futex word and the
+last job number issued (publishers on several threads need no lock).
 
 Linux only (futex, sched_yield through libc's ``syscall``), x86-64 and AArch64; the module is
 LLVM IR kept in the kernel cache like a kernel (``codecache``: memory, disk, compile).
@@ -55,10 +56,11 @@ _PAUSE_DECL = "declare void @llvm.x86.sse2.pause()" if _X86 else \
 SLOTS = 16          # jobs in flight at once (a power of two)
 SLOT_WORDS = 16     # int64 words per slot (128 bytes: slots do not share cache lines)
 GEN, ACTIVE, NEXT, DONE, ENTRY, BUFS, PARAMS, TABLE, N, JOINED, MAX_HELPERS, BUSY = range(12)
-CONTROL_WORDS = 8   # the last job number, sleepers, the futex word (low half of word 2)
+CONTROL_WORDS = 8   # the last job posted, sleepers, the futex word (low half of word 2),
+                    # the last job number issued
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 
-NAMES = ["ta_team_run", "ta_worker", "ta_publish", "ta_lead", "ta_pauses"]
+NAMES = ["ta_team_run", "ta_worker", "ta_run", "ta_pauses"]
 
 
 def _ir() -> str:
@@ -177,19 +179,25 @@ ran:
   br label %idle
 }}
 
-; post job number %gen (one Python thread at a time); returns its slot
-define ptr @ta_publish(ptr %ctl, ptr %slots, i64 %gen, i64 %entry, i64 %bufs, i64 %params,
-                       i64 %table, i64 %n, i64 %helpers, ptr %syscall) {{
+; post a job (any thread): a job number from the control block's counter, its slot claimed
+; (BUSY 0 -> 1), closed to helpers (GEN 0) until no helper looks at it, written, numbered,
+; and announced (the control block's last job number; sleepers woken); returns the slot
+define internal ptr @publish(ptr %ctl, ptr %slots, i64 %entry, i64 %bufs, i64 %params,
+                             i64 %table, i64 %n, i64 %helpers, ptr %syscall) {{
 start:
+  %issued = getelementptr i64, ptr %ctl, i64 3
+  %prev = atomicrmw add ptr %issued, i64 1 seq_cst
+  %gen = add i64 %prev, 1
   %slot = call ptr @slot_of(ptr %slots, i64 %gen)
-  br label %free
-free:   ; the job this slot held {SLOTS} jobs ago has been seen finished by its lead
-  %busy = call i64 @field(ptr %slot, i64 {BUSY})
-  %held = icmp ne i64 %busy, 0
-  br i1 %held, label %wait_free, label %close
-wait_free:   ; (rare: another thread's job {SLOTS} jobs ago; yield, its lead may need this core)
+  %pbusy = getelementptr i64, ptr %slot, i64 {BUSY}
+  br label %claim
+claim:  ; the job this slot held {SLOTS} jobs ago has been seen finished by its lead
+  %c = cmpxchg ptr %pbusy, i64 0, i64 1 seq_cst seq_cst
+  %got = extractvalue {{ i64, i1 }} %c, 1
+  br i1 %got, label %close, label %wait_free
+wait_free:   ; (rare: another thread's job; yield, its lead may need this core)
   %y0 = call i64 (i64, ...) %syscall(i64 {yield_})
-  br label %free
+  br label %claim
 close:
   call void @set(ptr %slot, i64 {GEN}, i64 0)
   br label %quiet
@@ -210,7 +218,6 @@ write:
   call void @set(ptr %slot, i64 {TABLE}, i64 %table)
   call void @set(ptr %slot, i64 {N}, i64 %n)
   call void @set(ptr %slot, i64 {MAX_HELPERS}, i64 %helpers)
-  call void @set(ptr %slot, i64 {BUSY}, i64 1)
   call void @set(ptr %slot, i64 {GEN}, i64 %gen)
   store atomic i64 %gen, ptr %ctl seq_cst, align 8
   %sleepers = getelementptr i64, ptr %ctl, i64 1
@@ -224,6 +231,17 @@ wake:
   br label %out
 out:
   ret ptr %slot
+}}
+
+; a kernel's chunks on the calling thread and up to %helpers helpers, published and led in
+; one call: returns when every chunk has run (no interrupt can fall between the two)
+define void @ta_run(ptr %ctl, ptr %slots, i64 %entry, i64 %bufs, i64 %params, i64 %table,
+                    i64 %n, i64 %helpers, i64 %spins, ptr %syscall) {{
+start:
+  %slot = call ptr @publish(ptr %ctl, ptr %slots, i64 %entry, i64 %bufs, i64 %params,
+                            i64 %table, i64 %n, i64 %helpers, ptr %syscall)
+  call void @lead(ptr %slot, i64 %spins, ptr %syscall)
+  ret void
 }}
 
 define void @ta_pauses(i64 %n) {{
@@ -240,7 +258,7 @@ out:
 }}
 
 ; the posting thread's share of the job in %slot, then the wait for the helpers' chunks
-define void @ta_lead(ptr %slot, i64 %spins, ptr %syscall) {{
+define internal void @lead(ptr %slot, i64 %spins, ptr %syscall) {{
 start:
   %entry = call i64 @field(ptr %slot, i64 {ENTRY})
   %bufs = call i64 @field(ptr %slot, i64 {BUFS})
@@ -276,8 +294,7 @@ out:
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _WORKER_T = ctypes.CFUNCTYPE(None, _P, _P, _I, _P)
-_PUBLISH_T = ctypes.CFUNCTYPE(_P, _P, _P, _I, _I, _I, _I, _I, _I, _I, _P)
-_LEAD_T = ctypes.CFUNCTYPE(None, _P, _I, _P)
+_RUN_T = ctypes.CFUNCTYPE(None, _P, _P, _I, _I, _I, _I, _I, _I, _I, _P)
 
 
 class Team:
@@ -288,15 +305,13 @@ class Team:
         self.code = code            # keeps the machine code mapped
         addresses = code.addresses
         self._worker = _WORKER_T(addresses["ta_worker"])
-        self._publish = _PUBLISH_T(addresses["ta_publish"])
-        self._lead = _LEAD_T(addresses["ta_lead"])
+        self._run = _RUN_T(addresses["ta_run"])
         self.syscall = syscall
         self.control = (ctypes.c_int64 * CONTROL_WORDS)()
         self.slots = (ctypes.c_int64 * (SLOTS * SLOT_WORDS))()
         self.control_address = ctypes.addressof(self.control)
         self.slots_address = ctypes.addressof(self.slots)
-        self.jobs = 0
-        self.post_lock = threading.Lock()
+        self.post_lock = threading.Lock()   # (starting helper threads)
         self.helpers: list[threading.Thread] = []
         self.spins = max(int(spin_us * _pauses_per_us()), 1)
 
@@ -315,13 +330,12 @@ class Team:
     def run(self, entry: int, bufs: int, params: int, table: int, n: int,
             helpers: int) -> None:
         """The job's chunks on this thread and up to ``helpers`` helpers; returns when every
-        chunk has run (the caller keeps ``bufs``, ``params`` and ``table`` alive until then)."""
+        chunk has run (the caller keeps ``bufs``, ``params`` and ``table`` alive until then).
+        One native call: an interrupt (Ctrl-C) is raised after it, never between publishing
+        the job and running it."""
         self.ensure_helpers(helpers)
-        with self.post_lock:
-            self.jobs += 1
-            slot = self._publish(self.control_address, self.slots_address, self.jobs, entry,
-                                 bufs, params, table, n, helpers, self.syscall)
-        self._lead(slot, self.spins, self.syscall)
+        self._run(self.control_address, self.slots_address, entry, bufs, params, table, n,
+                  helpers, self.spins, self.syscall)
 
 
 def _pauses_per_us() -> float:
