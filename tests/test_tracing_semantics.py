@@ -1296,3 +1296,29 @@ def test_transpose_takes_axes_as_ndarray_does(axes):
         def f(x):
             return x.transpose(*axes)
     np.testing.assert_array_equal(tracearray.compile(f, device="cpu")(x), f(x))
+
+
+def test_rebinding_an_item_of_a_container_argument_is_refused_not_lost():
+    """``params["w"] = params["w"] - g`` changes the caller's dict in NumPy; the trace runs
+    on a copy of the container, so the caller's would silently keep the old array: refused
+    (an append to a list argument too). Writing into its arrays in place is written back."""
+    def rebind(params, g):
+        params["w"] = params["w"] - 0.1 * g
+        return params["w"].sum()
+
+    def append(xs, g):
+        xs.append(g * 2)
+        return g
+
+    def in_place(params, g):
+        params["w"] -= 0.1 * g
+        return params["w"].sum()
+
+    g = np.ones(3)
+    for fn, arg in ((rebind, {"w": np.ones(3)}), (append, [np.ones(3)])):
+        with pytest.raises(tracearray.UnsupportedOperationError, match="container passed"):
+            tracearray.compile(fn, device="cpu")(arg, g)
+    params = {"w": np.ones(3)}
+    out = tracearray.compile(in_place, device="cpu")(params, g)
+    np.testing.assert_allclose(out, 2.7)
+    np.testing.assert_allclose(params["w"], np.full(3, 0.9))

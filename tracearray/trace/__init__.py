@@ -224,6 +224,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         input_tracers.append(t)
         return ComplexTracer.from_pair(t) if is_complex else t
 
+    # containers passed as arguments, rebuilt around the tracers: (name, the rebuilt
+    # container, its structure, the tracers put in it), checked after the call
+    containers: list[tuple[str, Any, Any, list]] = []
+
     def substitute(value: Any, name: str) -> Any:
         leaves, tree = pytree.flatten(value, is_array_leaf)
         if len(leaves) == 1 and tree == ("leaf",):
@@ -231,8 +235,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             return make_input(value, name, name)
         for i, v in enumerate(leaves):
             check_array_argument(v, lambda: f"{name}[{i}]")
-        return pytree.unflatten(tree, [make_input(v, f"{name}[{i}]", name)
-                                       for i, v in enumerate(leaves)])
+        made = [make_input(v, f"{name}[{i}]", name) for i, v in enumerate(leaves)]
+        rebuilt = pytree.unflatten(tree, made)
+        containers.append((name, rebuilt, tree, made))
+        return rebuilt
 
     keys: dict[str, Tracer] = {}
 
@@ -335,6 +341,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
                      global_layouts=global_layouts)
     state.captured.finish()
+    _refuse_rebound_items(containers)
     if recorder is not None:
         state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
@@ -409,6 +416,28 @@ def _output_node(leaf: Any) -> Node:
 _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128"))
+
+
+def _refuse_rebound_items(containers: list[tuple[str, Any, Any, list]]) -> None:
+    """A container passed as an argument whose items the function rebound, added or removed
+    (``params["w"] = params["w"] - g``, ``out.append(y)``): NumPy's caller sees that in its
+    own container, the compiled function's caller would not (the trace ran on a copy), so it
+    is refused. Writing into its arrays (``params["w"] -= g``) is written back."""
+    for name, rebuilt, tree, made in containers:
+        ids = {id(m) for m in made}   # (a traced generator is a leaf too)
+        try:
+            leaves, now = pytree.flatten(rebuilt, lambda x: id(x) in ids or is_array_leaf(x))
+        except Exception:   # noqa: BLE001 - a container now holding what pytree refuses
+            leaves, now = [], None
+        if now != tree or len(leaves) != len(made) or \
+                any(a is not b for a, b in zip(leaves, made)):
+            raise UnsupportedOperationError(with_location(
+                f"the compiled function changes what the container passed as argument "
+                f"{name!r} holds (an item rebound, added or removed, e.g. "
+                f"params['w'] = params['w'] - g or a list's append); NumPy's caller would see "
+                f"that in its own container, the compiled function's caller would not: "
+                f"write into its arrays in place (params['w'] -= g), or return the new "
+                f"values"))
 
 
 def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> bool:
