@@ -121,5 +121,33 @@ def test_spin_setting_is_checked(monkeypatch):
     monkeypatch.setenv("TRACEARRAY_SPIN_US", "-3")
     with pytest.raises(ValueError, match="TRACEARRAY_SPIN_US"):
         config.spin_microseconds()
+    for bad in ("abc", "-1", "inf", "nan"):
+        monkeypatch.setenv("TRACEARRAY_SPIN_US", bad)
+        with pytest.raises(ValueError, match="TRACEARRAY_SPIN_US"):
+            config.spin_microseconds()
+    monkeypatch.setenv("TRACEARRAY_SPIN_US", "")
+    assert config.spin_microseconds() == 300
     monkeypatch.setenv("TRACEARRAY_SPIN_US", "0")
     assert config.spin_microseconds() == 0
+
+
+def test_set_num_threads_applies_to_functions_built_before():
+    """An executable built for 2 threads runs its chunks on the calling thread alone after
+    set_num_threads(1) (no job reaches the native helpers), and on the pool again after."""
+    from tracearray.cpu import team
+    native = team.get()
+    if native is None:
+        pytest.skip("no native helpers on this platform")
+    tracearray.set_num_threads(2)
+    try:
+        f = tracearray.compile(lambda x: x * 3 + 1, device="cpu")
+        x = np.arange(1 << 20, dtype=np.float64)
+        for _ in range(2 * ThreadChoice.TRIALS + 2):   # past the thread choice's trials
+            f(x)
+        tracearray.set_num_threads(1)
+        issued = native.control[3]
+        for _ in range(3):
+            np.testing.assert_array_equal(f(x), x * 3 + 1)
+        assert native.control[3] == issued
+    finally:
+        tracearray.set_num_threads(None)

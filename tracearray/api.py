@@ -694,10 +694,11 @@ class CompiledFunction:
             targets, outs = None, lowered.executable.run(leaves)
         # the fast path's entry, made after the run (an executable may choose its warm path
         # on its first run: ``GpuExecutable.fast_run``)
-        if fast_key is not None and not self._staged and n_args == len(args) and all(
-                a is b for a, b in zip(leaves, args)):
-            self._fast[fast_key] = _FastCall(lowered.executable,
-                                             self._traces_entry(lowered.graph), leaves[n_args:],
+        trace = self._traces_entry(lowered.graph) if fast_key is not None and \
+            not self._staged and n_args == len(args) and all(
+                a is b for a, b in zip(leaves, args)) else None
+        if trace is not None:   # (None too when another thread's build evicted it)
+            self._fast[fast_key] = _FastCall(lowered.executable, trace, leaves[n_args:],
                                              self.global_value)
         return _results(outs, graph, targets)
 
@@ -714,11 +715,12 @@ class CompiledFunction:
                 out.extend(pytree.flatten(kwargs[k], is_array_leaf)[0])
         return out + [self._globals.get(n) for n in graph.globals]
 
-    def _traces_entry(self, graph: Graph) -> Trace:
-        for trace, _plan, _tiles in self._traces.values():
-            if trace.graph is graph:
-                return trace
-        raise AssertionError("graph without a trace")
+    def _traces_entry(self, graph: Graph) -> Trace | None:
+        with self._build_lock:   # (another thread's build may be changing the cache)
+            for trace, _plan, _tiles in self._traces.values():
+                if trace.graph is graph:
+                    return trace
+        return None
 
     def _fast_key(self, args: tuple) -> Any:
         """The signature of a call whose arguments are all plain, aligned NumPy arrays or

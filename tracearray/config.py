@@ -328,11 +328,13 @@ def spin_microseconds() -> float:
     """``TRACEARRAY_SPIN_US``: how long CPU pool threads spin before they sleep (default 300;
     0 turns the native chunk loop and its spinning off)."""
     raw = os.environ.get("TRACEARRAY_SPIN_US", "300")
+    if not raw.strip():   # (set but empty: the default, as for the other settings)
+        raw = "300"
     try:
         value = float(raw.strip())
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not 0 <= value < float("inf"):
         raise ValueError(f"TRACEARRAY_SPIN_US must be a number of microseconds >= 0, got {raw!r}")
     return value
 

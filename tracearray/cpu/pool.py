@@ -58,11 +58,38 @@ def set_num_threads(n: int | None) -> None:
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    """The CPUs this process may run on: its affinity mask where the OS has one, bounded by
+    a cgroup v2 CPU quota (a container allowed 2 CPUs' time of 16 visible ones gets 2; more
+    threads than that only wait for each other). Read once per process."""
+    if not _cpus:
+        try:
+            n = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            n = max(1, os.cpu_count() or 1)
+        quota = _cgroup_cpu_quota()
+        _cpus.append(max(1, min(n, quota)) if quota is not None else n)
+    return _cpus[0]
+
+
+_cpus: list[int] = []
+
+
+def _cgroup_cpu_quota() -> int | None:
+    """CPUs' worth of time a cgroup v2 ``cpu.max`` allows this process (rounded up), None
+    without a quota."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+        path = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+        if path is None:
+            return None
+        with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cpu.max")) as f:
+            quota, period = f.read().split()[:2]
+        if quota == "max":
+            return None
+        return max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def chunk_ranges(n: int, min_chunk: int, threads: int) -> list[tuple[int, int]]:
@@ -186,6 +213,7 @@ def _get_pool() -> _Pool:
 def _reset_after_fork() -> None:
     global _pool, _pool_lock
     _pool, _pool_lock = None, threading.Lock()  # the worker threads did not survive the fork
+    _cpus.clear()   # (the child may be given other CPUs)
 
 
 if hasattr(os, "register_at_fork"):
@@ -244,22 +272,24 @@ class ThreadChoice:
         address), which the pool runs through the native chunk loop where there is one."""
         threads = self.threads
         if threads is not None:
-            if threads == 1:
+            # (the pool at today's thread count: set_num_threads after the build counts)
+            if threads == 1 or (now := num_threads()) == 1:
                 self._one_thread(fn, chunks)
             elif native is not None and team.get() is not None:
-                run_kernel(native[0], native[1], native[2], threads)
+                run_kernel(native[0], native[1], native[2], now)
             else:
-                parallel_for(fn, chunks, threads)
+                parallel_for(fn, chunks, now)
             return
         k = self.calls
         self.calls = k + 1
         pooled = k % 2
         start = time.perf_counter()
         if pooled:
+            now = num_threads()
             if native is not None and team.get() is not None:
-                run_kernel(native[0], native[1], native[2], self.pool_threads)
+                run_kernel(native[0], native[1], native[2], now)
             else:
-                parallel_for(fn, chunks, self.pool_threads)
+                parallel_for(fn, chunks, now)
         else:
             self._one_thread(fn, chunks)
         took = time.perf_counter() - start

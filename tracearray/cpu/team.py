@@ -123,9 +123,10 @@ start:
   br label %idle
 idle:
   %seen = phi i64 [ %seen0, %start ], [ %posted, %ran ]
+  %kstart = phi i64 [ 0, %start ], [ %kleft, %ran ]
   br label %poll
 poll:
-  %k = phi i64 [ 0, %idle ], [ %k1, %spin ], [ 0, %woke ]
+  %k = phi i64 [ %kstart, %idle ], [ %k1, %spin ], [ 0, %woke ]
   %posted = load atomic i64, ptr %ctl seq_cst, align 8
   %new = icmp ne i64 %posted, %seen
   br i1 %new, label %join, label %spin
@@ -172,8 +173,10 @@ work:
   %ft = inttoptr i64 %table to ptr
   %c = call i64 @ta_team_run(ptr %fe, ptr %fb, ptr %fp, ptr %ft, i64 %n, ptr %pn)
   br label %leave
-leave:
+leave:   ; a helper the job did not want (enough joined) sleeps instead of spinning on
+  %worked = phi i1 [ false, %join ], [ false, %count ], [ true, %work ]
   %a1 = atomicrmw sub ptr %pa, i64 1 seq_cst
+  %kleft = select i1 %worked, i64 0, i64 %spins
   br label %ran
 ran:
   br label %idle
@@ -222,12 +225,15 @@ write:
   store atomic i64 %gen, ptr %ctl seq_cst, align 8
   %sleepers = getelementptr i64, ptr %ctl, i64 1
   %s = load atomic i64, ptr %sleepers seq_cst, align 8
-  %any = icmp sgt i64 %s, 0
+  %sleeping = icmp sgt i64 %s, 0
+  %wanted = icmp sgt i64 %helpers, 0
+  %any = and i1 %sleeping, %wanted
   br i1 %any, label %wake, label %out
-wake:
+wake:   ; as many sleepers as the job wants (the others sleep on)
   %word = getelementptr i64, ptr %ctl, i64 2
   %w = atomicrmw add ptr %word, i32 1 seq_cst
-  %r = call i64 (i64, ...) %syscall(i64 {futex}, ptr %word, i32 {FUTEX_WAKE_PRIVATE}, i32 2147483647, ptr null, ptr null, i32 0)
+  %count = trunc i64 %helpers to i32
+  %r = call i64 (i64, ...) %syscall(i64 {futex}, ptr %word, i32 {FUTEX_WAKE_PRIVATE}, i32 %count, ptr null, ptr null, i32 0)
   br label %out
 out:
   ret ptr %slot
@@ -318,12 +324,16 @@ class Team:
     def ensure_helpers(self, count: int) -> None:
         if len(self.helpers) >= count:
             return
+        from .pool import available_cpus
         with self.post_lock:
             while len(self.helpers) < count:
+                # helpers beyond the CPUs (set_num_threads(16) on 2 cores) sleep at once
+                # after a job: their spinning would take the cores the others work on
+                spins = self.spins if len(self.helpers) < available_cpus() - 1 else 1
                 t = threading.Thread(target=self._worker, name=f"tracearray-helper-"
                                      f"{len(self.helpers)}", daemon=True,
                                      args=(self.control_address, self.slots_address,
-                                           self.spins, self.syscall))
+                                           spins, self.syscall))
                 t.start()
                 self.helpers.append(t)
 
@@ -365,10 +375,11 @@ def get() -> Team | None:
     global _team, _failed
     if _team is not None or _failed:
         return _team
+    spin_us = config.spin_microseconds()   # (a bad value raises, as any setting's does)
     with _lock:
         if _team is None and not _failed:
             try:
-                _team = _make()
+                _team = _make(spin_us)
             except Exception as e:   # noqa: BLE001 - the Python pool still runs every job
                 _failed = True
                 config.log(config.COMPILES, "cpu pool: native helpers unavailable (%s); chunks "
@@ -376,8 +387,7 @@ def get() -> Team | None:
     return _team
 
 
-def _make() -> Team:
-    spin_us = config.spin_microseconds()
+def _make(spin_us: float) -> Team:
     if spin_us <= 0:
         raise RuntimeError("TRACEARRAY_SPIN_US=0")
     if _SYSCALLS is None or not sys.platform.startswith("linux"):
@@ -385,12 +395,17 @@ def _make() -> Team:
                            f"{sys.platform} on {_ARCH}")
     from . import codecache
     ir = _ir()
-    code = codecache.load_kernel("tracearray cpu team v3\n" + ir, NAMES, lambda: ir).code
+    code = codecache.load_kernel("tracearray cpu team v4\n" + ir, NAMES, lambda: ir).code
     libc = ctypes.CDLL(None)
     syscall = ctypes.cast(libc.syscall, ctypes.c_void_p).value
     if not _calibration:
         _calibration.append(_time_pauses(code))
-    return Team(code, syscall, spin_us)
+    team = Team(code, syscall, min(spin_us, 1e6))   # (a second at most)
+    # Never freed: helper threads run its code and spin on its arrays until the process
+    # ends, also while the interpreter finalises (freeing them then let a helper write into
+    # freed memory: the heap corrupted at exit, seen with long spins).
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(team))
+    return team
 
 
 def _time_pauses(code: Any) -> float:
