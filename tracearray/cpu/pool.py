@@ -1,11 +1,16 @@
-"""Persistent thread pool for running JIT kernels over chunks of an array.
+"""Running JIT kernels over chunks of an array on several threads.
 
-Kernels are called through ``ctypes.CFUNCTYPE`` objects, which release the
-GIL for the duration of the foreign call, so plain Python threads give real
-parallelism.  The pool is created on first parallel use (daemon threads, so
-it never blocks interpreter exit) and recreated after ``fork``.  The calling
-thread always works on its own job too: a job never waits for a busy worker,
-which also makes nested ``parallel_for`` calls safe.
+A kernel's chunks go to native helper threads (``team.py``, ``run_kernel``): chunks are
+claimed and run without Python or the GIL between them, which matters on virtual machines
+(``team.py`` says why). ``ThreadChoice`` decides per kernel whether the pool is worth it.
+
+``parallel_for`` runs Python callables (host calls' pieces, and every kernel where native
+helpers cannot be built) on a persistent pool of Python threads: kernels called through
+``ctypes.CFUNCTYPE`` objects release the GIL for the duration of the foreign call, so plain
+Python threads give real parallelism. That pool is created on first parallel use (daemon
+threads, so it never blocks interpreter exit) and recreated after ``fork``. The calling
+thread always works on its own job too: a job never waits for a busy worker, which also
+makes nested ``parallel_for`` calls safe.
 """
 
 from __future__ import annotations

@@ -11,11 +11,13 @@ here never touch Python or the GIL:
 
 - A helper thread runs ``ta_worker`` and never returns: it spins (``pause``) watching the
   pool's job counter, runs the chunks of each job it sees, and after ``spins`` idle pauses
-  sleeps on a futex until the next job is posted.
+  sleeps on a futex until the next job is posted. A job wakes as many sleepers as it wants
+  helpers; a helper that arrives when enough have joined sleeps at once, and so do helpers
+  beyond the CPUs after each job (their spinning would take the cores others work on).
 - ``ta_run`` writes a job into one of ``SLOTS`` slots and posts it (waking sleepers), then
-  runs the calling thread's share and waits for chunks taken by helpers,
-  spinning, with a ``sched_yield`` between rounds (a helper descheduled on a busy machine may
-  need this core). Chunks are claimed by an atomic counter (``ta_team_run``) and each chunk
+  runs the calling thread's share and waits for chunks taken by helpers, spinning, with a
+  ``sched_yield`` between rounds (a helper descheduled on a busy machine may need this
+  core); one native call, so a Ctrl-C is raised after the job, never between its steps. Chunks are claimed by an atomic counter (``ta_team_run``) and each chunk
   calls the kernel's entry on (begin, end, slot) from the kernel's table.
 
 A slot (``SLOT_WORDS`` int64): gen (the job's number; 0 while written), active (helpers
