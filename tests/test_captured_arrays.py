@@ -513,3 +513,79 @@ def test_a_traced_value_stored_in_a_reached_object_is_refused_and_taken_back_out
     with pytest.warns(RuntimeWarning, match="running it with NumPy"):
         out = tracearray.compile(m.step, device="cpu", fallback="numpy")(np.full(3, 0.5))
     assert out == 0.0 and np.array_equal(m.w, np.zeros(3))   # (w was 0.5 after NumPy's step)
+
+
+HISTORY: list = []
+PAIR = None
+
+
+def test_traced_values_stored_deep_or_in_globals_are_refused_and_every_change_undone():
+    """A traced value inside a tuple or dict stored in the object, three attributes down, in
+    a global list, or as a global tuple or complex value: refused, and every change the
+    refused trace made to that state undone (a counter it bumped too), so that
+    fallback='numpy' runs NumPy's side effects exactly once."""
+    global PAIR
+
+    class Deep:
+        pass
+
+    class Model:
+        def __init__(self):
+            self.w = np.ones(3)
+            self.hist = []
+            self.steps = 0
+            self.inner = Deep()
+            self.inner.deep = Deep()
+            self.inner.deep.z = np.zeros(3)
+
+        def pair(self, x):
+            self.steps += 1
+            self.hist.append((x, x * self.w))
+            return x
+
+        def deep(self, x):
+            self.inner.deep.z = x * 2
+            return x
+
+    def to_globals(x):
+        global PAIR
+        HISTORY.append(x * 2)
+        PAIR = (x, x * 1j)
+        return x
+
+    m = Model()
+    for fn in (m.pair, m.deep, to_globals):
+        with pytest.raises(tracearray.UnsupportedOperationError, match="stores a traced"):
+            compiled(fn)(X)
+    assert m.steps == 0 and m.hist == [] and not m.inner.deep.z.any()
+    assert HISTORY == [] and PAIR is None
+    with pytest.warns(RuntimeWarning, match="running it with NumPy"):
+        tracearray.compile(m.pair, device="cpu", fallback="numpy")(X)
+    assert m.steps == 1 and len(m.hist) == 1 and type(m.hist[0][1]) is np.ndarray
+
+
+def test_a_written_argument_sharing_memory_with_a_captured_array_is_an_input_error():
+    class Acc:
+        def __init__(self):
+            self.buf = np.zeros(3)
+
+        def update(self, buf, x):
+            buf += x
+            return self.buf * x
+
+    a = Acc()
+    with pytest.raises(tracearray.InputError, match="share memory"):
+        compiled(a.update)(a.buf, X)
+    np.testing.assert_array_equal(compiled(a.update)(np.zeros(3), X), np.zeros(3))
+
+
+def test_a_result_computed_from_a_captured_array_alone_beside_an_argument_update():
+    c = np.arange(3.0)
+
+    def step(buf, x):
+        buf += x
+        return c * 2
+
+    buf = np.zeros(3)
+    np.testing.assert_array_equal(compiled(step)(buf, np.ones(3)), c * 2)
+    np.testing.assert_array_equal(buf, np.ones(3))

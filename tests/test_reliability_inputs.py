@@ -204,9 +204,26 @@ def test_generator_and_async_functions_are_refused_when_compiled() -> None:
 _ESCAPED: list[Any] = []
 
 
+def _stash(value: Any) -> None:
+    # (through a helper: state the compiled function reaches directly, _ESCAPED named in its
+    # own code included, is checked after the trace and the stored tracer taken back out)
+    _ESCAPED.append(value)
+
+
 def _keeps_a_tracer(x: Any) -> Any:
-    _ESCAPED.append(x * 2)   # <- made here
+    _stash(x * 2)   # <- made here
     return x + 1
+
+
+def test_a_traced_value_stored_into_a_global_container_is_refused() -> None:
+    _ESCAPED.clear()
+
+    def keeps(x):
+        _ESCAPED.append(x * 2)
+        return x + 1
+    with pytest.raises(tracearray.UnsupportedOperationError, match="the global _ESCAPED"):
+        cpu(keeps)(np.ones(3))
+    assert _ESCAPED == []
 
 
 def test_a_tracer_used_after_its_trace_is_a_clear_error() -> None:

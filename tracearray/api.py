@@ -667,7 +667,7 @@ class CompiledFunction:
                     return out[()] if hit.scalar and isinstance(out, np.ndarray) else out
                 graph = hit.trace.graph
                 if graph.updates:
-                    targets = list(args) + [self._globals.get(n) for n in graph.globals]
+                    targets = list(args) + self._global_targets(graph)
                     _check_update_targets(graph, targets)
                     return _results(hit.executable.run(inputs), graph, targets)
                 return _results(hit.executable.run(inputs), graph)
@@ -713,7 +713,14 @@ class CompiledFunction:
         for k in sorted(kwargs):
             if k not in self.static_argnames:
                 out.extend(pytree.flatten(kwargs[k], is_array_leaf)[0])
-        return out + [self._globals.get(n) for n in graph.globals]
+        return out + self._global_targets(graph)
+
+    def _global_targets(self, graph: Graph) -> list[Any]:
+        """The objects behind the graph's global inputs now: global and captured arrays
+        (a captured one by its path; checked for memory shared with a written argument),
+        None for random keys."""
+        return [None if random_key_source(n) is not None else self.global_value(n)
+                for n in graph.globals]
 
     def _traces_entry(self, graph: Graph) -> Trace | None:
         with self._build_lock:   # (another thread's build may be changing the cache)

@@ -307,7 +307,8 @@ class Executable:
         nothing looked up per call; None for any other executable."""
         steps = self._direct_steps
         if steps is None or len(steps) != 1 or steps[0][7] is None or \
-                self._tail != [None] or len(self._allocs) != 1 or self._allocs[0][3] or \
+                len(self._tail) != 1 or self._tail[0] is not None or \
+                len(self._allocs) != 1 or self._allocs[0][3] or \
                 self._outputs != [(False, self._allocs[0][0])]:
             return None
         entry, pointer_array, own, lock, pointers_of, params, _chunks, (begin, end), _choice, \

@@ -443,15 +443,14 @@ def _refuse_rebound_items(containers: list[tuple[str, Any, Any, list]]) -> None:
 def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> bool:
     """Globals the traced function assigned (``global x; x = ...``) go to the real module;
     whether there were any."""
-    wrote = False
-    for name, value in dict.items(recorder):
-        if name in arrays and value is arrays[name]:
-            continue
-        if name not in real or real[name] is not value:
-            if isinstance(value, Tracer):
-                raise UnsupportedOperationError(
-                    f"the compiled function stores a traced value in the global {name!r}; "
-                    f"it would escape the trace: return it instead")
-            real[name] = value
-            wrote = True
-    return wrote
+    changed = [(name, value) for name, value in dict.items(recorder)
+               if not (name in arrays and value is arrays[name])
+               and (name not in real or real[name] is not value)]
+    for name, value in changed:   # (checked before any is written: all or none)
+        if captured_arrays.holds_tracer(value):
+            raise UnsupportedOperationError(
+                f"the compiled function stores a traced value in the global {name!r}; "
+                f"it would escape the trace: return it instead")
+    for name, value in changed:
+        real[name] = value
+    return bool(changed)

@@ -486,7 +486,7 @@ def _user_instance(obj: Any) -> bool:
 
 # ------------------------------------------------------------------ stores while tracing
 
-_SNAPSHOT_DEPTH = 2          # the roots' own state and the state of what they hold
+_SNAPSHOT_DEPTH = 3          # the roots' own state, and of what they hold, two steps down
 _SNAPSHOT_CONTAINERS = 256   # at most this many dicts, lists and objects copied per trace
 _SNAPSHOT_ITEMS = 4096       # containers larger than this are not copied
 
@@ -494,23 +494,23 @@ _SNAPSHOT_ITEMS = 4096       # containers larger than this are not copied
 class StateSnapshot(NamedTuple):
     """Shallow copies of the state a compiled function reaches directly (``snapshot``): a
     traced value stored there while tracing (``self.w = self.w - g``, ``nonlocal w; w =
-    ...``, ``cache["x"] = y``) is taken back out after the trace (``restore``)."""
-    containers: list          # (label, dict or list, its copy)
+    ...``, ``cache["x"] = y``, ``HISTORY.append(y)``) is found after the trace, and then
+    every change the trace made there is undone (``restore``)."""
+    containers: list          # (label, dict or list, its copy, attribute dict?)
     cells: list               # (label, closure cell, its contents)
 
 
 def snapshot(roots: Roots) -> StateSnapshot:
-    """The state of the roots' objects, and of the objects they hold (``_SNAPSHOT_DEPTH``):
-    attribute dicts, dicts, lists; the closure's cells."""
+    """The state of the roots' objects (the bound object, static arguments, closures,
+    defaults, and the global containers and objects the function names), and of the objects
+    they hold (``_SNAPSHOT_DEPTH``): attribute dicts, dicts, lists; the closure's cells."""
     containers: list = []
     seen: set[int] = set()
 
     def visit(label: str, obj: Any, depth: int) -> None:
         if id(obj) in seen or len(seen) >= _SNAPSHOT_CONTAINERS:
             return
-        if isinstance(obj, dict):
-            state, attr = obj, False
-        elif isinstance(obj, list):
+        if isinstance(obj, (dict, list)):
             state, attr = obj, False
         elif type(obj) is types.SimpleNamespace or _user_instance(obj):
             state, attr = getattr(obj, "__dict__", None), True
@@ -530,9 +530,13 @@ def snapshot(roots: Roots) -> StateSnapshot:
 
     for _root, text, value in roots.fixed():
         visit(text, value, 0)
-    cells = []
     fn = roots.plain
+    cells = []
     if fn is not None:
+        for name in fn.__code__.co_names:   # global containers the function names
+            value = roots.globals.get(name)
+            if value is not None and not isinstance(value, types.ModuleType):
+                visit(f"the global {name}", value, 0)
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
                 cells.append((name, cell, cell.cell_contents))
@@ -541,25 +545,45 @@ def snapshot(roots: Roots) -> StateSnapshot:
     return StateSnapshot(containers, cells)
 
 
-def restore(snap: StateSnapshot) -> list[str]:
-    """Take traced values stored while tracing back out of the snapshot's state (the value
-    before the trace put back, a new key removed); where they were, in words."""
+def holds_tracer(value: Any, depth: int = 3) -> bool:
+    """Whether ``value`` is a traced value or a tuple, list or dict holding one (a few levels
+    down)."""
     from .context import _is_tracer
+    if _is_tracer(value):
+        return True
+    if depth <= 0:
+        return False
+    if isinstance(value, (tuple, list)):
+        return any(holds_tracer(v, depth - 1) for v in value[:_SNAPSHOT_ITEMS])
+    if isinstance(value, dict):
+        return any(holds_tracer(v, depth - 1) for v in list(value.values())[:_SNAPSHOT_ITEMS])
+    return False
+
+
+def restore(snap: StateSnapshot) -> list[str]:
+    """Where the trace stored traced values into the snapshot's state, in words; when it
+    did, every change the trace made there is undone (the values before put back, new keys
+    removed), so that the objects are as the call found them."""
     found: list[str] = []
     for label, state, copy, attr in snap.containers:
         if isinstance(state, dict):
             for k, v in list(state.items()):
-                if _is_tracer(v):
+                if (k not in copy or v is not copy[k]) and holds_tracer(v):
                     found.append(f"{label}.{k}" if attr else f"{label}[{k!r}]")
-                    if k in copy:
-                        state[k] = copy[k]
-                    else:
-                        del state[k]
-        elif any(_is_tracer(v) for v in state):
+        elif any(holds_tracer(v) for v in state):
             found.append(f"an item of {label}")
-            state[:] = copy
     for name, cell, contents in snap.cells:
-        if _is_tracer(cell.cell_contents):
+        if holds_tracer(cell.cell_contents):
             found.append(f"the variable {name!r} of the enclosing function")
+    if found:
+        for _label, state, copy, _attr in snap.containers:
+            if isinstance(state, dict):   # (by identity: values may be arrays)
+                if len(state) != len(copy) or any(k not in copy or v is not copy[k]
+                                                  for k, v in list(state.items())):
+                    state.clear()
+                    state.update(copy)
+            elif len(state) != len(copy) or any(a is not b for a, b in zip(state, copy)):
+                state[:] = copy
+        for _name, cell, contents in snap.cells:
             cell.cell_contents = contents
     return found
