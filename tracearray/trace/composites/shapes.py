@@ -359,7 +359,9 @@ def resize(a: Any, new_shape: Any) -> Tracer:
 
 
 @composite(np.repeat, calls=['np.repeat({0}, 2)', 'np.repeat({0}, 3, axis=-1)',
-                             'np.repeat({0}, [1, 0, 2], axis=0)'], min_dims=1)
+                             'np.repeat({0}, [1, 0, 2], axis=0)'], min_dims=1,
+           notes="counts computed by the function: the result's length is a data-dependent "
+                 "size (found by running the function up to it)")
 def repeat(a: Any, repeats: Any, axis: Any = None) -> Tracer:
     """Each element repeated: a scalar count broadcasts a new axis and merges it; a static
     list of counts joins the repeated slices."""
