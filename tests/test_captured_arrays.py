@@ -589,3 +589,20 @@ def test_a_result_computed_from_a_captured_array_alone_beside_an_argument_update
     buf = np.zeros(3)
     np.testing.assert_array_equal(compiled(step)(buf, np.ones(3)), c * 2)
     np.testing.assert_array_equal(buf, np.ones(3))
+
+
+def test_a_number_then_an_array_again_on_a_captured_path_uses_the_arrays_trace():
+    """self.w an array, then a number (a constant of its trace), then an array again: the
+    number's trace, the most recent, must not answer for the array (it has no guard on
+    self.w); the array's trace does (its guards hold again)."""
+    m = types.SimpleNamespace(w=np.ones(3))
+
+    def f(x):
+        return x * m.w
+
+    c = compiled(f)
+    for w in (np.ones(3), 5.0, np.full(3, 2.0), 5.0, np.arange(3.0)):
+        m.w = w
+        for _ in range(2):   # (the second call: the fast path)
+            np.testing.assert_array_equal(c(X), f(X))
+    assert c.stats.traces == 2

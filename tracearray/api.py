@@ -184,6 +184,10 @@ class CompiledFunction:
         self._traces: OrderedDict[Any, tuple[Trace, Plan, list[TileSpec]]] = OrderedDict()
         self._variants: dict[Any, list[int]] = {}
         self._variant_count = 0
+        # (signature, variant) -> captured paths other variants of the signature read as
+        # arrays and this one did not (it saw a number there): it holds only while none of
+        # them leads to an array again
+        self._absent: dict[Any, tuple] = {}
         self._templates = SizeTemplates()   # new sizes re-derived, not traced (templates.py)
         self._executables: OrderedDict[Any, Any] = OrderedDict()
         # Call fast path (see _fast_key): plain-array signature -> what to run.
@@ -377,7 +381,7 @@ class CompiledFunction:
                                           self._guards_hold)
             trace, plan = traced[0], traced[1]
             self.note_captured(trace)
-            vkey = self._new_variant(tkey)
+            vkey = self._new_variant(tkey, trace)
             self._traces[vkey] = traced
             while len(self._traces) > self.max_traces:
                 self._forget_trace(next(iter(self._traces)))
@@ -440,7 +444,9 @@ class CompiledFunction:
             return None, None, False
         for v in ids:
             traced = self._traces.get((tkey, v))
-            if traced is not None and self._guards_hold(traced[0]):
+            if traced is not None and self._guards_hold(traced[0]) and \
+                    not any(type(self._roots.resolve(p)) in PLAIN_ARRAY_TYPES
+                            for p in self._absent.get((tkey, v), ())):
                 if v != ids[0]:   # most recently used first
                     ids.remove(v)
                     ids.insert(0, v)
@@ -448,15 +454,24 @@ class CompiledFunction:
                 return (tkey, v), traced, False
         return None, None, True
 
-    def _new_variant(self, tkey: Any) -> Any:
-        """A key for a new trace of ``tkey``; past ``max_variants``, the least recently
-        used variant (and its executables) goes."""
+    def _new_variant(self, tkey: Any, trace: Trace) -> Any:
+        """A key for ``trace``, a new trace of ``tkey``; past ``max_variants``, the least
+        recently used variant (and its executables) goes. Paths the other variants read
+        arrays from and this one did not (``self.w`` a number now, an array before) are
+        remembered: an array there again is not this trace's (a number reached through an
+        attribute is a constant of the trace, unchecked)."""
         ids = self._variants.setdefault(tkey, [])
         while len(ids) >= max(self.max_variants, 1):
             self._forget_trace((tkey, ids[-1]))
+        mine = {c.path for c in trace.captured.values()}
+        absent = {c.path for v in ids for c in self._traces[(tkey, v)][0].captured.values()
+                  if c.path not in mine}
         self._variant_count += 1
         ids.insert(0, self._variant_count)
-        return (tkey, self._variant_count)
+        vkey = (tkey, self._variant_count)
+        if absent:
+            self._absent[vkey] = tuple(absent)
+        return vkey
 
     def _trace_miss(self, tkey: Any, args: tuple, kwargs: dict) -> str:
         """Why ``tkey`` is not in the trace cache, against the most recently used key."""
@@ -479,6 +494,7 @@ class CompiledFunction:
             ids.remove(vkey[1])
             if not ids:
                 del self._variants[vkey[0]]
+        self._absent.pop(vkey, None)
         if self._traces.pop(vkey, None) is not None:
             for ekey in [k for k in self._executables if k[0] == vkey]:
                 self._forget_executable(ekey)
@@ -697,7 +713,7 @@ class CompiledFunction:
         trace = self._traces_entry(lowered.graph) if fast_key is not None and \
             not self._staged and n_args == len(args) and all(
                 a is b for a, b in zip(leaves, args)) else None
-        if trace is not None:   # (None too when another thread's build evicted it)
+        if trace is not None:
             self._fast[fast_key] = _FastCall(lowered.executable, trace, leaves[n_args:],
                                              self.global_value)
         return _results(outs, graph, targets)
@@ -723,10 +739,13 @@ class CompiledFunction:
                 for n in graph.globals]
 
     def _traces_entry(self, graph: Graph) -> Trace | None:
+        """The trace of ``graph`` for a fast-path entry; None when another thread's build
+        evicted it, or when it holds only while some captured paths lead to no array
+        (``_absent``: checked by the general path alone)."""
         with self._build_lock:   # (another thread's build may be changing the cache)
-            for trace, _plan, _tiles in self._traces.values():
+            for vkey, (trace, _plan, _tiles) in self._traces.items():
                 if trace.graph is graph:
-                    return trace
+                    return None if vkey in self._absent else trace
         return None
 
     def _fast_key(self, args: tuple) -> Any:
