@@ -97,6 +97,22 @@ out:
   ret i64 %ran
 }}
 
+; this thread's share of the chunks of the job in %slot (``ta_team_run`` on its fields)
+define internal void @run_slot(ptr %slot) {{
+  %entry = call i64 @field(ptr %slot, i64 {ENTRY})
+  %bufs = call i64 @field(ptr %slot, i64 {BUFS})
+  %params = call i64 @field(ptr %slot, i64 {PARAMS})
+  %table = call i64 @field(ptr %slot, i64 {TABLE})
+  %n = call i64 @field(ptr %slot, i64 {N})
+  %pn = getelementptr i64, ptr %slot, i64 {NEXT}
+  %fe = inttoptr i64 %entry to ptr
+  %fb = inttoptr i64 %bufs to ptr
+  %fp = inttoptr i64 %params to ptr
+  %ft = inttoptr i64 %table to ptr
+  %c = call i64 @ta_team_run(ptr %fe, ptr %fb, ptr %fp, ptr %ft, i64 %n, ptr %pn)
+  ret void
+}}
+
 define internal ptr @slot_of(ptr %slots, i64 %gen) {{
   %k = and i64 %gen, {SLOTS - 1}
   %w = mul i64 %k, {SLOT_WORDS}
@@ -163,17 +179,7 @@ count:
   %wanted = icmp slt i64 %j, %most
   br i1 %wanted, label %work, label %leave
 work:
-  %entry = call i64 @field(ptr %slot, i64 {ENTRY})
-  %bufs = call i64 @field(ptr %slot, i64 {BUFS})
-  %params = call i64 @field(ptr %slot, i64 {PARAMS})
-  %table = call i64 @field(ptr %slot, i64 {TABLE})
-  %n = call i64 @field(ptr %slot, i64 {N})
-  %pn = getelementptr i64, ptr %slot, i64 {NEXT}
-  %fe = inttoptr i64 %entry to ptr
-  %fb = inttoptr i64 %bufs to ptr
-  %fp = inttoptr i64 %params to ptr
-  %ft = inttoptr i64 %table to ptr
-  %c = call i64 @ta_team_run(ptr %fe, ptr %fb, ptr %fp, ptr %ft, i64 %n, ptr %pn)
+  call void @run_slot(ptr %slot)
   br label %leave
 leave:   ; a helper the job did not want (enough joined) sleeps instead of spinning on
   %worked = phi i1 [ false, %join ], [ false, %count ], [ true, %work ]
@@ -268,17 +274,8 @@ out:
 ; the posting thread's share of the job in %slot, then the wait for the helpers' chunks
 define internal void @lead(ptr %slot, i64 %spins, ptr %syscall) {{
 start:
-  %entry = call i64 @field(ptr %slot, i64 {ENTRY})
-  %bufs = call i64 @field(ptr %slot, i64 {BUFS})
-  %params = call i64 @field(ptr %slot, i64 {PARAMS})
-  %table = call i64 @field(ptr %slot, i64 {TABLE})
+  call void @run_slot(ptr %slot)
   %n = call i64 @field(ptr %slot, i64 {N})
-  %pn = getelementptr i64, ptr %slot, i64 {NEXT}
-  %fe = inttoptr i64 %entry to ptr
-  %fb = inttoptr i64 %bufs to ptr
-  %fp = inttoptr i64 %params to ptr
-  %ft = inttoptr i64 %table to ptr
-  %c = call i64 @ta_team_run(ptr %fe, ptr %fb, ptr %fp, ptr %ft, i64 %n, ptr %pn)
   br label %check
 check:
   %k = phi i64 [ 0, %start ], [ %k1, %spin ], [ 0, %yield ]
@@ -397,7 +394,7 @@ def _make(spin_us: float) -> Team:
                            f"{sys.platform} on {_ARCH}")
     from . import codecache
     ir = _ir()
-    code = codecache.load_kernel("tracearray cpu team v4\n" + ir, NAMES, lambda: ir).code
+    code = codecache.load_kernel("tracearray cpu team v5\n" + ir, NAMES, lambda: ir).code
     libc = ctypes.CDLL(None)
     syscall = ctypes.cast(libc.syscall, ctypes.c_void_p).value
     if not _calibration:
