@@ -553,3 +553,57 @@ def test_a_damaged_tuning_entry_is_ignored(gpu_device, monkeypatch, tmp_path):
     with pytest.warns(CacheWarning, match="refused the disk cache entry"):
         tracearray.compile(row_norm, device="cuda")(x)
     assert calls      # timed again
+
+
+# ------------------------------------------------------------------ warp_row's row groups
+def _normalize_rows(x):
+    return x / np.maximum(np.sqrt(np.sum(x * x, axis=-1, keepdims=True)), 1e-12)
+
+
+def _row_stats(x):
+    return np.argmax(x, axis=1), x - np.mean(x, axis=1, keepdims=True), np.max(x, axis=1)
+
+
+def _scale_rows_in_place(x):
+    x /= np.sum(x, axis=1, keepdims=True)
+    return x
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_warp_row_groups_of_rows(gpu_device, monkeypatch, tmp_path, group):
+    """warp_row lowered with ``group`` rows a warp (``tile.gpu.WARP_ROW_GROUP``): every row
+    count (a last group past the end, whose repeated rows store nothing), rows shorter and
+    longer than a warp, an arg-reduction beside a full-space output, an argument updated in
+    place, and the launch's block following the lowering's fact rather than the constant."""
+    from tracearray.gpu import kernelcache
+    from tracearray.tile import gpu as drivers
+    monkeypatch.setenv("TRACEARRAY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(kernelcache, "_memory", type(kernelcache._memory)())
+    monkeypatch.setattr(drivers, "WARP_ROW_GROUP", group)
+    rng = np.random.default_rng(group)
+    norm = tracearray.compile(_normalize_rows, device="cuda")
+    stats = tracearray.compile(_row_stats, device="cuda")
+    for rows, n in [(1, 40), (3, 100), (13, 128), (17, 33), (9, 1000), (5, 257)]:
+        x = rng.standard_normal((rows, n)).astype(np.float32)
+        np.testing.assert_allclose(norm(x), _normalize_rows(x), rtol=2e-6, atol=1e-7)
+        for got, want in zip(stats(x), _row_stats(x)):
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    (b,) = [b for b in norm.lower(x).executable.bound_kernels().values()]
+    assert b.strategy == "warp_row" and b.launches[0].block == 32 * (8 // group)
+    in_place = tracearray.compile(_scale_rows_in_place, device="cuda")
+    import tracearray.gpu as tgpu
+    # (float64 rows of 700: the block's 8 rows take 44 KB, past the row cache's limit, so
+    # the stores' phase reads x from memory again)
+    for rows, n, dt in [(1, 64, np.float32), (5, 64, np.float32), (11, 64, np.float32),
+                        (5, 700, np.float64), (6, 700, np.float64)]:
+        x = (rng.random((rows, n)) + 0.5).astype(dt)
+        want = x / x.sum(axis=1, keepdims=True)
+        a = tgpu.Array.from_numpy(x)
+        in_place(a)
+        np.testing.assert_allclose(np.asarray(a), want, rtol=2e-6)
+    # a kernel lowered with another group keeps its own launch shape
+    monkeypatch.setattr(drivers, "WARP_ROW_GROUP", 1 if group > 1 else 2)
+    y = rng.standard_normal((7, 50)).astype(np.float32)     # a new size, the same kernel
+    np.testing.assert_allclose(norm(y), _normalize_rows(y), rtol=2e-6, atol=1e-7)
+    (b,) = [b for b in norm.lower(y).executable.bound_kernels().values()]
+    assert b.launches[0].block == 32 * (8 // group)

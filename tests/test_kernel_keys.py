@@ -513,7 +513,7 @@ def test_gpu_kernel_entry_of_a_changed_libdevice_is_not_used(gpu_disk, monkeypat
 @pytest.mark.parametrize("payload", [b"", b"TAGPUK1\n{not json\n.version", b"TAGPUK1\n{}\nx",
                                      b"TAGPUK1\n" + json.dumps({"facts": {
                                          "row_cache_itemsize": 4, "row_cache_limit": 0, "row_cache_buffers": 1,
-                                         "smem_static": 0},
+                                         "smem_static": 0, "rows_per_warp": 1},
                                          "ir_sha256": "0"}).encode() + b"\nnot ptx"])
 def test_gpu_kernel_entry_damaged_inside_is_rebuilt(gpu_disk, payload) -> None:
     """An entry whose file checks out but whose content is not a kernel (truncated header,

@@ -15,7 +15,8 @@ size is correct:
   across warps through shared memory, in a fixed tree: every thread of the block gets the
   same value, which later phases and the full-space outputs read;
 - ``warp_row`` (rows of THREAD_ROW_MAX < n <= WARP_ROW_MAX elements): the same phases with a
-  warp per row, combined by shuffles alone (no barrier), a row cache per warp;
+  warp per row (or per group of ``tile.gpu.WARP_ROW_GROUP`` rows, evaluated side by side),
+  combined by shuffles alone (no barrier), a row cache part per row;
 - maps, row sweeps and the first stage of full reductions move the accesses that are
   contiguous along the innermost dimension as 16-byte vectors when the launch's alignment
   allows (``gpu/vector.py``; the scalar loop otherwise);
@@ -66,7 +67,7 @@ from .mathlib import GpuMath
 from ..tile import gpu as drivers
 from ..tile.gpu import (MATMUL_PER_THREAD, MATMUL_THREADS, MATMUL_TILE, MAX_BLOCK,
                         MAX_WARPS, ROW_CACHE_ALIGN, ROW_STRATEGIES, SORT_N_EXTRA, WARP,
-                        WARP_ROW_WARPS, entry_names, gpu_strategy, scratch_dtypes)
+                        entry_names, gpu_strategy, scratch_dtypes)
 from .sorted_scatter import SortedScatterMixin
 from .vector import VectorPlan, VectorSweepMixin
 
@@ -466,11 +467,16 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         self._row_pos: ir.Value | None = None
         self._nesting = 0
         self._extra_args: list[ir.Value] = []
+        # warp_row: rows a warp takes at a time, built into the code (the launch's block
+        # follows this fact of the lowering, not the module constant: ``tile/bind.py``)
+        self.rows_per_warp = max(1, drivers.WARP_ROW_GROUP) if self.strategy == "warp_row" \
+            else 1
         self._vector_init()
 
     def launch_bounds(self) -> tuple[int, int] | None:
         if self.strategy in ROW_STRATEGIES and ROW_MIN_BLOCKS:
-            return MAX_BLOCK if self.strategy == "block_row" else WARP * WARP_ROW_WARPS, \
+            return MAX_BLOCK if self.strategy == "block_row" else \
+                drivers.warp_row_threads(self.rows_per_warp), \
                 ROW_MIN_BLOCKS
         return None
 
@@ -738,7 +744,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         tid, ntid, ctaid, nctaid = self.thread_ids()
         self._row_sweeps(tid, ntid, ctaid, nctaid,
                          lambda j, red, v, vi: self.block_reduce(j, red, v, vi, tid, ntid),
-                         self.b.icmp_unsigned("==", tid, self.const(0)), None,
+                         self.b.icmp_unsigned("==", tid, self.const(0)),
                          (REDUCE_UNROLL, VECTOR_UNROLL))
 
     def _block_rows(self) -> None:
@@ -832,28 +838,108 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         return out
 
     def _warp_row(self) -> None:
-        """A warp per row: the block's warps take rows independently, the lanes stride
-        along the row, each phase's partials combine by shuffles alone (no barrier, no
-        shared slots), and a row cache per warp."""
-        b = self.b
+        """A warp per group of ``WARP_ROW_GROUP`` rows: the block's warps take groups
+        independently, the lanes stride along the rows, and at each position a lane
+        evaluates every row of its group in turn (so the group's loads are in flight
+        together: one row of 128 float32 is a single 4-byte load a lane); each phase's
+        partials combine by shuffles alone (no barrier, no shared slots), row by row in the
+        same tree, so a row's result does not depend on the group. Each row has its part of
+        the block's row cache (``WARP_ROW_BLOCK_ROWS`` parts). A group's rows past the end
+        repeat the last row (valid addresses, no branch in the sweeps) and store nothing
+        (not the last row's values again: its own warp wrote them). The sweeps are scalar:
+        on the H200 (2026-12-02, two runs each) l2_normalize's rows of 128 took 1.31 ms
+        scalar against 1.60 with vector trips, while block_row's long rows gained."""
+        b, k, geo = self.b, self.kernel, self.geo
+        group = self.rows_per_warp
         tid, ntid, ctaid, nctaid = self.thread_ids()
         lane = b.and_(tid, self.const(WARP - 1))
         warp = b.lshr(tid, self.const(5))
         nwarps = b.lshr(ntid, self.const(5))
+        step = self.const(WARP)
+        leader = b.icmp_unsigned("==", lane, self.const(0))
+        full, rows = self._split_stores()
+        ninner = self.product(geo.inner_dims)
+        nrows = self.product(geo.par_dims)
+        last = b.sub(nrows, self.const(1))
+        root = self._root_exprs()
+        full_exprs = [root[st.node] for _i, st in full if st.node in root]
+        use_cache, caches = None, [{} for _u in range(group)]
+        if self.row_cached_accesses():   # the launch's flag: the block's cache fits
+            use_cache = b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
+            caches = [self._row_cache_ptrs(ninner, b.add(b.mul(warp, self.const(group)),
+                                                         self.const(u)))
+                      for u in range(group)]
+        first_row = b.mul(b.add(b.mul(ctaid, nwarps), warp), self.const(group))
+        with self.loop(first_row, nrows, b.mul(b.mul(nctaid, nwarps), self.const(group))) \
+                as row0:
+            row_vars, valid = [], []
+            for u in range(group):
+                r = b.add(row0, self.const(u)) if u else row0
+                valid.append(b.icmp_unsigned("<", r, nrows))
+                self.set_dims(b.select(valid[-1], r, last) if u else r, geo.par_dims)
+                row_vars.append({d: self.loop_vars[d] for d in geo.par_dims})
+            red_values: list[dict] = [{} for _u in range(group)]
 
-        def reduce(_j, red, v, vi):
-            v, vi = self.warp_reduce(red, v, vi)
-            return self.broadcast_lane0(v), (self.broadcast_lane0(vi) if vi is not None
-                                             else None)
-        self._row_sweeps(lane, self.const(WARP), b.add(b.mul(ctaid, nwarps), warp),
-                         b.mul(nctaid, nwarps), reduce,
-                         b.icmp_unsigned("==", lane, self.const(0)), warp,
-                         (WARP_ROW_UNROLL, WARP_ROW_UNROLL))
+            def for_row(u: int) -> None:
+                self.loop_vars.update(row_vars[u])
+                self.red_values = red_values[u]
+                self._row_cache = caches[u]
+
+            def sweep(body: Callable[[int], None], phase: int) -> None:
+                """``body(u)`` for each row of the group at every position of the lane;
+                with the cache, the first phase fills it and later ones read it."""
+                def run(mode) -> None:
+                    self._row_cache_mode = mode
+
+                    def position(p: ir.Value) -> None:
+                        self._row_pos = p
+                        self.set_dims(p, geo.inner_dims)
+                        for u in range(group):
+                            for_row(u)
+                            body(u)
+                    self.strided_loop(lane, ninner, step, position, unroll=WARP_ROW_UNROLL)
+                    self._row_cache_mode = None
+                if use_cache is None:
+                    run(None)
+                    return
+                with b.if_else(use_cache) as (then, otherwise):
+                    with then:
+                        run("write" if phase == 0 else "read")
+                    with otherwise:
+                        run(None)
+
+            for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+                parts = [(self._new_acc(red), self._new_compensation(red))
+                         for _u in range(group)]
+
+                def term(u: int, red=red, e=e, parts=parts) -> None:
+                    (acc, idx), comp = parts[u]
+                    self._thread_step(red, acc, idx, comp, self.ev(e, {}))
+                sweep(term, j)
+                for u, ((acc, idx), _comp) in enumerate(parts):
+                    for_row(u)
+                    v, vi = self.warp_reduce(red, b.load(acc),
+                                             b.load(idx) if idx is not None else None)
+                    b.store(self.broadcast_lane0(v), acc)
+                    if idx is not None:
+                        b.store(self.broadcast_lane0(vi), idx)
+                    red_values[u][j] = self._finalize(red, acc, idx)
+            if full:
+                def stores(u: int) -> None:
+                    with b.if_then(valid[u]):
+                        self._store_roots(full, {})
+                sweep(stores, len(k.reductions))
+            if rows:
+                for u in range(group):
+                    for_row(u)
+                    with b.if_then(b.and_(leader, valid[u])):
+                        self._store_roots(rows, {})
+            self.red_values = {}
+        self._row_cache = {}
 
     def _row_sweeps(self, first: ir.Value, step: ir.Value, row0: ir.Value, row_step: ir.Value,
-                    reduce: Callable, leader: ir.Value, cache_part: ir.Value | None,
-                    unroll: tuple[int, int]) -> None:
-        """Rows row0, row0 + row_step, ...: per row, each reduction's phase (a sweep of the
+                    reduce: Callable, leader: ir.Value, unroll: tuple[int, int]) -> None:
+        """block_row's rows row0, row0 + row_step, ...: per row, each reduction's phase (a sweep of the
         positions first, first + step, ... of the row, then ``reduce`` of the partials,
         which every participating thread returns), then the full-space stores' sweep, then
         the per-row stores by the ``leader``. ``unroll``: iterations per trip of the scalar
@@ -865,14 +951,11 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         use_cache = None
         if cached:   # the runtime sets the flag when the cache fits (ROW_CACHE_MAX_BYTES)
             use_cache = self.b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
-            self._row_cache = self._row_cache_ptrs(ninner, cache_part)
+            self._row_cache = self._row_cache_ptrs(ninner)
         root = self._root_exprs()
         full_exprs = [root[st.node] for _i, st in full if st.node in root]
-        # warp_row stays scalar: on the H200 (2026-12-02, two runs each) l2_normalize's
-        # 128-element rows took 1.31 ms scalar against 1.60 with vector trips, while
-        # block_row's long rows gained (layernorm 2.5 -> 1.9, rmsnorm 2.1 -> 1.3-1.45)
         plan = self.vector_plan(list(k.red_exprs) + full_exprs, [i for i, _st in full],
-                                flat=False) if self.strategy == "block_row" else None
+                                flat=False)
         vector_ok = self.vector_ok(plan) if plan is not None else None
         # (cp.async copies 4, 8 or 16 bytes: a 2-lane trip of int8 values, beside an
         # 8-byte access in the plan, is read and cached by the sweep instead)
@@ -947,7 +1030,7 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
 
         nrows = self.product(geo.par_dims)
         pipelined = None    # i1: two row buffers, the next row copied in during this one
-        if prefetch and cache_part is None:
+        if prefetch:
             b = self.b
             pipelined = b.and_(b.icmp_unsigned("==", self._extra_args[0], self.const(2)),
                                vector_ok)

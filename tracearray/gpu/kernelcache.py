@@ -50,7 +50,8 @@ PIPELINE_PACKAGES = ("ops", "tile", "fuse", "codegen", "gpu")
 KEY_COMPONENTS = ("kernel", "strategy", "wide", "target", "ptx_options", "llvm",
                   "libdevice_search", "tracearray", "pipeline")
 PAYLOAD_MAGIC = b"TAGPUK1\n"
-FACTS = ("row_cache_itemsize", "row_cache_limit", "row_cache_buffers", "smem_static")
+FACTS = ("row_cache_itemsize", "row_cache_limit", "row_cache_buffers", "smem_static",
+         "rows_per_warp")
 MEMORY_MAX = 256
 
 _lock = threading.Lock()
@@ -114,7 +115,8 @@ def lowered_kernel(geo: Geometry, base: str, strategy: str, wide: bool,
         facts = {"row_cache_itemsize": int(low.row_cache_itemsize()),
                  "row_cache_limit": int(low.row_cache_limit()),
                  "row_cache_buffers": int(low.row_cache_buffers()),
-                 "smem_static": int(low.static_smem_bytes())}
+                 "smem_static": int(low.static_smem_bytes()),
+                 "rows_per_warp": int(low.rows_per_warp)}
         found = LoweredKernel(ptx, facts, make_ir, ir_text)
         if cache is not None:
             cache.store(key, _payload(found, ir_text), record)

@@ -34,7 +34,7 @@ from .geometry import Geometry, make_geometry
 from . import gpu as drivers
 from .gpu import (FULL_BLOCK, MATMUL_MAX_GRID, MATMUL_THREADS, MATMUL_TILE,
                   MAX_BLOCK, RADIX, RADIX_BITS, SORT_ENTRIES, WARP,
-                  WARP_ROW_WARPS, entry_names, gpu_strategy, radix_passes, row_cache_part_bytes,
+                  entry_names, gpu_strategy, radix_passes, row_cache_part_bytes,
                   scan_tile_length, scratch_dtypes, sort_chunks)
 from .layout import AccessParams, fill_params, partial_dtypes
 from .policy import CpuTiling, GpuTiling
@@ -204,11 +204,13 @@ def _bind_gpu(spec: TileSpec, geo: Geometry, params: np.ndarray, extents: list[i
                                    policy.thread_block))
     elif strategy == "warp_row":
         # a row cache per warp, when the block's fit (one read of the re-read inputs)
-        cache = WARP_ROW_WARPS * row_cache_part_bytes(inner, facts.get("row_cache_itemsize", 0))
+        per_block = drivers.WARP_ROW_BLOCK_ROWS
+        cache = per_block * row_cache_part_bytes(inner, facts.get("row_cache_itemsize", 0))
         use_cache = 0 < cache <= facts.get("row_cache_limit", 0)
         if rows:
-            grid = min(_cdiv(rows, WARP_ROW_WARPS), policy.warp_row_grid_per_sm * policy.sms)
-            launches.append(Launch(name, grid, WARP * WARP_ROW_WARPS, (int(use_cache),),
+            grid = min(_cdiv(rows, per_block), policy.warp_row_grid_per_sm * policy.sms)
+            threads = drivers.warp_row_threads(facts.get("rows_per_warp", 1))
+            launches.append(Launch(name, grid, threads, (int(use_cache),),
                                    cache if use_cache else 0))
     elif strategy in ("block_row", "block_rows"):
         # about row_elements_per_thread elements per thread (policy.py says why)

@@ -29,7 +29,15 @@ THREAD_ROW_MAX = 32   # rows of at most this many elements: a thread per row, no
 # (block_row). A short row's block spends its time in barriers (l2_normalize's 128-element
 # rows ran at 23 % of the copy bandwidth as block_row on the H200, 2026-12-01).
 WARP_ROW_MAX = 1024
-WARP_ROW_WARPS = 8    # warps (rows at a time) per block of warp_row
+# warp_row: rows a block holds at a time (the parts of its row cache), and rows a warp
+# takes at a time (WARP_ROW_GROUP: their loads in flight together); a block has
+# WARP_ROW_BLOCK_ROWS // WARP_ROW_GROUP warps. More rows a warp cost registers: on an H100
+# (2026-12-07, twelfth session, benchmarks/gpu_launch_ab.py, two rounds, ms) l2_normalize's
+# rows of 128 took 1.50-1.52 with 1 (37 registers, 6 blocks of 8 warps a multiprocessor),
+# 1.60 with 2 (58, 8 blocks of 4 warps), 1.86 with 4 (74, 12 blocks of 2 warps). Not yet
+# measured on an H200, whose l2_normalize runs at 83 % of the copy floor.
+WARP_ROW_BLOCK_ROWS = 8
+WARP_ROW_GROUP = 1
 ROW_STRATEGIES = ("block_row", "warp_row")
 # block_rows: BLOCK_ROWS rows per block, for a one-reduction row kernel whose reduction reads
 # an array that does not depend on the row (``shares_row_loads``: pairwise_min's Y, read in
@@ -102,6 +110,13 @@ def row_cache_part_bytes(inner: int, itemsize: int) -> int:
     warp 1's part faulted with CUDA_ERROR_MISALIGNED_ADDRESS on an H100, soak
     gpu-2026-12-06-g program 203, rows of 71.)"""
     return -(-inner * itemsize // ROW_CACHE_ALIGN) * ROW_CACHE_ALIGN
+
+
+def warp_row_threads(rows_per_warp: int) -> int:
+    """Threads of a warp_row block whose code takes ``rows_per_warp`` rows a warp (the
+    lowering's fact, WARP_ROW_GROUP when it was lowered): a warp per group of its
+    WARP_ROW_BLOCK_ROWS rows."""
+    return WARP * max(1, WARP_ROW_BLOCK_ROWS // max(1, rows_per_warp))
 
 
 def ordered_in_parallel(rows: int | None, length: int | None) -> bool:
