@@ -861,8 +861,6 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         ninner = self.product(geo.inner_dims)
         nrows = self.product(geo.par_dims)
         last = b.sub(nrows, self.const(1))
-        root = self._root_exprs()
-        full_exprs = [root[st.node] for _i, st in full if st.node in root]
         use_cache, caches = None, [{} for _u in range(group)]
         if self.row_cached_accesses():   # the launch's flag: the block's cache fits
             use_cache = b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
