@@ -36,81 +36,252 @@ _tls = threading.local()
 _dynamic_smem: dict[str, Any] = {}
 
 
+# Barriers, shuffles and the special registers run natively (``_NATIVE_IR``, compiled once
+# per process): a block's threads meet at a futex barrier with no Python and no GIL between
+# them (a Python ``threading.Barrier`` of 64 threads took 2.2 ms a round, and the block
+# sorts and scans of the tests meet at thousands). Each thread's state (its registers, its
+# block, an error flag) is found through a pthread key that ``_enter`` sets before the
+# kernel runs. A block's state is 32-bit words: its barrier (arrivals, generation, threads,
+# broken, seconds to wait), a barrier per warp, and a slot per thread for the shuffles'
+# exchanges. A barrier some threads never reach (a kernel's divergent barrier, or a thread
+# that failed) breaks after ``_BARRIER_TIMEOUT_S``, or within a second once a failed thread
+# marks its block broken: the waiting threads return with their error flag set and the
+# launch raises instead of hanging.
+_MAX_WARPS = 32
+_WARP_BARRIERS = 8                      # words: the block barrier's, then each warp's
+_SLOTS = _WARP_BARRIERS + 4 * _MAX_WARPS
+_BLOCK_WORDS = _SLOTS + 32 * _MAX_WARPS
+_THREAD_WORDS = 8                       # tid, ntid, ctaid, nctaid, block (i64), error, pad
+_BARRIER_TIMEOUT_S = 60
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}
+
+
 class _BlockState:
     def __init__(self, ntid: int):
-        self.barrier = threading.Barrier(ntid, timeout=60)
-        nwarps = ntid // 32
-        self.warp_barriers = [threading.Barrier(32, timeout=60) for _ in range(nwarps)]
-        self.slots = [[0] * 32 for _ in range(nwarps)]
+        self.words = (ctypes.c_int32 * _BLOCK_WORDS)()
+        self.words[2] = ntid
+        self.words[4] = _BARRIER_TIMEOUT_S
+        for w in range(ntid // 32):
+            self.words[_WARP_BARRIERS + 4 * w + 2] = 32
+
+    def abort(self) -> None:
+        """Break the block's barriers: its waiting threads return within a second."""
+        self.words[3] = 1
 
 
-@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)
-def _emu_sreg(which: int) -> int:
-    return (_tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid)[which]
+_NATIVE_IR = r"""
+declare ptr @pthread_getspecific(i32)
+declare i64 @syscall(i64, ...)
+@timeout = internal constant {{ i64, i64 }} {{ i64 1, i64 0 }}
+
+define internal ptr @me() {{
+  %p = call ptr @pthread_getspecific(i32 {key})
+  ret ptr %p
+}}
+
+define i32 @emu_sreg(i32 %which) {{
+  %t = call ptr @me()
+  %a = getelementptr i32, ptr %t, i32 %which
+  %v = load i32, ptr %a
+  ret i32 %v
+}}
+
+define internal ptr @block(ptr %t) {{
+  %a = getelementptr i32, ptr %t, i32 4
+  %b = load ptr, ptr %a
+  ret ptr %b
+}}
+
+; the barrier of words bar[0..2] (arrivals, generation, threads) of a block
+define internal void @meet(ptr %bar, ptr %t) {{
+entry:
+  %blk = call ptr @block(ptr %t)
+  %broken = getelementptr i32, ptr %blk, i32 3
+  %genp = getelementptr i32, ptr %bar, i32 1
+  %totp = getelementptr i32, ptr %bar, i32 2
+  %gen = load atomic i32, ptr %genp acquire, align 4
+  %old = atomicrmw add ptr %bar, i32 1 acq_rel
+  %n = add i32 %old, 1
+  %tot = load i32, ptr %totp
+  %last = icmp eq i32 %n, %tot
+  br i1 %last, label %release, label %wait
+release:
+  store atomic i32 0, ptr %bar monotonic, align 4
+  %next = add i32 %gen, 1
+  store atomic i32 %next, ptr %genp release, align 4
+  %w = call i64 (i64, ...) @syscall(i64 {futex}, ptr %genp, i32 129, i32 2147483647, ptr null, ptr null, i32 0)
+  ret void
+wait:
+  %i = phi i32 [ 0, %entry ], [ %i1, %slept ]
+  %cur = load atomic i32, ptr %genp acquire, align 4
+  %moved = icmp ne i32 %cur, %gen
+  br i1 %moved, label %done, label %check
+check:
+  %b = load atomic i32, ptr %broken acquire, align 4
+  %isb = icmp ne i32 %b, 0
+  %limitp = getelementptr i32, ptr %blk, i32 4
+  %limit = load i32, ptr %limitp
+  %late = icmp uge i32 %i, %limit
+  %stop = or i1 %isb, %late
+  br i1 %stop, label %fail, label %sleep
+sleep:
+  %r = call i64 (i64, ...) @syscall(i64 {futex}, ptr %genp, i32 128, i32 %gen, ptr @timeout, ptr null, i32 0)
+  %i1 = add i32 %i, 1
+  br label %slept
+slept:
+  br label %wait
+fail:
+  store atomic i32 1, ptr %broken release, align 4
+  %err = getelementptr i32, ptr %t, i32 6
+  store i32 1, ptr %err
+  ret void
+done:
+  ret void
+}}
+
+define void @emu_barrier(i32 %id) {{
+  %t = call ptr @me()
+  %blk = call ptr @block(ptr %t)
+  call void @meet(ptr %blk, ptr %t)
+  ret void
+}}
+
+define internal ptr @warp_barrier(ptr %t) {{
+  %tid = load i32, ptr %t
+  %w = lshr i32 %tid, 5
+  %blk = call ptr @block(ptr %t)
+  %k = mul i32 %w, 4
+  %o = add i32 %k, {warp_barriers}
+  %bar = getelementptr i32, ptr %blk, i32 %o
+  ret ptr %bar
+}}
+
+define internal ptr @slots(ptr %t) {{
+  %tid = load i32, ptr %t
+  %w = lshr i32 %tid, 5
+  %blk = call ptr @block(ptr %t)
+  %k = mul i32 %w, 32
+  %o = add i32 %k, {slots}
+  %s = getelementptr i32, ptr %blk, i32 %o
+  ret ptr %s
+}}
+
+; a warp's exchange: each lane writes its value, the warp meets, each reads lane %src's
+define internal i32 @exchange(i32 %v, i32 %src) {{
+  %t = call ptr @me()
+  %tid = load i32, ptr %t
+  %lane = and i32 %tid, 31
+  %s = call ptr @slots(ptr %t)
+  %mine = getelementptr i32, ptr %s, i32 %lane
+  store i32 %v, ptr %mine
+  %bar = call ptr @warp_barrier(ptr %t)
+  call void @meet(ptr %bar, ptr %t)
+  %theirs = getelementptr i32, ptr %s, i32 %src
+  %out = load i32, ptr %theirs
+  call void @meet(ptr %bar, ptr %t)
+  ret i32 %out
+}}
+
+define i32 @emu_shfl_down(i32 %mask, i32 %v, i32 %off, i32 %c) {{
+  %t = call ptr @me()
+  %tid = load i32, ptr %t
+  %lane = and i32 %tid, 31
+  %up = add i32 %lane, %off
+  %in = icmp ule i32 %up, 31
+  %src = select i1 %in, i32 %up, i32 %lane
+  %out = call i32 @exchange(i32 %v, i32 %src)
+  ret i32 %out
+}}
+
+define i32 @emu_shfl_idx(i32 %mask, i32 %v, i32 %lane, i32 %c) {{
+  %src = and i32 %lane, 31
+  %out = call i32 @exchange(i32 %v, i32 %src)
+  ret i32 %out
+}}
+
+define void @emu_shfl_syncwarp(i32 %mask) {{
+  %t = call ptr @me()
+  %bar = call ptr @warp_barrier(ptr %t)
+  call void @meet(ptr %bar, ptr %t)
+  ret void
+}}
+
+; match.any.sync.b32: the lanes whose value equals this lane's
+define i32 @emu_shfl_match_any(i32 %mask, i32 %v) {{
+entry:
+  %t = call ptr @me()
+  %tid = load i32, ptr %t
+  %lane = and i32 %tid, 31
+  %s = call ptr @slots(ptr %t)
+  %mine = getelementptr i32, ptr %s, i32 %lane
+  store i32 %v, ptr %mine
+  %bar = call ptr @warp_barrier(ptr %t)
+  call void @meet(ptr %bar, ptr %t)
+  br label %loop
+loop:
+  %j = phi i32 [ 0, %entry ], [ %j1, %loop ]
+  %acc = phi i32 [ 0, %entry ], [ %acc1, %loop ]
+  %p = getelementptr i32, ptr %s, i32 %j
+  %x = load i32, ptr %p
+  %eq = icmp eq i32 %x, %v
+  %bit = shl i32 1, %j
+  %add = select i1 %eq, i32 %bit, i32 0
+  %acc1 = or i32 %acc, %add
+  %j1 = add i32 %j, 1
+  %more = icmp ult i32 %j1, 32
+  br i1 %more, label %loop, label %out
+out:
+  call void @meet(ptr %bar, ptr %t)
+  ret i32 %acc1
+}}
+"""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_thread_key = ctypes.c_uint(0)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_int32)
-def _emu_barrier(_id: int) -> None:
-    try:
-        _tls.block.barrier.wait()
-    except threading.BrokenBarrierError as e:   # a callback cannot raise: report it later
-        _tls.errors.append(e)
+def _native_functions(llvm) -> dict[str, int]:
+    """Compile ``_NATIVE_IR`` (once) and return its entry points' addresses."""
+    import platform
+    machine = platform.machine()
+    if machine not in _SYS_FUTEX:
+        raise RuntimeError(f"the GPU emulator's barriers need Linux on x86-64 or AArch64, "
+                           f"not {machine}")
+    if _libc.pthread_key_create(ctypes.byref(_thread_key), None) != 0:
+        raise RuntimeError("pthread_key_create failed")
+    llvm.add_symbol("pthread_getspecific",
+                    ctypes.cast(_libc.pthread_getspecific, ctypes.c_void_p).value)
+    llvm.add_symbol("syscall", ctypes.cast(_libc.syscall, ctypes.c_void_p).value)
+    text = _NATIVE_IR.format(key=_thread_key.value, futex=_SYS_FUTEX[machine],
+                             warp_barriers=_WARP_BARRIERS, slots=_SLOTS)
+    m = llvm.parse_assembly(text)
+    m.verify()
+    tm = llvm.Target.from_default_triple().create_target_machine(opt=2, jit=True)
+    ee = llvm.create_mcjit_compiler(m, tm)
+    ee.finalize_object()
+    _llvm_state["native"] = ee
+    return {name: ee.get_function_address(name)
+            for name in ("emu_sreg", "emu_barrier", "emu_shfl_down", "emu_shfl_idx",
+                         "emu_shfl_syncwarp", "emu_shfl_match_any")}
 
 
-def _shfl(mode: str, value: int, arg: int) -> int:
-    blk, tid = _tls.block, _tls.tid
-    w, lane = tid // 32, tid % 32
-    blk.slots[w][lane] = value
-    try:
-        blk.warp_barriers[w].wait()
-        if mode == "down":
-            src = lane + arg if lane + arg <= 31 else lane
-        else:  # idx
-            src = arg & 31
-        out = blk.slots[w][src]
-        blk.warp_barriers[w].wait()
-    except threading.BrokenBarrierError as e:
-        _tls.errors.append(e)
-        return 0
-    return out
+_libc.pthread_setspecific.argtypes = [ctypes.c_uint, ctypes.c_void_p]
 
 
-@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                  ctypes.c_int32)
-def _emu_shfl_down(_mask: int, value: int, off: int, _c: int) -> int:
-    return _shfl("down", value, off)
-
-
-@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32,
-                  ctypes.c_int32)
-def _emu_shfl_idx(_mask: int, value: int, lane: int, _c: int) -> int:
-    return _shfl("idx", value, lane)
-
-
-@ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
-def _emu_shfl_match_any(_mask: int, value: int) -> int:
-    """``match.any.sync.b32``: the lanes whose value equals this lane's."""
-    blk, tid = _tls.block, _tls.tid
-    w = tid // 32
-    blk.slots[w][tid % 32] = value
-    try:
-        blk.warp_barriers[w].wait()
-        mask = sum(1 << j for j, v in enumerate(blk.slots[w]) if v == value)
-        blk.warp_barriers[w].wait()
-    except threading.BrokenBarrierError as e:
-        _tls.errors.append(e)
-        return 0
-    return mask - (1 << 32) if mask >= 1 << 31 else mask
-
-
-@ctypes.CFUNCTYPE(None, ctypes.c_int32)
-def _emu_shfl_syncwarp(_mask: int) -> None:
-    """``bar.warp.sync`` (named emu_shfl_*: kernels with it run as blocks of threads)."""
-    blk, tid = _tls.block, _tls.tid
-    try:
-        blk.warp_barriers[tid // 32].wait()
-    except threading.BrokenBarrierError as e:
-        _tls.errors.append(e)
+def _enter(tid: int, ntid: int, ctaid: int, nctaid: int, block: _BlockState | None
+           ) -> ctypes.Array:
+    """This OS thread's registers and block, for the native functions and for the Python
+    callbacks (cp.async); the caller keeps the returned words alive while the kernel runs."""
+    _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, ntid, ctaid, nctaid
+    _tls.block = block
+    _tls.errors = []
+    _tls.copies = None      # cp.async's pending copies (_copies)
+    words = (ctypes.c_int32 * _THREAD_WORDS)(tid, ntid, ctaid, nctaid)
+    if block is not None:
+        ctypes.c_uint64.from_address(ctypes.addressof(words) + 16).value = \
+            ctypes.addressof(block.words)
+    _libc.pthread_setspecific(_thread_key.value, ctypes.addressof(words))
+    return words
 
 
 # cp.async: a copy is made only when the thread waits for it (cp.async.wait.group/all), as
@@ -173,11 +344,9 @@ def _llvm():
         import llvmlite.binding as llvm
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        for name, cb in (("emu_sreg", _emu_sreg), ("emu_barrier", _emu_barrier),
-                         ("emu_shfl_down", _emu_shfl_down), ("emu_shfl_idx", _emu_shfl_idx),
-                         ("emu_shfl_syncwarp", _emu_shfl_syncwarp),
-                         ("emu_shfl_match_any", _emu_shfl_match_any),
-                         ("emu_cp_async_commit", _emu_cp_async_commit),
+        for name, address in _native_functions(llvm).items():
+            llvm.add_symbol(name, address)
+        for name, cb in (("emu_cp_async_commit", _emu_cp_async_commit),
                          ("emu_cp_async_wait_group", _emu_cp_async_wait_group),
                          ("emu_cp_async_wait_all", _emu_cp_async_wait_all),
                          *((f"emu_cp_async_{n}", f) for n, f in _emu_cp_async.items())):
@@ -457,8 +626,9 @@ class EmulatedDevice:
         if not fn.barriers and self.reverse_threads:
             for ctaid in reversed(range(2)):
                 for tid in reversed(range(32)):
-                    _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, 32, ctaid, 2
+                    words = _enter(tid, 32, ctaid, 2, None)
                     fn.cfunc(*args)
+                    del words
             return
         if not fn.barriers:
             self._run_block(fn, args, 0, 1, 1)
@@ -476,20 +646,19 @@ class EmulatedDevice:
         errors: list[BaseException] = []
 
         def thread(tid: int) -> None:
-            _tls.tid, _tls.ntid, _tls.ctaid, _tls.nctaid = tid, ntid, ctaid, nctaid
-            _tls.block = state
-            _tls.errors = []
-            _tls.copies = None      # cp.async's pending copies (_copies)
+            words = _enter(tid, ntid, ctaid, nctaid, state)
             try:
                 fn.cfunc(*args)
+                if words[6]:    # a barrier broke under this thread (_NATIVE_IR's @meet)
+                    raise threading.BrokenBarrierError(
+                        f"{fn.name}: a barrier of block {ctaid} broke (a thread failed, or "
+                        f"some threads never reached it within {_BARRIER_TIMEOUT_S} s)")
                 if _tls.errors:
                     raise _tls.errors[0]
             except BaseException as e:   # noqa: BLE001
                 errors.append(e)
                 if state is not None:
-                    state.barrier.abort()
-                    for wb in state.warp_barriers:
-                        wb.abort()
+                    state.abort()
 
         if ntid == 1:
             thread(0)

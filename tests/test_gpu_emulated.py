@@ -1484,3 +1484,56 @@ def test_block_row_cache_of_one_byte_values_beside_eight_byte_ones(emulated) -> 
     from tracearray.testing import assert_matches_numpy
     x = (np.arange(4 * 2000) % 100).astype(np.int8).reshape(4, 2000)
     assert_matches_numpy(lambda a: a + a.sum(axis=1, keepdims=True), x, device="cuda")
+
+
+# ------------------------------------------------------------------ the emulator's barriers
+_SKIP_BARRIER_IR = '''
+declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
+declare void @"llvm.nvvm.barrier.cta.sync.aligned.all"(i32)
+declare i32 @"llvm.nvvm.shfl.sync.idx.i32"(i32, i32, i32, i32)
+define ptx_kernel void @"meet"(i64 %out, i64 %skip) {
+entry:
+  %t = call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
+  %odd = and i32 %t, 1
+  %s = trunc i64 %skip to i1
+  %away = icmp ne i32 %odd, 0
+  %leave = and i1 %s, %away
+  br i1 %leave, label %done, label %meet
+meet:
+  call void @"llvm.nvvm.barrier.cta.sync.aligned.all"(i32 0)
+  %v = call i32 @"llvm.nvvm.shfl.sync.idx.i32"(i32 -1, i32 %t, i32 31, i32 31)
+  %p = inttoptr i64 %out to i32*
+  %q = getelementptr i32, i32* %p, i32 %t
+  store i32 %v, i32* %q
+  br label %done
+done:
+  ret void
+}
+'''
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_barrier_some_threads_skip_breaks_instead_of_hanging(monkeypatch, skip) -> None:
+    """The emulator's native barriers (tests/gpu_emulator.py): every thread of a block meets
+    at the barrier and a warp's shuffle reads lane 31's value; a barrier the odd threads
+    never reach breaks after the block's wait (a second here) and the launch raises, as a
+    divergent barrier must fail a test rather than pass or hang it."""
+    import ctypes
+    import threading
+    import time
+
+    import gpu_emulator as emu
+    monkeypatch.setattr(emu, "_BARRIER_TIMEOUT_S", 1)
+    dev = EmulatedDevice()
+    fn = dev.load("", ["meet"], _SKIP_BARRIER_IR)["meet"]
+    out = (ctypes.c_int32 * 64)()
+    values = (ctypes.c_uint64 * 2)(ctypes.addressof(out), int(skip))
+    args = (ctypes.c_uint64 * 2)(ctypes.addressof(values), ctypes.addressof(values) + 8)
+    start = time.monotonic()
+    if skip:
+        with pytest.raises(threading.BrokenBarrierError, match="never reached it"):
+            dev.launch(fn, 1, 64, ctypes.addressof(args))
+        assert time.monotonic() - start < 10
+    else:
+        dev.launch(fn, 1, 64, ctypes.addressof(args))
+        assert list(out) == [31] * 32 + [63] * 32
