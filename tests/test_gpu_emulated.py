@@ -309,7 +309,6 @@ def test_unavailable_gpu_is_a_clear_error_at_call_time(monkeypatch) -> None:
     np.testing.assert_array_equal(auto(np.ones(3)), 2 * np.ones(3))   # "auto": the CPU
 
 
-@pytest.mark.slow   # every benchmark workload on the emulator: ~45 s; test_program covers a few
 def test_workloads_match_float64_reference() -> None:
     from benchmarks import workloads as W
     for name in W.names():
@@ -1073,16 +1072,10 @@ def test_comparator_allows_lu_rounding_on_the_gpu_and_no_more(emulated, monkeypa
 
 
 def _sort_cases() -> list:
-    """Every form with NumPy and device inputs; the radix sort's long rows (seconds each
-    under the emulator's threads) once in the default run, the rest in the slow tier."""
-    cases = []
-    for name in sorted(SORT_FORMS):
-        long = "_long" in name
-        for device_inputs in (False, True):
-            slow = long and (device_inputs or name not in ("sort_long_rows", "median_long_rows"))
-            cases.append(pytest.param(name, device_inputs, marks=[pytest.mark.slow] * slow,
-                                      id=f"{name}-{device_inputs}"))
-    return cases
+    """Every form with NumPy and device inputs (the radix sort's long rows too: under a
+    second each since the emulator's barriers went native)."""
+    return [pytest.param(name, device_inputs, id=f"{name}-{device_inputs}")
+            for name in sorted(SORT_FORMS) for device_inputs in (False, True)]
 
 
 @pytest.mark.parametrize("name,device_inputs", _sort_cases())
@@ -1113,9 +1106,8 @@ def test_block_sort_matches_numpy(emulated, name: str, device_inputs: bool) -> N
         assert any(n.startswith("ta_median_") for n in launched)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.bool_] + [
-    pytest.param(d, marks=pytest.mark.slow)   # (seconds each under the emulator's threads)
-    for d in (np.float32, np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64)])
+@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.bool_, np.float32, np.int8,
+                                   np.int32, np.int64, np.uint8, np.uint32, np.uint64])
 def test_radix_sort_of_many_short_rows_matches_numpy(emulated, dtype) -> None:
     """The radix sort (gpu/radix_sort.py) called directly on rows a block could sort, to
     reach what long rows would need too many elements for here: 300 rows (two passes over
@@ -1174,7 +1166,7 @@ def test_default_kind_argsort_ties_are_a_divergence_and_the_rest_is_checked(emul
 
 @pytest.mark.parametrize("shape, axis, kth", [
     ((5, 37), -1, 3), ((37, 6), 0, (0, -1)), ((300,), 0, (7, 150, 299)), ((3, 0), -1, 0),
-    pytest.param((2, 4500), 1, 4499, marks=pytest.mark.slow)])   # the radix sort: ~95 s here
+    ((2, 4500), 1, 4499)])   # the last: the radix sort
 def test_partitions_on_the_gpu_sort_and_keep_the_contract(emulated, shape, axis, kth) -> None:
     """Divergence gpu-partition-order: np.partition and np.argpartition run as the device's
     stable sorts (block sort; rows past 4096 the radix sort), an arrangement NumPy's contract
@@ -1302,9 +1294,7 @@ def test_single_launch_warm_path(emulated) -> None:
     assert next(iter(g._executables.values()))._single is None
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int16",
-                                   pytest.param("float64", marks=pytest.mark.slow),
-                                   pytest.param("bool", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", ["float32", "int16", "float64", "bool"])
 def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     """np.unique of the flattened array (gpu/unique.py): the device's stable sort, then the
     marks counted per chunk, scanned by one block, and the values, first positions, inverse
@@ -1362,8 +1352,7 @@ def test_unique_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     assert all(result is None for _, result in ran), ran
 
 
-@pytest.mark.parametrize("dtype", ["float64", "int32",
-                                   pytest.param("bool", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
 def test_unique_along_an_axis_runs_on_the_device(emulated, monkeypatch, dtype) -> None:
     """np.unique along an axis (gpu/unique_axis.py): the rows' lexicographic order from one
     stable sort per field, the sorted rows' differences scanned into groups, then the flat
