@@ -1135,6 +1135,23 @@ def test_select_keeps_python_scalar_choices_weak(dtype) -> None:
         assert_matches_numpy(fn, x, device="cpu")
 
 
+def test_select_of_an_array_of_conditions_and_of_string_choices() -> None:
+    """np.select with its conditions stacked in one array (NumPy iterates its first axis),
+    and with string choices: the clear dtype error at the user's line. The string list made
+    the first attempt fail, the retry passed the conditions as one traced array, and
+    ``if not condlist`` asked that array for its truth value (a confusing ValueError; probe
+    of the twelfth session)."""
+    from tracearray.errors import TraceDTypeError
+    from tracearray.testing import assert_matches_numpy
+    x = np.array([-1.0, 0.5, 2.0])
+    assert_matches_numpy(lambda x: np.select(np.stack([x < 0, x < 1]), [x * 2, x * 3],
+                                             default=7.0), x, device="cpu")
+    f = tracearray.compile(lambda x: np.select([x < 0, x < 1], ["neg", "small"],
+                                               default="big"))
+    with pytest.raises(TraceDTypeError, match="dtype <U"):
+        f(x)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int64])
 def test_average_multiplies_integers_in_the_result_dtype(dtype) -> None:
     """np.average(a, weights=w) of integers multiplies in float64 (NumPy's

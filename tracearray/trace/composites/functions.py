@@ -32,7 +32,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
     if len(condlist) != len(choicelist):
         raise ValueError(with_location("list of cases must be same length as list of "
                                        "conditions"))
-    if not condlist:
+    if len(condlist) == 0:   # (a traced array of conditions too: its first axis)
         raise ValueError(with_location("select with an empty condition list is not possible"))
     choices = [as_tracer(c) for c in choicelist] + [as_tracer(np.asarray(default))]
     # The result dtype as NumPy works it out (Python scalars, in the list or as the default,
