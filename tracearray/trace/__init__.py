@@ -24,7 +24,8 @@ from . import context, pytree
 from . import random as traced_random
 from .build import check_dtype, constant
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
-                     TraceShapeError, UnsupportedOperationError, with_location)
+                     TraceShapeError, UnsupportedOperationError, node_location,
+                     with_location)
 from .graph import Graph, Node, format_graph
 from .tracer import Tracer
 from .complex import ComplexTracer
@@ -341,7 +342,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
                      global_layouts=global_layouts)
     state.captured.finish()
-    _refuse_rebound_items(containers)
+    _refuse_rebound_items(containers, state.locations)
     if recorder is not None:
         state.wrote_globals = _write_back(recorder, plain.__globals__, seen_global_arrays)
     if inspect.isgenerator(result) or inspect.iscoroutine(result) or inspect.isasyncgen(result):
@@ -418,11 +419,14 @@ _SUPPORTED_DTYPES = frozenset(np.dtype(d) for d in (
     "float16", "float32", "float64", "complex64", "complex128"))
 
 
-def _refuse_rebound_items(containers: list[tuple[str, Any, Any, list]]) -> None:
+def _refuse_rebound_items(containers: list[tuple[str, Any, Any, list]],
+                          locations: dict) -> None:
     """A container passed as an argument whose items the function rebound, added or removed
     (``params["w"] = params["w"] - g``, ``out.append(y)``): NumPy's caller sees that in its
     own container, the compiled function's caller would not (the trace ran on a copy), so it
-    is refused. Writing into its arrays (``params["w"] -= g``) is written back."""
+    is refused, at the line that made the first new item when it is a traced value (the
+    function has returned: the call's own line otherwise). Writing into its arrays
+    (``params["w"] -= g``) is written back."""
     for name, rebuilt, tree, made in containers:
         ids = {id(m) for m in made}   # (a traced generator is a leaf too)
         try:
@@ -431,13 +435,28 @@ def _refuse_rebound_items(containers: list[tuple[str, Any, Any, list]]) -> None:
             leaves, now = [], None
         if now != tree or len(leaves) != len(made) or \
                 any(a is not b for a, b in zip(leaves, made)):
-            raise UnsupportedOperationError(with_location(
+            message = (
                 f"the compiled function changes what the container passed as argument "
                 f"{name!r} holds (an item rebound, added or removed, e.g. "
                 f"params['w'] = params['w'] - g or a list's append); NumPy's caller would see "
                 f"that in its own container, the compiled function's caller would not: "
                 f"write into its arrays in place (params['w'] -= g), or return the new "
-                f"values"))
+                f"values")
+            where = next((_made_at(leaf, locations) for leaf in leaves
+                          if id(leaf) not in ids and _made_at(leaf, locations)), None)
+            raise UnsupportedOperationError(f"{message}\n  at {where}" if where
+                                            else with_location(message))
+
+
+def _made_at(value: Any, locations: dict) -> str | None:
+    """The user's line that computed ``value``, a traced array (None for anything else)."""
+    if not isinstance(value, Tracer):
+        return None
+    try:
+        node = value.node
+    except Exception:   # noqa: BLE001 - a tracer of another trace: no line of this one
+        return None
+    return locations.get(node) or node_location(node)
 
 
 def _write_back(recorder: dict, real: dict, arrays: dict[str, Any]) -> bool:
