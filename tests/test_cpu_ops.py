@@ -1135,6 +1135,22 @@ def test_select_keeps_python_scalar_choices_weak(dtype) -> None:
         assert_matches_numpy(fn, x, device="cpu")
 
 
+def test_round_with_decimals_past_float64s_range() -> None:
+    """np.round(x, 400) and np.round(x, -400): NumPy's power of ten is inf there (NaN for
+    floats, int64's NaN cast for integers); Python's float power raised OverflowError
+    inside the trace (probe of the twelfth session)."""
+    import warnings
+    r = np.array([0.125, 12345.5, -0.0])
+    i = np.array([7, -12], np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for d in (400, -400, 309, 308, -308):
+            assert_matches_numpy(lambda a, d=d: np.round(a, d), r, device="cpu")
+            assert_matches_numpy(lambda a, d=d: np.round(a.astype(np.float32), d), r,
+                                 device="cpu")
+        assert_matches_numpy(lambda a: np.around(a, -400), i, device="cpu")
+
+
 def test_select_of_an_array_of_conditions_and_of_string_choices() -> None:
     """np.select with its conditions stacked in one array (NumPy iterates its first axis),
     and with string choices: the clear dtype error at the user's line. The string list made

@@ -947,6 +947,66 @@ def test_inplace_on_scalar_results_rebinds_like_numpy() -> None:
         assert got.dtype == want.dtype and got.shape == np.shape(want)
 
 
+def test_inplace_on_0d_arrays_writes_and_on_numpy_scalar_arguments_rebinds() -> None:
+    """A 0-d *array* the function makes (np.zeros(()), np.array(v), np.full((), v), a copy
+    or astype of a 0-d array) is an ndarray: ``y += v`` writes into it, seen through its
+    other names, views and containers, in its own dtype (same_kind cast or NumPy's
+    casting error). A NumPy scalar argument is immutable: ``s += v`` rebinds s (promoting),
+    and a 0-d array argument is written in place; the two are different traces. (Every
+    0-d value that was not a view or an argument counted as a scalar: the aliases kept the
+    old value, float32 and int8 accumulators became float64 and int64; probe of the
+    twelfth session.)"""
+    def alias(a):
+        y = np.zeros(())
+        z, v, held = y, y.view(), [y]
+        y += a.sum()
+        return z, v, held[0]
+
+    def kinds(a):
+        f32 = np.zeros((), np.float32)
+        f32 += a.sum()              # float32 accumulator: stays float32
+        i8 = np.zeros((), np.int8)
+        i8 += np.int64(300)         # wraps in int8 (44)
+        made = np.array(a.sum())
+        same = made
+        made *= 2
+        full = np.full((), a[0])
+        copy = full.copy()
+        ref = copy
+        copy -= 1
+        return f32, i8, same, ref, full
+
+    def into_int(a):
+        acc = np.zeros((), np.int64)
+        acc += a.sum()              # float64 into int64: NumPy's same_kind error
+        return acc
+
+    def bump(s):
+        t = s
+        s += 0.5                    # NumPy scalar: s + 0.5, a float64; t keeps the old value
+        return t, s
+
+    a = np.array([0.1, 0.2, 0.5])
+    for fn in (alias, kinds):
+        got, want = tracearray.compile(fn, device="cpu")(a), fn(a)
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == np.asarray(w).dtype, fn.__name__
+            np.testing.assert_array_equal(g, w, err_msg=fn.__name__)
+    with pytest.raises(TypeError, match="same_kind"):
+        tracearray.compile(into_int, device="cpu")(a)
+    f = tracearray.compile(bump, device="cpu")
+    for s in (np.int8(3), np.float32(2.0), np.int64(5)):
+        got, want = f(s), bump(s)
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == np.asarray(w).dtype and g == w, (s, g, w)
+    arr = np.array(3.0)
+    f2 = tracearray.compile(lambda s: s.__iadd__(0.5), device="cpu")
+    f2(arr)                         # a 0-d array argument: written in place (back to it)
+    assert arr == 3.5
+    with pytest.raises(TypeError, match="same_kind"):   # int8 array += 0.5, after int8 scalar
+        f(np.array(3, np.int8))
+
+
 def test_inplace_same_kind_casting_like_numpy() -> None:
     def fn(x: Any) -> Any:
         y = x.astype(np.int32)

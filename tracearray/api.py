@@ -237,8 +237,14 @@ class CompiledFunction:
             # as a generator (so not the same trace as an array)
             refuse_identity_constants(tree, name)
             gens = tuple(j for j, v in enumerate(flat) if isinstance(v, np.random.Generator))
-            statics.append(_hashable((tree, "generators", gens) if gens else tree))
-            blind.append((_value_blind(tree), gens) if gens else _value_blind(tree))
+            # which are NumPy scalars: traced as immutable values (``s += 1`` rebinds s, as
+            # for a scalar; a 0-d array is written in place), so not the same trace either
+            scalars = tuple(j for j, v in enumerate(flat) if isinstance(v, np.generic))
+            key = (tree, "generators", gens) if gens else tree
+            key = (key, "scalars", scalars) if scalars else key
+            statics.append(_hashable(key))
+            bkey = (_value_blind(tree), gens) if gens else _value_blind(tree)
+            blind.append((bkey, "scalars", scalars) if scalars else bkey)
             for j, v in enumerate(flat):
                 check_array_argument(v, name if tree == ("leaf",) else
                                      lambda: f"{name()}[{j}]")

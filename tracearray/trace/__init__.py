@@ -222,6 +222,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         inputs.append(node)
         input_names.append(name)
         t = Tracer(node, alias=alias)   # the caller's memory: written back if written to
+        if isinstance(value, np.generic):   # a NumPy scalar: immutable (``s += 1`` rebinds)
+            t._buf.zero_d = "scalar"
         input_tracers.append(t)
         return ComplexTracer.from_pair(t) if is_complex else t
 

@@ -52,15 +52,21 @@ class Buffer:
 
     ``argument``: the name of the caller's array this is (an argument or a global array),
     whose final value the compiled function writes back; None for memory the function made.
-    ``version`` counts writes (tracers cache their value until it changes)."""
+    ``version`` counts writes (tracers cache their value until it changes). ``zero_d``: what
+    a 0-d value here is in NumPy, where ``x op= y`` tells the two apart: "array" (an ndarray,
+    written in place: ``np.zeros(())``, ``np.array(v)``, a 0-d array argument and copies of
+    them), "scalar" (a NumPy scalar, immutable: ``x op= y`` rebinds x; a NumPy scalar
+    argument), or None: an op's result, a scalar in NumPy unless it is an argument's."""
 
-    __slots__ = ("node", "version", "argument", "writeable")
+    __slots__ = ("node", "version", "argument", "writeable", "zero_d")
 
-    def __init__(self, node: Node, argument: str | None = None, writeable: bool = True):
+    def __init__(self, node: Node, argument: str | None = None, writeable: bool = True,
+                 zero_d: str | None = None):
         self.node = node
         self.version = 0
         self.argument = argument
         self.writeable = writeable
+        self.zero_d = zero_d
 
     @property
     def written(self) -> bool:

@@ -280,7 +280,7 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
     from . import numpy_api as api
     from .complex import ComplexTracer, as_complex
     from .selection import MaskedSelection
-    from .tracer import Tracer
+    from .tracer import Tracer, as_array_memory
     from .complex_selection import ComplexSelection
     if isinstance(a, (MaskedSelection, ComplexSelection)):
         a = a.compact()             # x[mask] converted: the selected elements
@@ -294,10 +294,11 @@ def _traced(a: Any, dtype: Any = None, copy: bool = False, ndmin: int = 0) -> An
         if ndmin > out.ndim:
             out = out.reshape((1,) * (ndmin - out.ndim) + out.shape)
         return out
+    # (NumPy's conversions make ndarrays: a NumPy scalar converted is a new 0-d array)
     if _is_tracer(a):
-        out = a if not copy else Tracer(a.node)
+        out = as_array_memory(a) if not copy else as_array_memory(Tracer(a.node))
     else:
-        out = Tracer(api.array_from_nested(a))
+        out = as_array_memory(Tracer(api.array_from_nested(a)))
     if dtype is not None and np.dtype(dtype) != out.dtype:
         out = out.astype(dtype)
     if ndmin > out.ndim:
@@ -390,7 +391,7 @@ def owned(arr: Any, uniform: bool = False) -> Any:
     not a copy of every element."""
     from . import numpy_api as api
     from .build import SUPPORTED_DTYPES, constant
-    from .tracer import Tracer
+    from .tracer import Tracer, as_array_memory
     if isinstance(arr, np.ndarray) and arr.dtype.newbyteorder("=") in (
             np.dtype(np.complex64), np.dtype(np.complex128)):
         # a complex array of the function's own: its two parts are
@@ -402,21 +403,21 @@ def owned(arr: Any, uniform: bool = False) -> Any:
         first = np.ascontiguousarray(arr).reshape(-1)[:1]
         if np.ascontiguousarray(arr).tobytes() == first.tobytes() * arr.size:   # bit-equal
             return Tracer(api.broadcast_to(constant(first.reshape(())), arr.shape))
-    return Tracer(constant(arr))
+    return as_array_memory(Tracer(constant(arr)))   # (np.zeros(()) is a 0-d ndarray)
 
 
 def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order: str = "C",
                     **_: Any) -> Any:
     """``np.full(shape, traced_fill)``: the fill broadcast (its dtype unless ``dtype=``)."""
     from . import numpy_api as api
-    from .tracer import Tracer
+    from .tracer import Tracer, as_array_memory
     if isinstance(fill_value, (list, tuple)) and _holds_tracer(fill_value):
         fill_value = _traced(fill_value)   # a row of traced values, as np.asarray makes it
     if not _is_tracer(fill_value) or _holds_tracer(shape):
         return None
     node = fill_value.node if dtype is None else api.astype(fill_value.node, dtype)
     shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return Tracer(api.broadcast_to(node, shp))
+    return as_array_memory(Tracer(api.broadcast_to(node, shp)))
 
 
 def _as_sizes(x: Any) -> Any:

@@ -112,12 +112,13 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
     the same_kind rule and written into x's memory, so every view and name of that memory
     sees it (an argument's final value is written back to the caller's array)."""
     def method(self: "Tracer", other: Any) -> Any:
-        # A 0-d value that is not (a view of) an argument is, in NumPy, almost always a NumPy
-        # *scalar* (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values). Scalars are immutable:
-        # ``s += 0.5`` rebinds s to ``s + 0.5`` (promoting, broadcasting, and without
-        # ndarray.__pow__'s fast paths), with none of the array rules below. (A 0-d *array*
-        # local such as ``x0d.copy()`` would follow them; tracing cannot tell the two apart.)
-        scalar = self.node.ndim == 0 and self._buf.argument is None and not self._path
+        # A 0-d value that is not a view, an array the function made (``np.zeros(())``,
+        # ``np.array(v)``, copies of 0-d arrays) or a 0-d array argument is, in NumPy, a
+        # NumPy *scalar* (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values, a NumPy scalar
+        # argument). Scalars are immutable: ``s += 0.5`` rebinds s to ``s + 0.5``
+        # (promoting, broadcasting, and without ndarray.__pow__'s fast paths), with none of
+        # the array rules below (``Buffer.zero_d``).
+        scalar = self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf)
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
@@ -155,6 +156,20 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
                     if result.node.dtype != self.node.dtype else result.node)
         return self
     return method
+
+
+def is_scalar_memory(buf: Buffer) -> bool:
+    """Whether a 0-d value of ``buf`` (not a view) is a NumPy scalar rather than an ndarray
+    (``Buffer.zero_d``; unmarked: an op's result is, an argument's is not)."""
+    return buf.zero_d == "scalar" or (buf.zero_d is None and buf.argument is None)
+
+
+def as_array_memory(t: "Tracer") -> "Tracer":
+    """``t`` as NumPy's conversions make it an ndarray: itself when it is one (a view, an
+    array, a 0-d array argument), else (a NumPy scalar) a new 0-d array of its value."""
+    if t.node.ndim != 0 or t._path or not is_scalar_memory(t._buf):
+        return t
+    return Tracer(t.node, buffer=Buffer(t.node, zero_d="array"))
 
 
 _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
@@ -593,10 +608,16 @@ class Tracer:
                 f"rule {casting!r}"))
         if not copy and dt == self.node.dtype:
             return self   # NumPy returns the array itself
-        return Tracer(api.astype(self.node, dtype))
+        return self._new_memory(api.astype(self.node, dtype))
 
     def copy(self, order: str = "C") -> "Tracer":
-        return Tracer(self.node)   # same value, new memory
+        return self._new_memory(self.node)   # same value, new memory
+
+    def _new_memory(self, node: Node) -> "Tracer":
+        """``node`` in new memory of the kind this value's is: an ndarray's copy or astype
+        is an ndarray (0-d too), a NumPy scalar's a scalar."""
+        scalar = self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf)
+        return Tracer(node, buffer=Buffer(node, zero_d=None if scalar else "array"))
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
         if isinstance(dtype, builtins_type) and issubclass(dtype, np.ndarray):

@@ -167,13 +167,22 @@ def _rounded(a: Any, decimals: int) -> Tracer:
     if t.dtype.kind in "iu":
         if decimals >= 0:
             return t.copy()
-        f = 10.0 ** -decimals
+        f = _power_of_ten(-decimals)
         return (np.rint(t.astype(np.float64) / f) * f).astype(t.dtype)
     if decimals >= 0:
-        f = 10.0 ** decimals
+        f = _power_of_ten(decimals)
         return np.rint(t * f) / f
-    f = 10.0 ** -decimals
+    f = _power_of_ten(-decimals)
     return np.rint(t / f) * f
+
+
+def _power_of_ten(n: int) -> float:
+    """10.0 ** n as NumPy's C ``pow`` gives it: inf past float64's range (np.round(x, 400)
+    is NaN there, x * inf / inf), where Python's float power raises OverflowError."""
+    try:
+        return 10.0 ** n
+    except OverflowError:
+        return float("inf")
 
 
 composite(np.round, calls=['np.round({0})', 'np.round({0}, 2)',
