@@ -671,3 +671,42 @@ def test_block_of_complex_blocks():
     for f in (lambda x, z: np.block([x, z]), lambda x, z: np.block([[x, z], [x, x]]),
               lambda x, z: np.block([[z], [z]])):
         assert_matches_numpy(f, x, z, device="cpu")
+
+
+def test_put_place_and_putmask_write_complex_arrays():
+    """np.put, np.place, np.putmask and ndarray.put into a complex array (an argument,
+    written back, or one the function makes, seen through its other names): each part
+    takes the values' part. They reached NumPy's C code with the stand-in (a raw
+    TypeError or AttributeError; probe of the twelfth session)."""
+    m = np.array([True, False, False, True])
+    z = np.array([1 + 1j, 2, 3, 4j])
+
+    def place(z):
+        np.place(z, m, [9j])
+        return z
+
+    def putmask(z):
+        np.putmask(z, m, np.array([5 + 1j, 6, 7, 8j]))
+        return z
+
+    def put(z):
+        np.put(z, [1, -1], [2j, 3.0])
+        return z
+
+    def method(z):
+        z.put([0], 7 - 1j, mode="clip")
+        return z
+
+    def made(x):
+        y = x + 0j
+        np.put(y, [1], 1j)
+        w = y
+        np.place(y, x > 2, [5.0])
+        return w
+
+    for fn in (place, putmask, put, method):
+        assert_matches_numpy(fn, z.copy(), device="cpu")
+        arg = z.copy()
+        tracearray.compile(fn, device="cpu")(arg)
+        np.testing.assert_array_equal(arg, fn(z.copy()), err_msg=fn.__name__)
+    assert_matches_numpy(made, np.arange(4.0), device="cpu")

@@ -1135,6 +1135,30 @@ def test_select_keeps_python_scalar_choices_weak(dtype) -> None:
         assert_matches_numpy(fn, x, device="cpu")
 
 
+def test_uint64_indices_as_numpy_casts_them() -> None:
+    """np.bincount takes uint64 values (2**63 and up: its negative-elements error); np.put
+    and np.choose cast their indices to intp by the 'safe' rule, so uint64 raises
+    TypeError (np.take does not). bincount refused uint64, put and choose returned values
+    (probe of the twelfth session)."""
+    i = np.array([1, 2, 2, 5], np.uint64)
+    assert_matches_numpy(np.bincount, i, device="cpu")
+    assert_matches_numpy(lambda i, w: np.bincount(i, weights=w, minlength=9), i,
+                         np.arange(4.0), device="cpu")
+    assert_matches_numpy(lambda x, i: np.take(x, i), np.arange(10.0), i, device="cpu")
+    with pytest.raises(ValueError, match="no negative elements"):
+        tracearray.compile(np.bincount, device="cpu")(np.array([1, 2**63], np.uint64))
+
+    def put(x, i):
+        np.put(x, i, -1.0)
+        return x
+    for fn, args in ((put, (np.arange(10.0), i)),
+                     (lambda i: np.choose(i, [np.zeros(4), np.ones(4)]), (i % 2,))):
+        with pytest.raises(TypeError, match="rule 'safe'"):
+            fn(*args)
+        with pytest.raises(TypeError, match="rule 'safe'"):
+            tracearray.compile(fn, device="cpu")(*args)
+
+
 def test_round_with_decimals_past_float64s_range() -> None:
     """np.round(x, 400) and np.round(x, -400): NumPy's power of ten is inf there (NaN for
     floats, int64's NaN cast for integers); Python's float power raised OverflowError

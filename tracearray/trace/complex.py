@@ -311,6 +311,9 @@ class ComplexTracer:
     def fill(self, value: Any) -> None:
         self[...] = value
 
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        np.put(self, indices, values, mode=mode)   # (complex_ops: on each part)
+
     # --- conversion and copies -----------------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
                copy: bool = True) -> Any:

@@ -922,3 +922,23 @@ def _nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
             correction: Any = np._NoValue) -> Any:
     return np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
                            correction=correction))
+
+
+# ------------------------------------------------------------------ in-place writes
+def _write_parts(func: Any) -> Any:
+    """np.put / np.place / np.putmask with a complex target or values: the function on the
+    target's real parts with the values' real parts, and on its imaginary parts with theirs
+    (each a view of the target's memory, so the write reaches it and its other names); a
+    real target takes the values' real parts, as NumPy's cast to it drops the imaginary
+    ones."""
+    def rule(a: Any, where: Any, values: Any, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(a, ComplexTracer):
+            return func(a, where, parts(values, a.dtype, full=True)[0], *args, **kwargs)
+        vr, vi = parts(values, a.re.dtype, full=True)
+        func(a.re, where, vr, *args, **kwargs)
+        func(a.im, where, vi, *args, **kwargs)
+    return rule
+
+
+for _f in (np.put, np.place, np.putmask):
+    function_rule(_f)(_write_parts(_f))

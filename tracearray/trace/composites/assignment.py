@@ -101,13 +101,11 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     traced = isinstance(ind, Tracer) and known_value(ind.node) is None
     if traced:
         # traced indices: a scatter (the kernel checks them in mode 'raise')
-        if ind.dtype.kind not in "iu":
-            raise TypeError(with_location(
-                f"Cannot cast array data from {ind.dtype!r} to dtype('int64') according to "
-                f"the rule 'safe'"))
+        _safe_indices(ind.dtype)
         idx = ind.reshape(-1).astype(np.int64)
     else:
         idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind)
+        _safe_indices(idx.dtype)
         idx = idx.astype(np.int64).reshape(-1)
     if idx.size == 0:
         return
@@ -124,6 +122,15 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
                 f"index {int(idx[bad][0])} is out of bounds for axis 0 with size {n}"))
         idx = np.where(idx < 0, idx + n, idx)
     _put_values(t, idx, v)
+
+
+def _safe_indices(dtype: np.dtype) -> None:
+    """NumPy's cast of np.put's (and np.choose's) indices to intp under the 'safe' rule:
+    floats and uint64 raise TypeError (np.take and indexing accept uint64)."""
+    if not np.can_cast(dtype, np.intp, casting="safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {np.dtype(dtype)!r} to dtype('int64') according to "
+            f"the rule 'safe'"))
 
 
 def _put_values(t: Tracer, idx: Any, v: Any) -> None:

@@ -329,7 +329,10 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     if t.ndim != 1:
         raise ValueError(with_location("object too deep for desired array" if t.ndim > 1 else
                                        "object of too small depth for desired array"))
-    if not np.can_cast(t.dtype, np.intp, casting="safe"):
+    if t.dtype == np.dtype(np.uint64):
+        # NumPy takes uint64 counts as intp (2**63 and up become negative: its error)
+        t = t.astype(np.intp)
+    elif not np.can_cast(t.dtype, np.intp, casting="safe"):
         raise TypeError(with_location(
             f"Cannot cast array data from {t.dtype!r} to dtype('int64') according to the "
             f"rule 'safe'"))

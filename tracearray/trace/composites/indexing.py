@@ -110,7 +110,7 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(with_location(f"clipmode not understood: {mode!r}"))
     idx = as_tracer(a)
-    if idx.dtype.kind not in "iub":
+    if not np.can_cast(idx.dtype, np.intp, casting="safe"):   # floats, uint64: NumPy's cast
         raise TypeError(with_location(
             f"Cannot cast array data from {idx.dtype!r} to dtype('int64') according to the "
             f"rule 'safe'"))
