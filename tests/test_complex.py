@@ -710,3 +710,19 @@ def test_put_place_and_putmask_write_complex_arrays():
         tracearray.compile(fn, device="cpu")(arg)
         np.testing.assert_array_equal(arg, fn(z.copy()), err_msg=fn.__name__)
     assert_matches_numpy(made, np.arange(4.0), device="cpu")
+
+
+@pytest.mark.parametrize("cdt", [np.complex64, np.complex128])
+def test_log_of_subnormal_and_huge_moduli(cdt):
+    """np.log's real part where both parts are subnormal (the modulus of the parts scaled
+    up, as the C library's clog: a subnormal hypot had lost digits, 0.35 off at
+    5e-324(1 + i); probe of the twelfth session) and near the largest finite value (the
+    halves' modulus: no overflow)."""
+    info = np.finfo(np.dtype(cdt).char.lower() if cdt is np.complex64 else np.float64)
+    t, big = float(info.smallest_subnormal), float(info.max)
+    z = np.array([t + 1j * t, 2 * t + 1j * t, 3 * t + 4j * t, 1e3 * t - 1j * t,
+                  big + 1j * big, -big / 3 + 1j * big / 2, 3 + 4j], cdt)
+    got = tracearray.compile(np.log, device="cpu")(z)
+    want = np.log(z)
+    np.testing.assert_allclose(got.real, want.real, rtol=4 * float(info.eps))
+    np.testing.assert_allclose(got.imag, want.imag, rtol=4 * float(info.eps))
