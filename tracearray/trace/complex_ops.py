@@ -404,11 +404,11 @@ for _func, _fill in ((np.zeros_like, 0), (np.ones_like, 1), (np.empty_like, 0),
 MAX_PRODUCT_AXIS = 1024
 
 
-def _sequential_axis(a: C, axis: int, what: str) -> list[C]:
+def _sequential_axis(a: C, axis: int, what: str, step: str = "multiplication") -> list[C]:
     n = a.shape[axis]
     if n > MAX_PRODUCT_AXIS:
         raise unsupported(f"{what} of complex values along an axis of {n} elements",
-                          f"complex products are traced one multiplication per element, in "
+                          f"{what} of complex values is traced one {step} per element, in "
                           f"NumPy's order, up to {MAX_PRODUCT_AXIS} elements")
     return [a[(slice(None),) * axis + (i,)] for i in range(n)]
 
@@ -549,7 +549,7 @@ def _extremum(uf: np.ufunc, name: str, a: Any, axis: Any, out: Any, keepdims: bo
                 f"zero-size array to reduction operation {uf.__name__} which has no identity"))
     result = z
     for ax in sorted(axes, reverse=True):
-        steps = _sequential_axis(result, ax, name)
+        steps = _sequential_axis(result, ax, name, "comparison")
         acc = steps[0]
         for s in steps[1:]:
             acc = uf(acc, s)
