@@ -937,11 +937,11 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
 
     def _row_sweeps(self, first: ir.Value, step: ir.Value, row0: ir.Value, row_step: ir.Value,
                     reduce: Callable, leader: ir.Value, unroll: tuple[int, int]) -> None:
-        """block_row's rows row0, row0 + row_step, ...: per row, each reduction's phase (a sweep of the
-        positions first, first + step, ... of the row, then ``reduce`` of the partials,
-        which every participating thread returns), then the full-space stores' sweep, then
-        the per-row stores by the ``leader``. ``unroll``: iterations per trip of the scalar
-        and of the vector sweeps."""
+        """block_row's rows row0, row0 + row_step, ...: per row, each reduction's phase (a
+        sweep of the positions first, first + step, ... of the row, then ``reduce`` of the
+        partials, which every participating thread returns), then the full-space stores'
+        sweep, then the per-row stores by the ``leader``. ``unroll``: iterations per trip
+        of the scalar and of the vector sweeps."""
         k, geo = self.kernel, self.geo
         full, rows = self._split_stores()
         ninner = self.product(geo.inner_dims)
