@@ -117,8 +117,10 @@ def test_reductions_in_every_strategy(dtype: str) -> None:
                                     ((4, 7), (7,)), ((2, 3, 5, 7), (3, 7, 4)),
                                     ((1, 5, 7), (3, 7, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 5))],
                          ids=str)
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "float16", "bool"])
 def test_matmul(shapes, dtype: str) -> None:
+    # (bool: NumPy's any(a & b); the kernel added its i1 products, a parity: probe of the
+    # twelfth session)
     a = rng(5).integers(-3, 4, shapes[0]).astype(dtype)
     b = rng(6).integers(-3, 4, shapes[1]).astype(dtype)
     check(lambda x, y: x @ y, a, b, family="exact")

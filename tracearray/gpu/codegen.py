@@ -1534,6 +1534,10 @@ class MatmulLowering(GpuLoweringMixin, KernelLowering):
             s = b.fadd(acc, p)
             s.flags.append("contract")
             return s
+        if self.acc_dt == np.dtype(bool):
+            # NumPy's boolean product: any(a & b), an OR of ANDs (the integer sum of i1
+            # products wrapped to their parity: True @ True twice was False)
+            return b.or_(acc, b.and_(x, y))
         return b.add(acc, b.mul(x, y))
 
     def _emit_tiles(self) -> None:
