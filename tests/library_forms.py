@@ -175,6 +175,15 @@ QR_FORMS = {
                           lambda r: (_tall(r, (5, 3, 6), np.float32),), True),
     "qr_reduced_square_64": (lambda a: np.linalg.qr(a).Q, lambda r: (_tall(r, (2, 64, 64)),),
                              True),
+    # magnitudes whose squares overflow or underflow (the norms are taken scaled, as
+    # LAPACK's dnrm2: R's diagonal was -inf, Q NaN or the identity)
+    "qr_reduced_huge": (lambda a: np.linalg.qr(a),
+                        lambda r: (_tall(r, (2, 5, 4)) * 1e200,), True),
+    "qr_complete_tiny": (lambda a: np.linalg.qr(a, mode="complete"),
+                         lambda r: (_tall(r, (2, 4, 4)) * 1e-200,), True),
+    "qr_reduced_float32_huge": (lambda a: np.linalg.qr(a).Q,
+                                lambda r: (_tall(r, (3, 4), np.float32) * np.float32(1e25),),
+                                True),
     # the host runs these
     "qr_raw": (lambda a: np.linalg.qr(a, mode="raw")[1], lambda r: (_tall(r, (6, 4)),), False),
     "qr_large": (lambda a: np.linalg.qr(a).R, lambda r: (_tall(r, (70, 8)),), False),

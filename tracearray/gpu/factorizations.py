@@ -227,13 +227,26 @@ def qr_kernel_ir(dtype: Any, name: str) -> str:
     barrier()
     cols = _Loop(b, fn, zero, lambda j: b.icmp_unsigned("<", j, k), "column")
     j = cols.var
+    fabs = module.declare_intrinsic("llvm.fabs", [ft])
+    fmax = module.declare_intrinsic("llvm.maxnum", [ft], ir.FunctionType(ft, [ft, ft]))
     with b.if_then(b.icmp_unsigned("==", tid, zero)):
         alpha = b.load(at(j, j))
-        xx = sum_below(j, lambda i: b.fmul(b.load(at(i, j)), b.load(at(i, j))), "norm",
-                       fzero)
-        xnorm = b.call(sqrt, [xx])
-        none = b.fcmp_ordered("==", xnorm, fzero)
-        mag = b.call(sqrt, [b.fadd(b.fmul(alpha, alpha), xx)])
+        # the norms of the column scaled by its largest magnitude s, as dnrm2 and dlapy2
+        # scale them: squares of values past 1e154 (1e19 in float32) overflowed and below
+        # 1e-154 underflowed (R's diagonal -inf, Q NaN or the identity)
+        loop = _Loop(b, fn, b.add(j, one), lambda i: b.icmp_unsigned("<", i, m), "amax")
+        big = loop.carry(fzero)
+        mag_i = b.call(fabs, [b.load(at(loop.var, j))])
+        # (a NaN stays: the reflector's values become NaN, as LAPACK's norms make them)
+        big.add_incoming(b.select(b.fcmp_unordered("uno", big, mag_i), b.fadd(big, mag_i),
+                                  b.call(fmax, [big, mag_i])), b.block)
+        loop.close(b.add(loop.var, one))
+        none = b.fcmp_ordered("==", big, fzero)      # x is zero: no reflector
+        s = b.call(fmax, [big, b.call(fabs, [alpha])])
+        xx = sum_below(j, lambda i: b.fmul(b.fdiv(b.load(at(i, j)), s),
+                                           b.fdiv(b.load(at(i, j)), s)), "norm", fzero)
+        a_s = b.fdiv(alpha, s)
+        mag = b.fmul(s, b.call(sqrt, [b.fadd(b.fmul(a_s, a_s), xx)]))
         neg_alpha = b.fcmp_ordered("<", alpha, fzero)
         beta = b.select(neg_alpha, mag, b.fneg(mag))      # -sign(alpha) * |(alpha, x)|
         tau = b.select(none, fzero, b.fdiv(b.fsub(beta, alpha), beta))
