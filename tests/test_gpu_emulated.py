@@ -1016,6 +1016,12 @@ def test_spectral_scales_extreme_magnitudes(emulated) -> None:
         s = _sym(r, (2, 5, 5)) * scale
         np.testing.assert_allclose(np.asarray(gpu(lambda a: np.linalg.eigvalsh(a))(s)),
                                    np.linalg.eigvalsh(s), rtol=1e-10, atol=1e-14 * scale)
+    # every entry subnormal: the scale is a subnormal power of two (it was 1, and the
+    # singular values 0: rank 0, cond inf; probe of the twelfth session)
+    x = r.standard_normal((4, 4)) * 1e-310
+    np.testing.assert_allclose(np.asarray(gpu(lambda a: np.linalg.svdvals(a))(x)),
+                               np.linalg.svdvals(x), rtol=1e-9)
+    assert int(np.asarray(gpu(np.linalg.matrix_rank)(x))) == np.linalg.matrix_rank(x) == 4
 
 
 @pytest.mark.parametrize("device_inputs", [False, True])

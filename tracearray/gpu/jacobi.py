@@ -214,10 +214,18 @@ def _power_of_two_scale(blk: _Block, cells: Callable, count: Any, tag: str) -> A
         m = b.load(most(seen.var))
         top.add_incoming(b.select(b.fcmp_ordered(">", m, top), m, top), b.block)
         seen.close(b.add(seen.var, blk.const(1)))
-        bits = b.and_(b.bitcast(top, blk.i64), ir.Constant(blk.i64, 0x7FF0000000000000))
+        exponent = ir.Constant(blk.i64, 0x7FF0000000000000)
+        bits = b.and_(b.bitcast(top, blk.i64), exponent)
         usable = b.and_(b.icmp_unsigned("!=", bits, blk.const(0)),
                         b.fcmp_ordered("<", top, blk.f(math.inf)))
-        b.store(b.select(usable, b.bitcast(bits, blk.f64), blk.f(1.0)), slot)
+        # a subnormal largest magnitude: its power of two from top * 2**52 (normal), scaled
+        # back (the sums of squares of a subnormal matrix were all 0: singular values 0)
+        lifted = b.and_(b.bitcast(b.fmul(top, blk.f(2.0 ** 52)), blk.i64), exponent)
+        tiny = b.fmul(b.bitcast(lifted, blk.f64), blk.f(2.0 ** -52))
+        subnormal = b.and_(b.icmp_unsigned("==", bits, blk.const(0)),
+                           b.fcmp_ordered(">", top, blk.f(0.0)))
+        b.store(b.select(usable, b.bitcast(bits, blk.f64),
+                         b.select(subnormal, tiny, blk.f(1.0))), slot)
     blk.barrier()
     scale = b.load(slot)
     blk.each(count, f"{tag}_scale", lambda p: b.store(b.fdiv(b.load(cells(p)), scale),
