@@ -1024,6 +1024,26 @@ def test_spectral_scales_extreme_magnitudes(emulated) -> None:
     assert int(np.asarray(gpu(np.linalg.matrix_rank)(x))) == np.linalg.matrix_rank(x) == 4
 
 
+@pytest.mark.parametrize("scale", [1e200, 1e-310])
+def test_the_comparator_checks_spectral_results_at_the_range_ends(emulated, scale) -> None:
+    """The comparator's whole-result checks of eigenvectors and singular vectors (and eig's
+    values) run on the matrix scaled by a power of two: at 1e200 the residuals' norms
+    overflowed and at 1e-310 subnormal rounding exceeded the bound, rejecting correct
+    results, even eig's bit-identical ones (probe of the twelfth session). A result moved
+    by 1e-6 of its magnitude is still refused."""
+    from tracearray.testing import compare_with_numpy
+    a = rng(21).standard_normal((4, 4)) * scale
+    s = a + a.T
+    for fn, x in ((lambda m: np.linalg.eig(m).eigenvalues, a),
+                  (lambda m: np.linalg.eig(m).eigenvectors, a),
+                  (lambda m: np.linalg.eigh(m).eigenvectors, s),
+                  (lambda m: np.linalg.svd(m).U, a)):
+        cmp = compare_with_numpy(fn, x, device="cuda")
+        assert cmp.ok, cmp.report()
+        bad = _Altered(fn, "cuda", lambda out: out * (1 + 1e-6) + 1e-6 * np.abs(out).max())
+        assert not compare_with_numpy(fn, x, device="cuda", compiled=bad).ok
+
+
 @pytest.mark.parametrize("device_inputs", [False, True])
 def test_cholesky_of_a_matrix_not_positive_definite_raises(emulated, device_inputs) -> None:
     """NumPy's LinAlgError("Matrix is not positive definite") at the user's line: at the end

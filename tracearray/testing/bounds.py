@@ -123,6 +123,24 @@ def widen(lo: np.ndarray, hi: np.ndarray, dtype: np.dtype, k: int) -> tuple[np.n
     return lo_d, hi_d
 
 
+def _smallest_subnormal(dtype: np.dtype) -> float:
+    """The smallest positive subnormal of a float (or complex) dtype, as a float64."""
+    dt = np.dtype(dtype)
+    real = np.dtype(dt.char.lower()) if dt.kind == "c" else dt
+    return float(np.finfo(real if real.kind == "f" else np.float64).smallest_subnormal)
+
+
+def _power_of_two_scale(a: np.ndarray) -> np.ndarray:
+    """Per matrix of the stack ``a`` (..., m, n): the power of two at or below its largest
+    finite magnitude (1.0 for a zero or empty matrix), dividing by which is exact."""
+    if a.size == 0:
+        return np.ones(a.shape[:-2])
+    with np.errstate(all="ignore"):
+        top = np.max(np.where(np.isfinite(a), np.abs(a), 0.0), axis=(-2, -1))
+        _m, e = np.frexp(top)
+        return np.where(top > 0, np.ldexp(1.0, e - 1), 1.0)
+
+
 def _eps(dtype: np.dtype) -> float:
     return float(np.finfo(dtype).eps)
 
@@ -668,7 +686,8 @@ class Evaluator:
             norm2 = np.where(finite, np.linalg.norm(np.where(np.isfinite(av), av, 0),
                                                     2, axis=(-2, -1)), np.inf) \
                 if av.size else np.zeros(av.shape[:-2])
-            tol = LU_EPS * max(m, n, 1) * eps * norm2       # per matrix
+            tol = LU_EPS * max(m, n, 1) * eps * norm2 + \
+                4 * _smallest_subnormal(value.dtype)      # per matrix (subnormal values)
             self.used.add("gpu-spectral-basis")
             why = f"{op}: Jacobi rotations (gpu-spectral-basis)"
             vectors = (op == "linalg.eigh" and which == 1) or \
@@ -681,6 +700,13 @@ class Evaluator:
                 t = np.where(bad, 0.0, t)
                 return _finish(value, np.zeros(value.shape, bool), bad, v64 - t, v64 + t,
                                why)
+            # the vector checks on A scaled by a power of two near its largest magnitude:
+            # residuals of a matrix of 1e200 (or its Gram matrix) overflowed in their norms,
+            # and of 1e-310 lost to subnormals, rejecting correct vectors
+            pow2 = _power_of_two_scale(av)
+            av = av / pow2[..., None, None]
+            norm2 = norm2 / pow2
+            tol = tol / pow2
             if op == "linalg.eigh":
                 ref = np.linalg.eigvalsh(np.where(np.isfinite(av), av, 0))
             else:
@@ -732,7 +758,10 @@ class Evaluator:
         why = "linalg.eig: cuSOLVER's geev (gpu-eig)"
         with np.errstate(all="ignore"):
             finite = np.all(np.isfinite(av), axis=(-2, -1))
-            clean = np.where(np.isfinite(av), av, 0.0)
+            # values and vectors checked on A scaled by a power of two (exact): the residual
+            # norms of a matrix of 1e200 overflowed, of 1e-310 lost to subnormals
+            pow2 = _power_of_two_scale(av)
+            clean = np.where(np.isfinite(av), av, 0.0) / pow2[..., None, None]
             norm2 = np.linalg.norm(clean, 2, axis=(-2, -1)) if av.size else \
                 np.zeros(av.shape[:-2])
             ref_w, ref_v = np.linalg.eig(clean) if av.size else \
@@ -742,8 +771,11 @@ class Evaluator:
                 kappa = np.linalg.norm(np.linalg.inv(ref_v.astype(complex)), axis=-1)
             except np.linalg.LinAlgError:     # a defective matrix: unbounded sensitivity
                 kappa = np.full(ref_w.shape, np.inf)
+            # (+ 4 of the dtype's smallest subnormals: a subnormal matrix's values are
+            # rounded to them, whatever the scale the check runs at)
             tol = LU_EPS * max(n, 1) * eps * norm2[..., None] * kappa + \
-                4 * eps * np.abs(ref_w)
+                4 * eps * np.abs(ref_w) + \
+                4 * _smallest_subnormal(value.dtype) / pow2[..., None]
 
         def same_set(values: np.ndarray) -> np.ndarray:
             """Per matrix: whether each value lies within an eigenvalue of NumPy's tolerance
@@ -759,7 +791,10 @@ class Evaluator:
             g = g.astype(complex) if real else g[..., 0] + 1j * g[..., 1]
             with np.errstate(all="ignore"):
                 if which == 0:
-                    ok = same_set(g)
+                    # (by exponents: a complex division by a subnormal power of two
+                    # overflows in its intermediates)
+                    k = -(np.frexp(pow2)[1] - 1)[..., None]
+                    ok = same_set(np.ldexp(g.real, k) + 1j * np.ldexp(g.imag, k))
                 else:
                     norms = np.linalg.norm(g, axis=-2)
                     ax = clean @ g
