@@ -925,3 +925,19 @@ def test_a_complex_product_with_an_infinite_part_is_unverifiable() -> None:
                      [0.0029034328181296587 + 4j], [complex(111.79691314697266, np.inf)],
                      [49.90857696533203 + 0.05515424907207489j]], dtype=np.complex64)
     assert_matches_numpy(lambda x: np.prod(x), arg0, device="cpu")
+
+
+def test_matrix_power_3_multiplies_as_numpy_does() -> None:
+    """soak seed 'cpu-2026-12-07-twelfth-final', program 1597 (mismatch: "the traced graph
+    disagrees with NumPy"): np.linalg.matrix_power(m, 3) of float16 matrices whose square
+    overflows. NumPy's short-cut is (m @ m) @ m; the composite's binary decomposition made
+    m @ (m @ m), whose rounding and overflow differ (-inf in NumPy, -2706 here)."""
+    x0 = np.zeros((8, 8, 1), np.float16)
+    x0[4, :, 0] = [2.2539, -16.0625, 9.8438, 0.00099, -0.9346, 6.1e-05, 1.4053, 7.0508]
+    x0[6, :, 0] = [0.00124, 1.0, -1399.0, -5.5, -4.0, -0.2996, 1.0, 0.0]
+    with np.errstate(all="ignore"):
+        assert_matches_numpy(lambda x: np.linalg.matrix_power(x @ x.swapaxes(-1, -2), 3),
+                             x0, device="cpu")
+        m = np.random.default_rng(3).standard_normal((5, 5)).astype(np.float32)
+        got = tracearray.compile(lambda a: np.linalg.matrix_power(a, 3), device="cpu")(m)
+        np.testing.assert_array_equal(got, np.linalg.matrix_power(m, 3))

@@ -1007,6 +1007,69 @@ def test_inplace_on_0d_arrays_writes_and_on_numpy_scalar_arguments_rebinds() -> 
         f(np.array(3, np.int8))
 
 
+def test_numpy_scalars_have_no_memory_to_share_or_write() -> None:
+    """A NumPy scalar (a reduction's, an element's, ``y[()]`` of a 0-d array, a scalar
+    argument, complex ones too) is immutable: ``v = y[()]`` is a copy, its reshape, ``s[None]``
+    and ravel() are new arrays, ``s op= v`` rebinds, and ``s[...] = v`` or ``out=s`` raise
+    NumPy's TypeError. These were views or in-place writes (and a complex scalar argument's
+    ``s += 1j`` an internal error; probe of the twelfth session)."""
+    def snap(x):
+        y = np.zeros(())
+        v = y[()]
+        y += 5
+        return v, y
+
+    def through(x):
+        v = x[()]
+        v *= 2
+        return v
+
+    def scalar_views(x):
+        s = x.sum()
+        r, e = s.reshape(1), s[None]
+        r += 1
+        e += 2
+        return s, r, e
+
+    def complex_alias(x):
+        s = (x * 1j).sum()
+        t = s
+        s += 1
+        c = (x + 1j)[0]
+        u = c
+        c -= 1
+        w = (x * 1j).astype(np.complex64).sum()
+        w *= np.float64(2.0)       # a scalar: promoted to complex128
+        return t, s, u, c, w
+
+    x = np.arange(1.0, 5.0)
+    for fn, arg in ((snap, x), (scalar_views, x), (complex_alias, x)):
+        got, want = tracearray.compile(fn, device="cpu")(arg), fn(arg)
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == np.asarray(w).dtype, fn.__name__
+            np.testing.assert_array_equal(g, w, err_msg=fn.__name__)
+    arr = np.array(3)
+    assert tracearray.compile(through, device="cpu")(arr) == 6 and arr == 3
+    f = tracearray.compile(lambda s: s.__iadd__(1j), device="cpu")
+    for s in (np.complex128(1), np.complex64(1)):
+        got = f(s)
+        assert got == 1 + 1j and got.dtype == s.dtype and s == 1
+
+    def item(x):
+        s = x.sum()
+        s[...] = 1
+        return s
+
+    def into(x):
+        s = x.sum()
+        np.add(s, 1, out=s)
+        return s
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        tracearray.compile(item, device="cpu")(x)
+    with pytest.raises(TypeError, match="ArrayType"):
+        tracearray.compile(into, device="cpu")(x)
+
+
 def test_inplace_same_kind_casting_like_numpy() -> None:
     def fn(x: Any) -> Any:
         y = x.astype(np.int32)

@@ -181,6 +181,15 @@ class ComplexTracer:
         value._source = (pair.node, value.re.node, value.im.node)
         return value
 
+    def _is_numpy_scalar(self) -> bool:
+        """Whether this 0-d value is a NumPy scalar (a reduction's, an element's, a NumPy
+        scalar argument's: ``Buffer.zero_d``), not a 0-d array."""
+        from .tracer import is_scalar_memory
+        if self.ndim != 0:
+            return False
+        re = self.re
+        return re._buf.zero_d == "scalar" or (not re._path and is_scalar_memory(re._buf))
+
     # --- properties -----------------------------------------------------------------
     def _set_shape(self, shape: Any) -> None:
         # both parts are views of the same layout: both can move, or neither
@@ -450,6 +459,8 @@ class ComplexTracer:
     def _inplace(uf: np.ufunc) -> Callable[..., Any]:   # type: ignore[misc]
         def method(self: "ComplexTracer", other: Any) -> Any:
             result = uf(self, other)
+            if self._is_numpy_scalar():
+                return result   # immutable: ``s op= v`` rebinds s (promoting), as NumPy's
             if not np.can_cast(result.dtype, self.dtype, "same_kind"):  # pragma: no cover
                 raise TypeError(with_location(
                     f"Cannot cast ufunc '{uf.__name__}' output from {result.dtype!r} to "

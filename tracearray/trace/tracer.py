@@ -218,6 +218,10 @@ class Tracer:
         path = buffers.movement_path(self.node, node)
         if path is None:   # not a view after all (a copy was made): new memory
             return Tracer(node)
+        if self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf):
+            # a NumPy scalar has no memory to share: its reshape, s[None], ravel() are new
+            # arrays (writes into them leave s as it was)
+            return Tracer(node, buffer=Buffer(node, zero_d="array"))
         return Tracer(node, buffer=self._buf, path=self._path + path,
                       ambiguous=self._ambiguous or ambiguous)
 
@@ -544,6 +548,8 @@ class Tracer:
             return select(self.node, *mask)
         node = api.getitem(self.node, unwrap(key))
         keys = key if isinstance(key, tuple) else (key,)
+        if node is self.node and self.node.ndim == 0 and keys == ():
+            return Tracer(node)   # y[()] of a 0-d array: NumPy's scalar (a copy), no view
         if node is self.node:
             return self._view(node)   # x[...], x[:]: a view of all of x
         if node.op == "gather":
@@ -552,9 +558,17 @@ class Tracer:
             return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
         return self._view(node)
 
+    def _is_numpy_scalar(self) -> bool:
+        """Whether this is a NumPy scalar (immutable), not an array: a 0-d value with no
+        memory of an array (``Buffer.zero_d``)."""
+        return self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf)
+
     def __setitem__(self, key: Any, value: Any) -> None:
         from .indexing import setitem
         context.note_index_key(key)
+        if self._is_numpy_scalar():
+            raise TypeError(with_location(f"'numpy.{self.node.dtype.name}' object does not "
+                                          f"support item assignment"))
         if self.node.dtype.kind in "iuf" and _holds_python_complex(value):
             # NumPy converts a Python complex element by element with float() / int()
             kind = "float() argument must be a string or a real number" \
@@ -1037,6 +1051,8 @@ def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
         raise unsupported(f"{name}(out=<a NumPy array>)",
                           "out= must be an array the function traces (an argument, a global "
                           "array or one it made)")
+    if out._is_numpy_scalar():
+        raise TypeError(with_location("return arrays must be of ArrayType"))
     r = result.node if isinstance(result, Tracer) else as_node_(result)
     if not np.can_cast(r.dtype, out.dtype, casting=casting):
         raise TypeError(with_location(

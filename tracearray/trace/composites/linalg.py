@@ -260,6 +260,8 @@ def matrix_power(a: Any, n: Any) -> Tracer:
         eye = np.eye(t.shape[-1], dtype=t.dtype)
         eye = as_complex(eye) if eye.dtype.kind == "c" else as_tracer(eye)
         return np.broadcast_to(eye, t.shape).copy()
+    if n == 3:   # NumPy's short-cut: (a @ a) @ a, not a @ (a @ a) (float rounding and
+        return np.matmul(np.matmul(t, t), t)     # float16 overflow follow the order)
     result, z = None, t
     while True:
         if n & 1:
