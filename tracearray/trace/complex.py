@@ -308,6 +308,9 @@ class ComplexTracer:
         return ComplexTracer(*_part_results(re, im))
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if self._is_numpy_scalar():
+            raise TypeError(with_location(f"'numpy.{self.dtype.name}' object does not "
+                                          f"support item assignment"))
         key = _part_key(key)
         if not is_complex(value):
             self.re[key] = value

@@ -118,7 +118,7 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
         # argument). Scalars are immutable: ``s += 0.5`` rebinds s to ``s + 0.5``
         # (promoting, broadcasting, and without ndarray.__pow__'s fast paths), with none of
         # the array rules below (``Buffer.zero_d``).
-        scalar = self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf)
+        scalar = self._is_numpy_scalar()
         if ufunc is np.matmul:
             result = self.__matmul__(other)
         elif ufunc is np.power:
@@ -218,7 +218,7 @@ class Tracer:
         path = buffers.movement_path(self.node, node)
         if path is None:   # not a view after all (a copy was made): new memory
             return Tracer(node)
-        if self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf):
+        if self._is_numpy_scalar():
             # a NumPy scalar has no memory to share: its reshape, s[None], ravel() are new
             # arrays (writes into them leave s as it was)
             return Tracer(node, buffer=Buffer(node, zero_d="array"))
@@ -630,8 +630,8 @@ class Tracer:
     def _new_memory(self, node: Node) -> "Tracer":
         """``node`` in new memory of the kind this value's is: an ndarray's copy or astype
         is an ndarray (0-d too), a NumPy scalar's a scalar."""
-        scalar = self.node.ndim == 0 and not self._path and is_scalar_memory(self._buf)
-        return Tracer(node, buffer=Buffer(node, zero_d=None if scalar else "array"))
+        return Tracer(node, buffer=Buffer(node, zero_d=None if self._is_numpy_scalar()
+                                          else "array"))
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
         if isinstance(dtype, builtins_type) and issubclass(dtype, np.ndarray):
