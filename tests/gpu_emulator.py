@@ -146,24 +146,15 @@ define void @emu_barrier(i32 %id) {{
   ret void
 }}
 
-define internal ptr @warp_barrier(ptr %t) {{
+; this thread's warp's part of the block's words: ``words`` a warp, from word ``offset``
+define internal ptr @warp_part(ptr %t, i32 %words, i32 %offset) {{
   %tid = load i32, ptr %t
   %w = lshr i32 %tid, 5
   %blk = call ptr @block(ptr %t)
-  %k = mul i32 %w, 4
-  %o = add i32 %k, {warp_barriers}
-  %bar = getelementptr i32, ptr %blk, i32 %o
-  ret ptr %bar
-}}
-
-define internal ptr @slots(ptr %t) {{
-  %tid = load i32, ptr %t
-  %w = lshr i32 %tid, 5
-  %blk = call ptr @block(ptr %t)
-  %k = mul i32 %w, 32
-  %o = add i32 %k, {slots}
-  %s = getelementptr i32, ptr %blk, i32 %o
-  ret ptr %s
+  %k = mul i32 %w, %words
+  %o = add i32 %k, %offset
+  %p = getelementptr i32, ptr %blk, i32 %o
+  ret ptr %p
 }}
 
 ; a warp's exchange: each lane writes its value, the warp meets, each reads lane %src's
@@ -171,10 +162,10 @@ define internal i32 @exchange(i32 %v, i32 %src) {{
   %t = call ptr @me()
   %tid = load i32, ptr %t
   %lane = and i32 %tid, 31
-  %s = call ptr @slots(ptr %t)
+  %s = call ptr @warp_part(ptr %t, i32 32, i32 {slots})
   %mine = getelementptr i32, ptr %s, i32 %lane
   store i32 %v, ptr %mine
-  %bar = call ptr @warp_barrier(ptr %t)
+  %bar = call ptr @warp_part(ptr %t, i32 4, i32 {warp_barriers})
   call void @meet(ptr %bar, ptr %t)
   %theirs = getelementptr i32, ptr %s, i32 %src
   %out = load i32, ptr %theirs
@@ -201,7 +192,7 @@ define i32 @emu_shfl_idx(i32 %mask, i32 %v, i32 %lane, i32 %c) {{
 
 define void @emu_shfl_syncwarp(i32 %mask) {{
   %t = call ptr @me()
-  %bar = call ptr @warp_barrier(ptr %t)
+  %bar = call ptr @warp_part(ptr %t, i32 4, i32 {warp_barriers})
   call void @meet(ptr %bar, ptr %t)
   ret void
 }}
@@ -212,10 +203,10 @@ entry:
   %t = call ptr @me()
   %tid = load i32, ptr %t
   %lane = and i32 %tid, 31
-  %s = call ptr @slots(ptr %t)
+  %s = call ptr @warp_part(ptr %t, i32 32, i32 {slots})
   %mine = getelementptr i32, ptr %s, i32 %lane
   store i32 %v, ptr %mine
-  %bar = call ptr @warp_barrier(ptr %t)
+  %bar = call ptr @warp_part(ptr %t, i32 4, i32 {warp_barriers})
   call void @meet(ptr %bar, ptr %t)
   br label %loop
 loop:
