@@ -14,6 +14,7 @@ from ...errors import with_location
 from ..build import known_value, unsupported
 from ..tracer import Tracer
 from . import NUMERIC, as_tracer, composite
+from .indexing import safe_indices
 
 
 def _written(what: str) -> str:
@@ -101,11 +102,11 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     traced = isinstance(ind, Tracer) and known_value(ind.node) is None
     if traced:
         # traced indices: a scatter (the kernel checks them in mode 'raise')
-        _safe_indices(ind.dtype)
+        safe_indices(ind.dtype)
         idx = ind.reshape(-1).astype(np.int64)
     else:
         idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind)
-        _safe_indices(idx.dtype)
+        safe_indices(idx.dtype)
         idx = idx.astype(np.int64).reshape(-1)
     if idx.size == 0:
         return
@@ -122,15 +123,6 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
                 f"index {int(idx[bad][0])} is out of bounds for axis 0 with size {n}"))
         idx = np.where(idx < 0, idx + n, idx)
     _put_values(t, idx, v)
-
-
-def _safe_indices(dtype: np.dtype) -> None:
-    """NumPy's cast of np.put's (and np.choose's) indices to intp under the 'safe' rule:
-    floats and uint64 raise TypeError (np.take and indexing accept uint64)."""
-    if not np.can_cast(dtype, np.intp, casting="safe"):
-        raise TypeError(with_location(
-            f"Cannot cast array data from {np.dtype(dtype)!r} to dtype('int64') according to "
-            f"the rule 'safe'"))
 
 
 def _put_values(t: Tracer, idx: Any, v: Any) -> None:

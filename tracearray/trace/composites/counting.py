@@ -21,6 +21,7 @@ from ..complex import ComplexTracer
 from ...errors import with_location
 from ..tracer import Tracer
 from . import NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
+from .indexing import safe_indices
 
 _BLOCK = 65536          # NumPy's histogram block (the weighted sums are made per block)
 
@@ -332,10 +333,8 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0) -> Tracer:
     if t.dtype == np.dtype(np.uint64):
         # NumPy takes uint64 counts as intp (2**63 and up become negative: its error)
         t = t.astype(np.intp)
-    elif not np.can_cast(t.dtype, np.intp, casting="safe"):
-        raise TypeError(with_location(
-            f"Cannot cast array data from {t.dtype!r} to dtype('int64') according to the "
-            f"rule 'safe'"))
+    else:
+        safe_indices(t.dtype)
     minlength = operator.index(minlength)
     if minlength < 0:
         raise ValueError(with_location("'minlength' must not be negative"))

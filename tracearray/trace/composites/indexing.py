@@ -99,6 +99,15 @@ def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tracer:
                        mode="raise", messages=messages))
 
 
+def safe_indices(dtype: np.dtype) -> None:
+    """NumPy's cast of indices to intp under the 'safe' rule (np.choose's, np.put's, a
+    count's): floats and uint64 raise TypeError (np.take and indexing accept uint64)."""
+    if not np.can_cast(dtype, np.intp, casting="safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {np.dtype(dtype)!r} to dtype('int64') according to "
+            f"the rule 'safe'"))
+
+
 @composite(np.choose, calls=['np.choose(({0} > 0).astype(np.int8), [{0}, -{0}])',
                              'np.choose(np.argmax({0}, axis=-1), [0, 1, 2, 3], mode="clip")',
                              'np.choose(({0} > 0) * 3, [{0}, {1}], mode="wrap")'],
@@ -110,10 +119,7 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(with_location(f"clipmode not understood: {mode!r}"))
     idx = as_tracer(a)
-    if not np.can_cast(idx.dtype, np.intp, casting="safe"):   # floats, uint64: NumPy's cast
-        raise TypeError(with_location(
-            f"Cannot cast array data from {idx.dtype!r} to dtype('int64') according to the "
-            f"rule 'safe'"))
+    safe_indices(idx.dtype)
     opts = [as_tracer(c) for c in choices]
     n = len(opts)
     if n == 0:
