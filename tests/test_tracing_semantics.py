@@ -1064,6 +1064,21 @@ def test_numpy_scalars_have_no_memory_to_share_or_write() -> None:
         s = x.sum()
         np.add(s, 1, out=s)
         return s
+    # np.where and np.copy return ndarrays, 0-d too: written in place, through their aliases
+    # (soak cpu-2026-12-07-twelfth-reread, program 218: np.copyto into a copy of np.where's
+    # 0-d result raised the scalar's item-assignment error)
+    def arrays(x):
+        w = np.where(x[0] > 0, x[0], -x[0])
+        z = w
+        w += 1
+        c = np.copy(x.sum())
+        d = c
+        c *= 2
+        t = w.copy()
+        np.copyto(t, 3, casting="unsafe")
+        return z, d, t
+    for g, want in zip(tracearray.compile(arrays, device="cpu")(x), arrays(x)):
+        np.testing.assert_array_equal(g, want)
     with pytest.raises(TypeError, match="does not support item assignment"):
         tracearray.compile(item, device="cpu")(x)
     with pytest.raises(TypeError, match="ArrayType"):

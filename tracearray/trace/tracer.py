@@ -167,7 +167,8 @@ def is_scalar_memory(buf: Buffer) -> bool:
 def as_array_memory(t: "Tracer") -> "Tracer":
     """``t`` as NumPy's conversions make it an ndarray: itself when it is one (a view, an
     array, a 0-d array argument), else (a NumPy scalar) a new 0-d array of its value."""
-    if t.node.ndim != 0 or t._path or not is_scalar_memory(t._buf):
+    if not isinstance(t, Tracer) or t.node.ndim != 0 or t._path or \
+            not is_scalar_memory(t._buf):
         return t
     return Tracer(t.node, buffer=Buffer(t.node, zero_d="array"))
 

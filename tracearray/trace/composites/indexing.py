@@ -20,7 +20,7 @@ from .. import numpy_api as api
 from ..build import constant, fix_captured_value, make, normalize_axes, unsupported
 from ...errors import with_location
 from ...ops.rules import broadcast_shape
-from ..tracer import Tracer, no_out
+from ..tracer import Tracer, as_array_memory, no_out
 from . import FLOATS, NUMERIC, NUMPY_IMPLEMENTATION, as_tracer, composite
 
 I64 = np.dtype(np.int64)
@@ -392,7 +392,8 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if x is None or y is None:
         raise ValueError(with_location("either both or neither of x and y should be given"))
     from ..tracer import unwrap
-    return Tracer(api.where(unwrap(condition), unwrap(x), unwrap(y)))
+    # (an ndarray, 0-d too: np.where of scalars is a 0-d array, written in place by op=)
+    return as_array_memory(Tracer(api.where(unwrap(condition), unwrap(x), unwrap(y))))
 
 
 @composite(np.argwhere, calls=['np.argwhere({0} > 0)', 'np.argwhere({0})'])

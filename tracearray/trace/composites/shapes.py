@@ -12,7 +12,7 @@ import numpy as np
 from .. import context, numpy_api as api
 from ..build import fix_captured_value, normalize_axes, unsupported
 from ...errors import with_location
-from ..tracer import Tracer, store_out, unwrap
+from ..tracer import Tracer, as_array_memory, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 # ------------------------------------------------------------------------------------------
@@ -785,7 +785,7 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subo
 
 @composite(np.copy, calls=['np.copy({0})'])
 def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
-    return as_tracer(a).copy()
+    return as_array_memory(as_tracer(a).copy())   # np.copy of a NumPy scalar: a 0-d array
 
 
 @composite(np.astype, calls=['np.astype({0}, np.float32)'])
