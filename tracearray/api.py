@@ -39,6 +39,7 @@ from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argume
                     is_array_leaf, plain_function, pytree, random_key_source, trace_function)
 from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
 from .trace import captured as _captured
+from .trace import reads as _reads
 from .trace import context as trace_context
 from .trace.graph import Graph
 
@@ -198,6 +199,7 @@ class CompiledFunction:
         self._build_lock = threading.RLock()
         forksafe.renew_at_fork(self, "_build_lock")   # held while the user's code is traced
         self._retraces = _RetraceCounter()
+        self._read_retraces: dict[str, int] | None = {}   # (_note_read_retrace)
         plain, bound, bound_kw = plain_function(fn)
         _refuse_lazy_function(plain if plain is not None else fn)
         # The globals the traced function reads (checked at every call: see _guards_hold).
@@ -343,13 +345,14 @@ class CompiledFunction:
                       sizes: tuple[int, ...], name: str, keys: dict
                       ) -> tuple[Lowered, list[np.ndarray]]:
         vkey, traced, guards_changed = self._find_trace(tkey)
-        if guards_changed:
-            config.log(config.COMPILES, "%s: a global it reads changed: re-tracing",
-                       self.__name__)
+        what = self._changed_guard(tkey) if guards_changed else None
+        if what is not None:
+            config.log(config.COMPILES, "%s: %s changed: re-tracing", self.__name__, what)
+            self._note_read_retrace(tkey)
         if traced is None:
             if config.explain_cache_misses():
-                config.explain_miss(f"{self.__name__}: trace cache miss: a global it reads changed"
-                           if guards_changed else self._trace_miss(tkey, args, kwargs))
+                config.explain_miss(f"{self.__name__}: trace cache miss: {what} changed"
+                                    if what is not None else self._trace_miss(tkey, args, kwargs))
             # new sizes of a size class seen before: the graph and plan re-derived from the
             # class's template (templates.py), else traced and planned
             skey = self._templates.key(tkey[0], tkey[1]) if not sizes else None
@@ -460,12 +463,41 @@ class CompiledFunction:
                 return (tkey, v), traced, False
         return None, None, True
 
+    def _changed_read(self, tkey: Any) -> str | None:
+        """The value read through an attribute or item (its text: ``cfg.dt``) that changed
+        since the most recent trace of ``tkey``, if one did."""
+        ids = self._variants.get(tkey) or ()
+        traced = self._traces.get((tkey, ids[0])) if ids else None
+        return _reads.changed(self._roots, traced[0].reads, _static_key) if traced else None
+
+    def _changed_guard(self, tkey: Any) -> str:
+        text = self._changed_read(tkey)
+        return f"the value of {text} it reads" if text else "a global it reads"
+
+    def _note_read_retrace(self, tkey: Any) -> None:
+        """Warn once when values read through attributes or items (``self.step``) keep
+        changing: every change traces the function again."""
+        text = self._changed_read(tkey)
+        if text is None or self._read_retraces is None:
+            return
+        self._read_retraces[text] = self._read_retraces.get(text, 0) + 1
+        if self._read_retraces[text] < RETRACE_WARN_AFTER:
+            return
+        self._read_retraces = None   # (warned once per function)
+        warnings.warn(
+            f"{self.__name__} was traced {RETRACE_WARN_AFTER} times because the value of "
+            f"{text} it reads changed: a number read through an attribute or item is a "
+            f"constant of the trace, so every new value traces the function and builds it "
+            f"again (milliseconds per call). If it changes from call to call, pass it as an "
+            f"argument (a NumPy scalar or 0-d array: one trace serves every value). (Warned "
+            f"once per function.)", RetraceWarning, stacklevel=5)
+
     def _new_variant(self, tkey: Any, trace: Trace) -> Any:
         """A key for ``trace``, a new trace of ``tkey``; past ``max_variants``, the least
         recently used variant (and its executables) goes. Paths the other variants read
         arrays from and this one did not (``self.w`` a number now, an array before) are
-        remembered: an array there again is not this trace's (a number reached through an
-        attribute is a constant of the trace, unchecked)."""
+        remembered: an array there again is not this trace's (a number there is a constant
+        of the trace, checked only where the function's own code reads it: ``Trace.reads``)."""
         ids = self._variants.setdefault(tkey, [])
         while len(ids) >= max(self.max_variants, 1):
             self._forget_trace((tkey, ids[-1]))
@@ -527,7 +559,7 @@ class CompiledFunction:
         for name, seen in hit.guards:
             if g.get(name, _MISSING) is not seen:
                 return self._guards_hold(hit.trace)
-        return True
+        return not hit.reads or _reads.hold(self._roots, hit.reads, _static_key)
 
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
@@ -550,6 +582,8 @@ class CompiledFunction:
                 # (a dict or list rebound to one of the same keys, numbers and arrays' shapes
                 # and dtypes holds: its arrays are read through their paths, trace/captured.py)
                 return False
+        if trace.reads and not _reads.hold(self._roots, trace.reads, _static_key):
+            return False   # (cfg.dt, self.lr: a number read through an attribute changed)
         return self._captured_hold(trace)
 
     def _captured_hold(self, trace: Trace) -> bool:
@@ -679,7 +713,8 @@ class CompiledFunction:
         if fast_key is not None:
             hit = self._fast.get(fast_key)
             # (the guards first: the inputs draw the call's random keys)
-            inputs = None if hit is None or (hit.guards and not self._same_globals(hit)) \
+            inputs = None if hit is None or ((hit.guards or hit.reads) and
+                                             not self._same_globals(hit)) \
                 else self._fast_inputs(hit, args) if hit.bound or hit.fixed else args
             if inputs is not None:
                 self.stats.calls += 1
@@ -804,7 +839,8 @@ class _FastCall:
     and the (type, strides) the executable was built for; ``fixed``: captured arrays used by
     value, ``CompiledFunction._fast_inputs``)."""
 
-    __slots__ = ("executable", "run", "trace", "guards", "single", "scalar", "bound", "fixed")
+    __slots__ = ("executable", "run", "trace", "guards", "reads", "single", "scalar", "bound",
+                 "fixed")
 
     def __init__(self, executable: Any, trace: Trace, global_leaves: Sequence[Any],
                  global_now: Callable[[str], Any]) -> None:
@@ -813,6 +849,7 @@ class _FastCall:
         self.run = getattr(executable, "fast_run", None) or executable.run
         self.trace = trace
         self.guards = tuple(trace.guards.items())
+        self.reads = trace.reads
         self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
         self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
                        and not graph.updates and not graph.checks)

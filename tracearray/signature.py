@@ -108,4 +108,5 @@ def refuse_identity_constants(tree: Any, name: Callable[[], str]) -> None:
         f"or namedtuple (its array fields become inputs, its other fields static values "
         f"compared by ==), pass the arrays it holds as arguments, or mark it static "
         f"(static_argnums / static_argnames): the arrays in its attributes are then read at "
-        f"every call, its other attributes (numbers, flags) are constants of the trace"))
+        f"every call, and its numbers and flags that the function's own code reads "
+        f"(self.scale) are checked at every call (a change traces again)"))

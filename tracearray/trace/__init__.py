@@ -20,7 +20,7 @@ import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import captured as captured_arrays
-from . import context, pytree
+from . import context, pytree, reads
 from . import random as traced_random
 from .build import check_dtype, constant
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
@@ -124,6 +124,9 @@ class Trace:
     # the shape and dtype of each global array when traced (``x.shape = ...`` changes the
     # object in ``guards`` in place)
     global_layouts: dict[str, tuple[tuple, np.dtype]] = field(default_factory=dict)
+    # numbers, strings and flags the function read through attributes and items of the
+    # objects it reaches (``cfg.dt``, ``self.lr``), as the trace saw them (``reads.py``)
+    reads: tuple = ()
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -291,6 +294,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
 
     roots = captured_arrays.Roots(plain, bound, bound_kw)
     roots.use_statics(args, kwargs, static_argnums, static_argnames)
+    # (before the call: a value the function changes itself is seen changed at the next)
+    read_guards = reads.trace_guards(roots, plain, len(bound), bound_kw, args, kwargs,
+                                     static_argnums, static_argnames) \
+        if plain is not None else ()
     state.captured = captured_arrays.CapturedArrays(roots, captured_input,
         lambda: [n for n in guards if n not in seen_global_arrays])
     call: Callable = fn
@@ -342,7 +349,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                       tuple(global_inputs), dict(state.locations))
         verify(graph)
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
-                     global_layouts=global_layouts)
+                     global_layouts=global_layouts, reads=read_guards)
     state.captured.finish()
     _refuse_rebound_items(containers, state.locations)
     if recorder is not None:
@@ -377,7 +384,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                   tuple(i for i, _n in updates))
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
-                 captured=dict(state.captured.used), global_layouts=global_layouts)
+                 captured=dict(state.captured.used), global_layouts=global_layouts,
+                 reads=read_guards)
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

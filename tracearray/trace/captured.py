@@ -22,7 +22,8 @@ all of them. Views of such an array (``self.w.T``, ``self.w[0]``) are
 views of its input. What is *not* seen: a value NumPy computed from such an array outside
 the traced operations (``self.w * 2`` with no traced operand is computed once, while
 tracing), complex arrays, and scalars (a number reached this way is a constant of the
-trace; docs/sharp-bits.md)."""
+trace, checked at every call when the function's own code reads it: ``reads.py``;
+docs/sharp-bits.md)."""
 from __future__ import annotations
 
 import collections
@@ -133,22 +134,10 @@ class Roots:
         return out
 
     def resolve(self, path: Path) -> Any:
-        kind, key = path.root
+        obj = self.resolve_root(path.root)
+        if obj is _MISSING:
+            return _MISSING
         try:
-            if kind == "closure":
-                obj = self.plain.__closure__[key].cell_contents
-            elif kind == "default":
-                obj = self.plain.__defaults__[key]
-            elif kind == "kwdefault":
-                obj = self.plain.__kwdefaults__[key]
-            elif kind == "bound":
-                obj = self.bound[key]
-            elif kind == "bound_kw":
-                obj = self.bound_kw[key]
-            elif kind in ("static", "static_kw"):
-                obj = self._statics()[(kind, key)]
-            else:
-                obj = self.globals[key]
             for how, k, length in path.steps:
                 if how == "attr":
                     obj = vars(obj)[k]
@@ -165,6 +154,28 @@ class Roots:
                     obj = obj.__closure__[k].cell_contents
                 else:   # "fdefault"
                     obj = obj.__defaults__[k]
+        except Exception:   # noqa: BLE001 -- a broken path: the call traces again
+            return _MISSING
+        return obj
+
+    def resolve_root(self, root: tuple) -> Any:
+        """The object at ``root`` now (``_MISSING`` where there is none)."""
+        kind, key = root
+        try:
+            if kind == "closure":
+                obj = self.plain.__closure__[key].cell_contents
+            elif kind == "default":
+                obj = self.plain.__defaults__[key]
+            elif kind == "kwdefault":
+                obj = self.plain.__kwdefaults__[key]
+            elif kind == "bound":
+                obj = self.bound[key]
+            elif kind == "bound_kw":
+                obj = self.bound_kw[key]
+            elif kind in ("static", "static_kw"):
+                obj = self._statics()[(kind, key)]
+            else:
+                obj = self.globals[key]
         except Exception:   # noqa: BLE001 -- a broken path: the call traces again
             return _MISSING
         return obj

@@ -1,0 +1,211 @@
+"""Numbers, flags and strings read through attributes, constant items and closure variables
+(``cfg.dt``, ``self.lr``, ``PARAMS["alpha"]``, ``nonlocal k``) are checked at every call:
+a changed value traces again, as NumPy would compute with it (trace/reads.py)."""
+from __future__ import annotations
+
+import collections
+import types
+import warnings
+
+import numpy as np
+
+import tracearray
+from tracearray import RetraceWarning
+from tracearray.trace import reads
+
+X = np.arange(4.0)
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.scale = 2.0
+        self.inner = types.SimpleNamespace(shift=1.0, flag=True, name="tanh")
+
+
+HOLDER = Holder()
+PARAMS = {"alpha": 3, "nested": {"beta": 0.5}, "pair": (1, 2)}
+NS = types.SimpleNamespace(dt=0.1)
+
+
+def test_attribute_of_a_global_object() -> None:
+    @tracearray.compile
+    def f(x):
+        return x * HOLDER.scale + HOLDER.inner.shift
+
+    try:
+        for scale, shift in [(2.0, 1.0), (2.0, 1.0), (5.0, 1.0), (5.0, -3.0), (2.0, 1.0)]:
+            HOLDER.scale, HOLDER.inner.shift = scale, shift
+            np.testing.assert_array_equal(f(X), X * scale + shift)
+            np.testing.assert_array_equal(f(X), X * scale + shift)   # the fast path
+        assert f.stats.traces == 3   # (2.0, 1.0) found again among the trace's variants
+    finally:
+        HOLDER.scale, HOLDER.inner.shift = 2.0, 1.0
+
+
+def test_flags_and_strings_choose_the_code() -> None:
+    @tracearray.compile
+    def f(x):
+        y = np.tanh(x) if HOLDER.inner.name == "tanh" else np.sin(x)
+        return -y if HOLDER.inner.flag else y
+
+    try:
+        for name, flag in [("tanh", True), ("sin", True), ("sin", False), ("tanh", False)]:
+            HOLDER.inner.name, HOLDER.inner.flag = name, flag
+            y = np.tanh(X) if name == "tanh" else np.sin(X)
+            np.testing.assert_allclose(f(X), -y if flag else y)
+    finally:
+        HOLDER.inner.name, HOLDER.inner.flag = "tanh", True
+
+
+def test_items_at_constant_keys() -> None:
+    @tracearray.compile
+    def f(x):
+        return x * PARAMS["alpha"] + PARAMS["nested"]["beta"] + PARAMS["pair"][1]
+
+    try:
+        np.testing.assert_array_equal(f(X), X * 3 + 0.5 + 2)
+        PARAMS["alpha"] = 4
+        PARAMS["nested"]["beta"] = -1.0
+        np.testing.assert_array_equal(f(X), X * 4 - 1.0 + 2)
+        PARAMS["pair"] = (1, 7)
+        np.testing.assert_array_equal(f(X), X * 4 - 1.0 + 7)
+    finally:
+        PARAMS.update(alpha=3, nested={"beta": 0.5}, pair=(1, 2))
+
+
+def test_int_float_and_bool_are_different_values() -> None:
+    # (NEP 50: int8 + 1 is int8, int8 + 1.0 float64)
+    @tracearray.compile
+    def f(x):
+        return x + NS.dt
+
+    x = np.arange(4, dtype=np.int8)
+    try:
+        for v in (1, 1.0, True, 1):
+            NS.dt = v
+            got, want = f(x), x + v
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    finally:
+        NS.dt = 0.1
+
+
+def test_bound_method_instance_and_class_attributes() -> None:
+    class Opt:
+        lr = 0.5
+
+        def __init__(self):
+            self.w = np.ones(4)
+
+        def step(self, g):
+            return self.w - self.lr * g
+
+    o = Opt()
+    step = tracearray.compile(o.step)
+    np.testing.assert_array_equal(step(X), 1 - 0.5 * X)
+    o.lr = 0.25                    # an instance attribute hides the class's
+    np.testing.assert_array_equal(step(X), 1 - 0.25 * X)
+    Opt.lr = 0.1                   # hidden: no change
+    np.testing.assert_array_equal(step(X), 1 - 0.25 * X)
+    del o.lr                       # the class's again
+    np.testing.assert_array_equal(step(X), 1 - 0.1 * X)
+
+
+def test_closure_variable_rebound() -> None:
+    def make():
+        k = 2
+
+        @tracearray.compile
+        def f(x):
+            return x * k
+
+        def set_k(v):
+            nonlocal k
+            k = v
+        return f, set_k
+
+    f, set_k = make()
+    np.testing.assert_array_equal(f(X), X * 2)
+    set_k(5)
+    np.testing.assert_array_equal(f(X), X * 5)
+
+
+def test_attribute_of_a_static_argument() -> None:
+    class Cfg:
+        def __init__(self):
+            self.eps = 1e-3
+
+    @tracearray.compile(static_argnums=0)
+    def f(cfg, x):
+        return x / (x.sum() + cfg.eps)
+
+    cfg = Cfg()
+    np.testing.assert_allclose(f(cfg, X), X / (X.sum() + 1e-3))
+    cfg.eps = 10.0
+    np.testing.assert_allclose(f(cfg, X), X / (X.sum() + 10.0))
+
+
+def test_no_user_code_runs_to_check() -> None:
+    calls = []
+
+    class WithProperty:
+        @property
+        def scale(self):
+            calls.append(1)
+            return 3.0
+
+    obj = WithProperty()
+    counts = collections.defaultdict(int, {"a": 2})
+
+    @tracearray.compile
+    def f(x):
+        return x * obj.scale + counts["a"]
+
+    for _ in range(5):
+        np.testing.assert_array_equal(f(X), X * 3.0 + 2)
+    assert len(calls) == 1          # the trace's own read; no property call to check it
+    assert dict(counts) == {"a": 2}  # (nothing inserted by a check)
+
+
+def test_library_modules_are_not_checked() -> None:
+    def f(x):
+        return x * np.pi + HOLDER.scale
+
+    chains = reads.read_chains(f.__code__)
+    assert reads.Chain(("global", "np"), (("attr", "pi"),)) in chains
+    compiled = tracearray.compile(f)
+    compiled(X)
+    (trace, _plan, _tiles), = compiled._traces.values()
+    assert [g.text for g in trace.reads] == ["HOLDER.scale"]
+
+
+def test_a_value_that_keeps_changing_warns_once() -> None:
+    state = types.SimpleNamespace(step=0)
+
+    @tracearray.compile
+    def f(x):
+        return x + state.step
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(12):
+            state.step = i
+            np.testing.assert_array_equal(f(X), X + i)
+    msgs = [w for w in caught if issubclass(w.category, RetraceWarning)]
+    assert len(msgs) == 1 and "state.step" in str(msgs[0].message)
+
+
+def test_a_method_defined_in_the_class_body() -> None:
+    class Layer:
+        def __init__(self):
+            self.slope = 0.1
+
+        @tracearray.compile(static_argnums=0)
+        def __call__(self, x):
+            return np.where(x > 0, x, self.slope * x)
+
+    layer = Layer()
+    x = X - 2
+    np.testing.assert_allclose(layer(x), np.where(x > 0, x, 0.1 * x))
+    layer.slope = 0.3
+    np.testing.assert_allclose(layer(x), np.where(x > 0, x, 0.3 * x))
