@@ -972,11 +972,33 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
             if not bool(np.asarray(ok.numpy() if hasattr(ok, "numpy") else ok)):
                 raise error(message)
     if graph.updates:
+        values = outs[n:n + len(graph.updates)]
+        outs = _unshared_before_writes(outs, n + len(graph.updates),
+                                       [targets[i] for i in graph.updates], values)
         for i, value in zip(graph.updates, outs[n:n + len(graph.updates)]):
             _write_into(targets[i], value)
     outs = outs[:n]
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
     return pytree.unflatten(graph.out_tree, outs)
+
+
+def _unshared_before_writes(outs: list[Any], count: int, targets: list[Any],
+                            values: list[Any]) -> list[Any]:
+    """``outs`` with each of its first ``count`` (the results and the updates' values) that
+    shares memory with an argument the call is about to write into replaced by a copy: a
+    runtime returns an input's value as the input's own array (``y[:] = x`` gives y's new
+    value as x's array; ``x[:] = y`` then writes into x first)."""
+    pending = [t for t, v in zip(targets, values)
+               if v is not t and v is not interleaved.pair_view(t)]
+    if not pending:
+        return outs
+    outs = list(outs)
+    for j in range(count):
+        o = outs[j]
+        if isinstance(o, (np.ndarray, _gpu_array.Array)) and \
+                any(_may_share_memory(o, t) for t in pending):
+            outs[j] = o.copy()
+    return outs
 
 
 def _check_update_targets(graph: Graph, targets: list[Any]) -> None:

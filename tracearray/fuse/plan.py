@@ -538,6 +538,14 @@ def in_place_updates(graph: Graph, kernels: list[Kernel]) -> dict[Node, Node]:
         if any(a.buffer is arg and (a.chain or a.index != store.index)
                for a in kern.body.accesses):
             continue
+        # another value the kernel stores may read the argument after this store wrote its
+        # element (``old = x.copy(); x[...] = 0; return x - old``: one kernel)
+        if len(kern.stores) > 1 and any(a.buffer is arg for a in kern.body.accesses):
+            continue
+        # a result or another update that is the argument's value, or a view of it, is
+        # returned as the argument's memory
+        if any(o is not value and _movement_base(o) is arg for o in graph.outputs):
+            continue
         if any(a.buffer is arg for later in kernels[k + 1:] for a in later.body.accesses) or \
                 any(later.call is not None and any(_movement_base(a) is arg
                                                    for a in later.call.operands)

@@ -189,8 +189,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "Writes are NumPy's (into arrays the function made and, written back after the call, "
         "into arguments and global arrays; scatters and ufunc.at included), except these, "
         "refused with UnsupportedOperationError: writing through a reshape or ravel of an "
-        "argument (NumPy makes it a view or a copy depending on the caller's strides, unknown "
-        "when tracing); a call whose written argument shares memory with another argument "
+        "argument, or through np.ascontiguousarray / np.asfortranarray / np.asarray(order=) "
+        "of one, and reading such a value after the argument was written (NumPy makes it a "
+        "view or a copy depending on the caller's strides, unknown when tracing); a call "
+        "whose written argument shares memory with another argument "
         "(InputError). Writing into np.broadcast_arrays results raises NumPy's read-only "
         "ValueError (NumPy 2 still writes, with a DeprecationWarning).", "error"),
     Divergence(

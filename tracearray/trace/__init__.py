@@ -22,7 +22,7 @@ from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import captured as captured_arrays
 from . import context, pytree, reads
 from . import random as traced_random
-from .build import check_dtype, constant
+from .build import check_dtype, constant, make
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
                      TraceShapeError, UnsupportedOperationError, node_location,
                      with_location)
@@ -304,9 +304,13 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     if plain is not None:
         recorder = _RecordingGlobals(plain.__globals__, on_read)
         recorder.recording = False
-        inner = types.FunctionType(plain.__code__, recorder, plain.__name__, plain.__defaults__,
-                                   plain.__closure__)
-        inner.__kwdefaults__ = plain.__kwdefaults__
+        # (NumPy's conversions bound in a closure variable or a default, ``convert=np.asarray``,
+        # are the trace's, as they are when bound to a global name)
+        inner = types.FunctionType(plain.__code__, recorder, plain.__name__,
+                                   _replaced_values(plain.__defaults__),
+                                   _replaced_cells(plain.__closure__))
+        inner.__kwdefaults__ = None if plain.__kwdefaults__ is None else \
+            {k: context.replaced(v) for k, v in plain.__kwdefaults__.items()}
         inner.__dict__.update(plain.__dict__)
 
         def call(*a: Any, **k: Any) -> Any:
@@ -372,7 +376,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         isinstance(leaf, (np.ndarray, np.generic)) and leaf.dtype.kind == "c") else None
         for leaf in leaves]
     out_tree = pytree.mark_complex_leaves(out_tree, kinds)
-    outputs = [_output_node(leaf) for leaf in leaves]
+    # a result in new memory whose value is an input's (``x.copy()``, ``np.array(x)``: the
+    # same node) is stored anew, not returned as the caller's own array
+    argument_memory = {node: t._buf for node, t in zip(inputs, input_tracers)}
+    outputs = [_fresh_output(leaf, argument_memory) for leaf in leaves]
     # the arguments (and global arrays) the function wrote into: their final values
     updates = [(i, t._buf.node) for i, t in enumerate(input_tracers)
                if t._buf.written and t._buf.node is not inputs[i]]
@@ -411,6 +418,37 @@ def random_key_name(source: str) -> str:
 def random_key_source(name: str) -> str | None:
     """The source of a graph input named by ``random_key_name``, else None."""
     return name[len(RANDOM_KEY_PREFIX):-1] if name.startswith(RANDOM_KEY_PREFIX) else None
+
+
+def _replaced_values(values: tuple | None) -> tuple | None:
+    return None if values is None else tuple(context.replaced(v) for v in values)
+
+
+def _replaced_cells(cells: tuple | None) -> tuple | None:
+    """The closure's cells, a new cell where one holds a NumPy function a trace replaces."""
+    if not cells:
+        return cells
+    out = []
+    for c in cells:
+        try:
+            value = c.cell_contents
+        except ValueError:   # an empty cell
+            out.append(c)
+            continue
+        new = context.replaced(value)
+        out.append(c if new is value else types.CellType(new))
+    return tuple(out)
+
+
+def _fresh_output(leaf: Any, argument_memory: dict) -> Node:
+    """``_output_node``, with a copy (a same-dtype cast: a map kernel) for a value in memory
+    of the function's own whose node is an input (a runtime returns an input node's array
+    itself: ``return x`` returns the caller's array, as NumPy does)."""
+    node = _output_node(leaf)
+    if isinstance(leaf, Tracer) and node in argument_memory and \
+            leaf._buf is not argument_memory[node]:
+        return make("cast", [node], dtype=node.dtype.str)
+    return node
 
 
 def _output_node(leaf: Any) -> Node:

@@ -485,7 +485,8 @@ class ComplexTracer:
                                                _binary(np.true_divide, True),
                                                _inplace(np.true_divide))
     __rpow__, __ipow__ = _binary(np.power, True), _inplace(np.power)
-    __matmul__, __rmatmul__ = _binary(np.matmul), _binary(np.matmul, True)
+    __matmul__, __rmatmul__, __imatmul__ = (_binary(np.matmul), _binary(np.matmul, True),
+                                            _inplace(np.matmul))
     __floordiv__, __rfloordiv__ = _binary(np.floor_divide), _binary(np.floor_divide, True)
     __mod__, __rmod__ = _binary(np.remainder), _binary(np.remainder, True)
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]

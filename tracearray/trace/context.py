@@ -330,8 +330,15 @@ def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callab
             return out
         dtype = kwargs.get("dtype", args[0] if args else None)
         copy = kwargs.get("copy", True if copies else None)
-        return _traced(a, dtype, copy=bool(copy) if copies else False,
-                       ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else 0)
+        out = _traced(a, dtype, copy=bool(copy) if copies else copy is True,
+                      ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else 0)
+        # the memory layout asked for: the array itself where it already is so laid out,
+        # else a copy (np.ascontiguousarray(x.T) is new memory; writes into it stay there)
+        order = _ORDERS.get(name) or kwargs.get("order",
+                                                args[1] if len(args) > 1 and not copies else None)
+        if isinstance(order, str) and not (copies and copy) and hasattr(out, "_as_order"):
+            out = out._as_order(order.upper(), never_copy=copy is False)
+        return out
     convert.__name__ = convert.__qualname__ = name
     convert.__doc__ = original.__doc__
     convert.__wrapped__ = original   # type: ignore[attr-defined]
@@ -491,6 +498,7 @@ def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:
 
 _CONVERSIONS = {"asarray": False, "asanyarray": False, "ascontiguousarray": False,
                 "asfortranarray": False, "array": True}
+_ORDERS = {"ascontiguousarray": "C", "asfortranarray": "F"}
 
 
 def _holds_traced_list(x: Any) -> bool:
@@ -901,6 +909,14 @@ def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
 
 _USER_REPLACEMENTS: dict[int, tuple[Any, Callable[..., Any]]] | None = None
 _ORIGINALS: dict[int, tuple[Any, Any]] | None = None
+
+
+def replaced(value: Any) -> Any:
+    """The replacement a trace installs for ``value`` where it is one of NumPy's conversion
+    or random functions (bound in a closure or as a default: ``convert=np.asarray``), else
+    ``value``."""
+    hit = _user_replacements().get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else value
 
 
 def unpatched(value: Any) -> Any:

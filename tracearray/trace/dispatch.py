@@ -359,7 +359,8 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         # np.vander of a one-element array is np.ones((1, 1)); NumPy's own code passes
         # np._NoValue for what was not given: np.nanmean's np.sum(..., where=where))
         given = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-        return _traced_results(entry.impl(*args, **given), args, kwargs)
+        return _new_memory_results(func, _traced_results(entry.impl(*args, **given), args,
+                                                         kwargs), args, kwargs)
     reason = refusal(func)
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
@@ -387,6 +388,45 @@ def refusal(func: Callable) -> str | None:
 
 def _is_numpy(func: Any) -> bool:
     return (getattr(func, "__module__", "") or "").startswith("numpy")
+
+
+# NumPy functions whose results are views of their arguments (or the arguments themselves);
+# every other function's results are new memory (np.resize, np.repeat(x, 1), np.delete(x,
+# []), np.tile: a composite may build them from views of its operand, which must not see
+# later writes to it nor write into it)
+_VIEW_RESULTS = frozenset(getattr(mod, n) for mod, names in (
+    (np, ("transpose", "swapaxes", "moveaxis", "rollaxis", "squeeze", "expand_dims",
+          "broadcast_to", "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d",
+          "ravel", "reshape", "diagonal", "flip", "fliplr", "flipud", "rot90", "real", "imag",
+          "trim_zeros", "split", "array_split", "hsplit", "vsplit", "dsplit",
+          "matrix_transpose", "permute_dims", "unstack", "einsum", "require")),
+    (np.linalg, ("diagonal", "matrix_transpose")),
+    (np.lib.stride_tricks, ("sliding_window_view", "as_strided"))) for n in names
+    if hasattr(mod, n))
+
+
+def _new_memory_results(func: Callable, result: Any, args: tuple, kwargs: dict) -> Any:
+    """A composite's results in the memory NumPy gives them: a result that is a view of an
+    argument's memory (``Tracer._buf``) becomes new memory, unless ``func`` returns views
+    (``_VIEW_RESULTS``), it is the ``out=`` array, or ``copy=False`` was asked for."""
+    from .tracer import Tracer
+    copy = kwargs.get("copy")
+    if (func in _VIEW_RESULTS and copy is not True) or copy is False:
+        return result
+    buffers = {id(a._buf) for a in (*args, *kwargs.values()) if isinstance(a, Tracer)}
+    buffers |= {id(b._buf) for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple))
+                for b in a if isinstance(b, Tracer)}
+    out = kwargs.get("out")
+    if not buffers:
+        return result
+
+    def own(r: Any) -> Any:
+        if isinstance(r, Tracer) and id(r._buf) in buffers and r is not out:
+            return r._new_memory(r.node)
+        if type(r) in (tuple, list):
+            return type(r)(own(x) for x in r)
+        return r
+    return own(result)
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:

@@ -771,6 +771,11 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None,
 def full_like(x: Node, fill: Any, dtype: Any = None, shape: Any = None) -> Node:
     dt = check_dtype(dtype if dtype is not None else x.dtype, "full_like")
     shp = x.shape if shape is None else tuple(np.atleast_1d(shape))
+    if type(fill) is int and dt.kind in "iu":   # (NumPy 2: OverflowError out of range)
+        try:
+            np.asarray(fill, dtype=dt)
+        except OverflowError as e:
+            raise OverflowError(with_location(str(e))) from None
     return broadcast_to(constant(np.asarray(fill).astype(dt)), shp)
 
 

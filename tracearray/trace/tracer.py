@@ -209,6 +209,8 @@ class Tracer:
             raise _escaped(self)
         buf = self._buf
         if self._version != buf.version:
+            if self._ambiguous:
+                raise _ambiguous_read(self)
             self._node = buffers.replay(buf.node, self._path)
             self._version = buf.version
         return self._node
@@ -246,8 +248,9 @@ class Tracer:
                 f"returns read-only)"))
         if self._ambiguous:
             raise UnsupportedOperationError(with_location(
-                "writing through a reshaped or raveled view of an argument is not supported "
-                "by tracearray: NumPy makes it a view or a copy depending on the caller's "
+                "writing through a reshaped or raveled view of an argument (or "
+                "np.ascontiguousarray / asfortranarray of one) is not supported by "
+                "tracearray: NumPy makes it a view or a copy depending on the caller's "
                 "memory layout, so whether the argument changes is not known when tracing; "
                 "index the argument itself (x[...] = ...)"))
         buf.node = buffers.carry_up(buf.node, self._path, new)
@@ -553,8 +556,8 @@ class Tracer:
             return Tracer(node)   # y[()] of a 0-d array: NumPy's scalar (a copy), no view
         if node is self.node:
             return self._view(node)   # x[...], x[:]: a view of all of x
-        if node.op == "gather":
-            return Tracer(node)   # advanced indexing copies
+        if node.op == "gather" or any(isinstance(k, (bool, np.bool_)) for k in keys):
+            return Tracer(node)   # advanced indexing copies (x[True] too: a new axis)
         if node.ndim == 0 and not any(k is Ellipsis for k in keys):
             return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
         return self._view(node)
@@ -622,8 +625,29 @@ class Tracer:
                 f"Cannot cast array data from {self.node.dtype!r} to {dt!r} according to the "
                 f"rule {casting!r}"))
         if not copy and dt == self.node.dtype:
-            return self   # NumPy returns the array itself
+            return self._as_order(order)   # NumPy returns the array itself, if so laid out
         return self._new_memory(api.astype(self.node, dtype))
+
+    def _as_order(self, order: Any, never_copy: bool = False) -> "Tracer":
+        """This value as NumPy lays it out for ``order`` ("C", "F", "A"; np.ascontiguousarray,
+        np.asfortranarray, np.asarray(x, order=...), astype(copy=False)): itself where its
+        memory already is so, else a copy. An argument's memory is laid out by the caller: a
+        view that cannot be written through, nor read after a write (``ambiguous``, as a
+        reshape of it), unless it holds one element at most."""
+        if order not in ("C", "F", "A") or self.node.size <= 1 or self._is_numpy_scalar():
+            return self
+        layout = self._layout()
+        if layout is None:
+            return Tracer(self.node, buffer=self._buf, path=self._path, ambiguous=True)
+        flags = layout.flags
+        ok = flags.c_contiguous if order == "C" else flags.f_contiguous if order == "F" \
+            else flags.c_contiguous or flags.f_contiguous
+        if ok:
+            return self
+        if never_copy:
+            raise ValueError(with_location(
+                "Unable to avoid copy while creating an array as requested."))
+        return self._new_memory(self.node)
 
     def copy(self, order: str = "C") -> "Tracer":
         return self._new_memory(self.node)   # same value, new memory
@@ -749,7 +773,8 @@ class Tracer:
                 shape = tuple(sizes.tolist())
             elif isinstance(sizes, (tuple, list)):
                 shape = tuple(sizes)
-        return self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order)
+        out = self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order)
+        return out._new_memory(out.node) if copy is True and out._buf is self._buf else out
 
     def _reshaped(self, node: Node, ravel: bool, order: str = "C") -> "Tracer":
         """A reshape (or ravel) of this value: a view when NumPy makes one, else new memory.
@@ -871,7 +896,10 @@ def numpy_class(value: Any, caller: Any) -> type:
     module = caller.f_globals.get("__name__", "") if caller is not None else ""
     if module.partition(".")[0] in _OWN_PACKAGES and not module.startswith("numpy.polynomial."):
         return type(value)
-    return np.ndarray if value.ndim else value.dtype.type
+    # (the shape and dtype without a read of the value: an ambiguous view read after a
+    # write raises, and isinstance(result, GeneratorType) of the trace's end asks)
+    node = value._node if isinstance(value, Tracer) else value
+    return np.ndarray if node.ndim else node.dtype.type
 
 
 _OWN_PACKAGES = frozenset({"tracearray", "numpy"})
@@ -965,6 +993,20 @@ def _flat_places(size: int, key: Any) -> int | None:
         return int(np.broadcast_to(np.int8(0), (size,))[key].size)
     except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
         return None
+
+
+def _ambiguous_read(t: Tracer) -> UnsupportedOperationError:
+    """The error for reading a view NumPy makes or copies by the caller's memory layout (a
+    reshape or ravel of an argument) after its memory was written: a view sees the write, a
+    copy does not."""
+    made = t._trace.locations.get(t._node) if t._trace is not None else None
+    return UnsupportedOperationError(with_location(
+        "reading a reshaped or raveled view of an argument (or np.ascontiguousarray / "
+        "asfortranarray of one) after the argument was written is not supported by "
+        "tracearray: NumPy makes it a view (which sees the write) or a copy (which does "
+        "not) depending on the caller's memory layout, unknown when tracing; copy it before "
+        "the write (np.array(x.ravel())) or reshape after it" +
+        (f"\n  the view was made at {made}" if made else "")))
 
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:

@@ -22,6 +22,32 @@ def _written(what: str) -> str:
     return f"(lambda t: ({what}, t)[1])({{0}}.copy())"
 
 
+def _values_as(v: Any, dtype: np.dtype) -> Tracer:
+    """np.put's, np.putmask's and np.place's values in the target's dtype: traced values and
+    arrays cast (unsafe), Python numbers and lists converted as NumPy converts them (an int
+    out of the dtype's range raises OverflowError, as in NumPy 2)."""
+    if isinstance(v, Tracer) or isinstance(v, np.ndarray) or _holds_tracer(v):
+        return as_tracer(v).astype(dtype)
+    try:
+        return as_tracer(np.asarray(v, dtype=dtype))
+    except OverflowError as e:
+        raise OverflowError(with_location(str(e))) from None
+
+
+def _holds_tracer(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and any(
+        isinstance(x, Tracer) or _holds_tracer(x) for x in v)
+
+
+def _python_int_fits(v: Any, dtype: np.dtype) -> None:
+    """NumPy 2's OverflowError for a Python int out of ``dtype``'s range (np.copyto)."""
+    if type(v) is int and dtype.kind in "iu":
+        try:
+            np.asarray(v, dtype=dtype)
+        except OverflowError as e:
+            raise OverflowError(with_location(str(e))) from None
+
+
 def _target(a: Any, fn: str) -> Tracer:
     if not isinstance(a, Tracer):
         raise unsupported(f"np.{fn} into a NumPy array the function does not trace")
@@ -39,6 +65,7 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
         raise TypeError(with_location(
             f"Cannot cast array data from {src_dt!r} to {d.dtype!r} according to the rule "
             f"{casting!r}"))
+    _python_int_fits(src, d.dtype)
     value = as_tracer(src).astype(d.dtype)
     if where is not True:
         value = np.where(where, value, d)
@@ -54,12 +81,12 @@ def putmask(a: Any, mask: Any, values: Any) -> None:
     m = as_tracer(mask)
     if m.size != t.size:
         raise ValueError(with_location("putmask: mask and data must be the same size"))
-    v = as_tracer(values).reshape(-1)
+    v = _values_as(values, t.dtype).reshape(-1)
     if v.size == 0:
         return
     if v.size != t.size:
         v = v[np.arange(t.size) % v.size]
-    t[...] = np.where(m.astype(bool).reshape(t.shape), v.astype(t.dtype).reshape(t.shape), t)
+    t[...] = np.where(m.astype(bool).reshape(t.shape), v.reshape(t.shape), t)
 
 
 @composite(np.place, calls=[_written("np.place(t, {0} > 0, {1}[:2].ravel())"),
@@ -71,7 +98,7 @@ def place(arr: Any, mask: Any, vals: Any) -> None:
     m = as_tracer(mask).astype(bool)
     if m.size != t.size:
         raise ValueError(with_location("place: mask and data must be the same size"))
-    v = as_tracer(vals).reshape(-1)
+    v = _values_as(vals, t.dtype).reshape(-1)
     if v.size == 0:
         # NumPy raises only when some element is to be replaced: a run-time check
         from .. import context
@@ -127,7 +154,7 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
 
 def _put_values(t: Tracer, idx: Any, v: Any) -> None:
     """``t.flat[idx] = v`` with v repeated (or cut) to idx's length, as np.put does."""
-    vals = as_tracer(v).reshape(-1)
+    vals = _values_as(v, t.dtype).reshape(-1)
     if vals.size == 0:
         return
     if vals.size != idx.size:

@@ -132,7 +132,10 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
     elif idx.size:
         context.require(((idx >= 0) & (idx < n)).all().node, ValueError,
                         "invalid entry in choice array")
-    dt = np.result_type(*[o.dtype for o in opts])
+    # (NumPy's common type of the choices: Python numbers weak (NEP 50), then cast unsafely:
+    # np.choose(i, [int8 array, 1000]) is int8, 1000 wrapped)
+    dt = np.result_type(*[c if type(c) in (bool, int, float) else o.dtype
+                          for c, o in zip(choices, opts)])
     out = opts[-1].astype(dt)
     for k in range(n - 2, -1, -1):
         out = np.where(idx == k, opts[k].astype(dt), out)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import context, numpy_api as api
-from ..build import fix_captured_value, normalize_axes, unsupported
+from ..build import fix_captured_value, make, normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, as_array_memory, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
@@ -63,7 +63,10 @@ def squeeze(a: Any, axis: Any = None) -> Tracer:
 @composite(np.broadcast_to, calls=['np.broadcast_to({0}, (2,) + {0}.shape)'])
 def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Tracer:
     t = as_tracer(array)
-    return t._view(api.broadcast_to(t.node, shape))
+    node = api.broadcast_to(t.node, shape)
+    if node is t.node:   # (the same shape: still NumPy's read-only view, never x itself)
+        node = make("broadcast_to", [node], shape=node.shape)
+    return t._view(node)
 
 
 @composite(np.broadcast_arrays, calls=['np.broadcast_arrays({0}, {1})'], arrays=2)
@@ -301,7 +304,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
             head = _take_slice(out, ax, n - k, n)
             tail = _take_slice(out, ax, 0, n - k)
             out = np.concatenate([head, tail], axis=ax)
-    return out if out is not t else Tracer(t.node)
+    return Tracer(out.node)   # (new memory: NumPy's tile is always a copy)
 
 
 # The longest axis np.roll reads through a table of positions (4,096 int32: 16 KiB)
@@ -337,7 +340,7 @@ def tile(A: Any, reps: Any) -> Tracer:
         shape = out.shape
         wide = np.broadcast_to(np.expand_dims(out, ax), shape[:ax] + (r,) + shape[ax:])
         out = wide.reshape(shape[:ax] + (r * shape[ax],) + shape[ax + 1:])
-    return out if out is not t else Tracer(t.node)
+    return Tracer(out.node)   # (new memory: NumPy's tile is always a copy)
 
 
 @composite(np.resize, calls=['np.resize({0}, 7)', 'np.resize({0}, (2, 3, 5))',
@@ -453,7 +456,7 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tr
             out = _pad_statistic(out, ax, before, after, mode, lengths[ax])
         elif before or after:
             out = _pad_axis(out, ax, before, after, mode, kwargs)
-    return out if out is not t else Tracer(t.node)
+    return Tracer(out.node)   # (new memory: NumPy's tile is always a copy)
 
 
 def _pad_pairs(x: Any, ndim: int, as_index: bool = False, integral: bool = False) -> list:
@@ -487,7 +490,12 @@ def _constant_block(t: Tracer, ax: int, width: int, value: Any) -> Tracer:
     shape[ax] = width
     if isinstance(value, Tracer):   # constant_values=x.mean(): assigned as NumPy's pad does
         return np.broadcast_to(value.astype(t.dtype), shape)
-    return np.full(shape, value, dtype=t.dtype)
+    if isinstance(value, np.generic):   # (NumPy's pad assigns the pairs as Python numbers:
+        value = value.item()            # an int out of the dtype's range raises)
+    try:
+        return np.full(shape, value, dtype=t.dtype)
+    except OverflowError as e:
+        raise OverflowError(with_location(str(e))) from None
 
 
 def _pad_axis(t: Tracer, ax: int, before: int, after: int, mode: str, kw: dict) -> Tracer:

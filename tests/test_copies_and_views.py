@@ -1,0 +1,227 @@
+"""Copies are snapshots and views follow their memory, as in NumPy, when the function then
+writes into its arguments (a probe of realistic scripts, 2026-12-07: each case below gave
+the written values where NumPy gives the old ones)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracearray
+from tracearray.errors import UnsupportedOperationError
+
+
+def both(fn, *args):
+    """fn's results and arguments afterwards, under NumPy and compiled (fresh copies)."""
+    a = [np.array(x) for x in args]
+    b = [np.array(x) for x in args]
+    want = fn(*a)
+    got = tracearray.compile(fn)(*b)
+    return want, got, a, b
+
+
+def check(fn, *args):
+    want, got, a, b = both(fn, *args)
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for w, g in zip(want, got):
+        if w is None:
+            assert g is None
+            continue
+        np.testing.assert_array_equal(g, w)
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(y, x)
+
+
+def test_swap_through_a_temporary_copy():
+    def swap(x, y):
+        tmp = x.copy()
+        x[:] = y
+        y[:] = tmp
+    check(swap, np.arange(4.0), -np.arange(4.0))
+
+
+def test_previous_state_returned():
+    def step(state, new):
+        prev = state.copy()
+        state[:] = new
+        return prev
+    check(step, np.arange(5.0), np.ones(5))
+
+
+@pytest.mark.parametrize("copy", [lambda x: x.copy(), np.copy, np.array,
+                                  lambda x: x.astype(x.dtype), lambda x: np.tile(x, 2),
+                                  lambda x: np.tile(x, 1)])
+def test_copies_of_an_argument_are_snapshots(copy):
+    def f(x):
+        c = copy(x)
+        x += 1.0
+        return c, x * 2
+    check(f, np.arange(3.0))
+
+
+def test_a_kernel_that_writes_the_argument_and_reads_it_for_another_result():
+    def delta(x):
+        old = x.copy()
+        x[...] = 0.0
+        return x - old
+    check(delta, np.arange(4.0))
+
+
+def test_a_returned_copy_is_not_the_callers_array():
+    x = np.arange(4.0)
+    for fn in (lambda x: x.copy(), lambda x: np.array(x), lambda x: (x.copy(), x.sum())):
+        out = tracearray.compile(fn)(x)
+        out = out[0] if isinstance(out, tuple) else out
+        assert not np.shares_memory(out, x)
+    assert tracearray.compile(lambda x: x)(x) is x       # NumPy returns x itself too
+
+
+G = np.arange(3.0)
+
+
+def test_copy_of_a_global_array_then_writing_it():
+    def f(x):
+        old = G.copy()
+        G[...] = x
+        return old
+
+    G[...] = np.arange(3.0)
+    try:
+        np.testing.assert_array_equal(tracearray.compile(f)(np.full(3, 5.0)), np.arange(3.0))
+        np.testing.assert_array_equal(G, np.full(3, 5.0))
+    finally:
+        G[...] = np.arange(3.0)
+
+
+def test_simple_updates_still_write_the_argument_in_place():
+    def f(x, y):
+        x += 2 * y
+    x, y = np.ones(5), np.ones(5)
+    assert "in place" in str(tracearray.compile(f).explain(x, y))
+    check(f, x, y)
+
+
+@pytest.mark.parametrize("view", [lambda x: x.T.ravel(), lambda x: x.ravel(),
+                                  lambda x: x.reshape(-1), lambda x: np.ascontiguousarray(x.T),
+                                  lambda x: np.asfortranarray(x)])
+def test_layout_dependent_views_read_after_a_write_are_refused(view):
+    # NumPy makes these a view (which sees the write) or a copy (which does not) by the
+    # caller's strides: refused, never a silent guess
+    def f(x):
+        v = view(x)
+        x[...] = -1.0
+        return v
+
+    with pytest.raises(UnsupportedOperationError, match="after the argument was written"):
+        tracearray.compile(f)(np.arange(6.0).reshape(2, 3))
+
+
+def test_layout_dependent_views_read_before_any_write_are_fine():
+    check(lambda x: (x.T.ravel() * 2, np.ascontiguousarray(x.T) + 1), np.arange(6.0).reshape(2, 3))
+
+
+@pytest.mark.parametrize("convert", [np.ascontiguousarray, np.asfortranarray,
+                                     lambda a: np.asarray(a, order="F"),
+                                     lambda a: np.array(a, copy=None, order="F"),
+                                     lambda a: a.astype(a.dtype, order="F", copy=False)])
+def test_order_conversions_of_the_functions_own_arrays(convert):
+    # a local array's layout is known: a copy where NumPy copies (writes stay there), the
+    # array itself where it is already so laid out
+    def f(x):
+        a = x * 1.0              # C-contiguous, the function's own
+        t = a.T                  # F-contiguous view
+        c1, c2 = convert(a), convert(t)
+        c1[0, 0] = -5.0
+        c2[0, 0] = -7.0
+        return a, t.copy(), c1, c2
+    check(f, np.arange(6.0).reshape(2, 3))
+
+
+def test_writing_through_ascontiguousarray_of_an_argument_is_refused():
+    def f(x):
+        y = np.ascontiguousarray(x.T)
+        y[0, 0] = -100.0
+        return x
+
+    with pytest.raises(UnsupportedOperationError, match="caller's memory layout"):
+        tracearray.compile(f)(np.arange(6.0).reshape(2, 3))
+
+
+def test_numpy_conversions_bound_in_closures_and_defaults():
+    def make(convert=np.asarray):
+        def scale(x):
+            return convert(x) * 2.0
+        return scale
+
+    def with_default(x, convert=np.ascontiguousarray):
+        return convert(x) + 1.0
+
+    check(make(), np.arange(3.0))
+    check(with_default, np.arange(3.0))
+
+
+@pytest.mark.parametrize("make", [lambda a: np.resize(a, (2, 2)), lambda a: np.resize(a, 9),
+                                  lambda a: np.repeat(a, 1), lambda a: np.delete(a, [], axis=0),
+                                  lambda a: a[True], lambda a: np.asarray(a, copy=True),
+                                  lambda a: np.reshape(a, 9, copy=True),
+                                  lambda a: a.reshape(9, copy=True)])
+def test_functions_that_return_new_memory(make):
+    # NumPy's results are new arrays, though their values are the operand's: a write into
+    # them leaves the operand as it was (a probe of NumPy semantics, 2026-12-07)
+    def f(x):
+        a = x * 1.0
+        y = make(a)
+        y[(0,) * y.ndim] = -7.0
+        return a, y
+    check(f, np.arange(9.0).reshape(3, 3))
+
+
+def test_new_memory_of_an_argument_is_not_the_callers():
+    def f(x):
+        y = np.asarray(x, copy=True)
+        y[0] = -7.0
+        return y
+    check(f, np.arange(3.0))
+
+
+def test_broadcast_to_the_same_shape_is_read_only():
+    def f(x):
+        b = np.broadcast_to(x, x.shape)
+        b[0] = -7.0
+        return x
+    with pytest.raises(ValueError, match="read-only"):
+        f(np.arange(3.0))
+    with pytest.raises(ValueError, match="read-only"):
+        tracearray.compile(f)(np.arange(3.0))
+    check(lambda x: np.broadcast_to(x, x.shape) * 2, np.arange(3.0))
+
+
+def test_complex_in_place_matmul_writes_the_argument():
+    def f(x, y):
+        x @= y
+        return x
+    check(f, np.ones((2, 2), np.complex64), np.eye(2, dtype=np.complex64) * 2)
+
+
+@pytest.mark.parametrize("write", [lambda x: np.full_like(x, 1000),
+                                   lambda x: np.pad(x, 1, constant_values=1000),
+                                   lambda x: np.put(x, [0], 1000),
+                                   lambda x: np.put(x, [0], [1000]),
+                                   lambda x: np.putmask(x, x > 0, 1000),
+                                   lambda x: np.place(x, x > 0, [1000]),
+                                   lambda x: np.copyto(x, 1000),
+                                   lambda x: np.copyto(x, 1000, where=x > 0)])
+def test_python_ints_out_of_range_raise(write):
+    with pytest.raises(OverflowError):
+        write(np.arange(3, dtype=np.int8))
+    x = np.arange(3, dtype=np.int8)
+    with pytest.raises(OverflowError, match="out of bounds for int8"):
+        tracearray.compile(write)(x)
+    np.testing.assert_array_equal(x, np.arange(3, dtype=np.int8))   # nothing written
+
+
+def test_choose_with_python_numbers_takes_numpys_common_type():
+    for choice in (1000, 2.5, True):
+        check(lambda x, c=choice: np.choose(np.array([0, 1, 0]), [x, c]),
+              np.arange(3, dtype=np.int8))
