@@ -225,3 +225,57 @@ def test_choose_with_python_numbers_takes_numpys_common_type():
     for choice in (1000, 2.5, True):
         check(lambda x, c=choice: np.choose(np.array([0, 1, 0]), [x, c]),
               np.arange(3, dtype=np.int8))
+
+
+def test_diag_of_a_matrix_is_a_read_only_view():
+    def later_write(x):
+        a = x * 1.0
+        d = np.diag(a)
+        a += 100.0
+        return d
+    check(later_write, np.arange(4.0).reshape(2, 2))
+
+    def write_into(x):
+        d = np.diag(x * 1.0)
+        d += 1.0
+        return d
+    with pytest.raises(ValueError, match="read-only"):
+        tracearray.compile(write_into)(np.eye(2))
+
+
+@pytest.mark.parametrize("key", [slice(1, 3), slice(None), Ellipsis, 2, [0, 2]])
+def test_flat_reads_are_copies(key):
+    def f(x):
+        a = x * 1.0
+        v = a.flat[key]
+        a += 100.0
+        return v
+    check(f, np.arange(6.0).reshape(2, 3))
+    check(lambda x: x.flat[key] * 2, np.arange(6.0).reshape(2, 3))   # an argument's, too
+
+
+def test_broadcast_of_a_scalar_is_read_only():
+    def f(x):
+        v = np.broadcast_to(x.sum(), (3,))
+        v[1] = 9.0
+        return v
+    with pytest.raises(ValueError, match="read-only"):
+        f(np.arange(3.0))
+    with pytest.raises(ValueError, match="read-only"):
+        tracearray.compile(f)(np.arange(3.0))
+
+
+def test_contiguous_conversions_of_0d_are_1d():
+    check(lambda x: (np.ascontiguousarray(x), np.asfortranarray(x * 2)), np.array(3.0))
+
+
+@pytest.mark.parametrize("arg", [np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+                                 np.arange(12.0).reshape(2, 6)[:, ::2]])
+def test_ascontiguousarray_of_a_strided_argument_is_not_the_argument(arg):
+    out = tracearray.compile(lambda x: np.ascontiguousarray(x))(arg)
+    np.testing.assert_array_equal(out, arg)
+    assert out.flags.c_contiguous and not np.shares_memory(out, arg)
+
+
+def test_pad_of_an_empty_array():
+    check(lambda x: np.pad(x * 1.0, 1), np.zeros(0))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..trace.graph import Node
 from ..ops import OPS, Kind
-from .index import ZERO, Aff, Index, NotAffine, broadcast_index, producer_index
+from .index import ZERO, Aff, Index, NotAffine, broadcast_index, loaded_indices, producer_index
 
 
 class NotFusable(Exception):
@@ -102,6 +102,27 @@ class KIndex:
 
 
 KExpr = Union[KLoad, KParam, KOp, KRed, KNested, KIndex]
+
+
+def _index_terms(e: KExpr, body: "KernelBody") -> set[int]:
+    """ids of the KIndex terms that ``e`` reads (in its operands and load indices)."""
+    out: set[int] = set()
+    stack, seen = [e], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, KIndex):
+            out.add(id(n))
+            stack.append(n.expr)
+        elif isinstance(n, KOp):
+            stack.extend(n.args)
+        elif isinstance(n, KNested):
+            stack.append(n.expr)
+        elif isinstance(n, KLoad):
+            stack.extend(loaded_indices(body.accesses[n.access].index))
+    return out
 
 
 @dataclass(frozen=True)
@@ -278,7 +299,17 @@ class Walker:
             raise NotFusable("a gather read in part (its indices are checked where it is "
                              "computed in full)", store=node)
         x, index_args = node.args[0], node.args[1:]
-        return self.expr(x, self._positions(node, x, index_args, idx))
+        positions = self._positions(node, x, index_args, idx)
+        value = self.expr(x, positions)
+        if node.attr("mode") == "raise":
+            checked = {id(t) for a in positions for t, _c in a.dyn if t.check >= 0}
+            if checked - _index_terms(value, self.body):
+                # x's value does not depend on a checked index (a broadcast scalar, np.take
+                # of a 0-d value the function made): stored, it is read at that index,
+                # which is then checked as NumPy checks it
+                raise NotFusable("a gather of a value that ignores its checked index",
+                                 store=x)
+        return value
 
     def scatter_index(self, node: Node, idx: Index) -> Index:
         """Where a scatter kernel at ``idx`` (an index into the values' space: the shape of

@@ -445,8 +445,10 @@ def _fresh_output(leaf: Any, argument_memory: dict) -> Node:
     of the function's own whose node is an input (a runtime returns an input node's array
     itself: ``return x`` returns the caller's array, as NumPy does)."""
     node = _output_node(leaf)
+    # (an argument's layout-dependent view, np.ascontiguousarray(x): NumPy returns x itself
+    # only when the caller's x is so laid out; a copy serves every layout)
     if isinstance(leaf, Tracer) and node in argument_memory and \
-            leaf._buf is not argument_memory[node]:
+            (leaf._buf is not argument_memory[node] or leaf._ambiguous):
         return make("cast", [node], dtype=node.dtype.str)
     return node
 

@@ -6,6 +6,7 @@ concrete NumPy arrays or scalars (frozen into ``constant`` nodes).
 from __future__ import annotations
 
 import math
+import operator
 import struct
 from typing import Any, Sequence
 
@@ -277,6 +278,22 @@ _FLOAT_BITS = struct.Struct("<d")
 _SCALAR_NODES: dict[tuple, Node] = {}
 
 
+def check_where(where: Any) -> Any:
+    """A ``where=`` mask as NumPy takes it: Python lists and scalars, NumPy scalars by their
+    truth; an array (traced or not) must be boolean (NumPy casts it to bool 'safe')."""
+    from .tracer import Tracer, is_scalar_memory
+    if isinstance(where, Tracer):
+        scalar = where.ndim == 0 and not where._path and is_scalar_memory(where._buf)
+        dt = None if scalar else where.dtype
+    else:
+        dt = where.dtype if isinstance(where, np.ndarray) else None
+    if dt is not None and dt != np.dtype(bool):
+        what = "scalar" if getattr(where, "ndim", 1) == 0 else "array data"
+        raise TypeError(with_location(
+            f"Cannot cast {what} from {dt!r} to dtype('bool') according to the rule 'safe'"))
+    return where
+
+
 def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes, NumPy's errors."""
     if axis is None:
@@ -286,7 +303,10 @@ def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     for a in axes:
         if isinstance(a, Node):
             raise UnsupportedOperationError(with_location(f"{what}: axis must be a Python int"))
-        a = int(a)
+        if isinstance(a, (bool, np.bool_, float, np.floating)):
+            raise TypeError(with_location(
+                f"'{type(a).__name__}' object cannot be interpreted as an integer"))
+        a = operator.index(a)
         if not -ndim <= a < ndim:
             raise np.exceptions.AxisError(with_location(
                 f"{what}: axis {a} is out of bounds for array of dimension {ndim}"))

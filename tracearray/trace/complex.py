@@ -32,7 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ConcretizationError, TraceDTypeError, with_location
+from ..errors import (ConcretizationError, TraceDTypeError, UnsupportedAttributeError,
+                      with_location)
 from ..interleaved import COMPLEX_OF_REAL, real_dtype
 from .build import unsupported
 from .graph import Node
@@ -247,6 +248,15 @@ class ComplexTracer:
 
     def __repr__(self) -> str:
         return f"ComplexTracer({self.dtype}{list(self.shape)})"
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what a complex tracer does not define: an ndarray attribute is
+        # named as unsupported on complex values, at the user's line (a raw AttributeError
+        # read as an internal error); anything else is an ndarray's AttributeError.
+        if not name.startswith("__") and hasattr(np.ndarray, name):
+            raise UnsupportedAttributeError(with_location(
+                f"ndarray.{name} is not supported by tracearray on traced complex values"))
+        raise AttributeError(f"'numpy.ndarray' object has no attribute {name!r}")
 
     def __len__(self) -> int:
         return len(self.re)
@@ -487,8 +497,11 @@ class ComplexTracer:
     __rpow__, __ipow__ = _binary(np.power, True), _inplace(np.power)
     __matmul__, __rmatmul__, __imatmul__ = (_binary(np.matmul), _binary(np.matmul, True),
                                             _inplace(np.matmul))
-    __floordiv__, __rfloordiv__ = _binary(np.floor_divide), _binary(np.floor_divide, True)
-    __mod__, __rmod__ = _binary(np.remainder), _binary(np.remainder, True)
+    __floordiv__, __rfloordiv__, __ifloordiv__ = (_binary(np.floor_divide),
+                                                  _binary(np.floor_divide, True),
+                                                  _inplace(np.floor_divide))
+    __mod__, __rmod__, __imod__ = (_binary(np.remainder), _binary(np.remainder, True),
+                                   _inplace(np.remainder))
     __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
     __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
     __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)

@@ -331,7 +331,8 @@ def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callab
         dtype = kwargs.get("dtype", args[0] if args else None)
         copy = kwargs.get("copy", True if copies else None)
         out = _traced(a, dtype, copy=bool(copy) if copies else copy is True,
-                      ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else 0)
+                      ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else
+                      1 if name in _ORDERS else 0)   # (ascontiguousarray: at least 1-d)
         # the memory layout asked for: the array itself where it already is so laid out,
         # else a copy (np.ascontiguousarray(x.T) is new memory; writes into it stay there)
         order = _ORDERS.get(name) or kwargs.get("order",

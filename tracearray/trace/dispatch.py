@@ -26,7 +26,7 @@ from ..ops import UFUNC_OPS, reducer_of_ufunc, scan_of_ufunc
 from . import complex as complex_values
 from . import composites, context
 from . import numpy_api as api
-from .build import known_value, normalize_axes, unsupported
+from .build import check_where, known_value, normalize_axes, unsupported
 from ..errors import ConcretizationError, UnsupportedOperationError, with_location
 
 
@@ -93,7 +93,7 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         if k in kwargs and kwargs[k] in allowed:
             kwargs.pop(k)
     if method == "__call__":
-        where = kwargs.pop("where", True)
+        where = check_where(kwargs.pop("where", True))
         if where is not True:
             # Without out=, NumPy leaves the elements where the mask is False uninitialised.
             raise unsupported(f"{name}(..., where=...) without out=",
@@ -151,7 +151,7 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         dtype = kwargs.pop("dtype", None)
         keepdims = kwargs.pop("keepdims", False)
         initial = kwargs.pop("initial", np._NoValue)
-        where = kwargs.pop("where", True)
+        where = check_where(kwargs.pop("where", True))
         if kwargs:
             raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
         return Tracer(api.reduce_with(kind, unwrap(x), axis, keepdims, dtype, initial,
@@ -302,7 +302,7 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
     casting rule for ufunc outputs, same_kind unless ``casting=``; reductions and scans cast
     unsafely); ``where=`` leaves o's other elements as they are."""
     from .tracer import Tracer, store_out, unwrap
-    where = kwargs.pop("where", True) if method == "__call__" else True
+    where = check_where(kwargs.pop("where", True)) if method == "__call__" else True
     casting = kwargs.get("casting", "same_kind") if method == "__call__" else "unsafe"
     results = ufunc(uf, method, inputs, kwargs)
     results = results if isinstance(results, tuple) else (results,)
@@ -399,7 +399,7 @@ _VIEW_RESULTS = frozenset(getattr(mod, n) for mod, names in (
           "broadcast_to", "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d",
           "ravel", "reshape", "diagonal", "flip", "fliplr", "flipud", "rot90", "real", "imag",
           "trim_zeros", "split", "array_split", "hsplit", "vsplit", "dsplit",
-          "matrix_transpose", "permute_dims", "unstack", "einsum", "require")),
+          "matrix_transpose", "permute_dims", "unstack", "einsum", "require", "diag")),
     (np.linalg, ("diagonal", "matrix_transpose")),
     (np.lib.stride_tricks, ("sliding_window_view", "as_strided"))) for n in names
     if hasattr(mod, n))

@@ -24,7 +24,7 @@ from . import buffers
 from . import complex as complex_values
 from . import numpy_api as api
 from .buffers import Buffer
-from .build import (as_node as as_node_, check_dtype, dtype_key, fix_captured_value,
+from .build import (as_node as as_node_, check_dtype, check_where, dtype_key, fix_captured_value,
                     known_value, make, shape_str, unsupported)
 from . import context
 from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
@@ -121,7 +121,7 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
         scalar = self._is_numpy_scalar()
         if ufunc is np.matmul:
             result = self.__matmul__(other)
-        elif ufunc is np.power:
+        elif ufunc is np.power and not complex_values.is_complex(other):
             try:
                 result = Tracer(api.power(self.node, unwrap(other), operator=not scalar))
             except ValueError:
@@ -289,10 +289,18 @@ class Tracer:
     T = property(lambda self: self._view(api.transpose(self.node)))
     mT = property(lambda self: self._view(api.swapaxes(self.node, -1, -2)))
     # Real arrays: real is the array itself (a view), imag a read-only zero array.
-    real = property(lambda self: self)
+    # ``x.real = v`` writes x, as NumPy does; ``x.imag = v`` is NumPy's TypeError.
+    real = property(lambda self: self, lambda self, v: self.__setitem__(Ellipsis, v))
     imag = property(lambda self: Tracer(api.full_like(self.node, 0),
                                         buffer=Buffer(api.full_like(self.node, 0),
-                                                      writeable=False)))
+                                                      writeable=False)),
+                    lambda self, v: _no_imaginary_part())
+
+    def __copy__(self) -> "Tracer":
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> "Tracer":
+        return self.copy()
 
     @property
     def flags(self) -> "TracerFlags":
@@ -715,17 +723,17 @@ class Tracer:
             total = self.sum(axis=axis, dtype=acc, keepdims=keepdims).astype(o.dtype)
             n = self.size // max(total.size, 1) if self.size else 0
             return store_out("mean", np.true_divide(total, n).astype(o.dtype), out)
-        return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(where))), out)
+        return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(check_where(where)))), out)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
         return store_out("var", Tracer(api.var(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(where), unwrap(mean))), out)
+                              unwrap(check_where(where)), unwrap(mean))), out)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
         return store_out("std", Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(where), unwrap(mean))), out)
+                              unwrap(check_where(where)), unwrap(mean))), out)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
         return store_out("argmax", Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims))), out)
@@ -949,9 +957,8 @@ class FlatIter:
         self.base = base
 
     def __getitem__(self, key: Any) -> Tracer:
-        flat = self.base.reshape(-1)
-        out = flat[key]
-        return out
+        # (NumPy's x.flat[key] is always a copy, whatever x's layout: not a view of x)
+        return Tracer(api.reshape(self.base.node, (-1,)))[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         # x.flat[k] = v writes into x's memory in x's C order, whatever x's layout: the
@@ -993,6 +1000,10 @@ def _flat_places(size: int, key: Any) -> int | None:
         return int(np.broadcast_to(np.int8(0), (size,))[key].size)
     except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
         return None
+
+
+def _no_imaginary_part() -> None:
+    raise TypeError(with_location("array does not have imaginary part to set"))
 
 
 def _ambiguous_read(t: Tracer) -> UnsupportedOperationError:
@@ -1090,6 +1101,19 @@ def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
         out = out[0]
     if out is None:
         return result
+    if isinstance(out, complex_values.ComplexTracer):   # a real result into a complex out=
+        dt = result.dtype if isinstance(result, (Tracer, complex_values.ComplexTracer)) \
+            else np.asarray(result).dtype
+        if not np.can_cast(dt, out.dtype, casting=casting):
+            raise TypeError(with_location(
+                f"Cannot cast ufunc '{name.split('.')[-1]}' output from {dt!r} to "
+                f"{out.dtype!r} with casting rule {casting!r}"))
+        if np.broadcast_shapes(np.shape(result), out.shape) != tuple(out.shape):
+            raise ValueError(with_location(
+                f"non-broadcastable output operand with shape {shape_str(out.shape)} doesn't "
+                f"match the broadcast shape {shape_str(np.shape(result))}"))
+        out[...] = result
+        return out
     if not isinstance(out, Tracer):
         raise unsupported(f"{name}(out=<a NumPy array>)",
                           "out= must be an array the function traces (an argument, a global "
@@ -1128,4 +1152,4 @@ def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
         kw = {} if initial is np._NoValue else {"initial": initial}
         return method(axis=axis, out=out, keepdims=bool(keepdims), where=where, **kw)
     return store_out(kind, Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype,
-                                                  initial, unwrap(where))), out)
+                                                  initial, unwrap(check_where(where)))), out)

@@ -255,7 +255,9 @@ def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
         ta = a.astype(bin_type)
         f = (_unsigned_subtract(ta, first) / denom) * n_bins
         # NaN and far-away elements are dropped below; keep their index in range until then
-        idx = np.where(keep, f, 0).astype(np.intp)
+        # (clipped: an infinite range's NaN positions would be read as indices before the
+        # run-time check raises NumPy's "not finite" ValueError; finite ones are in range)
+        idx = np.clip(np.where(keep, f, 0).astype(np.intp), 0, n_bins)
         idx = np.where(idx == n_bins, idx - 1, idx)
         idx = np.where(ta < edges[idx], idx - 1, idx)
         idx = np.where((ta >= edges[idx + 1]) & (idx != n_bins - 1), idx + 1, idx)

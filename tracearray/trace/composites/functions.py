@@ -146,6 +146,9 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
     even and scaled back, in their own dtype; bool rounds only with decimals=0. ``out=``:
     the result written into it as NumPy's ``rint`` writes its output (same_kind)."""
     t = as_tracer(a)
+    if isinstance(decimals, (float, np.floating)):   # (NumPy: an integer is required)
+        raise TypeError(with_location(
+            f"'{type(decimals).__name__}' object cannot be interpreted as an integer"))
     if out is not None and t.dtype.kind in "iu" and int(decimals) < 0 and \
             not np.can_cast(np.float64, getattr(out, "dtype", np.float64), "same_kind"):
         # NumPy divides into out (float64 by then): an integer out cannot take it
@@ -309,7 +312,11 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
     """numpy/lib/_function_base_impl.py::gradient: central differences inside, one-sided at
     the edges (first or second order), for uniform spacings and coordinate arrays."""
     t = as_tracer(f)
-    if t.dtype.kind in "biu":
+    if t.dtype.kind == "b":   # (NumPy keeps bool and subtracts booleans)
+        raise TypeError(with_location(
+            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+            "the `^` operator, or the logical_xor function instead."))
+    if t.dtype.kind in "iu":
         t = t.astype(np.float64)
     axes = tuple(range(t.ndim)) if axis is None else normalize_axes(axis, t.ndim, "gradient")
     n = len(axes)

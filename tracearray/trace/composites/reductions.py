@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import context
 from .. import numpy_api as api
-from ..build import normalize_axes, unsupported
+from ..build import check_where, normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, no_out, reduction, store_out, unwrap
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
@@ -232,7 +232,7 @@ def _nan_extreme(kind: str):
         prim = kind if t.dtype.kind != "f" else {"max": "reduce_fmax", "min": "reduce_fmin"}[kind]
         no_out(f"np.nan{kind}", out)
         return Tracer(api.reduce_with(prim, t.node, axis, _keep(keepdims), None, initial,
-                                      unwrap(where)))
+                                      unwrap(check_where(where))))
     return fn
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from .. import context, numpy_api as api
 from ..build import fix_captured_value, make, normalize_axes, unsupported
 from ...errors import with_location
+from ..buffers import Buffer
 from ..tracer import Tracer, as_array_memory, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
@@ -66,6 +67,8 @@ def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Tracer:
     node = api.broadcast_to(t.node, shape)
     if node is t.node:   # (the same shape: still NumPy's read-only view, never x itself)
         node = make("broadcast_to", [node], shape=node.shape)
+    if t._is_numpy_scalar():   # (no memory to view: a new array, read-only as NumPy's)
+        return Tracer(node, buffer=Buffer(node, writeable=False, zero_d="array"))
     return t._view(node)
 
 
@@ -304,7 +307,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Tracer:
             head = _take_slice(out, ax, n - k, n)
             tail = _take_slice(out, ax, 0, n - k)
             out = np.concatenate([head, tail], axis=ax)
-    return Tracer(out.node)   # (new memory: NumPy's tile is always a copy)
+    return out if out is not t else Tracer(t.node)
 
 
 # The longest axis np.roll reads through a table of positions (4,096 int32: 16 KiB)
@@ -456,7 +459,7 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tr
             out = _pad_statistic(out, ax, before, after, mode, lengths[ax])
         elif before or after:
             out = _pad_axis(out, ax, before, after, mode, kwargs)
-    return Tracer(out.node)   # (new memory: NumPy's tile is always a copy)
+    return out if out is not t else Tracer(t.node)
 
 
 def _pad_pairs(x: Any, ndim: int, as_index: bool = False, integral: bool = False) -> list:
