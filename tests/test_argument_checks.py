@@ -119,3 +119,96 @@ def test_real_power_in_place_by_a_complex():
     def f(x):
         x **= 1j
     same_error(f, np.arange(3.0))
+
+
+def test_copy_modes_of_np_array():
+    # (SciPy's functions pass np._CopyMode.IF_NEEDED)
+    for mode in (np._CopyMode.IF_NEEDED, np._CopyMode.ALWAYS, None, True, False):
+        f = (lambda x, mode=mode: np.array(x, copy=mode) + 1)
+        np.testing.assert_array_equal(tracearray.compile(f)(np.arange(3.0)), np.arange(3.0) + 1)
+    same_error(lambda x: np.array(x, dtype=np.float32, copy=False), np.arange(3.0),
+               error=ValueError)
+
+
+@pytest.mark.parametrize("v, error", [(np.int64(300), OverflowError),
+                                      (np.float64(np.nan), ValueError),
+                                      (np.float64(np.inf), OverflowError),
+                                      (np.float32(1000.0), OverflowError)])
+def test_numpy_scalars_assigned_into_narrower_integers(v, error):
+    def f(x, v):
+        x[1:3] = v
+        return x
+    with pytest.raises(error):
+        f(np.zeros(3, np.int8), v)
+    x = np.zeros(3, np.int8)
+    with pytest.raises(error):
+        tracearray.compile(f)(x, v)
+
+
+def test_numpy_scalars_that_fit_are_assigned():
+    def f(x, y):
+        x[0] = y.sum()
+        x[1] = np.float64(-2.7)
+        return x
+    want = f(np.zeros(3, np.int8), np.array([1, 2], np.int64))
+    got = tracearray.compile(f)(np.zeros(3, np.int8), np.array([1, 2], np.int64))
+    np.testing.assert_array_equal(got, want)
+    same_error(lambda x, y: f(x, y), np.zeros(3, np.int8), np.array([100, 100], np.int64),
+               error=OverflowError)
+
+
+@pytest.mark.parametrize("fn", [lambda a, v: np.putmask(a, a == 0, v),
+                                lambda a, v: np.place(a, a == 0, v)])
+def test_putmask_and_place_take_arrays_by_the_safe_rule(fn):
+    same_error(fn, np.zeros(3, np.int32), np.array([1, 2]))
+    same_error(fn, np.zeros(3, np.int64), np.array([1.5, 2.5]))
+
+
+def test_ranges_are_index_sequences():
+    x = np.arange(20.0).reshape(4, 5)
+    for fn in (lambda x: x[range(3)], lambda x: x[:, range(1, 5, 2)],
+               lambda x: np.take(x, range(2), axis=1), lambda x: x.flat[range(3)]):
+        np.testing.assert_array_equal(tracearray.compile(fn)(x), fn(x))
+
+    def assign(x):
+        x[range(0, 4, 2)] = 1.0
+        return x
+    np.testing.assert_array_equal(tracearray.compile(assign)(x.copy()), assign(x.copy()))
+
+
+Z = np.array([0, 1 + 1j, 2, 0, -1j])
+
+
+@pytest.mark.parametrize("fn", [lambda z, a: np.where(z, 1, 2),
+                                lambda z, a: np.where(z, a, -a),
+                                lambda z, a: np.where(z, True, False),
+                                lambda z, a: np.compress(z, a),
+                                lambda z, a: np.extract(z, a)])
+def test_complex_conditions_are_their_nonzero_elements(fn):
+    a = np.arange(5, dtype=np.float32)
+    want, got = fn(Z, a), tracearray.compile(fn)(Z, a)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn", [lambda a, z: np.putmask(a, z, 0),
+                                lambda a, z: np.place(a, z, [7])])
+def test_complex_masks_of_writes(fn):
+    a = np.arange(5, dtype=np.float32)
+    want = a.copy()
+    fn(want, Z)
+    tracearray.compile(fn)(a, Z)
+    np.testing.assert_array_equal(a, want)
+
+
+def test_copyto_where_must_be_boolean_for_complex_masks_too():
+    same_error(lambda a, z: np.copyto(a, 0, where=z), np.arange(5.0), Z)
+
+
+@pytest.mark.parametrize("fn", [lambda z: np.linalg.norm(z, "fro"),
+                                lambda z: np.linalg.norm(z.reshape(1, 5), "fro", axis=1),
+                                lambda z: np.linalg.norm(z.reshape(1, 5, 1), 2),
+                                lambda z: np.linalg.norm(z.reshape(1, 5, 1), axis=(0, 1, 2),
+                                                         ord=1)])
+def test_complex_norms_check_their_orders(fn):
+    same_error(fn, Z, error=ValueError)

@@ -279,3 +279,62 @@ def test_ascontiguousarray_of_a_strided_argument_is_not_the_argument(arg):
 
 def test_pad_of_an_empty_array():
     check(lambda x: np.pad(x * 1.0, 1), np.zeros(0))
+
+
+def _write_through(x, i):
+    y = x[i]
+    y[0] = 5.0
+    return x
+
+
+def _chained(x, i):
+    x[i][1] = 3.0
+    return x
+
+
+def _stale(x, i):
+    y = x[i]
+    x[...] = 7.0
+    return y * 1
+
+
+def _argmax_row(x, v):
+    x[np.argmax(v)][0] = -1.0
+    return x
+
+
+def _argmin_row_iadd(x, v):
+    r = x[np.argmin(v)]
+    r += 10.0
+    return x
+
+
+def _fill_row(x, v):
+    x[np.argmax(v)].fill(0.0)
+    return x
+
+
+@pytest.mark.parametrize("fn", [_write_through, _chained, _stale])
+@pytest.mark.parametrize("i", [np.int64(1), np.int32(-1), np.uint8(0)])
+def test_a_numpy_integer_index_makes_a_view(fn, i):
+    # NumPy's basic indexing at a traced integer scalar (a probe of indexing, 2026-12-07:
+    # writes through the row were lost, a row read after a write was stale)
+    check(fn, np.zeros((3, 2)), i)
+
+
+@pytest.mark.parametrize("fn", [_argmax_row, _argmin_row_iadd, _fill_row])
+def test_a_row_at_a_computed_index_is_a_view(fn):
+    check(fn, np.zeros((3, 2)), np.array([1.0, 5.0, 2.0]))
+
+
+def test_a_0d_array_index_copies():
+    def chained(x):
+        x[np.array(1)][0] = 3.0
+        return x
+
+    def argument(x, i):
+        y = x[i]
+        y[0] = 3.0
+        return x
+    check(chained, np.zeros((3, 2)))
+    check(argument, np.zeros((3, 2)), np.array(1))

@@ -24,7 +24,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 @contextmanager
 def compiles(expected: int | None = None, at_most: int | None = None) -> Iterator[list[int]]:
-    """Count the modules the JIT compiles inside the block."""
+    """Count the modules the JIT compiles inside the block (kernels: the pool's native
+    helpers, a module built at the first call that runs a kernel on them, are built first)."""
+    from tracearray.cpu import team
+    team.get()
     jit = get_jit()
     before = jit.modules_compiled
     count = [0]

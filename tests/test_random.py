@@ -607,6 +607,38 @@ def test_generators_the_call_cannot_advance_are_refused() -> None:
         cpu(lambda r, x: x + r.random(3))(np.random.RandomState(0), np.zeros(3))
 
 
+AUG_RNG = np.random.default_rng(0)
+LEGACY = np.random.RandomState(0)
+STATE = {"rng": np.random.default_rng(0)}
+
+
+class _Cfg:
+    rng = np.random.default_rng(0)
+
+
+CFG = _Cfg()
+
+
+def _add_noise(x):
+    return x + 0.1 * AUG_RNG.standard_normal(x.shape)
+
+
+def _jitter(n):
+    return LEGACY.rand(n)
+
+
+@pytest.mark.parametrize("fn, where", [
+    (lambda x: _add_noise(x) * 2, "the global 'AUG_RNG' of _add_noise"),
+    (lambda x: x + _jitter(3), "the global 'LEGACY' of _jitter"),
+    (lambda x: x + CFG.rng.random(x.shape), "CFG.rng"),
+    (lambda x: x + STATE["rng"].random(x.shape), "STATE\\['rng'\\]")])
+def test_generators_reached_through_helpers_and_attributes_are_refused(fn, where) -> None:
+    # (a Generator reached so drew once while tracing; its Cython code wrote into a traced
+    # placeholder from np.empty and crashed the interpreter: probe of 2026-12-07)
+    with pytest.raises(UnsupportedOperationError, match=where):
+        cpu(fn)(np.zeros(3))
+
+
 # ============================================================================================
 # The random programs
 # ============================================================================================

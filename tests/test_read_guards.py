@@ -8,6 +8,7 @@ import types
 import warnings
 
 import numpy as np
+import pytest
 
 import tracearray
 from tracearray import RetraceWarning
@@ -209,3 +210,94 @@ def test_a_method_defined_in_the_class_body() -> None:
     np.testing.assert_allclose(layer(x), np.where(x > 0, x, 0.1 * x))
     layer.slope = 0.3
     np.testing.assert_allclose(layer(x), np.where(x > 0, x, 0.3 * x))
+
+
+COUNT = np.zeros(1, np.int64)
+
+
+def _record():
+    COUNT[0] += 1
+
+
+def test_in_place_updates_of_reached_arrays_by_constants_are_refused():
+    # NumPy's own operation (no traced operand) ran once while tracing and was frozen
+    # into the trace: a step counter self.t += 1 stayed at its first value
+    from tracearray.errors import UnsupportedOperationError
+
+    class Adam:
+        def __init__(self):
+            self.t = np.zeros(1)
+
+        def step(self, g):
+            self.t += 1
+            return g / (1 - 0.9 ** self.t)
+
+    def make():
+        w = np.array([1.0, 2.0])
+
+        def f(x):
+            w[:] = w * 2
+            return x + w
+        return f, w
+
+    def with_default(x, b=np.array([1.0, 2.0])):
+        b += 1
+        return x + b
+
+    def calls_helper(x):
+        _record()
+        return x * 2
+
+    adam = Adam()
+    f, w = make()
+    for fn, text, arr in [(adam.step, "self.t", adam.t), (f, "w", w),
+                          (with_default, "default of b", with_default.__defaults__[0]),
+                          (calls_helper, "'COUNT' of _record", COUNT)]:
+        before = arr.copy()
+        with pytest.raises(UnsupportedOperationError, match=text):
+            tracearray.compile(fn)(np.ones(2))
+        np.testing.assert_array_equal(arr, before)   # (nothing written while tracing)
+        assert arr.flags.writeable                   # (writable again afterwards)
+
+
+def test_reached_arrays_are_still_read_and_global_arrays_written():
+    G = np.zeros(2)
+    ns = types.SimpleNamespace(w=np.ones(2))
+
+    def f(x):
+        return x * ns.w
+
+    compiled = tracearray.compile(f)
+    np.testing.assert_array_equal(compiled(np.arange(2.0)), np.arange(2.0))
+    ns.w[:] = 3.0
+    np.testing.assert_array_equal(compiled(np.arange(2.0)), 3 * np.arange(2.0))
+    assert ns.w.flags.writeable
+    del G
+
+
+MEAN = np.array([1.0, 2.0])
+SCALE = 2.0
+SETTINGS = types.SimpleNamespace(shift=1.0)
+
+
+def _normalize(x):
+    return (x - MEAN) * SCALE + SETTINGS.shift
+
+
+def test_globals_read_by_helper_functions():
+    # (they were frozen at the first trace: a probe of realistic scripts, 2026-12-07)
+    global SCALE
+    f = tracearray.compile(lambda x: _normalize(x) * 2)
+    x = np.arange(2.0)
+    try:
+        np.testing.assert_array_equal(f(x), _normalize(x) * 2)
+        MEAN[:] = [5.0, 6.0]                      # an array updated in place
+        np.testing.assert_array_equal(f(x), _normalize(x) * 2)
+        SCALE = 3.0                               # a number rebound
+        np.testing.assert_array_equal(f(x), _normalize(x) * 2)
+        SETTINGS.shift = -4.0                     # an attribute of a global object
+        np.testing.assert_array_equal(f(x), _normalize(x) * 2)
+    finally:
+        MEAN[:] = [1.0, 2.0]
+        SCALE = 2.0
+        SETTINGS.shift = 1.0

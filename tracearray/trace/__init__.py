@@ -294,10 +294,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
 
     roots = captured_arrays.Roots(plain, bound, bound_kw)
     roots.use_statics(args, kwargs, static_argnums, static_argnames)
+    roots.helpers = reads.helper_roots(plain) if plain is not None else []
     # (before the call: a value the function changes itself is seen changed at the next)
-    read_guards = reads.trace_guards(roots, plain, len(bound), bound_kw, args, kwargs,
-                                     static_argnums, static_argnames) \
-        if plain is not None else ()
+    before = reads.before_trace(roots, plain, len(bound), bound_kw, args, kwargs,
+                                static_argnums, static_argnames) \
+        if plain is not None else reads.BeforeTrace((), [])
+    read_guards = before.guards
     state.captured = captured_arrays.CapturedArrays(roots, captured_input,
         lambda: [n for n in guards if n not in seen_global_arrays])
     call: Callable = fn
@@ -329,6 +331,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                     for k in sorted(kwargs)}
         if recorder is not None:
             recorder.recording = True
+        # arrays the function reaches other than as arguments, read-only while it runs: an
+        # in-place update of one with no traced operand (self.t += 1) would be NumPy's own,
+        # made once now and frozen into the trace
+        locked = [a for a, _text in before.arrays]
+        for a in locked:
+            a.flags.writeable = False
         try:
             result = call(*t_args, **t_kwargs)
             if not inspect.isgenerator(result):
@@ -342,8 +350,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             # user's error is ours
             if isinstance(e.__cause__, TracearrayError):
                 raise e.__cause__ from None
+            if locked and "read-only" in str(e):
+                raise _update_of_reached_array(before.arrays) from None
             raise
         finally:
+            for a in locked:
+                a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
     if probe is not None:
@@ -418,6 +430,16 @@ def random_key_name(source: str) -> str:
 def random_key_source(name: str) -> str | None:
     """The source of a graph input named by ``random_key_name``, else None."""
     return name[len(RANDOM_KEY_PREFIX):-1] if name.startswith(RANDOM_KEY_PREFIX) else None
+
+
+def _update_of_reached_array(arrays: list) -> UnsupportedOperationError:
+    names = ", ".join(text for _a, text in arrays[:4]) + (", ..." if len(arrays) > 4 else "")
+    return UnsupportedOperationError(with_location(
+        f"the compiled function writes into an array it reaches other than as an argument "
+        f"({names}): tracearray reads such arrays at every call but does not write them (an "
+        f"update with no traced operand would be NumPy's own, made once while tracing); "
+        f"pass the array as an argument (updated in place at every call) or return the new "
+        f"value"))
 
 
 def _replaced_values(values: tuple | None) -> tuple | None:

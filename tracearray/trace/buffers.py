@@ -97,11 +97,17 @@ def movement_path(base: Node, view: Node) -> tuple[Node, ...] | None:
     chain = []
     n = view
     while n is not base:
-        if n.op not in VIEW_OPS or not n.args:
+        if (n.op not in VIEW_OPS and not scalar_gather(n)) or not n.args:
             return None
         chain.append(n)
         n = n.args[0]
     return tuple(reversed(chain))
+
+
+def scalar_gather(n: Node) -> bool:
+    """A gather at 0-d indices only: ``x[k]`` with ``k`` a traced NumPy integer scalar, which
+    NumPy makes a view (basic indexing at a position known when the function runs)."""
+    return n.op == "gather" and all(a.ndim == 0 for a in n.args[1:])
 
 
 def values_along(node: Node, path: Sequence[Node]) -> list[Node]:
@@ -143,6 +149,12 @@ def _step_update(step: Node, old: Node, new: Node) -> Node:
         return api.transpose(new, tuple(int(i) for i in np.argsort(perm)))
     if op == "slice":
         return region_update(old, step.attr("slices"), new)
+    if scalar_gather(step):   # x[k] = new, k the view's position along its axes
+        from .indexing import setitem
+        axes = step.attr("axes")
+        key = tuple(step.args[1 + axes.index(d)] if d in axes else slice(None)
+                    for d in range(old.ndim))
+        return setitem(old, key, new)
     if op == "bitcast":     # the written bits, read back as the base's dtype
         if old.dtype == BOOL_DT:
             from ..errors import UnsupportedOperationError

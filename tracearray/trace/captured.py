@@ -91,6 +91,10 @@ class Roots:
         self.plain, self.bound, self.bound_kw = plain, bound, bound_kw
         self.globals: dict = plain.__globals__ if plain is not None else {}
         self._call = threading.local()
+        # globals of the helper functions the function calls, as roots (root, text, value):
+        # ("global", name) in the function's own module, ("module_global", (module, name))
+        # in another (set before each trace: reads.helper_roots)
+        self.helpers: list[tuple[tuple, str, Any]] = []
 
     def use_statics(self, args: tuple, kwargs: dict, argnums: frozenset[int],
                     argnames: frozenset[str]) -> None:
@@ -174,6 +178,8 @@ class Roots:
                 obj = self.bound_kw[key]
             elif kind in ("static", "static_kw"):
                 obj = self._statics()[(kind, key)]
+            elif kind == "module_global":
+                obj = vars(sys.modules[key[0]])[key[1]]
             else:
                 obj = self.globals[key]
         except Exception:   # noqa: BLE001 -- a broken path: the call traces again
@@ -251,6 +257,11 @@ class CapturedArrays:
         if self._found is None:
             self._found = {}
             new += self.roots.fixed()
+            # (a helper's globals: x - MEAN in a helper of the function reads MEAN)
+            for root, text, value in self.roots.helpers:
+                if root[0] == "global":
+                    self._walked_globals.add(root[1])
+                new.append((root, text, value))
         names = [n for n in self._global_names() if n not in self._walked_globals]
         for n in names:
             self._walked_globals.add(n)

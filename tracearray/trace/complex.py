@@ -675,6 +675,11 @@ def numpy_code_for_complex(func: Callable) -> None:
 def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A NumPy function with a complex argument."""
     from . import dispatch
+    pos = _CONDITIONS.get(func)
+    if pos is not None and len(args) > pos and is_complex(args[pos]):
+        # a complex condition or mask is its nonzero elements (NumPy's truth of them)
+        cond = np.not_equal(as_complex(args[pos]), 0)
+        return func(*args[:pos], cond, *args[pos + 1:], **kwargs)
     rule = FUNCTIONS.get(func)
     if rule is not None:
         # NumPy's own code passes np._NoValue for arguments not given (np.nansum calls
@@ -695,6 +700,10 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
         return dispatch.run_numpy_implementation(func, impl, args, kwargs)
     finally:
         _RUNNING.funcs.discard(func)
+
+
+# NumPy functions taking a condition or mask (the position of that argument)
+_CONDITIONS = {np.compress: 0, np.extract: 0, np.place: 1, np.putmask: 1}
 
 
 class _Running(threading.local):

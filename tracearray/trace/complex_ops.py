@@ -305,6 +305,8 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
         return np.nonzero(condition)
     if is_complex(condition):
         condition = np.not_equal(condition, 0)
+        if not (is_complex(x) or is_complex(y)):   # (only the condition was complex)
+            return np.where(condition, x, y)
     dt = complex_result_dtype(x, y)
     (xr, xi), (yr, yi) = parts(x, real_dtype(dt)), parts(y, real_dtype(dt))
     return C(np.where(condition, xr, yr), np.where(condition, xi, yi))
@@ -856,6 +858,10 @@ def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -
         raise TypeError(with_location(
             f"Cannot cast array data from {src_dt!r} to {dst.dtype!r} according to the rule "
             f"{casting!r}"))
+    if is_complex(where) and not isinstance(where, (complex, np.generic, list, tuple)):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {complex_result_dtype(where)!r} to dtype('bool') "
+            f"according to the rule 'safe'"))
     if isinstance(dst, ComplexTracer):
         value = as_complex(src, dst.dtype)
     else:   # complex values into a real array (unsafe casting): their real parts

@@ -43,7 +43,10 @@ the duration of the trace and undoes them afterwards:
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
+import dis
+import functools
 import itertools
 import os
 import sys
@@ -330,6 +333,12 @@ def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callab
             return out
         dtype = kwargs.get("dtype", args[0] if args else None)
         copy = kwargs.get("copy", True if copies else None)
+        if isinstance(copy, np._CopyMode):   # (SciPy passes np._CopyMode.IF_NEEDED)
+            copy = {np._CopyMode.ALWAYS: True, np._CopyMode.NEVER: False}.get(copy)
+        if copy is False and dtype is not None and getattr(a, "dtype", None) is not None \
+                and np.dtype(dtype) != a.dtype:
+            raise ValueError(with_location(
+                "Unable to avoid copy while creating an array as requested."))
         out = _traced(a, dtype, copy=bool(copy) if copies else copy is True,
                       ndmin=int(kwargs.get("ndmin", 0)) if name == "array" else
                       1 if name in _ORDERS else 0)   # (ascontiguousarray: at least 1-d)
@@ -391,6 +400,62 @@ def _from_user_code(depth: int) -> bool:
         return True
     return not (name == "numpy" or name.startswith("numpy.") or name == "tracearray"
                 or name.startswith("tracearray."))
+
+
+def _calls_it_itself(depth: int, fns: tuple) -> bool:
+    """Whether the frame ``depth`` up is itself calling one of ``fns`` (the replacement or
+    NumPy's function): its current call's callee, read from its bytecode, is that object.
+    Compiled code it called may be the caller instead, with no frame of its own: a
+    Generator's draw runs NumPy's ``np.empty`` from Cython and casts the result to an
+    ndarray unchecked, so a traced value there crashed the interpreter. Unknown (Python
+    3.10: no column positions) counts as calling it."""
+    frame = sys._getframe(depth + 1)
+    callee = _callee(frame.f_code, frame.f_lasti)
+    if callee is None:
+        return True
+    how, name = callee
+    if how == "attr":
+        return name in {getattr(f, "__name__", None) for f in fns}
+    if how == "fast":
+        value = frame.f_locals.get(name)
+    else:
+        value = frame.f_globals.get(name, getattr(builtins, name, None))
+    return any(value is f for f in fns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _callee(code: Any, lasti: int) -> tuple[str, str] | None:
+    """How the call at ``lasti`` of ``code`` loads its callee: ("attr" | "global" | "fast",
+    name), from the load that starts where the call does and ends last before it; None
+    when that cannot be told."""
+    try:
+        ins = list(dis.get_instructions(code))
+    except Exception:   # noqa: BLE001
+        return None
+    at = next((i for i in ins if i.offset == lasti), None)
+    if at is None or not at.opname.startswith(("CALL", "PRECALL")) or \
+            getattr(at, "positions", None) is None or at.positions.col_offset is None:
+        return None
+    pos = at.positions
+    best = None
+    for i in ins:
+        if i.offset >= lasti:
+            break
+        p = i.positions
+        if p is None or p.lineno != pos.lineno or p.col_offset != pos.col_offset or \
+                p.end_col_offset is None or p.end_col_offset >= pos.end_col_offset:
+            continue
+        if i.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            kind = "attr"
+        elif i.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            kind = "global"
+        elif i.opname in ("LOAD_FAST", "LOAD_DEREF", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"):
+            kind = "fast"
+        else:
+            continue
+        if best is None or p.end_col_offset >= best[0]:
+            best = (p.end_col_offset, kind, i.argval)
+    return None if best is None else (best[1], best[2])
 
 
 def owned(arr: Any, uniform: bool = False) -> Any:
@@ -463,7 +528,7 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
             if filled is not None:
                 return filled
         if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
-                or not _from_user_code(2):
+                or not _from_user_code(2) or not _calls_it_itself(1, (create, original)):
             return original(*args, **kwargs)
         out = original(*args, **kwargs)
         if name.startswith("empty"):   # NumPy's values are arbitrary: zeros will do

@@ -65,6 +65,8 @@ def _classify(k: Any) -> Any:
         return _Adv(np.asarray(bool(k)), 0)
     if isinstance(k, (int, np.integer)):
         return operator.index(k)
+    if isinstance(k, range):   # (a sequence of ints to NumPy: an index array)
+        k = np.asarray(k, dtype=np.intp)
     if isinstance(k, list) and _holds_nodes(k):
         k = array_from_nested(k)
     if isinstance(k, np.ndarray):

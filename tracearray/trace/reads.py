@@ -129,7 +129,9 @@ def guards(roots: Roots, chains: tuple[Chain, ...], code: types.CodeType,
     freevars = code.co_freevars
     for chain in chains:
         kind, name = chain.root
-        if kind == "global":
+        if kind == "resolved":   # (a helper's global: its root already known)
+            root, name = name, (name[1] if name[0] == "global" else name[1][1])
+        elif kind == "global":
             root = ("global", name)
         elif kind == "deref":
             if name not in freevars:
@@ -241,15 +243,19 @@ def changed(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any])
     return None
 
 
-def trace_guards(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw: dict,
+class BeforeTrace(NamedTuple):
+    guards: tuple[Guard, ...]                  # the trace's guards (``guards``)
+    arrays: list[tuple[np.ndarray, str]]       # held read-only while it runs (``reached_arrays``)
+
+
+def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw: dict,
                  args: tuple, kwargs: dict, static_argnums: frozenset[int],
-                 static_argnames: frozenset[str]) -> tuple[Guard, ...]:
-    """``guards`` of ``plain``'s chains for a trace of this call: rooted at globals, its
+                 static_argnames: frozenset[str]) -> BeforeTrace:
+    """What a trace of this call needs of what ``plain`` reads, rooted at globals, its
     closure variables, its bound arguments (a compiled bound method's ``self``) and the
-    call's static arguments."""
+    call's static arguments: the guards of its chains and the arrays to hold read-only.
+    Random generators reached so are refused first (``refuse_reached_generators``)."""
     chains = read_chains(plain.__code__)
-    if not chains:
-        return ()
     code = plain.__code__
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     params: dict[str, tuple] = {}
@@ -263,4 +269,238 @@ def trace_guards(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw
     for k in static_argnames:
         if k in kwargs:
             params[k] = ("static_kw", k)
-    return guards(roots, chains, code, params)
+    refuse_reached_generators(roots, plain, params)
+    return BeforeTrace((guards(roots, chains, code, params) if chains else ()) +
+                       helper_guards(roots, plain),
+                       reached_arrays(roots, plain, params))
+
+
+@functools.lru_cache(maxsize=512)
+def _global_loads(code: types.CodeType) -> tuple[str, ...]:
+    """The global names ``code`` (and its nested code) loads."""
+    names: dict[str, None] = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        for i in dis.get_instructions(c):
+            if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names[i.argval] = None
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return tuple(names)
+
+
+MAX_HELPER_DEPTH = 3    # helper functions called from helpers, scanned for generators
+
+
+def refuse_reached_generators(roots: Roots, plain: types.FunctionType,
+                              params: dict[str, tuple]) -> None:
+    """NumPy random generators the function reaches other than as arguments: through an
+    attribute or constant item of what it reaches (``CFG.rng``, ``STATE["rng"]``), or as a
+    global of a helper function it calls (``AUG_RNG`` in ``add_noise``), are refused as a
+    global, closure or ``self`` generator is (``context.refuse_random_state``): their draws
+    would be made once, while tracing, and frozen."""
+    from .context import RANDOM_TYPES, refuse_random_state
+
+    def check(obj: Any, steps: tuple, text: str) -> None:
+        for how, key in steps:
+            step = _step_kind(obj, how, key)
+            if step is None:
+                return
+            obj = _follow(obj, step, key)
+            if obj is _MISSING:
+                return
+            text += f".{key}" if how == "attr" else f"[{key!r}]"
+        if isinstance(obj, RANDOM_TYPES):
+            refuse_random_state(obj, text)
+
+    code = plain.__code__
+    for chain in read_chains(code):
+        kind, name = chain.root
+        if not chain.steps:
+            continue
+        root = ("global", name) if kind == "global" else \
+            ("closure", code.co_freevars.index(name)) if kind == "deref" and \
+            name in code.co_freevars else params.get(name) if kind == "fast" else None
+        obj = roots.resolve_root(root) if root is not None else _MISSING
+        if obj is not _MISSING:
+            check(obj, chain.steps, name)
+    seen: set[int] = {id(code)}
+    todo = [(plain, 0)]
+    while todo:
+        fn, depth = todo.pop()
+        g = fn.__globals__
+        for name in _global_loads(fn.__code__):
+            value = g.get(name, _MISSING)
+            if isinstance(value, types.FunctionType) and _user_function(value) and \
+                    id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
+                seen.add(id(value.__code__))
+                todo.append((value, depth + 1))
+                for cell_name, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
+                    try:
+                        check(cell.cell_contents, (), f"the closure variable {cell_name!r} "
+                              f"of {value.__qualname__}")
+                    except ValueError:
+                        pass
+            if fn is not plain and value is not _MISSING:
+                check(value, (), f"the global {name!r} of {fn.__qualname__}")
+                for chain in read_chains(fn.__code__):
+                    if chain.root == ("global", name) and chain.steps:
+                        check(value, chain.steps, f"{name} in {fn.__qualname__}")
+
+
+def reached_arrays(roots: Roots, plain: types.FunctionType, params: dict[str, tuple]
+                   ) -> list[tuple[np.ndarray, str]]:
+    """The NumPy arrays the function's own code names other than as arguments and global
+    names (``self.t``, a closure's ``w``, a default ``b``, ``cfg.state``) and the arrays
+    global to the helper functions it calls (``COUNT`` in ``record()``), with their text:
+    the trace holds them read-only, so that an in-place update with no traced operand
+    (``self.t += 1``: NumPy's own operation, run once while tracing) raises instead of
+    being frozen into the trace."""
+    out: dict[int, tuple[np.ndarray, str]] = {}
+
+    def note(obj: Any, steps: tuple, text: str) -> None:
+        for how, key in steps:
+            step = _step_kind(obj, how, key)
+            if step is None:
+                return
+            obj = _follow(obj, step, key)
+            if obj is _MISSING:
+                return
+            text += f".{key}" if how == "attr" else f"[{key!r}]"
+        if type(obj) is np.ndarray and obj.flags.writeable:
+            out.setdefault(id(obj), (obj, text))
+
+    code = plain.__code__
+    names = code.co_varnames[:code.co_argcount]
+    defaults = plain.__defaults__ or ()
+    first_default = code.co_argcount - len(defaults)
+    for chain in read_chains(code):
+        kind, name = chain.root
+        if kind == "global" and not chain.steps:
+            continue   # (a global array read by name is a graph input: written back)
+        if kind == "global":
+            root = ("global", name)
+        elif kind == "deref":
+            root = ("closure", code.co_freevars.index(name)) if name in code.co_freevars \
+                else None
+        elif name in params:
+            root = params[name]
+        elif name in names and names.index(name) >= first_default:
+            root = ("default", names.index(name) - first_default)
+        else:
+            root = None
+        obj = roots.resolve_root(root) if root is not None else _MISSING
+        if obj is not _MISSING:
+            note(obj, chain.steps, name)
+    for name in _locals_read(code):   # (a default or closure array used by name: b += 1)
+        if name in names and names.index(name) >= first_default and name not in params:
+            note(defaults[names.index(name) - first_default], (), f"the default of {name}")
+    seen: set[int] = {id(code)}
+    todo = [(plain, 0)]
+    while todo:
+        fn, depth = todo.pop()
+        g = fn.__globals__
+        for name in _global_loads(fn.__code__):
+            value = g.get(name, _MISSING)
+            if isinstance(value, types.FunctionType) and _user_function(value) and \
+                    id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
+                seen.add(id(value.__code__))
+                todo.append((value, depth + 1))
+            elif fn is not plain and value is not _MISSING:
+                note(value, (), f"the global {name!r} of {fn.__qualname__}")
+    return list(out.values())
+
+
+@functools.lru_cache(maxsize=512)
+def _locals_read(code: types.CodeType) -> tuple[str, ...]:
+    return tuple({i.argval: None for i in dis.get_instructions(code)
+                  if i.opname in _FAST_LOADS and isinstance(i.argval, str)})
+
+
+def _helpers(plain: types.FunctionType) -> list[types.FunctionType]:
+    """The user's functions ``plain`` calls by global name, and those they call (up to
+    ``MAX_HELPER_DEPTH`` levels)."""
+    out: list[types.FunctionType] = []
+    seen: set[int] = {id(plain.__code__)}
+    todo = [(plain, 0)]
+    while todo:
+        fn, depth = todo.pop()
+        if depth >= MAX_HELPER_DEPTH:
+            continue
+        for name in _global_loads(fn.__code__):
+            value = fn.__globals__.get(name, _MISSING)
+            if isinstance(value, types.FunctionType) and _user_function(value) and \
+                    id(value.__code__) not in seen:
+                seen.add(id(value.__code__))
+                out.append(value)
+                todo.append((value, depth + 1))
+    return out
+
+
+def _global_root(fn: types.FunctionType, plain: types.FunctionType, name: str) -> tuple | None:
+    """The root of ``fn``'s global ``name`` that the compiled function's roots resolve."""
+    if fn.__globals__ is plain.__globals__:
+        return ("global", name)
+    module = sys.modules.get(fn.__module__)
+    if module is not None and vars(module) is fn.__globals__:
+        return ("module_global", (fn.__module__, name))
+    return None
+
+
+def helper_guards(roots: Roots, plain: types.FunctionType) -> tuple[Guard, ...]:
+    """Guards of the numbers the helper functions read as globals (``SCALE`` in ``def
+    scale(x): return x * SCALE``) and through their globals' attributes and constant items
+    (``CFG.dt``): a call that finds another value there traces again."""
+    out: list[Guard] = []
+    for fn in _helpers(plain):
+        g = fn.__globals__
+        for name in _global_loads(fn.__code__):
+            value = g.get(name, _MISSING)
+            root = _global_root(fn, plain, name)
+            if root is not None and value is not _MISSING and _guardable(value):
+                out.append(Guard(root, (), value, f"{name} (in {fn.__qualname__})"))
+        for chain in read_chains(fn.__code__):
+            kind, name = chain.root
+            root = _global_root(fn, plain, name) if kind == "global" else None
+            if root is None or not chain.steps:
+                continue
+            found = guards(roots, (Chain(("resolved", root), chain.steps),), fn.__code__, {})
+            out += [g._replace(text=f"{g.text} (in {fn.__qualname__})") for g in found]
+    return tuple(out)
+
+
+def helper_roots(plain: types.FunctionType) -> list[tuple[tuple, str, Any]]:
+    """The globals of the helper functions ``plain`` calls (``MEAN`` in ``def normalize(x):
+    return x - MEAN``), as roots of the captured-array walk (``captured.Roots.helpers``):
+    an array among them is read at every call, as the function's own global arrays are.
+    ``("global", name)`` where the helper shares the function's module, else
+    ``("module_global", (module, name))``."""
+    out: list[tuple[tuple, str, Any]] = []
+    seen: set[int] = {id(plain.__code__)}
+    names: set[tuple] = set()
+    todo = [(plain, 0)]
+    while todo:
+        fn, depth = todo.pop()
+        g = fn.__globals__
+        for name in _global_loads(fn.__code__):
+            value = g.get(name, _MISSING)
+            if value is _MISSING:
+                continue
+            if isinstance(value, types.FunctionType) and _user_function(value):
+                if id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
+                    seen.add(id(value.__code__))
+                    todo.append((value, depth + 1))
+                continue
+            if fn is plain or isinstance(value, (types.ModuleType, type)) or callable(value):
+                continue   # (the function's own globals are recorded as it reads them)
+            module = getattr(sys.modules.get(fn.__module__), "__dict__", None)
+            if g is plain.__globals__:
+                root = ("global", name)
+            elif module is g:
+                root = ("module_global", (fn.__module__, name))
+            else:
+                continue
+            if root not in names:
+                names.add(root)
+                out.append((root, name, value))
+    return out

@@ -564,8 +564,13 @@ class Tracer:
             return Tracer(node)   # y[()] of a 0-d array: NumPy's scalar (a copy), no view
         if node is self.node:
             return self._view(node)   # x[...], x[:]: a view of all of x
-        if node.op == "gather" or any(isinstance(k, (bool, np.bool_)) for k in keys):
-            return Tracer(node)   # advanced indexing copies (x[True] too: a new axis)
+        if any(isinstance(k, (bool, np.bool_)) for k in keys) or any(
+                isinstance(k, Tracer) and k.ndim == 0 and not k._is_numpy_scalar()
+                for k in keys):
+            return Tracer(node)   # advanced indexing copies (x[True], x[np.array(1)] too)
+        if node.op == "gather" and not buffers.scalar_gather(node):
+            return Tracer(node)   # advanced indexing copies
+        # (x[k] of a traced NumPy integer k: basic indexing, a view at k)
         if node.ndim == 0 and not any(k is Ellipsis for k in keys):
             return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
         return self._view(node)
@@ -592,6 +597,7 @@ class Tracer:
             # ComplexWarning
             value = complex_values.discard_imaginary(
                 complex_values.as_complex(value), self.node.dtype)
+        _check_scalar_fits(value, self.node.dtype)
         state = context.current()
         joining = buffers.JOIN_REGIONS.set(self._buf.argument is None and
                                            (state is None or state.joins))
@@ -1000,6 +1006,35 @@ def _flat_places(size: int, key: Any) -> int | None:
         return int(np.broadcast_to(np.int8(0), (size,))[key].size)
     except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
         return None
+
+
+def _check_scalar_fits(value: Any, dtype: np.dtype) -> None:
+    """NumPy converts a NumPy scalar assigned into an integer array through a Python int
+    (``x[0] = y.sum()``): NaN raises ValueError, an infinity or a value out of the dtype's
+    range OverflowError. Checked when the compiled function runs (``context.require``); a
+    traced 0-d array, as any array, is cast unsafely."""
+    if not (isinstance(value, Tracer) and value._is_numpy_scalar()) or dtype.kind not in "iu":
+        return
+    src = value.node.dtype
+    if src.kind == "f":
+        context.require(np.logical_not(np.isnan(value)).node, ValueError,
+                        "cannot convert float NaN to integer")
+        context.require(np.logical_not(np.isinf(value)).node, OverflowError,
+                        "cannot convert float infinity to integer")
+        info = np.iinfo(dtype)
+        v = np.trunc(value)
+        ok = (v >= float(info.min)) & (v < float(info.max) + 1.0)
+    elif src.kind in "iu" and not np.can_cast(src, dtype, "safe"):
+        info, src_info = np.iinfo(dtype), np.iinfo(src)
+        ok = None
+        if src_info.min < info.min:
+            ok = value >= info.min
+        if src_info.max > info.max:
+            high = value <= info.max
+            ok = high if ok is None else ok & high
+    else:
+        return
+    context.require(ok.node, OverflowError, f"Python integer out of bounds for {dtype}")
 
 
 def _no_imaginary_part() -> None:

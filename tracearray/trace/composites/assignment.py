@@ -22,11 +22,18 @@ def _written(what: str) -> str:
     return f"(lambda t: ({what}, t)[1])({{0}}.copy())"
 
 
-def _values_as(v: Any, dtype: np.dtype) -> Tracer:
+def _values_as(v: Any, dtype: np.dtype, safe_arrays: bool = False) -> Tracer:
     """np.put's, np.putmask's and np.place's values in the target's dtype: traced values and
-    arrays cast (unsafe), Python numbers and lists converted as NumPy converts them (an int
-    out of the dtype's range raises OverflowError, as in NumPy 2)."""
+    arrays cast (unsafe; ``safe_arrays``: arrays, not NumPy scalars, by the 'safe' rule, as
+    np.putmask and np.place take them), Python numbers and lists converted as NumPy converts
+    them (an int out of the dtype's range raises OverflowError, as in NumPy 2)."""
     if isinstance(v, Tracer) or isinstance(v, np.ndarray) or _holds_tracer(v):
+        scalar = isinstance(v, Tracer) and v._is_numpy_scalar()
+        if safe_arrays and not scalar and isinstance(v, (Tracer, np.ndarray)) and \
+                not np.can_cast(v.dtype, dtype, "safe"):
+            raise TypeError(with_location(
+                f"Cannot cast array data from {v.dtype!r} to {np.dtype(dtype)!r} according "
+                f"to the rule 'safe'"))
         return as_tracer(v).astype(dtype)
     try:
         return as_tracer(np.asarray(v, dtype=dtype))
@@ -81,7 +88,7 @@ def putmask(a: Any, mask: Any, values: Any) -> None:
     m = as_tracer(mask)
     if m.size != t.size:
         raise ValueError(with_location("putmask: mask and data must be the same size"))
-    v = _values_as(values, t.dtype).reshape(-1)
+    v = _values_as(values, t.dtype, safe_arrays=True).reshape(-1)
     if v.size == 0:
         return
     if v.size != t.size:
@@ -98,7 +105,7 @@ def place(arr: Any, mask: Any, vals: Any) -> None:
     m = as_tracer(mask).astype(bool)
     if m.size != t.size:
         raise ValueError(with_location("place: mask and data must be the same size"))
-    v = _values_as(vals, t.dtype).reshape(-1)
+    v = _values_as(vals, t.dtype, safe_arrays=True).reshape(-1)
     if v.size == 0:
         # NumPy raises only when some element is to be replaced: a run-time check
         from .. import context

@@ -172,6 +172,12 @@ def complex_norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = Fal
         re, im = z.re.ravel(), z.im.ravel()
         out = np.sqrt(np.dot(re, re) + np.dot(im, im))
         return out.reshape((1,) * z.ndim) if keepdims else out
+    # (NumPy's checks, before anything is computed)
+    n_axes = z.ndim if axis is None else len(axis) if isinstance(axis, (tuple, list)) else 1
+    if n_axes > 2:
+        raise ValueError(with_location("Improper number of dimensions to norm."))
+    if n_axes == 1 and isinstance(ord, str):
+        raise ValueError(with_location(f"Invalid norm order '{ord}' for vectors"))
     if ord is None or ord == "fro" or (axes is None and ord == 2):
         square = z.re * z.re + z.im * z.im      # NumPy's (x.conj() * x).real
         where = axis if axis is None or isinstance(axis, (tuple, list)) else (axis,)
