@@ -212,3 +212,36 @@ def test_copyto_where_must_be_boolean_for_complex_masks_too():
                                                          ord=1)])
 def test_complex_norms_check_their_orders(fn):
     same_error(fn, Z, error=ValueError)
+
+
+def test_reduction_outputs_take_numpys_dtypes():
+    x = np.array([[1.5, 2.5], [3.25, -4.0]])
+    for dt in (np.float64, np.float32, np.uint64):
+        same_error(lambda a, o: np.argmax(a, axis=0, out=o), x, np.zeros(2, dt))
+        same_error(lambda a, o: a.argmin(axis=1, out=o), x, np.zeros(2, dt))
+    for dt in (np.int16, np.bool_):   # (NumPy takes these)
+        o1, o2 = np.zeros(2, dt), np.zeros(2, dt)
+        np.argmax(x, axis=0, out=o1)
+        tracearray.compile(lambda a, o: np.argmax(a, axis=0, out=o))(x, o2)
+        np.testing.assert_array_equal(o2, o1)
+    for dt in (np.int32, np.bool_):
+        same_error(lambda a, o: np.std(a, axis=1, out=o), x, np.zeros(2, dt))
+
+
+def test_searchsorted_sorter_must_match():
+    a = np.array([3.0, 1.0, 2.0])
+    for sorter in (np.array([2, 0]), np.array([2, 0, 1, 1])):
+        same_error(lambda a, v, s: np.searchsorted(a, v, sorter=s), a, np.array([1.0, 2.5]),
+                   sorter, error=ValueError)
+
+
+@pytest.mark.parametrize("fn, shape", [(lambda a, o: np.cumsum(a, out=o), (4,)),
+                                       (lambda a, o: np.nancumsum(a, out=o), (4,)),
+                                       (lambda a, o: np.around(a, out=o), (2, 2))])
+def test_real_results_into_a_complex_out(fn, shape):
+    x = np.array([[1.5, 2.5], [3.25, -4.0]])
+    want, got_out = np.zeros(shape, complex), np.zeros(shape, complex)
+    fn(x, want)
+    got = tracearray.compile(fn)(x, got_out)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_out, want)

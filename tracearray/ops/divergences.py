@@ -196,6 +196,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "(InputError). Writing into np.broadcast_arrays results raises NumPy's read-only "
         "ValueError (NumPy 2 still writes, with a DeprecationWarning).", "error"),
     Divergence(
+        "writes-on-error", "api", ("__setitem__",),
+        "A compiled function that raises one of NumPy's run-time errors (an index out of "
+        "range in x[i] = v or np.put, a failed check such as np.histogram's finite range) "
+        "raises it after its kernels ran and writes none of its updates into the caller's "
+        "arguments and global arrays; NumPy has made the writes that came before the failing "
+        "operation.", "not-compared"),
+    Divergence(
         "zero-d-results-are-scalars", "api", ("*",),
         "A 0-d result is always returned as a NumPy scalar (np.float32(...)), as NumPy's "
         "ufuncs and reductions return it; where NumPy returns a 0-d ndarray instead (np.where, "

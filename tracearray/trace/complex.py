@@ -675,6 +675,13 @@ def numpy_code_for_complex(func: Callable) -> None:
 def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A NumPy function with a complex argument."""
     from . import dispatch
+    out = kwargs.get("out")
+    out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    if isinstance(out, ComplexTracer) and not holds_complex(args, rest):
+        # real values into a complex out= (np.cumsum(x, out=z)): computed real, written in
+        from .tracer import store_out
+        return store_out(dispatch.numpy_name(func), func(*args, **rest), out)
     pos = _CONDITIONS.get(func)
     if pos is not None and len(args) > pos and is_complex(args[pos]):
         # a complex condition or mask is its nonzero elements (NumPy's truth of them)

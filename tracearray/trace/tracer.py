@@ -738,13 +738,16 @@ class Tracer:
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
-        return store_out("std", Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(check_where(where)), unwrap(mean))), out)
+        # (NumPy's last step is np.sqrt into out=: its same_kind rule, not a reduction's)
+        return store_out("np.sqrt", Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
+                              unwrap(check_where(where)), unwrap(mean))), out, "same_kind")
 
     def argmax(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
+        check_index_out(out)
         return store_out("argmax", Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims))), out)
 
     def argmin(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
+        check_index_out(out)
         return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
@@ -1006,6 +1009,17 @@ def _flat_places(size: int, key: Any) -> int | None:
         return int(np.broadcast_to(np.int8(0), (size,))[key].size)
     except Exception:   # noqa: BLE001 -- NumPy's error comes from the assignment itself
         return None
+
+
+def check_index_out(out: Any) -> None:
+    """np.argmax's out= holds positions: NumPy takes it only where its dtype casts to intp
+    safely (any int of fewer bits, bool; not floats nor uint64)."""
+    out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    dt = getattr(out, "dtype", None)
+    if dt is not None and not np.can_cast(dt, np.intp, "safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {np.dtype(dt)!r} to {np.dtype(np.intp)!r} "
+            f"according to the rule 'safe'"))
 
 
 def _check_scalar_fits(value: Any, dtype: np.dtype) -> None:

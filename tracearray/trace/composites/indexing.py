@@ -217,6 +217,8 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Trac
     if t.ndim != 1:
         raise ValueError(with_location("object too deep for desired array"))
     if sorter is not None:
+        if np.size(sorter) != np.size(t):   # (NumPy's check, before any index is read)
+            raise ValueError(with_location("sorter.size must equal a.size"))
         t = as_tracer(t)[as_tracer(sorter)]
     tv = as_tracer(v)
     ta, tv2 = _common(t, tv)

@@ -11,7 +11,7 @@ from .. import context
 from .. import numpy_api as api
 from ..build import check_where, normalize_axes, unsupported
 from ...errors import with_location
-from ..tracer import Tracer, no_out, reduction, store_out, unwrap
+from ..tracer import Tracer, check_index_out, no_out, reduction, store_out, unwrap
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
 
 
@@ -82,6 +82,7 @@ composite(np.std, calls=['np.std({0}, axis=0, keepdims=True)'], impl=_stat_fn("s
 
 def _arg_fn(kind: str):
     def fn(a, axis=None, out=None, *, keepdims=np._NoValue):  # type: ignore[no-untyped-def]
+        check_index_out(out)
         return store_out(f"np.{kind}", Tracer(api.arg_reduce(kind, unwrap(as_tracer(a)), axis,
                                                              _keep(keepdims))), out)
     return fn
