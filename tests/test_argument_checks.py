@@ -245,3 +245,17 @@ def test_real_results_into_a_complex_out(fn, shape):
     got = tracearray.compile(fn)(x, got_out)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_out, want)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.cumsum(dtype=np.complex64),
+                                lambda x: x.cumprod(dtype=np.complex64),
+                                lambda x: x.mean(dtype=np.complex64),
+                                lambda x: x.std(dtype=np.complex64),
+                                lambda x: np.var(x, dtype=np.complex128),
+                                lambda x: np.var(x + 1j, dtype=np.complex64),
+                                lambda x: np.std(x + 1j)])
+def test_complex_dtype_arguments_of_statistics(fn):
+    r = np.array([1.5, 100.25, -3.7])
+    want, got = fn(r), tracearray.compile(fn)(r)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5)

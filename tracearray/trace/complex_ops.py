@@ -511,7 +511,15 @@ def _np_var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
         raise unsupported("np.var(..., where= / mean=) of complex values")
     if correction is not np._NoValue:
         ddof = correction
-    return _var(a, axis, dtype, ddof, keepdims)
+    return _as_asked(_var(a, axis, dtype, ddof, keepdims), dtype)
+
+
+def _as_asked(result: Any, dtype: Any) -> Any:
+    """NumPy's var and std are real, except with a complex ``dtype=``: then of that dtype
+    (a zero imaginary part)."""
+    if dtype is not None and np.dtype(dtype).kind == "c":
+        return as_complex(result, np.dtype(dtype))
+    return result
 
 
 @function_rule(np.std)
@@ -523,7 +531,7 @@ def _np_std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
         raise unsupported("np.std(..., where= / mean=) of complex values")
     if correction is not np._NoValue:
         ddof = correction
-    return np.sqrt(_var(a, axis, dtype, ddof, keepdims))
+    return _as_asked(np.sqrt(_var(a, axis, dtype, ddof, keepdims)), dtype)
 
 
 @function_rule(np.max, np.amax)

@@ -900,6 +900,24 @@ for _name, _method in list(vars(Tracer).items()):
         setattr(Tracer, _name, _noting_integer_arguments(_method))
 
 
+def _complex_dtype_as_function(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``x.sum(dtype=np.complex64)`` of a real array: NumPy's function of the same name,
+    which takes complex values (trace/complex.py); the method's own path is real."""
+    function = getattr(np, name)
+
+    @functools.wraps(method)
+    def wrapped(self: Tracer, *args: Any, **kwargs: Any) -> Any:
+        dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None)
+        if dtype is not None and not isinstance(dtype, Tracer) and np.dtype(dtype).kind == "c":
+            return function(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
+    return wrapped
+
+
+for _name in ("sum", "prod", "mean", "var", "std", "cumsum", "cumprod"):
+    setattr(Tracer, _name, _complex_dtype_as_function(_name, getattr(Tracer, _name)))
+
+
 def numpy_class(value: Any, caller: Any) -> type:
     """``value.__class__`` as the code of ``caller`` (a frame) sees it. The user's code sees
     NumPy's class for the value -- ``np.ndarray``, or for a 0-d value its dtype's scalar
