@@ -259,3 +259,51 @@ def test_complex_dtype_arguments_of_statistics(fn):
     want, got = fn(r), tracearray.compile(fn)(r)
     assert np.asarray(got).dtype == np.asarray(want).dtype
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [lambda z: np.sum(z, dtype=np.int8), lambda z: z.sum(dtype=np.uint32),
+                                lambda z: np.sum(z, dtype=bool), lambda z: np.prod(z, dtype=np.int8),
+                                lambda z: np.cumprod(z, dtype=np.int16),
+                                lambda z: z.cumsum(dtype=np.float32),
+                                lambda z: np.outer(z, z).trace(dtype=np.float32)])
+def test_real_dtype_arguments_of_complex_reductions(fn):
+    import warnings
+    z = np.array([1 + 2j, 2 - 1j, 3 + 0j])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        want, got = fn(z), tracearray.compile(fn)(z)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_arg_sorts_of_0d_values():
+    for fn in (lambda x: np.argsort(x * 1.0), lambda x: x.argsort(),
+               lambda x: np.argpartition(x, 0), lambda x: np.argsort(x) + 1):
+        got, want = tracearray.compile(fn)(np.array(3.0)), fn(np.array(3.0))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_comparisons_with_none_and_strings_are_elementwise():
+    x = np.arange(3.0)
+    for fn in (lambda x: x == None, lambda x: x != None, lambda x: x == "a"):  # noqa: E711
+        got, want = tracearray.compile(fn)(x), fn(x)
+        assert isinstance(got, np.ndarray) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn, x, out", [
+    (lambda a, o: np.multiply.reduce(a, out=o), np.full(10, 100, np.int8), np.zeros((), np.float64)),
+    (lambda a, o: np.add.reduce(a, out=o), np.full(1000, 0.1, np.float32), np.zeros((), np.float64)),
+    (lambda a, o: np.add.accumulate(a, out=o), np.full(1000, 0.1, np.float32), np.zeros(1000, np.float64)),
+    (lambda a, o: np.mean(a, out=o), np.full(1000, 0.1, np.float32), np.zeros((), np.float64)),
+    (lambda a, o: np.multiply.reduce(a, out=o), np.array([251, 3], np.uint8), np.zeros((), np.uint8)),
+    (lambda a, o: np.round(a, -1, out=o), np.array([127, -128], np.int8), np.zeros(2, np.float32)),
+    (lambda a, o: np.round(a, 2, out=o), np.array([0.1, 3.14159], np.float16), np.zeros(2)),
+])
+def test_reductions_and_rounding_run_in_outs_dtype(fn, x, out):
+    # (NumPy's loop takes out='s dtype: they were computed in the input's and cast)
+    want_out, got_out = out.copy(), out.copy()
+    fn(x, want_out)
+    tracearray.compile(fn)(x, got_out)
+    np.testing.assert_allclose(got_out, want_out, rtol=1e-12)

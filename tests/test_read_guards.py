@@ -301,3 +301,42 @@ def test_globals_read_by_helper_functions():
         MEAN[:] = [1.0, 2.0]
         SCALE = 2.0
         SETTINGS.shift = 1.0
+
+
+LAYERS = [1.0, 2.0]
+SC = 2.0
+
+
+@tracearray.compile
+def _compiled_helper(x):
+    return x * SC
+
+
+def test_lists_read_whole_compiled_helpers_and_replaced_methods():
+    # (a probe of control flow, 2026-12-07: each was frozen at the first trace)
+    global SC
+    f = tracearray.compile(lambda x: sum(w * x for w in LAYERS))
+    x = np.arange(3.0)
+    try:
+        np.testing.assert_array_equal(f(x), 3.0 * x)
+        LAYERS.append(10.0)                       # in place: the same list
+        np.testing.assert_array_equal(f(x), 13.0 * x)
+        g = tracearray.compile(lambda x: _compiled_helper(x) + 1)
+        np.testing.assert_array_equal(g(x), 2.0 * x + 1)
+        SC = 5.0
+        np.testing.assert_array_equal(g(x), 5.0 * x + 1)
+    finally:
+        del LAYERS[2:]
+        SC = 2.0
+
+    class Op:
+        def apply(self, x):
+            return x + 1
+
+    op = Op()
+    h = tracearray.compile(lambda x: op.apply(x) * 2)
+    np.testing.assert_array_equal(h(x), (x + 1) * 2)
+    Op.apply = lambda self, x: x + 100          # the class's method replaced
+    np.testing.assert_array_equal(h(x), (x + 100) * 2)
+    op.apply = lambda x: x - 100               # an instance attribute hides it
+    np.testing.assert_array_equal(h(x), (x - 100) * 2)

@@ -410,10 +410,11 @@ class ComplexTracer:
         return np.std(self, axis, dtype, out, ddof, keepdims, where=where)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        return np.cumsum(self, axis, dtype, out)
+        return np.cumsum(self, axis=axis, dtype=dtype, out=out)   # (by keyword: the
+        # partwise rule reads dtype= there)
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
-        return np.cumprod(self, axis, dtype, out)
+        return np.cumprod(self, axis=axis, dtype=dtype, out=out)
 
     def max(self, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # type: ignore[no-untyped-def]
         return np.max(self, axis, out, keepdims, initial, where)
@@ -453,7 +454,7 @@ class ComplexTracer:
 
     def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
               out: Any = None) -> Any:
-        return np.trace(self, offset, axis1, axis2, dtype, out)
+        return np.trace(self, offset, axis1, axis2, dtype=dtype, out=out)
 
     def compress(self, condition: Any, axis: Any = None, out: Any = None) -> Any:
         return np.compress(condition, self, axis, out)

@@ -246,7 +246,8 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     _out_none("np.sum", out)
     dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
     if dt.kind != "c":
-        return np.sum(np.asarray(a).astype(dt), axis, None, None, keepdims, initial, where)
+        # (the values cast to dt, then summed in dt, as NumPy's dtype= does)
+        return np.sum(np.asarray(a).astype(dt), axis, dt, None, keepdims, initial, where)
     z = as_complex(a, dt)
     kw = dict(axis=axis, keepdims=keepdims, where=where)
     ire = iim = np._NoValue
@@ -430,7 +431,7 @@ def _prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
     _out_none("np.prod", out)
     dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
     if dt.kind != "c":
-        return np.prod(np.asarray(a).astype(dt), axis, None, None, keepdims, initial, where)
+        return np.prod(np.asarray(a).astype(dt), axis, dt, None, keepdims, initial, where)
     z = as_complex(a, dt)
     if where is not True:
         z = np.where(where, z, 1)
@@ -453,7 +454,7 @@ def _cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> An
     dt = np.dtype(dtype) if dtype is not None else complex_result_dtype(a)
     z = as_complex(a, dt) if dt.kind == "c" else None
     if z is None:
-        return np.cumprod(np.asarray(a).astype(dt), axis)
+        return np.cumprod(np.asarray(a).astype(dt), axis, dt)
     if axis is None:
         z, axis = z.ravel(), 0
     axis = normalize_axes(axis, z.ndim, "cumprod")[0]

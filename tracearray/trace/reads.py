@@ -76,7 +76,9 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
         root = _root(i, nested)
         if root is None:
             continue
-        if root[0] == "deref":   # (a closure variable rebound: ``nonlocal k; k = 3``)
+        if root[0] in ("deref", "global"):
+            # (a closure variable rebound, ``nonlocal k; k = 3``; a list or dict read whole,
+            # ``for w in LAYERS``)
             found[Chain(root, ())] = None
         steps: list[tuple] = []
         j = k + 1
@@ -85,6 +87,11 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
             if a.opname == "LOAD_ATTR" and not _method_load(a):
                 steps.append(("attr", a.argval))
                 j += 1
+            elif a.opname == "LOAD_METHOD" or (a.opname == "LOAD_ATTR" and _method_load(a)):
+                # a method called on what the chain reached (``self.act(x)``, ``OP.apply(x)``):
+                # the function found is guarded by identity (a replaced method is seen)
+                found[Chain(root, tuple(steps) + (("attr", a.argval),))] = None
+                break
             elif a.opname in _CONSTANT_LOADS and j + 1 < len(ins) and \
                     _is_subscript(ins[j + 1]) and type(a.argval) in (int, str):
                 steps.append(("item", a.argval))
@@ -154,11 +161,29 @@ def guards(roots: Roots, chains: tuple[Chain, ...], code: types.CodeType,
                 break
             steps.append((step, key))
         else:
-            if _guardable(obj):
+            if not steps and root[0] in ("global", "module_global") and \
+                    type(obj) not in (list, dict):
+                continue   # (a global name's own value is guarded as the trace reads it)
+            if _guardable(obj) or (steps and _user_method(obj)):
                 text = name + "".join(f".{k}" if h != "item" else f"[{k!r}]"
                                       for h, k in steps)
-                out.append(Guard(root, tuple(steps), obj, text))
+                out.append(Guard(root, tuple(steps), _snapshot(obj), text))
     return tuple(out)
+
+
+def _user_method(obj: Any) -> bool:
+    """A function of the user's code found on a class (a method): guarded by identity."""
+    return isinstance(obj, types.FunctionType) and _user_function(obj)
+
+
+def _snapshot(value: Any) -> Any:
+    """What a guard keeps of ``value``: a copy of a list or dict (the function read it
+    whole; an ``append`` between calls changes it in place), else the value itself."""
+    if type(value) is list:
+        return [_snapshot(v) for v in value]
+    if type(value) is dict:
+        return {k: _snapshot(v) for k, v in value.items()}
+    return value
 
 
 def _step_kind(obj: Any, how: str, key: Any) -> str | None:
@@ -175,8 +200,9 @@ def _step_kind(obj: Any, how: str, key: Any) -> str | None:
     if isinstance(obj, (type, types.ModuleType)):
         return None
     found = _class_attribute(type(obj), key)
-    if found is _MISSING or hasattr(type(found), "__get__"):
-        return None   # (a property, a slot, a method: not plain data)
+    if found is _MISSING or (hasattr(type(found), "__get__") and
+                             not isinstance(found, types.FunctionType)):
+        return None   # (a property, a slot, a classmethod: not plain data)
     return "class"
 
 
@@ -194,7 +220,8 @@ def _follow(obj: Any, step: str, key: Any) -> Any:
         if own is not None and key in own:   # "class": an instance attribute hides it
             return _MISSING
         found = _class_attribute(type(obj), key)
-        return _MISSING if hasattr(type(found), "__get__") else found
+        return _MISSING if hasattr(type(found), "__get__") and \
+            not isinstance(found, types.FunctionType) else found
     except Exception:   # noqa: BLE001 -- a broken chain: not a value the trace saw
         return _MISSING
 
@@ -211,11 +238,17 @@ def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
+MAX_GUARDED_ITEMS = 64   # items of a tuple, list or dict guarded by value, at most
+
+
 def _guardable(value: Any) -> bool:
     if type(value) in _SCALARS or isinstance(value, np.generic):
         return not isinstance(value, np.void)
-    if type(value) is tuple:
-        return len(value) <= 32 and all(_guardable(v) for v in value)
+    if type(value) in (tuple, list):
+        return len(value) <= MAX_GUARDED_ITEMS and all(_guardable(v) for v in value)
+    if type(value) is dict:
+        return len(value) <= MAX_GUARDED_ITEMS and all(
+            type(k) in (str, int) and _guardable(v) for k, v in value.items())
     return False
 
 
@@ -230,8 +263,9 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
             obj = _follow(obj, step, k)
         if obj is g.value:
             continue
-        if obj is _MISSING or type(obj) is not type(g.value) or key(obj) != key(g.value):
-            return False
+        if obj is _MISSING or type(obj) is not type(g.value) or \
+                isinstance(obj, types.FunctionType) or key(obj) != key(g.value):
+            return False   # (a function, a method found by the chain: by identity)
     return True
 
 
@@ -428,13 +462,21 @@ def _helpers(plain: types.FunctionType) -> list[types.FunctionType]:
         if depth >= MAX_HELPER_DEPTH:
             continue
         for name in _global_loads(fn.__code__):
-            value = fn.__globals__.get(name, _MISSING)
+            value = _plain(fn.__globals__.get(name, _MISSING))
             if isinstance(value, types.FunctionType) and _user_function(value) and \
                     id(value.__code__) not in seen:
                 seen.add(id(value.__code__))
                 out.append(value)
                 todo.append((value, depth + 1))
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A compiled function called by the function (inlined into its trace) as the Python
+    function it wraps (``functools.update_wrapper``'s ``__wrapped__``)."""
+    wrapped = getattr(value, "__wrapped__", None) if not isinstance(value, types.FunctionType) \
+        and callable(value) else None
+    return wrapped if isinstance(wrapped, types.FunctionType) else value
 
 
 def _global_root(fn: types.FunctionType, plain: types.FunctionType, name: str) -> tuple | None:

@@ -180,6 +180,9 @@ _SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"
 
 
 
+_EQUAL, _NOT_EQUAL = _binary(np.equal), _binary(np.not_equal)
+
+
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
@@ -367,6 +370,11 @@ class Tracer:
                                  "np.ptp(arr, ...) instead.")
         raise AttributeError(f"'numpy.ndarray' object has no attribute {name!r}")
 
+    def __contains__(self, value: Any) -> bool:
+        # NumPy's ``v in x``: (x == v).any(), a Python bool (known, or a value the data
+        # decides: ConcretizationError, not the truth value of x's rows)
+        return bool((self == value).any())
+
     def __len__(self) -> int:
         shape = self._sizes().shape
         if not shape:
@@ -518,7 +526,15 @@ class Tracer:
                                             _inplace(np.right_shift))
     __lt__, __le__ = _binary(np.less), _binary(np.less_equal)
     __gt__, __ge__ = _binary(np.greater), _binary(np.greater_equal)
-    __eq__, __ne__ = _binary(np.equal), _binary(np.not_equal)  # type: ignore[assignment]
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        if other is None or isinstance(other, (str, bytes)):
+            return _no_element_equal(self, False)   # (NumPy: elementwise, never equal)
+        return _EQUAL(self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        if other is None or isinstance(other, (str, bytes)):
+            return _no_element_equal(self, True)
+        return _NOT_EQUAL(self, other)
     __neg__, __pos__ = _unary(np.negative), _unary(np.positive)
     __abs__, __invert__ = _unary(np.absolute), _unary(np.invert)
 
@@ -726,6 +742,8 @@ class Tracer:
             kind = self.dtype.kind
             acc = np.float64 if kind in "biu" else np.float32 if self.dtype == np.float16 \
                 else None
+            if acc is None and np.can_cast(self.dtype, o.dtype, "same_kind"):
+                acc = o.dtype   # (NumPy's sum into out= without dtype= runs in out's dtype)
             total = self.sum(axis=axis, dtype=acc, keepdims=keepdims).astype(o.dtype)
             n = self.size // max(total.size, 1) if self.size else 0
             return store_out("mean", np.true_divide(total, n).astype(o.dtype), out)
@@ -1067,6 +1085,12 @@ def _check_scalar_fits(value: Any, dtype: np.dtype) -> None:
     else:
         return
     context.require(ok.node, OverflowError, f"Python integer out of bounds for {dtype}")
+
+
+def _no_element_equal(t: Tracer, value: bool) -> Tracer:
+    """``x == None`` / ``x != "a"``: NumPy compares each element with the object, which no
+    number equals: a bool array of ``value`` in x's shape (a new array)."""
+    return Tracer(api.full_like(t.node, value, dtype=np.dtype(bool)))
 
 
 def _no_imaginary_part() -> None:

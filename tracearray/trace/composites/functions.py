@@ -155,6 +155,10 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
         raise TypeError(with_location(
             f"Cannot cast ufunc 'divide' output from dtype('float64') to {out.dtype!r} "
             f"with casting rule 'same_kind'"))
+    o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if o is not None and hasattr(o, "dtype") and o.dtype != t.dtype and \
+            o.dtype.kind == "f" and np.can_cast(t.dtype, o.dtype, "same_kind"):
+        t = t.astype(o.dtype)   # (NumPy's scaling and rint run in out's dtype)
     return store_out("np.rint", _rounded(t, decimals), out, "same_kind")
 
 

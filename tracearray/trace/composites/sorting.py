@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import with_location
+from .. import context
 from ...ops.sorting import order_statistic_call
 from ..build import external, fix_captured_value, known_value, normalize_axes, unsupported
 from ..tracer import Tracer
@@ -97,6 +98,9 @@ def sort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
 def argsort(a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *,
             stable: Any = None) -> Tracer:
     _no_order(order, "np.argsort")
+    if np.ndim(a) == 0:   # (NumPy's argsort of a 0-d array is array([0]), whatever axis)
+        _sort_kind(kind, stable, "argsort")
+        return context.owned(np.zeros(1, np.intp))
     t, ax = _axis_and_array(a, axis, "np.argsort")
     return _one("argsort", t, axis=ax, kind=_sort_kind(kind, stable, "argsort"))
 
@@ -159,6 +163,8 @@ def partition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
            dtypes=ALL, min_dims=1, notes=_PARTITION_NOTE)
 def argpartition(a: Any, kth: Any, axis: Any = -1, kind: str = "introselect",
                  order: Any = None) -> Tracer:
+    if np.ndim(a) == 0:   # (as np.argsort: array([0]))
+        return context.owned(np.zeros(1, np.intp))
     return _partitioned("argpartition", a, kth, axis, kind, order, "np.argpartition")
 
 
