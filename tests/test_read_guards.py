@@ -340,3 +340,19 @@ def test_lists_read_whole_compiled_helpers_and_replaced_methods():
     np.testing.assert_array_equal(h(x), (x + 100) * 2)
     op.apply = lambda x: x - 100               # an instance attribute hides it
     np.testing.assert_array_equal(h(x), (x - 100) * 2)
+
+
+def test_a_dict_read_at_a_key_is_guarded_at_that_key_only():
+    config = {"lr": 0.1, "step": 0}
+
+    @tracearray.compile
+    def f(x):
+        return x * config["lr"]
+
+    x = np.ones(2)
+    for i in range(10):
+        config["step"] = i          # an entry the function does not read
+        np.testing.assert_array_equal(f(x), 0.1 * x)
+    assert f.cache_info().traces == 1
+    config["lr"] = 0.5
+    np.testing.assert_array_equal(f(x), 0.5 * x)

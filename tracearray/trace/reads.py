@@ -9,17 +9,23 @@ program changes it between calls (``cfg.dt = 0.5``, a learning-rate schedule set
 old one: a silent wrong result. So the function's bytecode is read once for the chains it
 evaluates (``read_chains``): a root (a global name, a closure variable, a bound argument, a
 static argument) followed by attribute loads and constant subscripts. Before each trace the
-chains are followed (``guards``); each that ends at a number, string, bool, None or a tuple
-of them is a guard of the trace, compared again at every call (``hold``): a call that finds
-another value traces again, as for a changed global.
+chains are followed (``guards``); each that ends at a number, string, bool, None, or a
+tuple, list or dict of them (a list read whole: ``for w in LAYERS``, kept as a copy) is a
+guard of the trace, compared again at every call (``hold``): a call that finds another
+value traces again, as for a changed global. A method called at the end of a chain
+(``self.act(x)``) is guarded by identity.
 
 What is followed: attributes in the ``__dict__`` of the user's instances, classes and
-modules (and ``SimpleNamespace``s), class attributes that are not descriptors, items of
-dicts, lists and tuples at constant keys. Nothing runs the user's code (no property, no
-``__getattr__``, no ``__getitem__`` of another type). What is not seen: reads inside helper
-functions the traced function calls (their globals are frozen too; docs/sharp-bits.md), a
-key computed at run time (``cfg[name]``), library modules (``np.pi`` is a constant), and
-arrays, which ``captured.py`` makes graph inputs.
+modules (and ``SimpleNamespace``s), class attributes that are not descriptors (or are plain
+functions), items of dicts, lists and tuples at constant keys. Nothing runs the user's code
+(no property, no ``__getattr__``, no ``__getitem__`` of another type). The helper functions
+the function calls by global name (and compiled functions it calls) are read the same way
+from their globals (``helper_guards``), their global arrays become roots of the captured
+walk (``helper_roots``); random generators reached so are refused
+(``refuse_reached_generators``) and the arrays reached are held read-only while the trace
+runs (``reached_arrays``). What is not seen: a helper's locals and arguments, a key computed
+at run time (``cfg[name]``), library modules (``np.pi`` is a constant); arrays themselves are
+``captured.py``'s (graph inputs).
 """
 from __future__ import annotations
 
@@ -62,8 +68,8 @@ class Guard(NamedTuple):
 def read_chains(code: types.CodeType) -> tuple[Chain, ...]:
     """The attribute and constant-subscript chains ``code`` evaluates from a global, a
     closure variable or a local (its nested functions' and comprehensions' chains from
-    globals and the closure variables they share), every prefix of at least one step, and
-    the closure variables themselves."""
+    globals and the closure variables they share): every prefix of at least one step, the
+    global names and closure variables themselves, and a chain ending at a method it calls."""
     found: dict[Chain, None] = {}
     _scan(code, found, nested=False)
     return tuple(found)
@@ -76,10 +82,6 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
         root = _root(i, nested)
         if root is None:
             continue
-        if root[0] in ("deref", "global"):
-            # (a closure variable rebound, ``nonlocal k; k = 3``; a list or dict read whole,
-            # ``for w in LAYERS``)
-            found[Chain(root, ())] = None
         steps: list[tuple] = []
         j = k + 1
         while j < len(ins) and len(steps) < MAX_STEPS:
@@ -91,6 +93,8 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
                 # a method called on what the chain reached (``self.act(x)``, ``OP.apply(x)``):
                 # the function found is guarded by identity (a replaced method is seen)
                 found[Chain(root, tuple(steps) + (("attr", a.argval),))] = None
+                if not steps:
+                    steps.append(None)   # (the root itself is not read whole)
                 break
             elif a.opname in _CONSTANT_LOADS and j + 1 < len(ins) and \
                     _is_subscript(ins[j + 1]) and type(a.argval) in (int, str):
@@ -99,6 +103,10 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
             else:
                 break
             found[Chain(root, tuple(steps))] = None
+        if not steps and root[0] in ("deref", "global"):
+            # read whole, not through an attribute or item: a closure variable rebound
+            # (``nonlocal k; k = 3``), a list or dict iterated (``for w in LAYERS``)
+            found[Chain(root, ())] = None
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _scan(c, found, nested=True)
@@ -129,8 +137,9 @@ def _is_subscript(i: dis.Instruction) -> bool:
 
 def guards(roots: Roots, chains: tuple[Chain, ...], code: types.CodeType,
            static_names: dict[str, tuple]) -> tuple[Guard, ...]:
-    """The values ``chains`` lead to now that are numbers, strings, bools, None or tuples of
-    them: the trace's guards. ``static_names``: parameter name -> its root in ``roots``
+    """The values ``chains`` lead to now that are numbers, strings, bools, None, or tuples,
+    lists or dicts of them (kept as copies), and the user's methods a chain ends at (kept by
+    identity): the trace's guards. ``static_names``: parameter name -> its root in ``roots``
     (a bound argument, or a static argument of this call)."""
     out: list[Guard] = []
     freevars = code.co_freevars
@@ -183,6 +192,8 @@ def _snapshot(value: Any) -> Any:
         return [_snapshot(v) for v in value]
     if type(value) is dict:
         return {k: _snapshot(v) for k, v in value.items()}
+    if type(value) is tuple:
+        return tuple(_snapshot(v) for v in value)
     return value
 
 
