@@ -356,3 +356,20 @@ def test_a_dict_read_at_a_key_is_guarded_at_that_key_only():
     assert f.cache_info().traces == 1
     config["lr"] = 0.5
     np.testing.assert_array_equal(f(x), 0.5 * x)
+
+
+def test_reached_views_and_their_bases_are_writable_again():
+    # (held read-only while traced: a view set writeable before its base raised)
+    def make(order):
+        z_base = np.arange(4.0)
+        a_view = z_base[1:]
+        pair = (a_view, z_base) if order else (z_base, a_view)
+
+        def f(x):
+            return x + pair[0].sum() + pair[1].sum() + a_view.sum() + z_base.sum()
+        return f, z_base, a_view
+
+    for order in (True, False):
+        f, base, view = make(order)
+        np.testing.assert_array_equal(tracearray.compile(f)(np.ones(2)), f(np.ones(2)))
+        assert base.flags.writeable and view.flags.writeable

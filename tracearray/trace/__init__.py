@@ -354,7 +354,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 raise _update_of_reached_array(before.arrays) from None
             raise
         finally:
-            for a in locked:
+            # owners before their views: NumPy sets a view writeable only over a writeable base
+            for a in sorted(locked, key=_base_depth):
                 a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
@@ -430,6 +431,13 @@ def random_key_name(source: str) -> str:
 def random_key_source(name: str) -> str | None:
     """The source of a graph input named by ``random_key_name``, else None."""
     return name[len(RANDOM_KEY_PREFIX):-1] if name.startswith(RANDOM_KEY_PREFIX) else None
+
+
+def _base_depth(a: np.ndarray) -> int:
+    depth = 0
+    while isinstance(a.base, np.ndarray):
+        a, depth = a.base, depth + 1
+    return depth
 
 
 def _update_of_reached_array(arrays: list) -> UnsupportedOperationError:
