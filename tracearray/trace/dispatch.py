@@ -305,10 +305,12 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
     where = check_where(kwargs.pop("where", True)) if method == "__call__" else True
     casting = kwargs.get("casting", "same_kind") if method == "__call__" else "unsafe"
     o = outs[0] if len(outs) == 1 else None
+    first = inputs[0] if inputs else None
+    in_dtype = first.dtype if hasattr(first, "dtype") else np.asarray(first).dtype \
+        if first is not None and method in ("reduce", "accumulate", "reduceat") else None
     if method in ("reduce", "accumulate", "reduceat") and kwargs.get("dtype") is None and \
-            o is not None and hasattr(o, "dtype") and inputs and \
-            np.can_cast(getattr(inputs[0], "dtype", np.asarray(inputs[0]).dtype), o.dtype,
-                        "same_kind"):
+            o is not None and hasattr(o, "dtype") and in_dtype is not None and \
+            np.can_cast(in_dtype, o.dtype, "same_kind"):
         # (NumPy runs a reduction's loop in its out='s dtype: np.add.reduce of float32 into
         # a float64 out= sums in float64)
         kwargs["dtype"] = o.dtype
