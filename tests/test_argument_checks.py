@@ -307,3 +307,21 @@ def test_reductions_and_rounding_run_in_outs_dtype(fn, x, out):
     fn(x, want_out)
     tracearray.compile(fn)(x, got_out)
     np.testing.assert_allclose(got_out, want_out, rtol=1e-12)
+
+
+@pytest.mark.parametrize("fn, shape, dt", [(lambda a, o: np.prod(a, out=o), (), float),
+                                           (lambda a, o: np.sum(a, out=o), (), float),
+                                           (lambda a, o: np.mean(a, out=o), (), float),
+                                           (lambda a, o: np.cumprod(a, out=o), (3,), float),
+                                           (lambda a, o: np.cumsum(a, out=o), (3,), np.int64)])
+def test_complex_results_into_a_real_out(fn, shape, dt):
+    # (NumPy's loop stays complex, the result's real parts go into out: the parts were
+    # reduced each into out, the imaginary ones last)
+    import warnings
+    c = np.array([-3 + 1j, 11 + 2j, 30 + 1j])
+    want, got = np.zeros(shape, dt), np.zeros(shape, dt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        fn(c, want)
+        tracearray.compile(fn)(c, got)
+    np.testing.assert_array_equal(got, want)

@@ -679,6 +679,17 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     out = kwargs.get("out")
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     rest = {k: v for k, v in kwargs.items() if k != "out"}
+    if func in _REAL_OUT_LOOPS and out is not None and not isinstance(out, ComplexTracer) and \
+            getattr(out, "dtype", None) is not None and np.dtype(out.dtype).kind != "c" and \
+            args and is_complex(args[0]) and not holds_complex(args[1:], rest):
+        # a complex operand into a real out= (np.cumsum(z, out=f)): NumPy's loop stays
+        # complex (out's dtype does not hold it) and the result is cast into out unsafely:
+        # its real parts, with NumPy's ComplexWarning
+        from .tracer import store_out
+        result = func(*args, **rest)
+        real = discard_imaginary(as_complex(result), np.dtype(out.dtype)) \
+            if isinstance(result, ComplexTracer) else result
+        return store_out(dispatch.numpy_name(func), real, out)
     if isinstance(out, ComplexTracer) and not holds_complex(args, rest):
         # real values into a complex out= (np.cumsum(x, out=z)): computed real, written in
         from .tracer import store_out
@@ -709,6 +720,11 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     finally:
         _RUNNING.funcs.discard(func)
 
+
+# NumPy's reductions and scans whose out= casts unsafely: a complex operand's result goes
+# into a real out= as its real parts
+_REAL_OUT_LOOPS = frozenset({np.cumsum, np.cumprod, np.sum, np.prod, np.mean, np.nansum,
+                             np.nanprod, np.nancumsum, np.nancumprod})
 
 # NumPy functions taking a condition or mask (the position of that argument)
 _CONDITIONS = {np.compress: 0, np.extract: 0, np.place: 1, np.putmask: 1}
