@@ -345,10 +345,13 @@ class CompiledFunction:
                       sizes: tuple[int, ...], name: str, keys: dict
                       ) -> tuple[Lowered, list[np.ndarray]]:
         vkey, traced, guards_changed = self._find_trace(tkey)
-        what = self._changed_guard(tkey) if guards_changed else None
-        if what is not None:
+        what = None
+        if guards_changed:
+            text = self._changed_read(tkey)
+            what = f"the value of {text} it reads" if text else "a global it reads"
             config.log(config.COMPILES, "%s: %s changed: re-tracing", self.__name__, what)
-            self._note_read_retrace(tkey)
+            if text:
+                self._note_read_retrace(text)
         if traced is None:
             if config.explain_cache_misses():
                 config.explain_miss(f"{self.__name__}: trace cache miss: {what} changed"
@@ -470,15 +473,10 @@ class CompiledFunction:
         traced = self._traces.get((tkey, ids[0])) if ids else None
         return _reads.changed(self._roots, traced[0].reads, _static_key) if traced else None
 
-    def _changed_guard(self, tkey: Any) -> str:
-        text = self._changed_read(tkey)
-        return f"the value of {text} it reads" if text else "a global it reads"
-
-    def _note_read_retrace(self, tkey: Any) -> None:
-        """Warn once when values read through attributes or items (``self.step``) keep
-        changing: every change traces the function again."""
-        text = self._changed_read(tkey)
-        if text is None or self._read_retraces is None:
+    def _note_read_retrace(self, text: str) -> None:
+        """Warn once when a value read through an attribute or item (``text``:
+        ``self.step``) keeps changing: every change traces the function again."""
+        if self._read_retraces is None:
             return
         self._read_retraces[text] = self._read_retraces.get(text, 0) + 1
         if self._read_retraces[text] < RETRACE_WARN_AFTER:

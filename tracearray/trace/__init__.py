@@ -294,12 +294,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
 
     roots = captured_arrays.Roots(plain, bound, bound_kw)
     roots.use_statics(args, kwargs, static_argnums, static_argnames)
-    roots.helpers = reads.helper_roots(plain) if plain is not None else []
     # (before the call: a value the function changes itself is seen changed at the next)
     before = reads.before_trace(roots, plain, len(bound), bound_kw, args, kwargs,
                                 static_argnums, static_argnames) \
-        if plain is not None else reads.BeforeTrace((), [])
+        if plain is not None else reads.BeforeTrace((), [], [])
     read_guards = before.guards
+    roots.helpers = before.helper_roots
     state.captured = captured_arrays.CapturedArrays(roots, captured_input,
         lambda: [n for n in guards if n not in seen_global_arrays])
     call: Callable = fn

@@ -294,6 +294,16 @@ def check_where(where: Any) -> Any:
     return where
 
 
+def check_python_int(value: Any, dtype: np.dtype) -> None:
+    """NumPy 2's OverflowError for a Python int out of an integer ``dtype``'s range, where
+    NumPy converts the number itself (np.copyto, np.full_like), at the user's line."""
+    if type(value) is int and np.dtype(dtype).kind in "iu":
+        try:
+            np.asarray(value, dtype=dtype)
+        except OverflowError as e:
+            raise OverflowError(with_location(str(e))) from None
+
+
 def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes, NumPy's errors."""
     if axis is None:

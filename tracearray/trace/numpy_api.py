@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .build import (as_node, cast, check_dtype, constant, dtype_key, known_value, make,
-                    normalize_axes,
+from .build import (as_node, cast, check_dtype, check_python_int, constant, dtype_key,
+                    known_value, make, normalize_axes,
                     result_type, shape_str, size_scalar, to_dtype, unsupported)
 from ..errors import with_location
 from .graph import Node, any_ancestor
@@ -771,11 +771,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None,
 def full_like(x: Node, fill: Any, dtype: Any = None, shape: Any = None) -> Node:
     dt = check_dtype(dtype if dtype is not None else x.dtype, "full_like")
     shp = x.shape if shape is None else tuple(np.atleast_1d(shape))
-    if type(fill) is int and dt.kind in "iu":   # (NumPy 2: OverflowError out of range)
-        try:
-            np.asarray(fill, dtype=dt)
-        except OverflowError as e:
-            raise OverflowError(with_location(str(e))) from None
+    check_python_int(fill, dt)
     return broadcast_to(constant(np.asarray(fill).astype(dt)), shp)
 
 

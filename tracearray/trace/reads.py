@@ -136,48 +136,66 @@ def _is_subscript(i: dis.Instruction) -> bool:
 
 
 def guards(roots: Roots, chains: tuple[Chain, ...], code: types.CodeType,
-           static_names: dict[str, tuple]) -> tuple[Guard, ...]:
+           params: dict[str, tuple]) -> tuple[Guard, ...]:
     """The values ``chains`` lead to now that are numbers, strings, bools, None, or tuples,
     lists or dicts of them (kept as copies), and the user's methods a chain ends at (kept by
-    identity): the trace's guards. ``static_names``: parameter name -> its root in ``roots``
-    (a bound argument, or a static argument of this call)."""
+    identity): the trace's guards. ``params``: parameter name -> its root in ``roots`` (a
+    bound argument, a static argument of this call, a default not passed)."""
     out: list[Guard] = []
-    freevars = code.co_freevars
     for chain in chains:
-        kind, name = chain.root
-        if kind == "resolved":   # (a helper's global: its root already known)
-            root, name = name, (name[1] if name[0] == "global" else name[1][1])
-        elif kind == "global":
-            root = ("global", name)
-        elif kind == "deref":
-            if name not in freevars:
-                continue   # a cell of the function's own: a local
-            root = ("closure", freevars.index(name))
-        else:
-            root = static_names.get(name)
-            if root is None:
-                continue
+        root = _own_root(chain, code, params)
+        if root is None:
+            continue
         obj = roots.resolve_root(root)
         if obj is _MISSING or obj is None:
             continue
-        steps: list[tuple] = []
-        for how, key in chain.steps:
-            step = _step_kind(obj, how, key)
-            if step is None:
-                break
-            obj = _follow(obj, step, key)
-            if obj is _MISSING:
-                break
-            steps.append((step, key))
-        else:
-            if not steps and root[0] in ("global", "module_global") and \
-                    type(obj) not in (list, dict):
-                continue   # (a global name's own value is guarded as the trace reads it)
-            if _guardable(obj) or (steps and _user_method(obj)):
-                text = name + "".join(f".{k}" if h != "item" else f"[{k!r}]"
-                                      for h, k in steps)
-                out.append(Guard(root, tuple(steps), _snapshot(obj), text))
+        found = _follow_chain(obj, chain.steps, _root_text(root, chain))
+        if found is None:
+            continue
+        obj, steps, text = found
+        if not steps and root[0] in ("global", "module_global") and \
+                type(obj) not in (list, dict):
+            continue   # (a global name's own value is guarded as the trace reads it)
+        if _guardable(obj) or (steps and _user_method(obj)):
+            out.append(Guard(root, steps, _snapshot(obj), text))
     return tuple(out)
+
+
+def _own_root(chain: Chain, code: types.CodeType, params: dict[str, tuple]) -> tuple | None:
+    """The ``Roots`` root of a chain's start in ``code``: a global, a closure variable of
+    the function (not a cell of its own), a parameter of ``params``; a helper's global comes
+    already resolved (``("resolved", root)``)."""
+    kind, name = chain.root
+    if kind == "resolved":
+        return name
+    if kind == "global":
+        return ("global", name)
+    if kind == "deref":
+        return ("closure", code.co_freevars.index(name)) if name in code.co_freevars else None
+    return params.get(name)
+
+
+def _root_text(root: tuple, chain: Chain) -> str:
+    kind, name = chain.root
+    if kind != "resolved":
+        return name
+    return root[1] if root[0] == "global" else root[1][1]
+
+
+def _follow_chain(obj: Any, steps: tuple, text: str) -> tuple[Any, tuple, str] | None:
+    """``obj`` followed along ``steps`` without running the user's code: (the value, the
+    steps as ``hold`` follows them, the chain's text), or None where it cannot be."""
+    done: list[tuple] = []
+    for how, key in steps:
+        step = _step_kind(obj, how, key)
+        if step is None:
+            return None
+        obj = _follow(obj, step, key)
+        if obj is _MISSING:
+            return None
+        done.append((step, key))
+        text += f".{key}" if how == "attr" else f"[{key!r}]"
+    return obj, tuple(done), text
 
 
 def _user_method(obj: Any) -> bool:
@@ -291,19 +309,25 @@ def changed(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any])
 class BeforeTrace(NamedTuple):
     guards: tuple[Guard, ...]                  # the trace's guards (``guards``)
     arrays: list[tuple[np.ndarray, str]]       # held read-only while it runs (``reached_arrays``)
+    helper_roots: list[tuple[tuple, str, Any]]   # ``captured.Roots.helpers`` (``helper_roots``)
 
 
 def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw: dict,
                  args: tuple, kwargs: dict, static_argnums: frozenset[int],
                  static_argnames: frozenset[str]) -> BeforeTrace:
     """What a trace of this call needs of what ``plain`` reads, rooted at globals, its
-    closure variables, its bound arguments (a compiled bound method's ``self``) and the
-    call's static arguments: the guards of its chains and the arrays to hold read-only.
-    Random generators reached so are refused first (``refuse_reached_generators``)."""
-    chains = read_chains(plain.__code__)
+    closure variables, its bound arguments (a compiled bound method's ``self``), the
+    call's static arguments and the defaults it did not pass: the guards of its chains and
+    its helpers', the arrays to hold read-only, the helpers' globals as roots. Random
+    generators reached so are refused first (``refuse_reached_generators``)."""
     code = plain.__code__
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     params: dict[str, tuple] = {}
+    defaults = plain.__defaults__ or ()
+    first_default = code.co_argcount - len(defaults)
+    for j in range(max(first_default, n_bound + len(args)), code.co_argcount):
+        if names[j] not in kwargs and names[j] not in bound_kw:
+            params[names[j]] = ("default", j - first_default)
     for i in range(min(n_bound, len(names))):
         params[names[i]] = ("bound", i)
     for k in bound_kw:
@@ -314,10 +338,13 @@ def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw
     for k in static_argnames:
         if k in kwargs:
             params[k] = ("static_kw", k)
-    refuse_reached_generators(roots, plain, params)
+    helpers = _helpers(plain)
+    refuse_reached_generators(roots, plain, params, helpers)
+    chains = read_chains(code)
     return BeforeTrace((guards(roots, chains, code, params) if chains else ()) +
-                       helper_guards(roots, plain),
-                       reached_arrays(roots, plain, params))
+                       helper_guards(roots, plain, helpers),
+                       reached_arrays(roots, plain, params, helpers),
+                       helper_roots(plain, helpers))
 
 
 @functools.lru_cache(maxsize=512)
@@ -334,67 +361,50 @@ def _global_loads(code: types.CodeType) -> tuple[str, ...]:
     return tuple(names)
 
 
-MAX_HELPER_DEPTH = 3    # helper functions called from helpers, scanned for generators
+MAX_HELPER_DEPTH = 3    # levels of helper functions called from helpers that are read (``_helpers``)
 
 
 def refuse_reached_generators(roots: Roots, plain: types.FunctionType,
-                              params: dict[str, tuple]) -> None:
+                              params: dict[str, tuple],
+                              helpers: list[types.FunctionType]) -> None:
     """NumPy random generators the function reaches other than as arguments: through an
     attribute or constant item of what it reaches (``CFG.rng``, ``STATE["rng"]``), or as a
-    global of a helper function it calls (``AUG_RNG`` in ``add_noise``), are refused as a
-    global, closure or ``self`` generator is (``context.refuse_random_state``): their draws
-    would be made once, while tracing, and frozen."""
+    global or closure variable of a helper function it calls (``AUG_RNG`` in
+    ``add_noise``), are refused as a global, closure or ``self`` generator is
+    (``context.refuse_random_state``): their draws would be made once, while tracing, and
+    frozen."""
     from .context import RANDOM_TYPES, refuse_random_state
 
     def check(obj: Any, steps: tuple, text: str) -> None:
-        for how, key in steps:
-            step = _step_kind(obj, how, key)
-            if step is None:
-                return
-            obj = _follow(obj, step, key)
-            if obj is _MISSING:
-                return
-            text += f".{key}" if how == "attr" else f"[{key!r}]"
-        if isinstance(obj, RANDOM_TYPES):
-            refuse_random_state(obj, text)
+        found = _follow_chain(obj, steps, text)
+        if found is not None and isinstance(found[0], RANDOM_TYPES):
+            refuse_random_state(found[0], found[2])
 
     code = plain.__code__
     for chain in read_chains(code):
-        kind, name = chain.root
-        if not chain.steps:
-            continue
-        root = ("global", name) if kind == "global" else \
-            ("closure", code.co_freevars.index(name)) if kind == "deref" and \
-            name in code.co_freevars else params.get(name) if kind == "fast" else None
+        root = _own_root(chain, code, params) if chain.steps else None
         obj = roots.resolve_root(root) if root is not None else _MISSING
         if obj is not _MISSING:
-            check(obj, chain.steps, name)
-    seen: set[int] = {id(code)}
-    todo = [(plain, 0)]
-    while todo:
-        fn, depth = todo.pop()
-        g = fn.__globals__
+            check(obj, chain.steps, chain.root[1])
+    for fn in helpers:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                check(cell.cell_contents, (), f"the closure variable {name!r} of "
+                      f"{fn.__qualname__}")
+            except ValueError:   # an empty cell
+                pass
         for name in _global_loads(fn.__code__):
-            value = g.get(name, _MISSING)
-            if isinstance(value, types.FunctionType) and _user_function(value) and \
-                    id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
-                seen.add(id(value.__code__))
-                todo.append((value, depth + 1))
-                for cell_name, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
-                    try:
-                        check(cell.cell_contents, (), f"the closure variable {cell_name!r} "
-                              f"of {value.__qualname__}")
-                    except ValueError:
-                        pass
-            if fn is not plain and value is not _MISSING:
+            value = fn.__globals__.get(name, _MISSING)
+            if value is not _MISSING:
                 check(value, (), f"the global {name!r} of {fn.__qualname__}")
-                for chain in read_chains(fn.__code__):
-                    if chain.root == ("global", name) and chain.steps:
-                        check(value, chain.steps, f"{name} in {fn.__qualname__}")
+        for chain in read_chains(fn.__code__):
+            value = fn.__globals__.get(chain.root[1], _MISSING)
+            if chain.root[0] == "global" and chain.steps and value is not _MISSING:
+                check(value, chain.steps, f"{chain.root[1]} in {fn.__qualname__}")
 
 
-def reached_arrays(roots: Roots, plain: types.FunctionType, params: dict[str, tuple]
-                   ) -> list[tuple[np.ndarray, str]]:
+def reached_arrays(roots: Roots, plain: types.FunctionType, params: dict[str, tuple],
+                   helpers: list[types.FunctionType]) -> list[tuple[np.ndarray, str]]:
     """The NumPy arrays the function's own code names other than as arguments and global
     names (``self.t``, a closure's ``w``, a default ``b``, ``cfg.state``) and the arrays
     global to the helper functions it calls (``COUNT`` in ``record()``), with their text:
@@ -404,54 +414,26 @@ def reached_arrays(roots: Roots, plain: types.FunctionType, params: dict[str, tu
     out: dict[int, tuple[np.ndarray, str]] = {}
 
     def note(obj: Any, steps: tuple, text: str) -> None:
-        for how, key in steps:
-            step = _step_kind(obj, how, key)
-            if step is None:
-                return
-            obj = _follow(obj, step, key)
-            if obj is _MISSING:
-                return
-            text += f".{key}" if how == "attr" else f"[{key!r}]"
-        if type(obj) is np.ndarray and obj.flags.writeable:
-            out.setdefault(id(obj), (obj, text))
+        found = _follow_chain(obj, steps, text)
+        if found is not None and type(found[0]) is np.ndarray and found[0].flags.writeable:
+            out.setdefault(id(found[0]), (found[0], found[2]))
 
     code = plain.__code__
-    names = code.co_varnames[:code.co_argcount]
-    defaults = plain.__defaults__ or ()
-    first_default = code.co_argcount - len(defaults)
     for chain in read_chains(code):
-        kind, name = chain.root
-        if kind == "global" and not chain.steps:
+        if chain.root[0] == "global" and not chain.steps:
             continue   # (a global array read by name is a graph input: written back)
-        if kind == "global":
-            root = ("global", name)
-        elif kind == "deref":
-            root = ("closure", code.co_freevars.index(name)) if name in code.co_freevars \
-                else None
-        elif name in params:
-            root = params[name]
-        elif name in names and names.index(name) >= first_default:
-            root = ("default", names.index(name) - first_default)
-        else:
-            root = None
+        root = _own_root(chain, code, params)
         obj = roots.resolve_root(root) if root is not None else _MISSING
         if obj is not _MISSING:
-            note(obj, chain.steps, name)
-    for name in _locals_read(code):   # (a default or closure array used by name: b += 1)
-        if name in names and names.index(name) >= first_default and name not in params:
-            note(defaults[names.index(name) - first_default], (), f"the default of {name}")
-    seen: set[int] = {id(code)}
-    todo = [(plain, 0)]
-    while todo:
-        fn, depth = todo.pop()
-        g = fn.__globals__
+            note(obj, chain.steps, chain.root[1])
+    for name in _locals_read(code):   # (a default array used by name: b += 1)
+        root = params.get(name)
+        if root is not None and root[0] == "default":
+            note(roots.resolve_root(root), (), f"the default of {name}")
+    for fn in helpers:
         for name in _global_loads(fn.__code__):
-            value = g.get(name, _MISSING)
-            if isinstance(value, types.FunctionType) and _user_function(value) and \
-                    id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
-                seen.add(id(value.__code__))
-                todo.append((value, depth + 1))
-            elif fn is not plain and value is not _MISSING:
+            value = fn.__globals__.get(name, _MISSING)
+            if value is not _MISSING:
                 note(value, (), f"the global {name!r} of {fn.__qualname__}")
     return list(out.values())
 
@@ -500,18 +482,19 @@ def _global_root(fn: types.FunctionType, plain: types.FunctionType, name: str) -
     return None
 
 
-def helper_guards(roots: Roots, plain: types.FunctionType) -> tuple[Guard, ...]:
+def helper_guards(roots: Roots, plain: types.FunctionType,
+                  helpers: list[types.FunctionType]) -> tuple[Guard, ...]:
     """Guards of the numbers the helper functions read as globals (``SCALE`` in ``def
     scale(x): return x * SCALE``) and through their globals' attributes and constant items
     (``CFG.dt``): a call that finds another value there traces again."""
     out: list[Guard] = []
-    for fn in _helpers(plain):
+    for fn in helpers:
         g = fn.__globals__
         for name in _global_loads(fn.__code__):
             value = g.get(name, _MISSING)
             root = _global_root(fn, plain, name)
             if root is not None and value is not _MISSING and _guardable(value):
-                out.append(Guard(root, (), value, f"{name} (in {fn.__qualname__})"))
+                out.append(Guard(root, (), _snapshot(value), f"{name} (in {fn.__qualname__})"))
         for chain in read_chains(fn.__code__):
             kind, name = chain.root
             root = _global_root(fn, plain, name) if kind == "global" else None
@@ -522,38 +505,20 @@ def helper_guards(roots: Roots, plain: types.FunctionType) -> tuple[Guard, ...]:
     return tuple(out)
 
 
-def helper_roots(plain: types.FunctionType) -> list[tuple[tuple, str, Any]]:
+def helper_roots(plain: types.FunctionType, helpers: list[types.FunctionType]
+                 ) -> list[tuple[tuple, str, Any]]:
     """The globals of the helper functions ``plain`` calls (``MEAN`` in ``def normalize(x):
     return x - MEAN``), as roots of the captured-array walk (``captured.Roots.helpers``):
-    an array among them is read at every call, as the function's own global arrays are.
-    ``("global", name)`` where the helper shares the function's module, else
-    ``("module_global", (module, name))``."""
-    out: list[tuple[tuple, str, Any]] = []
-    seen: set[int] = {id(plain.__code__)}
-    names: set[tuple] = set()
-    todo = [(plain, 0)]
-    while todo:
-        fn, depth = todo.pop()
-        g = fn.__globals__
+    an array among them is read at every call, as the function's own global arrays are
+    (``_global_root``: the function's module's name, or the helper's module's)."""
+    out: dict[tuple, tuple[tuple, str, Any]] = {}
+    for fn in helpers:
         for name in _global_loads(fn.__code__):
-            value = g.get(name, _MISSING)
-            if value is _MISSING:
-                continue
-            if isinstance(value, types.FunctionType) and _user_function(value):
-                if id(value.__code__) not in seen and depth < MAX_HELPER_DEPTH:
-                    seen.add(id(value.__code__))
-                    todo.append((value, depth + 1))
-                continue
-            if fn is plain or isinstance(value, (types.ModuleType, type)) or callable(value):
-                continue   # (the function's own globals are recorded as it reads them)
-            module = getattr(sys.modules.get(fn.__module__), "__dict__", None)
-            if g is plain.__globals__:
-                root = ("global", name)
-            elif module is g:
-                root = ("module_global", (fn.__module__, name))
-            else:
-                continue
-            if root not in names:
-                names.add(root)
-                out.append((root, name, value))
-    return out
+            value = fn.__globals__.get(name, _MISSING)
+            if value is _MISSING or isinstance(value, (types.ModuleType, type)) or \
+                    callable(value):
+                continue   # (helpers, modules, classes: nothing the walk reads as data)
+            root = _global_root(fn, plain, name)
+            if root is not None:
+                out.setdefault(root, (root, name, value))
+    return list(out.values())

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import with_location
-from ..build import known_value, unsupported
+from ..build import check_python_int, holds_traced, known_value, unsupported
 from ..tracer import Tracer
 from . import NUMERIC, as_tracer, composite
 from .indexing import safe_indices
@@ -27,7 +27,7 @@ def _values_as(v: Any, dtype: np.dtype, safe_arrays: bool = False) -> Tracer:
     arrays cast (unsafe; ``safe_arrays``: arrays, not NumPy scalars, by the 'safe' rule, as
     np.putmask and np.place take them), Python numbers and lists converted as NumPy converts
     them (an int out of the dtype's range raises OverflowError, as in NumPy 2)."""
-    if isinstance(v, Tracer) or isinstance(v, np.ndarray) or _holds_tracer(v):
+    if isinstance(v, np.ndarray) or holds_traced(v):
         scalar = isinstance(v, Tracer) and v._is_numpy_scalar()
         if safe_arrays and not scalar and isinstance(v, (Tracer, np.ndarray)) and \
                 not np.can_cast(v.dtype, dtype, "safe"):
@@ -39,20 +39,6 @@ def _values_as(v: Any, dtype: np.dtype, safe_arrays: bool = False) -> Tracer:
         return as_tracer(np.asarray(v, dtype=dtype))
     except OverflowError as e:
         raise OverflowError(with_location(str(e))) from None
-
-
-def _holds_tracer(v: Any) -> bool:
-    return isinstance(v, (list, tuple)) and any(
-        isinstance(x, Tracer) or _holds_tracer(x) for x in v)
-
-
-def _python_int_fits(v: Any, dtype: np.dtype) -> None:
-    """NumPy 2's OverflowError for a Python int out of ``dtype``'s range (np.copyto)."""
-    if type(v) is int and dtype.kind in "iu":
-        try:
-            np.asarray(v, dtype=dtype)
-        except OverflowError as e:
-            raise OverflowError(with_location(str(e))) from None
 
 
 def _target(a: Any, fn: str) -> Tracer:
@@ -72,7 +58,7 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
         raise TypeError(with_location(
             f"Cannot cast array data from {src_dt!r} to {d.dtype!r} according to the rule "
             f"{casting!r}"))
-    _python_int_fits(src, d.dtype)
+    check_python_int(src, d.dtype)
     value = as_tracer(src).astype(d.dtype)
     if where is not True:
         value = np.where(where, value, d)
