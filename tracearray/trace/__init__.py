@@ -20,7 +20,7 @@ import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import captured as captured_arrays
-from . import context, pytree, reads
+from . import context, frames, pytree, reads
 from . import random as traced_random
 from .build import check_dtype, constant, make
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
@@ -297,7 +297,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     # (before the call: a value the function changes itself is seen changed at the next)
     before = reads.before_trace(roots, plain, len(bound), bound_kw, args, kwargs,
                                 static_argnums, static_argnames) \
-        if plain is not None else reads.BeforeTrace((), [], [])
+        if plain is not None else reads.BeforeTrace((), {}, [], [], [])
     read_guards = before.guards
     roots.helpers = before.helper_roots
     state.captured = captured_arrays.CapturedArrays(roots, captured_input,
@@ -337,8 +337,13 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         locked = [a for a, _text in before.arrays]
         for a in locked:
             a.flags.writeable = False
+        # the user's helper frames the call runs, and what they read (trace/frames.py)
+        frame_log = frames.FrameLog(plain.__code__ if plain is not None else None,
+                                    frames.runs_user_code(plain, roots, args, kwargs,
+                                                          before.helpers))
         try:
-            result = call(*t_args, **t_kwargs)
+            with frame_log:
+                result = call(*t_args, **t_kwargs)
             if not inspect.isgenerator(result):
                 from .selection import compact_all
                 result = compact_all(result)   # x[mask] returned: the selected elements
@@ -350,15 +355,20 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             # user's error is ours
             if isinstance(e.__cause__, TracearrayError):
                 raise e.__cause__ from None
-            if locked and "read-only" in str(e):
-                raise _update_of_reached_array(before.arrays) from None
+            if (locked or frame_log.arrays) and "read-only" in str(e):
+                raise _update_of_reached_array(before.arrays + frame_log.arrays) from None
             raise
         finally:
             # owners before their views: NumPy sets a view writeable only over a writeable base
-            for a in sorted(locked, key=_base_depth):
+            for a in sorted(locked + [a for a, _t in frame_log.arrays], key=_base_depth):
                 a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
+    if frame_log.frames:
+        read_guards += frames.frame_guards(frame_log, plain)
+        if plain is not None:
+            read_guards += frames.identity_guards(roots, reads.read_chains(plain.__code__),
+                                                  plain.__code__, before.params, frame_log)
     if probe is not None:
         # the graph so far, up to the number it needs (nothing is written back: the trace
         # runs again, to the end, once the number is known)

@@ -180,6 +180,8 @@ class Roots:
                 obj = self._statics()[(kind, key)]
             elif kind == "module_global":
                 obj = vars(sys.modules[key[0]])[key[1]]
+            elif kind == "pinned":   # (an object a helper was given: trace/frames.py)
+                obj = key.resolve()
             else:
                 obj = self.globals[key]
         except Exception:   # noqa: BLE001 -- a broken path: the call traces again

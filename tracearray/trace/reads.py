@@ -23,7 +23,8 @@ the function calls by global name (and compiled functions it calls) are read the
 from their globals (``helper_guards``), their global arrays become roots of the captured
 walk (``helper_roots``); random generators reached so are refused
 (``refuse_reached_generators``) and the arrays reached are held read-only while the trace
-runs (``reached_arrays``). What is not seen: a helper's locals and arguments, a key computed
+runs (``reached_arrays``). A helper's arguments are known only while it runs: ``frames.py``
+reads those frames during the trace. What is not seen: a key computed
 at run time (``cfg[name]``), library modules (``np.pi`` is a constant); arrays themselves are
 ``captured.py``'s (graph inputs).
 """
@@ -33,6 +34,7 @@ import dis
 import functools
 import sys
 import types
+import weakref
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -286,11 +288,17 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
     of a static value, so that 1, 1.0 and True differ, and NaN equals NaN)."""
     for g in guards_:
         obj = roots.resolve_root(g.root)
+        if obj is _MISSING and g.root[0] == "pinned":
+            continue   # (the object a helper was given has gone: the next call makes its own)
         for step, k in g.steps:
             if obj is _MISSING:
                 break
             obj = _follow(obj, step, k)
         if obj is g.value:
+            continue
+        if type(g.value) is Same:   # (an object a helper's guards are rooted at)
+            if obj is _MISSING or not g.value.matches(obj):
+                return False
             continue
         if obj is _MISSING or type(obj) is not type(g.value) or \
                 isinstance(obj, types.FunctionType) or key(obj) != key(g.value):
@@ -306,8 +314,64 @@ def changed(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any])
     return None
 
 
+class Pinned:
+    """A root that is an object a helper's frame was given: ``resolve()`` is the object
+    while it lives (``_MISSING`` once a weak reference has gone)."""
+    __slots__ = ("_ref", "text")
+
+    def __init__(self, obj: Any, text: str):
+        try:
+            self._ref = weakref.ref(obj)
+        except TypeError:   # (dicts, lists: no weak references; kept while the trace is)
+            self._ref = lambda obj=obj: obj
+        self.text = text
+
+    def resolve(self) -> Any:
+        obj = self._ref()
+        return _MISSING if obj is None else obj
+
+    def __repr__(self) -> str:
+        return f"Pinned({self.text})"
+
+
+class Same:
+    """A guard's value kept by identity: the object a chain reached (or the items of the
+    list, tuple or dict it reached, and their number)."""
+    __slots__ = ("_kind", "_refs", "_keys")
+
+    def __init__(self, obj: Any):
+        if type(obj) in (list, tuple):
+            self._kind, self._keys = type(obj), None
+            self._refs = tuple(_ref(v) for v in obj)
+        elif type(obj) is dict:
+            self._kind, self._keys = dict, tuple(obj)
+            self._refs = tuple(_ref(v) for v in obj.values())
+        else:
+            self._kind, self._keys, self._refs = None, None, (_ref(obj),)
+
+    def matches(self, now: Any) -> bool:
+        if self._kind is None:
+            return self._refs[0]() is now
+        if type(now) is not self._kind or len(now) != len(self._refs):
+            return False
+        if self._kind is dict:
+            if tuple(now) != self._keys:
+                return False
+            now = now.values()
+        return all(r() is v for r, v in zip(self._refs, now))
+
+
+def _ref(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda obj=obj: obj
+
+
 class BeforeTrace(NamedTuple):
     guards: tuple[Guard, ...]                  # the trace's guards (``guards``)
+    params: dict[str, tuple]                   # parameter name -> root (``guards``' params)
+    helpers: list[types.FunctionType]          # the helpers read (``_helpers``)
     arrays: list[tuple[np.ndarray, str]]       # held read-only while it runs (``reached_arrays``)
     helper_roots: list[tuple[tuple, str, Any]]   # ``captured.Roots.helpers`` (``helper_roots``)
 
@@ -342,7 +406,7 @@ def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw
     refuse_reached_generators(roots, plain, params, helpers)
     chains = read_chains(code)
     return BeforeTrace((guards(roots, chains, code, params) if chains else ()) +
-                       helper_guards(roots, plain, helpers),
+                       helper_guards(roots, plain, helpers), params, helpers,
                        reached_arrays(roots, plain, params, helpers),
                        helper_roots(plain, helpers))
 
@@ -474,11 +538,18 @@ def _plain(value: Any) -> Any:
 
 def _global_root(fn: types.FunctionType, plain: types.FunctionType, name: str) -> tuple | None:
     """The root of ``fn``'s global ``name`` that the compiled function's roots resolve."""
-    if fn.__globals__ is plain.__globals__:
+    return _global_root_in(fn.__globals__, fn.__module__, plain, name)
+
+
+def _global_root_in(globals_: dict, module_name: Any, plain: types.FunctionType | None,
+                    name: str) -> tuple | None:
+    """The root of the global ``name`` of code run with ``globals_`` (of the module
+    ``module_name``) that the compiled function's roots resolve, or None."""
+    if plain is not None and globals_ is plain.__globals__:
         return ("global", name)
-    module = sys.modules.get(fn.__module__)
-    if module is not None and vars(module) is fn.__globals__:
-        return ("module_global", (fn.__module__, name))
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    if module is not None and vars(module) is globals_:
+        return ("module_global", (module_name, name))
     return None
 
 
