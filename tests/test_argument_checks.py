@@ -325,3 +325,17 @@ def test_complex_results_into_a_real_out(fn, shape, dt):
         fn(c, want)
         tracearray.compile(fn)(c, got)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(not hasattr(np, "cumulative_sum"), reason="NumPy 2.1's functions")
+@pytest.mark.parametrize("fn", [
+    lambda x: np.cumulative_sum(x),
+    lambda x: np.cumulative_sum(x, include_initial=True),
+    lambda x: np.cumulative_prod(x, axis=0),
+])
+def test_cumulative_functions_scan_a_0d_array_as_one_element(fn):
+    x = np.array(3.0)
+    got = tracearray.compile(fn)(x)
+    want = fn(x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -116,3 +116,12 @@ def test_weights_over_explicit_edges_in_two_blocks():
     assert_matches_numpy(lambda a, b: np.histogram(np.tile(a, 2000), [-2, 0, 0.5, 2],
                                                    weights=np.tile(b, 2000)), x, w,
                          device="cpu")
+
+
+@pytest.mark.parametrize("bins", ["auto", "fd", "sturges", 3])
+def test_booleans_are_counted_as_uint8(bins):
+    """NumPy converts boolean data to uint8 (with a RuntimeWarning): booleans cannot be
+    subtracted, and its estimators subtract."""
+    b = np.array([True, False, True, True, False])
+    with pytest.warns(RuntimeWarning, match="Converting input from bool"):
+        assert_matches_numpy(lambda a: np.histogram(a, bins=bins), b, device="cpu")

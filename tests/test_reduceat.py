@@ -97,3 +97,13 @@ def test_indices_read_at_run_time_are_refused_by_name():
 def test_a_ufunc_without_a_reduction_is_refused():
     with pytest.raises(UnsupportedOperationError, match="np.subtract.reduceat"):
         tracearray.compile(lambda x: np.subtract.reduceat(x, [0, 3]))(X)
+
+
+def test_axis_none_of_a_vector_is_its_axis():
+    """NumPy's reduceat takes axis=None for a vector (its one axis) and refuses it for more
+    dimensions."""
+    np.testing.assert_array_equal(
+        tracearray.compile(lambda x: np.add.reduceat(x, [0, 2], axis=None))(X),
+        np.add.reduceat(X, [0, 2], axis=None))
+    with pytest.raises(ValueError, match="multiple axes"):
+        tracearray.compile(lambda x: np.add.reduceat(x, [0], axis=None))(X.reshape(2, -1))

@@ -1463,3 +1463,41 @@ def test_rebinding_an_item_of_a_container_argument_is_refused_not_lost():
     out = tracearray.compile(in_place, device="cpu")(params, g)
     np.testing.assert_allclose(out, 2.7)
     np.testing.assert_allclose(params["w"], np.full(3, 0.9))
+
+
+def test_a_refusal_the_function_catches_is_raised() -> None:
+    """A refusal is an error NumPy would not raise: the function's own ``except`` (or
+    ``hasattr``) taking it would go on along another path than NumPy's, silently."""
+    from tracearray.errors import UnsupportedOperationError
+
+    @tracearray.compile
+    def f(x):
+        try:
+            return x.ctypes.data + x   # (NumPy: an address plus x)
+        except TypeError:
+            return x
+
+    @tracearray.compile
+    def g(x):
+        return x + (1 if hasattr(x, "ctypes") else 0)
+
+    @tracearray.compile
+    def h(x):
+        try:
+            return np.asarray(x, dtype=np.float32) + 1
+        except ValueError:   # (nothing raised: NumPy's own errors may still be caught)
+            return x
+
+    for fn in (f, g):
+        with pytest.raises(UnsupportedOperationError, match="caught this error"):
+            fn(np.ones(3))
+    np.testing.assert_array_equal(h(np.ones(3)), np.full(3, 2.0, np.float32))
+
+    @tracearray.compile
+    def k(x):
+        try:
+            return np.broadcast_to(x, (2, 4))   # NumPy's ValueError, caught as NumPy's is
+        except ValueError:
+            return x * 2
+
+    np.testing.assert_array_equal(k(np.ones(3)), np.full(3, 2.0))

@@ -25,7 +25,23 @@ class TracearrayError(Exception):
     """Base class of tracearray's own errors."""
 
 
-class ConcretizationError(TracearrayError, TypeError):
+# Called with each refusal made while a trace runs (set by trace/context.py): a refusal is
+# an error NumPy would not raise, so the user's ``try``/``except`` around the operation
+# must not catch it and go on along another path than NumPy's (the trace checks, at its end,
+# which frame caught each one).
+_note_refusal: Any = None
+
+
+class _Refusal(TracearrayError):
+    """An error of something NumPy does but a trace cannot: noted while tracing."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        if _note_refusal is not None:
+            _note_refusal(self)
+
+
+class ConcretizationError(_Refusal, TypeError):
     """A traced value was needed as a concrete Python value (``if x > 0:``, ``int(x)``)."""
 
 
@@ -34,7 +50,7 @@ class UnexpectedTracerError(TracearrayError, TypeError):
     a global, a list, an attribute or a closure) instead of being returned (JAX's name)."""
 
 
-class UnsupportedOperationError(TracearrayError, TypeError):
+class UnsupportedOperationError(_Refusal, TypeError):
     """A NumPy function, ufunc method or argument that tracearray cannot compile."""
 
 

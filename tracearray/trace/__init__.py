@@ -364,6 +364,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
+    caught = context.refusal_caught_by_user(state) if probe is None else None
+    if caught is not None:
+        raise UnsupportedOperationError(
+            f"{caught}\n(the compiled function caught this error and went on: a try/except, "
+            f"hasattr or getattr with a default in its code; NumPy raises nothing there, so "
+            f"the compiled function would take another path than NumPy's)") from None
     if frame_log.frames:
         read_guards += frames.frame_guards(frame_log, plain)
         if plain is not None:

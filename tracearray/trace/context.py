@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .. import config
+from .. import errors as _errors
 from .captured import CAPTURABLE
 from ..errors import (ConcretizationError, TraceDTypeError, UnsupportedOperationError,
                       record_location, user_location, with_location)
@@ -102,6 +103,9 @@ class TraceState:
     # arrays reached through closures, defaults, bound objects and global containers: graph
     # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
     captured: Any = None
+    # the refusals made while the trace ran (``errors._note_refusal``): one the user's own
+    # code caught is raised at the trace's end (``refusal_caught_by_user``)
+    refusals: list = field(default_factory=list)
     # whether large slice assignments into the function's own memory are joins (the CPU's
     # choice; a GPU runs the one select kernel faster: buffers.JOIN_MIN_ELEMENTS)
     joins: bool = True
@@ -155,6 +159,46 @@ def current() -> TraceState | None:
     """The state of the trace running in this thread (None outside a trace)."""
     stack = getattr(_local, "stack", None)
     return stack[-1] if stack else None
+
+
+MAX_REFUSALS = 64   # refusals kept per trace (NumPy's own code may try and catch many)
+
+
+def _note_refusal(error: BaseException) -> None:
+    state = current()
+    if state is not None and len(state.refusals) < MAX_REFUSALS:
+        state.refusals.append((error, isinstance(error, AttributeError) and _asked_by_user()))
+
+
+def _asked_by_user() -> bool:
+    """Whether the first frame outside tracearray on the stack is the user's (who asked for
+    the attribute being refused; ``hasattr`` and ``getattr`` make no frame of their own)."""
+    from .captured import _user_file
+    from ..errors import _PKG_DIR
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    return f is not None and _user_file(f.f_code.co_filename)
+
+
+_errors._note_refusal = _note_refusal
+
+
+def refusal_caught_by_user(state: TraceState) -> BaseException | None:
+    """A refusal made while the trace ran that the user's code caught (the frame at the head
+    of its traceback, where it stopped, is the user's): the function went on along its
+    ``except`` path, which NumPy, raising nothing there, would not take."""
+    from .captured import _user_file
+    for error, asked_by_user in state.refusals:
+        tb = error.__traceback__
+        if tb is None:
+            # never reached a Python ``except``: an attribute the user's code asked for by
+            # ``hasattr`` / ``getattr(x, name, default)`` (which catch it in C) is the user's
+            if asked_by_user:
+                return error
+        elif _user_file(tb.tb_frame.f_code.co_filename):
+            return error
+    return None
 
 
 def note_sizes_read() -> None:

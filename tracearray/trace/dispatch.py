@@ -236,6 +236,8 @@ def _reduceat(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
             "object of too small depth for desired array"))
     idx = idx.astype(np.intp)       # NumPy force-casts them (0.5 is 0)
     x = composites.as_tracer(a)
+    if axis is None and x.ndim == 1:
+        axis = 0   # (NumPy's "all axes" is the one axis of a vector)
     if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
         raise ValueError(with_location("reduceat does not allow multiple axes"))
     (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)

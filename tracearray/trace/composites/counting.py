@@ -11,6 +11,7 @@ element from its offset, corrected by one where rounding put it next to its edge
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,10 @@ def _linspace(first: Any, last: Any, num: int, dtype: np.dtype) -> Tracer:
 
 def _data_and_weights(a: Any, weights: Any) -> tuple[Tracer, Tracer | None]:
     x = as_tracer(a).reshape(-1)
+    if x.dtype == np.bool_:   # (NumPy's: booleans cannot be subtracted; it warns too)
+        warnings.warn(f"Converting input from bool to {np.uint8} for compatibility.",
+                      RuntimeWarning, stacklevel=4)
+        x = x.astype(np.uint8)
     if weights is None:
         return x, None
     w = as_tracer(weights)

@@ -112,6 +112,8 @@ def _cumulative_new(kind: str):
     def fn(x, /, *, axis=None, dtype=None, out=None, include_initial=False):  # type: ignore[no-untyped-def]
         no_out(f"np.cumulative_{kind[3:]}", out)
         t = as_tracer(x)
+        if t.ndim == 0:
+            t = t.reshape(1)   # (NumPy's: a 0-d array is scanned as one element)
         if axis is None:
             if t.ndim != 1:
                 raise ValueError(with_location(
