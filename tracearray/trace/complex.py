@@ -476,9 +476,8 @@ class ComplexTracer:
             if self._is_numpy_scalar():
                 return result   # immutable: ``s op= v`` rebinds s (promoting), as NumPy's
             if not np.can_cast(result.dtype, self.dtype, "same_kind"):  # pragma: no cover
-                raise TypeError(with_location(
-                    f"Cannot cast ufunc '{uf.__name__}' output from {result.dtype!r} to "
-                    f"{self.dtype!r} with casting rule 'same_kind'"))
+                from .numpy_api import output_cast_error
+                raise output_cast_error(uf, result.dtype, self.dtype)
             if result.shape != self.shape:
                 raise ValueError(with_location(
                     f"non-broadcastable output operand with shape {tuple(self.shape)} doesn't "
@@ -605,7 +604,7 @@ def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     from .dispatch import numpy_name
     name = numpy_name(uf) + (f".{method}" if method != "__call__" else "")
     out = kwargs.pop("out", None)
-    kwargs.pop("casting", None)
+    casting = kwargs.pop("casting", "same_kind")
     for k in ("order", "subok"):
         kwargs.pop(k, None)
     dtype = kwargs.pop("dtype", None)
@@ -618,10 +617,22 @@ def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     if method != "__call__":
         raise unsupported(f"{name} of complex values")
     if uf is np.matmul:   # a generalized ufunc: the product rule of FUNCTIONS
-        return _with_out(name, FUNCTIONS[np.matmul](*inputs, **kwargs), out)
+        if dtype is not None:   # (NumPy's loop: both operands cast to dtype, then the product)
+            from .dispatch import _composite_in_dtype
+            return _with_out(name, _composite_in_dtype(uf, np.matmul, inputs, kwargs, dtype,
+                                                       casting, name), out, casting)
+        return _with_out(name, FUNCTIONS[np.matmul](*inputs, **kwargs), out, casting)
     if kwargs.pop("where", True) is not True or kwargs:
         raise unsupported(f"{name}({', '.join(sorted(kwargs) or ['where'])}=...) of complex "
                           f"values")
+    if dtype is not None or casting != "same_kind":
+        _check_casting(uf, inputs, dtype, casting, name)
+    if dtype is not None and np.dtype(dtype).kind != "c" and casting == "unsafe":
+        # a real loop selected for complex operands (np.add(c, c, dtype=bool,
+        # casting="unsafe")): the operands cast to it, as NumPy casts them (ComplexWarning)
+        from .dispatch import _composite_in_dtype
+        return _with_out(name, _composite_in_dtype(uf, uf, inputs, {}, dtype, casting, name),
+                         out, casting)
     rule = UFUNCS.get(uf)
     if rule is None:
         _refuse_like_numpy(uf, inputs)
@@ -632,7 +643,22 @@ def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         raise unsupported(f"{name}(..., dtype={dt}) of complex values")
     part = real_dtype(dt)
     result = rule(*(parts(x, part) for x in inputs))
-    return _with_out(name, result, out)
+    return _with_out(name, result, out, casting)
+
+
+def _check_casting(uf: np.ufunc, inputs: tuple, dtype: Any, casting: str, name: str) -> None:
+    """NumPy's error where ``dtype=`` and ``casting=`` select no loop for the operands
+    (np.add(f8, f8, dtype=complex64, casting='safe'); a Python int under 'equiv')."""
+    from .build import dtype_key
+    from .numpy_api import numpy_error, resolve_loop
+    keys = tuple(np.dtype(complex_result_dtype(x)) if is_complex(x) else
+                 np.asarray(x).dtype if isinstance(x, (list, tuple)) else
+                 np.dtype(x.dtype) if hasattr(x, "dtype") else dtype_key(x) for x in inputs)
+    sig = None if dtype is None else (None,) * uf.nin + (np.dtype(dtype),) * uf.nout
+    try:
+        resolve_loop(uf, keys, inputs, signature=sig, casting=casting)
+    except (TypeError, np.exceptions.DTypePromotionError) as e:
+        raise numpy_error(e, f"{name}: {e}") from None
 
 
 def _refuse_like_numpy(uf: np.ufunc, inputs: tuple, dtype: Any = None) -> None:
@@ -649,17 +675,18 @@ def _refuse_like_numpy(uf: np.ufunc, inputs: tuple, dtype: Any = None) -> None:
         return
 
 
-def _with_out(name: str, result: Any, out: Any) -> Any:
-    """``result`` written into ``out=`` (a complex result into a real array is NumPy's
-    same_kind casting error)."""
+def _with_out(name: str, result: Any, out: Any, casting: str = "same_kind") -> Any:
+    """``result`` written into ``out=`` under ``casting`` (a complex result into a real
+    array is NumPy's same_kind casting error; under 'unsafe', its real parts)."""
     if isinstance(out, tuple):
         out = out[0] if len(out) == 1 else out
     if out is None:
         return result
+    if not np.can_cast(result.dtype, out.dtype, casting):
+        from .numpy_api import output_cast_error
+        raise output_cast_error(name, result.dtype, out.dtype, casting)
     if isinstance(result, ComplexTracer) and not isinstance(out, ComplexTracer):
-        raise TypeError(with_location(
-            f"Cannot cast ufunc '{name.split('.')[-1]}' output from {result.dtype!r} to "
-            f"{out.dtype!r} with casting rule 'same_kind'"))
+        result = discard_imaginary(result, np.dtype(out.dtype))
     out[...] = result
     return out
 
@@ -785,6 +812,14 @@ def partwise(func: Callable, spec: tuple[Any, ...], args: tuple, kwargs: dict) -
         return func(*a, **kw)
     if want is not None:   # a complex dtype=: the parts in its real dtype
         dt = np.dtype(want)
+        casting = kwargs.get("casting")
+        for v in values if casting is not None else ():
+            src = complex_result_dtype(v) if is_complex(v) else np.asarray(v).dtype \
+                if isinstance(v, (bool, int, float, list, tuple)) else np.dtype(v.dtype)
+            if not np.can_cast(src, dt, casting):
+                raise TypeError(with_location(
+                    f"Cannot cast array data from {np.dtype(src)!r} to {dt!r} according to "
+                    f"the rule {casting!r}"))
     part = real_dtype(dt)
 
     def call(which: int) -> Any:

@@ -379,6 +379,10 @@ def _make_like(func: Any, fill: Any) -> None:
         base = as_complex(a) if isinstance(a, ComplexTracer) else a
         dt = np.dtype(dtype) if dtype is not None else base.dtype
         ref = base.re if isinstance(base, ComplexTracer) else base
+        if is_complex(value) and not isinstance(value, (complex, np.complexfloating)):
+            # a traced complex fill (np.full_like(z, z[1])): broadcast and cast, as np.copyto
+            shp = base.shape if shape is None else tuple(np.atleast_1d(shape))
+            return np.copy(np.broadcast_to(value.astype(dt, casting="unsafe"), shp))
         if dt.kind != "c":
             # a complex fill cast as NumPy's copyto casts it: to bool, nonzero (1j is True);
             # to numbers, the real part

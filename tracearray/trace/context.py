@@ -532,8 +532,11 @@ def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order
         fill_value = _traced(fill_value)   # a row of traced values, as np.asarray makes it
     if not _is_tracer(fill_value) or _holds_tracer(shape):
         return None
-    node = fill_value.node if dtype is None else api.astype(fill_value.node, dtype)
     shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if not isinstance(fill_value, Tracer):   # (a complex fill: its two parts broadcast)
+        value = fill_value if dtype is None else fill_value.astype(dtype)
+        return np.copy(np.broadcast_to(value, shp))
+    node = fill_value.node if dtype is None else api.astype(fill_value.node, dtype)
     return as_array_memory(Tracer(api.broadcast_to(node, shp)))
 
 

@@ -65,18 +65,24 @@ def _composite_in_dtype(uf: np.ufunc, impl: Callable, inputs: tuple, kwargs: dic
     keys = tuple(x.dtype if hasattr(x, "dtype") else
                  np.asarray(x).dtype if isinstance(x, (list, tuple)) else dtype_key(x)
                  for x in inputs)
+    from .numpy_api import numpy_error, resolve_loop
     sig = (None,) * uf.nin + (np.dtype(dtype),) * uf.nout
     try:
-        loop = uf.resolve_dtypes(keys + (None,) * uf.nout, signature=sig, casting=casting)
+        loop = resolve_loop(uf, keys, inputs, signature=sig, casting=casting)
     except (TypeError, np.exceptions.DTypePromotionError) as e:
-        from .numpy_api import numpy_error
         raise numpy_error(e, f"{name}: {e}") from None
-    cast = [as_tracer(x).astype(dt) for x, dt in zip(inputs, loop[:uf.nin])]
-    result = impl(*cast, **kwargs)
+    cast = [(x if complex_values.is_complex(x) else as_tracer(x)).astype(dt)
+            for x, dt in zip(inputs, loop[:uf.nin])]
+    # (a complex loop of a real composite, np.matmul(f8, f8, dtype=complex64): the ufunc
+    # again, on the complex operands, which dispatch to the complex rules)
+    result = (uf if any(dt.kind == "c" for dt in loop) else impl)(*cast, **kwargs)
     outs = loop[uf.nin:]
+
+    def to(r: Any, dt: np.dtype) -> Any:
+        return (r if complex_values.is_complex(r) else as_tracer(r)).astype(dt)
     if isinstance(result, tuple):
-        return tuple(as_tracer(r).astype(dt) for r, dt in zip(result, outs))
-    return as_tracer(result).astype(outs[0])
+        return tuple(to(r, dt) for r, dt in zip(result, outs))
+    return to(result, outs[0])
 
 
 def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
@@ -165,6 +171,10 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         if np.ndim(x) == 0:
             raise TypeError(with_location("cannot accumulate on a scalar"))
         axis = kwargs.pop("axis", 0)
+        if isinstance(axis, tuple) and len(axis) == 1:
+            (axis,) = axis
+        if axis is None or isinstance(axis, tuple):
+            raise ValueError(with_location("accumulate does not allow multiple axes"))
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
@@ -329,9 +339,7 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
             continue
         if where is not True:
             if isinstance(o, Tracer) and not np.can_cast(r.dtype, o.dtype, casting=casting):
-                raise TypeError(with_location(
-                    f"Cannot cast ufunc '{uf.__name__}' output from {r.dtype!r} to "
-                    f"{o.dtype!r} with casting rule {casting!r}"))
+                raise api.output_cast_error(uf, r.dtype, o.dtype, casting)
             if isinstance(o, Tracer):
                 mask = composites.as_tracer(where).node
                 r = Tracer(api.where(mask, api.cast(unwrap(r), o.dtype), o.node))

@@ -46,7 +46,7 @@ from .reads import (MAX_GUARDED_ITEMS, Chain, Guard, Pinned, Same, _follow_chain
                     _snapshot, _user_method, read_chains)
 
 _VARARGS, _VARKEYWORDS = 0x04, 0x08
-MAX_FRAMES = 256          # frames of distinct code and objects recorded in one trace
+MAX_FRAMES = 4096         # frames of distinct code and objects recorded in one trace
 
 
 class Frame(NamedTuple):

@@ -39,10 +39,9 @@ def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None,
     # inputs' loop (resolve_dtypes((i8, i8, f4)) is (i8, i8, i8)).
     sig: dict[str, Any] = {} if dtype is None else {
         "signature": (None,) * ufunc.nin + (check_dtype(dtype, ufunc.__name__),)}
-    if casting != "same_kind":
-        sig["casting"] = casting
+    sig["casting"] = casting
     try:
-        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, **sig)
+        loop = resolve_loop(ufunc, keys, operands, **sig)
     except (TypeError, np.exceptions.DTypePromotionError) as e:
         names = ", ".join(str(k if isinstance(k, np.dtype) else k.__name__) for k in keys)
         raise numpy_error(e, f"np.{ufunc.__name__}({names}): {e}") from None
@@ -51,6 +50,41 @@ def apply_ufunc(ufunc: np.ufunc, *operands: Any, dtype: Any = None,
         return folded
     args = [to_dtype(x, dt) for x, dt in zip(operands, loop[:ufunc.nin])]
     return make(op, args)
+
+
+def resolve_loop(ufunc: np.ufunc, keys: tuple, operands: Sequence[Any],
+                 signature: tuple | None = None, casting: str = "same_kind") -> tuple:
+    """``ufunc.resolve_dtypes`` of the operands' keys (``dtype_key``: Python scalars weak)
+    under ``casting``, raising NumPy's errors. NumPy 2.4's resolve_dtypes crashes the
+    interpreter for a Python int under 'equiv': that rule is checked by a call on
+    stand-ins (zero arrays of the operands' dtypes, the Python scalars themselves), and
+    the loop found after it."""
+    sig: dict[str, Any] = {} if signature is None else {"signature": signature}
+    if casting == "equiv" and any(isinstance(k, type) for k in keys):
+        ufunc(*(np.zeros(1, k) if isinstance(k, np.dtype) else x
+                for k, x in zip(keys, operands)), casting="equiv",
+              **({} if signature is None else {"signature": signature}))
+        casting = "unsafe"
+    return ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, casting=casting, **sig)
+
+
+def output_cast_error(ufunc: Any, from_dtype: Any, to_dtype: Any,
+                      casting: str = "same_kind") -> BaseException:
+    """NumPy's error for a ufunc's result that ``casting`` does not let into out= (its class,
+    UFuncTypeError, which code may catch), at the user's line. ``ufunc``: the ufunc or its
+    name (``"np.add"``, ``"add"``)."""
+    if isinstance(ufunc, str):
+        ufunc = getattr(np, ufunc.split(".")[-1], None)
+    frm, to = np.dtype(from_dtype), np.dtype(to_dtype)
+    message = (f"Cannot cast ufunc '{getattr(ufunc, '__name__', ufunc)}' output from {frm!r} "
+               f"to {to!r} with casting rule {casting!r}")
+    try:
+        from numpy._core._exceptions import _UFuncOutputCastingError
+        if isinstance(ufunc, np.ufunc):
+            return numpy_error(_UFuncOutputCastingError(ufunc, casting, frm, to, 0), message)
+    except (ImportError, TypeError):   # (another NumPy's private class)
+        pass
+    return TypeError(with_location(message))
 
 
 def numpy_error(e: BaseException, message: str) -> BaseException:
@@ -391,9 +425,7 @@ def std(x: Any, axis: Any = None, dtype: Any = None, ddof: float = 0,
         # result (same_kind casting refuses the float result) and ret.dtype.type(sqrt(ret))
         # for a scalar one.
         if v.ndim > 0:
-            raise TypeError(with_location(
-                f"Cannot cast ufunc 'sqrt' output from {out.dtype!r} to {v.dtype!r} with "
-                f"casting rule 'same_kind'"))
+            raise output_cast_error(np.sqrt, out.dtype, v.dtype)
         out = cast(out, v.dtype)
     return out
 

@@ -402,10 +402,18 @@ def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw
     for k in static_argnames:
         if k in kwargs:
             params[k] = ("static_kw", k)
+    for k in (plain.__kwdefaults__ or {}):
+        if k not in kwargs and k not in bound_kw:
+            params[k] = ("kwdefault", k)
     helpers = _helpers(plain)
     refuse_reached_generators(roots, plain, params, helpers)
     chains = read_chains(code)
-    return BeforeTrace((guards(roots, chains, code, params) if chains else ()) +
+    # the defaults the call takes, read whole (``def f(x, s=1)``; ``f.__defaults__ = (2,)``
+    # between calls gives the function another value)
+    defaults = tuple(Guard(root, (), _snapshot(value), f"the default of {name}")
+                     for name, root in params.items() if root[0] in ("default", "kwdefault")
+                     for value in (roots.resolve_root(root),) if _guardable(value))
+    return BeforeTrace((guards(roots, chains, code, params) if chains else ()) + defaults +
                        helper_guards(roots, plain, helpers), params, helpers,
                        reached_arrays(roots, plain, params, helpers),
                        helper_roots(plain, helpers))

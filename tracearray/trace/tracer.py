@@ -131,22 +131,17 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
                 loop_out = np.power.resolve_dtypes(
                     (self.node.dtype, dtype_key(unwrap(other)), None))[2]
                 if not scalar and not np.can_cast(loop_out, self.node.dtype, "same_kind"):
-                    raise TypeError(with_location(
-                        f"Cannot cast ufunc 'power' output from {loop_out!r} to "
-                        f"{self.node.dtype!r} with casting rule 'same_kind'")) from None
+                    raise api.output_cast_error(np.power, loop_out,
+                                                self.node.dtype) from None
                 raise
         else:
             result = _binary(ufunc)(self, other)
         if result is NotImplemented or scalar:
             return result
         if isinstance(result, complex_values.ComplexTracer):
-            raise TypeError(with_location(
-                f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype!r} to "
-                f"{self.node.dtype!r} with casting rule 'same_kind'"))
+            raise api.output_cast_error(ufunc, result.dtype, self.node.dtype)
         if not np.can_cast(result.node.dtype, self.node.dtype, casting="same_kind"):
-            raise TypeError(with_location(
-                f"Cannot cast ufunc '{ufunc.__name__}' output from {result.node.dtype!r} to "
-                f"{self.node.dtype!r} with casting rule 'same_kind'"))
+            raise api.output_cast_error(ufunc, result.node.dtype, self.node.dtype)
         if result.node.shape != self.node.shape:
             # NumPy writes the result into x, so it cannot grow x by broadcasting.
             raise ValueError(with_location(
@@ -613,7 +608,7 @@ class Tracer:
             # ComplexWarning
             value = complex_values.discard_imaginary(
                 complex_values.as_complex(value), self.node.dtype)
-        _check_scalar_fits(value, self.node.dtype)
+        _check_scalar_fits(value, self.node.dtype, key)
         state = context.current()
         joining = buffers.JOIN_REGIONS.set(self._buf.argument is None and
                                            (state is None or state.joins))
@@ -1058,12 +1053,15 @@ def check_index_out(out: Any) -> None:
             f"according to the rule 'safe'"))
 
 
-def _check_scalar_fits(value: Any, dtype: np.dtype) -> None:
-    """NumPy converts a NumPy scalar assigned into an integer array through a Python int
-    (``x[0] = y.sum()``): NaN raises ValueError, an infinity or a value out of the dtype's
-    range OverflowError. Checked when the compiled function runs (``context.require``); a
-    traced 0-d array, as any array, is cast unsafely."""
-    if not (isinstance(value, Tracer) and value._is_numpy_scalar()) or dtype.kind not in "iu":
+def _check_scalar_fits(value: Any, dtype: np.dtype, key: Any) -> None:
+    """NumPy converts a NumPy scalar assigned into a signed integer array at a basic index
+    (``x[0] = y.sum()``, ``x[1:] = s``) through a Python int: NaN raises ValueError, an
+    infinity or a value out of the dtype's range OverflowError. Checked when the compiled
+    function runs (``context.require``). An unsigned array, an advanced index (a mask,
+    a list) and a traced 0-d array (as any array) take the value cast unsafely, as
+    NumPy's do."""
+    if not (isinstance(value, Tracer) and value._is_numpy_scalar()) or dtype.kind != "i" \
+            or not _basic_index(key):
         return
     src = value.node.dtype
     if src.kind == "f":
@@ -1085,6 +1083,21 @@ def _check_scalar_fits(value: Any, dtype: np.dtype) -> None:
     else:
         return
     context.require(ok.node, OverflowError, f"Python integer out of bounds for {dtype}")
+
+
+def _basic_index(key: Any) -> bool:
+    """Whether ``key`` is NumPy's basic indexing: integers, slices, Ellipsis and None."""
+    for k in key if isinstance(key, tuple) else (key,):
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            continue
+        if isinstance(k, (bool, np.bool_)):
+            return False
+        if isinstance(k, (int, np.integer)):
+            continue
+        if isinstance(k, Tracer) and k.ndim == 0 and k.node.dtype.kind in "iu":
+            continue
+        return False
+    return True
 
 
 def _no_element_equal(t: Tracer, value: bool) -> Tracer:
@@ -1196,9 +1209,7 @@ def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
         dt = result.dtype if isinstance(result, (Tracer, complex_values.ComplexTracer)) \
             else np.asarray(result).dtype
         if not np.can_cast(dt, out.dtype, casting=casting):
-            raise TypeError(with_location(
-                f"Cannot cast ufunc '{name.split('.')[-1]}' output from {dt!r} to "
-                f"{out.dtype!r} with casting rule {casting!r}"))
+            raise api.output_cast_error(name, dt, out.dtype, casting)
         if np.broadcast_shapes(np.shape(result), out.shape) != tuple(out.shape):
             raise ValueError(with_location(
                 f"non-broadcastable output operand with shape {shape_str(out.shape)} doesn't "
@@ -1213,9 +1224,7 @@ def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
         raise TypeError(with_location("return arrays must be of ArrayType"))
     r = result.node if isinstance(result, Tracer) else as_node_(result)
     if not np.can_cast(r.dtype, out.dtype, casting=casting):
-        raise TypeError(with_location(
-            f"Cannot cast ufunc '{name.split('.')[-1]}' output from {r.dtype!r} to "
-            f"{out.dtype!r} with casting rule {casting!r}"))
+        raise api.output_cast_error(name, r.dtype, out.dtype, casting)
     try:
         shape = broadcast_shape([r.shape, out.shape])
     except ValueError:

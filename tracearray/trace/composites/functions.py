@@ -152,9 +152,7 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
     if out is not None and t.dtype.kind in "iu" and int(decimals) < 0 and \
             not np.can_cast(np.float64, getattr(out, "dtype", np.float64), "same_kind"):
         # NumPy divides into out (float64 by then): an integer out cannot take it
-        raise TypeError(with_location(
-            f"Cannot cast ufunc 'divide' output from dtype('float64') to {out.dtype!r} "
-            f"with casting rule 'same_kind'"))
+        raise api.output_cast_error(np.divide, np.float64, out.dtype)
     o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if o is not None and hasattr(o, "dtype") and o.dtype != t.dtype and \
             o.dtype.kind == "f" and np.can_cast(t.dtype, o.dtype, "same_kind"):
@@ -168,9 +166,7 @@ def _rounded(a: Any, decimals: int) -> Tracer:
     if decimals == 0:
         return np.rint(t) if t.dtype.kind in "fb" else t.copy()
     if t.dtype.kind == "b":
-        raise TypeError(with_location(
-            f"Cannot cast ufunc 'multiply' output from dtype('float64') to dtype('bool') "
-            f"with casting rule 'same_kind'"))
+        raise api.output_cast_error(np.multiply, np.float64, np.bool_)
     if t.dtype.kind in "iu":
         if decimals >= 0:
             return t.copy()
