@@ -455,3 +455,19 @@ def test_defaults_rebound_between_calls_are_seen():
         got, want = cd(x), d(x)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+X34 = np.arange(12.0).reshape(3, 4)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: np.pad(a, {1: (1, 2)}),                       # (NumPy 2.4's dict form)
+    lambda a: np.pad(a, {0: 1, -1: (0, 2)}, mode="edge"),
+    lambda a: np.take_along_axis(a, np.zeros((2, 2), int), axis=0),   # IndexError
+    lambda a: a.item(100),                                  # IndexError before the value
+    lambda a: np.einsum("i...->i", a),                      # ValueError: no '...' out
+    lambda a: np.einsum("i...->i...", a),
+    lambda a: a.reshape(3, 2, 2).dot(np.ones((2, 5))),      # x.dot of 3 dimensions
+])
+def test_argument_forms_and_their_errors(fn):
+    _same_outcome(fn, X34)

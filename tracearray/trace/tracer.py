@@ -484,6 +484,10 @@ class Tracer:
         v = self._known()
         if v is not None:
             return v.item(*args)
+        if len(args) == 1 and isinstance(args[0], (int, np.integer)) and \
+                not -self.size <= args[0] < self.size:   # (NumPy's error comes first)
+            raise IndexError(with_location(
+                f"index {args[0]} is out of bounds for size {self.size}"))
         return self._concrete(".item()")
 
     def tolist(self) -> Any:
@@ -890,7 +894,7 @@ class Tracer:
         return np.searchsorted(self, v, side, sorter)
 
     def dot(self, other: Any, out: Any = None) -> "Tracer":
-        return store_out("dot", Tracer(api.dot(self.node, unwrap(other))), out)
+        return store_out("dot", np.dot(self, other), out)   # (np.dot's rules, any rank)
 
     def __array_namespace__(self, *, api_version: Any = None) -> Any:
         return np

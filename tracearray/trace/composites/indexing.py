@@ -78,9 +78,14 @@ def take_along_axis(arr: Any, indices: Any, axis: Any = -1) -> Tracer:
         shape = list(broadcast_shape([tuple(n for d, n in enumerate(a.shape) if d != ax),
                                       tuple(n for d, n in enumerate(idx.shape) if d != ax)]))
     except ValueError:
-        raise ValueError(with_location(
-            f"shape mismatch: objects cannot be broadcast to a single shape.  Mismatch is "
-            f"between arg 0 with shape {a.shape} and arg 1 with shape {idx.shape}.")) from None
+        # (NumPy indexes arr with idx and a range for every other axis: its IndexError)
+        shapes = [idx.shape if d == ax else tuple(n if e == d else 1 for e in range(a.ndim))
+                  for d, n in enumerate(a.shape)]
+        texts = " ".join("(" + ",".join(str(n) for n in sh) + ("," if len(sh) == 1 else "") + ")"
+                         for sh in shapes)
+        raise IndexError(with_location(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes "
+            f"{texts} ")) from None
     shape.insert(ax, idx.shape[ax])
     shape = tuple(shape)
     nodes = []

@@ -362,6 +362,10 @@ def _parse_einsum(subscripts: str, ndims: Sequence[int]) -> tuple[list[list[str]
         if "\0" in out:
             i = out.index("\0")
             out[i:i + 1] = ell
+        elif ell:
+            raise ValueError(with_location(
+                "output has more dimensions than subscripts given in einstein sum, but no "
+                "'...' ellipsis provided to broadcast the extra dimensions."))
     else:
         counts: dict[str, int] = {}
         for labels in inputs:

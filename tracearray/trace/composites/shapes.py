@@ -440,6 +440,17 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tr
     joining: constant blocks, repeated edges, reflected / wrapped slices (repeatedly, for pads
     wider than the array), statistics of the edge regions, or ramps to the edges."""
     t = as_tracer(array)
+    if isinstance(pad_width, dict):   # (NumPy 2.4: {axis: width or (before, after)})
+        seq = [(0, 0)] * t.ndim
+        for axis, width in pad_width.items():
+            if isinstance(width, int) and not isinstance(width, bool):
+                seq[axis] = (width, width)
+            elif isinstance(width, tuple) and len(width) == 2 and \
+                    all(type(w) is int for w in width):
+                seq[axis] = width
+            else:
+                raise AssertionError(f"Expected code to be unreachable, but got: {width!r}")
+        pad_width = seq
     if callable(mode):
         raise unsupported("np.pad with a function as mode")
     widths = _pad_pairs(pad_width, t.ndim, as_index=True, integral=True)
