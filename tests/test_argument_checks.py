@@ -471,3 +471,15 @@ X34 = np.arange(12.0).reshape(3, 4)
 ])
 def test_argument_forms_and_their_errors(fn):
     _same_outcome(fn, X34)
+
+
+@pytest.mark.parametrize("fn, x", [
+    (lambda b: b ** 2, np.True_),                     # a NumPy scalar's ** is np.power: int64
+    (lambda x: x.all() ** 2, np.array([True, True])),
+    (lambda x: x ** 2, np.array([True, False])),      # an array's: np.square, int8
+    (lambda x: x < 2**63, np.array([True, False])),   # OverflowError for booleans
+    (lambda x: x < 2**63, np.array([1, 2])),          # exact for integers
+    (lambda x: x == -2**64, np.array([1, 2], np.uint8)),
+])
+def test_scalar_power_and_big_python_ints(fn, x):
+    _same_outcome(fn, x)

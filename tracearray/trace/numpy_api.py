@@ -128,6 +128,8 @@ def _compare_out_of_range_int(ufunc: np.ufunc, operands: Sequence[Any],
         info = np.iinfo(dt)
         if info.min <= v <= info.max:
             continue
+        if as_node(operands[1 - i]).dtype.kind == "b":   # (exact only for integer arrays)
+            raise OverflowError(with_location("Python int too large to convert to C long"))
         # 0 lies in every integer dtype's range, so it stands for every element.
         compare = _COMPARISONS[ufunc]
         value = compare(0, v) if i == 1 else compare(v, 0)

@@ -542,7 +542,8 @@ class Tracer:
             raise unsupported("pow() with a modulus")
         if complex_values.is_complex(other):
             return complex_values.apply_ufunc(np.power, "__call__", (self, other), {})
-        return Tracer(api.power(self.node, unwrap(other), operator=True))
+        # (a NumPy scalar's ** is np.power: ndarray.__pow__'s fast paths are an array's)
+        return Tracer(api.power(self.node, unwrap(other), operator=not self._is_numpy_scalar()))
 
     __ipow__, __imatmul__ = _inplace(np.power), _inplace(np.matmul)
 
