@@ -114,7 +114,10 @@ def plan_graph(graph: Graph) -> Plan:
     cuts = _bound_inline_depth(graph, stores)
     for _ in range(10 * len(stores) + 10):
         try:
-            kernels, notes = group(graph, stores, cuts)
+            found: set[Node] = set()
+            kernels, notes = group(graph, stores, cuts, found)
+            if found:
+                continue   # (stored now: the next pass plans with them from the start)
             plan = finish(graph, kernels, stores, notes)
             plan.rewrites = rewrites
             plan.planned_stores = set(stores)
@@ -250,8 +253,31 @@ def _is_view_of(node: Node, stores: set[Node]) -> bool:
     return True
 
 
-def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozenset()
-          ) -> tuple[list[Kernel], list[str]]:
+def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozenset(),
+          found: set[Node] | None = None) -> tuple[list[Kernel], list[str]]:
+    """Every stored node placed in a kernel, in the graph's order (a root joins the last
+    kernel that can compute it inline, else starts one). Where a placement needs a value
+    stored that is not (NotFusable with ``store``: a value recomputed at too many shifted
+    indices, a view no index map reaches), a pass with ``found`` adds it to ``stores`` and
+    ``found``, gives it a kernel of its own and goes on, so that one pass finds every such
+    value (``plan_graph`` then plans again from the start with them; the rest of that pass
+    is not used). Without ``found`` the first one is raised: a long stencil loop needing
+    dozens of them made dozens of whole passes."""
+    if found is None:
+        return _group(graph, stores, cuts, None)
+    while True:
+        try:
+            return _group(graph, stores, cuts, found)
+        except _Found:
+            continue
+
+
+class _Found(Exception):
+    """A value found to need storing that cannot be placed where it was found."""
+
+
+def _group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset,
+           found: set[Node] | None) -> tuple[list[Kernel], list[str]]:
     kernels: list[Kernel] = []
     produced_by: dict[Node, int] = {}
     notes: list[str] = []
@@ -266,29 +292,61 @@ def group(graph: Graph, stores: set[Node], cuts: set[Node] | frozenset = frozens
                           default=0)
         if node not in stores or OPS[node.op].kind is Kind.SOURCE:
             continue
-        kind = OPS[node.op].kind
-        if kind is Kind.REDUCE:
-            k = _place_reduction(node, kernels, produced_by, stores, notes, first[node])
-        elif node in cuts:   # the end of a long inline chain: a kernel of its own
-            kernel = Kernel("map", node.shape, roots=[Store(node, space_index(node.shape), node)])
-            _try(kernel, stores, produced_by, len(kernels))
-            k = _new_kernel(kernels, kernel)
-        elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
-            k = _place_root(node, kernels, produced_by, stores, notes, first[node])
-        elif kind is Kind.SCAN:
-            k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
-                                            reductions=[node]))
-        elif kind is Kind.CONTRACT:
-            call = ExternalCall(node.op, node.args, (), [node])
-            k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node, call=call))
-        elif kind is Kind.EXTERNAL:
-            k = _place_external(node, kernels, calls)
-        elif kind is Kind.SCATTER:
-            k = _place_scatter(node, kernels, produced_by, stores)
-        else:  # CONCAT: one copy kernel per operand, each writing a slab of the result
-            k = _place_concat(node, kernels, produced_by, stores)
-        produced_by[node] = k
+        if found is None:
+            produced_by[node] = _place(node, kernels, produced_by, stores, notes,
+                                       first[node], cuts, calls)
+            continue
+        while True:
+            try:
+                produced_by[node] = _place(node, kernels, produced_by, stores, notes,
+                                           first[node], cuts, calls)
+                break
+            except NotFusable as e:
+                s = e.store
+                if s is None or s in stores or s is node or \
+                        OPS[s.op].kind not in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
+                    raise
+                found.add(s)
+                stores.add(s)
+                kernel = Kernel("map", s.shape, roots=[Store(s, space_index(s.shape), s)])
+                try:
+                    _try(kernel, stores, produced_by, len(kernels))
+                except NotFusable as inner:
+                    if inner.store is None or inner.store in stores:
+                        raise
+                    found.add(inner.store)
+                    stores.add(inner.store)
+                    raise _Found() from None   # (a pass with both stored from the start)
+                produced_by[s] = _new_kernel(kernels, kernel)
     return kernels, notes
+
+
+def _place(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
+           stores: set[Node], notes: list[str], first: int, cuts: set[Node] | frozenset,
+           calls: dict[tuple, int]) -> int:
+    """The kernel that computes ``node`` (a stored value): one it joins or a new one."""
+    kind = OPS[node.op].kind
+    if kind is Kind.REDUCE:
+        k = _place_reduction(node, kernels, produced_by, stores, notes, first)
+    elif node in cuts:   # the end of a long inline chain: a kernel of its own
+        kernel = Kernel("map", node.shape, roots=[Store(node, space_index(node.shape), node)])
+        _try(kernel, stores, produced_by, len(kernels))
+        k = _new_kernel(kernels, kernel)
+    elif kind in (Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.GATHER):
+        k = _place_root(node, kernels, produced_by, stores, notes, first)
+    elif kind is Kind.SCAN:
+        k = _new_kernel(kernels, Kernel("scan", node.shape, (node.attr("axis"),),
+                                        reductions=[node]))
+    elif kind is Kind.CONTRACT:
+        call = ExternalCall(node.op, node.args, (), [node])
+        k = _new_kernel(kernels, Kernel("matmul", node.shape, matmul=node, call=call))
+    elif kind is Kind.EXTERNAL:
+        k = _place_external(node, kernels, calls)
+    elif kind is Kind.SCATTER:
+        k = _place_scatter(node, kernels, produced_by, stores)
+    else:  # CONCAT: one copy kernel per operand, each writing a slab of the result
+        k = _place_concat(node, kernels, produced_by, stores)
+    return k
 
 
 def _new_kernel(kernels: list[Kernel], kernel: Kernel) -> int:
