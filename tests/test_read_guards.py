@@ -177,7 +177,8 @@ def test_library_modules_are_not_checked() -> None:
     compiled = tracearray.compile(f)
     compiled(X)
     (trace, _plan, _tiles), = compiled._traces.values()
-    assert [g.text for g in trace.reads] == ["HOLDER.scale"]
+    texts = [g.text for g in trace.reads]
+    assert "HOLDER.scale" in texts and not any("pi" in t for t in texts)
 
 
 def test_a_value_that_keeps_changing_warns_once() -> None:

@@ -1105,7 +1105,7 @@ def _static_key(value: Any) -> Any:
         return (type(value), tuple(_static_key(v) for v in value))
     if type(value) is dict:   # (a guarded global dict: PARAMS = {k: v - lr * g[k] ...})
         return (dict, tuple((k, _static_key(v)) for k, v in value.items()))
-    if isinstance(value, frozenset):
+    if isinstance(value, (set, frozenset)):
         return (type(value), frozenset(_static_key(v) for v in value))
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (type(value), np.asarray(value).tobytes())

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import captured as captured_arrays
-from . import context, frames, pytree, reads
+from . import context, frames, pytree, reached, reads
 from . import random as traced_random
 from .build import check_dtype, constant, make
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
@@ -370,11 +370,19 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             f"{caught}\n(the compiled function caught this error and went on: a try/except, "
             f"hasattr or getattr with a default in its code; NumPy raises nothing there, so "
             f"the compiled function would take another path than NumPy's)") from None
+    # what the code reads of the objects its chains reach through locals, loops, getattr
+    followed: set[int] = set()
+    seen_reads = reached.reached_guards(
+        roots, plain.__code__ if plain is not None else None, before.params, before.helpers,
+        frame_log, plain, {id(c.array) for c in state.captured.used.values()}, followed)
     if frame_log.frames:
-        read_guards += frames.frame_guards(frame_log, plain)
+        # (a helper's reads rooted at an object the walk found by a path: guarded there)
+        read_guards += tuple(g for g in frames.frame_guards(frame_log, plain)
+                             if g.root[0] != "pinned" or id(g.root[1].resolve()) not in followed)
         if plain is not None:
             read_guards += frames.identity_guards(roots, reads.read_chains(plain.__code__),
                                                   plain.__code__, before.params, frame_log)
+    read_guards = reads.unique(read_guards + seen_reads)
     if probe is not None:
         # the graph so far, up to the number it needs (nothing is written back: the trace
         # runs again, to the end, once the number is known)

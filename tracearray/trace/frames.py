@@ -34,6 +34,7 @@ before (a profiler running then does not see the trace's own calls); ``sys.settr
 """
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from typing import Any, NamedTuple
@@ -90,6 +91,13 @@ def runs_user_code(plain: types.FunctionType | None, roots: Roots, args: tuple,
     todo: list[tuple[Any, int]] = [(v, 0) for _r, _t, v in roots.fixed()]
     for fn in [plain] + helpers:
         todo += [(fn.__globals__.get(n), 0) for n in _global_loads(fn.__code__)]
+    for fn in helpers:   # (a decorated helper: the function its closure holds is called)
+        todo += [(v, 0) for v in fn.__defaults__ or ()]
+        for cell in fn.__closure__ or ():
+            try:
+                todo.append((cell.cell_contents, 0))
+            except ValueError:   # an empty cell
+                pass
     todo += [(v, 0) for v in args] + [(v, 0) for v in kwargs.values()]
     seen: set[int] = {id(h) for h in helpers} | {id(plain)}
     while todo:
@@ -109,6 +117,8 @@ def runs_user_code(plain: types.FunctionType | None, roots: Roots, args: tuple,
         wrapped = getattr(v, "__wrapped__", None) if callable(v) else None
         if isinstance(v, types.MethodType):
             todo += [(v.__func__, depth), (v.__self__, depth)]
+        elif type(v) is functools.partial:
+            todo += [(v.func, depth), (v.args, depth), (v.keywords, depth)]
         elif wrapped is not None:   # (a compiled function: the Python function it wraps)
             todo.append((wrapped, depth))
         elif type(v) in (list, tuple, dict, types.SimpleNamespace) or isinstance(v, tuple):
@@ -153,7 +163,7 @@ class FrameLog:
         code = frame.f_code
         user = self._user.get(code)
         if user is None:
-            user = self._user[code] = code is not self.top and _user_file(code.co_filename)
+            user = self._user[code] = code is not self.top and _user_code(frame)
         if user and len(self.frames) < MAX_FRAMES:
             try:
                 self._enter(frame, code)
@@ -179,6 +189,24 @@ class FrameLog:
                     found[0].flags.writeable:
                 found[0].flags.writeable = False
                 self.arrays.append((found[0], f"{found[2]} (in {code.co_qualname})"))
+
+
+def _user_code(frame: types.FrameType) -> bool:
+    """Whether a frame runs the user's code: by its module where its globals are one (code a
+    library generates, a dataclass's ``__init__``, is the library's), else by its file;
+    code made by ``exec`` (``<string>``) by whoever called it (``<frozen ...>`` is the
+    interpreter's)."""
+    from .captured import _user_module
+    g = frame.f_globals
+    module = sys.modules.get(g.get("__name__"))   # type: ignore[arg-type]
+    if module is not None and vars(module) is g:
+        return _user_module(module)
+    name = frame.f_code.co_filename
+    if name.startswith("<"):   # (code made by exec: a namedtuple's __new__, the user's own)
+        back = frame.f_back
+        return not name.startswith("<frozen") and back is not None and \
+            not back.f_code.co_filename.startswith("<") and _user_code(back)
+    return _user_file(name)
 
 
 def frame_guards(log: FrameLog, plain: types.FunctionType | None) -> tuple[Guard, ...]:

@@ -73,11 +73,21 @@ def read_chains(code: types.CodeType) -> tuple[Chain, ...]:
     globals and the closure variables they share): every prefix of at least one step, the
     global names and closure variables themselves, and a chain ending at a method it calls."""
     found: dict[Chain, None] = {}
-    _scan(code, found, nested=False)
+    _scan(code, found, nested=False, terminal=set())
     return tuple(found)
 
 
-def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
+@functools.lru_cache(maxsize=512)
+def terminal_chains(code: types.CodeType) -> frozenset[Chain]:
+    """The chains of ``read_chains`` whose value the code uses as it is (passed, iterated,
+    compared), not only as the start of a longer chain (``cfg["lr"]`` uses ``cfg`` only so:
+    another key of it changing is no change of what the code read)."""
+    terminal: set[Chain] = set()
+    _scan(code, {}, nested=False, terminal=terminal)
+    return frozenset(terminal)
+
+
+def _scan(code: types.CodeType, found: dict, nested: bool, terminal: set) -> None:
     ins = [i for i in dis.get_instructions(code)
            if i.opname not in ("EXTENDED_ARG", "CACHE", "NOP")]
     for k, i in enumerate(ins):
@@ -99,19 +109,27 @@ def _scan(code: types.CodeType, found: dict, nested: bool) -> None:
                     steps.append(None)   # (the root itself is not read whole)
                 break
             elif a.opname in _CONSTANT_LOADS and j + 1 < len(ins) and \
-                    _is_subscript(ins[j + 1]) and type(a.argval) in (int, str):
+                    _is_subscript(ins[j + 1]) and type(a.argval) in (int, str, float, tuple):
                 steps.append(("item", a.argval))
                 j += 2
             else:
                 break
             found[Chain(root, tuple(steps))] = None
+        else:
+            if steps and steps[-1] is not None:
+                terminal.add(Chain(root, tuple(steps)))
+        if j < len(ins) and steps and steps[-1] is not None and not (
+                ins[j].opname == "LOAD_METHOD" or
+                (ins[j].opname == "LOAD_ATTR" and _method_load(ins[j]))):
+            terminal.add(Chain(root, tuple(steps)))
         if not steps and root[0] in ("deref", "global"):
             # read whole, not through an attribute or item: a closure variable rebound
             # (``nonlocal k; k = 3``), a list or dict iterated (``for w in LAYERS``)
             found[Chain(root, ())] = None
+            terminal.add(Chain(root, ()))
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            _scan(c, found, nested=True)
+            _scan(c, found, nested=True, terminal=terminal)
 
 
 def _root(i: dis.Instruction, nested: bool) -> tuple | None:
@@ -158,9 +176,18 @@ def guards(roots: Roots, chains: tuple[Chain, ...], code: types.CodeType,
         if not steps and root[0] in ("global", "module_global") and \
                 type(obj) not in (list, dict):
             continue   # (a global name's own value is guarded as the trace reads it)
+        if type(obj) is dict and not _terminal(code, chain):
+            continue   # (read at keys only: those chains guard what the code read)
         if _guardable(obj) or (steps and _user_method(obj)):
             out.append(Guard(root, steps, _snapshot(obj), text))
     return tuple(out)
+
+
+def _terminal(code: types.CodeType, chain: Chain) -> bool:
+    term = terminal_chains(code)
+    if chain.root[0] == "resolved":   # (a helper's global chain, its root resolved)
+        return any(t.steps == chain.steps and t.root[0] == "global" for t in term)
+    return chain in term
 
 
 def _own_root(chain: Chain, code: types.CodeType, params: dict[str, tuple]) -> tuple | None:
@@ -206,10 +233,12 @@ def _user_method(obj: Any) -> bool:
 
 
 def _snapshot(value: Any) -> Any:
-    """What a guard keeps of ``value``: a copy of a list or dict (the function read it
+    """What a guard keeps of ``value``: a copy of a list, dict or set (the function read it
     whole; an ``append`` between calls changes it in place), else the value itself."""
     if type(value) is list:
         return [_snapshot(v) for v in value]
+    if type(value) is set:
+        return set(value)
     if type(value) is dict:
         return {k: _snapshot(v) for k, v in value.items()}
     if type(value) is tuple:
@@ -220,7 +249,10 @@ def _snapshot(value: Any) -> Any:
 def _step_kind(obj: Any, how: str, key: Any) -> str | None:
     """How ``key`` of ``obj`` is followed without running the user's code, or None."""
     if how == "item":
-        return "item" if type(obj) in (dict, list, tuple) or _is_namedtuple(obj) else None
+        return "item" if isinstance(obj, dict) or type(obj) in (list, tuple) or \
+            _is_namedtuple(obj) else None
+    if _is_namedtuple(obj):   # (a field by name: its item; a subclass's own attribute: no)
+        return "field" if key in type(obj)._fields else None
     if not (_user_instance(obj) or isinstance(obj, types.SimpleNamespace)
             or (isinstance(obj, types.ModuleType) and _user_module(obj))
             or (isinstance(obj, type) and _user_function(obj))):
@@ -231,20 +263,35 @@ def _step_kind(obj: Any, how: str, key: Any) -> str | None:
     if isinstance(obj, (type, types.ModuleType)):
         return None
     found = _class_attribute(type(obj), key)
+    if isinstance(found, types.MemberDescriptorType):
+        return "slot"   # (a __slots__ attribute: its descriptor reads it, no user code)
     if found is _MISSING or (hasattr(type(found), "__get__") and
                              not isinstance(found, types.FunctionType)):
-        return None   # (a property, a slot, a classmethod: not plain data)
+        return None   # (a property, a classmethod: not plain data)
     return "class"
 
 
 def _follow(obj: Any, step: str, key: Any) -> Any:
     try:
         if step == "item":
-            if type(obj) is dict:
-                return dict.__getitem__(obj, key)   # (never a defaultdict's __missing__)
+            if isinstance(obj, dict):   # (never a defaultdict's __missing__, nor a
+                return dict.__getitem__(obj, key)   # subclass's own __getitem__)
             if isinstance(obj, (list, tuple)) and type(key) is int:
                 return obj[key]
             return _MISSING
+        if step == "field":
+            return tuple.__getitem__(obj, type(obj)._fields.index(key)) \
+                if _is_namedtuple(obj) and key in type(obj)._fields else _MISSING
+        if step == "type":
+            return type(obj)
+        if step == "cell":   # (a closure variable of a function reached)
+            return obj.__closure__[obj.__code__.co_freevars.index(key)].cell_contents
+        if step == "partial":   # (functools.partial's own read-only attributes)
+            return getattr(obj, key) if type(obj) is functools.partial else _MISSING
+        if step == "slot":
+            found = _class_attribute(type(obj), key)
+            return found.__get__(obj, type(obj)) \
+                if isinstance(found, types.MemberDescriptorType) else _MISSING
         own = getattr(obj, "__dict__", None)
         if step == "attr":
             return own[key] if own is not None and key in own else _MISSING
@@ -269,17 +316,17 @@ def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
-MAX_GUARDED_ITEMS = 64   # items of a tuple, list or dict guarded by value, at most
+MAX_GUARDED_ITEMS = 256   # items of a tuple, list, dict or set guarded by value, at most
 
 
 def _guardable(value: Any) -> bool:
     if type(value) in _SCALARS or isinstance(value, np.generic):
         return not isinstance(value, np.void)
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list, set, frozenset):
         return len(value) <= MAX_GUARDED_ITEMS and all(_guardable(v) for v in value)
     if type(value) is dict:
         return len(value) <= MAX_GUARDED_ITEMS and all(
-            type(k) in (str, int) and _guardable(v) for k, v in value.items())
+            _guardable(k) and _guardable(v) for k, v in value.items())
     return False
 
 
@@ -296,7 +343,7 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
             obj = _follow(obj, step, k)
         if obj is g.value:
             continue
-        if type(g.value) is Same:   # (an object a helper's guards are rooted at)
+        if type(g.value) in (Same, SmallArray):   # (compared by identity, or by values)
             if obj is _MISSING or not g.value.matches(obj):
                 return False
             continue
@@ -304,6 +351,15 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
                 isinstance(obj, types.FunctionType) or key(obj) != key(g.value):
             return False   # (a function, a method found by the chain: by identity)
     return True
+
+
+def unique(guards_: tuple[Guard, ...]) -> tuple[Guard, ...]:
+    """``guards_`` with each (root, steps) once: the first, taken before the trace, where
+    several readers found the same place."""
+    out: dict[tuple, Guard] = {}
+    for g in guards_:
+        out.setdefault((g.root, g.steps), g)
+    return tuple(out.values())
 
 
 def changed(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) -> str | None:
@@ -320,15 +376,12 @@ class Pinned:
     __slots__ = ("_ref", "text")
 
     def __init__(self, obj: Any, text: str):
-        try:
-            self._ref = weakref.ref(obj)
-        except TypeError:   # (dicts, lists: no weak references; kept while the trace is)
-            self._ref = lambda obj=obj: obj
+        self._ref = _ref(obj)   # (dicts, lists: no weak references; kept while the trace is)
         self.text = text
 
     def resolve(self) -> Any:
         obj = self._ref()
-        return _MISSING if obj is None else obj
+        return _MISSING if obj is _DEAD else obj
 
     def __repr__(self) -> str:
         return f"Pinned({self.text})"
@@ -336,16 +389,18 @@ class Pinned:
 
 class Same:
     """A guard's value kept by identity: the object a chain reached (or the items of the
-    list, tuple or dict it reached, and their number)."""
+    list, tuple or dict it reached, and their number; an array item only as an array, its
+    values and layout being read at every call: ``self.params = [p - lr * g ...]`` does not
+    trace again)."""
     __slots__ = ("_kind", "_refs", "_keys")
 
     def __init__(self, obj: Any):
         if type(obj) in (list, tuple):
             self._kind, self._keys = type(obj), None
-            self._refs = tuple(_ref(v) for v in obj)
+            self._refs = tuple(_item_ref(v) for v in obj)
         elif type(obj) is dict:
             self._kind, self._keys = dict, tuple(obj)
-            self._refs = tuple(_ref(v) for v in obj.values())
+            self._refs = tuple(_item_ref(v) for v in obj.values())
         else:
             self._kind, self._keys, self._refs = None, None, (_ref(obj),)
 
@@ -358,14 +413,42 @@ class Same:
             if tuple(now) != self._keys:
                 return False
             now = now.values()
-        return all(r() is v for r, v in zip(self._refs, now))
+        return all(type(v) is np.ndarray if r is None else r() is v
+                   for r, v in zip(self._refs, now))
+
+
+class SmallArray:
+    """A guard's value kept as a copy of a small array the traced code reached but did not
+    make a graph input (``np.sqrt(self.running_var + eps)``, ``for c in self.coef``: NumPy's
+    own operations, computed once while tracing): a call that finds other values there,
+    another shape or dtype, traces again."""
+    __slots__ = ("copy",)
+    LIMIT = 4096   # elements: a larger array is not compared at every call
+
+    def __init__(self, value: np.ndarray):
+        self.copy = value.copy()
+
+    def matches(self, now: Any) -> bool:
+        c = self.copy
+        return type(now) is np.ndarray and now.shape == c.shape and now.dtype == c.dtype \
+            and np.array_equal(now, c, equal_nan=c.dtype.kind in "fc")
+
+
+def _item_ref(v: Any) -> Any:
+    return None if type(v) is np.ndarray else _ref(v)
+
+
+_DEAD = object()   # what a kept reference gives once its object has gone
 
 
 def _ref(obj: Any) -> Any:
+    """A weak reference to ``obj`` where it takes one (giving ``_DEAD`` once it has gone:
+    never equal to what a chain finds, None included), else a strong one."""
     try:
-        return weakref.ref(obj)
+        ref = weakref.ref(obj)
     except TypeError:
         return lambda obj=obj: obj
+    return lambda: _DEAD if (o := ref()) is None else o
 
 
 class BeforeTrace(NamedTuple):

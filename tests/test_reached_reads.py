@@ -1,0 +1,213 @@
+"""What the traced code reads of the objects it reaches by locals, loop variables,
+getattr and closures (``p = self.p; p.dt``, ``for layer in self.layers``), of callables
+and Enum members held by attributes, of small arrays NumPy reads outside the traced
+operations (``np.sqrt(self.running_var + eps)``): a change between calls traces again, as
+NumPy would compute with it; a change the code does not read does not (trace/reached.py)."""
+from __future__ import annotations
+
+import enum
+import functools
+import types
+import warnings
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import tracearray
+
+X = np.array([-1.0, 0.5, 2.0])
+
+
+def same(f, *args) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (RetraceWarning: values keep changing here)
+        got = f(*args)
+    want = f.fn(*args)
+    assert np.asarray(got).shape == np.asarray(want).shape
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+class Sim:
+    def __init__(self) -> None:
+        self.p = types.SimpleNamespace(dt=0.1, k=2.0)
+        self.recs = [types.SimpleNamespace(scale=2.0), types.SimpleNamespace(scale=3.0)]
+
+    def step(self, u):
+        p = self.p                       # a local bound to a reached object
+        for r in self.recs:              # loop variables
+            u = u * r.scale
+        return u + p.dt * p.k * u + sum(r.scale for r in self.recs)
+
+
+def test_locals_loop_variables_and_comprehensions() -> None:
+    s = Sim()
+    f = tracearray.compile(s.step)
+    same(f, X)
+    s.p.dt = 0.5
+    same(f, X)
+    s.recs[0].scale = 10.0
+    same(f, X)
+    s.recs[1] = types.SimpleNamespace(scale=-1.0)
+    same(f, X)
+    s.recs.append(types.SimpleNamespace(scale=0.5))
+    same(f, X)
+    s.p = types.SimpleNamespace(dt=0.1, k=2.0)   # another object of the same values
+    same(f, X)
+
+
+class Mode(enum.Enum):
+    TRAIN = 1
+    EVAL = 2
+
+
+Point = namedtuple("Point", "dt k")
+
+
+@dataclass(slots=True)
+class Slotted:
+    dt: float
+
+
+class Model:
+    def __init__(self) -> None:
+        self.act = np.tanh
+        self.mode = Mode.TRAIN
+        self.cfg = Point(0.1, 2.0)
+        self.slot = Slotted(0.5)
+        self.k = 2.0
+        self.which = "k"
+        self.fns = [np.abs]
+
+    def forward(self, x):
+        y = self.act(x) * self.cfg.dt * self.slot.dt
+        if self.mode is Mode.EVAL:
+            y = y * 2
+        y = y + getattr(self, "k") + getattr(self, "kk", 3.0) + getattr(self, self.which)
+        for fn in self.fns:
+            y = fn(y)
+        return y
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: setattr(m, "act", np.sin),                 # a ufunc swapped
+    lambda m: setattr(m, "act", functools.partial(np.multiply, 2.0)),
+    lambda m: setattr(m, "mode", Mode.EVAL),              # an Enum member
+    lambda m: setattr(m, "cfg", Point(0.5, 2.0)),         # a namedtuple's field
+    lambda m: setattr(m.slot, "dt", 4.0),                 # a __slots__ field
+    lambda m: setattr(m, "k", -1.0),                      # getattr(self, "k")
+    lambda m: setattr(m, "kk", 7.0),                      # getattr's default no longer
+    lambda m: setattr(m, "which", "kk") or setattr(m, "kk", 9.0),
+    lambda m: m.fns.append(np.negative),                  # a list of functions
+    lambda m: m.fns.__setitem__(0, np.square),
+])
+def test_attributes_read_by_name_on_reached_objects(change) -> None:
+    m = Model()
+    f = tracearray.compile(m.forward)
+    same(f, X)
+    change(m)
+    same(f, X)
+
+
+def make_layer(k):
+    state = {"k": k}
+
+    def layer(x):
+        return x * k + state["k"]
+
+    def set_k(v):
+        nonlocal k
+        k = v
+    layer.set_k = set_k
+    layer.state = state
+    return layer
+
+
+class Net:
+    def __init__(self) -> None:
+        self.layers = [make_layer(2.0), make_layer(3.0)]
+        self.running_var = np.ones(3)
+        self.eps = 1e-5
+        self.opts = {"lr": 0.1, "step": 0}
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        # NumPy's own operations on a reached array: computed while tracing
+        scale = 1.0 / np.sqrt(self.running_var + self.eps)
+        return x * scale * self.opts["lr"] + self.opts.get("bias", 0.0)
+
+
+def test_closures_small_arrays_and_dict_keys() -> None:
+    n = Net()
+    f = tracearray.compile(n.forward)
+    same(f, X)
+    n.layers[0].set_k(7.0)                 # a closure variable rebound
+    same(f, X)
+    n.layers[1].state["k"] = 11.0         # a dict a closure holds
+    same(f, X)
+    n.running_var[:] = 4.0                 # a small array updated in place
+    same(f, X)
+    n.opts["bias"] = 1.5                   # a key the code asks for, added
+    same(f, X)
+    traces = f.cache_info().traces
+    for i in range(5):
+        n.opts["step"] = i                 # a key the code does not read
+        same(f, X)
+    assert f.cache_info().traces == traces
+
+
+class Optimizer:
+    def __init__(self) -> None:
+        self.params = [np.ones(3), np.full(3, 2.0)]
+        self.lr = 0.1
+        self.t = 0
+
+    def loss(self, x):
+        return (self.params[0] * x).sum() + (self.params[1] * x).sum() * self.lr
+
+
+def test_arrays_rebound_in_a_list_do_not_trace_again() -> None:
+    """Arrays the trace reads (graph inputs) are read at every call: a new list of new
+    arrays of the same layout, and a counter the code does not read, trace nothing."""
+    o = Optimizer()
+    f = tracearray.compile(o.loss)
+    same(f, X)
+    for _ in range(4):
+        o.params = [p - 0.1 for p in o.params]
+        o.t += 1
+        same(f, X)
+    assert f.cache_info().traces == 1
+
+
+class Norm:
+    def __call__(self, x):
+        return x * 10
+
+
+class Other:
+    def __call__(self, x):
+        return x - 10
+
+
+class WithOptional:
+    def __init__(self) -> None:
+        self.norm = Norm()
+
+    def forward(self, x):
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
+
+
+def test_objects_replaced_dropped_or_changing_class() -> None:
+    m = WithOptional()
+    f = tracearray.compile(m.forward)
+    same(f, X)
+    m.norm.__class__ = Other            # the same object, another class
+    same(f, X)
+    m.norm = None                       # (the old object is gone: not a match of None)
+    same(f, X)
+    m.norm = Norm()
+    same(f, X)
