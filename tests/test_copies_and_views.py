@@ -338,3 +338,29 @@ def test_a_0d_array_index_copies():
         return x
     check(chained, np.zeros((3, 2)))
     check(argument, np.zeros((3, 2)), np.array(1))
+
+
+@pytest.mark.parametrize("make", [lambda: np.arange(10.0)[::2],              # strided vector
+                                  lambda: np.arange(5.0),                    # contiguous
+                                  lambda: np.arange(6.0).reshape(3, 2)[:, :1]])  # a column
+def test_ravel_of_an_argument_is_a_view_or_a_copy_by_its_layout(make):
+    """NumPy's ravel is a view of contiguous memory only (x[::2].ravel() and X[:, :1].ravel()
+    copy, where reshape(-1) would view): written through, or read after a write to the
+    argument, it is refused, never computed as the wrong one."""
+    from tracearray.errors import UnsupportedOperationError
+
+    def write_through(x):
+        r = x.ravel()
+        r[0] = 77.0
+        return r
+
+    def read_after_write(x):
+        r = x.ravel()
+        x[0] = 99
+        return r
+
+    for fn in (write_through, read_after_write):
+        with pytest.raises(UnsupportedOperationError, match="reshaped or raveled view"):
+            tracearray.compile(fn)(make())
+    np.testing.assert_array_equal(tracearray.compile(lambda x: x.ravel() * 2)(make()),
+                                  make().ravel() * 2)

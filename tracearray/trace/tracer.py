@@ -815,11 +815,14 @@ class Tracer:
         """A reshape (or ravel) of this value: a view when NumPy makes one, else new memory.
         For an argument's memory NumPy's choice depends on the caller's strides: the result
         is a view that cannot be written through, unless only size-1 axes change."""
-        if node is self.node:
+        if node is self.node and not ravel:
             return self._view(node)
         layout = self._layout()
         if layout is None:
-            if [n for n in node.shape if n != 1] == [n for n in self.node.shape if n != 1]:
+            # (ravel is a view only of contiguous memory: of a strided vector, x[::2], or a
+            # column, X[:, :1], NumPy copies, where reshape(-1) views)
+            if (not ravel and [n for n in node.shape if n != 1] ==
+                    [n for n in self.node.shape if n != 1]) or self.node.size <= 1:
                 return self._view(node)
             return self._view(node, ambiguous=True)
         if ravel:
