@@ -501,3 +501,43 @@ def test_interleaved_views_that_share_no_element_may_be_written():
     np.testing.assert_array_equal(base, want)
     with pytest.raises(InputError, match="share memory"):
         c(base[:10], base[5:15])
+
+
+PARAMS_W = {"w": np.ones(3)}
+
+
+class _Holder:
+    def __init__(self):
+        self.w = np.ones(3)
+
+    def step(self, x):
+        x += 2.0
+        return self.w.sum()   # (NumPy's own operation: read while tracing)
+
+
+def test_written_arguments_that_alias_reached_or_overlapping_memory_are_refused():
+    """A written argument sharing memory with an array the trace read by NumPy's own
+    operations (a global dict's item, an attribute), or overlapping itself (as_strided),
+    is refused: NumPy's result follows the write, the trace's would not."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from tracearray.errors import InputError
+
+    def f(x):
+        x[:] = 4.0
+        return PARAMS_W["w"] * 1.0
+
+    with pytest.raises(InputError, match="share memory"):
+        tracearray.compile(f)(PARAMS_W["w"])
+    np.testing.assert_array_equal(tracearray.compile(f)(np.zeros(3)), np.ones(3))
+    h = _Holder()
+    with pytest.raises(InputError, match="share memory"):
+        tracearray.compile(h.step)(h.w)
+
+    def g(x):
+        x += 1
+
+    base = np.arange(8)
+    with pytest.raises(InputError, match="elements share memory"):
+        tracearray.compile(g)(as_strided(base, (4, 3), (8, 8)))
+    assert base.tolist() == list(range(8))

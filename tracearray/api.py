@@ -723,7 +723,8 @@ class CompiledFunction:
                 graph = hit.trace.graph
                 if graph.updates:
                     targets = list(args) + self._global_targets(graph)
-                    _check_update_targets(graph, targets)
+                    _check_update_targets(graph, targets,
+                                          _reads.arrays_read(self._roots, hit.trace.reads))
                     return _results(hit.executable.run(inputs), graph, targets)
                 return _results(hit.executable.run(inputs), graph)
         if "dask.array" in sys.modules:   # Dask arrays in: a Dask graph of kernels out
@@ -743,7 +744,9 @@ class CompiledFunction:
         graph = lowered.graph
         if graph.updates:
             targets = self._update_targets(args, kwargs, graph)
-            _check_update_targets(graph, targets)
+            trace = self._trace_of(graph)
+            _check_update_targets(graph, targets, _reads.arrays_read(self._roots, trace.reads)
+                                  if trace is not None else ())
             outs = lowered.executable.run(leaves)
         else:
             targets, outs = None, lowered.executable.run(leaves)
@@ -776,6 +779,13 @@ class CompiledFunction:
         None for random keys."""
         return [None if random_key_source(n) is not None else self.global_value(n)
                 for n in graph.globals]
+
+    def _trace_of(self, graph: Graph) -> Trace | None:
+        with self._build_lock:
+            for trace, _plan, _tiles in self._traces.values():
+                if trace.graph is graph:
+                    return trace
+        return None
 
     def _traces_entry(self, graph: Graph) -> Trace | None:
         """The trace of ``graph`` for a fast-path entry; None when another thread's build
@@ -999,10 +1009,13 @@ def _unshared_before_writes(outs: list[Any], count: int, targets: list[Any],
     return outs
 
 
-def _check_update_targets(graph: Graph, targets: list[Any]) -> None:
-    """Before a call that writes into the caller's arrays: each must be writeable, and none
-    may share memory with another input (NumPy would see the write through the other name;
-    the compiled function read that input before writing)."""
+def _check_update_targets(graph: Graph, targets: list[Any],
+                          read: Sequence[tuple[str, np.ndarray]] = ()) -> None:
+    """Before a call that writes into the caller's arrays: each must be writeable, none may
+    overlap itself (``as_strided``: which write lands last is NumPy's element order), and
+    none may share memory with another input or an array the trace read by NumPy's own
+    operations (``read``): NumPy would see the write through the other name; the compiled
+    function read that input before writing."""
     for i in graph.updates:
         t = targets[i]
         name = graph.input_names[i]
@@ -1015,12 +1028,20 @@ def _check_update_targets(graph: Graph, targets: list[Any]) -> None:
         if isinstance(t, np.ndarray) and not t.flags.writeable:
             raise ValueError(f"the compiled function writes into {name!r} (as NumPy would), "
                              f"but that array is read-only")
-        for j, other in enumerate(targets):
-            if j != i and _may_share_memory(t, other):
+        if isinstance(t, np.ndarray) and _gpu_array._self_overlapping(t):   # (strides alike)
+            raise InputError(
+                f"the compiled function writes into {name!r}, whose elements share memory "
+                f"(a view made by as_strided or broadcast_to): NumPy's result depends on the "
+                f"order of its element writes, which the compiled function does not model; "
+                f"pass a copy")
+        others = [(graph.input_names[j], o) for j, o in enumerate(targets) if j != i] + \
+            list(read)
+        for other_name, other in others:
+            if _may_share_memory(t, other):
                 raise InputError(
-                    f"{name!r} and {graph.input_names[j]!r} share memory and the compiled "
+                    f"{name!r} and {other_name!r} share memory and the compiled "
                     f"function writes into {name!r}: NumPy would see the write through "
-                    f"{graph.input_names[j]!r} too, which the compiled function does not "
+                    f"{other_name!r} too, which the compiled function does not "
                     f"model; pass separate arrays (or a copy of one)")
 
 

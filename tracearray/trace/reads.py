@@ -353,6 +353,23 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
     return True
 
 
+def arrays_read(roots: Roots, guards_: tuple[Guard, ...]) -> list[tuple[str, np.ndarray]]:
+    """The arrays the trace read by NumPy's own operations (``SmallArray`` guards) where
+    their paths lead now, with their texts: an argument the call writes must not share
+    their memory (NumPy would read them after the write)."""
+    out = []
+    for g in guards_:
+        if type(g.value) is SmallArray:
+            obj = roots.resolve_root(g.root)
+            for step, k in g.steps:
+                if obj is _MISSING:
+                    break
+                obj = _follow(obj, step, k)
+            if type(obj) is np.ndarray:
+                out.append((g.text, obj))
+    return out
+
+
 def unique(guards_: tuple[Guard, ...]) -> tuple[Guard, ...]:
     """``guards_`` with each (root, steps) once: the first, taken before the trace, where
     several readers found the same place."""
