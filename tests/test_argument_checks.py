@@ -541,3 +541,22 @@ def test_written_arguments_that_alias_reached_or_overlapping_memory_are_refused(
     with pytest.raises(InputError, match="elements share memory"):
         tracearray.compile(g)(as_strided(base, (4, 3), (8, 8)))
     assert base.tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("value", [0, 300, -1, 1.5, True, 2 + 0j])
+@pytest.mark.parametrize("masked", [False, True])
+def test_copyto_takes_python_numbers_as_weak_scalars(value, masked):
+    def h(x):
+        if masked:
+            np.copyto(x, value, where=x > 1)
+        else:
+            np.copyto(x, value)
+        return x
+    _same_outcome(h, np.array([1, 2, 3], np.uint8))
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ii->i", [(1, 5)]), ("ii", [(1, 3)]), ("ij,jj->i", [(2, 3), (3, 1)]), ("ii->i", [(3, 3)])])
+def test_einsum_repeated_labels_must_match(subscripts, shapes):
+    arrays = [np.arange(float(np.prod(s))).reshape(s) for s in shapes]
+    _same_outcome(lambda *a: np.einsum(subscripts, *a), *arrays)

@@ -53,7 +53,11 @@ def _target(a: Any, fn: str) -> Tracer:
            arrays=2, same_shape=True)
 def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
     d = _target(dst, "copyto")
-    src_dt = src.dtype if isinstance(src, Tracer) else np.asarray(src).dtype
+    # (a Python number is NEP 50's weak scalar: np.copyto(uint8_array, 0) is fine, its
+    # range checked below; a Python float into integers is same_kind's TypeError)
+    src_dt = src.dtype if isinstance(src, Tracer) else \
+        np.result_type(d.dtype, type(src)(0)) if type(src) in (bool, int, float, complex) \
+        else np.asarray(src).dtype
     if not np.can_cast(src_dt, d.dtype, casting=casting):
         raise TypeError(with_location(
             f"Cannot cast array data from {src_dt!r} to {d.dtype!r} according to the rule "

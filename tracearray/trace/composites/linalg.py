@@ -312,7 +312,16 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
         ts = [t.astype(dtype) for t in ts]
     sizes: dict[str, int] = {}
     terms = []
-    for t, labels in zip(ts, inputs):
+    for i, (t, labels) in enumerate(zip(ts, inputs)):
+        own: dict[str, int] = {}
+        for lab, n in zip(labels, t.shape):   # (a repeated label of one operand: a diagonal)
+            if lab in own and own[lab] != n:
+                where = "single operand" if len(ts) == 1 and "->" in subscripts \
+                    else f"operand {i}"   # (NumPy's two paths' words)
+                raise ValueError(with_location(
+                    f"dimensions in {where} for collapsing index {lab!r} don't match "
+                    f"({own[lab]} != {n})"))
+            own[lab] = n
         for lab, n in zip(labels, t.shape):
             if lab in sizes and sizes[lab] != n and 1 not in (n, sizes[lab]):
                 raise ValueError(with_location(
