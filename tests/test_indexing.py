@@ -516,3 +516,20 @@ def test_delete_with_traced_positions_or_mask(name):
     assert_matches_numpy(fn, (a, b)[which], device="cpu")
     with pytest.raises(IndexError, match="out of bounds"):
         tracearray.compile(lambda a: np.delete(a, np.argmax(a) + 10), device="cpu")(a)
+
+
+@pytest.mark.parametrize("fn, shape", [
+    (lambda x: np.mgrid[0:5][x > 0.4], (5,)),
+    (lambda x: np.ogrid[0:5][x > 0.4], (5,)),
+    (lambda x: np.mgrid[0:3, 0:5].sum(0)[:, x > 0.5], (5,)),
+    (lambda X: X[np.tril_indices(4)], (4, 4)),
+    (lambda X: X[np.triu_indices(4, 1)] * 2, (4, 4)),
+    (lambda X: X[np.diag_indices(4)], (4, 4)),
+    (lambda X: np.tril_indices(4)[0][X[0] > 0.5], (4, 4)),
+])
+def test_index_grids_made_from_numbers_take_traced_indices(fn, shape):
+    """np.mgrid / np.ogrid / np.tril_indices ... made from Python numbers are traced
+    constants, so a traced mask or index can pick from them (a NumPy array cannot be
+    indexed by a traced value)."""
+    x = np.random.default_rng(0).random(shape)
+    np.testing.assert_array_equal(tracearray.compile(fn)(x), fn(x))

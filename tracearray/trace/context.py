@@ -593,7 +593,33 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 # from it (``np.fft.rfftfreq(n)[np.argmax(power)]``: a NumPy array cannot be indexed by a
 # traced value) and a write into it is traced. Python can still read its values.
 _CONSTANT_MAKERS = ("hanning", "hamming", "blackman", "bartlett", "kaiser", "indices",
-                    "fft.fftfreq", "fft.rfftfreq")
+                    "fft.fftfreq", "fft.rfftfreq", "tril_indices", "triu_indices",
+                    "diag_indices")
+
+
+def _owned_all(out: Any) -> Any:
+    """``owned`` of an array, or of each array of a tuple or list of them (tril_indices)."""
+    if isinstance(out, (tuple, list)):
+        return type(out)(_owned_all(a) for a in out)
+    return owned(out)
+
+
+class _Grid:
+    """``np.mgrid`` / ``np.ogrid`` while tracing: their grids, made from Python numbers, as
+    traced constants of the function's own, as ``_constant_maker``'s (``np.mgrid[0:5][m]``
+    with a traced mask ``m``: a NumPy array cannot be indexed by a traced value)."""
+
+    def __init__(self, original: Any):
+        self._original = original
+
+    def __getitem__(self, key: Any) -> Any:
+        out = self._original[key]
+        if current() is None or _holds_tracer(key) or not _from_user_code(2):
+            return out
+        return _owned_all(out)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
 
 
 def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -602,7 +628,7 @@ def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:
         if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
                 or not _from_user_code(2):
             return out
-        return owned(out)
+        return _owned_all(out)
     make.__name__ = make.__qualname__ = original.__name__
     make.__doc__ = original.__doc__
     make.__wrapped__ = original   # type: ignore[attr-defined]
@@ -792,6 +818,8 @@ def _replacements() -> dict[int, tuple[Callable[..., Any], Callable[..., Any]]]:
                 fn = getattr(fn, part)
             if id(fn) not in _REPLACEMENTS:
                 _REPLACEMENTS[id(fn)] = (fn, _constant_maker(fn))
+        for grid in (np.mgrid, np.ogrid):
+            _REPLACEMENTS[id(grid)] = (grid, _Grid(grid))
         for name, wrap in (("ndenumerate", _ndenumerate), ("fromiter", _fromiter)):
             fn = getattr(np, name)
             _REPLACEMENTS[id(fn)] = (fn, wrap(fn))
