@@ -726,3 +726,21 @@ def test_log_of_subnormal_and_huge_moduli(cdt):
     want = np.log(z)
     np.testing.assert_allclose(got.real, want.real, rtol=4 * float(info.eps))
     np.testing.assert_allclose(got.imag, want.imag, rtol=4 * float(info.eps))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: np.einsum("ij,jk->ik", a, b),
+    lambda a, b: np.einsum("ij,jk,k->i", a, b, b[0].real),
+    lambda a, b: np.einsum("ij->j", a),
+    lambda a, b: np.einsum("ij,jk", a.real, b),
+    lambda a, b: np.einsum("ii", a[:, :3]),
+    lambda a, b: np.einsum("ij,jk->ik", a.astype(np.complex64), b.real.astype(np.float32)),
+])
+def test_einsum_of_complex_operands(fn):
+    """einsum is linear in each operand: the sum of the real einsums of the parts."""
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 4)) + 1j * rng.random((3, 4))
+    b = rng.random((4, 5)) + 1j * rng.random((4, 5))
+    want, got = fn(a, b), tracearray.compile(fn)(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if want.dtype == np.complex64 else 1e-12)

@@ -737,6 +737,36 @@ def _matmul(a: Any, b: Any, /, out: Any = None, **kwargs: Any) -> Any:
     return _product(np.matmul, a, b)
 
 
+@function_rule(np.einsum)
+def _einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
+            **kwargs: Any) -> Any:
+    """An einsum of complex operands: it is linear in each operand, so it is the sum, over
+    each choice of a real or imaginary part per complex operand, of the real einsums of the
+    parts, times i to the number of imaginary parts chosen."""
+    import itertools
+    _out_none("np.einsum", out)
+    if not isinstance(subscripts, str):
+        raise unsupported("np.einsum's interleaved form (operand, sublist, ...) of complex "
+                          "values", "write the subscripts as a string")
+    dt = complex_result_dtype(*operands) if dtype is None else np.dtype(dtype)
+    if dt.kind != "c":
+        raise unsupported(f"np.einsum(..., dtype={dt}) of complex values")
+    part = real_dtype(dt)
+    pieces = [parts(x, part) if is_complex(x) else (np.asarray(x).astype(part)
+              if not hasattr(x, "astype") else x.astype(part), None) for x in operands]
+    sums: list[Any] = [None, None]   # the real and imaginary sums
+
+    def add(which: int, term: Any, sign: int) -> None:
+        t = term if sign > 0 else -term
+        sums[which] = t if sums[which] is None else sums[which] + t
+    for choice in itertools.product(*[(0, 1) if p[1] is not None else (0,) for p in pieces]):
+        term = np.einsum(subscripts, *[p[c] for p, c in zip(pieces, choice)], **kwargs)
+        k = sum(choice) % 4     # i ** k: +1, +i, -1, -i
+        add(k % 2, term, 1 if k < 2 else -1)
+    re, im = sums
+    return C(re, np.zeros_like(re) if im is None else im)
+
+
 @function_rule(np.dot)
 def _dot(a: Any, b: Any, out: Any = None) -> Any:
     _out_none("np.dot", out)
