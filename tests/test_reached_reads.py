@@ -211,3 +211,106 @@ def test_objects_replaced_dropped_or_changing_class() -> None:
     same(f, X)
     m.norm = Norm()
     same(f, X)
+
+
+ARGS = __import__("argparse").Namespace(scale=2.0)
+CF = types.SimpleNamespace(s=2.0)
+LAYERS = [types.SimpleNamespace(s=1.5), types.SimpleNamespace(s=3.0)]
+
+
+def _alias_helper(x):
+    c = CF                       # a helper's local bound to its global
+    for layer in LAYERS:
+        x = x * layer.s
+    return x * c.s
+
+
+class Ordered:
+    def __init__(self) -> None:
+        self.order = ["a", "b"]
+        self.a, self.b = 2.0, 3.0
+        self.q = {"u": 1.0, "v": 2.0}
+        self.deep = types.SimpleNamespace(n=types.SimpleNamespace(n=types.SimpleNamespace(
+            n=types.SimpleNamespace(n=types.SimpleNamespace(n=types.SimpleNamespace(v=2.0))))))
+
+    def fwd(self, x):
+        for name in self.order:
+            x = x * getattr(self, name)
+        q = self.q
+        for k in q:                  # a dict iterated through a local
+            x = x + q[k]
+        return x * self.deep.n.n.n.n.n.v
+
+
+@pytest.mark.parametrize("change", [
+    lambda o: setattr(ARGS, "scale", 3.0),
+    lambda o: setattr(CF, "s", 5.0),
+    lambda o: setattr(LAYERS[1], "s", -1.0),
+    lambda o: LAYERS.append(types.SimpleNamespace(s=10.0)),
+    lambda o: setattr(o, "b", 5.0),
+    lambda o: o.order.append("a"),
+    lambda o: o.q.__setitem__("w", 4.0),
+    lambda o: setattr(o.deep.n.n.n.n.n, "v", 7.0),
+])
+def test_namespaces_helper_globals_names_held_in_lists_and_deep_chains(change) -> None:
+    saved = (ARGS.scale, CF.s, [layer.s for layer in LAYERS], len(LAYERS))
+    o = Ordered()
+
+    def f(x):
+        return _alias_helper(x) * ARGS.scale + o.fwd(x)
+
+    c = tracearray.compile(f)
+    try:
+        same(c, X)
+        change(o)
+        same(c, X)
+    finally:
+        ARGS.scale, CF.s = saved[0], saved[1]
+        del LAYERS[saved[3]:]
+        for layer, s in zip(LAYERS, saved[2]):
+            layer.s = s
+
+
+class Trainer:
+    def __init__(self) -> None:
+        self.opt = types.SimpleNamespace(step=lambda w, g: w - 0.1 * g, lr=0.1)
+        self.cfg = types.SimpleNamespace(n=2.0)
+        self.hp = Point(0.1, 2.0)
+        self.w = np.ones(4)
+        self.n, self.step, self.size, self.sum = 0, 0, 0, np.zeros(1)
+        self.layers = [types.SimpleNamespace(k=1.0)]
+
+    def run(self, g):
+        y = self.opt.step(self.w, g) * self.cfg.n * self.hp.dt
+        for layer in self.layers:
+            y = y * layer.k
+        return y.sum() + y.size
+
+
+def test_state_the_code_does_not_read_traces_nothing() -> None:
+    """Counters named as what the code reads elsewhere (``self.step`` beside
+    ``self.opt.step(...)``, ``self.sum`` beside ``y.sum()``), configs and layers rebuilt
+    with equal values each step: no new trace."""
+    t = Trainer()
+    f = tracearray.compile(t.run)
+    g = np.full(4, 0.5)
+    for i in range(6):
+        t.n += 1
+        t.step += 1
+        t.size += 16
+        t.sum += 1
+        t.hp = Point(0.1, 2.0)
+        t.layers = [types.SimpleNamespace(k=1.0)]
+        same(f, g)
+    assert f.cache_info().traces == 1
+
+
+def test_containers_holding_themselves() -> None:
+    loop = [1.0]
+    loop.append(loop)
+    tree = {"a": 2.0}
+    tree["self"] = tree
+    f = tracearray.compile(lambda x: x * loop[0] * tree["a"])
+    same(f, X)
+    tree["a"] = 3.0
+    same(f, X)

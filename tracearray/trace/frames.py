@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .captured import _MISSING, Roots, _user_file, _user_instance
-from .reads import (MAX_GUARDED_ITEMS, Chain, Guard, Pinned, Same, _follow_chain,
+from .reads import (MAX_GUARDED_ITEMS, _namespace, Chain, Guard, Pinned, Same, _follow_chain,
                     _global_loads, _global_root_in, _guardable, _own_root, _root_text,
                     _snapshot, _user_method, read_chains)
 
@@ -60,8 +60,7 @@ class Frame(NamedTuple):
 
 def _followable(value: Any) -> bool:
     """An object whose attributes or items a chain can follow (``reads._step_kind``)."""
-    return type(value) in (dict, list, tuple) or _user_instance(value) or \
-        isinstance(value, types.SimpleNamespace)
+    return type(value) in (dict, list, tuple) or _user_instance(value) or _namespace(value)
 
 
 MAX_SCAN_VISITS = 400     # objects looked at by ``runs_user_code``

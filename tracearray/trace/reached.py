@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import dis
+import enum
 import functools
 import types
 from typing import Any, NamedTuple
@@ -32,14 +33,14 @@ import numpy as np
 
 from .captured import _MISSING, Roots, _user_function, _user_instance, _user_module
 from .frames import FrameLog
-from .reads import (MAX_GUARDED_ITEMS, Guard, Pinned, Same, SmallArray, _follow, _global_loads,
-                    _global_root_in,
-                    _guardable, _own_root, _root_text, _snapshot, _step_kind, read_chains)
+from .reads import (MAX_GUARDED_ITEMS, Guard, Kinds, Pinned, Same, SmallArray, _follow,
+                    _global_loads, _global_root_in, _guardable, _method_load, _namespace,
+                    _own_root,
+                    _root_text, _snapshot, _step_kind, read_chains)
 
-MAX_DEPTH = 4          # attribute / item steps below an object a chain reached
+MAX_DEPTH = 8          # attribute / item steps below a root
 MAX_OBJECTS = 2000     # objects walked per trace
 MAX_PATHS = 2          # paths by which one object's attributes are guarded
-_WHOLE_DICT = frozenset({"items", "values", "keys", "copy"})   # a dict read whole
 
 
 class _At(NamedTuple):
@@ -48,38 +49,94 @@ class _At(NamedTuple):
     text: str
 
 
+class Names(NamedTuple):
+    """What a piece of code loads by name (``loaded_names``)."""
+    walk: frozenset[str]      # every attribute name it loads, and its string constants
+    plain: frozenset[str]     # attributes loaded on what no chain of reads.py reaches
+    methods: frozenset[str]   # names it loads only to call (``y.sum()``, ``opt.step()``)
+    consts: frozenset[str]    # getattr(obj, "k", default) / d.get("k", default) names
+    keys: frozenset          # int and str constants (dict keys it may name)
+    whole: bool               # it reads a dict whole (**cfg, .items(), .values(), .keys())
+
+
+_WHOLE = frozenset({"items", "values", "keys", "copy"})
+# an ndarray's attributes and methods: loaded on a local they are almost always an array's
+# (``y.size``, ``r.shape``), not a reached object's (a counter ``self.size`` would make
+# every call trace again); a user object's attribute of such a name read through a local is
+# not checked (docs/sharp-bits.md)
+_ARRAY_NAMES = frozenset(n for n in dir(np.ndarray) if not n.startswith("__"))
+
+
 @functools.lru_cache(maxsize=1024)
-def loaded_names(code: types.CodeType) -> tuple[frozenset[str], frozenset[str]]:
-    """The attribute names ``code`` (and its nested code) loads, with its string constants
-    (``getattr(self, "k")``, ``vars(self)["k"]``); and those constants alone."""
-    names: set[str] = {"__call__"}   # (``layer(x)`` calls its class's __call__)
+def loaded_names(code: types.CodeType, own: bool = True) -> Names:
+    """The names ``code`` (and its nested code) loads. An attribute load that continues a
+    chain from a global, a closure variable or a parameter (``self.cfg.n``, ``x.sum()``) is
+    guarded along that chain by ``reads.py``; those on other values (a local alias, a loop
+    variable, a call's result: ``p.dt``, ``layer.scale``) are ``plain``: the walk guards the
+    attributes of those names on every object it reaches. ``own``: the compiled function's
+    code, whose parameters are roots; a helper's parameters are objects the walk reaches
+    (their chains, ``self.eps`` in ``Norm.apply``, are plain)."""
+    walk: set[str] = {"__call__"}   # (``layer(x)`` calls its class's __call__)
+    plain: set[str] = set()
+    attrs: set[str] = set()
+    methods: set[str] = set()
     consts: set[str] = set()
-    stack = [code]
+    keys: set = set()
+    whole = False
+    stack = [(code, not own)]
     while stack:
-        c = stack.pop()
+        c, nested = stack.pop()
+        n_params = c.co_argcount + c.co_kwonlyargcount + \
+            bool(c.co_flags & 0x04) + bool(c.co_flags & 0x08)
+        params = set(c.co_varnames[:n_params]) if not nested else set()
         since_getattr = 99
+        chained = False      # the previous instruction continued a chain from a root
         for i in dis.get_instructions(c):
+            if i.opname in ("EXTENDED_ARG", "CACHE", "NOP", "PRECALL", "PUSH_NULL"):
+                continue
             since_getattr += 1
+            method = i.opname == "LOAD_METHOD" or (i.opname == "LOAD_ATTR" and
+                                                   _method_load(i))
             if i.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(i.argval, str):
-                names.add(i.argval)
+                walk.add(i.argval)
+                (methods if method else attrs).add(i.argval)
+                if not chained:
+                    plain.add(i.argval)
                 if i.argval == "get":   # (the key of d.get("k", default))
                     since_getattr = 0
-            elif i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
-                    i.argval in ("getattr", "hasattr"):
+                if method and i.argval in _WHOLE:
+                    whole = True
+                chained = chained and not method
+                continue
+            # (a helper's closure variables and parameters are objects it was given: its
+            # chains from them are plain; its globals' are followed by reads.py)
+            chained = i.opname in ("LOAD_GLOBAL", "LOAD_NAME") or (own and (
+                i.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF") or
+                (i.opname in ("LOAD_FAST", "LOAD_FAST_CHECK") and i.argval in params)))
+            if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and i.argval in ("getattr", "hasattr"):
                 since_getattr = 0
             elif i.opname in ("DICT_MERGE", "DICT_UPDATE", "CALL_FUNCTION_EX"):
-                names.add("keys")   # (``f(**cfg)``: every key read)
-            elif i.opname in ("LOAD_CONST",) and type(i.argval) is str and \
-                    i.argval.isidentifier():
-                names.add(i.argval)
-                if since_getattr <= 4:   # (the name of getattr(obj, "k", default))
-                    consts.add(i.argval)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return frozenset(names), frozenset(consts)
+                whole = True   # (``f(**cfg)``: every key read)
+            elif i.opname == "LOAD_CONST":
+                for k in i.argval if type(i.argval) is tuple else (i.argval,):
+                    if type(k) in (int, str):
+                        keys.add(k)
+                    if type(k) is str and k.isidentifier():
+                        walk.add(k)
+                        plain.add(k)   # (vars(self)["k"], getattr(self, "k"))
+                        if since_getattr <= 4:   # (the name of getattr(obj, "k", default))
+                            consts.add(k)
+        stack.extend((k, True) for k in c.co_consts if isinstance(k, types.CodeType))
+    plain |= consts
+    plain -= _ARRAY_NAMES
+    return Names(frozenset(walk), frozenset(plain), frozenset(methods - attrs),
+                 frozenset(consts), frozenset(keys), whole)
 
 
 def _walkable(value: Any) -> bool:
-    return _user_instance(value) or isinstance(value, (types.SimpleNamespace, dict)) or \
+    if isinstance(value, enum.Enum):
+        return False   # (a member: by identity)
+    return _user_instance(value) or _namespace(value) or isinstance(value, dict) or \
         type(value) in (list, tuple, functools.partial) or \
         (isinstance(value, tuple) and hasattr(type(value), "_fields")) or \
         (isinstance(value, types.ModuleType) and _user_module(value)) or \
@@ -95,12 +152,9 @@ def reached_guards(roots: Roots, code: types.CodeType | None, params: dict[str, 
     follow (a helper frame's guards rooted at one of them are not needed)."""
     codes = ([code] if code is not None else []) + [h.__code__ for h in helpers] + \
         [f.code for f in log.frames.values()]
-    names: set[str] = set()
-    consts: set[str] = set()
-    for c in codes:
-        loaded, strings = loaded_names(c)
-        names |= loaded
-        consts |= strings
+    found = [loaded_names(c, own=c is code) for c in codes]
+    names = Names(*(frozenset().union(*(getattr(n, f) for n in found))
+                    for f in Names._fields[:-1]), any(n.whole for n in found))
     starts: list[tuple[Any, _At]] = []
     for root, text, value in roots.fixed():   # (self, closure variables, defaults, statics)
         starts.append((value, _At(root, (), text)))
@@ -112,24 +166,28 @@ def reached_guards(roots: Roots, code: types.CodeType | None, params: dict[str, 
             if root is not None:
                 starts.append((roots.resolve_root(root),
                                _At(root, (), _root_text(root, chain))))
+    for h in helpers:   # (a helper's globals: c = CFG; c.s, for layer in LAYERS)
+        module = h.__globals__.get("__name__")
+        for name in _global_loads(h.__code__):
+            root = _global_root_in(h.__globals__, module, plain, name)
+            if root is not None:
+                starts.append((h.__globals__.get(name, _MISSING), _At(root, (), name)))
     for f in log.frames.values():
         module = f.globals.get("__name__")
         for name, obj in f.objects.items():
             starts.append((obj, _At(("pinned", Pinned(obj, name)), (), name)))
-        for chain in read_chains(f.code):
-            if chain.root[0] == "global":
-                root = _global_root_in(f.globals, module, plain, chain.root[1])
-                if root is not None:
-                    starts.append((f.globals.get(chain.root[1], _MISSING),
-                                   _At(root, (), chain.root[1])))
+        for name in _global_loads(f.code):
+            root = _global_root_in(f.globals, module, plain, name)
+            if root is not None:
+                starts.append((f.globals.get(name, _MISSING), _At(root, (), name)))
     out: list[Guard] = []
     for _pass in range(2):
         strings: set[str] = set()
-        out = _walk(starts, names, consts, strings, inputs, followed)
-        if strings <= names:
+        out = _walk(starts, names, strings, inputs, followed)
+        if strings <= names.walk:
             break
-        # (a name held by an attribute the code reads: getattr(self, self.which))
-        names |= strings
+        # (names held by what the code reads: getattr(self, self.which), for n in self.order)
+        names = names._replace(walk=names.walk | strings, plain=names.plain | strings)
     return tuple(out)
 
 
@@ -141,110 +199,136 @@ def _array_guard(out: list[Guard], at: _At, value: np.ndarray, inputs: set[int])
         out.append(Guard(at.root, at.steps, SmallArray(value), at.text))
 
 
-def _walk(starts: list[tuple[Any, _At]], names: set[str], consts: set[str],
-          strings: set[str], inputs: set[int], followed: set[int]) -> list[Guard]:
-    """The walk of ``reached_guards`` from ``starts`` over the attributes named ``names``
-    (the absence of those named by ``consts``, the code's string constants, is guarded too:
-    ``getattr(self, "k", 3.0)``); the identifier strings it finds are added to ``strings``;
-    ``inputs``: the ids of the arrays the trace made graph inputs."""
-    out: list[Guard] = []
-    seen: dict[int, int] = {}
-    # (breadth first, the function's own roots before the objects helpers were given: an
-    # object found again by a path the call can follow needs no guards rooted at itself)
-    todo = collections.deque((obj, at, 0) for obj, at in starts
-                             if obj is not _MISSING and _walkable(obj) and at.root[0] != "pinned")
+class _Walk(NamedTuple):
+    out: list
+    todo: Any
+    names: Names
+    strings: set
+    inputs: set
+
+
+def _walk(starts: list[tuple[Any, _At]], names: Names, strings: set[str], inputs: set[int],
+          followed: set[int]) -> list[Guard]:
+    """The walk of ``reached_guards`` from ``starts`` (breadth first, the function's own
+    roots before the objects helpers were given: an object found again by a path the call
+    can follow needs no guards rooted at itself); the identifier strings it finds are added
+    to ``strings``; ``inputs``: the ids of the arrays the trace made graph inputs."""
+    w = _Walk([], collections.deque(), names, strings, inputs)
+    w.todo.extend((obj, at, 0) for obj, at in starts
+                  if obj is not _MISSING and _walkable(obj) and at.root[0] != "pinned")
     later = [(obj, at, 0) for obj, at in starts if at.root[0] == "pinned" and _walkable(obj)]
-    while (todo or later) and len(seen) < MAX_OBJECTS:
-        if not todo:
-            todo.append(later.pop(0))
-        obj, at, depth = todo.popleft()
+    seen: dict[int, int] = {}
+    by_class: set[tuple[int, str]] = set()
+    while (w.todo or later) and len(seen) < MAX_OBJECTS:
+        if not w.todo:
+            w.todo.append(later.pop(0))
+        obj, at, depth = w.todo.popleft()
         n = seen.get(id(obj), 0)
         if n >= MAX_PATHS or (n and at.root[0] == "pinned"):
             continue
         seen[id(obj)] = n + 1
         if at.root[0] != "pinned":
             followed.add(id(obj))
-        if isinstance(obj, dict) and _guardable(obj) and not names & _WHOLE_DICT:
-            # numbers at keys: those the code names (cfg["lr"], cfg.get("lr", 0.1)), present
-            # or not (a counter kept in the same dict does not make calls trace again)
-            for k in names & set(obj) if len(obj) > len(names) else set(obj) & names:
-                out.append(Guard(at.root, at.steps + (("item", k),), _snapshot(obj[k]),
-                                 f"{at.text}[{k!r}]"))
-            for k in consts - set(obj):
-                out.append(Guard(at.root, at.steps + (("item", k),), _MISSING,
-                                 f"{at.text}[{k!r}] (absent)"))
-            continue
-        if type(obj) in (list, tuple) or isinstance(obj, dict):
-            if _guardable(obj):   # (numbers read whole: iterated, summed, indexed)
-                out.append(Guard(at.root, at.steps, _snapshot(obj), at.text))
-                continue
-            items = list(dict.items(obj)) if isinstance(obj, dict) else list(enumerate(obj))
-            if len(items) > MAX_GUARDED_ITEMS:
-                continue
-            out.append(Guard(at.root, at.steps, Same(obj), at.text))   # (an append, a swap)
-            for k, v in items:
-                if not _guardable(k):
-                    continue
-                item = _At(at.root, at.steps + (("item", k),), f"{at.text}[{k!r}]")
-                if isinstance(v, np.ndarray):
-                    _array_guard(out, item, v, inputs)
-                elif _guardable(v):
-                    out.append(Guard(item.root, item.steps, _snapshot(v), item.text))
-                elif depth < MAX_DEPTH and _walkable(v):
-                    todo.append((v, item, depth + 1))
+        if isinstance(obj, dict) or type(obj) in (list, tuple):
+            # (read whole: a closure variable, a partial's keywords, a dict the code reaches
+            # by a name its chains do not follow: ``for k in layer.q``)
+            _container(w, obj, at, depth, whole=bool(at.steps) and (
+                at.steps[-1][0] in ("cell", "partial") or at.steps[-1][1] in w.names.plain))
             continue
         if isinstance(obj, types.FunctionType) or type(obj) is functools.partial:
             # a function's closure variables (a layer made by a factory, ``nonlocal k``),
             # a partial's function and arguments
-            keys = [("cell", n) for n in obj.__code__.co_freevars] \
+            keys = [("cell", k) for k in obj.__code__.co_freevars] \
                 if isinstance(obj, types.FunctionType) else \
                 [("partial", "func"), ("partial", "args"), ("partial", "keywords")]
+            if isinstance(obj, types.FunctionType):   # (another function in its place)
+                w.out.append(Guard(at.root, at.steps + (("code", None),), Same(obj.__code__),
+                                   f"{at.text}.__code__"))
+                if _guardable(obj.__defaults__):
+                    w.out.append(Guard(at.root, at.steps + (("defaults", None),),
+                                       _snapshot(obj.__defaults__), f"{at.text}.__defaults__"))
             for step, key in keys:
-                value = _follow(obj, step, key)
                 path = _At(at.root, at.steps + ((step, key),), f"{at.text}<{key}>")
-                _value_guard(out, todo, path, value, depth, inputs, strings)
+                _value(w, path, _follow(obj, step, key), depth, plain=True, whole=True)
             continue
-        if _user_instance(obj):   # (its class: ``obj.__class__ = Other`` traces again)
-            out.append(Guard(at.root, at.steps + (("type", None),), Same(type(obj)),
-                             f"type({at.text})"))
-        for name in names:
+        for name in names.walk:
             step = _step_kind(obj, "attr", name)
             if step is None:
-                if name in consts and _user_instance(obj) and \
+                if name in names.consts and _user_instance(obj) and \
                         _follow(obj, "attr", name) is _MISSING and \
                         _class_missing(type(obj), name):
-                    out.append(Guard(at.root, at.steps + (("attr", name),), _MISSING,
-                                     f"{at.text}.{name} (absent)"))
+                    w.out.append(Guard(at.root, at.steps + (("attr", name),), _MISSING,
+                                       f"{at.text}.{name} (absent)"))
                 continue
+            if step == "class":   # (a class attribute: once per class)
+                if (id(type(obj)), name) in by_class:
+                    continue
+                by_class.add((id(type(obj)), name))
             value = _follow(obj, step, name)
-            if value is _MISSING or type(value).__module__.startswith("tracearray.trace"):
-                continue
+            if name in names.methods and not callable(value):
+                continue   # (a name the code only calls: ``y.sum()``, not a counter ``sum``)
             path = _At(at.root, at.steps + ((step, name),), f"{at.text}.{name}")
-            _value_guard(out, todo, path, value, depth, inputs, strings)
-    return out
+            _value(w, path, value, depth, plain=name in names.plain)
+    return w.out
+
+
+def _container(w: _Walk, obj: Any, at: _At, depth: int, whole: bool = False) -> None:
+    """A list, tuple or dict reached: numbers by value (a dict at the keys the code names,
+    unless it reads dicts whole, or ``whole``: a closure variable's, a partial's keywords),
+    objects walked, their count and kinds guarded."""
+    if len(obj) > MAX_GUARDED_ITEMS:
+        return   # (too large to compare at every call: not guarded, docs/sharp-bits.md)
+    if _guardable(obj):
+        if isinstance(obj, dict) and not w.names.whole and not whole:
+            for k in (w.names.keys | w.names.walk) & set(obj):
+                w.out.append(Guard(at.root, at.steps + (("item", k),), _snapshot(obj[k]),
+                                   f"{at.text}[{k!r}]"))
+            for k in w.names.consts - set(obj):
+                w.out.append(Guard(at.root, at.steps + (("item", k),), _MISSING,
+                                   f"{at.text}[{k!r}] (absent)"))
+        else:   # (numbers read whole: iterated, summed, indexed)
+            w.out.append(Guard(at.root, at.steps, _snapshot(obj), at.text))
+        for v in obj if type(obj) in (list, tuple) else ():
+            if type(v) is str and v.isidentifier():
+                w.strings.add(v)   # (for n in self.order: getattr(self, n))
+        return
+    items = list(dict.items(obj)) if isinstance(obj, dict) else list(enumerate(obj))
+    w.out.append(Guard(at.root, at.steps, Kinds(obj), at.text))   # (an append, a swap)
+    for k, v in items:
+        if _guardable(k):
+            _value(w, _At(at.root, at.steps + (("item", k),), f"{at.text}[{k!r}]"), v, depth,
+                   plain=True)
 
 
 def _class_missing(cls: type, name: str) -> bool:
     return all(name not in vars(c) for c in cls.__mro__)
 
 
-def _value_guard(out: list[Guard], todo: list, path: _At, value: Any, depth: int,
-                 inputs: set[int], strings: set[str]) -> None:
-    """The guard of one value the walk reached: by value, by identity (and walked on),
-    an array by its values where small (``_array_guard``)."""
-    if value is _MISSING or type(value).__module__.startswith("tracearray.trace"):
+def _value(w: _Walk, path: _At, value: Any, depth: int, plain: bool,
+           whole: bool = False) -> None:
+    """One value the walk reached: an object walked on (its kind guarded: None or another
+    class in its place traces again), a number by value where the code reads it by name
+    (``plain``: a chain of reads.py guards the others), an array by its values where
+    small, anything else (a function, a ufunc, an Enum member) by identity."""
+    if value is _MISSING or (type(value).__module__ or "").startswith("tracearray.trace"):
+        return
+    if _walkable(value):
+        if not isinstance(value, (dict, list, tuple)):
+            w.out.append(Guard(path.root, path.steps + (("type", None),), Same(type(value)),
+                               f"type({path.text})"))
+        if depth < MAX_DEPTH:
+            w.todo.append((value, path, depth + 1))
         return
     if isinstance(value, np.ndarray):
-        _array_guard(out, path, value, inputs)
-        return
-    if isinstance(value, dict) and _guardable(value):
-        todo.append((value, path, depth + 1))   # (at the keys the code names)
+        _array_guard(w.out, path, value, w.inputs)
         return
     if _guardable(value):
-        out.append(Guard(path.root, path.steps, _snapshot(value), path.text))
-        if type(value) is str and value.isidentifier():
-            strings.add(value)
+        if plain or whole:
+            w.out.append(Guard(path.root, path.steps, _snapshot(value), path.text))
+        for v in value if type(value) in (list, tuple) else (value,):
+            if type(v) is str and v.isidentifier():
+                w.strings.add(v)   # (getattr(self, self.kind), for n in self.order)
         return
-    out.append(Guard(path.root, path.steps, Same(value), path.text))
-    if depth < MAX_DEPTH and _walkable(value):
-        todo.append((value, path, depth + 1))
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return   # (a container too large to compare: not guarded)
+    w.out.append(Guard(path.root, path.steps, Same(value), path.text))

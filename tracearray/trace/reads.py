@@ -41,7 +41,7 @@ import numpy as np
 
 from .captured import _MISSING, Roots, _user_function, _user_instance, _user_module
 
-MAX_STEPS = 6           # attribute / item steps below a root
+MAX_STEPS = 10          # attribute / item steps below a root
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _SUBSCR = ("BINARY_SUBSCR",)
 _CONSTANT_LOADS = ("LOAD_CONST", "LOAD_SMALL_INT")
@@ -253,7 +253,9 @@ def _step_kind(obj: Any, how: str, key: Any) -> str | None:
             _is_namedtuple(obj) else None
     if _is_namedtuple(obj):   # (a field by name: its item; a subclass's own attribute: no)
         return "field" if key in type(obj)._fields else None
-    if not (_user_instance(obj) or isinstance(obj, types.SimpleNamespace)
+    if key == "__class__" and (_user_instance(obj) or _namespace(obj)):
+        return "type"
+    if not (_user_instance(obj) or _namespace(obj)
             or (isinstance(obj, types.ModuleType) and _user_module(obj))
             or (isinstance(obj, type) and _user_function(obj))):
         return None
@@ -271,6 +273,14 @@ def _step_kind(obj: Any, how: str, key: Any) -> str | None:
     return "class"
 
 
+def _namespace(obj: Any) -> bool:
+    """A ``SimpleNamespace`` or an ``argparse.Namespace`` (a script's parsed options): plain
+    attributes in a ``__dict__``."""
+    t = type(obj)
+    return t is types.SimpleNamespace or (t.__name__ == "Namespace" and
+                                          t.__module__ == "argparse")
+
+
 def _follow(obj: Any, step: str, key: Any) -> Any:
     try:
         if step == "item":
@@ -284,6 +294,10 @@ def _follow(obj: Any, step: str, key: Any) -> Any:
                 if _is_namedtuple(obj) and key in type(obj)._fields else _MISSING
         if step == "type":
             return type(obj)
+        if step == "code":   # (a function's code: another function in its place)
+            return obj.__code__
+        if step == "defaults":   # (a function's defaults: f.__defaults__ = (...))
+            return obj.__defaults__
         if step == "cell":   # (a closure variable of a function reached)
             return obj.__closure__[obj.__code__.co_freevars.index(key)].cell_contents
         if step == "partial":   # (functools.partial's own read-only attributes)
@@ -319,14 +333,18 @@ def _is_namedtuple(obj: Any) -> bool:
 MAX_GUARDED_ITEMS = 256   # items of a tuple, list, dict or set guarded by value, at most
 
 
-def _guardable(value: Any) -> bool:
+def _guardable(value: Any, depth: int = 4) -> bool:
+    """A number, string, flag or None, or a small tuple, list, set or dict of them (a few
+    levels: a list holding itself is not)."""
     if type(value) in _SCALARS or isinstance(value, np.generic):
         return not isinstance(value, np.void)
+    if depth <= 0:
+        return False
     if type(value) in (tuple, list, set, frozenset):
-        return len(value) <= MAX_GUARDED_ITEMS and all(_guardable(v) for v in value)
+        return len(value) <= MAX_GUARDED_ITEMS and all(_guardable(v, depth - 1) for v in value)
     if type(value) is dict:
         return len(value) <= MAX_GUARDED_ITEMS and all(
-            _guardable(k) and _guardable(v) for k, v in value.items())
+            _guardable(k, depth - 1) and _guardable(v, depth - 1) for k, v in value.items())
     return False
 
 
@@ -343,7 +361,7 @@ def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) ->
             obj = _follow(obj, step, k)
         if obj is g.value:
             continue
-        if type(g.value) in (Same, SmallArray):   # (compared by identity, or by values)
+        if type(g.value) in (Same, SmallArray, Kinds):   # (by identity, values, kinds)
             if obj is _MISSING or not g.value.matches(obj):
                 return False
             continue
@@ -449,6 +467,28 @@ class SmallArray:
         c = self.copy
         return type(now) is np.ndarray and now.shape == c.shape and now.dtype == c.dtype \
             and np.array_equal(now, c, equal_nan=c.dtype.kind in "fc")
+
+
+class Kinds:
+    """A guard's value kept as the kind of a container of objects the walk reached: its
+    type, length (and keys), and the type of each item (``reached.py`` guards what the code
+    reads of the items themselves: a list of layers rebuilt with equal ones each step does
+    not trace again; an append, or a layer replaced by None or another class, does)."""
+    __slots__ = ("_type", "_keys", "_types")
+
+    def __init__(self, obj: Any):
+        self._type = type(obj)
+        self._keys = tuple(obj) if isinstance(obj, dict) else None
+        self._types = tuple(type(v) for v in (obj.values() if isinstance(obj, dict) else obj))
+
+    def matches(self, now: Any) -> bool:
+        if type(now) is not self._type or len(now) != len(self._types):
+            return False
+        if self._keys is not None:
+            if tuple(now) != self._keys:
+                return False
+            now = now.values()
+        return all(type(v) is t for v, t in zip(now, self._types))
 
 
 def _item_ref(v: Any) -> Any:
