@@ -533,3 +533,21 @@ def test_index_grids_made_from_numbers_take_traced_indices(fn, shape):
     indexed by a traced value)."""
     x = np.random.default_rng(0).random(shape)
     np.testing.assert_array_equal(tracearray.compile(fn)(x), fn(x))
+
+
+@pytest.mark.parametrize("fn", [lambda x: np.logspace(0, 1, 5)[np.argmax(x, 1)],
+                                lambda x: np.geomspace(1, 100, 5)[np.argmax(x, 1)]])
+def test_logspace_and_geomspace_take_traced_indices(fn):
+    x = np.random.default_rng(1).random((4, 5))
+    np.testing.assert_allclose(tracearray.compile(fn)(x), fn(x))
+
+
+def test_too_many_data_dependent_values_names_the_line():
+    from tracearray.errors import UnsupportedOperationError
+
+    def f(a):
+        while np.abs(a).max() > 1e-10:
+            a = a * 0.8
+        return a
+    with pytest.raises(UnsupportedOperationError, match=r"more than \d+ values.*test_indexing\.py:\d+"):
+        tracearray.compile(f)(np.ones(3))

@@ -37,7 +37,8 @@ from .templates import SizeTemplates
 from .tile import TileSpec, tile_plan
 from .trace import (PLAIN_ARRAY_TYPES, Trace, argument_names, check_array_argument, format_graph,
                     is_array_leaf, plain_function, pytree, random_key_source, trace_function)
-from .errors import InputError, TracearrayError, UnsupportedOperationError, with_location
+from .errors import (InputError, TracearrayError, UnsupportedOperationError, node_location,
+                     with_location)
 from .trace import captured as _captured
 from .trace import reads as _reads
 from .trace import context as trace_context
@@ -313,9 +314,13 @@ class CompiledFunction:
             if lowered.probe is None:
                 return lowered, all_leaves
             if len(sizes) >= MAX_DATA_SIZES:
+                count_node = lowered.graph.outputs[0] if lowered.graph.outputs else None
+                where = lowered.graph.locations.get(count_node) or \
+                    node_location(count_node) if count_node is not None else None
                 raise UnsupportedOperationError(
                     f"{self.__name__} needs more than {MAX_DATA_SIZES} values that depend "
-                    f"on the data ({lowered.probe}, ...): sizes, branches (if/while on a "
+                    f"on the data ({lowered.probe}{f' at {where}' if where else ''}, ...): "
+                    f"sizes, branches (if/while on a "
                     f"value) and int() of values, each found by running the function up to "
                     f"it. A Python loop whose length, indices or condition are traced values "
                     f"unrolls into one such value per step; write it with whole-array "

@@ -594,7 +594,7 @@ def _creation(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 # traced value) and a write into it is traced. Python can still read its values.
 _CONSTANT_MAKERS = ("hanning", "hamming", "blackman", "bartlett", "kaiser", "indices",
                     "fft.fftfreq", "fft.rfftfreq", "tril_indices", "triu_indices",
-                    "diag_indices")
+                    "diag_indices", "logspace", "geomspace")
 
 
 def _owned_all(out: Any) -> Any:
