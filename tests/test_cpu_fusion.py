@@ -763,3 +763,20 @@ def test_rolls_fuse_into_a_stencil_step() -> None:
     assert_matches_numpy(step, u, device="cpu")
     assert len(tracearray.compile(step, device="cpu").lower(u).plan.kernels) == 1
     assert_matches_numpy(lambda a: np.roll(np.resize(a, 5000), 7), u, device="cpu")
+
+
+def test_a_reduction_per_loop_step_is_split_across_kernels():
+    """``out[t] = rets[t].sum()`` over 256 steps: at most MAX_REDUCTIONS_PER_KERNEL in one
+    kernel (one kernel of all of them took LLVM 48 s to optimise)."""
+    from tracearray.fuse.plan import MAX_REDUCTIONS_PER_KERNEL
+
+    def f(rets):
+        out = np.ones(len(rets))
+        for t in range(len(rets)):
+            out[t] = rets[t].sum()
+        return out
+    r = np.random.default_rng(0).random((40, 4))
+    c = tracearray.compile(f)
+    np.testing.assert_allclose(c(r), f(r))
+    plan = c.lower(r).plan
+    assert max(len(k.reductions) for k in plan.kernels) <= MAX_REDUCTIONS_PER_KERNEL

@@ -360,6 +360,20 @@ def _new_kernel(kernels: list[Kernel], kernel: Kernel) -> int:
 INCREMENTAL = True
 
 
+class _StoredBefore:
+    """The values kernel ``k`` reads from memory: inputs, and what the kernels before it
+    store (the walker asks only ``node in``; a set of them made for each try made planning
+    a long loop's thousands of kernels quadratic)."""
+    __slots__ = ("stores", "produced_by", "k")
+
+    def __init__(self, stores: set[Node], produced_by: dict[Node, int], k: int):
+        self.stores, self.produced_by, self.k = stores, produced_by, k
+
+    def __contains__(self, n: Node) -> bool:
+        return n in self.stores and (self.produced_by.get(n, -1) < self.k
+                                     or OPS[n.op].kind is Kind.SOURCE)
+
+
 def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int,
          extra_root: Store | None = None, extra_red: Node | None = None) -> None:
     """Raise NotFusable unless the kernel, extended by a root or a reduction, can be built
@@ -372,7 +386,7 @@ def _try(kernel: Kernel, stores: set[Node], produced_by: dict[Node, int], k: int
     or not, and by which kernel) before they were; the new root, later in that order, is no
     operand of theirs; and a fresh walk visits the roots last, in order, after the reductions,
     as the continued walk does."""
-    earlier = {n for n in stores if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
+    earlier = _StoredBefore(stores, produced_by, k)
     last = kernel.walked
     if INCREMENTAL and extra_red is None and extra_root is not None and last is not None:
         walker = last.fork(earlier)
@@ -458,12 +472,19 @@ def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
     return _new_kernel(kernels, kernel)
 
 
+# Reductions one kernel computes, at most: a Python loop with a reduction per step
+# (``out[t] = rets[t].sum()``) made one kernel of every step's reduction, whose body LLVM
+# optimised in time growing faster than its length (64 steps 3.8 s, 256 steps 48 s).
+MAX_REDUCTIONS_PER_KERNEL = 16
+
+
 def _place_reduction(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
                      stores: set[Node], notes: list[str], first: int = 0) -> int:
     space, axes = node.args[0].shape, node.attr("axes")
     for k in range(len(kernels) - 1, first - 1, -1):
         kernel = kernels[k]
-        if kernel.kind != "reduce" or kernel.space != space or kernel.reduce_axes != axes:
+        if kernel.kind != "reduce" or kernel.space != space or kernel.reduce_axes != axes \
+                or len(kernel.reductions) >= MAX_REDUCTIONS_PER_KERNEL:
             continue
         try:
             _try(kernel, stores, produced_by, k, extra_red=node)
@@ -545,8 +566,7 @@ def finish(graph: Graph, kernels: list[Kernel], stores: set[Node], notes: list[s
             for a in kernel.call.operands:
                 needed.add(view_chain(a, stores)[0])
             continue
-        earlier = {n for n in stores
-                   if produced_by.get(n, -1) < k or OPS[n.op].kind is Kind.SOURCE}
+        earlier = _StoredBefore(stores, produced_by, k)
         kernel.body = KernelBody()
         kernel.red_exprs, kernel.root_exprs, _ = _walk_kernel(
             kernel, kernel.roots, kernel.reductions, earlier, kernel.body, stores)
