@@ -203,6 +203,13 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "arguments and global arrays; NumPy has made the writes that came before the failing "
         "operation.", "not-compared"),
     Divergence(
+        "overlapping-assignment-order", "api", ("__setitem__", "copyto"),
+        "An assignment whose source overlaps its destination with another stride (x[::2] = "
+        "x[:5], np.copyto(x[::2], x[:5])) reads the whole source before writing, as if it "
+        "were copied first; NumPy copies element by element there, so later elements may "
+        "read values it already wrote, and its result depends on the arguments' memory "
+        "layout (an argument with a negative stride gives another one).", "not-compared"),
+    Divergence(
         "zero-d-results-are-scalars", "api", ("*",),
         "A 0-d result is always returned as a NumPy scalar (np.float32(...)), as NumPy's "
         "ufuncs and reductions return it; where NumPy returns a 0-d ndarray instead (np.where, "
