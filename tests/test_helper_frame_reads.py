@@ -238,3 +238,17 @@ def test_no_profile_hook_for_numpy_only_code() -> None:
 
 def scale_or_shift_plain(x):
     return x * 0.5
+
+
+def test_layers_rebuilt_with_equal_values_trace_once() -> None:
+    """Layers given to their own __call__ and found again by the walk through
+    ``self.layers[i]``: a new list of equal layers each step traces nothing new; a changed
+    one does."""
+    model = Sequential([Dense(1.0), Dense(2.0)])
+    f = tracearray.compile(model.forward)
+    for _ in range(4):
+        model.layers = [Dense(1.0), Dense(2.0)]
+        same(f, X)
+    assert f.cache_info().traces == 1
+    model.layers[1].scale = 5.0
+    same(f, X)

@@ -379,7 +379,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         # (a helper's reads rooted at an object the walk found by a path: guarded there)
         read_guards += tuple(g for g in frames.frame_guards(frame_log, plain)
                              if g.root[0] != "pinned" or id(g.root[1].resolve()) not in followed)
-        if plain is not None:
+        given = {id(v) for f in frame_log.frames.values() for v in f.objects.values()}
+        if plain is not None and not given <= followed:
+            # (an object a helper was given that the walk found by no path: its guards are
+            # rooted at it, so the chains reaching it hold it by identity)
             read_guards += frames.identity_guards(roots, reads.read_chains(plain.__code__),
                                                   plain.__code__, before.params, frame_log)
     read_guards = reads.unique(read_guards + seen_reads)

@@ -1,24 +1,31 @@
 """What the traced code reads of the objects it reaches by ways the chains of ``reads.py``
 do not follow: a local bound to an object (``p = self.p; p.dt``), a loop variable (``for
 layer in self.layers: x = x * layer.scale``), a comprehension's, ``getattr(self, "k")``,
-``type(self).C``, a sub-object reached through those (``blk.attn.scale``).
+``type(self).C``, a sub-object reached through those (``blk.attn.scale``), a factory
+layer's closure variables, a ``partial``'s arguments.
 
-Such a read is an attribute load by name on an object that a chain (the function's own, or
-a helper frame's, ``frames.py``) reached, or on an item or attribute of one. So after the
-trace the objects the chains reach are walked (``reached_guards``): the roots, every
-object along a chain, the items of the lists, tuples and dicts among them, and the
-attributes of those objects whose *names* the traced code loads somewhere (its attribute
-loads, and its string constants for ``getattr``), a few levels down. Each such attribute
-is a guard, by the path the walk took: a number, string, flag, or small container of them
-by value; any other object (a sub-object, a function, a ufunc, an Enum member) by
-identity (``reads.Same``), so that a replaced activation or layer traces again; arrays
-are ``captured.py``'s. A list, tuple or dict of objects reached is guarded by the identity
-of its items and their number (an ``append`` to ``self.layers`` traces again).
+Such a read is an attribute load by name on an object reachable from the function's roots
+(and from what its helpers were given, ``frames.py``). So after the trace those objects are
+walked (``reached_guards``): attributes and items, through every name the code loads
+(``loaded_names``). What is guarded, by the path the walk took:
+
+- a number, string, flag or small container of them, at an attribute whose name the code
+  loads *off a chain's end* (``p.dt``, ``layer.scale``; ``self.cfg.n`` is a chain of
+  ``reads.py``, guarded there) or names as a string constant: by value;
+- a reached object (an instance, a namespace): walked on, its kind guarded (None or
+  another class in its place traces again; one rebuilt with equal values does not); a
+  list, tuple or dict of objects: its type, length and item types (``reads.Kinds``);
+- a function: its code, defaults and closure cells; a ufunc, a builtin, an Enum member:
+  by identity (``reads.Same``); a name the code only calls guards callables only
+  (``self.opt.step()`` beside a counter ``self.step``);
+- a small array NumPy's own operations may have read (not a graph input): its values
+  (``reads.SmallArray``); graph inputs are read at every call (``captured.py``).
 
 Reading follows ``reads._step_kind``: nothing runs the user's code (no property, no
-``__getattr__``). An attribute whose name the code never loads is not guarded (a counter
-the program keeps on the same object does not make every call trace again); one that a
-property computes, or that a name built at run time reads, is not seen.
+``__getattr__``). Not seen: an attribute a property computes, a name built at run time,
+containers of more than ``MAX_GUARDED_ITEMS`` items, ndarray attribute names read off a
+local (``y.size`` is an array's), objects beyond ``MAX_DEPTH`` / ``MAX_OBJECTS``
+(docs/sharp-bits.md).
 """
 from __future__ import annotations
 
@@ -35,8 +42,7 @@ from .captured import _MISSING, Roots, _user_function, _user_instance, _user_mod
 from .frames import FrameLog
 from .reads import (MAX_GUARDED_ITEMS, Guard, Kinds, Pinned, Same, SmallArray, _follow,
                     _global_loads, _global_root_in, _guardable, _method_load, _namespace,
-                    _own_root,
-                    _root_text, _snapshot, _step_kind, read_chains)
+                    _own_root, _root_text, _snapshot, _step_kind, read_chains)
 
 MAX_DEPTH = 8          # attribute / item steps below a root
 MAX_OBJECTS = 2000     # objects walked per trace
