@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .captured import _MISSING, Roots, _user_file, _user_instance
-from .reads import (MAX_GUARDED_ITEMS, _namespace, Chain, Guard, Pinned, Same, _follow_chain,
+from .reads import (MAX_GUARDED_ITEMS, Chain, Guard, Pinned, Same, _follow_chain, _namespace,
                     _global_loads, _global_root_in, _guardable, _own_root, _root_text,
                     _snapshot, _user_method, read_chains)
 
