@@ -10,7 +10,10 @@ Workloads, each a plain NumPy function with a ``for`` loop over steps:
   * nbody: 50 steps of 300 bodies in 3-d (pairwise differences, a softened inverse cube,
     velocity and position updates);
   * sgd: 100 steps of least-squares gradient descent on a 2000 x 20 design matrix;
-  * ema: an exponential moving average written element by element over 500 values.
+  * ema: an exponential moving average written element by element over 500 values;
+  * step_sums: a 4-element sum per step over 256 steps (``out[t] = rets[t].sum()``);
+  * orbit: 2000 leapfrog steps of a 2-d orbit with a norm per step;
+  * seidel: a Gauss-Seidel sweep of a 30 x 30 grid, row updates then element updates.
 
 What a user sees: the first call in a process with an empty kernel cache (trace, plan,
 compile, run), the compiles it needed (``cache_info``: identical steps share code), and warm
@@ -73,12 +76,43 @@ def ema(x):
     return out
 
 
+def step_sums(rets):
+    out = np.ones(len(rets))
+    for t in range(len(rets)):          # a small reduction per step
+        out[t] = rets[t].sum()
+    return out
+
+
+def orbit(r, v):
+    traj = np.empty((int(2000 * SCALE), 2))
+    for i in range(len(traj)):          # a leapfrog step with a norm per step
+        a = -r / np.linalg.norm(r) ** 3
+        v = v + a * 1e-3
+        r = r + v * 1e-3
+        traj[i] = r
+    return traj
+
+
+def seidel(a):
+    a = a.copy()
+    n = a.shape[0]
+    for i in range(1, n - 1):           # a Gauss-Seidel sweep: rows, then elements in turn
+        a[i, 1:-1] += a[i - 1, :-2] + a[i - 1, 2:] + a[i + 1, :-2] + a[i + 1, 2:]
+        for j in range(1, n - 1):
+            a[i, j] += a[i, j - 1]
+            a[i, j] /= 9.0
+    return a
+
+
 def inputs(rng: np.random.Generator) -> dict:
     u = rng.random((256, 256))
     return {"heat": (heat, (u,)), "wave": (wave, (u, np.zeros_like(u))),
             "nbody": (nbody, (rng.random((300, 3)), np.zeros((300, 3)))),
             "sgd": (sgd, (rng.random((2000, 20)), rng.random(2000))),
-            "ema": (ema, (rng.random(500),))}
+            "ema": (ema, (rng.random(500),)),
+            "step_sums": (step_sums, (rng.random((max(int(256 * SCALE), 2), 4)),)),
+            "orbit": (orbit, (np.array([1.0, 0.0]), np.array([0.0, 1.0]))),
+            "seidel": (seidel, (rng.random((max(int(30 * SCALE), 3),) * 2),))}
 
 
 def _median_ms(fn, repeat: int) -> float:

@@ -558,5 +558,6 @@ def test_loops_cli_runs_and_writes_json(tmp_path):
     proc = _benchmark("loops.py", "--steps-scale", "0.05", "--repeat", "1", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(out.read_text())["rows"]
-    assert [r["workload"] for r in rows] == ["heat", "wave", "nbody", "sgd", "ema"]
+    assert [r["workload"] for r in rows] == ["heat", "wave", "nbody", "sgd", "ema",
+                                            "step_sums", "orbit", "seidel"]
     assert all(r["ok"] for r in rows)
