@@ -374,3 +374,44 @@ def test_reached_views_and_their_bases_are_writable_again():
         f, base, view = make(order)
         np.testing.assert_array_equal(tracearray.compile(f)(np.ones(2)), f(np.ones(2)))
         assert base.flags.writeable and view.flags.writeable
+
+
+def test_signed_zero_nan_and_shared_prefixes_of_attribute_reads() -> None:
+    # The compiled check (reads.GuardCheck) follows ``cfg.layers[i]`` once for all the
+    # attributes read below it, and compares floats by their bits: 0.0 and -0.0 differ
+    # (``x * -0.0`` flips signs), NaN still equals NaN (no retrace), 1, 1.0 and True differ.
+    cfg = types.SimpleNamespace(layers=[types.SimpleNamespace(w=0.0, b=1.0) for _ in range(3)])
+
+    @tracearray.compile
+    def f(x):
+        for layer in cfg.layers:
+            x = x * layer.w + layer.b
+        return x
+
+    def expect() -> np.ndarray:
+        y = X.copy()
+        for layer in cfg.layers:
+            y = y * layer.w + layer.b
+        return y
+
+    def check() -> None:
+        for _ in range(2):   # (the general path, then the fast path)
+            got = f(X)
+            np.testing.assert_array_equal(got, expect())
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(expect()))
+
+    check()
+    cfg.layers[2].w, cfg.layers[2].b = -0.0, -0.0   # 0.0 -> -0.0 (and 1.0 -> -0.0)
+    check()
+    assert f.stats.traces == 2
+    cfg.layers[1].w = float("nan")
+    check()
+    cfg.layers[1].w = float("nan")   # another NaN object: equal, no new trace
+    check()
+    assert f.stats.traces == 3
+    cfg.layers[0].b = True           # 1.0 -> True: another trace (True is an integer)
+    check()
+    assert f.stats.traces == 4
+    cfg.layers[0].b = 1              # and 1 another again
+    check()
+    assert f.stats.traces == 5

@@ -562,7 +562,7 @@ class CompiledFunction:
         for name, seen in hit.guards:
             if g.get(name, _MISSING) is not seen:
                 return self._guards_hold(hit.trace)
-        return not hit.reads or _reads.hold(self._roots, hit.reads, _static_key)
+        return not hit.reads or hit.trace.reads_hold(self._roots, _static_key)
 
     def _guards_hold(self, trace: Trace) -> bool:
         """Whether every global the trace read is still what it saw: the same object (an
@@ -585,7 +585,7 @@ class CompiledFunction:
                 # (a dict or list rebound to one of the same keys, numbers and arrays' shapes
                 # and dtypes holds: its arrays are read through their paths, trace/captured.py)
                 return False
-        if trace.reads and not _reads.hold(self._roots, trace.reads, _static_key):
+        if trace.reads and not trace.reads_hold(self._roots, _static_key):
             return False   # (cfg.dt, self.lr: a number read through an attribute changed)
         return self._captured_hold(trace)
 
@@ -749,9 +749,9 @@ class CompiledFunction:
         graph = lowered.graph
         if graph.updates:
             targets = self._update_targets(args, kwargs, graph)
-            trace = self._trace_of(graph)
-            _check_update_targets(graph, targets, _reads.arrays_read(self._roots, trace.reads)
-                                  if trace is not None else ())
+            found = self._trace_of(graph)
+            _check_update_targets(graph, targets, _reads.arrays_read(self._roots, found[1].reads)
+                                  if found is not None else ())
             outs = lowered.executable.run(leaves)
         else:
             targets, outs = None, lowered.executable.run(leaves)
@@ -785,22 +785,21 @@ class CompiledFunction:
         return [None if random_key_source(n) is not None else self.global_value(n)
                 for n in graph.globals]
 
-    def _trace_of(self, graph: Graph) -> Trace | None:
-        with self._build_lock:
-            for trace, _plan, _tiles in self._traces.values():
-                if trace.graph is graph:
-                    return trace
-        return None
-
-    def _traces_entry(self, graph: Graph) -> Trace | None:
-        """The trace of ``graph`` for a fast-path entry; None when another thread's build
-        evicted it, or when it holds only while some captured paths lead to no array
-        (``_absent``: checked by the general path alone)."""
+    def _trace_of(self, graph: Graph) -> tuple[Any, Trace] | None:
+        """The trace cache's key and entry whose graph is ``graph``; None when another
+        thread's build evicted it."""
         with self._build_lock:   # (another thread's build may be changing the cache)
             for vkey, (trace, _plan, _tiles) in self._traces.items():
                 if trace.graph is graph:
-                    return None if vkey in self._absent else trace
+                    return vkey, trace
         return None
+
+    def _traces_entry(self, graph: Graph) -> Trace | None:
+        """The trace of ``graph`` for a fast-path entry; None when it was evicted, or when
+        it holds only while some captured paths lead to no array (``_absent``: checked by
+        the general path alone)."""
+        found = self._trace_of(graph)
+        return None if found is None or found[0] in self._absent else found[1]
 
     def _fast_key(self, args: tuple) -> Any:
         """The signature of a call whose arguments are all plain, aligned NumPy arrays or

@@ -127,6 +127,15 @@ class Trace:
     # numbers, strings and flags the function read through attributes and items of the
     # objects it reaches (``cfg.dt``, ``self.lr``), as the trace saw them (``reads.py``)
     reads: tuple = ()
+    # ``reads`` prepared for the checks of later calls (``reads.GuardCheck``; made on first use)
+    reads_check: Any = field(default=None, repr=False, compare=False)
+
+    def reads_hold(self, roots: Any, key: Callable[[Any], Any]) -> bool:
+        """Whether every value in ``reads`` is still what the trace saw (``reads.hold``)."""
+        check = self.reads_check
+        if check is None:
+            check = self.reads_check = reads.GuardCheck(self.reads, key)
+        return check(roots)
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:

@@ -282,40 +282,62 @@ def _namespace(obj: Any) -> bool:
 
 
 def _follow(obj: Any, step: str, key: Any) -> Any:
+    """Where one step of a chain leads from ``obj`` (``_MISSING`` where it leads nowhere).
+    No step runs the user's code: no property, ``__getattr__`` or ``__getitem__`` of theirs."""
     try:
-        if step == "item":
-            if isinstance(obj, dict):   # (never a defaultdict's __missing__, nor a
-                return dict.__getitem__(obj, key)   # subclass's own __getitem__)
-            if isinstance(obj, (list, tuple)) and type(key) is int:
-                return obj[key]
-            return _MISSING
-        if step == "field":
-            return tuple.__getitem__(obj, type(obj)._fields.index(key)) \
-                if _is_namedtuple(obj) and key in type(obj)._fields else _MISSING
-        if step == "type":
-            return type(obj)
-        if step == "code":   # (a function's code: another function in its place)
-            return obj.__code__
-        if step == "defaults":   # (a function's defaults: f.__defaults__ = (...))
-            return obj.__defaults__
-        if step == "cell":   # (a closure variable of a function reached)
-            return obj.__closure__[obj.__code__.co_freevars.index(key)].cell_contents
-        if step == "partial":   # (functools.partial's own read-only attributes)
-            return getattr(obj, key) if type(obj) is functools.partial else _MISSING
-        if step == "slot":
-            found = _class_attribute(type(obj), key)
-            return found.__get__(obj, type(obj)) \
-                if isinstance(found, types.MemberDescriptorType) else _MISSING
-        own = getattr(obj, "__dict__", None)
-        if step == "attr":
-            return own[key] if own is not None and key in own else _MISSING
-        if own is not None and key in own:   # "class": an instance attribute hides it
-            return _MISSING
-        found = _class_attribute(type(obj), key)
-        return _MISSING if hasattr(type(found), "__get__") and \
-            not isinstance(found, types.FunctionType) else found
+        return _STEPS[step](obj, key)
     except Exception:   # noqa: BLE001 -- a broken chain: not a value the trace saw
         return _MISSING
+
+
+def _step_item(obj: Any, key: Any) -> Any:
+    if isinstance(obj, dict):   # (never a defaultdict's __missing__, nor a subclass's own
+        return dict.__getitem__(obj, key)   # __getitem__)
+    if isinstance(obj, (list, tuple)) and type(key) is int:
+        return obj[key]
+    return _MISSING
+
+
+def _step_field(obj: Any, key: Any) -> Any:
+    return tuple.__getitem__(obj, type(obj)._fields.index(key)) \
+        if _is_namedtuple(obj) and key in type(obj)._fields else _MISSING
+
+
+def _step_cell(obj: Any, key: Any) -> Any:   # (a closure variable of a function reached)
+    return obj.__closure__[obj.__code__.co_freevars.index(key)].cell_contents
+
+
+def _step_partial(obj: Any, key: Any) -> Any:   # (functools.partial's read-only attributes)
+    return getattr(obj, key) if type(obj) is functools.partial else _MISSING
+
+
+def _step_slot(obj: Any, key: Any) -> Any:
+    found = _class_attribute(type(obj), key)
+    return found.__get__(obj, type(obj)) \
+        if isinstance(found, types.MemberDescriptorType) else _MISSING
+
+
+def _step_attr(obj: Any, key: Any) -> Any:   # (the object's own __dict__)
+    own = getattr(obj, "__dict__", None)
+    return own[key] if own is not None and key in own else _MISSING
+
+
+def _step_class(obj: Any, key: Any) -> Any:   # (an instance attribute of that name hides it)
+    own = getattr(obj, "__dict__", None)
+    if own is not None and key in own:
+        return _MISSING
+    found = _class_attribute(type(obj), key)
+    return _MISSING if hasattr(type(found), "__get__") and \
+        not isinstance(found, types.FunctionType) else found
+
+
+_STEPS: dict[str, Callable[[Any, Any], Any]] = {
+    "item": _step_item, "field": _step_field, "slot": _step_slot, "attr": _step_attr,
+    "class": _step_class, "cell": _step_cell, "partial": _step_partial,
+    "type": lambda obj, key: type(obj),
+    "code": lambda obj, key: obj.__code__,          # (another function in its place)
+    "defaults": lambda obj, key: obj.__defaults__,  # (f.__defaults__ = (...))
+}
 
 
 def _class_attribute(cls: type, key: str) -> Any:
@@ -351,24 +373,88 @@ def _guardable(value: Any, depth: int = 4) -> bool:
 def hold(roots: Roots, guards_: tuple[Guard, ...], key: Callable[[Any], Any]) -> bool:
     """Whether every guard's chain still leads to an equal value (``key``: the cache key
     of a static value, so that 1, 1.0 and True differ, and NaN equals NaN)."""
-    for g in guards_:
-        obj = roots.resolve_root(g.root)
-        if obj is _MISSING and g.root[0] == "pinned":
-            continue   # (the object a helper was given has gone: the next call makes its own)
-        for step, k in g.steps:
+    return GuardCheck(guards_, key)(roots)
+
+
+_EQUAL_TYPES = (bool, int, str, bytes, type(None))
+
+
+class GuardCheck:
+    """``hold`` for one set of guards, prepared once and run at every call: the chains'
+    common prefixes (``self``, ``self.layers``, ``self.layers[3]``) are followed once, each
+    step by its own function, and each guarded value's key is computed once.
+
+    The prefixes form a tree, kept as a flat list of nodes in an order where a parent comes
+    before its children (a node: its parent's index, or -1 and its root; its step's
+    function and key); each guard checks one node's value."""
+    __slots__ = ("_nodes", "_checks", "_key")
+
+    def __init__(self, guards_: tuple[Guard, ...], key: Callable[[Any], Any]):
+        index: dict[tuple, int] = {}
+        nodes: list[tuple] = []
+
+        def node(root: tuple, steps: tuple) -> int:
+            found = index.get((root, steps))
+            if found is None:
+                if steps:
+                    parent = node(root, steps[:-1])
+                    step, k = steps[-1]
+                    nodes.append((parent, _STEPS[step], k))
+                else:
+                    nodes.append((-1, None, root))
+                found = index[(root, steps)] = len(nodes) - 1
+            return found
+
+        checks = []
+        for g in guards_:
+            value = g.value
+            pinned = node(g.root, ()) if g.root[0] == "pinned" else -1
+            matched = type(value) in (Same, SmallArray, Kinds)   # (by identity, values, kinds)
+            # (a function or method found by the chain: by identity alone, no key)
+            vkey = None if matched or value is _MISSING or \
+                isinstance(value, types.FunctionType) else key(value)
+            # where plain equality of the same type means equal keys (not for 0.0 == -0.0,
+            # nor NaN): no key is computed at the call
+            equal = type(value) in _EQUAL_TYPES or (
+                type(value) is float and value == value and value != 0.0)
+            checks.append((node(g.root, g.steps), value, matched, vkey, pinned, equal))
+        self._nodes = tuple(nodes)
+        self._checks = tuple(checks)
+        self._key = key
+
+    def __call__(self, roots: Roots) -> bool:
+        values: list[Any] = []
+        add = values.append
+        for parent, follow, k in self._nodes:
+            if parent < 0:
+                add(roots.resolve_root(k))
+                continue
+            obj = values[parent]
+            if obj is not _MISSING:
+                try:
+                    obj = follow(obj, k)
+                except Exception:   # noqa: BLE001 -- a broken chain: not what the trace saw
+                    obj = _MISSING
+            add(obj)
+        key = self._key
+        for i, value, matched, vkey, pinned, equal in self._checks:
+            obj = values[i]
+            if obj is value:
+                continue
+            if pinned >= 0 and values[pinned] is _MISSING:
+                continue   # (the object a helper was given has gone: the next call makes its own)
             if obj is _MISSING:
-                break
-            obj = _follow(obj, step, k)
-        if obj is g.value:
-            continue
-        if type(g.value) in (Same, SmallArray, Kinds):   # (by identity, values, kinds)
-            if obj is _MISSING or not g.value.matches(obj):
                 return False
-            continue
-        if obj is _MISSING or type(obj) is not type(g.value) or \
-                isinstance(obj, types.FunctionType) or key(obj) != key(g.value):
-            return False   # (a function, a method found by the chain: by identity)
-    return True
+            if matched:
+                if not value.matches(obj):
+                    return False
+            elif equal:
+                if type(obj) is not type(value) or obj != value:
+                    return False
+            elif type(obj) is not type(value) or vkey is None or \
+                    isinstance(obj, types.FunctionType) or key(obj) != vkey:
+                return False
+        return True
 
 
 def arrays_read(roots: Roots, guards_: tuple[Guard, ...]) -> list[tuple[str, np.ndarray]]:
