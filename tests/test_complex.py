@@ -9,6 +9,7 @@ values.
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -744,3 +745,36 @@ def test_einsum_of_complex_operands(fn):
     want, got = fn(a, b), tracearray.compile(fn)(a, b)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5 if want.dtype == np.complex64 else 1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+@pytest.mark.parametrize("fn", [np.nanvar, np.nanstd, np.nanmean, np.var, np.std])
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64, np.float32, np.float16,
+                                   np.int64, bool])
+def test_dtype_of_variance_and_nan_functions(fn, dtype):
+    """``dtype=`` of np.nanvar / np.nanstd / np.nanmean over real, integer and complex values
+    gives NumPy's result dtype and values (a complex dtype: complex results, NaN imaginary
+    parts where np.var divides by no degree of freedom); an integer dtype of inexact values
+    raises NumPy's TypeError (a probe found truncated results and float64 in its place)."""
+    arrays = (np.array([[1.0, 2.0, np.nan], [4.0, 5.0, 7.0]]), np.array([[1, 2], [3, 5]]),
+              np.array([[1 + 2j, 3 - 1j, np.nan], [0.5j, 2 + 0j, 1 + 1j]]),
+              np.array([[1, 2, np.nan]], np.float32))
+    for a in arrays:
+        if fn in (np.var, np.std) and (a.dtype.kind == "c" and np.dtype(dtype).kind != "c"):
+            continue   # (a real dtype of complex values: refused, see supported.md)
+        for kw in ({}, {"ddof": 1}, {"keepdims": True}, {"ddof": 3}):
+            if fn is np.nanmean and "ddof" in kw:
+                continue
+
+            def f(a, kw=kw):
+                return fn(a, axis=1, dtype=dtype, **kw)
+            try:
+                want = f(a)
+            except TypeError as e:
+                with pytest.raises(TypeError, match=re.escape(str(e))):
+                    tracearray.compile(f, device="cpu")(a)
+                continue
+            got = tracearray.compile(f, device="cpu")(a)
+            assert got.dtype == want.dtype and got.shape == want.shape, (a.dtype, kw)
+            np.testing.assert_allclose(got, want, rtol=2e-3, equal_nan=True)

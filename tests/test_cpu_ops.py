@@ -1206,6 +1206,19 @@ def test_average_multiplies_integers_in_the_result_dtype(dtype) -> None:
                                                   returned=True)), a, w, device="cpu")
 
 
+@pytest.mark.parametrize("axis,wshape", [((0, 2), (2, 4)), ((2, 0), (4, 2)), (-1, (4,)),
+                                         ((2, 1), (4, 3)), ((0, 2), (4, 2)), (5, (3,))])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_average_weights_along_several_axes(axis, wshape, keepdims) -> None:
+    """NumPy 2's np.average takes weights shaped like ``a`` along the axes, in the order
+    given (transposed into place); a probe found an internal unpacking error for a tuple."""
+    from tracearray.testing import assert_matches_numpy
+    x = np.arange(24.0).reshape(2, 3, 4)
+    w = np.arange(1.0, 1.0 + math.prod(wshape)).reshape(wshape)
+    assert_matches_numpy(lambda x, w: np.average(x, axis=axis, weights=w, keepdims=keepdims,
+                                                 returned=True), x, w, device="cpu")
+
+
 @pytest.mark.parametrize("name", ["mean_int8_into_int8", "mean_f16_into_f32", "sum_into_f32",
                                   "cumsum_into_f32", "prod_into_f64", "sum_floats_into_int",
                                   "sum_f64_into_f32"])

@@ -552,3 +552,62 @@ def test_unique_probe_takes_numpys_path_for_the_flags():
                   {"return_index": True, "return_inverse": True}):
         got = cpu(lambda v: np.unique(v, **flags))(x)
         same(got, np.unique(x, **flags))
+
+
+@pytest.mark.parametrize("axis", [(0, 2), (0, 1), (1, 2), (), 1, (0, 1, 2), None])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_nanquantile_of_a_2d_q_in_numpys_layout(axis, keepdims):
+    """np.nanquantile / np.nanpercentile of a q of 2+ dimensions over several axes (or
+    axis=()) lay the result out in NumPy's own way (q's last axis after the kept ones):
+    the compiled function's result is NumPy's, shape and values (a soak found it reshaped)."""
+    x = awkward((5, 7, 9), np.float64, seed=3)
+    x[0, 0, :] = np.nan
+    for q in (np.array([[0.1, 0.9], [0.5, 0.7]]), np.full((2, 3), 0.3), np.full((2, 1, 2), 0.4)):
+        for fn, scale in ((np.nanquantile, 1), (np.nanpercentile, 100), (np.quantile, 1)):
+            def f(x, q=q * scale, fn=fn):
+                return fn(x, q, axis=axis, keepdims=keepdims)
+            try:
+                want = f(x)
+            except ValueError:   # (np.quantile over several axes: q must be 0-d or 1-d)
+                with pytest.raises(ValueError):
+                    cpu(f)(x)
+                continue
+            same(cpu(f)(x), want, (fn.__name__, q.shape))
+
+
+def test_nanquantile_layout_of_many_dimensions_is_refused_clearly():
+    x = np.random.default_rng(0).random((2,) * 7)
+    q = np.full((2, 2), 0.5)
+    with pytest.raises(tracearray.UnsupportedOperationError, match="NumPy lays this result"):
+        cpu(lambda x: np.nanquantile(x, q, axis=(0, 1)))(x)
+
+
+GLOBAL_Q = np.array([0.1, 0.9])
+GLOBAL_KTH = np.array([2, 5])
+
+
+def test_a_global_q_or_kth_is_used_by_its_values():
+    """A module-level q or kth array is read by its values while tracing (a call where it
+    holds other values traces again), as one in a closure is."""
+    global GLOBAL_Q
+
+    def f(x):
+        return np.quantile(x, GLOBAL_Q, axis=1), np.partition(x, GLOBAL_KTH, axis=1)
+
+    g = cpu(f)
+    x = awkward((4, 9), np.float64, seed=1)
+    x = np.nan_to_num(x)
+    saved = GLOBAL_Q.copy(), GLOBAL_KTH.copy()
+    try:
+        same(g(x), f(x))
+        same(g(x), f(x))
+        assert g.stats.traces == 1
+        GLOBAL_Q[0], GLOBAL_KTH[1] = 0.3, 6      # in place: traced again
+        same(g(x), f(x))
+        assert g.stats.traces == 2
+        GLOBAL_Q = np.array([0.5, 0.6, 0.7])      # rebound, another shape
+        same(g(x), f(x))
+        assert g.stats.traces == 3
+    finally:
+        GLOBAL_Q = saved[0]
+        GLOBAL_KTH[:] = saved[1]

@@ -572,9 +572,10 @@ def order_statistic(dev: Any, operands: list, results: list, *, func: str, q: An
     out = results[0]
     if out is None:
         return None
-    from ..ops.sorting import QUANTILE_FUNCS, quantile_plan
-    if len(operands) != 1 or func not in ("median", "nanmedian") + QUANTILE_FUNCS:
-        return NotImplemented
+    from ..ops.sorting import QUANTILE_FUNCS, numpy_moves_q_axes, quantile_plan
+    if len(operands) != 1 or func not in ("median", "nanmedian") + QUANTILE_FUNCS or \
+            numpy_moves_q_axes(dict(func=func, q_shape=q_shape, axis=axis, ndim=ndim)):
+        return NotImplemented   # (NumPy's own layout: the host)
     src = operands[0]
     median = func in ("median", "nanmedian")
     if not sortable(src.dtype):   # (float16: the host)

@@ -11,6 +11,7 @@ are normalised to non-negative positions.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -176,10 +177,57 @@ def quantile_plan(n: int, dtype: Any, *, func: str, q: tuple | None, q_shape: tu
 
 def _order_statistic_shape(shapes: Sequence[Shape], attrs: dict) -> tuple[Shape, ...]:
     shape, axis = shapes[0], attrs["axis"]
+    if numpy_moves_q_axes(attrs):
+        return (_numpy_quantile_layout(shape, attrs),)
     axes = range(len(shape)) if axis is None else axis
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape)) if attrs["keepdims"] \
         else tuple(n for d, n in enumerate(shape) if d not in axes)
     return (tuple(attrs["q_shape"]) + kept,)
+
+
+def numpy_moves_q_axes(attrs: dict) -> bool:
+    """Whether NumPy lays this order statistic's result out in its own way: np.nanquantile
+    and np.nanpercentile of a q of two or more dimensions over several axes but not all
+    (or ``axis=()``) merge the axes last and then move q's axes with a negative axis
+    (``_nanquantile_ureduce_func``, NumPy 2.x): q's last axis ends up last, after the kept
+    ones. The result is NumPy's, in NumPy's layout (``_numpy_quantile_layout``); the GPU's
+    kernel, which writes q's axes first, leaves such calls to the host."""
+    axis = attrs["axis"]
+    return attrs["func"] in ("nanquantile", "nanpercentile") and \
+        len(attrs["q_shape"]) >= 2 and axis is not None and len(axis) != 1 and \
+        len(axis) < attrs["ndim"]
+
+
+MAX_LAYOUT_STANDIN = 512   # elements of the stand-in that finds NumPy's layout, at most
+
+
+def _numpy_quantile_layout(shape: Shape, attrs: dict) -> Shape:
+    """NumPy's result shape, found by its own function on a stand-in whose kept axes have
+    distinct lengths, none of them q's (its reduced axes length 1): each axis of the
+    stand-in's result is then known by its length."""
+    q_shape, axis = tuple(attrs["q_shape"]), attrs["axis"]
+    first = max(q_shape, default=1) + 2
+    real: dict[int, int] = {}
+    standin = []
+    for d, n in enumerate(shape):
+        if d in axis:
+            standin.append(1)
+        else:
+            standin.append(first + len(real))
+            real[standin[-1]] = n
+    found = None
+    if math.prod(standin) <= MAX_LAYOUT_STANDIN:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = order_statistic_call(np.zeros(standin), None, **attrs).shape
+    if found is None or any(n not in real and n != 1 and n not in q_shape for n in found):
+        from ..errors import UnsupportedOperationError, with_location
+        raise UnsupportedOperationError(with_location(
+            f"np.{attrs['func']} of a q of {len(q_shape)} dimensions over the axes {axis} of "
+            f"a {len(shape)}-dimensional array (NumPy lays this result out in its own way, "
+            f"which tracearray follows only for arrays of a few dimensions): pass q as a "
+            f"1-d array and reshape the result"))
+    return tuple(real.get(n, n) for n in found)
 
 
 def _order_statistic_dtype(dtypes: Sequence[np.dtype], attrs: dict) -> tuple[np.dtype, ...]:

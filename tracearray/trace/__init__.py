@@ -290,6 +290,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             t = make_input(value, f"global {name}", f"global {name}")
             global_inputs.append(name)
             seen_global_arrays[name] = t
+            state.global_arrays[t.node] = (name, value)
             guards[name] = value
             global_layouts[name] = (value.shape, value.dtype)
             return t

@@ -122,6 +122,27 @@ def fix_captured_value(value: Any) -> None:
             captured.fixed_value(value)
 
 
+def needed_value(value: Any) -> np.ndarray | None:
+    """The value of an argument a NumPy function needs known while tracing (a quantile's
+    q, partition's kth): a Python or NumPy value, a value the function made from constants
+    (``known_value``), or a global array the function reads, whose values the trace then
+    fixes (a call where it holds other values traces again); None for traced data."""
+    node = getattr(value, "node", None)
+    if not isinstance(node, Node):
+        return np.asarray(value)
+    known = known_value(node)
+    if known is not None:
+        return known
+    from .context import current
+    state = current()
+    found = state.global_arrays.get(node) if state is not None else None
+    if found is None or state.captured is None:
+        return None
+    name, arr = found
+    state.captured.fixed_global(name, arr)
+    return arr.copy()
+
+
 def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
     """The value of a node known at trace time: a constant, or small ops of constants a few
     steps deep (arrays the function made with np.arange, np.zeros, ..., a

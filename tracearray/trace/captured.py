@@ -198,7 +198,8 @@ def still_holds(roots: Roots, c: Captured) -> bool:
         return False
     if any(roots.resolve(p) is not now for p in c.also):
         return False   # the same array at two places then, two arrays now
-    return c.values is None or np.array_equal(now, c.values)
+    return c.values is None or np.array_equal(now, c.values,
+                                              equal_nan=c.values.dtype.kind in "fc")
 
 
 def current_array(roots: Roots, path: Path) -> np.ndarray:
@@ -314,6 +315,14 @@ class CapturedArrays:
         if key not in self.used:
             self.used[key] = Captured(path, base, base.shape, base.dtype, base.copy(),
                                       tuple(self._also.get(id(base), ())))
+
+    def fixed_global(self, name: str, arr: np.ndarray) -> None:
+        """The global array ``name`` (a graph input) is also used by its values while
+        tracing (``build.needed_value``): a call where it holds other values traces again."""
+        key = f"global {name} (values)"
+        if key not in self.used:
+            self.used[key] = Captured(Path(("global", name), (), name), arr, arr.shape,
+                                      arr.dtype, arr.copy())
 
     def note_use(self, value: Any) -> None:
         """``value`` (an argument of a NumPy function called on traced values) may be read

@@ -516,15 +516,19 @@ def _np_var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
         raise unsupported("np.var(..., where= / mean=) of complex values")
     if correction is not np._NoValue:
         ddof = correction
-    return _as_asked(_var(a, axis, dtype, ddof, keepdims), dtype)
+    return _as_asked(_var(a, axis, dtype, ddof, keepdims), dtype, a, axis, ddof)
 
 
-def _as_asked(result: Any, dtype: Any) -> Any:
+def _as_asked(result: Any, dtype: Any, a: Any, axis: Any, ddof: Any) -> Any:
     """NumPy's var and std are real, except with a complex ``dtype=``: then of that dtype
-    (a zero imaginary part)."""
-    if dtype is not None and np.dtype(dtype).kind == "c":
-        return as_complex(result, np.dtype(dtype))
-    return result
+    (a zero imaginary part; NaN where no degree of freedom is left, as NumPy divides the
+    complex sum by a count of 0)."""
+    if dtype is None or np.dtype(dtype).kind != "c":
+        return result
+    out = as_complex(result, np.dtype(dtype))
+    if _count(np.shape(a), axis) - ddof <= 0:
+        return ComplexTracer(out.re, np.full_like(out.im, np.nan))
+    return out
 
 
 @function_rule(np.std)
@@ -536,7 +540,7 @@ def _np_std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
         raise unsupported("np.std(..., where= / mean=) of complex values")
     if correction is not np._NoValue:
         ddof = correction
-    return _as_asked(np.sqrt(_var(a, axis, dtype, ddof, keepdims)), dtype)
+    return _as_asked(np.sqrt(_var(a, axis, dtype, ddof, keepdims)), dtype, a, axis, ddof)
 
 
 @function_rule(np.max, np.amax)
@@ -932,14 +936,32 @@ def _by_count(total: Any, count: Any) -> Any:
     return q.astype(total.dtype) if q.dtype != total.dtype else q
 
 
+def _nan_dtype(dtype: Any) -> np.dtype | None:
+    """A nan-function's ``dtype`` for complex (inexact) values: NumPy refuses an integer one."""
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.inexact):
+        raise TypeError(with_location("If a is inexact, then dtype must be inexact"))
+    return dt
+
+
+def _real_values(a: Any) -> bool:
+    return not isinstance(a, ComplexTracer) and np.result_type(a).kind != "c"
+
+
 @function_rule(np.nanmean)
 def _nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
              keepdims: bool = False, *, where: Any = True) -> Any:
     _out_none("np.nanmean", out)
     if where is not True:
         raise unsupported("np.nanmean(where=...) of complex values")
+    dt = _nan_dtype(dtype) if not _real_values(a) or np.result_type(a).kind == "f" else \
+        np.dtype(dtype) if dtype is not None else None
     z, ok = _nan_replaced(a)
     count = np.sum(ok, axis=axis, keepdims=keepdims)
+    if dt is not None and dt.kind == "f":   # (NumPy's sum in a real dtype: the real parts)
+        return _by_count(np.sum(z.re, axis=axis, dtype=dt, keepdims=keepdims), count)
     return _by_count(np.sum(z, axis=axis, dtype=dtype, keepdims=keepdims), count)
 
 
@@ -948,21 +970,37 @@ def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
             keepdims: bool = False, *, where: Any = True, mean: Any = np._NoValue,
             correction: Any = np._NoValue) -> Any:
     _out_none("np.nanvar", out)
-    if where is not True or mean is not np._NoValue:
-        raise unsupported("np.nanvar(where=..., mean=...) of complex values")
     if correction is not np._NoValue:
         if ddof != 0:
             raise ValueError(with_location(
                 "ddof and correction can't be provided simultaneously."))
-        ddof = correction
+        ddof, correction = correction, np._NoValue
+    if _real_values(a):   # real values, a complex dtype
+        if np.result_type(a).kind != "f":   # (no NaN: NumPy's np.var)
+            return np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims,
+                          where=where, mean=mean)
+        # NumPy sums the mean and the squares in the complex dtype: their imaginary parts
+        # are 0, their real parts the sums in the real dtype; the result takes the dtype
+        dt = _nan_dtype(dtype)
+        return np.nanvar(a, axis=axis, dtype=real_dtype(dt), ddof=ddof, keepdims=keepdims,
+                         where=where, mean=mean).astype(dt)
+    if where is not True or mean is not np._NoValue:
+        raise unsupported("np.nanvar(where=..., mean=...) of complex values")
+    dt = _nan_dtype(dtype)
     z, ok = _nan_replaced(a)
     count = np.sum(ok, axis=axis, keepdims=True)
-    avg = _by_count(np.sum(z, axis=axis, dtype=dtype, keepdims=True), count)
+    if dt is not None and dt.kind == "f":
+        # NumPy's mean in a real dtype sums the real parts; its squares in that dtype
+        avg = _by_count(np.sum(z.re, axis=axis, dtype=dt, keepdims=True), count)
+    else:
+        avg = _by_count(np.sum(z, axis=axis, dtype=dt, keepdims=True), count)
     d = as_complex(np.where(ok, z - avg, 0))
     sqr = cm.fma(d.re, d.re, d.im * d.im)   # (d * conj(d)).real, as NumPy multiplies (_var)
-    var = np.sum(sqr, axis=axis, keepdims=keepdims)
+    var = np.sum(sqr, axis=axis, keepdims=keepdims,
+                 dtype=None if dt is None else real_dtype(dt) if dt.kind == "c" else dt)
     dof = (count if keepdims else np.sum(ok, axis=axis)) - ddof
-    return np.where(dof <= 0, var.dtype.type(np.nan), _by_count(var, dof))
+    var = np.where(dof <= 0, var.dtype.type(np.nan), _by_count(var, dof))
+    return var.astype(dt) if dt is not None and dt.kind == "c" else var
 
 
 @function_rule(np.nanstd)

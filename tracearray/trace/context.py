@@ -103,6 +103,9 @@ class TraceState:
     # arrays reached through closures, defaults, bound objects and global containers: graph
     # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
     captured: Any = None
+    # the global arrays the function read (graph inputs): node -> (name, array), for the
+    # values a NumPy function needs known while tracing (``build.needed_value``)
+    global_arrays: dict = field(default_factory=dict)
     # the refusals made while the trace ran (``errors._note_refusal``): one the user's own
     # code caught is raised at the trace's end (``refusal_caught_by_user``)
     refusals: list = field(default_factory=list)

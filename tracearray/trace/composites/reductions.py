@@ -183,13 +183,16 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
         if axis is None:
             raise TypeError(with_location(
                 "Axis must be specified when shapes of a and weights differ."))
-        (ax,) = normalize_axes(axis, t.ndim, "average")
-        if w.ndim != 1 or w.shape[0] != t.shape[ax]:
+        # NumPy 2: weights shaped like a along the axes, in the order given
+        try:
+            axes = np.lib.array_utils.normalize_axis_tuple(axis, t.ndim, argname="axis")
+        except np.exceptions.AxisError as e:
+            raise np.exceptions.AxisError(with_location(str(e))) from None
+        if w.shape != tuple(t.shape[ax] for ax in axes):
             raise ValueError(with_location(
                 "Shape of weights must be consistent with shape of a along specified axis."))
-        shape = [1] * t.ndim
-        shape[ax] = w.shape[0]
-        w = w.reshape(shape)
+        w = w.transpose(np.argsort(axes)).reshape(
+            tuple(n if d in axes else 1 for d, n in enumerate(t.shape)))
     scl = np.sum(w.astype(res_dt), axis=axis, keepdims=k)
     context.require(np.all(scl != 0).node, ZeroDivisionError,
                     "Weights sum to zero, can't be normalized")
@@ -254,6 +257,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     t = as_tracer(a)
     if t.dtype.kind != "f":
         return t.mean(axis, dtype, keepdims=_keep(keepdims), where=where)
+    _inexact_dtype(dtype)
     mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
     if t.dtype == np.float16 and dtype is None:
         # NumPy's nanmean sums in float16 itself (np.mean sums float16 in float32), then
@@ -271,15 +275,26 @@ def _nan_axis(t: Tracer, axis: Any) -> Any:
     return None if api._zero_d_int_axis(t.node, axis) else axis
 
 
+def _inexact_dtype(dtype: Any) -> np.dtype | None:
+    """``dtype`` of a nan-function of inexact values: NumPy refuses an integer one."""
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.inexact):
+        raise TypeError(with_location("If a is inexact, then dtype must be inexact"))
+    return dt
+
+
 def _nan_var(name: str):
     def fn(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,  # type: ignore[no-untyped-def]
            where=True, mean=np._NoValue, correction=np._NoValue):
         no_out(f"np.{name}", out)
         t = as_tracer(a)
+        if t.dtype.kind != "f":   # (NumPy's np.var / np.std: no NaN to skip)
+            return getattr(np, name[3:])(t, axis, dtype, None, ddof, keepdims, where=where,
+                                         mean=mean, correction=correction)
+        _inexact_dtype(dtype)   # (a complex dtype: complex_ops' rule)
         method = getattr(t, name[3:])
-        if t.dtype.kind != "f":
-            return method(axis, dtype, None, ddof, _keep(keepdims), where=where, mean=mean,
-                          correction=correction)
         mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
         ax, keep = _nan_axis(t, axis), _keep(keepdims)
         r = method(ax, dtype, None, ddof, keep, where=mask, mean=mean, correction=correction)

@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import with_location
 from .. import context
 from ...ops.sorting import order_statistic_call
-from ..build import external, fix_captured_value, known_value, normalize_axes, unsupported
+from ..build import external, fix_captured_value, needed_value, normalize_axes, unsupported
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
@@ -121,7 +121,7 @@ def sort_complex(a: Any) -> Any:
 def _kth(kth: Any, n: int, empty: bool) -> tuple[int, ...]:
     """kth as non-negative positions (NumPy's checks: integers in [-n, n); an empty array
     NumPy partitions without looking at kth's values)."""
-    known = known_value(kth.node) if isinstance(kth, Tracer) else np.asarray(kth)
+    known = needed_value(kth)
     if known is None:
         raise unsupported("partition with a traced kth", "kth decides the result's layout")
     k = np.asarray(known)
@@ -225,7 +225,7 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
         qattrs: dict = dict(q=None, q_shape=(), q_dtype="", weak=False)
     else:
         fix_captured_value(q)   # q's values are the trace's
-        known = known_value(q.node) if isinstance(q, Tracer) else np.asarray(q)
+        known = needed_value(q)
         if known is None:
             raise unsupported(f"{name} with a traced q", "q must be known when tracing")
         qv = np.asarray(known)
