@@ -364,3 +364,56 @@ def test_ravel_of_an_argument_is_a_view_or_a_copy_by_its_layout(make):
             tracearray.compile(fn)(make())
     np.testing.assert_array_equal(tracearray.compile(lambda x: x.ravel() * 2)(make()),
                                   make().ravel() * 2)
+
+
+def test_a_boolean_index_of_a_0d_array_is_a_copy():
+    # (a probe: x[x != 0] of a 0-d x whose value the trace knows came back as a view)
+    def f(a):
+        t1 = np.full((), 3)
+        t3 = t1[t1 != 0]
+        t3[0] = 8
+        u = np.arange(3.0)
+        w = u[np.array(True)]
+        w[0, 0] = 5
+        return t1 + a, u
+
+    check(f, np.array(5))
+
+
+def test_choose_returns_a_new_writable_array():
+    def f(x, y):
+        t = np.choose(np.array([0, 1, 0]), [x, y])
+        t[0] = 9
+        return t
+
+    check(f, np.array([1.0, -2.0, 3.0]), np.array([5.0, 6.0, 7.0]))
+
+
+@pytest.mark.parametrize("shape", [(5, 0), (0, 3), (0, 0)])
+def test_writing_into_an_empty_argument(shape):
+    # (NumPy gives an empty array's axes any strides: they were taken for overlapping
+    # elements and the write refused)
+    def f(a, b):
+        a += 1
+        a[...] = b
+        return a.sum()
+
+    check(f, np.zeros(shape), np.ones(shape[-1:]))
+
+
+def test_put_with_a_list_of_indices_converts_it_as_numpy_does():
+    def f(a):
+        np.put(a, [], 7)
+        np.put(a, [1.0], 5)
+        np.put(a, (True,), 4)
+        return a
+
+    check(f, np.zeros(3))
+    with pytest.raises(TypeError, match="according to the rule 'safe'"):
+        tracearray.compile(lambda a: np.put(a, np.array([1.5]), 7))(np.zeros(3))
+
+
+def test_sliding_window_view_writeable_is_refused_clearly():
+    with pytest.raises(UnsupportedOperationError, match="writeable=True"):
+        tracearray.compile(lambda x: np.lib.stride_tricks.sliding_window_view(
+            x, 2, writeable=True).sum())(np.arange(4.0))

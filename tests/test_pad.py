@@ -142,3 +142,24 @@ def test_pad_with_a_traced_constant_value():
     x = np.array([1.0, 2.0, 6.0])
     for got, want in zip(tracearray.compile(f, device="cpu")(x), f(x)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint64, np.float32, bool])
+def test_constant_values_are_stored_as_numpy_stores_them(dtype):
+    """One or two constant values are NumPy scalars when NumPy's pad stores them (-2 into
+    uint8 is 254; a probe found OverflowError), more are Python numbers (out of range:
+    OverflowError, as NumPy raises)."""
+    a = np.arange(3).astype(dtype)
+    for cv in (-2, 300, 200, np.int64(-2), (1, -3), [[1, 2]], 1.5, -1, 2**64 - 1):
+        def f(a, cv=cv):
+            return np.pad(a, 1, constant_values=cv)
+        try:
+            want = f(a)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                tracearray.compile(f, device="cpu")(a)
+            continue
+        got = tracearray.compile(f, device="cpu")(a)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

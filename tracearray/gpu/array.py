@@ -507,6 +507,8 @@ def write_into(target: Array, value: Any) -> None:
 def _self_overlapping(a: Array) -> bool:
     """Whether two elements of ``a`` may share memory: sufficient for distinct elements is
     that each axis (by increasing stride) steps past everything the axes before it span."""
+    if 0 in a.shape:   # (no elements: NumPy gives an empty array's axes any strides)
+        return False
     span = a.itemsize
     for st, n in sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1):
         if st < span:

@@ -580,10 +580,12 @@ class Tracer:
             return Tracer(node)   # y[()] of a 0-d array: NumPy's scalar (a copy), no view
         if node is self.node:
             return self._view(node)   # x[...], x[:]: a view of all of x
-        if any(isinstance(k, (bool, np.bool_)) for k in keys) or any(
-                isinstance(k, Tracer) and k.ndim == 0 and not k._is_numpy_scalar()
-                for k in keys):
-            return Tracer(node)   # advanced indexing copies (x[True], x[np.array(1)] too)
+        if any(isinstance(k, (bool, np.bool_)) or (isinstance(k, (Tracer, np.ndarray)) and (
+                k.dtype == np.dtype(bool) or (k.ndim == 0 and not (
+                    isinstance(k, Tracer) and k._is_numpy_scalar())))) for k in keys):
+            # advanced indexing copies (x[True], x[x != 0] of a 0-d x, x[np.array(1)] too;
+            # a NumPy integer scalar is a basic index, a view)
+            return Tracer(node)
         if node.op == "gather" and not buffers.scalar_gather(node):
             return Tracer(node)   # advanced indexing copies
         # (x[k] of a traced NumPy integer k: basic indexing, a view at k)

@@ -128,6 +128,13 @@ def put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
         # traced indices: a scatter (the kernel checks them in mode 'raise')
         safe_indices(ind.dtype)
         idx = ind.reshape(-1).astype(np.int64)
+    elif isinstance(ind, (list, tuple)) and not holds_traced(ind):
+        # (NumPy converts a sequence straight to intp, as np.array(ind, np.intp) does: [] and
+        # [1.0] are indices; an array is cast under the 'safe' rule)
+        try:
+            idx = np.array(ind, dtype=np.intp).reshape(-1)
+        except (TypeError, ValueError) as e:
+            raise type(e)(with_location(str(e))) from None
     else:
         idx = np.asarray(known_value(ind.node) if isinstance(ind, Tracer) else ind)
         safe_indices(idx.dtype)

@@ -144,7 +144,9 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
     out = opts[-1].astype(dt)
     for k in range(n - 2, -1, -1):
         out = np.where(idx == k, opts[k].astype(dt), out)
-    return np.broadcast_to(out, np.broadcast_shapes(idx.shape, *[o.shape for o in opts]))
+    # (NumPy's result is a new array: writable, not a broadcast view)
+    return Tracer(np.broadcast_to(out, np.broadcast_shapes(idx.shape, *[o.shape for o in opts]))
+                  .node)
 
 
 @composite(np.compress, calls=['np.compress([True, False, True], {0}, axis=-1)',

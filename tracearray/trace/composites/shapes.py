@@ -141,7 +141,11 @@ def diagflat(v: Any, k: int = 0) -> Tracer:
            name="np.lib.stride_tricks.sliding_window_view")
 def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: bool = False,
                         writeable: bool = False) -> Tracer:
-    """Windows along each given axis (one window size per axis), as views."""
+    """Windows along each given axis (one window size per axis), as read-only views."""
+    if writeable:
+        raise unsupported("sliding_window_view(writeable=True)",
+                          "writes through its overlapping windows are not modelled; use the "
+                          "default writeable=False to read the windows")
     t = as_tracer(x)
     shape = (window_shape,) if isinstance(window_shape, (int, np.integer)) else tuple(window_shape)
     axes = tuple(range(t.ndim)) if axis is None else \
@@ -504,18 +508,24 @@ def _constant_block(t: Tracer, ax: int, width: int, value: Any) -> Tracer:
     shape[ax] = width
     if isinstance(value, Tracer):   # constant_values=x.mean(): assigned as NumPy's pad does
         return np.broadcast_to(value.astype(t.dtype), shape)
-    if isinstance(value, np.generic):   # (NumPy's pad assigns the pairs as Python numbers:
-        value = value.item()            # an int out of the dtype's range raises)
+    # NumPy's pad assigns each value into the padded array (padded[...] = value): one or
+    # two values as NumPy scalars (cast as a store casts them: -2 into uint8 is 254), more
+    # as Python numbers (out of the dtype's range: OverflowError). The same store, on one
+    # element here.
+    one = np.empty((), t.dtype)
     try:
-        return np.full(shape, value, dtype=t.dtype)
-    except OverflowError as e:
-        raise OverflowError(with_location(str(e))) from None
+        one[...] = value
+    except (OverflowError, ValueError, TypeError) as e:
+        raise type(e)(with_location(str(e))) from None
+    return np.full(shape, one, dtype=t.dtype)
 
 
 def _pad_axis(t: Tracer, ax: int, before: int, after: int, mode: str, kw: dict) -> Tracer:
     n = t.shape[ax]
     if mode == "constant":
-        vals = np.broadcast_to(np.asarray(kw.get("constant_values", 0)), (t.ndim, 2))[ax]
+        given = kw.get("constant_values", 0)
+        vals = np.broadcast_to(np.asarray(given), (t.ndim, 2))[ax] if context._holds_tracer(given) \
+            else _pad_pairs(given, t.ndim)[ax]   # (NumPy's pairs: scalars or Python numbers)
         parts = [_constant_block(t, ax, before, vals[0]), t, _constant_block(t, ax, after, vals[1])]
     elif mode == "empty":
         parts = [_constant_block(t, ax, before, 0), t, _constant_block(t, ax, after, 0)]
