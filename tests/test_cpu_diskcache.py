@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -197,6 +198,28 @@ def test_corrupt_entry_is_discarded_and_rebuilt(cache_root, damage) -> None:
     again = CpuJit()
     run_exp(again, exp_module())
     assert again.stats.disk_hits == 1
+
+
+def test_an_entry_that_is_a_directory_is_refused(cache_root) -> None:
+    # (Python's file object refuses a directory: the compile failed with an internal error)
+    run_exp(CpuJit(), exp_module())
+    (name,) = entries(cache_root)
+    path = os.path.join(cache_root, "cpu", name)
+    os.remove(path)
+    os.mkdir(path)
+    jit = CpuJit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        run_exp(jit, exp_module())                   # right results, no crash
+    assert (jit.stats.disk_hits, jit.stats.compiles) == (0, 1)
+
+
+def test_a_bad_size_bound_warns_and_the_compile_goes_on(cache_root, monkeypatch) -> None:
+    monkeypatch.setenv("TRACEARRAY_CACHE_MAX_MB", "lots")
+    jit = CpuJit()
+    with pytest.warns(CacheWarning, match="TRACEARRAY_CACHE_MAX_MB"):
+        run_exp(jit, exp_module())
+    assert jit.stats.compiles == 1
 
 
 def test_entry_under_another_key_is_rejected(cache_root) -> None:

@@ -252,3 +252,52 @@ def test_layers_rebuilt_with_equal_values_trace_once() -> None:
     assert f.cache_info().traces == 1
     model.layers[1].scale = 5.0
     same(f, X)
+
+
+class _Scaled:
+    def __init__(self) -> None:
+        self.k = 2.0
+
+    def __call__(self, x):
+        return x * self.k
+
+
+def test_under_cprofile_and_a_python_profile_function():
+    """The trace's profile hook pauses cProfile (whose hook Python cannot call or set again:
+    the first call raised TypeError) and runs beside a Python profile function; both are
+    in place again after the call, and the helper's state is still checked."""
+    import cProfile
+    import sys
+
+    layers = [_Scaled(), _Scaled()]
+
+    def fwd(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    x = np.ones(3)
+    f = tracearray.compile(fwd)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        got = f(x)
+        layers[1].k = 3.0
+        got2 = f(x)
+    finally:
+        profiler.disable()
+    np.testing.assert_array_equal(got, 4 * x)
+    np.testing.assert_array_equal(got2, 6 * x)
+    import pstats
+    assert pstats.Stats(profiler).total_calls > 0   # (it kept counting the user's calls)
+
+    events: list[str] = []
+    g = tracearray.compile(fwd)
+    sys.setprofile(lambda frame, event, arg: events.append(event))
+    try:
+        got = g(x)
+        assert sys.getprofile() is not None
+    finally:
+        sys.setprofile(None)
+    np.testing.assert_array_equal(got, 6 * x)
+    assert "call" in events

@@ -314,3 +314,33 @@ def test_containers_holding_themselves() -> None:
     same(f, X)
     tree["a"] = 3.0
     same(f, X)
+
+
+def test_a_compiled_closure_called_by_a_compiled_function_is_read_at_each_call():
+    """A compiled helper is inlined into its caller's trace: its closure variables (a
+    number changed through nonlocal, an array changed in place) are checked as a plain
+    helper's are (a probe found them frozen)."""
+    def make():
+        scale = 1.0
+        w = np.ones(4)
+
+        def inner(a):
+            return a * scale * w
+
+        def set_scale(v):
+            nonlocal scale
+            scale = v
+        return tracearray.compile(inner), set_scale, w
+
+    inner, set_scale, w = make()
+
+    @tracearray.compile
+    def outer(a):
+        return inner(a) + 1
+
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(outer(x), x + 1)
+    set_scale(3.0)
+    np.testing.assert_array_equal(outer(x), x * 3.0 + 1)
+    w[:] = 2.0
+    np.testing.assert_array_equal(outer(x), x * 6.0 + 1)

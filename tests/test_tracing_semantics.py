@@ -1501,3 +1501,45 @@ def test_a_refusal_the_function_catches_is_raised() -> None:
             return x * 2
 
     np.testing.assert_array_equal(k(np.ones(3)), np.full(3, 2.0))
+
+
+def test_a_0d_array_argument_is_an_ndarray_in_the_trace():
+    """isinstance / np.isscalar of a 0-d array argument answer as NumPy's (a probe found the
+    argument taken for a NumPy scalar, and np.outer's branch skipped); a NumPy scalar
+    argument and a reduction's 0-d result stay scalars."""
+    def f(x, t):
+        if np.isscalar(t):
+            return x * t
+        return np.outer(t, x)
+
+    def kinds(s):
+        r = s.sum()
+        return (np.float64(isinstance(s, np.ndarray)), np.float64(isinstance(r, np.ndarray)),
+                np.float64(isinstance(np.array(2.0), np.ndarray)))
+
+    x = np.arange(3.0)
+    for t in (np.array(2.0), np.float64(2.0)):
+        np.testing.assert_array_equal(tracearray.compile(f)(x, t), f(x, t))
+        assert tracearray.compile(kinds)(t) == kinds(t)
+
+
+def test_a_parameter_named_self_passes_by_keyword():
+    def f(self, y):
+        return self + y
+
+    np.testing.assert_array_equal(tracearray.compile(f)(self=np.ones(2), y=np.ones(2)),
+                                  np.full(2, 2.0))
+
+
+def test_a_changed_keyword_of_a_compiled_partial_traces_again():
+    import functools
+
+    def fn(a, k=1.0):
+        return a + k
+
+    p = functools.partial(fn, k=2.0)
+    cp = tracearray.compile(p)
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(cp(x), x + 2.0)
+    p.keywords["k"] = 10.0
+    np.testing.assert_array_equal(cp(x), x + 10.0)

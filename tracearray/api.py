@@ -679,7 +679,7 @@ class CompiledFunction:
             config.log(config.PLAN, "plan of %s:\n%s", self.__name__, plan)
             config.dump(name, "plan", plan, signature, f"{self.__name__} {describe}")
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+    def lower(self, /, *args: Any, **kwargs: Any) -> Lowered:
         """Trace and compile for these arguments (as a call would, using the same caches)
         without running the kernels; ``.as_text(stage)`` of the result shows each stage. For a
         function whose sizes depend on the data, the probes run on these arguments first."""
@@ -707,7 +707,7 @@ class CompiledFunction:
             return self
         return types.MethodType(self, instance)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if getattr(_tracing, "stack", None):   # trace_context.current(), inlined
             # Called by a function being traced (in this thread): inlined into that trace,
             # as any Python helper is; the outer compiled function compiles it with the rest.
@@ -829,7 +829,7 @@ class CompiledFunction:
                 return None
         return tuple(key)
 
-    def explain(self, *args: Any, **kwargs: Any) -> "Explanation":
+    def explain(self, /, *args: Any, **kwargs: Any) -> "Explanation":
         """What the compiled function does for these arguments: an ``Explanation`` with one
         report per kernel (its strategy, iteration space, ops, bytes read and written and the
         temporaries NumPy would have made that it avoids). ``print()`` it for a table."""

@@ -403,6 +403,19 @@ def cache_max_bytes() -> int | None:
     return int(mb * 1024 * 1024)
 
 
+def disk_cache_bound() -> int | None:
+    """``cache_max_bytes()`` for a disk cache being opened: a value it refuses is warned about
+    (``CacheWarning``) and the default bound used, as no trouble of the disk cache fails a
+    compile."""
+    try:
+        return cache_max_bytes()
+    except ValueError as e:
+        from .diskcache import CacheWarning
+        warnings.warn(f"tracearray: {e}; the default 256 MB bound is used", CacheWarning,
+                      stacklevel=2)
+        return 256 * 1024 * 1024
+
+
 def output_arena_bytes() -> int:
     """``TRACEARRAY_OUTPUT_ARENA_MB``: bytes of large CPU result blocks kept for reuse (in use
     or idle). Default 512 MB; 0 turns recycling off (every result is a plain ``np.empty``)."""

@@ -377,15 +377,19 @@ class ObjectCache:
             self.refuse(key, f"cannot open it: {e}")
             self.counts.misses += 1
             return None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
+        data, identity = None, None
+        try:   # (checked before Python's file object is made: it refuses a directory)
+            st = os.fstat(fd)
             identity = _identity(st)
             reason = unsafe_reason(st, "the entry") if stat.S_ISREG(st.st_mode) else \
                 "the entry is not a regular file"
-            try:
-                data = None if reason else f.read()
-            except OSError as e:
-                reason = f"cannot read it: {e}"
+            if not reason:
+                with os.fdopen(fd, "rb", closefd=False) as f:
+                    data = f.read()
+        except OSError as e:
+            reason = f"cannot read it: {e}"
+        finally:
+            os.close(fd)
         try:
             if reason:
                 raise CorruptEntry(reason)

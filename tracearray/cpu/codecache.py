@@ -177,7 +177,7 @@ def _disk_cache() -> ObjectCache | None:
     with _lock:
         cache = _disk_caches.get(folder)
         if cache is None:
-            cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(),
+            cache = _disk_caches[folder] = ObjectCache(folder, config.disk_cache_bound(),
                                                        root=str(root))
         return cache
 

@@ -436,7 +436,7 @@ class CpuJit:
         folder = os.path.join(str(root), "cpu")
         cache = self._disk_caches.get(folder)
         if cache is None:
-            cache = self._disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(),
+            cache = self._disk_caches[folder] = ObjectCache(folder, config.disk_cache_bound(),
                                                             root=str(root))
         return cache
 

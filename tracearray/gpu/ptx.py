@@ -321,7 +321,7 @@ def _disk_cache() -> ObjectCache | None:
         return None
     cache = _disk_caches.get(str(folder))
     if cache is None:
-        cache = _disk_caches[str(folder)] = ObjectCache(str(folder), config.cache_max_bytes(),
+        cache = _disk_caches[str(folder)] = ObjectCache(str(folder), config.disk_cache_bound(),
                                                         root=str(folder.parent))
     return cache
 
@@ -539,7 +539,7 @@ def subfolder_cache(name: str) -> ObjectCache | None:
     folder = os.path.join(root, name)
     cache = _disk_caches.get(folder)
     if cache is None:
-        cache = _disk_caches[folder] = ObjectCache(folder, config.cache_max_bytes(), root=root)
+        cache = _disk_caches[folder] = ObjectCache(folder, config.disk_cache_bound(), root=root)
     return cache
 
 

@@ -146,7 +146,9 @@ def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict
     while True:
         if isinstance(fn, functools.partial):
             args = fn.args + args
-            kwargs = {**fn.keywords, **kwargs}
+            # (one partial's keywords: its own dict, so that a value changed in it is seen
+            # by the trace's guards; partials of partials merge theirs)
+            kwargs = {**fn.keywords, **kwargs} if kwargs else fn.keywords
             fn = fn.func
         elif isinstance(fn, types.MethodType):
             args = (fn.__self__,) + args

@@ -149,12 +149,27 @@ class FrameLog:
     def __enter__(self) -> FrameLog:
         if self.active:
             self._prev = sys.getprofile()
-            sys.setprofile(self._hook)
+            if _is_c_profiler(self._prev):
+                # cProfile's hook is C code that Python cannot call nor set again: paused
+                # while the function traces (its own calls are not the user's program), then
+                # enabled again, its counts kept
+                self._prev.disable()
+            sys.setprofile(self._hook if self._prev is None or _is_c_profiler(self._prev)
+                           else self._chained)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.active:
-            sys.setprofile(self._prev)
+            if _is_c_profiler(self._prev):
+                sys.setprofile(None)
+                self._prev.enable()
+            else:
+                sys.setprofile(self._prev)
+
+    def _chained(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        """The hook beside a Python profile function that was set: both see each event."""
+        self._prev(frame, event, arg)
+        self._hook(frame, event, arg)
 
     def _hook(self, frame: types.FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -188,6 +203,15 @@ class FrameLog:
                     found[0].flags.writeable:
                 found[0].flags.writeable = False
                 self.arrays.append((found[0], f"{found[2]} (in {code.co_qualname})"))
+
+
+def _is_c_profiler(hook: Any) -> bool:
+    """Whether ``hook`` (``sys.getprofile()``) is cProfile's profiler object."""
+    try:
+        from _lsprof import Profiler
+    except ImportError:   # pragma: no cover - CPython has it
+        return False
+    return isinstance(hook, Profiler)
 
 
 def _user_code(frame: types.FrameType) -> bool:

@@ -146,7 +146,15 @@ def _walkable(value: Any) -> bool:
         type(value) in (list, tuple, functools.partial) or \
         (isinstance(value, tuple) and hasattr(type(value), "_fields")) or \
         (isinstance(value, types.ModuleType) and _user_module(value)) or \
-        (isinstance(value, types.FunctionType) and _user_function(value))
+        (isinstance(value, types.FunctionType) and _user_function(value)) or \
+        _compiled_function(value)
+
+
+def _compiled_function(value: Any) -> bool:
+    """A ``tracearray.compile`` function the code calls: inlined into the trace, so what its
+    Python function reads is read as a helper's (its closure variables)."""
+    return type(value).__name__ == "CompiledFunction" and \
+        type(value).__module__ == "tracearray.api"
 
 
 def reached_guards(roots: Roots, code: types.CodeType | None, params: dict[str, tuple],
@@ -240,6 +248,10 @@ def _walk(starts: list[tuple[Any, _At]], names: Names, strings: set[str], inputs
             # by a name its chains do not follow: ``for k in layer.q``)
             _container(w, obj, at, depth, whole=bool(at.steps) and (
                 at.steps[-1][0] in ("cell", "partial") or at.steps[-1][1] in w.names.plain))
+            continue
+        if _compiled_function(obj):   # (its Python function, as it is at each call)
+            path = _At(at.root, at.steps + (("attr", "__wrapped__"),), f"{at.text}.__wrapped__")
+            _value(w, path, _follow(obj, "attr", "__wrapped__"), depth, plain=True)
             continue
         if isinstance(obj, types.FunctionType) or type(obj) is functools.partial:
             # a function's closure variables (a layer made by a factory, ``nonlocal k``),

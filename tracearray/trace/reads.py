@@ -636,8 +636,11 @@ def before_trace(roots: Roots, plain: types.FunctionType, n_bound: int, bound_kw
     chains = read_chains(code)
     # the defaults the call takes, read whole (``def f(x, s=1)``; ``f.__defaults__ = (2,)``
     # between calls gives the function another value)
-    defaults = tuple(Guard(root, (), _snapshot(value), f"the default of {name}")
-                     for name, root in params.items() if root[0] in ("default", "kwdefault")
+    # (and a partial's keywords: ``p.keywords["k"] = 10.0`` between calls)
+    defaults = tuple(Guard(root, (), _snapshot(value), f"the default of {name}"
+                           if root[0] != "bound_kw" else f"the bound keyword {name}")
+                     for name, root in params.items()
+                     if root[0] in ("default", "kwdefault", "bound_kw")
                      for value in (roots.resolve_root(root),) if _guardable(value))
     return BeforeTrace((guards(roots, chains, code, params) if chains else ()) + defaults +
                        helper_guards(roots, plain, helpers), params, helpers,

@@ -957,6 +957,9 @@ def numpy_class(value: Any, caller: Any) -> type:
     # (the shape and dtype without a read of the value: an ambiguous view read after a
     # write raises, and isinstance(result, GeneratorType) of the trace's end asks)
     node = value._node if isinstance(value, Tracer) else value
+    if isinstance(value, Tracer) and not node.ndim and (
+            value._path or not is_scalar_memory(value._buf)):
+        return np.ndarray   # (a 0-d array: an argument, np.array(2.0), a view of one)
     return np.ndarray if node.ndim else node.dtype.type
 
 
