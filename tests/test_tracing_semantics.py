@@ -1543,3 +1543,41 @@ def test_a_changed_keyword_of_a_compiled_partial_traces_again():
     np.testing.assert_array_equal(cp(x), x + 2.0)
     p.keywords["k"] = 10.0
     np.testing.assert_array_equal(cp(x), x + 10.0)
+
+
+def test_builtin_max_and_min_of_traced_scalars_are_selects():
+    """Python's max / min of traced NumPy scalars of one dtype is the fold Python makes, as
+    traced selects (first of ties, NaN only where it comes first), not a data-dependent
+    branch per comparison: a DP table of 120 cells (past the 64 data-dependent values a
+    call may need) compiles in one trace, and other argument kinds keep Python's own."""
+    def nw(s, g=1.0):
+        n, m = s.shape
+        dp = np.zeros((n + 1, m + 1))
+        for i in range(1, n + 1):
+            dp[i, 0] = -g * i
+        for j in range(1, m + 1):
+            dp[0, j] = -g * j
+        for i in range(1, n + 1):
+            for j in range(1, m + 1):
+                dp[i, j] = max(dp[i - 1, j - 1] + s[i - 1, j - 1], dp[i - 1, j] - g,
+                               dp[i, j - 1] - g)
+        return dp
+
+    s = np.random.default_rng(0).standard_normal((12, 10))
+    f = tracearray.compile(nw, device="cpu")
+    np.testing.assert_array_equal(f(s), nw(s))
+    assert f.stats.traces == 1
+
+    def mixed(x):
+        a, b = x.sum(), x.max()
+        return (max(a, b), min(a, b, x[0]), max([x[1], x[2]]), max(x[k] for k in range(3)),
+                min(x[0], -0.0 * x[0]), max(x[0], 0.5), max(np.float32(1), x[0]))
+
+    g = tracearray.compile(mixed, device="cpu")
+    for x in (np.array([3.0, np.nan, -1.0, 2.0]), np.array([np.nan, 1.0, -1.0, 2.0]),
+              np.array([0.0, 1.0, 1.0, -2.0])):
+        want, got = mixed(x), g(x)
+        for w, v in zip(want, got):
+            assert type(v) is type(w)
+            np.testing.assert_array_equal(np.signbit(v), np.signbit(w))
+            np.testing.assert_array_equal(v, w)

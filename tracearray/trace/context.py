@@ -51,6 +51,7 @@ import itertools
 import os
 import sys
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -798,6 +799,44 @@ def _list_helpers() -> list[tuple[Callable[..., Any], Callable[..., Any]]]:
     return out
 
 
+def _builtin_extreme(original: Callable[..., Any], pick: Callable[[Any, Any], Any]
+                     ) -> Callable[..., Any]:
+    """Python's ``max`` / ``min`` while a trace runs: of traced NumPy scalars of one dtype
+    (``max(dp[i - 1, j] + s, dp[i, j - 1] - g)``, or a list of them), the fold Python
+    makes (``if item > best: best = item``: the first of ties, and NaN only where it comes
+    first) as traced selects, instead of one data-dependent branch per comparison (each a
+    probe: ``MAX_DATA_SIZES``). Anything else (a traced array, which Python iterates), and
+    every call outside the tracing thread, is Python's own. (The result is one of the items in Python, of their dtype: items of
+    different dtypes or kinds would make its type depend on the data, so they branch.)"""
+    def extreme(*args: Any, **kwargs: Any) -> Any:
+        if kwargs or not args or current() is None:
+            return original(*args, **kwargs)
+        items = args if len(args) > 1 else args[0]
+        from .tracer import Tracer
+        if isinstance(items, types.GeneratorType):   # (max(dp[k] + c for k in ...))
+            items = list(items)
+            args = (items,)
+        if not isinstance(items, (tuple, list)) or len(items) > MAX_FOLDED_ITEMS:
+            return original(*args)
+        if not items or not all(isinstance(v, Tracer) and v.ndim == 0 and v._is_numpy_scalar()
+                                for v in items) or len({v.dtype for v in items}) != 1:
+            return original(*args)
+        best = items[0]
+        for item in items[1:]:
+            best = np.where(pick(item, best), item, best)[()]
+        return best
+    extreme.__name__ = extreme.__qualname__ = original.__name__
+    extreme.__doc__ = original.__doc__
+    extreme.__wrapped__ = original   # type: ignore[attr-defined]
+    return extreme
+
+
+MAX_FOLDED_ITEMS = 256   # items of one max() / min() folded into selects, at most
+
+_BUILTIN_EXTREMES = {"max": _builtin_extreme(builtins.max, lambda a, b: a > b),
+                     "min": _builtin_extreme(builtins.min, lambda a, b: a < b)}
+
+
 _REPLACEMENTS: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 
@@ -956,6 +995,7 @@ def _numpy_sites() -> list[tuple[dict, dict[str, Callable[..., Any]]]]:
             news.update({name: r for name, (_fn, r) in _random_replacements().items()})
         if news:
             sites.append((ns, news))
+    sites.append((builtins.__dict__, _BUILTIN_EXTREMES))
     _site_cache = (n, sites)
     return sites
 

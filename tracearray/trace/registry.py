@@ -200,6 +200,12 @@ def _operator_entries() -> list[Entry]:
                      "traced once per value seen (each call runs its probes and waits for "
                      "them; at most 64 values a call, so a while loop of more iterations is "
                      "refused); inside np.vectorize's function: ConcretizationError"))
+    out.append(Entry("Python's max(a, b, ...) / min(...) of traced NumPy scalars of one dtype "
+                     "(or a list or generator of them)", "operator", "tracer", "",
+                     "traced selects in Python's fold (if item > best: the first of ties, "
+                     "NaN only where it comes first), no data-dependent value; other argument "
+                     "kinds (a Python number beside a traced one, mixed dtypes, a traced "
+                     "array) compare as bool(x) does"))
     out.append(Entry("float(x), complex(x), x.item(), x.tolist(), print(x)", "operator", None,
                      "", "needs the concrete value (ConcretizationError)"))
     return out
