@@ -417,3 +417,71 @@ def test_sliding_window_view_writeable_is_refused_clearly():
     with pytest.raises(UnsupportedOperationError, match="writeable=True"):
         tracearray.compile(lambda x: np.lib.stride_tricks.sliding_window_view(
             x, 2, writeable=True).sum())(np.arange(4.0))
+
+
+def test_memory_numpy_lays_out_from_a_transposed_array():
+    """NumPy lays a ufunc's (or np.copy's, np.array's) result of a transposed array out in
+    Fortran order (order 'K'): its ravel() copies where a C-ordered array's is a view, and
+    reshape(order='F') views. The trace does not model that layout: writing through such a
+    reshape, or reading one after the array was written, is refused (a probe found both
+    silently taken as views of C-ordered memory); reads, and the same code on a C-ordered
+    copy, compile."""
+    def writes_through_ravel(x):
+        t = x.T + 0
+        t.ravel()[0] = 99
+        return t
+
+    def reads_after_write(x):
+        t = np.exp(x.T)
+        r = t.reshape(6)
+        t[0, 0] = -5
+        return r
+
+    def ravel_f_written(x):
+        t = np.array(x.T)
+        r = t.ravel(order="F")
+        r[0] = 99
+        return t
+
+    x = np.arange(6.0).reshape(2, 3)
+    for f in (writes_through_ravel, reads_after_write, ravel_f_written):
+        with pytest.raises(UnsupportedOperationError, match="another order than C"):
+            tracearray.compile(f)(x.copy())
+
+    def reads_only(x):
+        t = x.T * 2
+        return t.ravel(), t.reshape(-1).sum(), t.T.ravel(), (x.T.T + 1).ravel()
+
+    def from_a_copy(x):
+        t = (x.T + 0).copy()      # (ndarray.copy: C order)
+        t.ravel()[0] = 99
+        u = (x * 3).reshape(6)    # (not transposed: C order, a view)
+        u[1] = 5
+        return t, u
+
+    check(reads_only, x)
+    check(from_a_copy, x)
+
+
+def test_memory_laid_out_as_the_arguments_checked_at_each_call():
+    """x + 0 of a Fortran-ordered x is Fortran-ordered in NumPy: its ravel() copies. The
+    trace decides such reshapes for C-ordered arguments; a function that then writes that
+    memory is refused for an argument of another layout (a probe found the C answer given
+    silently), and runs as NumPy does for C-ordered ones; one that only reads runs for both."""
+    def writes(x):
+        t = x + 0
+        t.ravel()[0] = 99
+        return t
+
+    def reads(x):
+        t = x * 2
+        return t.ravel().sum() + t.reshape(-1)[1]
+
+    c = np.arange(6.0).reshape(2, 3)
+    f = tracearray.compile(writes)
+    np.testing.assert_array_equal(f(c), writes(c.copy()))
+    for other in (np.asfortranarray(c), np.arange(12.0).reshape(2, 6)[:, ::2]):
+        with pytest.raises(UnsupportedOperationError, match="not C-contiguous"):
+            f(other)
+        np.testing.assert_array_equal(tracearray.compile(reads)(other), reads(other))
+    np.testing.assert_array_equal(f(c), writes(c.copy()))   # (and C-ordered ones again)

@@ -415,3 +415,22 @@ def test_signed_zero_nan_and_shared_prefixes_of_attribute_reads() -> None:
     cfg.layers[0].b = 1              # and 1 another again
     check()
     assert f.stats.traces == 5
+
+
+def test_state_read_is_checked_at_sizes_derived_from_a_template():
+    """A size whose graph was re-derived from a size template (no trace) keeps the template
+    trace's checks of the state the function reads (they were dropped: after cfg.k changed,
+    the derived sizes returned the old value)."""
+    cfg = types.SimpleNamespace(k=2.0)
+
+    @tracearray.compile(device="cpu")
+    def f(x):
+        return x * cfg.k + 1
+
+    sizes = range(10, 210, 10)
+    for n in sizes:
+        np.testing.assert_array_equal(f(np.ones(n)), np.full(n, 3.0))
+    assert f.stats.resizes > 0
+    cfg.k = 5.0
+    for n in sizes:
+        np.testing.assert_array_equal(f(np.ones(n)), np.full(n, 6.0))

@@ -745,11 +745,13 @@ class CompiledFunction:
                           f"NumPy (fallback='numpy')", RuntimeWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
         n_args = len(leaves) - len(lowered.graph.globals)
-        self.stats.calls += 1
         graph = lowered.graph
+        found = self._trace_of(graph)
+        if found is not None and found[1].assumes_c_arguments:
+            _check_argument_layouts(found[1].assumes_c_arguments, graph, leaves)
+        self.stats.calls += 1
         if graph.updates:
             targets = self._update_targets(args, kwargs, graph)
-            found = self._trace_of(graph)
             _check_update_targets(graph, targets, _reads.arrays_read(self._roots, found[1].reads)
                                   if found is not None else ())
             outs = lowered.executable.run(leaves)
@@ -1047,6 +1049,22 @@ def _check_update_targets(graph: Graph, targets: list[Any],
                     f"function writes into {name!r}: NumPy would see the write through "
                     f"{other_name!r} too, which the compiled function does not "
                     f"model; pass separate arrays (or a copy of one)")
+
+
+def _check_argument_layouts(where: str, graph: Graph, leaves: list) -> None:
+    """Refuse a call whose trace wrote memory that NumPy lays out as the arguments (``x + 1``
+    of a Fortran-ordered x is Fortran-ordered) after deciding a reshape or ravel of it a view
+    or a copy for C-ordered arguments, when an argument or global array of several
+    dimensions is laid out otherwise: NumPy's decision, and so its result, would differ."""
+    for name, a in zip(graph.input_names, leaves):
+        if isinstance(a, np.ndarray) and sum(n > 1 for n in a.shape) > 1 and \
+                not a.flags.c_contiguous:
+            kind = "Fortran-ordered" if a.flags.f_contiguous else "strided"
+            raise UnsupportedOperationError(
+                f"{name!r} is not C-contiguous ({kind}), and the function writes memory NumPy lays out as its arguments after a "
+                f"reshape or ravel of it (at {where}): NumPy makes that reshape a view or a "
+                f"copy by the layout, which the trace took as C's; pass "
+                f"np.ascontiguousarray({name}), or copy before reshaping (t = t.copy())")
 
 
 def _may_share_memory(a: Any, b: Any) -> bool:

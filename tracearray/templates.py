@@ -20,7 +20,7 @@ size, and the miss is logged at ``TRACEARRAY_DEBUG=1`` (and by
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from . import config
@@ -146,8 +146,9 @@ class SizeTemplates:
         if plan is None:
             return None
         t.share_descriptions(plan)
-        trace = Trace(graph, t.trace.guards, None, t.trace.size_dependence, t.trace.captured,
-                      t.trace.global_layouts)
+        # (everything the template's trace checks at a call holds for the new sizes too:
+        # its guards, captured arrays, the reads of the state it reaches)
+        trace = replace(t.trace, graph=graph, probe=None)
         return trace, plan, tile_plan(plan)
 
 

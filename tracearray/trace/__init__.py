@@ -129,6 +129,10 @@ class Trace:
     reads: tuple = ()
     # ``reads`` prepared for the checks of later calls (``reads.GuardCheck``; made on first use)
     reads_check: Any = field(default=None, repr=False, compare=False)
+    # where the function wrote memory NumPy lays out as the arguments after a reshape of it
+    # was decided a view or a copy for C-ordered arguments: a call with an argument of
+    # another order is refused (``api._check_argument_layouts``)
+    assumes_c_arguments: str | None = None
 
     def reads_hold(self, roots: Any, key: Callable[[Any], Any]) -> bool:
         """Whether every value in ``reads`` is still what the trace saw (``reads.hold``)."""
@@ -292,7 +296,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             t = make_input(value, f"global {name}", f"global {name}")
             global_inputs.append(name)
             seen_global_arrays[name] = t
-            state.global_arrays[t.node] = (name, value)
+            if isinstance(t, Tracer):   # (a complex one is a pair: q and kth are real)
+                state.global_arrays[t.node] = (name, value)
             guards[name] = value
             global_layouts[name] = (value.shape, value.dtype)
             return t
@@ -405,7 +410,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                       tuple(global_inputs), dict(state.locations))
         verify(graph)
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
-                     global_layouts=global_layouts, reads=read_guards)
+                     global_layouts=global_layouts, reads=read_guards,
+                     assumes_c_arguments=state.assumed_c_layout)
     state.captured.finish()
     _refuse_rebound_items(containers, state.locations)
     if recorder is not None:
@@ -444,7 +450,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,
-                 reads=read_guards)
+                 reads=read_guards,
+                 assumes_c_arguments=state.assumed_c_layout)
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

@@ -58,7 +58,8 @@ class Buffer:
     them), "scalar" (a NumPy scalar, immutable: ``x op= y`` rebinds x; a NumPy scalar
     argument), or None: an op's result, a scalar in NumPy unless it is an argument's."""
 
-    __slots__ = ("node", "version", "argument", "writeable", "zero_d")
+    __slots__ = ("node", "version", "argument", "writeable", "zero_d", "layout_known",
+                 "from_arguments", "reshaped")
 
     def __init__(self, node: Node, argument: str | None = None, writeable: bool = True,
                  zero_d: str | None = None):
@@ -67,6 +68,15 @@ class Buffer:
         self.argument = argument
         self.writeable = writeable
         self.zero_d = zero_d
+        # False: memory NumPy lays out by its operands' layout (order 'K') where one was
+        # permuted (``x.T + 1`` is Fortran-ordered): not modelled, so whether a reshape or
+        # ravel of it is a view is not known (``permuted``)
+        self.layout_known = True
+        # memory NumPy lays out as the caller's arrays (``x + 1`` of a Fortran-ordered x is
+        # Fortran-ordered), which the trace takes as C-ordered; ``reshaped``: a reshape or
+        # ravel of it was decided a view or a copy by that (TraceState.assumed_c_layout)
+        self.from_arguments = False
+        self.reshaped = False
 
     @property
     def written(self) -> bool:
@@ -123,6 +133,20 @@ def values_along(node: Node, path: Sequence[Node]) -> list[Node]:
 
 def replay(node: Node, path: Sequence[Node]) -> Node:
     return values_along(node, path)[-1]
+
+
+def permuted(base_shape: Sequence[int], path: Sequence[Node]) -> bool:
+    """Whether the view at the end of ``path`` of C-contiguous memory has its axes in
+    another order than C's (a transpose not undone: NumPy's results of it, order 'K', are
+    laid out so), as its shadow's strides tell; a view without a transpose has C's order."""
+    if not any(getattr(step, "op", None) == "transpose" for step in path):
+        return False
+    try:
+        arr = shadow(base_shape, path)
+    except ValueError:   # (an argument's reshaped view: C memory would have copied)
+        return True
+    strides = [abs(st) for st, n in zip(arr.strides, arr.shape) if n > 1 and st != 0]
+    return any(a < b for a, b in zip(strides, strides[1:]))
 
 
 def readonly_step(path: Sequence[Node]) -> Node | None:

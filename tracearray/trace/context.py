@@ -104,6 +104,15 @@ class TraceState:
     # arrays reached through closures, defaults, bound objects and global containers: graph
     # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
     captured: Any = None
+    # nodes whose values live in memory laid out in another order than C (a transposed view,
+    # what ufuncs and copies in order 'K' make of one): new memory made from them has a
+    # layout the trace does not know (``buffers.Buffer.layout_known``)
+    permuted: set = field(default_factory=set)
+    # nodes whose values live in memory laid out as the arguments' (``Buffer.from_arguments``)
+    # and where the trace first wrote such memory after deciding a reshape of it a view or a
+    # copy as for C-ordered arguments (``Trace.assumes_c_arguments``)
+    from_arguments: set = field(default_factory=set)
+    assumed_c_layout: str | None = None
     # the global arrays the function read (graph inputs): node -> (name, array), for the
     # values a NumPy function needs known while tracing (``build.needed_value``)
     global_arrays: dict = field(default_factory=dict)

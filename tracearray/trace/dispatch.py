@@ -379,8 +379,9 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         # np.vander of a one-element array is np.ones((1, 1)); NumPy's own code passes
         # np._NoValue for what was not given: np.nanmean's np.sum(..., where=where))
         given = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-        return _new_memory_results(func, _traced_results(entry.impl(*args, **given), args,
-                                                         kwargs), args, kwargs)
+        return _operands_layout(_new_memory_results(
+            func, _traced_results(entry.impl(*args, **given), args, kwargs), args, kwargs),
+            args, kwargs)
     reason = refusal(func)
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
@@ -447,6 +448,29 @@ def _new_memory_results(func: Callable, result: Any, args: tuple, kwargs: dict) 
             return type(r)(own(x) for x in r)
         return r
     return own(result)
+
+
+def _operands_layout(result: Any, args: tuple, kwargs: dict) -> Any:
+    """A composite's new-memory results laid out, as far as the trace knows, as NumPy lays
+    out a result of those operands (order 'K' for most: np.concatenate of Fortran-ordered
+    arrays is Fortran-ordered), however the composite built it (``tracer.inherit_layout``)."""
+    from .tracer import Tracer, inherit_layout
+    sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tracer)] + \
+        [b for a in (*args, *kwargs.values()) if type(a) in (list, tuple)
+         for b in a if isinstance(b, Tracer)]
+    if not sources:
+        return result
+
+    def mark(r: Any) -> Any:
+        if isinstance(r, Tracer):
+            if all(r._buf is not s._buf for s in sources):
+                for s in sources:
+                    inherit_layout(r, s)
+        elif type(r) in (tuple, list):
+            for x in r:
+                mark(x)
+        return r
+    return mark(result)
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:

@@ -196,7 +196,32 @@ class Tracer:
         self._node = node
         self._version = self._buf.version
         self._ambiguous = ambiguous
-        self._trace = context.current()   # None outside a trace (tests of the tracer itself)
+        self._trace = state = context.current()   # None outside a trace (tests of the tracer)
+        if state is not None and node.ndim >= 2:
+            self._note_layout(state, buffer is None)
+
+    def _note_layout(self, state: Any, new_memory: bool) -> None:
+        """Keep ``TraceState.permuted`` (see there): new memory made from a permuted value
+        has a layout the trace does not know; a view is permuted when its memory's layout
+        is unknown or its own axes are out of C's order (an argument's memory taken as C)."""
+        node, buf = self._node, self._buf
+        if new_memory:
+            if buf.argument is not None:
+                state.from_arguments.add(node)
+                return
+            if state.permuted and (
+                    node in state.permuted or any(a in state.permuted for a in node.args)):
+                buf.layout_known = False
+                state.permuted.add(node)
+            if node in state.from_arguments or any(a in state.from_arguments
+                                                   for a in node.args):
+                buf.from_arguments = True
+                state.from_arguments.add(node)
+            return
+        if not buf.layout_known or buffers.permuted(buf.node.shape, self._path):
+            state.permuted.add(node)
+        if buf.from_arguments or buf.argument is not None:
+            state.from_arguments.add(node)
 
     @property
     def node(self) -> Node:
@@ -211,6 +236,8 @@ class Tracer:
                 raise _ambiguous_read(self)
             self._node = buffers.replay(buf.node, self._path)
             self._version = buf.version
+            if self._trace is not None and self._node.ndim >= 2:
+                self._note_layout(self._trace, False)
         return self._node
 
     def _view(self, node: Node, ambiguous: bool = False) -> "Tracer":
@@ -228,8 +255,9 @@ class Tracer:
 
     def _layout(self) -> np.ndarray | None:
         """The strides NumPy gives this view (a shadow array), or None for an argument's
-        memory, whose layout is the caller's."""
-        if self._buf.argument is not None:
+        memory, whose layout is the caller's, and for memory NumPy lays out by a permuted
+        operand's layout (``Buffer.layout_known``)."""
+        if self._buf.argument is not None or not self._buf.layout_known:
             return None
         return buffers.shadow(self._buf.node.shape, self._path)
 
@@ -245,6 +273,13 @@ class Tracer:
                 f"assignment destination is read-only (a view made by {ro.op}, which NumPy "
                 f"returns read-only)"))
         if self._ambiguous:
+            if buf.argument is None:
+                raise UnsupportedOperationError(with_location(
+                    "writing through a reshaped or raveled view of an array NumPy lays out "
+                    "in another order than C (made from a transposed array: x.T + 1, "
+                    "np.exp(x.T)) is not supported by tracearray: NumPy makes it a view or a "
+                    "copy by that layout, which tracearray does not model; take a C-ordered "
+                    "copy first (t = t.copy()) or index the array itself"))
             raise UnsupportedOperationError(with_location(
                 "writing through a reshaped or raveled view of an argument (or "
                 "np.ascontiguousarray / asfortranarray of one) is not supported by "
@@ -254,6 +289,14 @@ class Tracer:
         buf.node = buffers.carry_up(buf.node, self._path, new)
         buf.version += 1
         self._node, self._version = new, buf.version
+        state = self._trace
+        if state is not None:   # (its new value is in the same memory)
+            if not buf.layout_known:
+                state.permuted.update((buf.node, new))
+            if buf.from_arguments:
+                state.from_arguments.update((buf.node, new))
+                if buf.reshaped and state.assumed_c_layout is None:
+                    state.assumed_c_layout = user_location() or "?"
 
     # --- properties -----------------------------------------------------------------
     def _set_shape(self, shape: Any) -> None:
@@ -658,7 +701,7 @@ class Tracer:
                 f"rule {casting!r}"))
         if not copy and dt == self.node.dtype:
             return self._as_order(order)   # NumPy returns the array itself, if so laid out
-        return self._new_memory(api.astype(self.node, dtype))
+        return self._new_memory(api.astype(self.node, dtype), order)
 
     def _as_order(self, order: Any, never_copy: bool = False) -> "Tracer":
         """This value as NumPy lays it out for ``order`` ("C", "F", "A"; np.ascontiguousarray,
@@ -679,16 +722,24 @@ class Tracer:
         if never_copy:
             raise ValueError(with_location(
                 "Unable to avoid copy while creating an array as requested."))
-        return self._new_memory(self.node)
+        return self._new_memory(self.node, "F" if order == "F" else "C")
 
     def copy(self, order: str = "C") -> "Tracer":
-        return self._new_memory(self.node)   # same value, new memory
+        return self._new_memory(self.node, order)   # same value, new memory
 
-    def _new_memory(self, node: Node) -> "Tracer":
+    def _new_memory(self, node: Node, order: str = "K") -> "Tracer":
         """``node`` in new memory of the kind this value's is: an ndarray's copy or astype
-        is an ndarray (0-d too), a NumPy scalar's a scalar."""
-        return Tracer(node, buffer=Buffer(node, zero_d=None if self._is_numpy_scalar()
-                                          else "array"))
+        is an ndarray (0-d too), a NumPy scalar's a scalar; laid out in ``order``: "C", "F"
+        (a layout the trace does not model), else as this value's."""
+        out = Tracer(node, buffer=Buffer(node, zero_d=None if self._is_numpy_scalar()
+                                         else "array"))
+        if order == "C":
+            return out
+        if order == "F" and out._trace is not None and \
+                sum(n > 1 for n in node.shape) > 1:
+            out._buf.layout_known = False
+            out._trace.permuted.add(node)
+        return inherit_layout(out, self)
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
         if isinstance(dtype, builtins_type) and issubclass(dtype, np.ndarray):
@@ -835,7 +886,13 @@ class Tracer:
                 is_view = True
             except ValueError:
                 is_view = False
-        return self._view(node) if is_view else Tracer(node)
+        out = self._view(node) if is_view else Tracer(node)
+        if self._buf.from_arguments and sum(n > 1 for n in self.node.shape) > 1:
+            # decided for memory laid out as C-ordered arguments make it: a later write to
+            # it, or to the copy, depends on that (the call checks its arguments' layout)
+            self._buf.reshaped = out._buf.reshaped = True
+            out._buf.from_arguments = True
+        return out
 
     def transpose(self, *axes: Any) -> "Tracer":
         if not axes:
@@ -1119,6 +1176,23 @@ def _no_element_equal(t: Tracer, value: bool) -> Tracer:
     return Tracer(api.full_like(t.node, value, dtype=np.dtype(bool)))
 
 
+def inherit_layout(out: Tracer, source: Any) -> Tracer:
+    """``out``, new memory NumPy lays out as ``source``'s (order 'K': astype, np.copy,
+    zeros_like), whose node need not show it: its layout is as unknown (a permuted source),
+    and as much the arguments' (``Buffer.from_arguments``), as ``source``'s."""
+    state = out._trace
+    if state is None or out._node.ndim < 2 or not isinstance(source, Tracer):
+        return out
+    buf = source._buf
+    if not buf.layout_known or source._node in state.permuted:
+        out._buf.layout_known = False
+        state.permuted.add(out._node)
+    if buf.argument is not None or buf.from_arguments or source._node in state.from_arguments:
+        out._buf.from_arguments = True
+        state.from_arguments.add(out._node)
+    return out
+
+
 def _no_imaginary_part() -> None:
     raise TypeError(with_location("array does not have imaginary part to set"))
 
@@ -1128,6 +1202,14 @@ def _ambiguous_read(t: Tracer) -> UnsupportedOperationError:
     reshape or ravel of an argument) after its memory was written: a view sees the write, a
     copy does not."""
     made = t._trace.locations.get(t._node) if t._trace is not None else None
+    if t._buf.argument is None:
+        return UnsupportedOperationError(with_location(
+            "reading a reshaped or raveled view of an array NumPy lays out in another order "
+            "than C (made from a transposed array: x.T + 1, np.exp(x.T)) after that array "
+            "was written is not supported by tracearray: NumPy makes it a view (which sees "
+            "the write) or a copy (which does not) by that layout, which tracearray does not "
+            "model; take a C-ordered copy first (t = t.copy()) or reshape after the write" +
+            (f"\n  the view was made at {made}" if made else "")))
     return UnsupportedOperationError(with_location(
         "reading a reshaped or raveled view of an argument (or np.ascontiguousarray / "
         "asfortranarray of one) after the argument was written is not supported by "

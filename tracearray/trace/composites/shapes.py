@@ -13,7 +13,7 @@ from .. import context, numpy_api as api
 from ..build import fix_captured_value, make, normalize_axes, unsupported
 from ...errors import with_location
 from ..buffers import Buffer
-from ..tracer import Tracer, as_array_memory, store_out, unwrap
+from ..tracer import Tracer, as_array_memory, inherit_layout, store_out, unwrap
 from . import ALL, NUMERIC, NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
 # ------------------------------------------------------------------------------------------
@@ -790,7 +790,9 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
 
 def _like(fill: Any, name: str):
     def fn(a, dtype=None, order="K", subok=True, shape=None, *, device=None):  # type: ignore[no-untyped-def]
-        return Tracer(api.full_like(unwrap(as_tracer(a)), fill, dtype, shape))
+        t = as_tracer(a)
+        out = Tracer(api.full_like(unwrap(t), fill, dtype, shape))
+        return inherit_layout(out, t) if shape is None and order in ("K", "A") else out
     fn.__name__ = name
     return fn
 
@@ -810,14 +812,16 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subo
     t = as_tracer(a)
     dt = np.dtype(dtype) if dtype is not None else t.dtype
     shp = t.shape if shape is None else tuple(np.atleast_1d(shape))
-    if isinstance(fill_value, Tracer):
-        return np.broadcast_to(fill_value.astype(dt), shp).copy()
-    return Tracer(api.full_like(t.node, fill_value, dt, shp))
+    out = np.broadcast_to(fill_value.astype(dt), shp).copy() \
+        if isinstance(fill_value, Tracer) else Tracer(api.full_like(t.node, fill_value, dt, shp))
+    return inherit_layout(out, t) if shape is None and order in ("K", "A") else out
 
 
 @composite(np.copy, calls=['np.copy({0})'])
 def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
-    return as_array_memory(as_tracer(a).copy())   # np.copy of a NumPy scalar: a 0-d array
+    t = as_tracer(a)
+    out = as_array_memory(t.copy())   # np.copy of a NumPy scalar: a 0-d array
+    return inherit_layout(out, t) if order in ("K", "A") else out   # (its default: a's)
 
 
 @composite(np.astype, calls=['np.astype({0}, np.float32)'])
