@@ -778,3 +778,39 @@ def test_dtype_of_variance_and_nan_functions(fn, dtype):
             got = tracearray.compile(f, device="cpu")(a)
             assert got.dtype == want.dtype and got.shape == want.shape, (a.dtype, kw)
             np.testing.assert_allclose(got, want, rtol=2e-3, equal_nan=True)
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+def test_pad_of_a_real_array_with_complex_values_keeps_its_dtype():
+    x = np.arange(3, dtype=np.uint8)
+    for f in (lambda x: np.pad(x, 1, constant_values=1 + 2j),
+              lambda x: np.pad(x.astype(np.float32), (1, 2), mode="linear_ramp",
+                               end_values=(2 - 1j, 3 + 0j))):
+        got, want = tracearray.compile(f, device="cpu")(x), f(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_var_of_complex_values_refuses_ddof_and_correction_together():
+    z = np.array([1 + 2j, 3 - 1j, 0.5j])
+    for fn in (np.var, np.std, np.nanvar):
+        with pytest.raises(ValueError, match="ddof and correction"):
+            tracearray.compile(lambda z: fn(z, ddof=1, correction=1), device="cpu")(z)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float64), (np.float16, np.float32),
+                                    (np.float32, np.complex128)])
+def test_nanvar_of_narrow_values_in_a_wider_dtype(dtypes):
+    """NumPy's nanvar keeps the deviations in the values' dtype (out=arr) and sums their
+    squares in dtype=: a probe found them kept in the wider dtype (float32-level errors)."""
+    src, dt = dtypes
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(src)
+    x[0, 1] = np.nan
+    for fn in (np.nanvar, np.nanstd):
+        for kw in ({}, {"axis": 1, "ddof": 1}, {"axis": 0, "keepdims": True}):
+            def f(x, fn=fn, kw=kw):
+                return fn(x, dtype=dt, **kw)
+            got, want = tracearray.compile(f, device="cpu")(x), f(x)
+            assert np.asarray(got).dtype == np.asarray(want).dtype
+            np.testing.assert_allclose(got, want, rtol=1e-12 if src is np.float32 else 2e-7)

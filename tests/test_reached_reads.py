@@ -344,3 +344,28 @@ def test_a_compiled_closure_called_by_a_compiled_function_is_read_at_each_call()
     np.testing.assert_array_equal(outer(x), x * 3.0 + 1)
     w[:] = 2.0
     np.testing.assert_array_equal(outer(x), x * 6.0 + 1)
+
+
+def test_an_absent_namespace_attribute_and_a_classmethods_class_attribute():
+    """getattr(ns, "s", default) of a SimpleNamespace without ``s``, and ``cls.k`` read by a
+    classmethod, are checked at each call (a probe found both frozen)."""
+    import types as _types
+    ns = _types.SimpleNamespace()
+
+    class P:
+        k = 2.0
+
+        @classmethod
+        def scale(cls, x):
+            return x * cls.k
+
+    @tracearray.compile(device="cpu")
+    def f(x):
+        return P.scale(x) * getattr(ns, "s", 3.0)
+
+    x = np.arange(4.0)
+    np.testing.assert_array_equal(f(x), x * 6.0)
+    ns.s = 5.0
+    np.testing.assert_array_equal(f(x), x * 10.0)
+    P.k = 4.0
+    np.testing.assert_array_equal(f(x), x * 20.0)

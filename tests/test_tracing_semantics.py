@@ -1581,3 +1581,29 @@ def test_builtin_max_and_min_of_traced_scalars_are_selects():
             assert type(v) is type(w)
             np.testing.assert_array_equal(np.signbit(v), np.signbit(w))
             np.testing.assert_array_equal(v, w)
+
+
+def test_calls_through_numpys_classes_are_refused_at_the_users_line():
+    from tracearray.errors import UnsupportedOperationError
+
+    def through_class(x):
+        return np.ndarray.sum(x)
+
+    def type_call(x):
+        return type(x.sum())(1.0)
+
+    for f, match in ((through_class, "numpy.ndarray.sum"), (type_call, "type of a traced")):
+        with pytest.raises(UnsupportedOperationError, match=match) as info:
+            tracearray.compile(f)(np.arange(3.0))
+        assert "test_tracing_semantics.py" in str(info.value)
+
+
+def test_a_dtype_refusal_the_function_caught_is_raised():
+    def as_text(x):
+        try:
+            return x.astype(str)
+        except TypeError:
+            return x
+
+    with pytest.raises(tracearray.TracearrayError, match="caught this error"):
+        tracearray.compile(as_text)(np.arange(3.0))

@@ -63,7 +63,7 @@ class TraceShapeError(TracearrayError, ValueError):
     """Shapes that NumPy would reject (broadcasting, reshape, axis out of range)."""
 
 
-class TraceDTypeError(TracearrayError, TypeError):
+class TraceDTypeError(_Refusal, TypeError):
     """Dtypes that NumPy would reject, or that tracearray does not support."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -140,6 +141,30 @@ class Trace:
         if check is None:
             check = self.reads_check = reads.GuardCheck(self.reads, key)
         return check(roots)
+
+
+_DESCRIPTOR = re.compile(r"descriptor '(\w+)' (?:for|requires a) '(numpy\.\w+)' object"
+                         r".*'(Tracer|ComplexTracer|MaskedSelection|ComplexSelection)'")
+
+
+def _descriptor_refusal(e: BaseException) -> UnsupportedOperationError | None:
+    """Python's TypeError for ``np.ndarray.sum(x)`` (a method called through NumPy's class,
+    which checks the class in C) of a traced value, as tracearray's refusal at the user's
+    line (the innermost frame of the user's code in its traceback)."""
+    m = _DESCRIPTOR.search(str(e))
+    if m is None:
+        return None
+    from .captured import _user_file
+    tb, where = e.__traceback__, None
+    while tb is not None:
+        if _user_file(tb.tb_frame.f_code.co_filename):
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    cls, meth = m.group(2), m.group(1)
+    return UnsupportedOperationError(
+        f"{cls}.{meth}(x) of a traced value is not supported by tracearray (NumPy's class "
+        f"checks its argument's type in C): call the method on the value, x.{meth}(...), or "
+        f"the function np.{meth}(x) where NumPy has one" + (f"\n  at {where}" if where else ""))
 
 
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
@@ -372,6 +397,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             # user's error is ours
             if isinstance(e.__cause__, TracearrayError):
                 raise e.__cause__ from None
+            refused = _descriptor_refusal(e)
+            if refused is not None:
+                raise refused from None
             if (locked or frame_log.arrays) and "read-only" in str(e):
                 raise _update_of_reached_array(before.arrays + frame_log.arrays) from None
             raise

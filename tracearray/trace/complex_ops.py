@@ -514,9 +514,17 @@ def _np_var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
     _out_none("np.var", out)
     if where is not True or mean is not np._NoValue:
         raise unsupported("np.var(..., where= / mean=) of complex values")
-    if correction is not np._NoValue:
-        ddof = correction
+    ddof = _ddof(ddof, correction)
     return _as_asked(_var(a, axis, dtype, ddof, keepdims), dtype, a, axis, ddof)
+
+
+def _ddof(ddof: Any, correction: Any) -> Any:
+    """NumPy's choice between ``ddof`` and the array API's ``correction``."""
+    if correction is np._NoValue:
+        return ddof
+    if ddof != 0:
+        raise ValueError(with_location("ddof and correction can't be provided simultaneously."))
+    return correction
 
 
 def _as_asked(result: Any, dtype: Any, a: Any, axis: Any, ddof: Any) -> Any:
@@ -538,8 +546,7 @@ def _np_std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
     _out_none("np.std", out)
     if where is not True or mean is not np._NoValue:
         raise unsupported("np.std(..., where= / mean=) of complex values")
-    if correction is not np._NoValue:
-        ddof = correction
+    ddof = _ddof(ddof, correction)
     return _as_asked(np.sqrt(_var(a, axis, dtype, ddof, keepdims)), dtype, a, axis, ddof)
 
 
@@ -811,6 +818,14 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
     reflections, wraps, a constant, a mean or a linear ramp: linear in the values), the
     constant and ramp end values split into their parts. NumPy's maximum, minimum and median
     compare complex values as pairs."""
+    if not isinstance(array, ComplexTracer) and np.result_type(array).kind != "c":
+        # a real array with complex constant or end values: NumPy's result keeps the
+        # array's dtype, the values cast to it (their real parts, with a ComplexWarning)
+        real_kw = {k: (np.real(v) if k in ("constant_values", "end_values") and
+                       not isinstance(v, ComplexTracer) else v) for k, v in kwargs.items()}
+        if any(isinstance(v, ComplexTracer) for v in real_kw.values()):
+            raise unsupported("np.pad of a real array with traced complex values")
+        return np.pad(array, pad_width, mode, **real_kw)
     if callable(mode) or mode in ("maximum", "minimum", "median"):
         raise unsupported(f"np.pad(mode={getattr(mode, '__name__', mode)!r}) of complex values",
                           "pad the real and imaginary parts as you need them")

@@ -147,7 +147,7 @@ def _walkable(value: Any) -> bool:
         (isinstance(value, tuple) and hasattr(type(value), "_fields")) or \
         (isinstance(value, types.ModuleType) and _user_module(value)) or \
         (isinstance(value, types.FunctionType) and _user_function(value)) or \
-        _compiled_function(value)
+        (isinstance(value, type) and _user_function(value)) or _compiled_function(value)
 
 
 def _compiled_function(value: Any) -> bool:
@@ -272,7 +272,7 @@ def _walk(starts: list[tuple[Any, _At]], names: Names, strings: set[str], inputs
         for name in names.walk:
             step = _step_kind(obj, "attr", name)
             if step is None:
-                if name in names.consts and _user_instance(obj) and \
+                if name in names.consts and (_user_instance(obj) or _namespace(obj)) and \
                         _follow(obj, "attr", name) is _MISSING and \
                         _class_missing(type(obj), name):
                     w.out.append(Guard(at.root, at.steps + (("attr", name),), _MISSING,

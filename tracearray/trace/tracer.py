@@ -191,6 +191,11 @@ class Tracer:
         # ``path``: the views from the buffer's base to this value. ``ambiguous``: a view
         # that NumPy makes a view or a copy depending on the caller's memory layout (a
         # reshape of an argument), which cannot be written through.
+        if not isinstance(node, Node):   # (the user's type(x)(...): np.ndarray(shape) in NumPy)
+            raise UnsupportedOperationError(with_location(
+                "calling the type of a traced value (type(x)(...), which is np.ndarray or a "
+                "NumPy scalar type in NumPy) is not supported by tracearray; use np.empty, "
+                "np.zeros or np.float64(...) by name"))
         self._buf = buffer if buffer is not None else Buffer(node, alias)
         self._path = path
         self._node = node

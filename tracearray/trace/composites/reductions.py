@@ -293,7 +293,9 @@ def _nan_var(name: str):
         if t.dtype.kind != "f":   # (NumPy's np.var / np.std: no NaN to skip)
             return getattr(np, name[3:])(t, axis, dtype, None, ddof, keepdims, where=where,
                                          mean=mean, correction=correction)
-        _inexact_dtype(dtype)   # (a complex dtype: complex_ops' rule)
+        dt = _inexact_dtype(dtype)   # (a complex dtype: complex_ops' rule)
+        if dt is not None and dt != t.dtype and mean is np._NoValue:
+            return _nan_var_in(t, name, axis, dt, ddof, keepdims, where, correction)
         method = getattr(t, name[3:])
         mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
         ax, keep = _nan_axis(t, axis), _keep(keepdims)
@@ -303,6 +305,29 @@ def _nan_var(name: str):
         dof = np.sum(mask, axis=ax, keepdims=bool(keep)) - d
         return np.where(dof <= 0, r.dtype.type(np.nan), r)
     return fn
+
+
+def _nan_var_in(t: Tracer, name: str, axis: Any, dt: np.dtype, ddof: Any, keepdims: Any,
+                where: Any, correction: Any) -> Tracer:
+    """np.nanvar / np.nanstd with a ``dtype=`` other than the values': NumPy sums the mean
+    in ``dt``, stores the deviations back into a copy of the values (their dtype: out=arr,
+    casting='unsafe'), squares them there and sums the squares in ``dt``."""
+    if correction is not np._NoValue:
+        if ddof != 0:
+            raise ValueError(with_location(
+                "ddof and correction can't be provided simultaneously."))
+        ddof = correction
+    mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
+    ax, keep = _nan_axis(t, axis), _keep(keepdims)
+    arr = np.where(mask, t, t.dtype.type(0))
+    count = np.sum(mask, axis=ax, dtype=np.intp, keepdims=True)
+    avg = np.sum(arr, axis=ax, dtype=dt, keepdims=True, where=mask)
+    avg = np.true_divide(avg, count).astype(dt)
+    dev = np.where(mask, (arr - avg).astype(t.dtype), t.dtype.type(0))
+    var = np.sum(dev * dev, axis=ax, dtype=dt, keepdims=keep, where=mask)
+    dof = np.sum(mask, axis=ax, dtype=np.intp, keepdims=keep) - ddof
+    var = np.where(dof <= 0, dt.type(np.nan), np.true_divide(var, dof).astype(dt))
+    return np.sqrt(var) if name == "nanstd" else var
 
 
 composite(np.nanvar, calls=['np.nanvar({0}, axis=-1)'], values="small",
