@@ -1607,3 +1607,16 @@ def test_a_dtype_refusal_the_function_caught_is_raised():
 
     with pytest.raises(tracearray.TracearrayError, match="caught this error"):
         tracearray.compile(as_text)(np.arange(3.0))
+
+
+@pytest.mark.skipif(not hasattr(ValueError(), "add_note"), reason="Python 3.11's add_note")
+def test_numpys_own_errors_name_the_users_line_in_a_note():
+    """NumPy's errors raised while tracing keep NumPy's type and message, and carry the
+    user's line as a note (shown under the message in a traceback)."""
+    def f(x):
+        return np.split(x, 4)
+
+    with pytest.raises(ValueError, match="equal division") as info:
+        tracearray.compile(f, device="cpu")(np.arange(6.0))
+    notes = getattr(info.value, "__notes__", [])
+    assert any("test_tracing_semantics.py" in n for n in notes), notes

@@ -167,6 +167,24 @@ def _descriptor_refusal(e: BaseException) -> UnsupportedOperationError | None:
         f"the function np.{meth}(x) where NumPy has one" + (f"\n  at {where}" if where else ""))
 
 
+def _note_user_line(e: BaseException) -> None:
+    """NumPy's own error (a shape, an axis, a casting rule) raised while the function was
+    traced, without tracearray's ``at file:line``: the innermost line of the user's code in
+    its traceback, as a note (``BaseException.add_note``: shown under the message; the
+    exception and its message stay NumPy's)."""
+    if isinstance(e, TracearrayError) or "\n  at " in str(e) or \
+            not hasattr(e, "add_note") or getattr(e, "__notes__", None):
+        return
+    from .captured import _user_file
+    tb, where = e.__traceback__, None
+    while tb is not None:
+        if _user_file(tb.tb_frame.f_code.co_filename):
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if where is not None:
+        e.add_note(f"  at {where} (while tracearray traced the function)")
+
+
 def plain_function(fn: Callable) -> tuple[types.FunctionType | None, tuple, dict]:
     """The Python function behind a callable (a function, ``functools.partial``, a bound
     method or an object with ``__call__``) and the arguments it binds first."""
@@ -402,6 +420,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 raise refused from None
             if (locked or frame_log.arrays) and "read-only" in str(e):
                 raise _update_of_reached_array(before.arrays + frame_log.arrays) from None
+            _note_user_line(e)
+            raise
+        except Exception as e:   # noqa: BLE001 -- located, then as it was
+            _note_user_line(e)
             raise
         finally:
             # owners before their views: NumPy sets a view writeable only over a writeable base
