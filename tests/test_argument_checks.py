@@ -560,3 +560,20 @@ def test_copyto_takes_python_numbers_as_weak_scalars(value, masked):
 def test_einsum_repeated_labels_must_match(subscripts, shapes):
     arrays = [np.arange(float(np.prod(s))).reshape(s) for s in shapes]
     _same_outcome(lambda *a: np.einsum(subscripts, *a), *arrays)
+
+
+def test_buffer_protocol_arguments_are_arrays():
+    """memoryview, bytearray and array.array arguments are arrays, as np.asarray makes them
+    (a probe found a raw ValueError and a message about static arguments)."""
+    import array
+    f = tracearray.compile(lambda x: np.asarray(x) * 2, device="cpu")
+    for value in (memoryview(np.arange(3.0)), array.array("d", [1.0, 2.0]),
+                  bytearray(b"ab")):
+        np.testing.assert_array_equal(f(value), np.asarray(value) * 2)
+
+
+def test_an_argument_holding_an_unhashable_constant_is_named():
+    import types
+    with pytest.raises(tracearray.InputError, match="argument 'ns' holds .* SimpleNamespace"):
+        tracearray.compile(lambda x, ns: x * ns.k, device="cpu")(
+            np.ones(2), types.SimpleNamespace(k=2.0))

@@ -576,7 +576,7 @@ def test_nanquantile_of_a_2d_q_in_numpys_layout(axis, keepdims):
 
 
 def test_nanquantile_layout_of_many_dimensions_is_refused_clearly():
-    x = np.random.default_rng(0).random((2,) * 7)
+    x = np.random.default_rng(0).random((2,) * 10)
     q = np.full((2, 2), 0.5)
     with pytest.raises(tracearray.UnsupportedOperationError, match="NumPy lays this result"):
         cpu(lambda x: np.nanquantile(x, q, axis=(0, 1)))(x)
@@ -611,3 +611,22 @@ def test_a_global_q_or_kth_is_used_by_its_values():
     finally:
         GLOBAL_Q = saved[0]
         GLOBAL_KTH[:] = saved[1]
+
+
+GLOBAL_P = np.array([10.0, 90.0])
+
+
+def test_a_q_computed_from_a_global_array_is_used_by_its_values():
+    def f(x):
+        return np.quantile(x, GLOBAL_P / 100, axis=1), np.percentile(x, GLOBAL_P[::-1])
+
+    g = cpu(f)
+    x = np.arange(12.0).reshape(3, 4)
+    saved = GLOBAL_P.copy()
+    try:
+        same(g(x), f(x))
+        GLOBAL_P[0] = 30.0   # in place: traced again
+        same(g(x), f(x))
+        assert g.stats.traces == 2
+    finally:
+        GLOBAL_P[:] = saved

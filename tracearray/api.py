@@ -245,6 +245,15 @@ class CompiledFunction:
             scalars = tuple(j for j, v in enumerate(flat) if isinstance(v, np.generic))
             key = (tree, "generators", gens) if gens else tree
             key = (key, "scalars", scalars) if scalars else key
+            try:
+                hash(key)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"argument {name()!r} holds a value that is neither an array nor a "
+                    f"hashable constant ({_unhashable_in(value)}): the trace would keep it "
+                    f"as a constant it cannot compare at the next call; pass its data as an "
+                    f"array (np.asarray(...)), or its numbers as a tuple or a dataclass") \
+                    from None
             statics.append(_hashable(key))
             bkey = (_value_blind(tree), gens) if gens else _value_blind(tree)
             blind.append((bkey, "scalars", scalars) if scalars else bkey)
@@ -1135,6 +1144,23 @@ def _as_input_array(value: Any) -> np.ndarray:
     if any(s % arr.itemsize for s in arr.strides) or not arr.flags.aligned:
         arr = np.ascontiguousarray(arr)
     return arr
+
+
+def _unhashable_in(value: Any) -> str:
+    """The type of the first value in an argument's tree that cannot be hashed."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.values())
+        else:
+            try:
+                hash(v)
+            except (TypeError, ValueError):
+                return f"a {type(v).__name__}"
+    return f"a {type(value).__name__}"
 
 
 def _hashable(value: Any) -> Any:

@@ -11,6 +11,7 @@ are normalised to non-negative positions.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from dataclasses import dataclass
@@ -198,7 +199,7 @@ def numpy_moves_q_axes(attrs: dict) -> bool:
         len(axis) < attrs["ndim"]
 
 
-MAX_LAYOUT_STANDIN = 512   # elements of the stand-in that finds NumPy's layout, at most
+MAX_LAYOUT_STANDIN = 8192   # elements of the stand-in that finds NumPy's layout, at most
 
 
 def _numpy_quantile_layout(shape: Shape, attrs: dict) -> Shape:
@@ -206,14 +207,14 @@ def _numpy_quantile_layout(shape: Shape, attrs: dict) -> Shape:
     distinct lengths, none of them q's (its reduced axes length 1): each axis of the
     stand-in's result is then known by its length."""
     q_shape, axis = tuple(attrs["q_shape"]), attrs["axis"]
-    first = max(q_shape, default=1) + 2
+    lengths = (k for k in itertools.count(2) if k not in q_shape)   # (the smallest such)
     real: dict[int, int] = {}
     standin = []
     for d, n in enumerate(shape):
         if d in axis:
             standin.append(1)
         else:
-            standin.append(first + len(real))
+            standin.append(next(lengths))
             real[standin[-1]] = n
     found = None
     if math.prod(standin) <= MAX_LAYOUT_STANDIN:

@@ -10,6 +10,7 @@ argument conversion passes tracers through and random draws are refused (``conte
 """
 from __future__ import annotations
 
+import array
 import functools
 import inspect
 import re
@@ -48,7 +49,13 @@ def is_array_leaf(x: Any) -> bool:
     (``api``), which the function sees as a traced generator (``random.TracedGenerator``)."""
     return isinstance(x, (np.ndarray, np.generic, np.random.Generator)) or \
         hasattr(x, "__cuda_array_interface__") or \
-        (hasattr(x, "__array__") and not isinstance(x, type))
+        (hasattr(x, "__array__") and not isinstance(x, type)) or \
+        isinstance(x, _BUFFER_TYPES)
+
+
+# Python objects NumPy converts through the buffer protocol (np.asarray(memoryview(a)) is a's
+# data): array arguments, converted at every call
+_BUFFER_TYPES = (memoryview, bytearray, array.array)
 
 
 # The ndarray types a compiled function takes. Other subclasses change what operations mean

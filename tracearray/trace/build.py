@@ -135,15 +135,20 @@ def needed_value(value: Any) -> np.ndarray | None:
         return known
     from .context import current
     state = current()
-    found = state.global_arrays.get(node) if state is not None else None
-    if found is None or state.captured is None:
+    if state is None or state.captured is None or not state.global_arrays:
         return None
-    name, arr = found
-    state.captured.fixed_global(name, arr)
-    return arr.copy()
+    # (a global array, or small ops of constants and global arrays: Q / 100, Q[::-1])
+    used: dict = {}
+    known = known_value(node, globals_=state.global_arrays, used=used)
+    if known is None:
+        return None
+    for name, arr in used.values():
+        state.captured.fixed_global(name, arr)
+    return known
 
 
-def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
+def known_value(node: Any, depth: int = 8, globals_: dict | None = None,
+                used: dict | None = None) -> np.ndarray | None:
     """The value of a node known at trace time: a constant, or small ops of constants a few
     steps deep (arrays the function made with np.arange, np.zeros, ..., a
     loop variable over one, ``np.arange(n) * 2``) -- not after traced data was written in."""
@@ -151,13 +156,19 @@ def known_value(node: Any, depth: int = 8) -> np.ndarray | None:
         return None
     if node.op == "constant":
         return np.frombuffer(node.attr("value"), dtype=node.dtype).reshape(node.shape)
+    if globals_ is not None and node in globals_:   # (``needed_value``: its values now)
+        name, arr = globals_[node]
+        if arr.size > 1 << 16 or np.dtype(arr.dtype) != node.dtype or arr.shape != node.shape:
+            return None
+        used[node] = (name, arr)   # type: ignore[index]
+        return arr.copy()
     spec = OPS[node.op]
     if depth == 0 or not node.args or spec.kind is Kind.SOURCE or node.size > 1 << 16 or \
             sum(a.size for a in node.args) > 1 << 16:
         return None
     args = []
     for a in node.args:
-        v = known_value(a, depth - 1)
+        v = known_value(a, depth - 1, globals_, used)
         if v is None:
             return None
         args.append(v)

@@ -840,7 +840,7 @@ def _builtin_extreme(original: Callable[..., Any], pick: Callable[[Any, Any], An
     return extreme
 
 
-MAX_FOLDED_ITEMS = 256   # items of one max() / min() folded into selects, at most
+MAX_FOLDED_ITEMS = 4096   # items of one max() / min() folded into selects, at most
 
 _BUILTIN_EXTREMES = {"max": _builtin_extreme(builtins.max, lambda a, b: a > b),
                      "min": _builtin_extreme(builtins.min, lambda a, b: a < b)}
