@@ -93,6 +93,16 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
         if complex_values.is_complex(other):   # a complex operand: complex.py's loops
             ops = (other, self) if reflected else (self, other)
             return complex_values.apply_ufunc(ufunc, "__call__", ops, {})
+        if isinstance(other, (str, bytes)):
+            # NumPy's own error for its ufunc of these dtypes (Python's str * x would ask x
+            # for an index instead)
+            stand = np.zeros(1, self.node.dtype)
+            try:
+                ufunc(*((other, stand) if reflected else (stand, other)))
+            except Exception as e:   # noqa: BLE001 -- NumPy's, at the user's line
+                if hasattr(e, "add_note") and user_location():
+                    e.add_note(f"  at {user_location()}")
+                raise
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
         a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
