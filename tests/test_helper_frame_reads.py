@@ -301,3 +301,24 @@ def test_under_cprofile_and_a_python_profile_function():
         sys.setprofile(None)
     np.testing.assert_array_equal(got, 6 * x)
     assert "call" in events
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.t = 0
+
+    def step(self, x):
+        self.t += 1
+        return x * self.t
+
+
+def test_a_number_a_helper_changes_is_guarded_by_the_value_the_call_found():
+    """A method the function calls that changes a number it reads (self.t += 1) changes
+    it once per trace: guarded by the value the call found, the next call finds another,
+    traces again and changes it again, as NumPy's run of the code does at every call (a
+    probe found the first result repeated)."""
+    c = _Counter()
+    f = tracearray.compile(lambda x: c.step(x), device="cpu")
+    for i in range(1, 4):
+        np.testing.assert_array_equal(f(np.ones(2)), np.full(2, float(i)))
+        assert c.t == i

@@ -174,6 +174,13 @@ def _descriptor_refusal(e: BaseException) -> UnsupportedOperationError | None:
         f"the function np.{meth}(x) where NumPy has one" + (f"\n  at {where}" if where else ""))
 
 
+def _at_entry(guard: reads.Guard, entry: Any) -> reads.Guard:
+    if entry is captured_arrays._MISSING or type(guard.value) in (reads.Same, reads.Kinds,
+                                                                 reads.SmallArray):
+        return guard
+    return guard._replace(value=entry)
+
+
 def _note_user_line(e: BaseException) -> None:
     """NumPy's own error (a shape, an axis, a casting rule) raised while the function was
     traced, without tracearray's ``at file:line``: the innermost line of the user's code in
@@ -460,6 +467,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             read_guards += frames.identity_guards(roots, reads.read_chains(plain.__code__),
                                                   plain.__code__, before.params, frame_log)
     read_guards = reads.unique(read_guards + seen_reads)
+    if frame_log.entry:
+        # a value a helper's own code changed while it ran (``self.t += 1`` in a method):
+        # guarded by what the call found, so the next call, finding the changed value,
+        # traces again and changes it again, as NumPy's run of the code would
+        read_guards = tuple(_at_entry(g, frame_log.entry_value(roots, g))
+                            for g in read_guards)
     if probe is not None:
         # the graph so far, up to the number it needs (nothing is written back: the trace
         # runs again, to the end, once the number is known)

@@ -42,9 +42,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .captured import _MISSING, Roots, _user_file, _user_instance
-from .reads import (MAX_GUARDED_ITEMS, Chain, Guard, Pinned, Same, _follow_chain, _namespace,
-                    _global_loads, _global_root_in, _guardable, _own_root, _root_text,
-                    _snapshot, _user_method, read_chains)
+from .reads import (MAX_GUARDED_ITEMS, Chain, Guard, Pinned, Same, _follow, _follow_chain,
+                    _namespace, _global_loads, _global_root_in, _guardable, _own_root,
+                    _root_text, _snapshot, _user_method, read_chains)
 
 _VARARGS, _VARKEYWORDS = 0x04, 0x08
 MAX_FRAMES = 4096         # frames of distinct code and objects recorded in one trace
@@ -143,6 +143,10 @@ class FrameLog:
         self.top, self.active = top, active
         self.frames: dict[tuple, Frame] = {}
         self.arrays: list[tuple[np.ndarray, str]] = []
+        # (id(object), steps) -> the value a helper frame's chain found there when the frame
+        # started (the first time), and the object: a value the trace itself changed
+        # (``self.t += 1`` in a method) is guarded by what the call found (``entry_value``)
+        self.entry: dict[tuple[int, tuple], tuple[Any, Any]] = {}
         self._user: dict[types.CodeType, bool] = {}
         self._prev: Any = None
 
@@ -199,10 +203,27 @@ class FrameLog:
             if obj is None or not chain.steps or chain.steps[-1] is None:
                 continue
             found = _follow_chain(obj, chain.steps, chain.root[1])
+            if found is not None and _guardable(found[0]):
+                self.entry.setdefault((id(obj), found[1]), (_snapshot(found[0]), obj))
             if found is not None and type(found[0]) is np.ndarray and \
                     found[0].flags.writeable:
                 found[0].flags.writeable = False
                 self.arrays.append((found[0], f"{found[2]} (in {code.co_qualname})"))
+
+    def entry_value(self, roots: Any, guard: Any) -> Any:
+        """The value a helper frame found, when it started, at the place ``guard`` reads
+        (found from any object along the guard's path), or ``_MISSING``."""
+        if not self.entry:
+            return _MISSING
+        obj = roots.resolve_root(guard.root)
+        for i, (step, key) in enumerate(guard.steps):
+            if obj is _MISSING:
+                break
+            hit = self.entry.get((id(obj), guard.steps[i:]))
+            if hit is not None and hit[1] is obj:
+                return hit[0]
+            obj = _follow(obj, step, key)
+        return _MISSING
 
 
 def _is_c_profiler(hook: Any) -> bool:
