@@ -577,3 +577,15 @@ def test_an_argument_holding_an_unhashable_constant_is_named():
     with pytest.raises(tracearray.InputError, match="argument 'ns' holds .* SimpleNamespace"):
         tracearray.compile(lambda x, ns: x * ns.k, device="cpu")(
             np.ones(2), types.SimpleNamespace(k=2.0))
+
+
+def test_numpys_argument_errors_for_copy_and_reshape():
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(ValueError, match="order must be one of"):
+        tracearray.compile(lambda x: np.copy(x, order="Z"), device="cpu")(x)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        tracearray.compile(lambda x: x.reshape((2.0, 3)), device="cpu")(x)
+    with pytest.raises(ValueError, match="Unable to avoid creating a copy"):
+        tracearray.compile(lambda x: (x + 1).T.reshape(6, copy=False), device="cpu")(x)
+    with pytest.raises(tracearray.UnsupportedOperationError, match="copy=False"):
+        tracearray.compile(lambda x: x.T.reshape(6, copy=False), device="cpu")(x)

@@ -485,3 +485,21 @@ def test_memory_laid_out_as_the_arguments_checked_at_each_call():
             f(other)
         np.testing.assert_array_equal(tracearray.compile(reads)(other), reads(other))
     np.testing.assert_array_equal(f(c), writes(c.copy()))   # (and C-ordered ones again)
+
+
+@pytest.mark.parametrize("sl", [slice(None, None, 2), slice(None, None, -2), slice(1, 7)])
+def test_reshapes_of_a_vector_argument_are_views_whatever_its_stride(sl):
+    """A reshape of (a view of) a vector argument needs a copy or not whatever the vector's
+    stride (every stride scales by it): NumPy's view, written through to the caller."""
+    def f(x):
+        m = x.reshape(2, 3)
+        m[0, 0] = 7
+        r = m.T.reshape(-1)
+        r[1] = 9
+        return m.sum(), r
+
+    b1, b2 = np.arange(12.0), np.arange(12.0)
+    want, got = f(b1[sl]), tracearray.compile(f)(b2[sl])
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(b2, b1)

@@ -876,7 +876,20 @@ class Tracer:
                 shape = tuple(sizes.tolist())
             elif isinstance(sizes, (tuple, list)):
                 shape = tuple(sizes)
+        for n in shape:   # (NumPy's error for a float or another non-integer size)
+            if not isinstance(n, (Tracer, Node)):
+                try:
+                    operator.index(n)
+                except TypeError as e:
+                    raise TypeError(with_location(str(e))) from None
         out = self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order)
+        if copy is False and out._buf is not self._buf:
+            raise ValueError(with_location("Unable to avoid creating a copy while reshaping."))
+        if copy is False and out._ambiguous and not self._ambiguous:
+            raise UnsupportedOperationError(with_location(
+                "reshape(copy=False) of an argument (or memory laid out as one) is not "
+                "supported by tracearray: whether NumPy can avoid the copy depends on the "
+                "caller's memory layout, unknown when tracing"))
         return out._new_memory(out.node) if copy is True and out._buf is self._buf else out
 
     def _reshaped(self, node: Node, ravel: bool, order: str = "C") -> "Tracer":
@@ -886,6 +899,11 @@ class Tracer:
         if node is self.node and not ravel:
             return self._view(node)
         layout = self._layout()
+        if layout is None and not ravel and self._buf.argument is not None and \
+                len(self._buf.node.shape) <= 1:
+            # a reshape of a view of a vector argument: whether it needs a copy does not
+            # depend on the vector's stride (every stride scales by it), so C's answer holds
+            layout = buffers.shadow(self._buf.node.shape, self._path)
         if layout is None:
             # (ravel is a view only of contiguous memory: of a strided vector, x[::2], or a
             # column, X[:, :1], NumPy copies, where reshape(-1) views)

@@ -819,6 +819,9 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subo
 
 @composite(np.copy, calls=['np.copy({0})'])
 def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
+    if order not in ("C", "F", "A", "K"):
+        raise ValueError(with_location(
+            f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})"))
     t = as_tracer(a)
     out = as_array_memory(t.copy())   # np.copy of a NumPy scalar: a 0-d array
     return inherit_layout(out, t) if order in ("K", "A") else out   # (its default: a's)
