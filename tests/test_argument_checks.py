@@ -589,3 +589,20 @@ def test_numpys_argument_errors_for_copy_and_reshape():
         tracearray.compile(lambda x: (x + 1).T.reshape(6, copy=False), device="cpu")(x)
     with pytest.raises(tracearray.UnsupportedOperationError, match="copy=False"):
         tracearray.compile(lambda x: x.T.reshape(6, copy=False), device="cpu")(x)
+
+
+class _Lazy:
+    def __init__(self, n):
+        self.n = n
+
+    def __array__(self, dtype=None, copy=None):
+        return np.arange(self.n, dtype=np.float64)   # (NumPy calls of its own)
+
+
+def test_an_argument_whose_array_method_calls_numpy():
+    """An argument's ``__array__`` runs as the user's own NumPy code, not traced (a probe
+    found np.arange inside it handed a traced value: 'object __array__ method not producing
+    an array')."""
+    f = tracearray.compile(lambda a: np.asarray(a) * 2, device="cpu")
+    for n in (3, 4):
+        np.testing.assert_array_equal(f(_Lazy(n)), np.arange(n) * 2.0)

@@ -278,8 +278,11 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         if isinstance(value, np.random.Generator):
             key = make_input(np.zeros((), np.uint64), name, None)
             return traced_random.TracedGenerator(key, name)
-        arr = value if isinstance(value, np.ndarray) or \
-            hasattr(value, "__cuda_array_interface__") else np.asarray(value)
+        if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
+            arr = value
+        else:   # (an object's __array__ is its own code, converting as the call did)
+            with context.outside_trace():
+                arr = np.asarray(value)
         shape = tuple(arr.shape)
         is_complex = arr.dtype.kind == "c"
         if is_complex:

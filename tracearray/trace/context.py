@@ -174,6 +174,18 @@ def current() -> TraceState | None:
     return stack[-1] if stack else None
 
 
+@contextlib.contextmanager
+def outside_trace() -> Any:
+    """NumPy as it is outside a trace, in this thread, for code that must not be traced
+    (an argument object's ``__array__``, which may build its array with NumPy calls)."""
+    stack = getattr(_local, "stack", None)
+    _local.stack = []
+    try:
+        yield
+    finally:
+        _local.stack = stack
+
+
 MAX_REFUSALS = 64   # refusals kept per trace (NumPy's own code may try and catch many)
 
 
