@@ -606,3 +606,18 @@ def test_an_argument_whose_array_method_calls_numpy():
     f = tracearray.compile(lambda a: np.asarray(a) * 2, device="cpu")
     for n in (3, 4):
         np.testing.assert_array_equal(f(_Lazy(n)), np.arange(n) * 2.0)
+
+
+def test_item_of_many_elements_and_del_raise_numpys_errors():
+    def item(x):
+        return x.item()
+
+    def delete(x):
+        del x[0]
+        return x
+
+    for f, match in ((item, "size 1 to a Python scalar"), (delete, "cannot delete")):
+        with pytest.raises(ValueError, match=match):
+            f(np.arange(6.0))
+        with pytest.raises(ValueError, match=match):
+            tracearray.compile(f, device="cpu")(np.arange(6.0))

@@ -546,7 +546,13 @@ class Tracer:
                 not -self.size <= args[0] < self.size:   # (NumPy's error comes first)
             raise IndexError(with_location(
                 f"index {args[0]} is out of bounds for size {self.size}"))
+        if not args and self.size != 1:
+            raise ValueError(with_location(
+                "can only convert an array of size 1 to a Python scalar"))
         return self._concrete(".item()")
+
+    def __delitem__(self, key: Any) -> None:
+        raise ValueError(with_location("cannot delete array elements"))
 
     def tolist(self) -> Any:
         v = self._known()
