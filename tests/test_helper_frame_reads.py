@@ -322,3 +322,38 @@ def test_a_number_a_helper_changes_is_guarded_by_the_value_the_call_found():
     for i in range(1, 4):
         np.testing.assert_array_equal(f(np.ones(2)), np.full(2, float(i)))
         assert c.t == i
+
+
+def test_state_changed_by_helpers_reached_through_a_module_or_a_class_attribute(tmp_path,
+                                                                                monkeypatch):
+    """A helper called as module.h(x) that updates its module's array in place
+    (COUNT[0] += 1) is refused as the same helper called by name is; a method that sets an
+    instance attribute over a class attribute (self.t += 1 with t = 0 on the class) traces
+    again at each call as NumPy's run changes it (a probe found both run once)."""
+    import importlib
+    import sys
+    (tmp_path / "counting_helpers.py").write_text(
+        "import numpy as np\n"
+        "COUNT = np.zeros(1)\n"
+        "def h_count(x):\n"
+        "    COUNT[0] += 1\n"
+        "    return x\n"
+        "class State:\n"
+        "    t = 0\n"
+        "    def bump(self, x):\n"
+        "        self.t += 1\n"
+        "        return x * self.t\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    counting = importlib.import_module("counting_helpers")
+    try:
+        f = tracearray.compile(lambda x: counting.h_count(x), device="cpu")
+        with pytest.raises(UnsupportedOperationError, match="'COUNT'"):
+            f(np.arange(3.0))
+        assert counting.COUNT.flags.writeable
+        st = counting.State()
+        g = tracearray.compile(lambda x: st.bump(x), device="cpu")
+        for i in range(1, 4):
+            np.testing.assert_array_equal(g(np.arange(3.0)), np.arange(3.0) * i)
+        assert st.t == 3
+    finally:
+        sys.modules.pop("counting_helpers", None)

@@ -199,12 +199,23 @@ class FrameLog:
             return
         self.frames[key] = Frame(code, frame.f_globals, objects)
         for chain in read_chains(code):
+            if chain.root[0] == "global":
+                # (a helper's module array: an update with no traced operand, COUNT[0] += 1
+                # in a helper called as module.h(x), would be made once, while tracing)
+                value = frame.f_globals.get(chain.root[1])
+                if type(value) is np.ndarray and value.flags.writeable and \
+                        _user_file(code.co_filename):
+                    value.flags.writeable = False
+                    self.arrays.append((value, f"the global {chain.root[1]!r} of "
+                                               f"{code.co_qualname}"))
+                continue
             obj = objects.get(chain.root[1]) if chain.root[0] in ("fast", "deref") else None
             if obj is None or not chain.steps or chain.steps[-1] is None:
                 continue
             found = _follow_chain(obj, chain.steps, chain.root[1])
             if found is not None and _guardable(found[0]):
-                self.entry.setdefault((id(obj), found[1]), (_snapshot(found[0]), obj))
+                keys = tuple(k for _step, k in found[1])   # (a class attribute the code
+                self.entry.setdefault((id(obj), keys), (_snapshot(found[0]), obj))   # sets)
             if found is not None and type(found[0]) is np.ndarray and \
                     found[0].flags.writeable:
                 found[0].flags.writeable = False
@@ -216,10 +227,11 @@ class FrameLog:
         if not self.entry:
             return _MISSING
         obj = roots.resolve_root(guard.root)
+        keys = tuple(k for _step, k in guard.steps)
         for i, (step, key) in enumerate(guard.steps):
             if obj is _MISSING:
                 break
-            hit = self.entry.get((id(obj), guard.steps[i:]))
+            hit = self.entry.get((id(obj), keys[i:]))
             if hit is not None and hit[1] is obj:
                 return hit[0]
             obj = _follow(obj, step, key)
