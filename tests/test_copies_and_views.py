@@ -445,8 +445,25 @@ def test_memory_numpy_lays_out_from_a_transposed_array():
 
     x = np.arange(6.0).reshape(2, 3)
     for f in (writes_through_ravel, reads_after_write, ravel_f_written):
-        with pytest.raises(UnsupportedOperationError, match="another order than C"):
+        with pytest.raises(UnsupportedOperationError, match="layout tracearray does not model|"
+                                                            "another order than C"):
             tracearray.compile(f)(x.copy())
+
+    def writes_then_drops_the_base(x):   # (the base is not used again: either way alike)
+        flat = np.exp(x.T).ravel()
+        flat[flat > 2] = 0
+        return flat
+
+    def c_ordered_results_of_transposes(x):   # (NumPy lays these out in C order)
+        t = x.T @ x
+        t.reshape(-1)[0] = 9
+        u = x.T.copy() + 1
+        u.reshape(-1)[1] = 7
+        v = np.ascontiguousarray(x.T) * 2
+        v.ravel()[2] = 5
+        w = x.T + x.T.copy()
+        w.ravel()[0] = 3
+        return t, u, v, w
 
     def reads_only(x):
         t = x.T * 2
@@ -461,6 +478,8 @@ def test_memory_numpy_lays_out_from_a_transposed_array():
 
     check(reads_only, x)
     check(from_a_copy, x)
+    check(writes_then_drops_the_base, x)
+    check(c_ordered_results_of_transposes, x)
 
 
 def test_memory_laid_out_as_the_arguments_checked_at_each_call():
@@ -480,10 +499,20 @@ def test_memory_laid_out_as_the_arguments_checked_at_each_call():
     c = np.arange(6.0).reshape(2, 3)
     f = tracearray.compile(writes)
     np.testing.assert_array_equal(f(c), writes(c.copy()))
-    for other in (np.asfortranarray(c), np.arange(12.0).reshape(2, 6)[:, ::2]):
-        with pytest.raises(UnsupportedOperationError, match="not C-contiguous"):
+    for other in (np.asfortranarray(c), c.T.copy().T):
+        with pytest.raises(UnsupportedOperationError, match="not C-ordered"):
             f(other)
         np.testing.assert_array_equal(tracearray.compile(reads)(other), reads(other))
+    strided = np.arange(12.0).reshape(2, 6)[:, ::2]   # (C-ordered strides: results are C)
+    np.testing.assert_array_equal(f(strided), writes(strided))
+
+    def unrelated(x, y):   # (y's layout does not decide the memory written through)
+        t = x + 0
+        t.ravel()[0] = 99
+        return t, y.sum()
+    g = tracearray.compile(unrelated)
+    got, want = g(c, np.asfortranarray(c)), unrelated(c.copy(), np.asfortranarray(c))
+    np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(f(c), writes(c.copy()))   # (and C-ordered ones again)
 
 
@@ -503,3 +532,35 @@ def test_reshapes_of_a_vector_argument_are_views_whatever_its_stride(sl):
     for w, g in zip(want, got):
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(b2, b1)
+
+
+def test_astype_to_complex_is_new_memory():
+    # (its real part was the source's memory: a write into the copy reached the caller)
+    def f(x):
+        t = x.astype(complex)
+        t[0, 0] = 77.0
+        y = x * 2
+        u = np.asarray(y, dtype=complex)
+        u[0, 1] = 5.0
+        return t, y
+
+    check(f, np.arange(6.0).reshape(2, 3))
+
+
+def test_fortran_ordered_memory_the_function_makes():
+    """np.zeros(..., order='F'), np.copy(x, order='F'), np.array(x, order='F'),
+    np.asfortranarray(x) * 1 and x[:, idx] are Fortran-ordered in NumPy: writing through
+    their reshapes and using them again is refused (they were taken as C-ordered)."""
+    x = np.arange(6.0).reshape(2, 3)
+
+    def makers(x):
+        return (np.zeros((2, 3), order="F"), np.copy(x, order="F"), np.array(x, order="F"),
+                np.asfortranarray(x) * 1, x[:, [0, 2]], np.zeros_like(x, order="F"))
+
+    for i in range(6):
+        def f(x, i=i):
+            t = makers(x)[i]
+            t.reshape(-1)[0] = 99
+            return t
+        with pytest.raises(UnsupportedOperationError):
+            tracearray.compile(f)(x.copy())

@@ -1060,20 +1060,30 @@ def _check_update_targets(graph: Graph, targets: list[Any],
                     f"model; pass separate arrays (or a copy of one)")
 
 
-def _check_argument_layouts(where: str, graph: Graph, leaves: list) -> None:
+def _check_argument_layouts(assumed: tuple, graph: Graph, leaves: list) -> None:
     """Refuse a call whose trace wrote memory that NumPy lays out as the arguments (``x + 1``
     of a Fortran-ordered x is Fortran-ordered) after deciding a reshape or ravel of it a view
     or a copy for C-ordered arguments, when an argument or global array of several
     dimensions is laid out otherwise: NumPy's decision, and so its result, would differ."""
-    for name, a in zip(graph.input_names, leaves):
+    where, indices = assumed
+    for i in sorted(indices):
+        name, a = graph.input_names[i], leaves[i]
         if isinstance(a, np.ndarray) and sum(n > 1 for n in a.shape) > 1 and \
-                not a.flags.c_contiguous:
-            kind = "Fortran-ordered" if a.flags.f_contiguous else "strided"
+                not _c_order(a):
+            kind = "Fortran-ordered" if a.flags.f_contiguous else "with its axes out of C order"
             raise UnsupportedOperationError(
-                f"{name!r} is not C-contiguous ({kind}), and the function writes memory NumPy lays out as its arguments after a "
-                f"reshape or ravel of it (at {where}): NumPy makes that reshape a view or a "
-                f"copy by the layout, which the trace took as C's; pass "
-                f"np.ascontiguousarray({name}), or copy before reshaping (t = t.copy())")
+                f"{name!r} is not C-ordered ({kind}), and the function writes memory NumPy "
+                f"lays out as {name!r} after a reshape or ravel of it (at {where}): NumPy "
+                f"makes that reshape a view or a copy by the layout, which the trace took as "
+                f"C's; pass np.ascontiguousarray({name}), or copy before reshaping "
+                f"(t = t.copy())")
+
+
+def _c_order(a: np.ndarray) -> bool:
+    """Whether NumPy lays results of ``a`` out in C order (order 'K' keeps the order of its
+    strides: a strided C-ordered view's results are C-contiguous)."""
+    strides = [abs(st) for st, n in zip(a.strides, a.shape) if n > 1]
+    return all(x >= y for x, y in zip(strides, strides[1:]))
 
 
 def _may_share_memory(a: Any, b: Any) -> bool:

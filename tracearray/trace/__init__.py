@@ -484,7 +484,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         verify(graph)
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
                      global_layouts=global_layouts, reads=read_guards,
-                     assumes_c_arguments=state.assumed_c_layout)
+                     assumes_c_arguments=(state.assumed_c_layout,
+                                          frozenset(state.assumed_c_inputs))
+                 if state.assumed_c_layout else None)
     state.captured.finish()
     _refuse_rebound_items(containers, state.locations)
     if recorder is not None:
@@ -524,7 +526,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,
                  reads=read_guards,
-                 assumes_c_arguments=state.assumed_c_layout)
+                 assumes_c_arguments=(state.assumed_c_layout,
+                                          frozenset(state.assumed_c_inputs))
+                 if state.assumed_c_layout else None)
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

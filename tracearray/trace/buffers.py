@@ -59,7 +59,7 @@ class Buffer:
     argument), or None: an op's result, a scalar in NumPy unless it is an argument's."""
 
     __slots__ = ("node", "version", "argument", "writeable", "zero_d", "layout_known",
-                 "from_arguments", "reshaped")
+                 "from_arguments", "reshaped", "poisoned")
 
     def __init__(self, node: Node, argument: str | None = None, writeable: bool = True,
                  zero_d: str | None = None):
@@ -68,15 +68,20 @@ class Buffer:
         self.argument = argument
         self.writeable = writeable
         self.zero_d = zero_d
-        # False: memory NumPy lays out by its operands' layout (order 'K') where one was
-        # permuted (``x.T + 1`` is Fortran-ordered): not modelled, so whether a reshape or
-        # ravel of it is a view is not known (``permuted``)
+        # False: memory NumPy lays out by its operands' layout (order 'K') where they were
+        # all permuted (``x.T + 1`` is Fortran-ordered): not modelled, so whether a reshape
+        # or ravel of it is a view is not known (``tracer.operands_layout``)
         self.layout_known = True
-        # memory NumPy lays out as the caller's arrays (``x + 1`` of a Fortran-ordered x is
-        # Fortran-ordered), which the trace takes as C-ordered; ``reshaped``: a reshape or
-        # ravel of it was decided a view or a copy by that (TraceState.assumed_c_layout)
-        self.from_arguments = False
+        # the graph-input indices of the arguments whose layout NumPy lays this memory out
+        # by (``x + 1`` of a Fortran-ordered x is Fortran-ordered), which the trace takes as
+        # C order; ``reshaped``: a reshape or ravel of it was decided a view or a copy by that
+        # (``TraceState.assumed_c_layout``)
+        self.from_arguments: frozenset = frozenset()
         self.reshaped = False
+        # set (where) when a write through a view of it whose view-or-copy NumPy decides by a
+        # layout the trace does not know took that view into memory of its own: reading or
+        # writing this memory after that is refused (``Tracer._write``)
+        self.poisoned: str | None = None
 
     @property
     def written(self) -> bool:

@@ -104,15 +104,11 @@ class TraceState:
     # arrays reached through closures, defaults, bound objects and global containers: graph
     # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
     captured: Any = None
-    # nodes whose values live in memory laid out in another order than C (a transposed view,
-    # what ufuncs and copies in order 'K' make of one): new memory made from them has a
-    # layout the trace does not know (``buffers.Buffer.layout_known``)
-    permuted: set = field(default_factory=set)
-    # nodes whose values live in memory laid out as the arguments' (``Buffer.from_arguments``)
-    # and where the trace first wrote such memory after deciding a reshape of it a view or a
-    # copy as for C-ordered arguments (``Trace.assumes_c_arguments``)
-    from_arguments: set = field(default_factory=set)
+    # where the trace first wrote memory laid out as the arguments (``Buffer.from_arguments``)
+    # after deciding a reshape of it a view or a copy as for C-ordered arguments, and the
+    # graph-input indices of those arguments (``Trace.assumes_c_arguments``)
     assumed_c_layout: str | None = None
+    assumed_c_inputs: set = field(default_factory=set)
     # the global arrays the function read (graph inputs): node -> (name, array), for the
     # values a NumPy function needs known while tracing (``build.needed_value``)
     global_arrays: dict = field(default_factory=dict)
@@ -417,6 +413,14 @@ def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callab
                                                 args[1] if len(args) > 1 and not copies else None)
         if isinstance(order, str) and not (copies and copy) and hasattr(out, "_as_order"):
             out = out._as_order(order.upper(), never_copy=copy is False)
+        elif copies and copy and hasattr(out, "_as_order") and out is not a:
+            # np.array's copy is laid out in ``order`` (its default 'K': as ``a``)
+            from .tracer import inherit_layout
+            o = order.upper() if isinstance(order, str) else "K"
+            if o == "F" and sum(n > 1 for n in out.shape) > 1:
+                out._buf.layout_known = False
+            elif o in ("K", "A"):
+                inherit_layout(out, a)
         return out
     convert.__name__ = convert.__qualname__ = name
     convert.__doc__ = original.__doc__
@@ -541,11 +545,16 @@ def owned(arr: Any, uniform: bool = False) -> Any:
         return ComplexTracer(owned(arr.real.copy(), uniform), owned(arr.imag.copy(), uniform))
     if not isinstance(arr, np.ndarray) or arr.dtype not in SUPPORTED_DTYPES:
         return arr
+    out = None
     if uniform and arr.size > 1:
         first = np.ascontiguousarray(arr).reshape(-1)[:1]
         if np.ascontiguousarray(arr).tobytes() == first.tobytes() * arr.size:   # bit-equal
-            return Tracer(api.broadcast_to(constant(first.reshape(())), arr.shape))
-    return as_array_memory(Tracer(constant(arr)))   # (np.zeros(()) is a 0-d ndarray)
+            out = Tracer(api.broadcast_to(constant(first.reshape(())), arr.shape))
+    if out is None:
+        out = as_array_memory(Tracer(constant(arr)))   # (np.zeros(()) is a 0-d ndarray)
+    if not arr.flags.c_contiguous and sum(n > 1 for n in arr.shape) > 1:
+        out._buf.layout_known = False   # (order='F': a layout the trace does not model)
+    return out
 
 
 def _full_of_traced(shape: Any, fill_value: Any = None, dtype: Any = None, order: str = "C",

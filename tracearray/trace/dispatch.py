@@ -117,9 +117,11 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             if kwargs:
                 raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
             args = [unwrap(x) for x in inputs]
+            from .tracer import operands_layout
             if uf is np.power and dtype is None and casting == "same_kind":
-                return Tracer(api.power(*args))
-            return Tracer(api.apply_ufunc(uf, *args, dtype=dtype, casting=casting))
+                return operands_layout(Tracer(api.power(*args)), inputs)
+            return operands_layout(Tracer(api.apply_ufunc(uf, *args, dtype=dtype,
+                                                          casting=casting)), inputs)
         entry = composites.lookup(uf)
         if entry is not None:
             dtype = kwargs.pop("dtype", None)
@@ -379,7 +381,7 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         # np.vander of a one-element array is np.ones((1, 1)); NumPy's own code passes
         # np._NoValue for what was not given: np.nanmean's np.sum(..., where=where))
         given = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-        return _operands_layout(_new_memory_results(
+        return _operands_layout(func, _new_memory_results(
             func, _traced_results(entry.impl(*args, **given), args, kwargs), args, kwargs),
             args, kwargs)
     reason = refusal(func)
@@ -450,27 +452,23 @@ def _new_memory_results(func: Callable, result: Any, args: tuple, kwargs: dict) 
     return own(result)
 
 
-def _operands_layout(result: Any, args: tuple, kwargs: dict) -> Any:
+def _operands_layout(func: Callable, result: Any, args: tuple, kwargs: dict) -> Any:
     """A composite's new-memory results laid out, as far as the trace knows, as NumPy lays
-    out a result of those operands (order 'K' for most: np.concatenate of Fortran-ordered
-    arrays is Fortran-ordered), however the composite built it (``tracer.inherit_layout``)."""
-    from .tracer import Tracer, inherit_layout
+    out the results of the functions that keep their operands' order ('K': np.where of
+    Fortran-ordered arrays is Fortran-ordered), however the composite built them
+    (``tracer.operands_layout``); other functions' results are C-ordered."""
+    if func not in _ORDER_K_FUNCTIONS:
+        return result
+    from .tracer import Tracer, operands_layout
     sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tracer)] + \
         [b for a in (*args, *kwargs.values()) if type(a) in (list, tuple)
          for b in a if isinstance(b, Tracer)]
-    if not sources:
-        return result
+    return operands_layout(result, sources) if sources else result
 
-    def mark(r: Any) -> Any:
-        if isinstance(r, Tracer):
-            if all(r._buf is not s._buf for s in sources):
-                for s in sources:
-                    inherit_layout(r, s)
-        elif type(r) in (tuple, list):
-            for x in r:
-                mark(x)
-        return r
-    return mark(result)
+
+# NumPy functions whose results follow their operands' memory order ('K')
+_ORDER_K_FUNCTIONS = frozenset({np.where, np.clip, np.concatenate, np.sort, np.copy,
+                                np.nan_to_num, np.round, np.around, np.abs, np.absolute})
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:

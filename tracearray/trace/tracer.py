@@ -16,7 +16,7 @@ import inspect
 import operator
 import re
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAtt
 from .graph import Node, type_str
 from ..ops.elementwise import bitcast_allowed
 from ..ops.rules import broadcast_shape
+from ..interleaved import real_dtype
 
 builtins_type = builtins.type   # (``view`` has a parameter named type)
 
@@ -106,14 +107,14 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
         a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
-        return Tracer(api.apply_ufunc(ufunc, a, b))
+        return operands_layout(Tracer(api.apply_ufunc(ufunc, a, b)), (self, other))
     method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
     return method
 
 
 def _unary(ufunc: np.ufunc) -> Callable[[Any], Any]:
     def method(self: "Tracer") -> Any:
-        return Tracer(api.apply_ufunc(ufunc, self.node))
+        return operands_layout(Tracer(api.apply_ufunc(ufunc, self.node)), (self,))
     return method
 
 
@@ -191,7 +192,7 @@ _EQUAL, _NOT_EQUAL = _binary(np.equal), _binary(np.not_equal)
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
-    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace")
+    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace", "_c_ordered")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
     def __init__(self, node: Node, alias: str | None = None, *, buffer: Buffer | None = None,
@@ -211,32 +212,20 @@ class Tracer:
         self._node = node
         self._version = self._buf.version
         self._ambiguous = ambiguous
-        self._trace = state = context.current()   # None outside a trace (tests of the tracer)
-        if state is not None and node.ndim >= 2:
-            self._note_layout(state, buffer is None)
+        # "C" / "F": np.ascontiguousarray / asfortranarray of an argument (or of memory laid
+        # out in a way the trace does not model): so ordered, a view of it or a copy
+        self._c_ordered: str | None = None
+        self._trace = context.current()   # None outside a trace (tests of the tracer itself)
+        if buffer is None and alias is not None and node.op == "input":
+            # an argument's memory: results NumPy lays out by it (``operands_layout``)
+            self._buf.from_arguments = frozenset((node.attr("index"),))
 
-    def _note_layout(self, state: Any, new_memory: bool) -> None:
-        """Keep ``TraceState.permuted`` (see there): new memory made from a permuted value
-        has a layout the trace does not know; a view is permuted when its memory's layout
-        is unknown or its own axes are out of C's order (an argument's memory taken as C)."""
-        node, buf = self._node, self._buf
-        if new_memory:
-            if buf.argument is not None:
-                state.from_arguments.add(node)
-                return
-            if state.permuted and (
-                    node in state.permuted or any(a in state.permuted for a in node.args)):
-                buf.layout_known = False
-                state.permuted.add(node)
-            if node in state.from_arguments or any(a in state.from_arguments
-                                                   for a in node.args):
-                buf.from_arguments = True
-                state.from_arguments.add(node)
-            return
-        if not buf.layout_known or buffers.permuted(buf.node.shape, self._path):
-            state.permuted.add(node)
-        if buf.from_arguments or buf.argument is not None:
-            state.from_arguments.add(node)
+    def _permuted(self) -> bool:
+        """Whether this value's memory is laid out out of C's order as far as the trace
+        knows (a layout it does not model, or a transposed view), an argument's taken as C."""
+        if self._c_ordered is not None:
+            return self._c_ordered == "F" and sum(n > 1 for n in self._node.shape) > 1
+        return not self._buf.layout_known or buffers.permuted(self._buf.node.shape, self._path)
 
     @property
     def node(self) -> Node:
@@ -246,13 +235,13 @@ class Tracer:
         if self._trace is not None and self._trace.ended:
             raise _escaped(self)
         buf = self._buf
+        if buf.poisoned is not None:
+            raise _poisoned(self)
         if self._version != buf.version:
             if self._ambiguous:
                 raise _ambiguous_read(self)
             self._node = buffers.replay(buf.node, self._path)
             self._version = buf.version
-            if self._trace is not None and self._node.ndim >= 2:
-                self._note_layout(self._trace, False)
         return self._node
 
     def _view(self, node: Node, ambiguous: bool = False) -> "Tracer":
@@ -289,12 +278,15 @@ class Tracer:
                 f"returns read-only)"))
         if self._ambiguous:
             if buf.argument is None:
-                raise UnsupportedOperationError(with_location(
-                    "writing through a reshaped or raveled view of an array NumPy lays out "
-                    "in another order than C (made from a transposed array: x.T + 1, "
-                    "np.exp(x.T)) is not supported by tracearray: NumPy makes it a view or a "
-                    "copy by that layout, which tracearray does not model; take a C-ordered "
-                    "copy first (t = t.copy()) or index the array itself"))
+                # memory of the function's own: the view becomes memory of its own with the
+                # write (a copy's semantics), and the memory it viewed can no longer be used
+                # (as a view's, NumPy would have written it): nothing silently differs
+                buf.poisoned = user_location() or "?"
+                self._buf = Buffer(new, zero_d="array")
+                self._buf.layout_known = new.ndim <= 1
+                self._path, self._ambiguous = (), False
+                self._node, self._version = new, 0
+                return
             raise UnsupportedOperationError(with_location(
                 "writing through a reshaped or raveled view of an argument (or "
                 "np.ascontiguousarray / asfortranarray of one) is not supported by "
@@ -305,13 +297,10 @@ class Tracer:
         buf.version += 1
         self._node, self._version = new, buf.version
         state = self._trace
-        if state is not None:   # (its new value is in the same memory)
-            if not buf.layout_known:
-                state.permuted.update((buf.node, new))
-            if buf.from_arguments:
-                state.from_arguments.update((buf.node, new))
-                if buf.reshaped and state.assumed_c_layout is None:
-                    state.assumed_c_layout = user_location() or "?"
+        if state is not None and buf.from_arguments and buf.reshaped:
+            if state.assumed_c_layout is None:
+                state.assumed_c_layout = user_location() or "?"
+            state.assumed_c_inputs.update(buf.from_arguments)
 
     # --- properties -----------------------------------------------------------------
     def _set_shape(self, shape: Any) -> None:
@@ -651,7 +640,13 @@ class Tracer:
             # a NumPy integer scalar is a basic index, a view)
             return Tracer(node)
         if node.op == "gather" and not buffers.scalar_gather(node):
-            return Tracer(node)   # advanced indexing copies
+            out = Tracer(node)   # advanced indexing copies
+            if keys and isinstance(keys[0], (slice, type(Ellipsis), type(None))) and \
+                    sum(n > 1 for n in node.shape) > 1:
+                # (x[:, idx]: NumPy lays the result out with the indexed axis first in
+                # memory, not C's order: a layout the trace does not model)
+                out._buf.layout_known = False
+            return out
         # (x[k] of a traced NumPy integer k: basic indexing, a view at k)
         if node.ndim == 0 and not any(k is Ellipsis for k in keys):
             return Tracer(node)   # integers only: NumPy returns a scalar (a copy), not a view
@@ -714,7 +709,10 @@ class Tracer:
                 raise TypeError(with_location(
                     f"Cannot cast array data from {self.node.dtype!r} to {np.dtype(dtype)!r} "
                     f"according to the rule {casting!r}"))
-            return complex_values.as_complex(self, np.dtype(dtype))
+            # (new memory, as NumPy's astype makes: not a view of this array's)
+            dt = np.dtype(dtype)
+            re = self._new_memory(self.node, order).astype(real_dtype(dt), copy=False)
+            return complex_values.ComplexTracer(re, np.zeros_like(re))
         dt = check_dtype(dtype, "astype")
         if not np.can_cast(self.node.dtype, dt, casting=casting):
             raise TypeError(with_location(
@@ -734,7 +732,9 @@ class Tracer:
             return self
         layout = self._layout()
         if layout is None:
-            return Tracer(self.node, buffer=self._buf, path=self._path, ambiguous=True)
+            out = Tracer(self.node, buffer=self._buf, path=self._path, ambiguous=True)
+            out._c_ordered = order if order in ("C", "F") else None
+            return out
         flags = layout.flags
         ok = flags.c_contiguous if order == "C" else flags.f_contiguous if order == "F" \
             else flags.c_contiguous or flags.f_contiguous
@@ -756,10 +756,9 @@ class Tracer:
                                          else "array"))
         if order == "C":
             return out
-        if order == "F" and out._trace is not None and \
-                sum(n > 1 for n in node.shape) > 1:
-            out._buf.layout_known = False
-            out._trace.permuted.add(node)
+        if order == "F":
+            out._buf.layout_known = sum(n > 1 for n in node.shape) <= 1
+            return out
         return inherit_layout(out, self)
 
     def view(self, dtype: Any = None, type: Any = None) -> "Tracer":
@@ -928,9 +927,9 @@ class Tracer:
         out = self._view(node) if is_view else Tracer(node)
         if self._buf.from_arguments and sum(n > 1 for n in self.node.shape) > 1:
             # decided for memory laid out as C-ordered arguments make it: a later write to
-            # it, or to the copy, depends on that (the call checks its arguments' layout)
+            # it, or to the copy, depends on that (the call checks those arguments' layout)
             self._buf.reshaped = out._buf.reshaped = True
-            out._buf.from_arguments = True
+            out._buf.from_arguments = out._buf.from_arguments | self._buf.from_arguments
         return out
 
     def transpose(self, *axes: Any) -> "Tracer":
@@ -1217,19 +1216,41 @@ def _no_element_equal(t: Tracer, value: bool) -> Tracer:
 
 def inherit_layout(out: Tracer, source: Any) -> Tracer:
     """``out``, new memory NumPy lays out as ``source``'s (order 'K': astype, np.copy,
-    zeros_like), whose node need not show it: its layout is as unknown (a permuted source),
-    and as much the arguments' (``Buffer.from_arguments``), as ``source``'s."""
-    state = out._trace
-    if state is None or out._node.ndim < 2 or not isinstance(source, Tracer):
+    zeros_like): as unknown a layout (a permuted source), and by the same arguments."""
+    return operands_layout(out, (source,))
+
+
+def operands_layout(out: Any, operands: Sequence[Any]) -> Any:
+    """``out`` (a result in new memory, or a tuple of them) laid out as NumPy lays out a
+    result of ``operands`` in order 'K' (a ufunc's, a copy's): in another order than C's when
+    every operand of its dimensions is (``x.T + 1``, not ``x.T + y``); and by the layout of
+    the arguments those operands' memory follows."""
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            operands_layout(o, operands)
         return out
-    buf = source._buf
-    if not buf.layout_known or source._node in state.permuted:
+    if not isinstance(out, Tracer) or out._trace is None or \
+            sum(n > 1 for n in out._node.shape) < 2:
+        return out
+    shaped = [t for t in operands if isinstance(t, Tracer) and t._buf is not out._buf and
+              t._node.ndim == out._node.ndim and sum(n > 1 for n in t._node.shape) > 1]
+    if not shaped:
+        return out
+    if all(t._permuted() for t in shaped):
         out._buf.layout_known = False
-        state.permuted.add(out._node)
-    if buf.argument is not None or buf.from_arguments or source._node in state.from_arguments:
-        out._buf.from_arguments = True
-        state.from_arguments.add(out._node)
+    args = frozenset().union(*(t._buf.from_arguments for t in shaped))
+    if args:
+        out._buf.from_arguments = out._buf.from_arguments | args
     return out
+
+
+def _poisoned(t: Tracer) -> UnsupportedOperationError:
+    return UnsupportedOperationError(with_location(
+        "using an array after a write through a reshaped or raveled view of it is not "
+        "supported by tracearray when NumPy makes that view a view or a copy by a memory "
+        "layout tracearray does not model (an array made from a transposed one: x.T + 1, "
+        f"np.exp(x.T)); the write was at {t._buf.poisoned}: take a C-ordered copy first "
+        "(t = t.copy()), or write into the array itself"))
 
 
 def _no_imaginary_part() -> None:

@@ -792,7 +792,7 @@ def _like(fill: Any, name: str):
     def fn(a, dtype=None, order="K", subok=True, shape=None, *, device=None):  # type: ignore[no-untyped-def]
         t = as_tracer(a)
         out = Tracer(api.full_like(unwrap(t), fill, dtype, shape))
-        return inherit_layout(out, t) if shape is None and order in ("K", "A") else out
+        return _in_order(out, t, order, shape is None)
     fn.__name__ = name
     return fn
 
@@ -814,7 +814,16 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subo
     shp = t.shape if shape is None else tuple(np.atleast_1d(shape))
     out = np.broadcast_to(fill_value.astype(dt), shp).copy() \
         if isinstance(fill_value, Tracer) else Tracer(api.full_like(t.node, fill_value, dt, shp))
-    return inherit_layout(out, t) if shape is None and order in ("K", "A") else out
+    return _in_order(out, t, order, shape is None)
+
+
+def _in_order(out: Tracer, source: Tracer, order: str, same_shape: bool = True) -> Tracer:
+    """``out`` laid out in ``order``: as ``source`` ('K', 'A'), C's, or Fortran's (a layout
+    the trace does not model)."""
+    if order == "F" and sum(n > 1 for n in out.shape) > 1:
+        out._buf.layout_known = False
+        return out
+    return inherit_layout(out, source) if same_shape and order in ("K", "A") else out
 
 
 @composite(np.copy, calls=['np.copy({0})'])
@@ -824,7 +833,7 @@ def copy(a: Any, order: str = "K", subok: bool = False) -> Tracer:
             f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})"))
     t = as_tracer(a)
     out = as_array_memory(t.copy())   # np.copy of a NumPy scalar: a 0-d array
-    return inherit_layout(out, t) if order in ("K", "A") else out   # (its default: a's)
+    return _in_order(out, t, order)   # (its default, 'K': a's)
 
 
 @composite(np.astype, calls=['np.astype({0}, np.float32)'])
