@@ -780,3 +780,30 @@ def test_a_reduction_per_loop_step_is_split_across_kernels():
     np.testing.assert_allclose(c(r), f(r))
     plan = c.lower(r).plan
     assert max(len(k.reductions) for k in plan.kernels) <= MAX_REDUCTIONS_PER_KERNEL
+
+
+def test_a_long_scalar_recurrence_compiles_in_bounded_time():
+    """A Python loop over samples (a biquad filter) stores two scalars a step: at most
+    MAX_ROOTS_PER_KERNEL of them in one kernel (127 steps in one kernel took LLVM more than
+    a minute; 126 steps 1.2 s)."""
+    import time
+    from tracearray.fuse.plan import MAX_ROOTS_PER_KERNEL
+
+    def biquad(x, b0=0.2, b1=0.4, b2=0.2, a1=-0.5, a2=0.3):
+        z1 = z2 = 0.0
+        out = np.empty_like(x)
+        for n in range(x.shape[0]):
+            xn = x[n]
+            yn = b0 * xn + z1
+            z1 = b1 * xn - a1 * yn + z2
+            z2 = b2 * xn - a2 * yn
+            out[n] = yn
+        return out
+
+    x = np.random.default_rng(0).random(300)
+    f = tracearray.compile(biquad, device="cpu")
+    start = time.perf_counter()
+    np.testing.assert_allclose(f(x), biquad(x), rtol=1e-12)
+    assert time.perf_counter() - start < 60
+    lowered = f.lower(x)
+    assert all(len(k.roots) <= MAX_ROOTS_PER_KERNEL for k in lowered.plan.kernels)

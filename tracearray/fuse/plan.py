@@ -452,7 +452,7 @@ def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
                 stores: set[Node], notes: list[str], first: int = 0) -> int:
     for k in range(len(kernels) - 1, first - 1, -1):
         kernel = kernels[k]
-        if kernel.kind not in ("map", "reduce"):
+        if kernel.kind not in ("map", "reduce") or len(kernel.roots) >= MAX_ROOTS_PER_KERNEL:
             continue
         idx = _root_index(kernel, node)
         if idx is None:
@@ -476,6 +476,10 @@ def _place_root(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
 # (``out[t] = rets[t].sum()``) made one kernel of every step's reduction, whose body LLVM
 # optimised in time growing faster than its length (64 steps 3.8 s, 256 steps 48 s).
 MAX_REDUCTIONS_PER_KERNEL = 16
+# Stored values one kernel computes, at most: a Python loop over scalars (an IIR filter, an
+# ODE step per sample) stored two values a step into one kernel, which LLVM optimised in
+# time that jumped past a few hundred (126 steps 1.2 s, 127 steps more than 60 s).
+MAX_ROOTS_PER_KERNEL = 64
 
 
 def _place_reduction(node: Node, kernels: list[Kernel], produced_by: dict[Node, int],
