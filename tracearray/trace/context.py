@@ -836,8 +836,9 @@ def _builtin_extreme(original: Callable[..., Any], pick: Callable[[Any, Any], An
     makes (``if item > best: best = item``: the first of ties, and NaN only where it comes
     first) as traced selects, instead of one data-dependent branch per comparison (each a
     probe: ``MAX_DATA_SIZES``). Anything else (a traced array, which Python iterates), and
-    every call outside the tracing thread, is Python's own. (The result is one of the items in Python, of their dtype: items of
-    different dtypes or kinds would make its type depend on the data, so they branch.)"""
+    every call outside the tracing thread, is Python's own. (The result is one of the items
+    in Python, of their dtype: items of different dtypes or kinds would make its type depend
+    on the data, so they branch.)"""
     def extreme(*args: Any, **kwargs: Any) -> Any:
         if kwargs or not args or current() is None:
             return original(*args, **kwargs)
