@@ -122,6 +122,16 @@ def fix_captured_value(value: Any) -> None:
             captured.fixed_value(value)
 
 
+def inexact_dtype(dtype: Any) -> np.dtype | None:
+    """``dtype=`` of a nan-function of inexact values: NumPy refuses an integer one."""
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if not np.issubdtype(dt, np.inexact):
+        raise TypeError(with_location("If a is inexact, then dtype must be inexact"))
+    return dt
+
+
 def needed_value(value: Any) -> np.ndarray | None:
     """The value of an argument a NumPy function needs known while tracing (a quantile's
     q, partition's kth): a Python or NumPy value, a value the function made from constants

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import with_location
 from ..interleaved import real_dtype
-from .build import normalize_axes, unsupported
+from .build import inexact_dtype, normalize_axes, unsupported
 from . import complex_math as cm
 from .complex import (PARTWISE, ComplexTracer, as_complex, complex_result_dtype,
                       discard_imaginary, function_rule,
@@ -951,16 +951,6 @@ def _by_count(total: Any, count: Any) -> Any:
     return q.astype(total.dtype) if q.dtype != total.dtype else q
 
 
-def _nan_dtype(dtype: Any) -> np.dtype | None:
-    """A nan-function's ``dtype`` for complex (inexact) values: NumPy refuses an integer one."""
-    if dtype is None:
-        return None
-    dt = np.dtype(dtype)
-    if not np.issubdtype(dt, np.inexact):
-        raise TypeError(with_location("If a is inexact, then dtype must be inexact"))
-    return dt
-
-
 def _real_values(a: Any) -> bool:
     return not isinstance(a, ComplexTracer) and np.result_type(a).kind != "c"
 
@@ -971,7 +961,7 @@ def _nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     _out_none("np.nanmean", out)
     if where is not True:
         raise unsupported("np.nanmean(where=...) of complex values")
-    dt = _nan_dtype(dtype) if not _real_values(a) or np.result_type(a).kind == "f" else \
+    dt = inexact_dtype(dtype) if not _real_values(a) or np.result_type(a).kind == "f" else \
         np.dtype(dtype) if dtype is not None else None
     z, ok = _nan_replaced(a)
     count = np.sum(ok, axis=axis, keepdims=keepdims)
@@ -996,12 +986,12 @@ def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
                           where=where, mean=mean)
         # NumPy sums the mean and the squares in the complex dtype: their imaginary parts
         # are 0, their real parts the sums in the real dtype; the result takes the dtype
-        dt = _nan_dtype(dtype)
+        dt = inexact_dtype(dtype)
         return np.nanvar(a, axis=axis, dtype=real_dtype(dt), ddof=ddof, keepdims=keepdims,
                          where=where, mean=mean).astype(dt)
     if where is not True or mean is not np._NoValue:
         raise unsupported("np.nanvar(where=..., mean=...) of complex values")
-    dt = _nan_dtype(dtype)
+    dt = inexact_dtype(dtype)
     z, ok = _nan_replaced(a)
     count = np.sum(ok, axis=axis, keepdims=True)
     if dt is not None and dt.kind == "f":

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import context
 from .. import numpy_api as api
-from ..build import check_where, normalize_axes, unsupported
+from ..build import check_where, inexact_dtype, normalize_axes, unsupported
 from ...errors import with_location
 from ..tracer import Tracer, check_index_out, no_out, reduction, store_out, unwrap
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
@@ -257,7 +257,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
     t = as_tracer(a)
     if t.dtype.kind != "f":
         return t.mean(axis, dtype, keepdims=_keep(keepdims), where=where)
-    _inexact_dtype(dtype)
+    inexact_dtype(dtype)
     mask = ~np.isnan(t) if where is True else np.logical_and(~np.isnan(t), where)
     if t.dtype == np.float16 and dtype is None:
         # NumPy's nanmean sums in float16 itself (np.mean sums float16 in float32), then
@@ -275,16 +275,6 @@ def _nan_axis(t: Tracer, axis: Any) -> Any:
     return None if api._zero_d_int_axis(t.node, axis) else axis
 
 
-def _inexact_dtype(dtype: Any) -> np.dtype | None:
-    """``dtype`` of a nan-function of inexact values: NumPy refuses an integer one."""
-    if dtype is None:
-        return None
-    dt = np.dtype(dtype)
-    if not np.issubdtype(dt, np.inexact):
-        raise TypeError(with_location("If a is inexact, then dtype must be inexact"))
-    return dt
-
-
 def _nan_var(name: str):
     def fn(a, axis=None, dtype=None, out=None, ddof=0, keepdims=np._NoValue, *,  # type: ignore[no-untyped-def]
            where=True, mean=np._NoValue, correction=np._NoValue):
@@ -293,7 +283,7 @@ def _nan_var(name: str):
         if t.dtype.kind != "f":   # (NumPy's np.var / np.std: no NaN to skip)
             return getattr(np, name[3:])(t, axis, dtype, None, ddof, keepdims, where=where,
                                          mean=mean, correction=correction)
-        dt = _inexact_dtype(dtype)   # (a complex dtype: complex_ops' rule)
+        dt = inexact_dtype(dtype)   # (a complex dtype: complex_ops' rule)
         if dt is not None and dt != t.dtype and mean is np._NoValue:
             return _nan_var_in(t, name, axis, dt, ddof, keepdims, where, correction)
         method = getattr(t, name[3:])
