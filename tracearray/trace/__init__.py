@@ -161,12 +161,7 @@ def _descriptor_refusal(e: BaseException) -> UnsupportedOperationError | None:
     m = _DESCRIPTOR.search(str(e))
     if m is None:
         return None
-    from .captured import _user_file
-    tb, where = e.__traceback__, None
-    while tb is not None:
-        if _user_file(tb.tb_frame.f_code.co_filename):
-            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
+    where = _innermost_user_line(e)
     cls, meth = m.group(2), m.group(1)
     return UnsupportedOperationError(
         f"{cls}.{meth}(x) of a traced value is not supported by tracearray (NumPy's class "
@@ -181,6 +176,17 @@ def _at_entry(guard: reads.Guard, entry: Any) -> reads.Guard:
     return guard._replace(value=entry)
 
 
+def _innermost_user_line(e: BaseException) -> str | None:
+    """``file:line`` of the innermost frame of the user's code in ``e``'s traceback."""
+    from .captured import _user_file
+    tb, where = e.__traceback__, None
+    while tb is not None:
+        if _user_file(tb.tb_frame.f_code.co_filename):
+            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
 def _note_user_line(e: BaseException) -> None:
     """NumPy's own error (a shape, an axis, a casting rule) raised while the function was
     traced, without tracearray's ``at file:line``: the innermost line of the user's code in
@@ -189,12 +195,7 @@ def _note_user_line(e: BaseException) -> None:
     if isinstance(e, TracearrayError) or "\n  at " in str(e) or \
             not hasattr(e, "add_note") or getattr(e, "__notes__", None):
         return
-    from .captured import _user_file
-    tb, where = e.__traceback__, None
-    while tb is not None:
-        if _user_file(tb.tb_frame.f_code.co_filename):
-            where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
+    where = _innermost_user_line(e)
     if where is not None:
         e.add_note(f"  at {where} (while tracearray traced the function)")
 

@@ -97,13 +97,9 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
         if isinstance(other, (str, bytes)):
             # NumPy's own error for its ufunc of these dtypes (Python's str * x would ask x
             # for an index instead)
+            # (the trace adds the user's line to it as a note: trace._note_user_line)
             stand = np.zeros(1, self.node.dtype)
-            try:
-                ufunc(*((other, stand) if reflected else (stand, other)))
-            except Exception as e:   # noqa: BLE001 -- NumPy's, at the user's line
-                if hasattr(e, "add_note") and user_location():
-                    e.add_note(f"  at {user_location()}")
-                raise
+            ufunc(*((other, stand) if reflected else (stand, other)))
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
         a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
