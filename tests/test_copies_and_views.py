@@ -564,3 +564,13 @@ def test_fortran_ordered_memory_the_function_makes():
             return t
         with pytest.raises(UnsupportedOperationError):
             tracearray.compile(f)(x.copy())
+
+
+def test_reshape_of_a_view_at_a_traced_position():
+    # (soak cpu-2026-12-07-fifteenth-review, program 157: the layout of v[..., k] at a traced
+    # k could not be found, an IndexError)
+    def f(x, k):
+        v = (x * 2)[None, :, :, k % 2 - 2]
+        return v.reshape((6, 2, 2)), v.ravel()
+
+    check(f, np.arange(48.0).reshape(4, 6, 2), np.int64(3))

@@ -395,6 +395,13 @@ def shadow(base_shape: Sequence[int], path: Sequence[Node],
             continue
         if step.op == "reshape":
             arr = np.reshape(arr, step.attr("shape"), copy=False)
+        elif scalar_gather(step) and memory is None:
+            # x[k] at a traced k: the view's layout is the same at every position (the
+            # offset alone is the data's, and no offset is asked for here)
+            at = [slice(None)] * arr.ndim
+            for ax in step.attr("axes"):
+                at[ax] = 0
+            arr = arr[tuple(at)]
         else:
             arr = OPS[step.op].numpy_ref(arr, **dict(step.attrs))
     return arr

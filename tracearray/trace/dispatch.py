@@ -466,9 +466,10 @@ def _operands_layout(func: Callable, result: Any, args: tuple, kwargs: dict) -> 
     return operands_layout(result, sources) if sources else result
 
 
-# NumPy functions whose results follow their operands' memory order ('K')
-_ORDER_K_FUNCTIONS = frozenset({np.where, np.clip, np.concatenate, np.sort, np.copy,
-                                np.nan_to_num, np.round, np.around, np.abs, np.absolute})
+# NumPy functions whose results follow their operands' memory order ('K'); ufuncs are laid
+# out in ``ufunc``, np.copy / *_like by their ``order`` (composites/shapes.py)
+_ORDER_K_FUNCTIONS = frozenset({np.where, np.clip, np.concatenate, np.sort, np.nan_to_num,
+                                np.round, np.around})
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:
