@@ -117,12 +117,11 @@ def _element_into_numpy_array(x: Any) -> Any:
     return out
 
 
+def _nan_to_python(x: Any) -> Any:
+    return float(np.nanmax(x) - np.nanmax(x))   # nan when x is all NaN, else 0.0
+
+
 CONCRETIZATIONS = [
-    (_int_of_tracer, "<- int", "int()"),
-    (_float_of_tracer, "<- float", "float()"),
-    (_array_of_sum, "<- array", "float()"),
-    (_item_of_tracer, "<- item", ".item()"),
-    (_scalar_type_of_tracer, "<- scalar type", "x.astype(np.float32)"),
     # NumPy's C code stores the element with float() and replaced our error with its own
     # ValueError ("setting an array element with a sequence")
     (_element_into_numpy_array, "<- element", "assigning a traced value into a NumPy array"),
@@ -154,17 +153,77 @@ def _count_as_int(x: Any) -> Any:
     return x * int((x > 0).sum())
 
 
+def _same_python_values(got: Any, want: Any) -> None:
+    """Equal to the bit, with the types NumPy's run gives (Python float / int / complex /
+    bool or a NumPy scalar of the same dtype)."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same_python_values(g, w)
+        return
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        return
+    assert type(got) is type(want), (got, want)
+    assert repr(got) == repr(want), (got, want)   # (-0.0, nan and every digit)
+
+
+def _several_conversions(x: Any) -> Any:
+    return (complex(np.sum(x * 1j)), (x.astype(np.complex64) * (1 + 2j)).sum().item(),
+            int(x.std()), x.astype(np.float16).max().item(), bool((x > 2).any().item()),
+            np.int16(x.ravel()[0]), np.float64(x.min()), x.astype(np.uint64).max().item())
+
+
 @pytest.mark.parametrize("fn", [_if_on_tracer, _while_on_tracer, _if_then_raise, _count_as_int,
-                                lambda x: x if (x > -10).all() and x.size > 3 else -x],
-                         ids=["if", "while", "if-raise", "int of an integer", "and"])
+                                lambda x: x if (x > -10).all() and x.size > 3 else -x,
+                                _int_of_tracer, _float_of_tracer, _array_of_sum,
+                                _item_of_tracer, _scalar_type_of_tracer, _nan_to_python,
+                                _several_conversions],
+                         ids=["if", "while", "if-raise", "int of an integer", "and",
+                              "int of a float", "float", "float of np.array", "item",
+                              "scalar type", "nan and -0.0", "several"])
 def test_branches_on_values_are_staged(fn: Callable) -> None:
-    """``if``/``while`` on a value and int() of an integer: a probe computes the value at
-    each call and the function is traced once per value (context.data_size), so each call
-    takes the branch NumPy takes."""
+    """``if``/``while`` on a value, int() / float() / complex() / .item() / np.float32() of a
+    value: a probe computes the value at each call and the function is traced once per
+    value (context.data_size), so each call takes the branch NumPy takes and goes on with
+    NumPy's number, to the bit."""
     f = tracearray.compile(fn, device="cpu")
-    for x in (X, -np.abs(X), np.abs(X) * 0.5, X * 4):
-        np.testing.assert_array_equal(f(x), fn(x))
+    first = None
+    for x in (X, -np.abs(X), np.abs(X) * 0.5, X * 4, X * 0 - 0.0, X * np.nan, X):
+        if first is None and f.cache_info().traces:
+            first = f.cache_info().compiles   # after the first call
+        if fn is _if_then_raise and np.isnan(x).any():
+            continue
+        with np.errstate(invalid="ignore"):
+            try:
+                want = fn(x)
+            except ValueError as e:   # int(nan)
+                with pytest.raises(type(e), match=str(e)):
+                    f(x)
+                continue
+        _same_python_values(f(x), want)
     assert f.cache_info().traces >= 2   # the probe's trace, then one per value seen
+    if fn not in (_if_on_tracer, _while_on_tracer):   # (a branch's paths are graphs of their own)
+        # a new value traces again and compiles nothing: the value is a constant of kernels
+        # built for an earlier one (the probes of the first call and one program more)
+        assert f.cache_info().compiles <= first + 2, f.cache_info()
+
+
+def test_scalar_conversions_of_arrays_of_one_element_as_numpy() -> None:
+    """NumPy 2.4 converts only 0-d arrays to Python scalars (earlier versions warn)."""
+    from tracearray.trace.tracer import NDIM_SCALAR_CONVERSION_RAISES
+    for conv in (int, float, complex):
+        fn = (lambda c: lambda x: x * c(x[:1]))(conv)
+        f = tracearray.compile(fn, device="cpu")
+        if NDIM_SCALAR_CONVERSION_RAISES:
+            with pytest.raises(TypeError, match="only 0-dimensional arrays"):
+                fn(X.ravel())
+            with pytest.raises(TypeError, match="only 0-dimensional arrays"):
+                f(X.ravel())
+    for conv in (int, float):
+        with pytest.raises(TypeError, match="not 'complex'"):
+            tracearray.compile(lambda x: conv(x.sum() * 1j), device="cpu")(X)
 
 
 def test_branches_on_values_are_staged_on_the_emulated_gpu(emulated_gpu) -> None:
@@ -1362,8 +1421,10 @@ def test_builtin_round_of_traced_values() -> None:
     f = tracearray.compile(lambda a: (round(a.sum(), 2), round(a[1], 0)), device="cpu")
     for got, want in zip(f(x), (round(x.sum(), 2), round(x[1], 0))):
         assert got == want and np.asarray(got).dtype == np.asarray(want).dtype
-    with pytest.raises(tracearray.ConcretizationError):   # a Python int needs the value
-        tracearray.compile(lambda a: round(a.sum()), device="cpu")(x)
+    # a Python int: the value, staged (int() of it)
+    g = tracearray.compile(lambda a: round(a.sum()), device="cpu")
+    for a in (x, -x * 3):
+        assert g(a) == round(a.sum()) and type(g(a)) is int
     with pytest.raises(TypeError, match="__round__"):      # as NumPy's arrays
         tracearray.compile(lambda a: round(a, 1), device="cpu")(x)
 

@@ -330,8 +330,8 @@ class CompiledFunction:
                     f"{self.__name__} needs more than {MAX_DATA_SIZES} values that depend "
                     f"on the data ({lowered.probe}{f' at {where}' if where else ''}, ...): "
                     f"sizes, branches (if/while on a "
-                    f"value) and int() of values, each found by running the function up to "
-                    f"it. A Python loop whose length, indices or condition are traced values "
+                    f"value) and int() / float() / .item() of values, each found by running "
+                    f"the function up to it. A Python loop whose length, indices or condition are traced values "
                     f"unrolls into one such value per step; write it with whole-array "
                     f"operations (np.where for choices)")
             (count,) = lowered.executable.run(all_leaves)

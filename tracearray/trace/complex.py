@@ -276,13 +276,17 @@ class ComplexTracer:
         return bool((self.re != 0) | (self.im != 0))
 
     def __complex__(self) -> complex:
-        return self._concrete("complex()")
+        # the two parts, each staged (a probe at each call finds its value: Tracer.__float__)
+        return complex(float(self.re), float(self.im))
 
     def __float__(self) -> float:
-        return self._concrete("float()")
+        raise TypeError(with_location(
+            "float() argument must be a string or a real number, not 'complex'"))
 
     def __int__(self) -> int:
-        return self._concrete("int()")
+        raise TypeError(with_location(
+            "int() argument must be a string, a bytes-like object or a real number, not "
+            "'complex'"))
 
     def __index__(self) -> int:
         raise TypeError(with_location("only integer arrays can be used as an index; this "
@@ -292,7 +296,12 @@ class ComplexTracer:
         return self._concrete("converting to a NumPy array")
 
     def item(self, *args: Any) -> Any:
-        return self._concrete(".item()")
+        if args:
+            return self._concrete(".item(index)")
+        if self.re.size != 1:
+            raise ValueError(with_location(
+                "can only convert an array of size 1 to a Python scalar"))
+        return complex(self.re.item(), self.im.item())
 
     def tolist(self) -> Any:
         return self._concrete(".tolist()")

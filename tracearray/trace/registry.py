@@ -194,19 +194,21 @@ def _operator_entries() -> list[Entry]:
     out.append(Entry("np.ndenumerate(x), np.fromiter(values, dtype)", "operator", "tracer", "",
                      "unrolled as iteration over x is: each element a traced 0-d value; "
                      "np.nditer of a traced array is refused by name"))
-    out.append(Entry("if x, while x, bool(x), and/or/not of a one-element value; int(x) of "
-                     "an integer one", "operator", "tracer", "",
-                     "staged: at each call a probe computes the value, and the function is "
-                     "traced once per value seen (each call runs its probes and waits for "
-                     "them; at most 64 values a call, so a while loop of more iterations is "
-                     "refused); inside np.vectorize's function: ConcretizationError"))
+    out.append(Entry("if x, while x, bool(x), and/or/not of a one-element value; int(x), "
+                     "float(x), complex(x), x.item(), np.float32(x) (NumPy's scalar types) "
+                     "of one", "operator", "tracer", "",
+                     "staged: at each call a probe computes the value (to the bit), and the "
+                     "function is traced once per value seen, compiling nothing new (each "
+                     "call runs its probes and waits for them; at most 64 values a call, so "
+                     "a while loop of more iterations is refused); inside np.vectorize's "
+                     "function: ConcretizationError"))
     out.append(Entry("Python's max(a, b, ...) / min(...) of traced NumPy scalars of one dtype "
                      "(or a list or generator of them)", "operator", "tracer", "",
                      "traced selects in Python's fold (if item > best: the first of ties, "
                      "NaN only where it comes first), no data-dependent value; other argument "
                      "kinds (a Python number beside a traced one, mixed dtypes, a traced "
                      "array) compare as bool(x) does"))
-    out.append(Entry("float(x), complex(x), x.item(), x.tolist(), print(x)", "operator", None,
+    out.append(Entry("x.tolist(), print(x), str(x), f'{x}'", "operator", None,
                      "", "needs the concrete value (ConcretizationError)"))
     return out
 

@@ -72,6 +72,45 @@ def _staged(node: Node, what: str) -> int:
     return context.data_size(api.cast(api.reshape(node, ()), np.dtype(np.int64)), what)
 
 
+def _staged_scalar(node: Node, what: str) -> Any:
+    """The value of the one-element real ``node`` as the NumPy scalar of its dtype, staged as
+    ``_staged`` is. The probe computes its bits as an int64 (float16 / float32 widened to
+    float64 first, exactly), so each distinct value, -0.0 and every NaN included, is a trace
+    of its own and the value the trace goes on with is NumPy's to the bit."""
+    from . import context
+    dt = node.dtype
+    if dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8:
+        return dt.type(_staged(node, what))
+    wide = np.dtype(np.float64) if dt.kind == "f" else dt
+    value = api.reshape(node, ()) if dt == wide else api.cast(api.reshape(node, ()), wide)
+    bits = context.data_size(make("bitcast", [value], dtype=np.dtype(np.int64).str), what)
+    return dt.type(np.array(bits, np.int64).view(wide)[()])
+
+
+def _scalar_of_ndim(node: Node, what: str) -> None:
+    """NumPy 2.4's TypeError for a Python scalar of an array of one element and ndim > 0
+    (earlier versions warn and convert)."""
+    if node.ndim > 0 and NDIM_SCALAR_CONVERSION_RAISES:
+        raise TypeError(with_location(
+            "only 0-dimensional arrays can be converted to Python scalars"
+            if what != "index" else "only integer scalar arrays can be converted to a scalar "
+            "index"))
+
+
+def _conversion_raises() -> bool:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            float(np.zeros(1))
+        except TypeError:
+            return True
+    return False
+
+
+NDIM_SCALAR_CONVERSION_RAISES = _conversion_raises()
+
+
 def unwrap(x: Any) -> Any:
     """Tracers become nodes; lists/tuples are unwrapped element-wise; others pass through."""
     if isinstance(x, Tracer):
@@ -456,25 +495,42 @@ class Tracer:
         return bool(_staged(api.cast(self.node, np.dtype(bool)),
                             "the truth value of a Python branch (bool())"))
 
+    def _staged_python_scalar(self, convert: Callable[[Any], Any], what: str) -> Any:
+        """``convert`` (int, float, bool or the NumPy scalar's .item) of this one-element
+        array's value, staged (``_staged_scalar``): a value the data decides, found by a probe
+        at each call, each distinct value a trace of its own (no new compile: the traced
+        graph takes it as a constant of the same kernels)."""
+        from . import context
+        dt, state = self.node.dtype, context.current()
+        # (NumPy's own implementations of its functions stage integers only: one that takes
+        # the floats of an array one by one, np.array2string, is refused by name instead)
+        if self.node.size == 1 and dt.kind in "biuf" and context.values_may_be_staged() and \
+                (dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8 or
+                 state.numpy_implementations == 0) and \
+                not _SUBSCRIPT_ASSIGNMENT.search(_user_code_line()):
+            return convert(_staged_scalar(self.node, f"{what} of a value"))
+        return self._concrete(_scalar_conversion(what))
+
     def __int__(self) -> int:
         v = self._known()
         if v is not None:
             return int(v)
-        from . import context
-        dt = self.node.dtype
-        if self.node.size == 1 and (dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8) \
-                and context.values_may_be_staged():   # (int64 holds the value exactly)
-            return _staged(self.node, "int() of a value")
-        return self._concrete(_scalar_conversion("int()"))
+        _scalar_of_ndim(self.node, "int()")
+        return self._staged_python_scalar(int, "int()")
 
     def __float__(self) -> float:
         v = self._known()
         if v is not None:
             return float(v)
-        return self._concrete(_scalar_conversion("float()"))
+        _scalar_of_ndim(self.node, "float()")
+        return self._staged_python_scalar(float, "float()")
 
     def __complex__(self) -> complex:
-        return self._concrete(_scalar_conversion("complex()"))
+        v = self._known()
+        if v is not None:
+            return complex(v)
+        _scalar_of_ndim(self.node, "complex()")
+        return self._staged_python_scalar(complex, "complex()")
 
     def __index__(self) -> int:
         v = self._known()
@@ -497,6 +553,12 @@ class Tracer:
         if _SUBSCRIPT_ASSIGNMENT.search(code):
             return self._concrete(_ASSIGNMENT_INTO_NUMPY)
         scalar_type = _SCALAR_TYPE_CALL.search(code)
+        if scalar_type and self.node.size == 1 and self.node.dtype.kind in "biuf" and \
+                context.values_may_be_staged():
+            # np.float32(x.sum()): NumPy's scalar of the value, staged as float() is; NumPy
+            # casts it to the type asked for, with its own rounding and warnings
+            value = _staged_scalar(self.node, f"np.{scalar_type.group(1)}() of a value")
+            return np.array(value).reshape(self.node.shape)
         if scalar_type:
             return self._concrete(
                 f"np.{scalar_type.group(1)}(...) of a traced value (a NumPy scalar type "
@@ -534,6 +596,8 @@ class Tracer:
         if not args and self.size != 1:
             raise ValueError(with_location(
                 "can only convert an array of size 1 to a Python scalar"))
+        if not args or self.size == 1 and isinstance(args[0], (int, np.integer)):
+            return self._staged_python_scalar(lambda v: v.item(), ".item()")
         return self._concrete(".item()")
 
     def __delitem__(self, key: Any) -> None:
