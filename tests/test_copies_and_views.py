@@ -574,3 +574,57 @@ def test_reshape_of_a_view_at_a_traced_position():
         return v.reshape((6, 2, 2)), v.ravel()
 
     check(f, np.arange(48.0).reshape(4, 6, 2), np.int64(3))
+
+
+def _written_through_ravel(make):
+    def f(a):
+        r = make(a)
+        r.ravel()[0] = 99.0
+        return r
+    return f
+
+
+LAYOUT_OF_RESULTS = {
+    # results NumPy lays out by an operand out of C order (Fortran-ordered here), or in ways
+    # the trace does not model: a write through their ravel is refused, never a guess
+    "reduction of permuted axes": lambda a: np.stack([a, a + 1]).transpose(2, 0, 1).sum(1),
+    "mean of permuted axes": lambda a: (a.reshape(2, 2, 3) * 1).transpose(2, 0, 1).mean(1),
+    "cumsum of a transpose": lambda a: np.cumsum(a.T, axis=1),
+    "partition of a transpose": lambda a: np.partition(a.T, 1, axis=0),
+    "roll of a transpose": lambda a: np.roll(a.T, 1, axis=0),
+    "power of a transpose": lambda a: a.T ** 2,
+    "rpower of a transpose": lambda a: 2.0 ** a.T,
+    "frexp of a transpose": lambda a: np.frexp(a.T)[0],
+    "argwhere": lambda a: np.argwhere(a > 0),
+    "nonzero": lambda a: np.nonzero(a > 0)[0],
+    "where of one argument": lambda a: np.where(a > 0)[1],
+    "unique along axis 1": lambda a: np.unique(np.round(a), axis=1),
+    "reshape order F": lambda a: (a * 1).reshape(3, 4, order="F"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_OF_RESULTS))
+def test_writes_through_ravels_of_results_numpy_lays_out_its_own_way(name):
+    a = np.arange(12.0).reshape(4, 3) - 5.5
+    with pytest.raises(UnsupportedOperationError, match="after a write through a reshaped"):
+        tracearray.compile(_written_through_ravel(LAYOUT_OF_RESULTS[name]))(a)
+
+
+def test_results_of_fortran_ordered_arguments_written_through_ravels():
+    """A result NumPy lays out as a Fortran-ordered argument (np.stack, np.cumsum, a
+    reduction, einsum of it) written through its ravel: the call with that argument is
+    refused; with a C-ordered one the result is NumPy's. C-ordered results (matmul, kron,
+    repeat) are NumPy's either way."""
+    a = np.arange(12.0).reshape(4, 3) - 5.5
+    for make in (lambda a: np.stack([a, a]), lambda a: np.cumsum(a, axis=0),
+                 lambda a: (a[None] + np.zeros((2, 1, 1))).max(axis=0),
+                 lambda a: np.einsum("ij,ij->ij", a, a)):
+        f = _written_through_ravel(make)
+        check(f, a)
+        with pytest.raises(UnsupportedOperationError, match="not C-ordered"):
+            tracearray.compile(f)(np.asfortranarray(a))
+    for make in (lambda a: a @ a.T, lambda a: np.kron(a, a[:2]), lambda a: np.repeat(a, 2, 1),
+                 lambda a: np.vander(a[:, 0])):
+        f = _written_through_ravel(make)
+        check(f, a)
+        check(f, np.asfortranarray(a))

@@ -126,9 +126,11 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         if entry is not None:
             dtype = kwargs.pop("dtype", None)
             casting = kwargs.pop("casting", "same_kind")
+            from .tracer import operands_layout
             if dtype is None:
-                return entry.impl(*inputs, **kwargs)
-            return _composite_in_dtype(uf, entry.impl, inputs, kwargs, dtype, casting, name)
+                return operands_layout(entry.impl(*inputs, **kwargs), inputs)
+            return operands_layout(
+                _composite_in_dtype(uf, entry.impl, inputs, kwargs, dtype, casting, name), inputs)
         if uf.__name__.endswith(" (vectorized)"):   # np.frompyfunc's object ufunc
             raise unsupported(f"a ufunc made by np.frompyfunc ({uf.__name__})",
                               "it calls a Python function on object elements; np.vectorize "
@@ -454,22 +456,70 @@ def _new_memory_results(func: Callable, result: Any, args: tuple, kwargs: dict) 
 
 def _operands_layout(func: Callable, result: Any, args: tuple, kwargs: dict) -> Any:
     """A composite's new-memory results laid out, as far as the trace knows, as NumPy lays
-    out the results of the functions that keep their operands' order ('K': np.where of
-    Fortran-ordered arrays is Fortran-ordered), however the composite built them
-    (``tracer.operands_layout``); other functions' results are C-ordered."""
-    if func not in _ORDER_K_FUNCTIONS:
+    them out, however the composite built them: the functions that keep their operands'
+    order ('K': np.where of Fortran-ordered arrays is Fortran-ordered) as a ufunc's
+    (``tracer.operands_layout``); those that always make C-ordered memory as C; any other
+    as not known where an operand is out of C order (``tracer.follows_layout``: whether a
+    reshape of it is a view is then not decided by a guess)."""
+    from .tracer import Tracer, follows_layout, operands_layout, unmodelled_layout
+    if func in _UNMODELLED_LAYOUT_FUNCTIONS or func is _UNIQUE and \
+            kwargs.get("axis", args[4] if len(args) > 4 else None) is not None or \
+            func is _WHERE and len(args) + len(kwargs) == 1:
+        return unmodelled_layout(result)
+    if func in _OWN_ORDER_FUNCTIONS:
         return result
-    from .tracer import Tracer, operands_layout
+    if func in _C_ORDER_FUNCTIONS:
+        return c_ordered_results(result)
     sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tracer)] + \
         [b for a in (*args, *kwargs.values()) if type(a) in (list, tuple)
          for b in a if isinstance(b, Tracer)]
-    return operands_layout(result, sources) if sources else result
+    if not sources:
+        return result
+    if func in _ORDER_K_FUNCTIONS:
+        return operands_layout(result, sources)
+    out = kwargs.get("out")
+    return follows_layout(result, sources, (out,) if out is not None else ())
 
 
-# NumPy functions whose results follow their operands' memory order ('K'); ufuncs are laid
-# out in ``ufunc``, np.copy / *_like by their ``order`` (composites/shapes.py)
+def c_ordered_results(result: Any) -> Any:
+    """``result`` (a composite's new-memory results) as NumPy's C-ordered new memory: a view
+    the composite made of memory of its own becomes such memory, and what its operations
+    took from the arguments' layout is forgotten (np.kron of a Fortran-ordered argument is
+    C-ordered whatever the composite computed it through)."""
+    from .tracer import Tracer
+    if type(result) in (tuple, list):
+        return type(result)(c_ordered_results(r) for r in result)
+    if not isinstance(result, Tracer) or result._trace is None or \
+            result._buf.argument is not None:
+        return result
+    if result._path:
+        return result._new_memory(result.node, order="C")
+    result._buf.layout_known, result._buf.from_arguments = True, frozenset()
+    return result
+
+
+# NumPy functions whose results follow their operands' memory order ('K') as a ufunc's do;
+# ufuncs are laid out in ``ufunc``
 _ORDER_K_FUNCTIONS = frozenset({np.where, np.clip, np.concatenate, np.sort, np.nan_to_num,
                                 np.round, np.around})
+# NumPy functions whose results NumPy lays out in ways the trace does not model (strided
+# views of an (n, ndim) index array, Fortran-ordered columns, LAPACK's real parts of complex
+# memory): whether a reshape or ravel of them is a view is not guessed
+_UNMODELLED_LAYOUT_FUNCTIONS = frozenset({np.nonzero, np.argwhere, np.linalg.eig,
+                                          np.linalg.eigvals})
+# (as imported: a trace replaces some of NumPy's names by its own versions while it runs)
+_UNIQUE, _WHERE = np.unique, np.where
+# NumPy functions that lay their results out by their own ``order=`` (np.copy, *_like:
+# composites/shapes.py, the conversions: context.py)
+_OWN_ORDER_FUNCTIONS = frozenset({
+    np.copy, np.array, np.asarray, np.asanyarray, np.ascontiguousarray, np.asfortranarray,
+    np.require, np.empty_like, np.zeros_like, np.ones_like, np.full_like})
+# NumPy functions whose new results are C-ordered whatever their operands' layout (checked
+# against NumPy 2.4)
+_C_ORDER_FUNCTIONS = frozenset({
+    np.matmul, np.dot, np.vdot, np.inner, np.outer, np.kron, np.tensordot, np.repeat,
+    np.tile, np.linalg.inv, np.linalg.solve, np.linalg.pinv, np.linalg.matrix_power,
+    np.linalg.cholesky, np.linalg.qr, np.linalg.svd, np.linalg.eigh, np.linalg.lstsq})
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:

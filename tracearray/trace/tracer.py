@@ -656,14 +656,17 @@ class Tracer:
         if complex_values.is_complex(other):
             return complex_values.apply_ufunc(np.power, "__call__", (self, other), {})
         # (a NumPy scalar's ** is np.power: ndarray.__pow__'s fast paths are an array's)
-        return Tracer(api.power(self.node, unwrap(other), operator=not self._is_numpy_scalar()))
+        return operands_layout(Tracer(api.power(self.node, unwrap(other),
+                                                operator=not self._is_numpy_scalar())),
+                               (self, other))
 
     __ipow__, __imatmul__ = _inplace(np.power), _inplace(np.matmul)
 
     def __rpow__(self, other: Any) -> Any:
         if complex_values.is_complex(other):
             return complex_values.apply_ufunc(np.power, "__call__", (other, self), {})
-        return Tracer(api.apply_ufunc(np.power, unwrap(other), self.node))
+        return operands_layout(Tracer(api.apply_ufunc(np.power, unwrap(other), self.node)),
+                               (other, self))
 
     def __matmul__(self, other: Any) -> Any:
         if complex_values.is_complex(other):
@@ -985,6 +988,8 @@ class Tracer:
             except ValueError:
                 is_view = False
         out = self._view(node) if is_view else Tracer(node)
+        if not is_view and order == "F" and sum(n > 1 for n in node.shape) > 1:
+            out._buf.layout_known = False   # NumPy's copy is Fortran-ordered
         if self._buf.from_arguments and sum(n > 1 for n in self.node.shape) > 1:
             # decided for memory laid out as C-ordered arguments make it: a later write to
             # it, or to the copy, depends on that (the call checks those arguments' layout)
@@ -1302,6 +1307,63 @@ def operands_layout(out: Any, operands: Sequence[Any]) -> Any:
     if args:
         out._buf.from_arguments = out._buf.from_arguments | args
     return out
+
+
+def follows_layout(out: Any, operands: Sequence[Any], exclude: Sequence[Any] = ()) -> Any:
+    """``out`` (a result in new memory, or a tuple of them) of a function whose result
+    layout NumPy decides from its operands in ways the trace does not model (a reduction
+    keeps the operand's order of the axes it keeps: ``a.transpose(2, 0, 1).sum(1)`` is
+    Fortran-ordered; np.cumsum, np.partition, np.roll copy in order 'K'): not known when
+    any operand of two or more dimensions is laid out out of C's order, and laid out by the
+    arguments any of them follows. Results that are operands or ``exclude`` (an ``out=``)
+    keep theirs."""
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            follows_layout(o, operands, exclude)
+        return out
+    if not isinstance(out, Tracer) or out._trace is None or \
+            sum(n > 1 for n in out._node.shape) < 2:
+        return out
+    kept = {id(t._buf) for t in (*operands, *exclude) if isinstance(t, Tracer)}
+    if id(out._buf) in kept:
+        return out
+    shaped = [t for t in operands if isinstance(t, Tracer) and
+              sum(n > 1 for n in t._node.shape) > 1]
+    if any(t._permuted() for t in shaped):
+        out._buf.layout_known = False
+    args = frozenset().union(*(t._buf.from_arguments for t in shaped))
+    if args:
+        out._buf.from_arguments = out._buf.from_arguments | args
+    return out
+
+
+def unmodelled_layout(out: Any) -> Any:
+    """``out`` (a result in new memory, or a tuple of them) laid out by NumPy in a way the
+    trace does not model (np.nonzero's strided index rows, np.argwhere's columns): whether
+    a reshape or ravel of it is a view is not decided by a guess (``Buffer.layout_known``)."""
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            unmodelled_layout(o)
+    elif isinstance(out, Tracer) and out._trace is not None and out._buf.argument is None:
+        out._buf.layout_known = False
+    return out
+
+
+def _laid_out_by_self(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A method whose new result NumPy lays out by the array's own layout (``follows_layout``)."""
+    @functools.wraps(method)
+    def laid_out(self: Tracer, *args: Any, **kwargs: Any) -> Any:
+        return follows_layout(method(self, *args, **kwargs), (self,),
+                              (*args, *kwargs.values()))
+    return laid_out
+
+
+for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std", "argmax",
+              "argmin", "cumsum", "cumprod", "ptp", "partition", "argpartition", "argsort",
+              "round", "clip", "conj", "conjugate"):
+    if _name in Tracer.__dict__:
+        setattr(Tracer, _name, _laid_out_by_self(Tracer.__dict__[_name]))
+del _name
 
 
 def _poisoned(t: Tracer) -> UnsupportedOperationError:

@@ -422,7 +422,9 @@ def vander(x: Any, N: Any = None, increasing: bool = False) -> Tracer:
     if cols > 1:
         parts.append(np.cumprod(np.broadcast_to(t.astype(dt)[:, None], (n, cols - 1)), axis=1))
     v = np.concatenate(parts, axis=1)
-    return v if increasing else v[:, ::-1]
+    # (NumPy fills its C-ordered result through a reversed view and returns the result: a
+    # copy here, so that a reshape of it is a view as NumPy's is)
+    return v if increasing else v[:, ::-1].copy()
 
 
 composite(np.polyfit, calls=['np.polyfit(np.arange({0}.shape[0]) * 0.5, {0}, 2)',
