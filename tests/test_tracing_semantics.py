@@ -1681,3 +1681,32 @@ def test_numpys_own_errors_name_the_users_line_in_a_note():
         tracearray.compile(f, device="cpu")(np.arange(6.0))
     notes = getattr(info.value, "__notes__", [])
     assert any("test_tracing_semantics.py" in n for n in notes), notes
+
+
+def test_values_made_from_constants_many_steps_deep_are_known():
+    """A mel filterbank built inside the function: its bins come from np.linspace through
+    ten operations, and Python loops over them (range(l, c)) need them as numbers: known
+    while tracing, not 20 x 3 values staged by probes (more than the 64 a call may have)."""
+    def hz_to_mel(f):
+        return 2595.0 * np.log10(1.0 + f / 700.0)
+
+    def mel_to_hz(m):
+        return 700.0 * (10 ** (m / 2595.0) - 1.0)
+
+    def log_mel(spec, sr):
+        n_mels, n_fft = 20, 2 * (spec.shape[-1] - 1)
+        mels = np.linspace(hz_to_mel(0.0), hz_to_mel(sr / 2), n_mels + 2)
+        bins = np.floor((n_fft + 1) * mel_to_hz(mels) / sr).astype(int)
+        fb = np.zeros((n_mels, n_fft // 2 + 1))
+        for m in range(1, n_mels + 1):
+            lo, c, hi = bins[m - 1], bins[m], bins[m + 1]
+            for k in range(lo, c):
+                fb[m - 1, k] = (k - lo) / (c - lo)
+            for k in range(c, hi):
+                fb[m - 1, k] = (hi - k) / (hi - c)
+        return np.log(spec @ fb.T + 1e-10)
+
+    x = np.random.default_rng(0).random((4, 129))
+    f = tracearray.compile(log_mel, device="cpu")
+    np.testing.assert_allclose(f(x, 8000), log_mel(x, 8000), rtol=1e-12)
+    assert f.cache_info().traces == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import operator
 import struct
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -157,15 +158,25 @@ def needed_value(value: Any) -> np.ndarray | None:
     return known
 
 
-def known_value(node: Any, depth: int = 8, globals_: dict | None = None,
+# known values of nodes found so far (nodes are interned and immutable: a node's known value
+# never changes); only values found without ``globals_``, whose values are a call's
+_KNOWN: "weakref.WeakKeyDictionary[Node, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def known_value(node: Any, depth: int = 24, globals_: dict | None = None,
                 used: dict | None = None) -> np.ndarray | None:
-    """The value of a node known at trace time: a constant, or small ops of constants a few
-    steps deep (arrays the function made with np.arange, np.zeros, ..., a
-    loop variable over one, ``np.arange(n) * 2``) -- not after traced data was written in."""
+    """The value of a node known at trace time: a constant, or small ops of constants up to
+    ``depth`` steps deep (arrays the function made with np.arange, np.linspace, np.zeros,
+    ..., a loop variable over one, ``np.floor(n * 10 ** (np.linspace(0, 3, 20) / 3))``: a
+    mel filterbank's bins) -- not after traced data was written in."""
     if not isinstance(node, Node):
         return None
     if node.op == "constant":
         return np.frombuffer(node.attr("value"), dtype=node.dtype).reshape(node.shape)
+    if globals_ is None:
+        known = _KNOWN.get(node)
+        if known is not None:
+            return known
     if globals_ is not None and node in globals_:   # (``needed_value``: its values now)
         name, arr = globals_[node]
         if arr.size > 1 << 16 or np.dtype(arr.dtype) != node.dtype or arr.shape != node.shape:
@@ -188,7 +199,11 @@ def known_value(node: Any, depth: int = 8, globals_: dict | None = None,
                 spec.numpy_ref(*args, **dict(node.attrs))
     except Exception:   # noqa: BLE001 -- not known then: the kernel computes (and checks) it
         return None
-    return np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+    out = np.asarray(out).astype(node.dtype, copy=False).reshape(node.shape)
+    if globals_ is None:
+        out.flags.writeable = False   # (shared by every later ask, as a constant's is)
+        _KNOWN[node] = out
+    return out
 
 
 def size_scalar(value: float | int, dtype: Any, dims: tuple[int, ...] | None = None,
