@@ -628,3 +628,20 @@ def test_results_of_fortran_ordered_arguments_written_through_ravels():
         f = _written_through_ravel(make)
         check(f, a)
         check(f, np.asfortranarray(a))
+
+
+def test_views_numpy_returns_read_only_are_returned_read_only():
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    def f(x):
+        c = x.T @ x
+        return (np.diag(c), np.broadcast_to(x.mean(0), x.shape), c.diagonal(),
+                sliding_window_view(x[0] * 1, 2), c, x * 1)
+
+    x = np.random.default_rng(0).random((5, 3))
+    cf = tracearray.compile(f)
+    for _ in range(2):
+        got, want = cf(x), f(x)
+        assert [g.flags.writeable for g in got] == [w.flags.writeable for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w)

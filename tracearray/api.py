@@ -1001,6 +1001,12 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
         for i, value in zip(graph.updates, outs[n:n + len(graph.updates)]):
             _write_into(targets[i], value)
     outs = outs[:n]
+    for i in graph.readonly_results:
+        o = outs[i]
+        if isinstance(o, np.ndarray) and o.ndim:
+            # a view of the result's memory (another result may be that memory, writeable)
+            outs[i] = o = o.view()
+            o.flags.writeable = False
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
     return pytree.unflatten(graph.out_tree, outs)
 

@@ -227,7 +227,11 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "views-are-copies", "api", ("reshape", "transpose", "slice", "broadcast_to"),
         "A function that returns a view of its argument (or the argument itself, after "
         "updating it in place) returns a new array with the same values when compiled; "
-        "writing to that result later does not modify the argument.", "not-compared"),
+        "writing to that result later does not modify the argument. Likewise two results "
+        "that are views of one array (`return y, y[::2]`) are separate arrays, which do not "
+        "share memory (the same array returned twice is one array). Writability is NumPy's: "
+        "a view NumPy returns read-only (np.diag, broadcast_to, sliding_window_view) is "
+        "returned read-only.", "not-compared"),
     Divergence(
         "traced-layout-flags", "api", ("ndarray.flags", "ndarray.view", "ndarray.strides",
                                        "np.lib.stride_tricks.as_strided"),

@@ -520,9 +520,13 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     outputs += [node for _i, node in updates]
     checks = tuple((c.error, c.message) for c in state.checks)
     outputs += [c.node for c in state.checks]
+    # (a view NumPy returns read-only stays so: its flags are NumPy's)
+    readonly = tuple(i for i, leaf in enumerate(leaves)
+                     if isinstance(leaf, Tracer) and leaf._trace is not None and
+                     not leaf.flags.writeable)
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
                   tuple(global_inputs), dict(state.locations),
-                  tuple(i for i, _n in updates))
+                  tuple(i for i, _n in updates), readonly)
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,

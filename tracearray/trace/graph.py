@@ -202,6 +202,9 @@ class Graph:
     # node -> the user's line that made it in this trace (for run-time errors)
     locations: Any = field(default=None, compare=False, hash=False, repr=False)
     updates: tuple[int, ...] = ()
+    # the results NumPy returns read-only (views made by np.diag / diagonal, broadcast_to,
+    # sliding_window_view of the function's own arrays), by position among ``results``
+    readonly_results: tuple[int, ...] = ()
     # ``nodes()``'s order, computed once: every stage walks the graph (not an init field, so
     # ``dataclasses.replace`` of other outputs starts without it)
     _order: Any = field(default=None, init=False, compare=False, hash=False, repr=False)
