@@ -1554,3 +1554,16 @@ def test_a_barrier_some_threads_skip_breaks_instead_of_hanging(monkeypatch, skip
     else:
         dev.launch(fn, 1, 64, ctypes.addressof(args))
         assert list(out) == [31] * 32 + [63] * 32
+
+
+def test_constant_results_writeable_and_a_result_returned_twice_is_one_array():
+    """(emulator probe, sixteenth session) A result the graph folds to a constant
+    (np.arange, an empty np.nonzero) was returned read-only with NumPy inputs, and an array
+    returned twice came back as two copies: NumPy's are writeable, and one array."""
+    f = tracearray.compile(lambda x: (x + 1, np.arange(5), np.nonzero(x < 0)[0]), device="cuda")
+    _, r, empty = f(np.ones(4))
+    assert r.flags.writeable and empty.flags.writeable
+    r[0] = 7
+    np.testing.assert_array_equal(r, [7, 1, 2, 3, 4])
+    a, b = tracearray.compile(lambda x: (lambda t: (t, t))(x + 1), device="cuda")(np.ones(5))
+    assert a is b

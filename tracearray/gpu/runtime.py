@@ -965,9 +965,14 @@ class GpuExecutable:
                 outs.append(x if type(x) is Array else held[self.graph.inputs[source]])
             else:
                 value = constant_value(source)
-                outs.append(Array.from_numpy(value) if device_mode else value)
+                outs.append(Array.from_numpy(value) if device_mode else np.array(value))
         if not device_mode:
-            outs = [o.numpy() if isinstance(o, Array) else o for o in outs]
+            host: dict[int, Any] = {}
+            for k, o in enumerate(outs):
+                if isinstance(o, Array):
+                    if id(o) not in host:
+                        host[id(o)] = o.numpy()
+                    outs[k] = host[id(o)]
             raise_pending_index_errors()
         return outs
 
