@@ -935,3 +935,55 @@ def test_in_place_ops_on_a_boolean_selection_follow_same_kind_casting():
         a[~m] //= 2
         return a
     assert_matches_numpy(ops, np.arange(6, dtype=np.int8), m, device="cpu")
+
+
+def _same_as_numpy(fn, *args):
+    """The compiled fn's result and written arguments, or its exception type, are NumPy's."""
+    import copy
+    a1, a2 = copy.deepcopy(args), copy.deepcopy(args)
+    try:
+        want, werr = fn(*a1), None
+    except Exception as e:   # noqa: BLE001
+        want, werr = None, type(e)
+    if werr is not None:
+        with pytest.raises(werr):
+            tracearray.compile(fn, device="cpu")(*a2)
+        return
+    got = tracearray.compile(fn, device="cpu")(*a2)
+    np.testing.assert_array_equal(got, want)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    for x, y in zip(a1, a2):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("fn,out", [
+    (lambda x, o: np.sum(x, axis=0, out=o), np.zeros((3, 4))),
+    (lambda x, o: np.sum(x, out=o), np.zeros(3)),
+    (lambda x, o: np.add.reduce(x, axis=None, keepdims=True, out=o), np.zeros((3, 1))),
+    (lambda x, o: np.cumsum(x, axis=0, out=o), np.zeros((4, 3))),
+    (lambda x, o: np.argmax(x, axis=0, out=o), np.zeros((3, 4), np.int64)),
+    (lambda x, o: np.std(x, axis=0, out=o), np.zeros((3, 4))),
+    (lambda x, o: np.mean(x, axis=0, out=o), np.zeros(4)),
+    (lambda x, o: np.cumsum(x, out=o), np.zeros(12)),
+    (lambda x, o: np.maximum.reduce(x, axis=1, out=o), np.zeros(3)),
+    (lambda x, o: np.maximum.reduce(x.astype(np.float32), axis=1, out=o), np.zeros(3)),
+    (lambda x, o: np.logical_or.reduce(x > 3, axis=1, out=o), np.zeros(3, bool)),
+    (lambda x, o: np.bitwise_or.reduce(x.astype(np.int64), axis=1, out=o), np.zeros(3, np.int64)),
+    (lambda x, o: np.maximum.accumulate(x[0], axis=None, out=o), np.zeros(4)),
+], ids=["sum-ndim", "sum-all", "reduce-keepdims", "cumsum-shape", "argmax-ndim", "std-ndim",
+        "mean", "cumsum-flat", "maximum-reduce", "maximum-reduce-cast", "logical-or-reduce",
+        "bitwise-or-reduce", "accumulate-axis-none"])
+def test_reduction_out_of_another_shape_raises_and_reduce_out_of_any_ufunc(fn, out):
+    """(index probe, sixteenth session) A reduction's or scan's out= of another shape was
+    filled by broadcasting where NumPy raises (the caller's array was written);
+    maximum / logical_or / bitwise_or .reduce(out=) were refused as 'max(dtype=...)'."""
+    _same_as_numpy(fn, np.arange(12.0).reshape(3, 4), out)
+
+
+@pytest.mark.parametrize("i,v", [([0, 4, 5], [1.0, 2.0]), ([], [1.0, 2.0]),
+                                 ([[1, 2], [3, 0]], [9.0, 8.0, 7.0]), ([0, 1, 2, 3, 4], [5.0])])
+def test_flat_assignment_at_an_index_array_repeats_the_values(i, v):
+    def f(x, i, v):
+        x.flat[i] = v
+        return x
+    _same_as_numpy(f, np.zeros((2, 3)), np.array(i, dtype=np.int64), np.array(v))

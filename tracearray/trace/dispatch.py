@@ -177,6 +177,8 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         axis = kwargs.pop("axis", 0)
         if isinstance(axis, tuple) and len(axis) == 1:
             (axis,) = axis
+        if axis is None and np.ndim(x) == 1:
+            axis = 0   # (None is all of the axes: of a vector, its one)
         if axis is None or isinstance(axis, tuple):
             raise ValueError(with_location("accumulate does not allow multiple axes"))
         dtype = kwargs.pop("dtype", None)
@@ -326,9 +328,10 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
         if first is not None and method in ("reduce", "accumulate", "reduceat") else None
     if method in ("reduce", "accumulate", "reduceat") and kwargs.get("dtype") is None and \
             o is not None and hasattr(o, "dtype") and in_dtype is not None and \
-            np.can_cast(in_dtype, o.dtype, "same_kind"):
+            np.can_cast(in_dtype, o.dtype, "same_kind") and uf in (np.add, np.multiply):
         # (NumPy runs a reduction's loop in its out='s dtype: np.add.reduce of float32 into
-        # a float64 out= sums in float64)
+        # a float64 out= sums in float64; a maximum's or a logical_or's values are the same
+        # in any dtype that holds them, and the cast into out= follows)
         kwargs["dtype"] = o.dtype
     results = ufunc(uf, method, inputs, kwargs)
     results = results if isinstance(results, tuple) else (results,)
@@ -349,7 +352,7 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
                 r = Tracer(api.where(mask, api.cast(unwrap(r), o.dtype), o.node))
             written.append(store_out(name, r, o, "unsafe"))
             continue
-        written.append(store_out(name, r, o, casting))
+        written.append(store_out(name, r, o, casting, exact=method != "__call__"))
     return tuple(written) if len(written) > 1 else written[0]
 
 

@@ -882,35 +882,38 @@ class Tracer:
                 acc = o.dtype   # (NumPy's sum into out= without dtype= runs in out's dtype)
             total = self.sum(axis=axis, dtype=acc, keepdims=keepdims).astype(o.dtype)
             n = self.size // max(total.size, 1) if self.size else 0
-            return store_out("mean", np.true_divide(total, n).astype(o.dtype), out)
-        return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(check_where(where)))), out)
+            return store_out("mean", np.true_divide(total, n).astype(o.dtype), out, exact=True)
+        return store_out("mean", Tracer(api.mean(self.node, axis, dtype, _keep(keepdims), unwrap(check_where(where)))), out, exact=True)
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
         return store_out("var", Tracer(api.var(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(check_where(where)), unwrap(mean))), out)
+                              unwrap(check_where(where)), unwrap(mean))), out, exact=True)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,  # type: ignore[no-untyped-def]
             mean=np._NoValue, correction=np._NoValue):
         # (NumPy's last step is np.sqrt into out=: its same_kind rule, not a reduction's)
         return store_out("np.sqrt", Tracer(api.std(self.node, axis, dtype, _ddof(ddof, correction), _keep(keepdims),
-                              unwrap(check_where(where)), unwrap(mean))), out, "same_kind")
+                              unwrap(check_where(where)), unwrap(mean))), out, "same_kind",
+                         exact=True)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
         check_index_out(out)
-        return store_out("argmax", Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims))), out)
+        return store_out("argmax", Tracer(api.arg_reduce("argmax", self.node, axis, _keep(keepdims))), out,
+                         exact=True)
 
     def argmin(self, axis=None, out=None, *, keepdims=False):  # type: ignore[no-untyped-def]
         check_index_out(out)
-        return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out)
+        return store_out("argmin", Tracer(api.arg_reduce("argmin", self.node, axis, _keep(keepdims))), out,
+                         exact=True)
 
     def cumsum(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
         dtype = _loop_dtype(dtype, out, self)
-        return store_out("cumsum", Tracer(api.scan("cumsum", self.node, axis, dtype)), out)
+        return store_out("cumsum", Tracer(api.scan("cumsum", self.node, axis, dtype)), out, exact=True)
 
     def cumprod(self, axis=None, dtype=None, out=None):  # type: ignore[no-untyped-def]
         dtype = _loop_dtype(dtype, out, self)
-        return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out)
+        return store_out("cumprod", Tracer(api.scan("cumprod", self.node, axis, dtype)), out, exact=True)
 
     def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):  # type: ignore[no-untyped-def]
         return np.trace(self, offset, axis1, axis2, dtype, out)
@@ -1189,6 +1192,8 @@ class FlatIter:
                     f"could not broadcast input array from shape (0,) into shape ({places},)"))
             if v.size and v.size != places:
                 v = v[np.arange(places) % v.size]
+            if isinstance(key, Tracer) and v.size:
+                v = v.reshape(key.shape)   # (one value per index, in the index's order)
             value = v.node
         new = setitem(flat, unwrap(key), value)
         self.base._write(api.reshape(new, self.base.shape))
@@ -1206,6 +1211,8 @@ class FlatIter:
 def _flat_places(size: int, key: Any) -> int | None:
     """How many elements ``x.flat[key]`` selects, for a key known while tracing (None for
     a traced key: its values then broadcast as an ordinary assignment's do)."""
+    if isinstance(key, Tracer) and key.dtype.kind in "iu":
+        return key.size   # (an index array: one place per index, repeated ones included)
     raw = key if isinstance(key, tuple) else (key,)
     if any(isinstance(k, (Tracer, Node)) or hasattr(k, "node") for k in raw):
         return None
@@ -1472,16 +1479,25 @@ def _loop_dtype(dtype: Any, out: Any, x: Any) -> Any:
     return np.result_type(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype, o.dtype)
 
 
-def store_out(name: str, result: Any, out: Any, casting: str = "unsafe") -> Any:
+def store_out(name: str, result: Any, out: Any, casting: str = "unsafe",
+              exact: bool = False) -> Any:
     """``result`` written into ``out=`` as NumPy does (broadcast to out's shape, cast with
     ``casting``: reductions and scans cast unsafely, ufuncs same_kind), and ``out``
-    returned; just ``result`` without one."""
+    returned; just ``result`` without one. ``exact``: a reduction's or scan's result, which
+    NumPy writes only into an ``out`` of its very shape (ValueError otherwise)."""
     if isinstance(out, tuple):
         if len(out) != 1:
             raise ValueError(with_location(f"{name}: out must be a single array"))
         out = out[0]
     if out is None:
         return result
+    if exact and tuple(np.shape(result)) != tuple(np.shape(out)):
+        want, got = np.ndim(result), np.ndim(out)
+        raise ValueError(with_location(
+            f"output parameter for reduction operation {name} has the wrong number of "
+            f"dimensions: Found {got} but expected {want}" if want != got else
+            f"output array of shape {shape_str(np.shape(out))} does not match the result "
+            f"of {name}, of shape {shape_str(np.shape(result))}"))
     if isinstance(out, complex_values.ComplexTracer):   # a real result into a complex out=
         dt = result.dtype if isinstance(result, (Tracer, complex_values.ComplexTracer)) \
             else np.asarray(result).dtype
@@ -1529,4 +1545,5 @@ def reduction(kind: str, x: Any, axis: Any, dtype: Any, out: Any, keepdims: Any,
         kw = {} if initial is np._NoValue else {"initial": initial}
         return method(axis=axis, out=out, keepdims=bool(keepdims), where=where, **kw)
     return store_out(kind, Tracer(api.reduce_with(kind, unwrap(x), axis, _keep(keepdims), dtype,
-                                                  initial, unwrap(check_where(where)))), out)
+                                                  initial, unwrap(check_where(where)))), out,
+                     exact=True)

@@ -84,7 +84,8 @@ def _arg_fn(kind: str):
     def fn(a, axis=None, out=None, *, keepdims=np._NoValue):  # type: ignore[no-untyped-def]
         check_index_out(out)
         return store_out(f"np.{kind}", Tracer(api.arg_reduce(kind, unwrap(as_tracer(a)), axis,
-                                                             _keep(keepdims))), out)
+                                                             _keep(keepdims))), out,
+                         exact=True)
     return fn
 
 
