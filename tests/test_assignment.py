@@ -987,3 +987,21 @@ def test_flat_assignment_at_an_index_array_repeats_the_values(i, v):
         x.flat[i] = v
         return x
     _same_as_numpy(f, np.zeros((2, 3)), np.array(i, dtype=np.int64), np.array(v))
+
+
+@pytest.mark.parametrize("fn,x,i", [
+    (lambda x, i: np.insert(x, i, 7.0), np.arange(5.0), [3, 1, 3, -1, 5]),
+    (lambda x, i: np.insert(x, i, [7.0, 8.0]), np.arange(5.0), [4, 0]),
+    (lambda x, i: np.insert(x, i, [9, 10, 11]), np.arange(5.0), np.int64(-2)),
+    (lambda x, i: np.insert(x, i, 0.5, axis=1), np.arange(12.0).reshape(3, 4), [0, 4, 2]),
+    (lambda x, i: np.insert(x, i, [[1], [2], [3]], axis=1), np.arange(12.0).reshape(3, 4),
+     np.int64(1)),
+    (lambda x, i: np.insert(x, i, 7.0), np.arange(5.0), [6]),
+    (lambda x, i: np.insert(x, i, 7.0), np.zeros(0), [0, 0]),
+    (lambda x, i: np.insert(x, i, 7.0), np.arange(5.0), np.array([], np.int64)),
+    (lambda x, i: np.insert(x, i, 5), np.arange(6).reshape(2, 3), [1, 5]),
+])
+def test_insert_at_positions_the_data_decides(fn, x, i):
+    """(index probe, sixteenth session) np.insert at an index-array argument was refused
+    ('the result size would depend on the data'): its size is known, its order NumPy's."""
+    _same_as_numpy(fn, x, np.asarray(i, dtype=np.int64))

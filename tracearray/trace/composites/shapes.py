@@ -723,22 +723,28 @@ def _join_runs(t: Tracer, ax: int, keep: Sequence[int]) -> Tracer:
 
 
 @composite(np.insert, calls=['np.insert({0}, 1, 7)', 'np.insert({0}, [0, 2], -1, axis=0)'],
-           min_dims=1)
+           min_dims=1, notes="positions known while tracing: slices joined; traced "
+           "positions (a vector or one): a take and a select in NumPy's order")
 def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
-    """Slices of the array and the inserted values joined; the positions must be static."""
+    """Slices of the array and the inserted values joined at positions known while tracing;
+    at traced positions, ``_insert_at_traced``."""
     t = as_tracer(arr)
     if axis is None:
         t = t.ravel()
         axis = 0
     (ax,) = normalize_axes(axis, t.ndim, "insert")
     n = t.shape[ax]
-    if isinstance(obj, Tracer):
-        raise unsupported("np.insert with traced positions", "the result size would depend on "
-                          "the data")
+    traced = isinstance(obj, Tracer)
+    if traced and (obj.dtype.kind not in "iu" or obj.ndim > 1):
+        raise unsupported(f"np.insert at traced positions of dtype {obj.dtype} and "
+                          f"{obj.ndim} dimensions", "integer positions, one or a vector, are")
     if isinstance(obj, slice):
         positions = np.asarray(range(n + 1)[obj] if obj.stop is None or obj.stop > n
                                else range(n)[obj])
         scalar = False
+    elif traced:
+        scalar = obj.ndim == 0
+        positions = np.zeros(1 if scalar else obj.size, np.int64)   # (stand-ins: the count)
     else:
         positions = np.asarray(obj)
         scalar = positions.ndim == 0
@@ -769,6 +775,8 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
             v = v.reshape((1,) * (t.ndim - v.ndim) + v.shape)
         block = np.broadcast_to(v, slab_shape)
         slabs = [_take_slice(block, ax, i, i + 1) for i in range(len(positions))]
+    if traced:
+        return _insert_at_traced(t, ax, obj, slabs[0] if scalar else block)
     order = np.argsort(positions, kind="stable")
     parts = []
     prev = 0
@@ -782,6 +790,39 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
         parts.append(_take_slice(t, ax, prev, n))
     parts = [p for p in parts if p.shape[ax] > 0] or [_take_slice(t, ax, 0, 0)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=ax)
+
+
+def _insert_at_traced(t: Tracer, ax: int, obj: Tracer, block: Tracer) -> Tracer:
+    """np.insert of ``block``'s slabs along ``ax`` (one per position of a vector ``obj``, or
+    all of them at a 0-d ``obj``) at positions the data decides: the result's size is known
+    (n + the slabs), its order is NumPy's (numpy/lib/_function_base_impl.py::insert: the
+    positions stably sorted, the k-th new slab's final place its position + k), each output
+    slab taken from the new ones or, in order, from the array."""
+    n, count = t.shape[ax], block.shape[ax]
+    if count == 0:
+        return t.copy()
+    pos = obj.astype(np.int64).reshape(-1)
+    context.require(((pos >= -n) & (pos <= n)).all().node, IndexError,
+                    f"index out of bounds for axis {ax} with size {n} (np.insert)")
+    pos = np.where(pos < 0, pos + n, pos)
+    if pos.size == 1 and count != 1:
+        pos = np.broadcast_to(pos, (count,))   # a 0-d position: the slabs one after another
+    order = np.argsort(pos, kind="stable")
+    steps = as_tracer(np.arange(count, dtype=np.int64))
+    final = as_tracer(np.zeros(count, np.int64))   # (constants of the trace, written)
+    final[order] = pos[order] + steps              # where each new slab lands
+    total = n + count
+    is_new = as_tracer(np.zeros(total, bool))
+    is_new[final] = True
+    src_new = as_tracer(np.zeros(total, np.int64))
+    src_new[final] = steps
+    new = np.take(block, src_new, axis=ax)
+    if n == 0:
+        return new
+    src_old = np.clip(np.cumsum(~is_new) - 1, 0, n - 1)
+    shape = [1] * t.ndim
+    shape[ax] = total
+    return np.where(is_new.reshape(shape), new, np.take(t, src_old, axis=ax))
 
 
 # ------------------------------------------------------------------------------------------
