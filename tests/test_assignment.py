@@ -1005,3 +1005,8 @@ def test_insert_at_positions_the_data_decides(fn, x, i):
     """(index probe, sixteenth session) np.insert at an index-array argument was refused
     ('the result size would depend on the data'): its size is known, its order NumPy's."""
     _same_as_numpy(fn, x, np.asarray(i, dtype=np.int64))
+
+
+def test_delete_at_an_index_array_out_of_an_empty_axis_raises():
+    _same_as_numpy(lambda x, i: np.delete(x, i), np.zeros(0), np.array([3]))
+    _same_as_numpy(lambda x, i: np.delete(x, i), np.arange(3.0), np.array([2, -3]))

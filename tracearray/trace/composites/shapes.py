@@ -670,6 +670,9 @@ def delete(arr: Any, obj: Any, axis: Any = None) -> Tracer:
                     f"the axis length of {n}"))
             keep = ~obj
         elif obj.dtype.kind in "iu":
+            # (checked here too: of an empty axis nothing is computed that would check it)
+            context.require(((obj >= -n) & (obj < n)).all().node, IndexError,
+                            f"index out of bounds for axis {ax} with size {n} (np.delete)")
             keep = context.owned(np.ones(n, bool))
             keep[obj] = False
         else:
