@@ -640,8 +640,50 @@ def test_views_numpy_returns_read_only_are_returned_read_only():
 
     x = np.random.default_rng(0).random((5, 3))
     cf = tracearray.compile(f)
+    single = tracearray.compile(lambda x: np.diag(x.T @ x))   # (the one-result fast path)
+    assert [single(x).flags.writeable for _ in range(3)] == [False] * 3
     for _ in range(2):
         got, want = cf(x), f(x)
         assert [g.flags.writeable for g in got] == [w.flags.writeable for w in want]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w)
+
+
+def test_complex_reshapes_and_parts_laid_out_as_numpys():
+    """(layout and changes probes, sixteenth session) A complex value's reshape was decided
+    by its parts' layout: interleaved halves of one pair array (an FFT's result) copied
+    where NumPy's complex array views, z.real of separate parts viewed where NumPy's
+    strided real part copies; complex results of transposed operands were taken as C."""
+    a = np.arange(12.0).reshape(4, 3) - 5.5
+
+    def fft_ravel(a):
+        z = np.fft.fft(a, axis=0)
+        z.ravel()[0] = 5.0
+        return z
+
+    def real_ravel(a):
+        z = a * 1j + a
+        z.real.ravel()[0] = 99.0
+        z.imag.reshape(-1)[1] = 98.0   # (a view: a strided vector's reshape to its shape)
+        return z
+
+    check(fft_ravel, a)
+    check(real_ravel, a)
+    for f in (lambda a: np.exp(1j * a.T), lambda a: (a.T * 1j) ** 2):
+        def g(a, f=f):
+            r = f(a)
+            r.reshape(-1)[0] = 99
+            return r
+        with pytest.raises(UnsupportedOperationError, match="after a write through a reshaped"):
+            tracearray.compile(g)(a)
+
+
+def test_c_ordered_results_of_transposed_operands_written_through_reshapes():
+    a = np.arange(12.0).reshape(4, 3) - 5.5
+    for make in (lambda a: np.take(a.T, [0, 2], axis=1), lambda a: np.argsort(a.T, axis=0),
+                 lambda a: a.T.argsort(axis=1), lambda a: np.unique(a.T, axis=0),
+                 lambda a: np.searchsorted(np.arange(5.0), a.T)):
+        check(_written_through_ravel(make), a)
+    from numpy.lib.stride_tricks import as_strided
+    f = tracearray.compile(lambda v: as_strided(v * 1, (3,), (8,), writeable=False))
+    assert not f(np.arange(6.0)).flags.writeable

@@ -875,7 +875,8 @@ class _FastCall:
         self.reads = trace.reads
         self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
         self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
-                       and not graph.updates and not graph.checks)
+                       and not graph.updates and not graph.checks
+                       and not graph.readonly_results)   # (``_results`` makes it read-only)
         bound = []
         for name, leaf in zip(graph.globals, global_leaves):
             source = random_key_source(name)

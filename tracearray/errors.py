@@ -128,10 +128,16 @@ def _is_internal(filename: str) -> bool:
 
 def user_location() -> str | None:
     """``file:line`` of the innermost stack frame that belongs to the user's code."""
+    frame = user_frame()
+    return _where(frame.f_code, frame.f_lineno) if frame is not None else None
+
+
+def user_frame() -> Any:
+    """The innermost stack frame that belongs to the user's code (None: there is none)."""
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame.f_code.co_filename):
-            return _where(frame.f_code, frame.f_lineno)
+            return frame
         frame = frame.f_back
     return None
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import composites  # noqa: F401  (registers the NumPy-level functions)
 from . import captured as captured_arrays
-from . import context, frames, pytree, reached, reads
+from . import buffers, context, frames, pytree, reached, reads
 from . import random as traced_random
 from .build import check_dtype, constant, make
 from ..errors import (ConcretizationError, InputError, TracearrayError, TraceDTypeError,
@@ -430,16 +430,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         except (ValueError, TypeError) as e:
             # NumPy's C code calls the tracer's conversions (float(), __array__) and replaces
             # their error with its own ("setting an array element with a sequence"): the
-            # user's error is ours
-            if isinstance(e.__cause__, TracearrayError):
-                raise e.__cause__ from None
-            refused = _descriptor_refusal(e)
-            if refused is not None:
-                raise refused from None
-            if (locked or frame_log.arrays) and "read-only" in str(e):
-                raise _update_of_reached_array(before.arrays + frame_log.arrays) from None
-            _note_user_line(e)
-            raise
+            # user's error is ours, and a value staged there (np.float32([x[0], x[1]])) is
+            # the probe's
+            if isinstance(e.__cause__, context.SizeNeeded):
+                probe = e.__cause__
+            else:
+                _raise_user_error(e, locked or frame_log.arrays, before.arrays + frame_log.arrays)
         except Exception as e:   # noqa: BLE001 -- located, then as it was
             _note_user_line(e)
             raise
@@ -523,7 +519,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     # (a view NumPy returns read-only stays so: its flags are NumPy's)
     readonly = tuple(i for i, leaf in enumerate(leaves)
                      if isinstance(leaf, Tracer) and leaf._trace is not None and
-                     not leaf.flags.writeable)
+                     not (leaf._buf.writeable and buffers.readonly_step(leaf._path) is None))
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
                   tuple(global_inputs), dict(state.locations),
                   tuple(i for i, _n in updates), readonly)
@@ -534,6 +530,22 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                  assumes_c_arguments=(state.assumed_c_layout,
                                           frozenset(state.assumed_c_inputs))
                  if state.assumed_c_layout else None)
+
+
+def _raise_user_error(e: BaseException, reached_locked: Any, reached: list) -> None:
+    """A ValueError or TypeError the traced function raised, as the user's error: ours where
+    NumPy's C code replaced it with its own, a refusal where NumPy's type check met a
+    tracer, an update of a locked array the function reaches named, else NumPy's own error
+    with the user's line noted."""
+    if isinstance(e.__cause__, TracearrayError):
+        raise e.__cause__ from None
+    refused = _descriptor_refusal(e)
+    if refused is not None:
+        raise refused from None
+    if reached_locked and "read-only" in str(e):
+        raise _update_of_reached_array(reached) from None
+    _note_user_line(e)
+    raise e
 
 
 def _size_dependence(state: context.TraceState) -> str | None:

@@ -155,7 +155,10 @@ def permuted(base_shape: Sequence[int], path: Sequence[Node]) -> bool:
 
 
 def readonly_step(path: Sequence[Node]) -> Node | None:
-    return next((s for s in path if s.op in READONLY_VIEWS), None)
+    """The first step of ``path`` that makes a view NumPy returns read-only (diagonal,
+    broadcast_to, ..., as_strided(writeable=False)), or None."""
+    return next((s for s in path if s.op in READONLY_VIEWS or
+                 isinstance(s, Lens) and getattr(s, "writeable", True) is False), None)
 
 
 def carry_up(base: Node, path: Sequence[Node], new: Node) -> Node:

@@ -221,9 +221,18 @@ class ComplexTracer:
             acc *= max(int(n), 1)
         return tuple(out)
 
+    def _part(self, part: Any) -> Any:
+        """``z.real`` / ``z.imag``: a view of the part, whose writes change this array; laid
+        out as NumPy lays it out, every other item of the complex memory."""
+        if part._buf is (self.im if part is self.re else self.re)._buf:
+            return part    # (halves of one pair array: its strides are already the pairs')
+        view = part._view(part.node)
+        view._interleaved = True
+        return view
+
     @property
     def real(self) -> Any:
-        return self.re     # a view: writes through it change this array's real parts
+        return self._part(self.re)
 
     @real.setter
     def real(self, value: Any) -> None:
@@ -231,7 +240,7 @@ class ComplexTracer:
 
     @property
     def imag(self) -> Any:
-        return self.im
+        return self._part(self.im)
 
     @imag.setter
     def imag(self, value: Any) -> None:
@@ -279,14 +288,23 @@ class ComplexTracer:
         # the two parts, each staged (a probe at each call finds its value: Tracer.__float__)
         return complex(float(self.re), float(self.im))
 
+    def _real_part_of_scalar(self, convert: Callable[[Any], Any], message: str) -> Any:
+        """float() / int() of a complex value: of a NumPy complex scalar (``z.sum()``) its
+        real part, with NumPy's ComplexWarning; of a complex array NumPy's TypeError."""
+        if not self._is_numpy_scalar():
+            raise TypeError(with_location(message))
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=3)
+        return convert(self.re)
+
     def __float__(self) -> float:
-        raise TypeError(with_location(
-            "float() argument must be a string or a real number, not 'complex'"))
+        return self._real_part_of_scalar(
+            float, "float() argument must be a string or a real number, not 'complex'")
 
     def __int__(self) -> int:
-        raise TypeError(with_location(
-            "int() argument must be a string, a bytes-like object or a real number, not "
-            "'complex'"))
+        return self._real_part_of_scalar(
+            int, "int() argument must be a string, a bytes-like object or a real number, "
+            "not 'complex'")
 
     def __index__(self) -> int:
         raise TypeError(with_location("only integer arrays can be used as an index; this "
@@ -379,9 +397,30 @@ class ComplexTracer:
     conjugate = conj
 
     # --- shape (each part moves the same way: views of both) ------------------------------
+    def _layout(self) -> Any:
+        """The layout NumPy gives this complex array (a shadow array), None when not known:
+        its parts', whose strides count the pair array's items where they are the two halves
+        of one (..., 2) real array (``from_pair``), twice the complex array's."""
+        layout = self.re._layout()
+        if layout is not None and self.re._buf is self.im._buf and \
+                all(st % 2 == 0 for st in layout.strides):
+            layout = np.lib.stride_tricks.as_strided(
+                layout, layout.shape, tuple(st // 2 for st in layout.strides))
+        return layout
+
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "ComplexTracer":
-        return ComplexTracer(self.re.reshape(*shape, order=order),
-                             self.im.reshape(*shape, order=order))
+        # (a view or a copy as the complex array's layout decides, for both parts alike)
+        layout = self._layout()
+        return ComplexTracer(self.re._reshape(shape, order, copy, layout),
+                             self.im._reshape(shape, order, copy, layout))
+
+    def ravel(self, order: str = "C") -> "ComplexTracer":
+        from . import numpy_api as api
+        layout = self._layout()
+        return ComplexTracer(self.re._reshaped(api.ravel(self.re.node, order), True, order,
+                                               layout),
+                             self.im._reshaped(api.ravel(self.im.node, order), True, order,
+                                               layout))
 
     def _both(name: str) -> Callable[..., "ComplexTracer"]:   # type: ignore[misc]
         def method(self: "ComplexTracer", *args: Any, **kwargs: Any) -> "ComplexTracer":
@@ -393,7 +432,6 @@ class ComplexTracer:
     transpose = _both("transpose")
     swapaxes = _both("swapaxes")
     squeeze = _both("squeeze")
-    ravel = _both("ravel")
     flatten = _both("flatten")
     diagonal = _both("diagonal")
     repeat = _both("repeat")
@@ -609,7 +647,15 @@ def function_rule(*funcs: Any) -> Callable[[Callable], Callable]:
 
 
 def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    """A ufunc with a complex operand (from either tracer's ``__array_ufunc__``)."""
+    """A ufunc with a complex operand (from either tracer's ``__array_ufunc__``, or an
+    operator), its new result laid out as NumPy lays out a ufunc's (``operands_layout``)."""
+    from .tracer import operands_layout
+    plain = method == "__call__" and kwargs.get("out") is None
+    result = _apply_ufunc(uf, method, inputs, kwargs)
+    return operands_layout(result, inputs) if plain else result
+
+
+def _apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     from .dispatch import numpy_name
     name = numpy_name(uf) + (f".{method}" if method != "__call__" else "")
     out = kwargs.pop("out", None)

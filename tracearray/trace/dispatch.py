@@ -379,7 +379,8 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
             state.captured.note_use(a)
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
     if complex_values.holds_complex(args, kwargs):
-        return complex_values.apply_function(func, args, kwargs)
+        return _operands_layout(func, complex_values.apply_function(func, args, kwargs),
+                                args, kwargs)
     entry = composites.lookup(func)
     if entry is not None and entry.impl is not composites.NUMPY_IMPLEMENTATION:
         # (a composite may make its result from numbers alone, as NumPy's code may:
@@ -465,13 +466,14 @@ def _operands_layout(func: Callable, result: Any, args: tuple, kwargs: dict) -> 
     as not known where an operand is out of C order (``tracer.follows_layout``: whether a
     reshape of it is a view is then not decided by a guess)."""
     from .tracer import Tracer, follows_layout, operands_layout, unmodelled_layout
-    if func in _UNMODELLED_LAYOUT_FUNCTIONS or func is _UNIQUE and \
-            kwargs.get("axis", args[4] if len(args) > 4 else None) is not None or \
+    unique_axis = kwargs.get("axis", args[4] if len(args) > 4 else None) \
+        if func is _UNIQUE else None
+    if func in _UNMODELLED_LAYOUT_FUNCTIONS or unique_axis not in (None, 0) or \
             func is _WHERE and len(args) + len(kwargs) == 1:
         return unmodelled_layout(result)
     if func in _OWN_ORDER_FUNCTIONS:
         return result
-    if func in _C_ORDER_FUNCTIONS:
+    if func in _C_ORDER_FUNCTIONS or func is _UNIQUE:   # (np.unique(axis=0) is C-ordered)
         return c_ordered_results(result)
     sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tracer)] + \
         [b for a in (*args, *kwargs.values()) if type(a) in (list, tuple)
@@ -521,7 +523,8 @@ _OWN_ORDER_FUNCTIONS = frozenset({
 # against NumPy 2.4)
 _C_ORDER_FUNCTIONS = frozenset({
     np.matmul, np.dot, np.vdot, np.inner, np.outer, np.kron, np.tensordot, np.repeat,
-    np.tile, np.linalg.inv, np.linalg.solve, np.linalg.pinv, np.linalg.matrix_power,
+    np.tile, np.take, np.compress, np.argsort, np.interp, np.searchsorted, np.digitize,
+    np.corrcoef, np.cov, np.cross, np.linalg.inv, np.linalg.solve, np.linalg.pinv, np.linalg.matrix_power,
     np.linalg.cholesky, np.linalg.qr, np.linalg.svd, np.linalg.eigh, np.linalg.lstsq})
 
 

@@ -11,6 +11,7 @@ made from constants).
 from __future__ import annotations
 
 import builtins
+import dis
 import functools
 import inspect
 import operator
@@ -28,7 +29,8 @@ from .build import (as_node as as_node_, check_dtype, check_where, dtype_key, fi
                     known_value, make, shape_str, unsupported)
 from . import context
 from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
-                      UnsupportedOperationError, user_location, with_location)
+                      UnsupportedOperationError, user_frame, user_location,
+                      with_location)
 from .graph import Node, type_str
 from ..ops.elementwise import bitcast_allowed
 from ..ops.rules import broadcast_shape
@@ -38,7 +40,6 @@ builtins_type = builtins.type   # (``view`` has a parameter named type)
 
 
 # ``a[...] = v`` and augmented forms (``a[i] += v``), not comparisons (``a[i] == v``).
-_SUBSCRIPT_ASSIGNMENT = re.compile(r"\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)")
 
 
 # np.logical_and.reduce([a, b]), np.maximum.reduce((a, b, c)): a ufunc method of a sequence
@@ -58,10 +59,29 @@ def _user_code_line() -> str:
     return where.splitlines()[1].strip() if "\n" in where else ""
 
 
+# ``Tracer._reshaped``'s layout when none is given: the value's own (``Tracer._layout``)
+_OWN_LAYOUT = object()
+
+
 def _scalar_conversion(what: str) -> str:
     """What needs a 0-d tracer's value: NumPy's C code converts the value it stores into one
     element of a NumPy array with float() / int() / complex()."""
-    return _ASSIGNMENT_INTO_NUMPY if _SUBSCRIPT_ASSIGNMENT.search(_user_code_line()) else what
+    return _ASSIGNMENT_INTO_NUMPY if _numpy_stores_element() else what
+
+
+_STORES = frozenset(dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE")
+                    if name in dis.opmap)
+
+
+def _numpy_stores_element() -> bool:
+    """Whether a conversion of a traced value was asked for by NumPy's own code storing it
+    into a NumPy array (``out[i] = t``: the user's frame is at its subscript store, where the
+    tracer's own ``__setitem__`` would have taken a traced ``out``), not by the user's
+    float() / int() / .item() or by tracearray's own code (the user's frame is at a call)."""
+    frame = user_frame()
+    if frame is None or frame.f_lasti < 0:
+        return False
+    return frame.f_code.co_code[frame.f_lasti] in _STORES
 
 
 def _staged(node: Node, what: str) -> int:
@@ -227,7 +247,8 @@ _EQUAL, _NOT_EQUAL = _binary(np.equal), _binary(np.not_equal)
 class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
-    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace", "_c_ordered")
+    __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace", "_c_ordered",
+                 "_interleaved")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
     def __init__(self, node: Node, alias: str | None = None, *, buffer: Buffer | None = None,
@@ -250,6 +271,9 @@ class Tracer:
         # "C" / "F": np.ascontiguousarray / asfortranarray of an argument (or of memory laid
         # out in a way the trace does not model): so ordered, a view of it or a copy
         self._c_ordered: str | None = None
+        # a complex value's part NumPy holds interleaved with the other (``z.real`` of a value
+        # whose parts the trace keeps apart): its strides are twice its memory's
+        self._interleaved = False
         self._trace = context.current()   # None outside a trace (tests of the tracer itself)
         if buffer is None and alias is not None and node.op == "input":
             # an argument's memory: results NumPy lays out by it (``operands_layout``)
@@ -289,8 +313,10 @@ class Tracer:
             # a NumPy scalar has no memory to share: its reshape, s[None], ravel() are new
             # arrays (writes into them leave s as it was)
             return Tracer(node, buffer=Buffer(node, zero_d="array"))
-        return Tracer(node, buffer=self._buf, path=self._path + path,
-                      ambiguous=self._ambiguous or ambiguous)
+        out = Tracer(node, buffer=self._buf, path=self._path + path,
+                     ambiguous=self._ambiguous or ambiguous)
+        out._interleaved = self._interleaved
+        return out
 
     def _layout(self) -> np.ndarray | None:
         """The strides NumPy gives this view (a shadow array), or None for an argument's
@@ -298,7 +324,11 @@ class Tracer:
         operand's layout (``Buffer.layout_known``)."""
         if self._buf.argument is not None or not self._buf.layout_known:
             return None
-        return buffers.shadow(self._buf.node.shape, self._path)
+        arr = buffers.shadow(self._buf.node.shape, self._path)
+        if self._interleaved:
+            arr = np.lib.stride_tricks.as_strided(arr, arr.shape,
+                                                  tuple(2 * st for st in arr.strides))
+        return arr
 
     def _write(self, new: Node) -> None:
         """This value's memory now holds ``new`` (same shape and dtype): carried up to the
@@ -507,7 +537,7 @@ class Tracer:
         if self.node.size == 1 and dt.kind in "biuf" and context.values_may_be_staged() and \
                 (dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8 or
                  state.numpy_implementations == 0) and \
-                not _SUBSCRIPT_ASSIGNMENT.search(_user_code_line()):
+                not _numpy_stores_element():
             return convert(_staged_scalar(self.node, f"{what} of a value"))
         return self._concrete(_scalar_conversion(what))
 
@@ -550,14 +580,17 @@ class Tracer:
         # While tracing, np.asarray & co. pass tracers through, so this is NumPy's C code
         # asking for the data: most often an assignment into a NumPy array.
         code = _user_code_line()
-        if _SUBSCRIPT_ASSIGNMENT.search(code):
+        if _numpy_stores_element():
             return self._concrete(_ASSIGNMENT_INTO_NUMPY)
         scalar_type = _SCALAR_TYPE_CALL.search(code)
-        if scalar_type and self.node.size == 1 and self.node.dtype.kind in "biuf" and \
-                context.values_may_be_staged():
-            # np.float32(x.sum()): NumPy's scalar of the value, staged as float() is; NumPy
-            # casts it to the type asked for, with its own rounding and warnings
-            value = _staged_scalar(self.node, f"np.{scalar_type.group(1)}() of a value")
+        state = context.current()
+        if self.node.size == 1 and self.node.dtype.kind in "biuf" and \
+                context.values_may_be_staged() and state.numpy_implementations == 0:
+            # NumPy's C code asks for one value: np.float32(x.sum()), x.dtype.type(s),
+            # np.float32([x[0], x[1]]): the value, staged as float() is; NumPy casts it to the
+            # type asked for, with its own rounding and warnings
+            what = f"np.{scalar_type.group(1)}()" if scalar_type else "a NumPy conversion"
+            value = _staged_scalar(self.node, f"{what} of a value")
             return np.array(value).reshape(self.node.shape)
         if scalar_type:
             return self._concrete(
@@ -935,6 +968,12 @@ class Tracer:
 
     # --- methods: shape -----------------------------------------------------------------
     def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Tracer":
+        return self._reshape(shape, order, copy)
+
+    def _reshape(self, shape: tuple, order: str = "C", copy: Any = None,
+                 layout: Any = _OWN_LAYOUT) -> "Tracer":
+        """``reshape``, deciding view or copy by ``layout`` (a shadow array, None when not
+        known) where it is given: a complex value's parts move as the complex array does."""
         if not shape:
             raise TypeError(with_location("reshape() takes exactly 1 argument (0 given)"))
         if len(shape) == 1:
@@ -953,7 +992,8 @@ class Tracer:
                     operator.index(n)
                 except TypeError as e:
                     raise TypeError(with_location(str(e))) from None
-        out = self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order)
+        out = self._reshaped(api.reshape(self.node, shape, order), ravel=False, order=order,
+                             layout=layout)
         if copy is False and out._buf is not self._buf:
             raise ValueError(with_location("Unable to avoid creating a copy while reshaping."))
         if copy is False and out._ambiguous and not self._ambiguous:
@@ -963,13 +1003,15 @@ class Tracer:
                 "caller's memory layout, unknown when tracing"))
         return out._new_memory(out.node) if copy is True and out._buf is self._buf else out
 
-    def _reshaped(self, node: Node, ravel: bool, order: str = "C") -> "Tracer":
+    def _reshaped(self, node: Node, ravel: bool, order: str = "C",
+                  layout: Any = _OWN_LAYOUT) -> "Tracer":
         """A reshape (or ravel) of this value: a view when NumPy makes one, else new memory.
         For an argument's memory NumPy's choice depends on the caller's strides: the result
         is a view that cannot be written through, unless only size-1 axes change."""
         if node is self.node and not ravel:
             return self._view(node)
-        layout = self._layout()
+        if layout is _OWN_LAYOUT:
+            layout = self._layout()
         if layout is None and not ravel and self._buf.argument is not None and \
                 len(self._buf.node.shape) <= 1:
             # a reshape of a view of a vector argument: whether it needs a copy does not
@@ -1301,10 +1343,13 @@ def operands_layout(out: Any, operands: Sequence[Any]) -> Any:
         for o in out:
             operands_layout(o, operands)
         return out
+    if isinstance(out, complex_values.ComplexTracer):
+        operands_layout((out.re, out.im), operands)
+        return out
     if not isinstance(out, Tracer) or out._trace is None or \
             sum(n > 1 for n in out._node.shape) < 2:
         return out
-    shaped = [t for t in operands if isinstance(t, Tracer) and t._buf is not out._buf and
+    shaped = [t for t in _real_parts(operands) if t._buf is not out._buf and
               t._node.ndim == out._node.ndim and sum(n > 1 for n in t._node.shape) > 1]
     if not shaped:
         return out
@@ -1313,6 +1358,17 @@ def operands_layout(out: Any, operands: Sequence[Any]) -> Any:
     args = frozenset().union(*(t._buf.from_arguments for t in shaped))
     if args:
         out._buf.from_arguments = out._buf.from_arguments | args
+    return out
+
+
+def _real_parts(values: Sequence[Any]) -> list[Tracer]:
+    """The tracers among ``values``, a complex value as its parts (laid out as it is)."""
+    out: list[Tracer] = []
+    for v in values:
+        if isinstance(v, Tracer):
+            out.append(v)
+        elif isinstance(v, complex_values.ComplexTracer):
+            out += [v.re, v.im]
     return out
 
 
@@ -1328,14 +1384,16 @@ def follows_layout(out: Any, operands: Sequence[Any], exclude: Sequence[Any] = (
         for o in out:
             follows_layout(o, operands, exclude)
         return out
+    if isinstance(out, complex_values.ComplexTracer):
+        follows_layout((out.re, out.im), operands, exclude)
+        return out
     if not isinstance(out, Tracer) or out._trace is None or \
             sum(n > 1 for n in out._node.shape) < 2:
         return out
-    kept = {id(t._buf) for t in (*operands, *exclude) if isinstance(t, Tracer)}
+    kept = {id(t._buf) for t in _real_parts((*operands, *exclude))}
     if id(out._buf) in kept:
         return out
-    shaped = [t for t in operands if isinstance(t, Tracer) and
-              sum(n > 1 for n in t._node.shape) > 1]
+    shaped = [t for t in _real_parts(operands) if sum(n > 1 for n in t._node.shape) > 1]
     if any(t._permuted() for t in shaped):
         out._buf.layout_known = False
     args = frozenset().union(*(t._buf.from_arguments for t in shaped))
@@ -1366,7 +1424,7 @@ def _laid_out_by_self(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std", "argmax",
-              "argmin", "cumsum", "cumprod", "ptp", "partition", "argpartition", "argsort",
+              "argmin", "cumsum", "cumprod", "ptp", "partition", "argpartition",
               "round", "clip", "conj", "conjugate"):
     if _name in Tracer.__dict__:
         setattr(Tracer, _name, _laid_out_by_self(Tracer.__dict__[_name]))
