@@ -709,3 +709,22 @@ def test_generator_uniform_refuses_high_below_low_as_numpy_does():
     # the legacy function takes high < low, as NumPy's does
     assert tracearray.compile(lambda: np.random.uniform(5.0, -2.0, 3), device="cpu")().shape \
         == (3,)
+
+
+def test_draws_without_a_size_are_weak_python_numbers():
+    """(acceptance probe, sixteenth session) rng.uniform(0.9, 1.1), rng.random(), rng.choice(3),
+    np.random.rand() and randint(3) are Python floats / ints in NumPy, weakly typed: a float32
+    array times one stays float32, an int8 array plus choice(3) int8. They were float64 /
+    int64 arrays in the trace, and widened the result's dtype."""
+    fns = [lambda x, r: x * r.uniform(0.9, 1.1), lambda x, r: x + r.choice(3),
+           lambda x, r: x * (r.random() * 2 - 1) + r.normal(),
+           lambda x, r: x / r.exponential() - r.standard_normal(),
+           lambda x, r: np.multiply(x, r.random()), lambda x, r: x + r.integers(3),
+           lambda x, r: r.random() * 2, lambda x, r: x * np.random.rand() + np.random.randint(3)]
+    for fn in fns:
+        for dt in (np.float32, np.float16, np.int8, np.uint8):
+            x = np.ones(4, dt)
+            want = fn(x, np.random.default_rng(0))
+            got = tracearray.compile(fn, device="cpu")(x, np.random.default_rng(0))
+            assert type(got) is type(want), (got, want)
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (fn, dt)

@@ -876,7 +876,7 @@ class _FastCall:
         self.scalar = bool(graph.outputs) and graph.outputs[0].ndim == 0   # -> NumPy scalar
         self.single = (graph.out_tree == ("leaf",) and len(graph.outputs) == 1
                        and not graph.updates and not graph.checks
-                       and not graph.readonly_results)   # (``_results`` makes it read-only)
+                       and not graph.readonly_results and not graph.python_results)
         bound = []
         for name, leaf in zip(graph.globals, global_leaves):
             source = random_key_source(name)
@@ -1009,6 +1009,8 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
             outs[i] = o = o.view()
             o.flags.writeable = False
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
+    for i, kind in graph.python_results:   # (a Python float / int in NumPy)
+        outs[i] = float(outs[i]) if kind == "float" else int(outs[i])
     return pytree.unflatten(graph.out_tree, outs)
 
 

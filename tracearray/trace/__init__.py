@@ -520,9 +520,11 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     readonly = tuple(i for i, leaf in enumerate(leaves)
                      if isinstance(leaf, Tracer) and leaf._trace is not None and
                      not (leaf._buf.writeable and buffers.readonly_step(leaf._path) is None))
+    python = tuple((i, leaf._weak.__name__) for i, leaf in enumerate(leaves)
+                   if isinstance(leaf, Tracer) and leaf._weak is not None)
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
                   tuple(global_inputs), dict(state.locations),
-                  tuple(i for i, _n in updates), readonly)
+                  tuple(i for i, _n in updates), readonly, python)
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,

@@ -116,8 +116,9 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             casting = kwargs.pop("casting", "same_kind")
             if kwargs:
                 raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
+            from .tracer import operands_layout, weak_operands
+            inputs, _weak = weak_operands(uf, inputs)
             args = [unwrap(x) for x in inputs]
-            from .tracer import operands_layout
             if uf is np.power and dtype is None and casting == "same_kind":
                 return operands_layout(Tracer(api.power(*args)), inputs)
             return operands_layout(Tracer(api.apply_ufunc(uf, *args, dtype=dtype,

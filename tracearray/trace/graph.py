@@ -205,6 +205,9 @@ class Graph:
     # the results NumPy returns read-only (views made by np.diag / diagonal, broadcast_to,
     # sliding_window_view of the function's own arrays), by position among ``results``
     readonly_results: tuple[int, ...] = ()
+    # the results NumPy returns as Python numbers (a random draw without a size: ``float`` /
+    # ``int``), as (position among ``results``, "float" or "int")
+    python_results: tuple[tuple[int, str], ...] = ()
     # ``nodes()``'s order, computed once: every stage walks the graph (not an init field, so
     # ``dataclasses.replace`` of other outputs starts without it)
     _order: Any = field(default=None, init=False, compare=False, hash=False, repr=False)

@@ -80,7 +80,7 @@ class TracedGenerator:
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         _no_out(out, f"{self._name}.random")
         dt = _float_dtype(dtype, "random")
-        return _uniform01(self._bits(_size(size)), dt)
+        return _sizeless(_uniform01(self._bits(_size(size)), dt), size, float)
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None) -> Any:
         low, high = _float_param(low), _float_param(high)
@@ -89,18 +89,18 @@ class TracedGenerator:
             _require(np.logical_not(np.less(high - low, 0)), ValueError, "high - low < 0")
         shape = _size(size, _param_shapes(low, high), f"{self._name}.uniform")
         u = _uniform01(self._bits(shape), np.dtype(np.float64))
-        return low + (high - low) * u
+        return _sizeless(low + (high - low) * u, size, float)
 
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         _no_out(out, f"{self._name}.standard_normal")
         dt = _float_dtype(dtype, "standard_normal")
-        return _normal01(self._bits(_size(size))).astype(dt)
+        return _sizeless(_normal01(self._bits(_size(size))).astype(dt), size, float)
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Any:
         loc, scale = _float_param(loc), _float_param(scale)
         _require_nonnegative(scale, "scale")
         shape = _size(size, _param_shapes(loc, scale), f"{self._name}.normal")
-        return loc + scale * _normal01(self._bits(shape))
+        return _sizeless(loc + scale * _normal01(self._bits(shape)), size, float)
 
     def standard_exponential(self, size: Any = None, dtype: Any = np.float64,
                              method: str = "zig", out: Any = None) -> Any:
@@ -108,13 +108,13 @@ class TracedGenerator:
         dt = _float_dtype(dtype, "standard_exponential")
         if method not in ("zig", "inv"):
             raise ValueError("method must be either 'inv' or 'zig'")
-        return _exponential01(self._bits(_size(size))).astype(dt)
+        return _sizeless(_exponential01(self._bits(_size(size))).astype(dt), size, float)
 
     def exponential(self, scale: Any = 1.0, size: Any = None) -> Any:
         scale = _float_param(scale)
         _require_nonnegative(scale, "scale")
         shape = _size(size, _param_shapes(scale), f"{self._name}.exponential")
-        return scale * _exponential01(self._bits(shape))
+        return _sizeless(scale * _exponential01(self._bits(shape)), size, float)
 
     # ---------------------------------------------------------------- integers
     def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
@@ -276,6 +276,15 @@ def _float_param(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return Tracer(to_dtype(value, np.dtype(np.float64)))
+
+
+def _sizeless(draw: Any, size: Any, kind: type) -> Any:
+    """A draw without a size, of scalar parameters: NumPy returns a Python float (an int for
+    randint / choice of an int), weakly typed in promotion (``tracer.weak_scalar``)."""
+    if size is None and isinstance(draw, Tracer) and draw.ndim == 0:
+        from .tracer import weak_scalar
+        return weak_scalar(draw, kind)
+    return draw
 
 
 def _param_shapes(*params: Any) -> tuple[tuple[int, ...], ...]:
@@ -450,6 +459,14 @@ def _as_u64(value: Any) -> Tracer:
 
 def _choice(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis: int,
             what: str) -> Any:
+    out = _choice_of(gen, a, size, replace, p, axis, what)
+    # (one of range(a) without a size: a Python int in NumPy)
+    return _sizeless(out, size, int) if isinstance(a, (int, np.integer)) and \
+        not isinstance(a, bool) else out
+
+
+def _choice_of(gen: TracedGenerator, a: Any, size: Any, replace: bool, p: Any, axis: int,
+               what: str) -> Any:
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         pop = None
         n = int(a)
@@ -603,7 +620,8 @@ def _legacy_sizes(dims: tuple) -> Any:
 def _randint(low: Any, high: Any = None, size: Any = None, dtype: Any = int) -> Any:
     if high is None:
         low, high = 0, low
-    return _integers(_global(), low, high, size, np.dtype(dtype), False, "np.random.randint")
+    return _sizeless(_integers(_global(), low, high, size, np.dtype(dtype), False,
+                               "np.random.randint"), size, int)
 
 
 def _seed(seed: Any = None) -> None:

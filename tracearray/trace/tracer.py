@@ -161,10 +161,43 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
             ufunc(*((other, stand) if reflected else (stand, other)))
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
             return NotImplemented
-        a, b = (unwrap(other), self.node) if reflected else (self.node, unwrap(other))
-        return operands_layout(Tracer(api.apply_ufunc(ufunc, a, b)), (self, other))
+        ops, weak = weak_operands(ufunc, (other, self) if reflected else (self, other))
+        out = operands_layout(Tracer(api.apply_ufunc(ufunc, *unwrap(ops))), (self, other))
+        if weak is not None and out.ndim == 0:
+            out = weak_scalar(out, weak)
+        return out
     method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
     return method
+
+
+def weak_scalar(t: "Tracer", kind: type) -> "Tracer":
+    """``t`` (0-d) as the Python float or int NumPy would have (``Tracer._weak``)."""
+    out = Tracer(api.cast(t.node, np.dtype(np.float64 if kind is float else np.int64)))
+    out._weak = kind
+    return out
+
+
+def weak_operands(ufunc: np.ufunc, operands: Sequence[Any]) -> tuple[tuple, type | None]:
+    """A ufunc's operands with its weakly typed traced values (``Tracer._weak``) cast as
+    NumPy casts a Python scalar there (NEP 50: to the dtype the other operands give with
+    it: a float32 array's float32, an int8 array's int8 for an int), and the kind of Python
+    scalar the result is when every operand is a Python number (None otherwise)."""
+    if not any(isinstance(o, Tracer) and o._weak is not None for o in operands):
+        return tuple(operands), None
+    strong = [np.dtype(o.dtype) for o in operands
+              if isinstance(o, (Tracer, np.ndarray, np.generic)) and
+              not (isinstance(o, Tracer) and o._weak is not None)]
+    if not strong:   # Python numbers only: the result is one (float * 2 is a float)
+        stand = [o._weak(1) if isinstance(o, Tracer) else o for o in operands]
+        with np.errstate(all="ignore"):
+            kind = type(ufunc(*stand).item()) if ufunc.nout == 1 else None
+        return tuple(operands), kind if kind in (float, int) else None
+    out = []
+    for o in operands:
+        if isinstance(o, Tracer) and o._weak is not None:
+            o = o.astype(np.result_type(*strong, o._weak(1)))
+        out.append(o)
+    return tuple(out), None
 
 
 def _unary(ufunc: np.ufunc) -> Callable[[Any], Any]:
@@ -248,7 +281,7 @@ class Tracer:
     """A traced array. ``node`` is its graph node; shape and dtype are concrete."""
 
     __slots__ = ("_node", "_buf", "_path", "_version", "_ambiguous", "_trace", "_c_ordered",
-                 "_interleaved")
+                 "_interleaved", "_weak")
     __array_priority__ = 1000  # win over ndarray in mixed binary operators
 
     def __init__(self, node: Node, alias: str | None = None, *, buffer: Buffer | None = None,
@@ -274,6 +307,9 @@ class Tracer:
         # a complex value's part NumPy holds interleaved with the other (``z.real`` of a value
         # whose parts the trace keeps apart): its strides are twice its memory's
         self._interleaved = False
+        # float / int: a value NumPy has as a Python float or int (a random draw without a
+        # size), weakly typed in promotion (NEP 50: float32 array * it stays float32)
+        self._weak: type | None = None
         self._trace = context.current()   # None outside a trace (tests of the tracer itself)
         if buffer is None and alias is not None and node.op == "input":
             # an argument's memory: results NumPy lays out by it (``operands_layout``)
