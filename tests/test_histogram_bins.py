@@ -125,3 +125,35 @@ def test_booleans_are_counted_as_uint8(bins):
     b = np.array([True, False, True, True, False])
     with pytest.warns(RuntimeWarning, match="Converting input from bool"):
         assert_matches_numpy(lambda a: np.histogram(a, bins=bins), b, device="cpu")
+
+
+def test_histogram_of_a_traced_range():
+    """(acceptance probe, sixteenth session) range=(x.min(), x.max()), (0, x.max()) or two
+    percentiles was refused; NumPy's checks of the range run when the function runs."""
+    x = np.random.default_rng(0).random(100).astype(np.float32)
+    fns = [lambda x: np.histogram(x, 10, range=(x.min(), x.max())),
+           lambda x: np.histogram(x, 5, range=(0, x.max())),
+           lambda x: np.histogram(x, 4, range=tuple(np.percentile(x, [5, 95]))),
+           lambda x: np.histogram(x, 3, range=(x.min(), x.min())),
+           lambda x: np.histogram(x.astype(np.int8), 3, range=(0, x.max() * 10))]
+    for fn in fns:
+        want, got = fn(x), tracearray.compile(fn, device="cpu")(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+        assert got[1].dtype == want[1].dtype
+    for bad in (lambda x: np.histogram(x, 3, range=(x.max(), x.min())),
+                lambda x: np.histogram(x, 3, range=(0, x.max() / 0))):
+        with np.errstate(all="ignore"), pytest.raises(ValueError):
+            bad(x)
+        with pytest.raises(ValueError):
+            tracearray.compile(bad, device="cpu")(x)
+
+
+def test_item_at_a_position():
+    x = np.arange(6.0).reshape(2, 3)
+    for fn in (lambda x: x.item(4), lambda x: x.item(-1), lambda x: x.item((1, 2)),
+               lambda x: x.item(1, 0)):
+        got, want = tracearray.compile(fn, device="cpu")(x), fn(x)
+        assert type(got) is type(want) and got == want
+    with pytest.raises(IndexError):
+        tracearray.compile(lambda x: x.item(7), device="cpu")(x)

@@ -333,7 +333,9 @@ class CompiledFunction:
                     f"value) and int() / float() / .item() of values, each found by running "
                     f"the function up to it. A Python loop whose length, indices or condition are traced values "
                     f"unrolls into one such value per step; write it with whole-array "
-                    f"operations (np.where for choices)")
+                    f"operations (np.where for choices), or compile with fallback='numpy' "
+                    f"to run such calls with NumPy (how many values a loop needs can "
+                    f"depend on the data: a convergence loop)")
             (count,) = lowered.executable.run(all_leaves)
             count = int(np.asarray(count.numpy() if hasattr(count, "numpy") else count))
             config.log(config.COMPILES, "%s: %s is %d", self.__name__, lowered.probe, count)

@@ -667,6 +667,13 @@ class Tracer:
                 "can only convert an array of size 1 to a Python scalar"))
         if not args or self.size == 1 and isinstance(args[0], (int, np.integer)):
             return self._staged_python_scalar(lambda v: v.item(), ".item()")
+        if len(args) == 1 and isinstance(args[0], (int, np.integer)):
+            return self.reshape(-1)[args[0]].item()     # x.item(i): the i-th in C order
+        if len(args) == 1 and isinstance(args[0], tuple) or len(args) > 1:
+            index = args[0] if len(args) == 1 else args
+            if len(index) != self.ndim:
+                raise ValueError(with_location("incorrect number of indices for array"))
+            return self[tuple(index)].item()
         return self._concrete(".item()")
 
     def __delitem__(self, key: Any) -> None:

@@ -47,11 +47,19 @@ def _outer_edges(a: Tracer, range_: Any) -> tuple[Any, Any]:
     if range_ is not None:
         first, last = range_
         if isinstance(first, Tracer) or isinstance(last, Tracer):
-            raise unsupported("np.histogram with a traced range",
-                              "pass range as numbers (or leave it out)")
-        if first > last:
+            # a range the data decides: NumPy's edges (mi + 0.0, a Python number weakly
+            # typed) in one dtype, and NumPy's checks made when the compiled function runs
+            first, last = first + 0.0, last + 0.0
+            dt = np.result_type(*(v.dtype if isinstance(v, Tracer) else v
+                                  for v in (first, last)))
+            first, last = as_tracer(first).astype(dt), as_tracer(last).astype(dt)
+            context.require(np.logical_not(first > last).node, ValueError,
+                            "max must be larger than min in range parameter.")
+            context.require((np.isfinite(first) & np.isfinite(last)).node, ValueError,
+                            "supplied range is not finite")
+        elif first > last:
             raise ValueError(with_location("max must be larger than min in range parameter."))
-        if not (np.isfinite(first) and np.isfinite(last)):
+        elif not (np.isfinite(first) and np.isfinite(last)):
             raise ValueError(with_location(
                 f"supplied range of [{first}, {last}] is not finite"))
     elif a.size == 0:
