@@ -1010,3 +1010,16 @@ def test_insert_at_positions_the_data_decides(fn, x, i):
 def test_delete_at_an_index_array_out_of_an_empty_axis_raises():
     _same_as_numpy(lambda x, i: np.delete(x, i), np.zeros(0), np.array([3]))
     _same_as_numpy(lambda x, i: np.delete(x, i), np.arange(3.0), np.array([2, -3]))
+
+
+@pytest.mark.parametrize("fn,x,i", [
+    (lambda x, i: np.insert(x, i, [7, 8, 9]), np.arange(5), [1]),
+    (lambda x, i: np.insert(x, i, [[1, 2, 3]], axis=1), np.arange(6).reshape(3, 2), [1]),
+    (lambda x, i: np.insert(x, i, [1, 2], axis=0), np.arange(6).reshape(3, 2), [2]),
+    (lambda x, i: np.insert(x, i, 5, axis=0), np.arange(6).reshape(3, 2), [[2]]),
+])
+def test_insert_at_one_position_of_a_list(fn, x, i):
+    """NumPy inserts all the values at a one-element position list (a size-1 position is
+    its scalar case, without moving the values' first axis)."""
+    _same_as_numpy(fn, x, np.asarray(i, dtype=np.int64))
+    _same_as_numpy(lambda x: fn(x, i), x)

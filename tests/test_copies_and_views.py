@@ -687,3 +687,10 @@ def test_c_ordered_results_of_transposed_operands_written_through_reshapes():
     from numpy.lib.stride_tricks import as_strided
     f = tracearray.compile(lambda v: as_strided(v * 1, (3,), (8,), writeable=False))
     assert not f(np.arange(6.0)).flags.writeable
+
+
+def test_strides_and_flags_of_a_computed_complex_values_parts():
+    f = lambda x: ((x + 1j).real.strides, (x[:, None] * 1j + x).real.flags.c_contiguous,  # noqa: E731
+                   (x[:, None] * 1j + x).imag.strides)
+    x = np.arange(4.0)
+    assert tracearray.compile(f)(x) == f(x)

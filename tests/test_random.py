@@ -728,3 +728,32 @@ def test_draws_without_a_size_are_weak_python_numbers():
             got = tracearray.compile(fn, device="cpu")(x, np.random.default_rng(0))
             assert type(got) is type(want), (got, want)
             assert np.asarray(got).dtype == np.asarray(want).dtype, (fn, dt)
+
+
+def test_weak_draws_through_unary_ops_powers_complex_values_and_functions():
+    """(changes probe, sixteenth session) -w, abs(w), w ** 2, x ** w, complex64 arrays with
+    w, np.where / np.clip / np.select / np.linspace / np.ldexp / np.logaddexp of a weak draw
+    kept NumPy's dtype only partly; randint(dtype=...) is NumPy's scalar of that dtype; a
+    list times an integer scalar repeats the list."""
+    R = np.random.default_rng
+    x = np.arange(1, 5, dtype=np.float32)
+    fns = [lambda x: x * -R(0).random(), lambda x: x * abs(R(0).normal()),
+           lambda x: x * R(0).random() ** 2, lambda x: x ** R(0).random(),
+           lambda x: -R(0).random(), lambda x: R(0).random() ** 2,
+           lambda x: x.astype(np.complex64) * R(0).random(),
+           lambda x: np.add(x.astype(np.complex64), np.random.randint(3)),
+           lambda x: x + np.random.randint(1, 3, dtype=np.int64),
+           lambda x: x * np.random.randint(1, 3, dtype=np.int32),
+           lambda x: np.where(x > 2, x, R(0).random()), lambda x: np.clip(x, 0, R(0).random()),
+           lambda x: x.clip(0, np.random.randint(2, 4)),
+           lambda x: np.select([x > 2], [x], default=R(0).random()),
+           lambda x: np.linspace(x[0], R(0).random(), 3),
+           lambda x: np.ldexp(x, np.random.randint(1, 3)), lambda x: np.logaddexp(x, R(0).random()),
+           lambda x: [0.5] * x.argmax(), lambda x: [0.5] * np.random.randint(2, 3)]
+    for fn in fns:
+        want, got = fn(x), tracearray.compile(fn, device="cpu")(x)
+        assert type(got) is type(want), (got, want)
+        if isinstance(want, list):
+            assert len(got) == len(want)
+        else:
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (fn, got, want)

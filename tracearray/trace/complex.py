@@ -649,7 +649,9 @@ def function_rule(*funcs: Any) -> Callable[[Callable], Callable]:
 def apply_ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """A ufunc with a complex operand (from either tracer's ``__array_ufunc__``, or an
     operator), its new result laid out as NumPy lays out a ufunc's (``operands_layout``)."""
-    from .tracer import operands_layout
+    from .tracer import operands_layout, weak_operands
+    if method == "__call__":   # (Python numbers among the operands: cast as NumPy casts them)
+        inputs, _weak = weak_operands(uf, inputs)
     plain = method == "__call__" and kwargs.get("out") is None
     result = _apply_ufunc(uf, method, inputs, kwargs)
     return operands_layout(result, inputs) if plain else result

@@ -86,7 +86,9 @@ def _composite_in_dtype(uf: np.ufunc, impl: Callable, inputs: tuple, kwargs: dic
 
 
 def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    from .tracer import Tracer, unwrap
+    from .tracer import Tracer, unwrap, weak_operands
+    if method == "__call__":   # Python numbers among the operands, cast as NumPy casts them
+        inputs, _weak = weak_operands(uf, inputs)
     if any(complex_values.is_complex(x) for x in inputs) or \
             complex_values.is_complex_dtype_kw(kwargs):
         return complex_values.apply_ufunc(uf, method, inputs, kwargs)
@@ -116,8 +118,7 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             casting = kwargs.pop("casting", "same_kind")
             if kwargs:
                 raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
-            from .tracer import operands_layout, weak_operands
-            inputs, _weak = weak_operands(uf, inputs)
+            from .tracer import operands_layout
             args = [unwrap(x) for x in inputs]
             if uf is np.power and dtype is None and casting == "same_kind":
                 return operands_layout(Tracer(api.power(*args)), inputs)
@@ -379,6 +380,8 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         for a in (*args, *kwargs.values()):
             state.captured.note_use(a)
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
+    if func in _PROMOTING_FUNCTIONS:
+        args, kwargs = _weak_values_cast(args, kwargs)
     if complex_values.holds_complex(args, kwargs):
         return _operands_layout(func, complex_values.apply_function(func, args, kwargs),
                                 args, kwargs)
@@ -395,6 +398,36 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
     return run_numpy_implementation(func, func._implementation, args, kwargs)
+
+
+# NumPy functions that promote their values together as a ufunc does, Python numbers weakly
+_PROMOTING_FUNCTIONS = frozenset({np.where, np.clip, np.select, np.linspace, np.piecewise,
+                                  np.full_like, np.concatenate, np.stack, np.hstack,
+                                  np.vstack, np.column_stack, np.append, np.interp})
+
+
+def _weak_values_cast(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The weakly typed traced values among a promoting function's arguments (a random draw
+    without a size: ``Tracer._weak``) cast as NumPy casts a Python number there: to the
+    dtype the function's other arrays give with it (np.where(c, float32, w) is float32)."""
+    from .tracer import Tracer
+
+    def values(x: Any) -> list:
+        return [v for y in x for v in values(y)] if type(x) in (list, tuple) else [x]
+    every = values(args) + values(list(kwargs.values()))
+    if not any(isinstance(v, Tracer) and v._weak is not None for v in every):
+        return args, kwargs
+    strong = [np.dtype(v.dtype) for v in every
+              if isinstance(v, (Tracer, complex_values.ComplexTracer, np.ndarray, np.generic))
+              and not (isinstance(v, Tracer) and v._weak is not None)]
+
+    def cast(x: Any) -> Any:
+        if type(x) in (list, tuple):
+            return type(x)(cast(y) for y in x)
+        if isinstance(x, Tracer) and x._weak is not None and strong:
+            return x.astype(np.result_type(*strong, x._weak(1)))
+        return x
+    return cast(args), {k: cast(v) for k, v in kwargs.items()}
 
 
 def refusal(func: Callable) -> str | None:

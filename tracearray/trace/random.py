@@ -620,8 +620,9 @@ def _legacy_sizes(dims: tuple) -> Any:
 def _randint(low: Any, high: Any = None, size: Any = None, dtype: Any = int) -> Any:
     if high is None:
         low, high = 0, low
-    return _sizeless(_integers(_global(), low, high, size, np.dtype(dtype), False,
-                               "np.random.randint"), size, int)
+    draw = _integers(_global(), low, high, size, np.dtype(dtype), False, "np.random.randint")
+    # (a Python int where no dtype is asked for; NumPy's scalar of the dtype asked for)
+    return _sizeless(draw, size, int) if dtype is int else draw
 
 
 def _seed(seed: Any = None) -> None:

@@ -149,9 +149,12 @@ def wrap(x: Any) -> Any:
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
     def method(self: "Tracer", other: Any) -> Any:
         if isinstance(other, (list, tuple)):
+            if ufunc is np.multiply and self.ndim == 0 and self.dtype.kind in "iu" and \
+                    (self._weak is int or self._is_numpy_scalar()):
+                return other * operator.index(self)   # (a sequence repeated, as Python's)
             other = np.asarray(other)
         if complex_values.is_complex(other):   # a complex operand: complex.py's loops
-            ops = (other, self) if reflected else (self, other)
+            ops, _weak = weak_operands(ufunc, (other, self) if reflected else (self, other))
             return complex_values.apply_ufunc(ufunc, "__call__", ops, {})
         if isinstance(other, (str, bytes)):
             # NumPy's own error for its ufunc of these dtypes (Python's str * x would ask x
@@ -184,25 +187,35 @@ def weak_operands(ufunc: np.ufunc, operands: Sequence[Any]) -> tuple[tuple, type
     scalar the result is when every operand is a Python number (None otherwise)."""
     if not any(isinstance(o, Tracer) and o._weak is not None for o in operands):
         return tuple(operands), None
+    arrays = (Tracer, complex_values.ComplexTracer, np.ndarray, np.generic)
     strong = [np.dtype(o.dtype) for o in operands
-              if isinstance(o, (Tracer, np.ndarray, np.generic)) and
-              not (isinstance(o, Tracer) and o._weak is not None)]
+              if isinstance(o, arrays) and not (isinstance(o, Tracer) and o._weak is not None)]
     if not strong:   # Python numbers only: the result is one (float * 2 is a float)
         stand = [o._weak(1) if isinstance(o, Tracer) else o for o in operands]
         with np.errstate(all="ignore"):
             kind = type(ufunc(*stand).item()) if ufunc.nout == 1 else None
         return tuple(operands), kind if kind in (float, int) else None
+    try:   # NumPy's loop for these operands, a Python type standing for a weak one
+        loop = ufunc.resolve_dtypes(tuple(
+            o._weak if isinstance(o, Tracer) and o._weak is not None else
+            np.dtype(o.dtype) if isinstance(o, arrays) else type(o)
+            for o in operands) + (None,) * ufunc.nout)
+    except Exception:   # noqa: BLE001 -- no loop: the ufunc's own error comes next
+        loop = None
     out = []
-    for o in operands:
+    for i, o in enumerate(operands):
         if isinstance(o, Tracer) and o._weak is not None:
-            o = o.astype(np.result_type(*strong, o._weak(1)))
+            o = o.astype(loop[i] if loop is not None else
+                         np.result_type(*strong, o._weak(1)))
         out.append(o)
     return tuple(out), None
 
 
 def _unary(ufunc: np.ufunc) -> Callable[[Any], Any]:
     def method(self: "Tracer") -> Any:
-        return operands_layout(Tracer(api.apply_ufunc(ufunc, self.node)), (self,))
+        out = operands_layout(Tracer(api.apply_ufunc(ufunc, self.node)), (self,))
+        # (-w, abs(w) of a Python number are Python numbers)
+        return weak_scalar(out, self._weak) if self._weak is not None else out
     return method
 
 
@@ -360,6 +373,11 @@ class Tracer:
         operand's layout (``Buffer.layout_known``)."""
         if self._buf.argument is not None or not self._buf.layout_known:
             return None
+        return self._shadow()
+
+    def _shadow(self) -> np.ndarray:
+        """This view's layout as NumPy gives it for C-contiguous memory (``buffers.shadow``;
+        a complex value's interleaved part every other item)."""
         arr = buffers.shadow(self._buf.node.shape, self._path)
         if self._interleaved:
             arr = np.lib.stride_tricks.as_strided(arr, arr.shape,
@@ -456,7 +474,7 @@ class Tracer:
     def strides(self) -> tuple[int, ...]:
         """NumPy's strides for the same view of C-contiguous memory (divergence
         traced-layout-flags, as ``flags``)."""
-        layout = buffers.shadow(self._buf.node.shape, self._path)
+        layout = self._shadow()
         return tuple(int(s) * self.node.dtype.itemsize for s in layout.strides)
 
     @property   # type: ignore[misc]
@@ -731,6 +749,8 @@ class Tracer:
             raise unsupported("pow() with a modulus")
         if complex_values.is_complex(other):
             return complex_values.apply_ufunc(np.power, "__call__", (self, other), {})
+        if self._weak is not None or isinstance(other, Tracer) and other._weak is not None:
+            return _binary(np.power)(self, other)   # (a Python number's **: weak)
         # (a NumPy scalar's ** is np.power: ndarray.__pow__'s fast paths are an array's)
         return operands_layout(Tracer(api.power(self.node, unwrap(other),
                                                 operator=not self._is_numpy_scalar())),
@@ -741,6 +761,8 @@ class Tracer:
     def __rpow__(self, other: Any) -> Any:
         if complex_values.is_complex(other):
             return complex_values.apply_ufunc(np.power, "__call__", (other, self), {})
+        if self._weak is not None:
+            return _binary(np.power, True)(self, other)
         return operands_layout(Tracer(api.apply_ufunc(np.power, unwrap(other), self.node)),
                                (other, self))
 
@@ -1233,7 +1255,7 @@ class TracerFlags:
 
     def __init__(self, t: Tracer):
         buf, path = t._buf, t._path
-        layout = buffers.shadow(buf.node.shape, path).flags
+        layout = t._shadow().flags
         self.c_contiguous = bool(layout.c_contiguous)
         self.f_contiguous = bool(layout.f_contiguous)
         self.contiguous = self.c_contiguous

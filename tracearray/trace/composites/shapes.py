@@ -738,6 +738,9 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
     (ax,) = normalize_axes(axis, t.ndim, "insert")
     n = t.shape[ax]
     traced = isinstance(obj, Tracer)
+    if not isinstance(obj, slice) and np.ndim(obj) > 1:
+        raise ValueError(with_location(
+            "index array argument obj to insert must be one dimensional or scalar"))
     if traced and (obj.dtype.kind not in "iu" or obj.ndim > 1):
         raise unsupported(f"np.insert at traced positions of dtype {obj.dtype} and "
                           f"{obj.ndim} dimensions", "integer positions, one or a vector, are")
@@ -746,11 +749,12 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
                                else range(n)[obj])
         scalar = False
     elif traced:
-        scalar = obj.ndim == 0
-        positions = np.zeros(1 if scalar else obj.size, np.int64)   # (stand-ins: the count)
+        positions = np.zeros(obj.shape, np.int64)   # (stand-ins: the count)
     else:
         positions = np.asarray(obj)
-        scalar = positions.ndim == 0
+    # NumPy's rule: one position (of any ndim) inserts all the values there, their first
+    # axis moved to ``ax`` only for a 0-d position; several take a slab each
+    scalar, move = positions.size == 1 and not isinstance(obj, slice), positions.ndim == 0
     positions = positions.reshape(-1).astype(np.int64)
     bad = positions[(positions < -n) | (positions > n)]
     if bad.size:
@@ -763,12 +767,11 @@ def insert(arr: Any, obj: Any, values: Any, axis: Any = None) -> Tracer:
     # values' first axis to ``ax``; a sequence of positions takes one slab each.
     slab_shape = list(t.shape)
     if scalar:
-        v = vals if vals.ndim else vals.reshape(())
-        if v.ndim == t.ndim:
+        v = vals.reshape((1,) * (t.ndim - vals.ndim) + vals.shape) if vals.ndim < t.ndim \
+            else vals   # (np.array(values, ndmin=arr.ndim))
+        if move:
             v = np.moveaxis(v, 0, ax)
-        else:
-            v = np.expand_dims(v, ax) if v.ndim == t.ndim - 1 else v
-        slab_shape[ax] = v.shape[ax] if v.ndim == t.ndim else 1
+        slab_shape[ax] = v.shape[ax]
         slabs = [np.broadcast_to(v, slab_shape)]
         positions = positions[:1]
     else:
