@@ -1023,3 +1023,20 @@ def test_insert_at_one_position_of_a_list(fn, x, i):
     its scalar case, without moving the values' first axis)."""
     _same_as_numpy(fn, x, np.asarray(i, dtype=np.int64))
     _same_as_numpy(lambda x: fn(x, i), x)
+
+
+@pytest.mark.parametrize("name", ["ptp", "nanmean", "nanmax", "nanmin", "nanstd", "nanvar",
+                                  "median", "nanmedian", "nancumsum", "nancumprod",
+                                  "percentile", "nanquantile"])
+def test_out_of_numpys_own_reductions(name):
+    """(changes probe, sixteenth session) out= of np.ptp, the nan* functions, median and the
+    quantiles was refused: computed, then stored as NumPy stores it (shape checked)."""
+    fn = getattr(np, name)
+    x = np.arange(12.0).reshape(3, 4)
+    x[1, 1] = np.nan
+    q = (0.5,) if name in ("percentile", "nanquantile") else ()
+    outs = [np.zeros((3, 4)), np.zeros(4)] if "cum" in name else \
+        [np.zeros(4), np.zeros(3), np.zeros(4, np.float32)]
+    for o in outs:
+        with np.errstate(all="ignore"):
+            _same_as_numpy(lambda x, o: fn(x, *q, axis=0, out=o), x, o)

@@ -157,3 +157,11 @@ def test_item_at_a_position():
         assert type(got) is type(want) and got == want
     with pytest.raises(IndexError):
         tracearray.compile(lambda x: x.item(7), device="cpu")(x)
+
+
+def test_item_at_a_traced_position_and_of_complex_values():
+    x = np.arange(6.0).reshape(2, 3)
+    for fn in (lambda x: x.item(np.argmax(x)), lambda x: x.item((2,)),
+               lambda x: (x + 1j).item(3), lambda x: (x + 1j).item(1, 1)):
+        got, want = tracearray.compile(fn, device="cpu")(x), fn(x)
+        assert type(got) is type(want) and got == want

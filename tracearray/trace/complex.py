@@ -315,7 +315,8 @@ class ComplexTracer:
 
     def item(self, *args: Any) -> Any:
         if args:
-            return self._concrete(".item(index)")
+            from .tracer import _item_at
+            return _item_at(self, args)
         if self.re.size != 1:
             raise ValueError(with_location(
                 "can only convert an array of size 1 to a Python scalar"))

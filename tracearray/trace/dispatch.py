@@ -380,6 +380,10 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
         for a in (*args, *kwargs.values()):
             state.captured.note_use(a)
     args, kwargs = compact_args(args), compact_args(kwargs)   # x[mask] as an argument
+    if func in _OUT_BY_STORE:
+        stored = _with_out_stored(func, args, kwargs)
+        if stored is not _NO_OUT:
+            return stored
     if func in _PROMOTING_FUNCTIONS:
         args, kwargs = _weak_values_cast(args, kwargs)
     if complex_values.holds_complex(args, kwargs):
@@ -398,6 +402,33 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
     return run_numpy_implementation(func, func._implementation, args, kwargs)
+
+
+# NumPy's reductions and scans written by NumPy's own code into an ``out=`` (by np.mean, a
+# ufunc's out=): the result computed, then stored as NumPy stores it (``store_out``, exact
+# shape), with the casting rule of NumPy's last step
+_OUT_BY_STORE = {
+    np.ptp: "same_kind", np.nanmean: "unsafe", np.nanmax: "unsafe", np.nanmin: "unsafe",
+    np.nanstd: "unsafe", np.nanvar: "unsafe", np.median: "unsafe", np.nanmedian: "unsafe",
+    np.nancumsum: "unsafe", np.nancumprod: "unsafe", np.percentile: "same_kind",
+    np.quantile: "same_kind", np.nanpercentile: "same_kind", np.nanquantile: "same_kind"}
+_NO_OUT = object()
+
+
+def _with_out_stored(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """``func(..., out=o)`` of ``_OUT_BY_STORE``: computed without it, stored into ``o``
+    (``_NO_OUT`` when no out= is given)."""
+    sig = _signature(func)
+    try:
+        bound = sig.bind(*args, **kwargs) if sig is not None else None
+    except TypeError:
+        return _NO_OUT   # (NumPy's own TypeError comes from the call)
+    if bound is None or bound.arguments.get("out") is None:
+        return _NO_OUT
+    out = bound.arguments.pop("out")
+    from .tracer import store_out
+    result = function(func, bound.args, bound.kwargs)
+    return store_out(numpy_name(func), result, out, _OUT_BY_STORE[func], exact=True)
 
 
 # NumPy functions that promote their values together as a ufunc does, Python numbers weakly

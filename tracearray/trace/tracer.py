@@ -146,6 +146,20 @@ def wrap(x: Any) -> Any:
     return Tracer(x) if isinstance(x, Node) else x
 
 
+def _item_at(t: Any, args: tuple) -> Any:
+    """``t.item(i)`` (the i-th element in C order, ``i`` a Python int or a traced one) or
+    ``t.item(i, j, ...)`` / ``t.item((i, j, ...))``: the element's staged value."""
+    index = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+    if len(index) == 1:
+        (i,) = index
+        if isinstance(i, Tracer) and (i.ndim or i.dtype.kind not in "iu"):
+            raise TypeError(with_location("an integer is required"))
+        return t.reshape(-1)[i].item()
+    if len(index) != t.ndim:
+        raise ValueError(with_location("incorrect number of indices for array"))
+    return t[tuple(index)].item()
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
     def method(self: "Tracer", other: Any) -> Any:
         if isinstance(other, (list, tuple)):
@@ -685,14 +699,7 @@ class Tracer:
                 "can only convert an array of size 1 to a Python scalar"))
         if not args or self.size == 1 and isinstance(args[0], (int, np.integer)):
             return self._staged_python_scalar(lambda v: v.item(), ".item()")
-        if len(args) == 1 and isinstance(args[0], (int, np.integer)):
-            return self.reshape(-1)[args[0]].item()     # x.item(i): the i-th in C order
-        if len(args) == 1 and isinstance(args[0], tuple) or len(args) > 1:
-            index = args[0] if len(args) == 1 else args
-            if len(index) != self.ndim:
-                raise ValueError(with_location("incorrect number of indices for array"))
-            return self[tuple(index)].item()
-        return self._concrete(".item()")
+        return _item_at(self, args)
 
     def __delitem__(self, key: Any) -> None:
         raise ValueError(with_location("cannot delete array elements"))
