@@ -694,3 +694,24 @@ def test_strides_and_flags_of_a_computed_complex_values_parts():
                    (x[:, None] * 1j + x).imag.strides)
     x = np.arange(4.0)
     assert tracearray.compile(f)(x) == f(x)
+
+
+def test_copies_of_read_only_views_are_writeable_and_constants_returned_twice_one_array():
+    from numpy.lib.stride_tricks import sliding_window_view
+    a, x = np.arange(9.0).reshape(3, 3), np.arange(4.0)
+    for fn in (lambda a, x: np.diag(a).ravel(), lambda a, x: np.broadcast_to(x, (2, 4)).ravel(),
+               lambda a, x: sliding_window_view(x, 2).ravel(),
+               lambda a, x: np.ascontiguousarray(np.diag(a)), lambda a, x: np.diag(a * 1j)):
+        got, want = tracearray.compile(fn)(a, x), fn(a, x)
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.writeable == want.flags.writeable
+    c1, c2 = tracearray.compile(lambda x: (lambda c: (c, c))(np.arange(4.0)))(x)
+    assert c1 is c2
+    d1, d2 = tracearray.compile(lambda a: (lambda d: (d, d))(np.diag(a)))(a)
+    assert d1 is d2 and not d1.flags.writeable
+
+
+def test_staged_value_keeps_a_signalling_nan():
+    sn = np.array([0x7F800001], np.uint32).view(np.float32)
+    got = tracearray.compile(lambda x: np.float32(x[0]))(sn)
+    assert np.float32(got).view(np.uint32) == 0x7F800001

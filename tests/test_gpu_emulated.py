@@ -1567,3 +1567,23 @@ def test_constant_results_writeable_and_a_result_returned_twice_is_one_array():
     np.testing.assert_array_equal(r, [7, 1, 2, 3, 4])
     a, b = tracearray.compile(lambda x: (lambda t: (t, t))(x + 1), device="cuda")(np.ones(5))
     assert a is b
+
+
+def test_device_inputs_with_weak_results_zero_d_values_and_negative_strides():
+    """(emulator probe, sixteenth session) A weak random draw returned with device inputs
+    crashed (float() of an Array); 0-d values became shape (1,) on the device; a device
+    input of negative stride read by a host step raised 'negative dimensions'."""
+    from tracearray import gpu
+    f = tracearray.compile(lambda x: (x + 1, np.random.default_rng(0).uniform()), device="cuda")
+    _, u = f(gpu.to_device(np.ones(4, np.float32)))
+    assert type(u) is float
+    assert gpu.to_device(np.array(3.0)).shape == ()
+    g = tracearray.compile(lambda x: np.float32(x[0]), device="cuda")
+    assert np.shape(g(gpu.to_device(np.arange(5.0)))) == ()
+    x = np.arange(16.0)
+    dx = gpu.to_device(x)
+    rev = gpu.Array(dx.ptr + 15 * 8, (16,), np.float64, (-8,), owner=dx)   # x[::-1]
+    r = tracearray.compile(lambda a: np.fft.fft(a), device="cuda")(rev)
+    np.testing.assert_allclose(np.asarray(r), np.fft.fft(x[::-1]), atol=1e-9)
+    k = tracearray.compile(lambda a: a * 2, device="cuda")
+    np.testing.assert_array_equal(np.asarray(k(rev)), x[::-1] * 2)

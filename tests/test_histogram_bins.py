@@ -165,3 +165,12 @@ def test_item_at_a_traced_position_and_of_complex_values():
                lambda x: (x + 1j).item(3), lambda x: (x + 1j).item(1, 1)):
         got, want = tracearray.compile(fn, device="cpu")(x), fn(x)
         assert type(got) is type(want) and got == want
+
+
+def test_too_many_bins_for_the_data_range_raises_as_numpy():
+    x = (1 + np.arange(10) * 1e-7).astype(np.float32)
+    fn = lambda x: np.histogram(x, 1000, range=(x.min(), x.max()))  # noqa: E731
+    with pytest.raises(ValueError, match="Too many bins"):
+        fn(x)
+    with pytest.raises(ValueError, match="Too many bins"):
+        tracearray.compile(fn, device="cpu")(x)

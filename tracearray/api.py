@@ -1004,15 +1004,22 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
         for i, value in zip(graph.updates, outs[n:n + len(graph.updates)]):
             _write_into(targets[i], value)
     outs = outs[:n]
+    views: dict[int, np.ndarray] = {}
     for i in graph.readonly_results:
         o = outs[i]
         if isinstance(o, np.ndarray) and o.ndim:
-            # a view of the result's memory (another result may be that memory, writeable)
-            outs[i] = o = o.view()
-            o.flags.writeable = False
+            # a read-only view of the result's memory (another result may be that memory,
+            # writeable); one view of an array returned twice
+            view = views.get(id(o))
+            if view is None:
+                view = views[id(o)] = o.view()
+                view.flags.writeable = False
+            outs[i] = view
     outs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outs]
     for i, kind in graph.python_results:   # (a Python float / int in NumPy)
-        outs[i] = float(outs[i]) if kind == "float" else int(outs[i])
+        v = outs[i]
+        v = v.numpy()[()] if hasattr(v, "numpy") else v   # (a device Array: its value)
+        outs[i] = float(v) if kind == "float" else int(v)
     return pytree.unflatten(graph.out_tree, outs)
 
 

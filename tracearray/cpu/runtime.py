@@ -375,8 +375,9 @@ class Executable:
             self._run_steps(slots, addrs)
         if self._output_slots is not None:
             return list(self._output_slots(slots))
-        return [np.array(constant_value(o)) if is_const else slots[o]
-                for is_const, o in self._outputs]
+        constants: dict[int, np.ndarray] = {}   # (a constant returned twice is one array)
+        return [constants.setdefault(id(o), np.array(constant_value(o))) if is_const
+                else slots[o] for is_const, o in self._outputs]
 
     def _run_chunks(self, entry: Any, bufs: Any, params: int, chunks: list,
                     choice: pool.ThreadChoice, native: pool.KernelChunks) -> None:

@@ -78,7 +78,7 @@ class Array:
     def from_numpy(cls, a: Any) -> "Array":
         """Copy a host array to the device (C-contiguous)."""
         from .driver import get_device
-        host = np.ascontiguousarray(a)
+        host = np.require(np.asarray(a), requirements="C")   # (0-d stays 0-d)
         if not host.dtype.isnative:
             host = host.astype(host.dtype.newbyteorder("="))
         out = cls.empty(host.shape, host.dtype)

@@ -955,6 +955,7 @@ class GpuExecutable:
             _PENDING.append(_IndexFlags(flags, [gk.checks for gk in self._checking],
                                         self.graph.locations))
         outs: list[Any] = []
+        constants: dict[int, Any] = {}
         for kind, source in self._output_sources:
             if kind == "array":
                 outs.append(arrays[source])
@@ -963,9 +964,13 @@ class GpuExecutable:
             elif kind == "in_place":   # written into the argument's device memory
                 x = inputs[source]
                 outs.append(x if type(x) is Array else held[self.graph.inputs[source]])
-            else:
-                value = constant_value(source)
-                outs.append(Array.from_numpy(value) if device_mode else np.array(value))
+            else:   # (a constant returned twice is one array, as NumPy's)
+                value = constants.get(id(source))
+                if value is None:
+                    value = constant_value(source)
+                    value = constants[id(source)] = Array.from_numpy(value) if device_mode \
+                        else np.array(value)
+                outs.append(value)
         if not device_mode:
             host: dict[int, Any] = {}
             for k, o in enumerate(outs):
@@ -1155,15 +1160,17 @@ def _arg_offsets(n: int) -> np.ndarray:
 
 def _to_host(dev: Any, ptr: int, shape: Sequence[int], strides: Sequence[int],
              dtype: np.dtype) -> np.ndarray:
-    """A device buffer of this layout (element strides, none negative) as a host array of
-    the same layout: the memory it spans is copied, after the work queued on the stream."""
+    """A device buffer of this layout (element strides, negative ones too: ``ptr`` is the
+    first element's) as a host array of the same layout: the memory it spans is copied,
+    after the work queued on the stream."""
     dtype = np.dtype(dtype)
     if any(n == 0 for n in shape):
         return np.empty(shape, dtype)
-    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides))
-    flat = np.empty(span, dtype)
-    dev.dtoh(flat.ctypes.data, ptr, flat.nbytes)
-    return np.lib.stride_tricks.as_strided(flat, tuple(shape),
+    low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)    # (<= 0)
+    high = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+    flat = np.empty(high - low + 1, dtype)
+    dev.dtoh(flat.ctypes.data, ptr + low * dtype.itemsize, flat.nbytes)
+    return np.lib.stride_tricks.as_strided(flat[-low:], tuple(shape),
                                            tuple(st * dtype.itemsize for st in strides))
 
 

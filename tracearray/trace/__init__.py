@@ -518,8 +518,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     outputs += [c.node for c in state.checks]
     # (a view NumPy returns read-only stays so: its flags are NumPy's)
     readonly = tuple(i for i, leaf in enumerate(leaves)
-                     if isinstance(leaf, Tracer) and leaf._trace is not None and
-                     not (leaf._buf.writeable and buffers.readonly_step(leaf._path) is None))
+                     for t in [leaf.re if isinstance(leaf, ComplexTracer) else leaf]
+                     if isinstance(t, Tracer) and t._trace is not None and
+                     not (t._buf.writeable and buffers.readonly_step(t._path) is None))
     python = tuple((i, leaf._weak.__name__) for i, leaf in enumerate(leaves)
                    if isinstance(leaf, Tracer) and leaf._weak is not None)
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,

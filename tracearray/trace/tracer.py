@@ -101,10 +101,14 @@ def _staged_scalar(node: Node, what: str) -> Any:
     dt = node.dtype
     if dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8:
         return dt.type(_staged(node, what))
-    wide = np.dtype(np.float64) if dt.kind == "f" else dt
-    value = api.reshape(node, ()) if dt == wide else api.cast(api.reshape(node, ()), wide)
-    bits = context.data_size(make("bitcast", [value], dtype=np.dtype(np.int64).str), what)
-    return dt.type(np.array(bits, np.int64).view(wide)[()])
+    # the value's own bits as a signed integer of its size (a float's NaN payload and
+    # signalling bit kept), widened to int64
+    same = np.dtype(f"i{dt.itemsize}")
+    bits = make("bitcast", [api.reshape(node, ())], dtype=same.str)
+    if same.itemsize < 8:
+        bits = api.cast(bits, np.dtype(np.int64))
+    found = context.data_size(bits, what)
+    return dt.type(np.array(found, np.int64).astype(same).view(dt)[()])
 
 
 def _scalar_of_ndim(node: Node, what: str) -> None:
@@ -899,6 +903,9 @@ class Tracer:
         if order not in ("C", "F", "A") or self.node.size <= 1 or self._is_numpy_scalar():
             return self
         layout = self._layout()
+        if layout is None and buffers.readonly_step(self._path) is not None and \
+                self._buf.layout_known:
+            layout = self._shadow()   # (a diagonal or a broadcast: as for _reshaped)
         if layout is None:
             out = Tracer(self.node, buffer=self._buf, path=self._path, ambiguous=True)
             out._c_ordered = order if order in ("C", "F") else None
@@ -1084,6 +1091,11 @@ class Tracer:
             return self._view(node)
         if layout is _OWN_LAYOUT:
             layout = self._layout()
+            if layout is None and buffers.readonly_step(self._path) is not None and \
+                    self._buf.layout_known:
+                # a diagonal, a broadcast or windows of an argument: never contiguous,
+                # whatever the argument's strides (as the C-ordered stand-in says)
+                layout = self._shadow()
         if layout is None and not ravel and self._buf.argument is not None and \
                 len(self._buf.node.shape) <= 1:
             # a reshape of a view of a vector argument: whether it needs a copy does not

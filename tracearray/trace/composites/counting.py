@@ -253,7 +253,12 @@ def _equal_edges(x: Tracer, n_bins: int, range_: Any) -> tuple[Any, Any, np.dtyp
         np.result_type(first.dtype, x.dtype)
     if bin_type.kind in "biu":
         bin_type = np.result_type(bin_type, float)
-    return first, last, bin_type, _linspace(first, last, n_bins + 1, bin_type)
+    edges = _linspace(first, last, n_bins + 1, bin_type)
+    # (NumPy's check: edges that do not increase, as float32 data of a tiny range or an
+    # overflowing one make them)
+    context.require(np.logical_not(np.any(edges[:-1] >= edges[1:])).node, ValueError,
+                    f"Too many bins for data range. Cannot create {n_bins} finite-sized bins.")
+    return first, last, bin_type, edges
 
 
 def _equal_bins(x: Tracer, w: Tracer | None, n_bins: int, range_: Any
