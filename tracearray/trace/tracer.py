@@ -1423,36 +1423,11 @@ def operands_layout(out: Any, operands: Sequence[Any]) -> Any:
     result of ``operands`` in order 'K' (a ufunc's, a copy's): in another order than C's when
     every operand of its dimensions is (``x.T + 1``, not ``x.T + y``); and by the layout of
     the arguments those operands' memory follows."""
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            operands_layout(o, operands)
-        return out
-    if isinstance(out, complex_values.ComplexTracer):
-        operands_layout((out.re, out.im), operands)
-        return out
-    if not isinstance(out, Tracer) or out._trace is None or \
-            sum(n > 1 for n in out._node.shape) < 2:
-        return out
-    shaped = [t for t in _real_parts(operands) if t._buf is not out._buf and
-              t._node.ndim == out._node.ndim and sum(n > 1 for n in t._node.shape) > 1]
-    if not shaped:
-        return out
-    if all(t._permuted() for t in shaped):
-        out._buf.layout_known = False
-    args = frozenset().union(*(t._buf.from_arguments for t in shaped))
-    if args:
-        out._buf.from_arguments = out._buf.from_arguments | args
-    return out
-
-
-def _real_parts(values: Sequence[Any]) -> list[Tracer]:
-    """The tracers among ``values``, a complex value as its parts (laid out as it is)."""
-    out: list[Tracer] = []
-    for v in values:
-        if isinstance(v, Tracer):
-            out.append(v)
-        elif isinstance(v, complex_values.ComplexTracer):
-            out += [v.re, v.im]
+    for r in _new_results(out):
+        shaped = [t for t in _real_parts(operands) if t._buf is not r._buf and
+                  t._node.ndim == r._node.ndim and sum(n > 1 for n in t._node.shape) > 1]
+        if shaped:
+            _lay_out(r, shaped, all(t._permuted() for t in shaped))
     return out
 
 
@@ -1464,25 +1439,45 @@ def follows_layout(out: Any, operands: Sequence[Any], exclude: Sequence[Any] = (
     any operand of two or more dimensions is laid out out of C's order, and laid out by the
     arguments any of them follows. Results that are operands or ``exclude`` (an ``out=``)
     keep theirs."""
+    kept = {id(t._buf) for t in _real_parts((*operands, *exclude))}
+    shaped = [t for t in _real_parts(operands) if sum(n > 1 for n in t._node.shape) > 1]
+    for r in _new_results(out):
+        if id(r._buf) not in kept:
+            _lay_out(r, shaped, any(t._permuted() for t in shaped))
+    return out
+
+
+def _new_results(out: Any) -> list[Tracer]:
+    """The traced results of two or more dimensions of size past one in ``out`` (a tuple's,
+    a complex value's parts): those whose layout a reshape of them depends on."""
     if isinstance(out, (tuple, list)):
-        for o in out:
-            follows_layout(o, operands, exclude)
-        return out
+        return [r for o in out for r in _new_results(o)]
     if isinstance(out, complex_values.ComplexTracer):
-        follows_layout((out.re, out.im), operands, exclude)
-        return out
+        return _new_results((out.re, out.im))
     if not isinstance(out, Tracer) or out._trace is None or \
             sum(n > 1 for n in out._node.shape) < 2:
-        return out
-    kept = {id(t._buf) for t in _real_parts((*operands, *exclude))}
-    if id(out._buf) in kept:
-        return out
-    shaped = [t for t in _real_parts(operands) if sum(n > 1 for n in t._node.shape) > 1]
-    if any(t._permuted() for t in shaped):
-        out._buf.layout_known = False
+        return []
+    return [out]
+
+
+def _lay_out(r: Tracer, shaped: list[Tracer], unknown: bool) -> None:
+    """``r``'s memory laid out by ``shaped`` (operands): not known where ``unknown``, and as
+    the arguments they follow (``Buffer.from_arguments``)."""
+    if unknown:
+        r._buf.layout_known = False
     args = frozenset().union(*(t._buf.from_arguments for t in shaped))
     if args:
-        out._buf.from_arguments = out._buf.from_arguments | args
+        r._buf.from_arguments = r._buf.from_arguments | args
+
+
+def _real_parts(values: Sequence[Any]) -> list[Tracer]:
+    """The tracers among ``values``, a complex value as its parts (laid out as it is)."""
+    out: list[Tracer] = []
+    for v in values:
+        if isinstance(v, Tracer):
+            out.append(v)
+        elif isinstance(v, complex_values.ComplexTracer):
+            out += [v.re, v.im]
     return out
 
 
