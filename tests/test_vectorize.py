@@ -73,7 +73,10 @@ def test_vectorize_without_traced_arrays_is_numpys_own() -> None:
 
 
 @pytest.mark.parametrize("fn, error, match", [
-    (lambda a: np.vectorize(lambda t: t if t > 0 else -t)(a), ConcretizationError, "np.where"),
+    (lambda a: np.vectorize(lambda t: t if t > 0 else -t if t > -1 else 2 * t if t > -2 else
+                            3 * t if t > -3 else t + 1 if t > -4 else t + 2 if t > -5 else
+                            t + 3 if t > -6 else 0)(a), UnsupportedOperationError,
+     "more than 6 branches"),
     (lambda a: np.vectorize(lambda t: math.sin(t))(a), ConcretizationError, "math.sin"),
     (lambda a: np.vectorize(lambda t: t * a)(a), UnsupportedOperationError, "whole array"),
     (lambda a: np.vectorize(lambda t: np.sum(t))(a), UnsupportedOperationError, "sum"),
@@ -83,7 +86,7 @@ def test_vectorize_without_traced_arrays_is_numpys_own() -> None:
     (lambda a: np.vectorize(lambda t: [t, t])(a), UnsupportedOperationError, "sequence"),
     (lambda a: np.vectorize(lambda t: t + np.random.rand())(a), UnsupportedOperationError,
      "random"),
-], ids=["branch on a value", "math.sin", "closes over an array", "a reduction", "a signature's long loop",
+], ids=["seven branches on a value", "math.sin", "closes over an array", "a reduction", "a signature's long loop",
         "size 0 without otypes", "returns a list", "a random draw per element"])
 def test_vectorize_refusals_name_the_cause(fn, error, match) -> None:
     with pytest.raises(error, match=match):
@@ -123,3 +126,26 @@ def test_frompyfunc_is_refused_by_name() -> None:
     f = tracearray.compile(lambda a: np.frompyfunc(lambda t: t + 1, 1, 1)(a))
     with pytest.raises(UnsupportedOperationError, match="np.frompyfunc.*np.vectorize"):
         f(np.ones(3))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: np.vectorize(lambda s: s if s > 0 else 0)(a),
+    lambda a: np.vectorize(lambda s, k: max(s - k, 0))(a, 0.5),
+    lambda a: np.vectorize(lambda s: int(s > 0))(a),
+    lambda a: np.vectorize(lambda s: -s if s < 0 else (s * 2 if s > 1 else s))(a),
+    lambda a: np.vectorize(lambda s: float(s > 0) * 2 + (s > 1))(a),
+    lambda a: np.vectorize(lambda s, t: (s, t) if s > t else (t, s))(a, a[::-1]),
+], ids=["if-else of two dtypes", "max with a number", "int of a bool", "nested", "float of a bool",
+        "a tuple each way"])
+def test_vectorize_branches_on_an_element_run_both_ways(fn) -> None:
+    """A branch on an element's value (``s if s > 0 else 0``, Python's max beside a number,
+    int(s > 0)) is traced both ways and joined by a select; where the ways give results of
+    different dtypes, the output's is the one the first elements take (NumPy learns it from
+    its first call), found when the function runs."""
+    f = tracearray.compile(fn, device="cpu")
+    for x in (np.array([1.5, -2.0, 0.3, 3.0]), np.array([-1.5, 2.0, 0.3, 3.0])):
+        want, got = fn(x), f(x)
+        for w, g in zip(want if isinstance(want, tuple) else (want,),
+                        got if isinstance(got, tuple) else (got,)):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)

@@ -101,6 +101,10 @@ class TraceState:
     # > 0 while np.vectorize traces its function on stand-ins of one element
     # (trace/vectorize.py): their values cannot be computed by a probe
     element_traces: int = 0
+    # np.vectorize's branches on an element's value (trace/vectorize.py): the decisions the
+    # current run of the function takes at its first branches, and how many it has taken
+    element_decisions: list | None = None
+    element_taken: int = 0
     # arrays reached through closures, defaults, bound objects and global containers: graph
     # inputs found again at every call (trace/captured.py; ``build.constant`` asks it)
     captured: Any = None

@@ -133,8 +133,11 @@ def _function_entries() -> list[Entry]:
                      "to the whole arrays when its steps are element by element (ufuncs, "
                      "np.where, casts); NumPy's result dtype, values computed on Python "
                      "floats and ints as NumPy's loop does; with signature=, NumPy's loop on "
-                     "traced core slices (1,024 calls at most); branches on an "
-                     "element's value raise ConcretizationError (use np.where)"))
+                     "traced core slices (1,024 calls at most); a branch on an element's "
+                     "value (if, Python's max beside a number, int(s > 0)) is traced both "
+                     "ways and joined by a select (6 in one call at most; the output dtype "
+                     "the first elements' way gives, found when the function runs); "
+                     "math.* of an element raises ConcretizationError (use np.sin)"))
     known = {e.name for e in out}
     for obj, c in COMPOSITES.items():   # composites of functions outside those namespaces
         if not isinstance(obj, np.ufunc) and c.name not in known:
@@ -201,7 +204,8 @@ def _operator_entries() -> list[Entry]:
                      "function is traced once per value seen, compiling nothing new (each "
                      "call runs its probes and waits for them; at most 64 values a call, so "
                      "a while loop of more iterations is refused); inside np.vectorize's "
-                     "function: ConcretizationError"))
+                     "function a branch is traced both ways (see np.vectorize), float() "
+                     "raises ConcretizationError"))
     out.append(Entry("Python's max(a, b, ...) / min(...) of traced NumPy scalars of one dtype "
                      "(or a list or generator of them)", "operator", "tracer", "",
                      "traced selects in Python's fold (if item > best: the first of ties, "

@@ -591,6 +591,10 @@ class Tracer:
                 "The truth value of an array with more than one element is ambiguous. Use "
                 "a.any() or a.all()"))
         from . import context
+        state = context.current()
+        if state is not None and state.element_traces and state.element_decisions is not None:
+            from .vectorize import element_branch   # (np.vectorize: both ways, then a select)
+            return element_branch(self)
         if not context.values_may_be_staged():
             return self._concrete("bool() (e.g. `if` or `while` on an array)")
         # a branch on the data (if x.any():, while err > tol:)
@@ -604,6 +608,10 @@ class Tracer:
         graph takes it as a constant of the same kernels)."""
         from . import context
         dt, state = self.node.dtype, context.current()
+        if dt.kind == "b" and self.node.size == 1 and state is not None and \
+                state.element_traces and state.element_decisions is not None:
+            from .vectorize import element_branch   # (int(s > 0) in np.vectorize: a branch)
+            return convert(np.bool_(element_branch(self)))
         # (NumPy's own implementations of its functions stage integers only: one that takes
         # the floats of an array one by one, np.array2string, is refused by name instead)
         if self.node.size == 1 and dt.kind in "biuf" and context.values_may_be_staged() and \

@@ -117,8 +117,8 @@ def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
     if otypes is None:   # NumPy's first call: NumPy scalars of the arrays' dtypes, and of
         # np.asarray of the Python scalars (np.float64(3.0) for 3.0: strongly typed there)
         scalars = [np.asarray(a).flat[0] if i not in arrays else a for i, a in enumerate(args)]
-        first = _call_on_elements(func, scalars, {i: n.dtype for i, n in arrays.items()})[1]
-        dtypes = [r.dtype for r in first]
+        elements, tree = _explore(func, scalars, {i: n.dtype for i, n in arrays.items()})
+        dtypes = _first_call_dtypes(tree, elements, arrays)
     else:
         dtypes = [np.dtype(t) for t in otypes]
     # the values: each element as the Python object NumPy's loop hands func
@@ -140,33 +140,142 @@ def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
 def _call_on_elements(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
                       ) -> tuple[dict[int, Node], list[Node], bool]:
     """``func`` called with a 0-d stand-in of each array's element (of ``dtypes``): the
-    stand-ins, the result nodes, and whether it returned a tuple."""
-    from .composites import as_tracer
+    stand-ins, the result nodes (the function's branches on an element's value taken both
+    ways and joined by selects), and whether it returned a tuple."""
+    elements, tree = _explore(func, args, dtypes)
+    return elements, _joined(tree), tree.multiple
+
+
+# Branches on an element's value a function given to np.vectorize may take in one call: each
+# is traced both ways (2 ** MAX_ELEMENT_BRANCHES runs of the function at most).
+MAX_ELEMENT_BRANCHES = 6
+
+
+class ElementBranch(BaseException):
+    """Raised by ``bool()`` of an element's value where the run has no decision for it yet
+    (a BaseException: the user's ``except Exception`` must not take it)."""
+
+    def __init__(self, cond: Node):
+        super().__init__("np.vectorize branch")
+        self.cond = cond
+
+
+class _Paths:
+    """The function's results down each way of its branches: a leaf (``outs``: result
+    nodes) or a branch on ``cond`` with the ``yes`` and ``no`` paths."""
+
+    def __init__(self, multiple: bool, outs: list[Node] | None = None, cond: Node | None = None,
+                 yes: "_Paths | None" = None, no: "_Paths | None" = None):
+        self.multiple, self.outs, self.cond, self.yes, self.no = multiple, outs, cond, yes, no
+
+
+def element_branch(t: Tracer) -> bool:
+    """``bool()`` of an element's value in np.vectorize's function: the decision this run
+    takes there (``_explore`` runs the function once per way)."""
+    from .context import current
+    state = current()
+    cond = api.cast(api.reshape(t.node, ()), np.dtype(bool))
+    if state.element_taken < len(state.element_decisions):
+        state.element_taken += 1
+        return state.element_decisions[state.element_taken - 1]
+    raise ElementBranch(cond)
+
+
+def _explore(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
+             ) -> tuple[dict[int, Node], _Paths]:
+    """``func`` run on a 0-d stand-in of each array's element (of ``dtypes``), every branch
+    on an element's value taken both ways: the stand-ins and the tree of paths."""
     tag = next(_element_ids)
     elements = {i: Node.make("input", (), {"vectorize_element": (tag, i)}, (), dt)
                 for i, dt in dtypes.items()}
     call_args = [Tracer(elements[i]) if i in elements else a for i, a in enumerate(args)]
     from .context import current
     state = current()
-    state.element_traces += 1
-    try:
-        results = func(*call_args)
-    except ConcretizationError as e:
-        raise ConcretizationError(
-            f"{e}\n(np.vectorize: tracearray traces the function once for all elements, "
-            f"so it cannot branch on an element's value or pass it to math.* functions: "
-            f"write choices with np.where(cond, a, b) and use NumPy's functions, np.sin "
-            f"rather than math.sin)") from None
-    finally:
-        state.element_traces -= 1
-    multiple = isinstance(results, tuple)
+
+    def run(decisions: list[bool]) -> _Paths:
+        saved = state.element_decisions, state.element_taken
+        state.element_decisions, state.element_taken = decisions, 0
+        state.element_traces += 1
+        try:
+            results = func(*call_args)
+        except ElementBranch as b:
+            if len(decisions) >= MAX_ELEMENT_BRANCHES:
+                raise unsupported(
+                    f"np.vectorize of a function with more than {MAX_ELEMENT_BRANCHES} "
+                    f"branches on an element's value in one call",
+                    "each is traced both ways; write the choices with np.where") from None
+            state.element_traces -= 1
+            state.element_decisions, state.element_taken = saved
+            yes, no = run(decisions + [True]), run(decisions + [False])
+            if yes.multiple != no.multiple or len(_leaf(yes).outs) != len(_leaf(no).outs):
+                raise unsupported("np.vectorize of a function whose branches return "
+                                  "different numbers of values") from None
+            return _Paths(yes.multiple, cond=b.cond, yes=yes, no=no)
+        except ConcretizationError as e:
+            raise ConcretizationError(
+                f"{e}\n(np.vectorize: tracearray traces the function on a stand-in for all "
+                f"elements: it cannot pass an element to math.* functions or convert it to "
+                f"a Python number; use NumPy's functions, np.sin rather than math.sin)"
+            ) from None
+        else:
+            state.element_traces -= 1
+            state.element_decisions, state.element_taken = saved
+        return _Paths(isinstance(results, tuple), outs=_result_nodes(results))
+    return elements, run([])
+
+
+def _leaf(p: _Paths) -> _Paths:
+    while p.outs is None:
+        p = p.yes
+    return p
+
+
+def _result_nodes(results: Any) -> list[Node]:
+    from .composites import as_tracer
     outs = []
-    for r in (results if multiple else (results,)):
+    for r in (results if isinstance(results, tuple) else (results,)):
         if isinstance(r, (list, dict, set)) or (isinstance(r, np.ndarray) and r.ndim):
             raise unsupported("np.vectorize of a function that returns a sequence or an "
                               "array", "each call must return one value (or a tuple)")
         outs.append(as_tracer(r).node)
-    return elements, outs, multiple
+    return outs
+
+
+def _joined(p: _Paths) -> list[Node]:
+    """The results of every path joined by selects on the branches' conditions (each
+    element takes its own way, as NumPy's loop calls the function per element)."""
+    if p.outs is not None:
+        return p.outs
+    yes, no = _joined(p.yes), _joined(p.no)
+    return [api.where(p.cond, a, b) for a, b in zip(yes, no)]
+
+
+def _first_call_dtypes(tree: _Paths, elements: dict[int, Node], arrays: dict[int, Node]
+                       ) -> list[np.dtype]:
+    """The result dtypes of NumPy's first call (on the arrays' first elements, to learn
+    them): a leaf's; where the branches' leaves differ, the leaf the first elements reach,
+    their conditions found by a probe when the function runs (as a branch of the traced
+    function itself is)."""
+    leaves: list[_Paths] = []
+    stack = [tree]
+    while stack:
+        p = stack.pop()
+        if p.outs is not None:
+            leaves.append(p)
+        else:
+            stack += [p.yes, p.no]
+    kinds = {tuple(n.dtype for n in leaf.outs) for leaf in leaves}
+    if len(kinds) == 1:
+        return list(next(iter(kinds)))
+    firsts = {elements[i]: api.getitem(arrays[i], (0,) * arrays[i].ndim) for i in arrays}
+    memo: dict[Node, Node] = {}
+    p = tree
+    while p.outs is None:
+        from .tracer import _staged
+        first = api.cast(_replay(p.cond, {e: api.cast(f, e.dtype) for e, f in firsts.items()},
+                                 memo), np.dtype(np.int64))
+        p = p.yes if _staged(first, "the first elements' branch in np.vectorize") else p.no
+    return [n.dtype for n in p.outs]
 
 
 def _replay(node: Node, whole: dict[Node, Node], memo: dict[Node, Node]) -> Node:
