@@ -1040,3 +1040,10 @@ def test_out_of_numpys_own_reductions(name):
     for o in outs:
         with np.errstate(all="ignore"):
             _same_as_numpy(lambda x, o: fn(x, *q, axis=0, out=o), x, o)
+
+
+def test_nan_reductions_into_an_integer_out_raise_as_numpy():
+    x = np.arange(12.0).reshape(3, 4)
+    for fn in (np.nanmean, np.nanstd, np.nanvar):
+        _same_as_numpy(lambda x, o, fn=fn: fn(x, axis=0, out=o), x, np.zeros(4, np.int64))
+    _same_as_numpy(lambda x, o: np.nanquantile(x, 0.5, axis=0, out=o), x, np.zeros(4, np.int64))

@@ -715,3 +715,31 @@ def test_staged_value_keeps_a_signalling_nan():
     sn = np.array([0x7F800001], np.uint32).view(np.float32)
     got = tracearray.compile(lambda x: np.float32(x[0]))(sn)
     assert np.float32(got).view(np.uint32) == 0x7F800001
+
+
+def test_results_made_apart_are_arrays_of_their_own():
+    """(changes probe, sixteenth session) np.zeros_like(p) twice (an optimiser's m, v) is
+    one graph node: the runtime returned one array for both, so a write into m changed v."""
+    init = tracearray.compile(lambda p: (np.zeros_like(p), np.zeros_like(p)))
+    for _ in range(2):
+        m, v = init(np.ones(3))
+        assert m is not v
+        m[0] = 5.0
+        np.testing.assert_array_equal(v, 0.0)
+    f = tracearray.compile(lambda a: (a + 1, a + 1, (lambda y: (y, y))(a * 2),
+                                      np.arange(3), np.arange(3)))
+    r = f(np.ones(3))
+    assert r[0] is not r[1] and r[2][0] is r[2][1] and r[3] is not r[4]
+
+
+def test_reshape_of_a_broadcast_of_an_argument():
+    """Merging axes of a broadcast an argument's layout decides (a view of a C-ordered one,
+    a copy of a Fortran-ordered one: a view of the trace's C stand-in is not taken as
+    the answer): the values are NumPy's; writeability is the C-ordered argument's
+    (divergence traced-layout-flags)."""
+    def f(a):
+        return np.broadcast_to(a, (2, 4, 6)).reshape(2, -1)
+    c = np.arange(24.0).reshape(4, 6)
+    for a in (c, np.asfortranarray(c)):
+        np.testing.assert_array_equal(tracearray.compile(f)(a), f(a))
+    assert tracearray.compile(f)(c).flags.writeable == f(c).flags.writeable

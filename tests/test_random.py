@@ -757,3 +757,37 @@ def test_weak_draws_through_unary_ops_powers_complex_values_and_functions():
             assert len(got) == len(want)
         else:
             assert np.asarray(got).dtype == np.asarray(want).dtype, (fn, got, want)
+
+
+def test_weak_draws_in_functions_that_convert_their_items():
+    """np.concatenate / np.append convert each item with np.asarray: a draw there is a
+    strong float64, as in NumPy; np.interp computes in float64."""
+    x = np.ones(3, np.float32)
+    for fn in (lambda a: np.concatenate([a, [np.random.rand()]]),
+               lambda a: np.append(a, np.random.rand()),
+               lambda a: np.interp(np.random.rand(), a, a)):
+        got, want = tracearray.compile(fn, device="cpu")(x), fn(x)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+
+
+def test_an_index_past_two_to_the_63():
+    f = lambda a: [10, 20, 30][a[0]]   # noqa: E731
+    a = np.array([2**64 - 1], np.uint64)
+    with pytest.raises(IndexError):
+        f(a)
+    with pytest.raises(IndexError):
+        tracearray.compile(f, device="cpu")(a)
+
+
+def test_pythons_random_module_is_refused():
+    """(acceptance probe, sixteenth session) random.random() / randrange in the function ran
+    once while tracing: every call returned the trace's numbers."""
+    import random
+
+    def eps_greedy(q, eps=0.5):
+        if random.random() < eps:
+            return random.randrange(len(q))
+        return int(np.argmax(q))
+
+    with pytest.raises(tracearray.UnsupportedOperationError, match="Python's random module"):
+        tracearray.compile(eps_greedy, device="cpu")(np.array([0.0, 1.0, 0.0]))

@@ -1004,6 +1004,8 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
         for i, value in zip(graph.updates, outs[n:n + len(graph.updates)]):
             _write_into(targets[i], value)
     outs = outs[:n]
+    if n > 1:
+        outs = _result_identities(outs, graph.same_results)
     views: dict[int, np.ndarray] = {}
     for i in graph.readonly_results:
         o = outs[i]
@@ -1021,6 +1023,23 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
         v = v.numpy()[()] if hasattr(v, "numpy") else v   # (a device Array: its value)
         outs[i] = float(v) if kind == "float" else int(v)
     return pytree.unflatten(graph.out_tree, outs)
+
+
+def _result_identities(outs: list[Any], same: tuple[int, ...]) -> list[Any]:
+    """The results as NumPy's objects: one array where the function returned one array twice
+    (``same``), arrays of their own where it made two (a runtime returns one array for two
+    results of one graph node: ``np.zeros_like(p), np.zeros_like(p)``)."""
+    outs = list(outs)
+    seen: set[int] = set()
+    for i, o in enumerate(outs):
+        if same and same[i] != i:
+            outs[i] = outs[same[i]]
+            continue
+        if isinstance(o, (np.ndarray, _gpu_array.Array)):
+            if id(o) in seen:
+                outs[i] = o = o.copy()
+            seen.add(id(o))
+    return outs
 
 
 def _unshared_before_writes(outs: list[Any], count: int, targets: list[Any],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import functools
 import inspect
+import random as python_random_module   # (not ``random``: trace/random.py is that)
 import re
 import types
 from dataclasses import dataclass, field
@@ -419,6 +420,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         frame_log = frames.FrameLog(plain.__code__ if plain is not None else None,
                                     frames.runs_user_code(plain, roots, args, kwargs,
                                                           before.helpers))
+        python_random = python_random_module.getstate()
         try:
             with frame_log:
                 result = call(*t_args, **t_kwargs)
@@ -445,6 +447,12 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
+    if python_random_module.getstate() != python_random:
+        raise UnsupportedOperationError(
+            f"{getattr(fn, '__name__', 'the function')} draws from Python's random module "
+            f"(random.random, random.randrange, random.shuffle, ...): that code runs once, "
+            f"while tracing, so every call would return the trace's numbers; draw with NumPy "
+            f"(a np.random.Generator argument, or np.random.*), which tracearray traces")
     caught = context.refusal_caught_by_user(state) if probe is None else None
     if caught is not None:
         raise UnsupportedOperationError(
@@ -523,9 +531,14 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                      not (t._buf.writeable and buffers.readonly_step(t._path) is None))
     python = tuple((i, leaf._weak.__name__) for i, leaf in enumerate(leaves)
                    if isinstance(leaf, Tracer) and leaf._weak is not None)
+    # which results are one array returned twice (the same object): the others are arrays
+    # of their own, also where equal values made them one graph node (zeros_like(p) twice)
+    first_of = {}
+    same = tuple(first_of.setdefault(id(leaf), i) for i, leaf in enumerate(leaves))
     graph = Graph(tuple(inputs), tuple(outputs), out_tree, tuple(input_names), checks,
                   tuple(global_inputs), dict(state.locations),
-                  tuple(i for i, _n in updates), readonly, python)
+                  tuple(i for i, _n in updates), readonly, python,
+                  same if same != tuple(range(len(leaves))) else ())
     verify(graph)
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,

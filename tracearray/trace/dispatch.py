@@ -411,8 +411,10 @@ _OUT_BY_STORE = {
     np.ptp: "same_kind", np.nanmean: "unsafe", np.nanmax: "unsafe", np.nanmin: "unsafe",
     np.nanstd: "unsafe", np.nanvar: "unsafe", np.median: "unsafe", np.nanmedian: "unsafe",
     np.nancumsum: "unsafe", np.nancumprod: "unsafe", np.percentile: "same_kind",
-    np.quantile: "same_kind", np.nanpercentile: "same_kind", np.nanquantile: "same_kind"}
+    np.quantile: "same_kind", np.nanpercentile: "unsafe", np.nanquantile: "unsafe"}
 _NO_OUT = object()
+# (NumPy's own check in these; as imported: a trace replaces some of NumPy's names)
+_INEXACT_OUT = frozenset({np.nanmean, np.nanstd, np.nanvar})
 
 
 def _with_out_stored(func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -427,14 +429,20 @@ def _with_out_stored(func: Callable, args: tuple, kwargs: dict) -> Any:
         return _NO_OUT
     out = bound.arguments.pop("out")
     from .tracer import store_out
+    data = bound.arguments.get("a")
+    if func in _INEXACT_OUT and hasattr(data, "dtype") and \
+            hasattr(out, "dtype") and np.dtype(data.dtype).kind in "fc" and \
+            np.dtype(out.dtype).kind not in "fc":
+        raise TypeError(with_location("If a is inexact, then out must be inexact"))
     result = function(func, bound.args, bound.kwargs)
     return store_out(numpy_name(func), result, out, _OUT_BY_STORE[func], exact=True)
 
 
 # NumPy functions that promote their values together as a ufunc does, Python numbers weakly
+# (np.concatenate / stack / append convert each item with np.asarray: a Python number
+# there is a strong float64 / int64; np.interp computes in float64 or complex128)
 _PROMOTING_FUNCTIONS = frozenset({np.where, np.clip, np.select, np.linspace, np.piecewise,
-                                  np.full_like, np.concatenate, np.stack, np.hstack,
-                                  np.vstack, np.column_stack, np.append, np.interp})
+                                  np.full_like})
 
 
 def _weak_values_cast(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

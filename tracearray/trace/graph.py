@@ -208,6 +208,9 @@ class Graph:
     # the results NumPy returns as Python numbers (a random draw without a size: ``float`` /
     # ``int``), as (position among ``results``, "float" or "int")
     python_results: tuple[tuple[int, str], ...] = ()
+    # for each result, the first result that is the same array object in the trace (the
+    # function returned it twice), by position; () when every result is its own
+    same_results: tuple[int, ...] = ()
     # ``nodes()``'s order, computed once: every stage walks the graph (not an init field, so
     # ``dataclasses.replace`` of other outputs starts without it)
     _order: Any = field(default=None, init=False, compare=False, hash=False, repr=False)

@@ -212,8 +212,9 @@ def _operator_entries() -> list[Entry]:
                      "NaN only where it comes first), no data-dependent value; other argument "
                      "kinds (a Python number beside a traced one, mixed dtypes, a traced "
                      "array) compare as bool(x) does"))
-    out.append(Entry("x.tolist(), print(x), str(x), f'{x}'", "operator", None,
-                     "", "needs the concrete value (ConcretizationError)"))
+    out.append(Entry("x.tolist(), print(x), str(x), f'{x}' of an array", "operator", None,
+                     "", "needs the concrete values (ConcretizationError); str() / format() "
+                     "of a 0-d value is staged as float() is"))
     return out
 
 

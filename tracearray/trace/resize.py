@@ -167,7 +167,7 @@ def resize_graph(graph: Graph, to: dict[int, int], new: dict[Node, Node] | None 
     derived = Graph(tuple(new[i] for i in graph.inputs), tuple(new[o] for o in graph.outputs),
                     graph.out_tree, graph.input_names, graph.checks, graph.globals,
                     {new[k]: v for k, v in locations.items() if k in new}, graph.updates,
-                    graph.readonly_results, graph.python_results)
+                    graph.readonly_results, graph.python_results, graph.same_results)
     object.__setattr__(derived, "_order", tuple(out))
     return derived
 

@@ -63,6 +63,18 @@ def _user_code_line() -> str:
 _OWN_LAYOUT = object()
 
 
+def _stays_a_view(layout: np.ndarray, node: Node, ravel: bool, order: str) -> bool:
+    """Whether NumPy's reshape (ravel) to ``node``'s shape of memory of this ``layout`` (a
+    shadow array) is a view."""
+    if ravel:
+        return bool(layout.flags.f_contiguous if order == "F" else layout.flags.c_contiguous)
+    try:
+        np.reshape(layout, node.shape, order=order, copy=False)
+        return True
+    except ValueError:
+        return False
+
+
 def _scalar_conversion(what: str) -> str:
     """What needs a 0-d tracer's value: NumPy's C code converts the value it stores into one
     element of a NumPy array with float() / int() / complex()."""
@@ -519,6 +531,9 @@ class Tracer:
         v = self._known()
         if v is not None:
             return format(v, spec)   # ndarray.__format__: a 0-d value formats as its item
+        value = self._staged_text("format()")
+        if value is not None:   # (f"residual {res:.2e}": the value, staged as float() is)
+            return format(value, spec)
         return self._unformattable(f"format() or an f-string with the spec {spec!r}" if spec
                                    else "format() or an f-string")
 
@@ -526,7 +541,20 @@ class Tracer:
         v = self._known()
         if v is not None:
             return str(v)
+        value = self._staged_text("str()")
+        if value is not None:
+            return str(value)
         return self._unformattable("str() (or print)")
+
+    def _staged_text(self, what: str) -> Any:
+        """The NumPy scalar a 0-d value's text is made from, staged as float() is (a new
+        value traces again, so the text is the call's); None where it cannot be."""
+        from . import context
+        state = context.current()
+        if self.node.ndim == 0 and self.node.dtype.kind in "biuf" and \
+                context.values_may_be_staged() and state.numpy_implementations == 0:
+            return _staged_scalar(self.node, f"{what} of a value")
+        return None
 
     def _unformattable(self, what: str) -> str:
         raise ConcretizationError(with_location(
@@ -649,8 +677,9 @@ class Tracer:
         from . import context
         if self.node.ndim == 0 and self.node.dtype.kind in "iu" and \
                 context.values_may_be_staged():
-            # a size the data decides (np.zeros(np.count_nonzero(m)), range(n))
-            return _staged(self.node, "an integer used as an index or size")
+            # a size the data decides (np.zeros(np.count_nonzero(m)), range(n)); a uint64 by
+            # its bits (past 2**63 it is no int64)
+            return int(_staged_scalar(self.node, "an integer used as an index or size"))
         return self._concrete("using an array as an index or size")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -913,7 +942,9 @@ class Tracer:
         layout = self._layout()
         if layout is None and buffers.readonly_step(self._path) is not None and \
                 self._buf.layout_known:
-            layout = self._shadow()   # (a diagonal or a broadcast: as for _reshaped)
+            stand_in = self._shadow()   # (a diagonal or a broadcast: as for _reshaped)
+            if not (stand_in.flags.c_contiguous or stand_in.flags.f_contiguous):
+                layout = stand_in
         if layout is None:
             out = Tracer(self.node, buffer=self._buf, path=self._path, ambiguous=True)
             out._c_ordered = order if order in ("C", "F") else None
@@ -1100,9 +1131,10 @@ class Tracer:
         if layout is _OWN_LAYOUT:
             layout = self._layout()
             if layout is None and buffers.readonly_step(self._path) is not None and \
-                    self._buf.layout_known:
-                # a diagonal, a broadcast or windows of an argument: never contiguous,
-                # whatever the argument's strides (as the C-ordered stand-in says)
+                    self._buf.layout_known and not _stays_a_view(self._shadow(), node, ravel,
+                                                                 order):
+                # a diagonal, a real broadcast or overlapping windows of an argument: a copy
+                # for the C-ordered stand-in is a copy whatever the argument's strides
                 layout = self._shadow()
         if layout is None and not ravel and self._buf.argument is not None and \
                 len(self._buf.node.shape) <= 1:
@@ -1116,14 +1148,7 @@ class Tracer:
                     [n for n in self.node.shape if n != 1]) or self.node.size <= 1:
                 return self._view(node)
             return self._view(node, ambiguous=True)
-        if ravel:
-            is_view = layout.flags.f_contiguous if order == "F" else layout.flags.c_contiguous
-        else:
-            try:
-                np.reshape(layout, node.shape, order=order, copy=False)
-                is_view = True
-            except ValueError:
-                is_view = False
+        is_view = _stays_a_view(layout, node, ravel, order)
         out = self._view(node) if is_view else Tracer(node)
         if not is_view and order == "F" and sum(n > 1 for n in node.shape) > 1:
             out._buf.layout_known = False   # NumPy's copy is Fortran-ordered
