@@ -196,31 +196,32 @@ def _explore(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
         saved = state.element_decisions, state.element_taken
         state.element_decisions, state.element_taken = decisions, 0
         state.element_traces += 1
+        branch = None
         try:
             results = func(*call_args)
         except ElementBranch as b:
-            if len(decisions) >= MAX_ELEMENT_BRANCHES:
-                raise unsupported(
-                    f"np.vectorize of a function with more than {MAX_ELEMENT_BRANCHES} "
-                    f"branches on an element's value in one call",
-                    "each is traced both ways; write the choices with np.where") from None
-            state.element_traces -= 1
-            state.element_decisions, state.element_taken = saved
-            yes, no = run(decisions + [True]), run(decisions + [False])
-            if yes.multiple != no.multiple or len(_leaf(yes).outs) != len(_leaf(no).outs):
-                raise unsupported("np.vectorize of a function whose branches return "
-                                  "different numbers of values") from None
-            return _Paths(yes.multiple, cond=b.cond, yes=yes, no=no)
+            branch = b
         except ConcretizationError as e:
             raise ConcretizationError(
                 f"{e}\n(np.vectorize: tracearray traces the function on a stand-in for all "
                 f"elements: it cannot pass an element to math.* functions or convert it to "
                 f"a Python number; use NumPy's functions, np.sin rather than math.sin)"
             ) from None
-        else:
+        finally:
             state.element_traces -= 1
             state.element_decisions, state.element_taken = saved
-        return _Paths(isinstance(results, tuple), outs=_result_nodes(results))
+        if branch is None:
+            return _Paths(isinstance(results, tuple), outs=_result_nodes(results))
+        if len(decisions) >= MAX_ELEMENT_BRANCHES:
+            raise unsupported(
+                f"np.vectorize of a function with more than {MAX_ELEMENT_BRANCHES} branches "
+                f"on an element's value in one call",
+                "each is traced both ways; write the choices with np.where")
+        yes, no = run(decisions + [True]), run(decisions + [False])
+        if yes.multiple != no.multiple or len(_leaf(yes).outs) != len(_leaf(no).outs):
+            raise unsupported("np.vectorize of a function whose branches return different "
+                              "numbers of values")
+        return _Paths(yes.multiple, cond=branch.cond, yes=yes, no=no)
     return elements, run([])
 
 
