@@ -743,3 +743,15 @@ def test_reshape_of_a_broadcast_of_an_argument():
     for a in (c, np.asfortranarray(c)):
         np.testing.assert_array_equal(tracearray.compile(f)(a), f(a))
     assert tracearray.compile(f)(c).flags.writeable == f(c).flags.writeable
+
+
+def test_an_argument_given_twice_and_returned_is_the_callers_array():
+    x = np.arange(3.0)
+    r = tracearray.compile(lambda a, b: (a, b))(x, x)
+    assert r[0] is x and r[1] is x
+
+
+def test_complex_zero_d_values_format_as_numpys():
+    f = lambda a: (f"sum={a.sum()}", f"{a.sum():.2f}", str(a[0]), "%s" % a[1])  # noqa: E731
+    a = np.array([1 + 2j, 3 - 1j], np.complex64)
+    assert tracearray.compile(f)(a) == f(a)

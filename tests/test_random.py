@@ -791,3 +791,11 @@ def test_pythons_random_module_is_refused():
 
     with pytest.raises(tracearray.UnsupportedOperationError, match="Python's random module"):
         tracearray.compile(eps_greedy, device="cpu")(np.array([0.0, 1.0, 0.0]))
+
+
+def test_a_random_object_is_refused_too():
+    import random
+    rnd = random.Random(0)
+    with pytest.raises(tracearray.UnsupportedOperationError, match="Python's random module"):
+        tracearray.compile(lambda a: a + rnd.random(), device="cpu")(np.zeros(2))
+    assert "watched" not in repr(random.Random.__dict__.get("random"))   # (put back)

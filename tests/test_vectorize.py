@@ -149,3 +149,22 @@ def test_vectorize_branches_on_an_element_run_both_ways(fn) -> None:
                         got if isinstance(got, tuple) else (got,)):
             assert g.dtype == w.dtype
             np.testing.assert_array_equal(g, w)
+
+
+def test_vectorize_errors_down_a_branch_raise_where_an_element_goes_there() -> None:
+    """(changes probe, sixteenth session) A raise / assert down a branch no element takes
+    failed every call: it is NumPy's error only where an element goes that way (a run-time
+    check), and every way raising is NumPy's first call's error."""
+    def chk(s):
+        if s < -100:
+            raise ValueError("too small")
+        return s * 2
+
+    f = tracearray.compile(lambda a: np.vectorize(chk)(a), device="cpu")
+    np.testing.assert_array_equal(f(np.array([1.0, 2.0, 3.0])), [2.0, 4.0, 6.0])
+    with pytest.raises(ValueError, match="too small"):
+        f(np.array([1.0, -200.0, 3.0]))
+    g = tracearray.compile(lambda a: np.vectorize(lambda s: 1 / 0 if s > 0 else 1 / 0)(a),
+                           device="cpu")
+    with pytest.raises(ZeroDivisionError):
+        g(np.array([1.0]))

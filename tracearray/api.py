@@ -1005,7 +1005,7 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
             _write_into(targets[i], value)
     outs = outs[:n]
     if n > 1:
-        outs = _result_identities(outs, graph.same_results)
+        outs = _result_identities(outs, graph)
     views: dict[int, np.ndarray] = {}
     for i in graph.readonly_results:
         o = outs[i]
@@ -1025,10 +1025,12 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
     return pytree.unflatten(graph.out_tree, outs)
 
 
-def _result_identities(outs: list[Any], same: tuple[int, ...]) -> list[Any]:
+def _result_identities(outs: list[Any], graph: Graph) -> list[Any]:
     """The results as NumPy's objects: one array where the function returned one array twice
-    (``same``), arrays of their own where it made two (a runtime returns one array for two
-    results of one graph node: ``np.zeros_like(p), np.zeros_like(p)``)."""
+    (``graph.same_results``), arrays of their own where it made two (a runtime returns one
+    array for two results of one graph node: ``np.zeros_like(p), np.zeros_like(p)``); an
+    argument returned as it is stays the caller's array (``f(x, x)`` returning both)."""
+    same = graph.same_results
     outs = list(outs)
     seen: set[int] = set()
     for i, o in enumerate(outs):
@@ -1036,7 +1038,7 @@ def _result_identities(outs: list[Any], same: tuple[int, ...]) -> list[Any]:
             outs[i] = outs[same[i]]
             continue
         if isinstance(o, (np.ndarray, _gpu_array.Array)):
-            if id(o) in seen:
+            if id(o) in seen and graph.outputs[i].op != "input":
                 outs[i] = o = o.copy()
             seen.add(id(o))
     return outs

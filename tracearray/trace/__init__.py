@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import functools
 import inspect
+import threading
 import random as python_random_module   # (not ``random``: trace/random.py is that)
 import re
 import types
@@ -420,7 +421,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         frame_log = frames.FrameLog(plain.__code__ if plain is not None else None,
                                     frames.runs_user_code(plain, roots, args, kwargs,
                                                           before.helpers))
+        # (draws from Python's random module or a random.Random object: seen by the state
+        # the trace leaves, and by the objects' methods watched while it runs)
         python_random = python_random_module.getstate()
+        random_objects = _watch_random_objects()
         try:
             with frame_log:
                 result = call(*t_args, **t_kwargs)
@@ -447,7 +451,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 a.flags.writeable = True
             if recorder is not None:
                 recorder.recording = False
-    if python_random_module.getstate() != python_random:
+            random_objects.release()
+    if python_random_module.getstate() != python_random or random_objects.drew:
         raise UnsupportedOperationError(
             f"{getattr(fn, '__name__', 'the function')} draws from Python's random module "
             f"(random.random, random.randrange, random.shuffle, ...): that code runs once, "
@@ -546,6 +551,33 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                  assumes_c_arguments=(state.assumed_c_layout,
                                           frozenset(state.assumed_c_inputs))
                  if state.assumed_c_layout else None)
+
+
+class _watch_random_objects:
+    """While a trace runs: whether this thread drew from a ``random.Random`` object (its
+    ``random`` / ``getrandbits``, which every other method calls), as from the module."""
+
+    def __init__(self) -> None:
+        self.drew = False
+        self.thread = threading.get_ident()
+        cls = python_random_module.Random
+        self.saved = {name: cls.__dict__.get(name) for name in ("random", "getrandbits")}
+        for name in self.saved:
+            original = getattr(cls, name)
+
+            def watched(obj: Any, *a: Any, _original: Any = original, **k: Any) -> Any:
+                if threading.get_ident() == self.thread:
+                    self.drew = True
+                return _original(obj, *a, **k)
+            setattr(cls, name, watched)
+
+    def release(self) -> None:
+        cls = python_random_module.Random
+        for name, value in self.saved.items():
+            if value is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, value)
 
 
 def _raise_user_error(e: BaseException, reached_locked: Any, reached: list) -> None:

@@ -297,6 +297,18 @@ class ComplexTracer:
                       np.exceptions.ComplexWarning, stacklevel=3)
         return convert(self.re)
 
+    def _staged_value(self, what: str) -> Any:
+        """A 0-d complex value as NumPy's scalar, its parts staged as float() is."""
+        if self.ndim != 0:
+            return self._concrete(what)
+        return self.dtype.type(complex(float(self.re), float(self.im)))
+
+    def __format__(self, spec: str) -> str:
+        return format(self._staged_value("format() or an f-string"), spec)
+
+    def __str__(self) -> str:
+        return str(self._staged_value("str() (or print)"))
+
     def __float__(self) -> float:
         return self._real_part_of_scalar(
             float, "float() argument must be a string or a real number, not 'complex'")

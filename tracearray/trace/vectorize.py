@@ -29,10 +29,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ConcretizationError, with_location
+from ..errors import ConcretizationError, TracearrayError, with_location
 from ..ops import OPS, Kind
 from . import numpy_api as api
-from .build import known_value, make, unsupported
+from .build import constant, known_value, make, unsupported
 from .graph import Node
 from .tracer import Tracer
 
@@ -125,25 +125,23 @@ def vectorized(func: Callable, args: Sequence[Any], otypes: str | None) -> Any:
     python = {i: np.dtype(np.float64 if n.dtype.kind == "f" else
                           np.bool_ if n.dtype.kind == "b" else np.int64)
               for i, n in arrays.items()}
-    elements, outs, multiple = _call_on_elements(func, args, python)
+    elements, tree = _explore(func, args, python)
+    outs = _joined(tree)
     if len(dtypes) != len(outs):
         raise ValueError(with_location(
             f"Invalid number of outputs: np.vectorize's otypes names {len(dtypes)}, the "
             f"function returned {len(outs)}"))
     whole = {elements[i]: api.cast(arrays[i], python[i]) for i in arrays}
     memo: dict[Node, Node] = {}
+    from .context import require
+    for path, (error, message) in _raising_paths(tree):
+        # (an error the function raises down a branch: NumPy's, where an element goes there)
+        reached = _replay(path, whole, memo)
+        anywhere = api.reduce_with("any", api.broadcast_to(reached, shape))
+        require(api.apply_ufunc(np.logical_not, anywhere), error, message)
     replayed = [Tracer(api.broadcast_to(api.cast(_replay(r, whole, memo), dt), shape))
                 for r, dt in zip(outs, dtypes)]
-    return tuple(replayed) if multiple else replayed[0]
-
-
-def _call_on_elements(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
-                      ) -> tuple[dict[int, Node], list[Node], bool]:
-    """``func`` called with a 0-d stand-in of each array's element (of ``dtypes``): the
-    stand-ins, the result nodes (the function's branches on an element's value taken both
-    ways and joined by selects), and whether it returned a tuple."""
-    elements, tree = _explore(func, args, dtypes)
-    return elements, _joined(tree), tree.multiple
+    return tuple(replayed) if tree.multiple else replayed[0]
 
 
 # Branches on an element's value a function given to np.vectorize may take in one call: each
@@ -162,11 +160,18 @@ class ElementBranch(BaseException):
 
 class _Paths:
     """The function's results down each way of its branches: a leaf (``outs``: result
-    nodes) or a branch on ``cond`` with the ``yes`` and ``no`` paths."""
+    nodes; or ``raises``: the error the function raised that way, (type, message)) or a
+    branch on ``cond`` with the ``yes`` and ``no`` paths."""
 
     def __init__(self, multiple: bool, outs: list[Node] | None = None, cond: Node | None = None,
-                 yes: "_Paths | None" = None, no: "_Paths | None" = None):
+                 yes: "_Paths | None" = None, no: "_Paths | None" = None,
+                 raises: tuple | None = None):
         self.multiple, self.outs, self.cond, self.yes, self.no = multiple, outs, cond, yes, no
+        self.raises = raises
+
+    @property
+    def leaf(self) -> bool:
+        return self.outs is not None or self.raises is not None
 
 
 def element_branch(t: Tracer) -> bool:
@@ -196,7 +201,7 @@ def _explore(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
         saved = state.element_decisions, state.element_taken
         state.element_decisions, state.element_taken = decisions, 0
         state.element_traces += 1
-        branch = None
+        branch = raised = None
         try:
             results = func(*call_args)
         except ElementBranch as b:
@@ -207,9 +212,17 @@ def _explore(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
                 f"elements: it cannot pass an element to math.* functions or convert it to "
                 f"a Python number; use NumPy's functions, np.sin rather than math.sin)"
             ) from None
+        except TracearrayError:
+            raise
+        except Exception as e:   # noqa: BLE001 -- the user's error, down one way of a branch
+            if not decisions:
+                raise
+            raised = (type(e), str(e))
         finally:
             state.element_traces -= 1
             state.element_decisions, state.element_taken = saved
+        if raised is not None:
+            return _Paths(False, raises=raised)
         if branch is None:
             return _Paths(isinstance(results, tuple), outs=_result_nodes(results))
         if len(decisions) >= MAX_ELEMENT_BRANCHES:
@@ -218,17 +231,39 @@ def _explore(func: Callable, args: Sequence[Any], dtypes: dict[int, np.dtype]
                 f"on an element's value in one call",
                 "each is traced both ways; write the choices with np.where")
         yes, no = run(decisions + [True]), run(decisions + [False])
-        if yes.multiple != no.multiple or len(_leaf(yes).outs) != len(_leaf(no).outs):
+        if yes.raises is not None and no.raises is not None:
+            return _Paths(False, raises=yes.raises)   # (every element raises: the first's)
+        a, b = _leaf(yes), _leaf(no)
+        if a is not None and b is not None and \
+                (a.multiple != b.multiple or len(a.outs) != len(b.outs)):
             raise unsupported("np.vectorize of a function whose branches return different "
                               "numbers of values")
-        return _Paths(yes.multiple, cond=branch.cond, yes=yes, no=no)
-    return elements, run([])
+        return _Paths((a or b).multiple, cond=branch.cond, yes=yes, no=no)
+    tree = run([])
+    return elements, tree
 
 
-def _leaf(p: _Paths) -> _Paths:
-    while p.outs is None:
-        p = p.yes
-    return p
+def _leaf(p: _Paths) -> _Paths | None:
+    """A leaf of ``p`` with results (None: every way raises)."""
+    if p.outs is not None:
+        return p
+    if p.raises is not None:
+        return None
+    return _leaf(p.yes) or _leaf(p.no)
+
+
+def _raising_paths(p: _Paths, path: Node | None = None) -> list[tuple[Node, tuple]]:
+    """For each way of ``p`` that raises: whether an element goes that way (a bool element
+    node: its branches' conditions together) and the error."""
+    if p.raises is not None:
+        return [(path if path is not None else constant(np.True_), p.raises)]
+    if p.outs is not None:
+        return []
+    out = []
+    for cond, sub in ((p.cond, p.yes), (api.apply_ufunc(np.logical_not, p.cond), p.no)):
+        out += _raising_paths(sub, cond if path is None else
+                              api.apply_ufunc(np.logical_and, path, cond))
+    return out
 
 
 def _result_nodes(results: Any) -> list[Node]:
@@ -244,9 +279,16 @@ def _result_nodes(results: Any) -> list[Node]:
 
 def _joined(p: _Paths) -> list[Node]:
     """The results of every path joined by selects on the branches' conditions (each
-    element takes its own way, as NumPy's loop calls the function per element)."""
+    element takes its own way, as NumPy's loop calls the function per element); a way that
+    raises takes the other's values (a run-time check raises where an element goes there)."""
     if p.outs is not None:
         return p.outs
+    if p.raises is not None:
+        raise p.raises[0](with_location(p.raises[1]))   # (every element's way raises)
+    if p.yes.raises is not None:
+        return _joined(p.no)
+    if p.no.raises is not None:
+        return _joined(p.yes)
     yes, no = _joined(p.yes), _joined(p.no)
     return [api.where(p.cond, a, b) for a, b in zip(yes, no)]
 
@@ -263,8 +305,10 @@ def _first_call_dtypes(tree: _Paths, elements: dict[int, Node], arrays: dict[int
         p = stack.pop()
         if p.outs is not None:
             leaves.append(p)
-        else:
+        elif p.raises is None:
             stack += [p.yes, p.no]
+    if not leaves:   # every way raises: NumPy's first call does
+        raise tree_error(tree)
     kinds = {tuple(n.dtype for n in leaf.outs) for leaf in leaves}
     if len(kinds) == 1:
         return list(next(iter(kinds)))
@@ -272,11 +316,19 @@ def _first_call_dtypes(tree: _Paths, elements: dict[int, Node], arrays: dict[int
     memo: dict[Node, Node] = {}
     p = tree
     while p.outs is None:
+        if p.raises is not None:   # (the first elements raise: the run-time check does)
+            return [n.dtype for n in leaves[0].outs]
         from .tracer import _staged
         first = api.cast(_replay(p.cond, {e: api.cast(f, e.dtype) for e, f in firsts.items()},
                                  memo), np.dtype(np.int64))
         p = p.yes if _staged(first, "the first elements' branch in np.vectorize") else p.no
     return [n.dtype for n in p.outs]
+
+
+def tree_error(p: _Paths) -> BaseException:
+    while p.raises is None:
+        p = p.yes
+    return p.raises[0](with_location(p.raises[1]))
 
 
 def _replay(node: Node, whole: dict[Node, Node], memo: dict[Node, Node]) -> Node:
