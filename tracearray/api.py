@@ -329,9 +329,9 @@ class CompiledFunction:
                 raise UnsupportedOperationError(
                     f"{self.__name__} needs more than {MAX_DATA_SIZES} values that depend "
                     f"on the data ({lowered.probe}{f' at {where}' if where else ''}, ...): "
-                    f"sizes, branches (if/while on a "
-                    f"value) and int() / float() / .item() of values, each found by running "
-                    f"the function up to it. A Python loop whose length, indices or condition are traced values "
+                    f"sizes, branches (if/while on a value) and int() / float() / .item() "
+                    f"of values, each found by running the function up to it. A Python "
+                    f"loop whose length, indices or condition are traced values "
                     f"unrolls into one such value per step; write it with whole-array "
                     f"operations (np.where for choices), or compile with fallback='numpy' "
                     f"to run such calls with NumPy (how many values a loop needs can "

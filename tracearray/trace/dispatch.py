@@ -597,8 +597,9 @@ _OWN_ORDER_FUNCTIONS = frozenset({
 _C_ORDER_FUNCTIONS = frozenset({
     np.matmul, np.dot, np.vdot, np.inner, np.outer, np.kron, np.tensordot, np.repeat,
     np.tile, np.take, np.compress, np.argsort, np.interp, np.searchsorted, np.digitize,
-    np.corrcoef, np.cov, np.cross, np.linalg.inv, np.linalg.solve, np.linalg.pinv, np.linalg.matrix_power,
-    np.linalg.cholesky, np.linalg.qr, np.linalg.svd, np.linalg.eigh, np.linalg.lstsq})
+    np.corrcoef, np.cov, np.cross, np.linalg.inv, np.linalg.solve, np.linalg.pinv,
+    np.linalg.matrix_power, np.linalg.cholesky, np.linalg.qr, np.linalg.svd, np.linalg.eigh,
+    np.linalg.lstsq})
 
 
 def _traced_results(result: Any, args: tuple, kwargs: dict) -> Any:
