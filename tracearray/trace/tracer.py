@@ -39,9 +39,6 @@ from ..interleaved import real_dtype
 builtins_type = builtins.type   # (``view`` has a parameter named type)
 
 
-# ``a[...] = v`` and augmented forms (``a[i] += v``), not comparisons (``a[i] == v``).
-
-
 # np.logical_and.reduce([a, b]), np.maximum.reduce((a, b, c)): a ufunc method of a sequence
 _UFUNC_METHOD_OF_LIST = re.compile(r"\.(reduce|accumulate|reduceat|outer)\s*\(\s*[\[(]")
 
@@ -106,9 +103,9 @@ def _staged(node: Node, what: str) -> int:
 
 def _staged_scalar(node: Node, what: str) -> Any:
     """The value of the one-element real ``node`` as the NumPy scalar of its dtype, staged as
-    ``_staged`` is. The probe computes its bits as an int64 (float16 / float32 widened to
-    float64 first, exactly), so each distinct value, -0.0 and every NaN included, is a trace
-    of its own and the value the trace goes on with is NumPy's to the bit."""
+    ``_staged`` is. The probe computes the value's own bits (as a signed integer of its size,
+    widened to int64), so each distinct value, -0.0 and every NaN payload included, is a
+    trace of its own and the value the trace goes on with is NumPy's to the bit."""
     from . import context
     dt = node.dtype
     if dt.kind in "bi" or dt.kind == "u" and dt.itemsize < 8:
@@ -128,9 +125,7 @@ def _scalar_of_ndim(node: Node, what: str) -> None:
     (earlier versions warn and convert)."""
     if node.ndim > 0 and NDIM_SCALAR_CONVERSION_RAISES:
         raise TypeError(with_location(
-            "only 0-dimensional arrays can be converted to Python scalars"
-            if what != "index" else "only integer scalar arrays can be converted to a scalar "
-            "index"))
+            f"only 0-dimensional arrays can be converted to Python scalars ({what})"))
 
 
 def _conversion_raises() -> bool:
