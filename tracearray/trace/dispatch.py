@@ -354,7 +354,8 @@ def _with_out(uf: np.ufunc, method: str, name: str, inputs: tuple, kwargs: dict,
                 r = Tracer(api.where(mask, api.cast(unwrap(r), o.dtype), o.node))
             written.append(store_out(name, r, o, "unsafe"))
             continue
-        written.append(store_out(name, r, o, casting, exact=method != "__call__"))
+        written.append(store_out(name, r, o, casting,
+                                 exact=method in ("reduce", "accumulate", "reduceat")))
     return tuple(written) if len(written) > 1 else written[0]
 
 
