@@ -755,3 +755,10 @@ def test_complex_zero_d_values_format_as_numpys():
     f = lambda a: (f"sum={a.sum()}", f"{a.sum():.2f}", str(a[0]), "%s" % a[1])  # noqa: E731
     a = np.array([1 + 2j, 3 - 1j], np.complex64)
     assert tracearray.compile(f)(a) == f(a)
+
+
+def test_a_complex_array_returned_twice_is_one_array():
+    r = tracearray.compile(lambda a: (lambda b: (b, b))(a * 1j))(np.arange(3.0))
+    assert r[0] is r[1]
+    s = tracearray.compile(lambda a: (a * 1j, a * 1j))(np.arange(3.0))
+    assert s[0] is not s[1] and not np.shares_memory(s[0], s[1])

@@ -58,29 +58,35 @@ def _define(v: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> TreeDe
 
 
 def unflatten(tree: TreeDef, leaves: list[Any]) -> Any:
-    return _build(tree, iter(leaves))
+    return _build(tree, iter(leaves), {})
 
 
-def _build(t: TreeDef, it: Any) -> Any:
+def _build(t: TreeDef, it: Any, views: dict) -> Any:
     # A module-level function, not a closure over the iterator: a recursive closure is a
     # reference cycle that would keep the returned arrays (device memory too) alive until
-    # the garbage collector runs.
+    # the garbage collector runs. ``views``: the complex view of each pair array made so
+    # far (a complex array returned twice is one array, as NumPy's)
     kind = t[0]
     if kind == "leaf":
         return next(it)
     if kind == "tuple":
-        return tuple(_build(c, it) for c in t[1])
+        return tuple(_build(c, it, views) for c in t[1])
     if kind == "list":
-        return [_build(c, it) for c in t[1]]
+        return [_build(c, it, views) for c in t[1]]
     if kind == "dict":
-        return {k: _build(c, it) for k, c in zip(t[1], t[2])}
+        return {k: _build(c, it, views) for k, c in zip(t[1], t[2])}
     if kind == "namedtuple":
-        return t[1](*(_build(c, it) for c in t[2]))
+        return t[1](*(_build(c, it, views) for c in t[2]))
     if kind == "dataclass":
-        return make_dataclass_instance(t[1], dict(zip(t[2], (_build(c, it) for c in t[3]))))
+        return make_dataclass_instance(t[1], dict(zip(t[2], (_build(c, it, views)
+                                                             for c in t[3]))))
     if kind == "complex":
         from ..interleaved import complex_view
-        return complex_view(next(it), t[1])
+        pair = next(it)
+        view = views.get(id(pair))
+        if view is None:
+            view = views[id(pair)] = (complex_view(pair, t[1]), pair)
+        return view[0]
     return t[1]
 
 
