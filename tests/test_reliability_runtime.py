@@ -353,6 +353,7 @@ def test_code_shared_by_a_live_function_is_kept():
     x = np.linspace(-3, 3, 11)
     a(x)
     b(x)
+    gc.collect()   # (other tests' garbage first: its engines are not this test's)
     live = jit.live_engines
     del a
     gc.collect()

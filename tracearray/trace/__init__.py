@@ -421,9 +421,8 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         frame_log = frames.FrameLog(plain.__code__ if plain is not None else None,
                                     frames.runs_user_code(plain, roots, args, kwargs,
                                                           before.helpers))
-        # (draws from Python's random module or a random.Random object: seen by the state
-        # the trace leaves, and by the objects' methods watched while it runs)
-        python_random = python_random_module.getstate()
+        # (draws from Python's random module or a random.Random object, by this thread: its
+        # methods are watched while the trace runs)
         random_objects = _watch_random_objects()
         try:
             with frame_log:
@@ -452,7 +451,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             if recorder is not None:
                 recorder.recording = False
             random_objects.release()
-    if python_random_module.getstate() != python_random or random_objects.drew:
+    if random_objects.drew:
         raise UnsupportedOperationError(
             f"{getattr(fn, '__name__', 'the function')} draws from Python's random module "
             f"(random.random, random.randrange, random.shuffle, ...): that code runs once, "
@@ -555,29 +554,50 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
 
 class _watch_random_objects:
     """While a trace runs: whether this thread drew from a ``random.Random`` object (its
-    ``random`` / ``getrandbits``, which every other method calls), as from the module."""
+    ``random`` / ``getrandbits``, which every other method calls), as from the module. The
+    watchers are installed once while any trace runs (traces in other threads share them)
+    and record the threads that drew."""
+
+    _lock = threading.Lock()
+    _active = 0
+    _saved: dict = {}
+    _drew: set = set()
 
     def __init__(self) -> None:
-        self.drew = False
         self.thread = threading.get_ident()
-        cls = python_random_module.Random
-        self.saved = {name: cls.__dict__.get(name) for name in ("random", "getrandbits")}
-        for name in self.saved:
-            original = getattr(cls, name)
+        self.drew = False
+        with _watch_random_objects._lock:
+            self._drew.discard(self.thread)
+            if _watch_random_objects._active == 0:
+                # the class's methods (every other method of an object, and the module's
+                # functions bound to its hidden object, call them) and the module's two
+                # functions that are that object's C methods themselves
+                for owner in (python_random_module.Random, python_random_module):
+                    for name in ("random", "getrandbits"):
+                        self._saved[owner, name] = vars(owner).get(name)
+                        setattr(owner, name, self._watched(getattr(owner, name)))
+            _watch_random_objects._active += 1
 
-            def watched(obj: Any, *a: Any, _original: Any = original, **k: Any) -> Any:
-                if threading.get_ident() == self.thread:
-                    self.drew = True
-                return _original(obj, *a, **k)
-            setattr(cls, name, watched)
+    @staticmethod
+    def _watched(original: Any) -> Any:
+        def watched(*a: Any, **k: Any) -> Any:
+            _watch_random_objects._drew.add(threading.get_ident())
+            return original(*a, **k)
+        return watched
 
     def release(self) -> None:
-        cls = python_random_module.Random
-        for name, value in self.saved.items():
-            if value is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, value)
+        with _watch_random_objects._lock:
+            self.drew = self.thread in self._drew
+            self._drew.discard(self.thread)
+            _watch_random_objects._active -= 1
+            if _watch_random_objects._active == 0:
+                for (owner, name), value in self._saved.items():
+                    if value is None:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, value)
+                self._saved.clear()
+                self._drew.clear()
 
 
 def _raise_user_error(e: BaseException, reached_locked: Any, reached: list) -> None:
