@@ -179,7 +179,7 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
                 return other * operator.index(self)   # (a sequence repeated, as Python's)
             other = np.asarray(other)
         if complex_values.is_complex(other):   # a complex operand: complex.py's loops
-            ops, _weak = weak_operands(ufunc, (other, self) if reflected else (self, other))
+            ops = (other, self) if reflected else (self, other)   # (weak ones cast there)
             return complex_values.apply_ufunc(ufunc, "__call__", ops, {})
         if isinstance(other, (str, bytes)):
             # NumPy's own error for its ufunc of these dtypes (Python's str * x would ask x
