@@ -339,16 +339,19 @@ def test_block_rows_groups_follow_what_a_row_holds(gpu_device, monkeypatch):
 # ------------------------------------------------------------------ row cache parts
 def mixed_item_rows(x0):
     """Soak gpu-2026-12-06-g program 203: a warp_row kernel caching an int16 row and a
-    bool row (3 bytes per element), at rows of 64, 71 and 78."""
+    bool row (3 bytes per element), found at rows of 64, 71 and 78 (held in registers
+    since: the tests use longer rows)."""
     v0 = (lambda t: (t.__setitem__([6], 255), t)[1])(x0.copy())
     v2 = np.expand_dims(v0, -3)
     v3 = np.where(v2 >= 0, x0, v2)
     return np.std(np.nanvar(v3, axis=-1), keepdims=True), v0 * (0.5 - 2j)
 
 
-def _mixed_item_inputs():
-    base = np.random.default_rng(3).integers(-300, 300, (16, 78)).astype(np.int16)
-    return [np.ascontiguousarray(base[:, :n]) for n in (64, 71, 78)]
+def _mixed_item_inputs(widths=(192, 199, 206)):
+    """Rows the warp_row kernel sweeps with its row cache (past the 128 elements it holds in
+    registers: gpu/codegen.py REGISTER_ROW_SLOTS), 576, 597 and 618 bytes of cache a row."""
+    base = np.random.default_rng(3).integers(-300, 300, (16, max(widths))).astype(np.int16)
+    return [np.ascontiguousarray(base[:, :n]) for n in widths]
 
 
 def test_row_cache_parts_start_aligned():
@@ -377,7 +380,7 @@ def test_warp_row_parts_of_mixed_item_sizes(gpu_device):
 
 def test_the_emulator_faults_on_unaligned_row_cache_parts(gpu_device, monkeypatch, tmp_path):
     """Negative control of the emulator's alignment check (tests/gpu_emulator.py): with the
-    parts unrounded, as before the fix, rows of 71 fault as they did on the H100."""
+    parts unrounded, as before the fix, rows of 199 fault as rows of 71 did on the H100."""
     from tracearray.gpu import codegen, kernelcache
     from tracearray.gpu.driver import CudaError
     from tracearray.tile import gpu as tile_gpu
@@ -399,7 +402,7 @@ def test_mixed_item_rows_on_the_gpu():
     if not tracearray.gpu.is_available():
         pytest.skip("needs an NVIDIA GPU")
     compiled = tracearray.compile(mixed_item_rows, device="cuda")
-    for x in _mixed_item_inputs():
+    for x in _mixed_item_inputs() + _mixed_item_inputs((64, 71, 78)):   # (and in registers)
         got, want = compiled(x), mixed_item_rows(x)
         np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-12)
         np.testing.assert_array_equal(np.asarray(got[1]), want[1])

@@ -447,6 +447,55 @@ def test_block_row_pipelines_its_rows(emulated, monkeypatch, n: int, buffers: in
     assert smem == (-(-n * 4 // 16) * 16 if buffers else 0), smem
 
 
+# rows held in registers by 2 slots a lane (up to 64), by 4 (up to 128), and swept (past 128);
+# the boundaries on both sides, and a row count that leaves a block's warps idle
+@pytest.mark.parametrize("n", [33, 64, 65, 100, 128, 129, 300])
+def test_warp_row_rows_in_registers(emulated, n: int) -> None:
+    """warp_row keeps a row of at most 32 * slots elements in registers (each lane's positions
+    lane, lane + 32, ... loaded once for every phase; positions past the end read the last
+    element and add and store nothing): normalisations with two and three reductions, the
+    arg-reductions' first-occurrence rule with ties and NaN, exact integer sums, a strided
+    view and a gather whose indices come from the row all match NumPy on either side of the
+    register variants' limits."""
+    r = rng(n)
+    rows = 11
+    x = r.standard_normal((rows, n)).astype(np.float32)
+    x[2, n // 2] = np.nan
+    x[3, :] = 1.5                                      # ties everywhere
+    x[4, 1] = x[4, n - 1] = 9.0                       # a tie for the maximum
+    g, beta = r.standard_normal(n).astype(np.float32), r.standard_normal(n).astype(np.float32)
+    ints = r.integers(-2**40, 2**40, (rows, n))
+    wide = r.standard_normal((rows, 2 * n))
+    idx = r.integers(0, n, (rows, n))
+
+    def l2(a):
+        return a / np.maximum(np.sqrt(np.sum(a * a, axis=-1, keepdims=True)), 1e-12)
+
+    def layernorm(a, gamma, b):
+        m = a.mean(-1, keepdims=True)
+        c = a - m
+        return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * gamma + b
+
+    def args(a):
+        return np.argmax(a, axis=1), np.argmin(a, axis=1), a.max(axis=1)
+
+    def gathered(a, i):
+        return np.take_along_axis(a, i, axis=1).sum(axis=1) + a.sum(axis=1)
+
+    def softmax(a):
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    for fn, fargs, family in ((l2, (x,), "fused"), (layernorm, (x, g, beta), "fused"),
+                              (args, (x,), "exact"), (softmax, (wide[:, ::2],), "fused"),
+                              (gathered, (x, idx), "fused"),
+                              (lambda a: a.sum(axis=1), (ints,), "exact")):
+        f = gpu(fn)
+        (kernel,) = f.lower(*fargs).executable.kernels
+        assert kernel.strategy == "warp_row", (fn, kernel.strategy)
+        check(fn, *fargs, family=family)
+
+
 # a last group of 3 rows; whole groups (of 8 and of 16); more groups than blocks
 @pytest.mark.parametrize("rows", [19, 32, 43])
 def test_block_rows_share_the_row_invariant_loads(emulated, monkeypatch, rows: int) -> None:

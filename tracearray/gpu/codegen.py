@@ -16,7 +16,8 @@ size is correct:
   same value, which later phases and the full-space outputs read;
 - ``warp_row`` (rows of THREAD_ROW_MAX < n <= WARP_ROW_MAX elements): the same phases with a
   warp per row (or per group of ``tile.gpu.WARP_ROW_GROUP`` rows, evaluated side by side),
-  combined by shuffles alone (no barrier), a row cache part per row;
+  combined by shuffles alone (no barrier); a short row held in registers
+  (``REGISTER_ROW_SLOTS``), a longer one swept once a phase with a row cache part per row;
 - maps, row sweeps and the first stage of full reductions move the accesses that are
   contiguous along the innermost dimension as 16-byte vectors when the launch's alignment
   allows (``gpu/vector.py``; the scalar loop otherwise);
@@ -41,7 +42,8 @@ size is correct:
   entries (``entry_names``) in order on the stream;
 - float sums: a thread's own terms (its strided share of a row or of a full reduction, or
   its whole row) are added with Kahan's compensation (``codegen.summation``), then the
-  threads' partials combine in the trees above: accurate whatever the share's length;
+  threads' partials combine in the trees above: accurate whatever the share's length
+  (warp_row's rows held in registers, a few terms a lane, are added in order);
 - matmul: ``MatmulLowering``, 64x64 output tiles staged through shared memory, 4x4 per thread,
   with the consumer map kernel's expressions (bias, activation, ...) applied to the
   accumulators before the store.
@@ -105,6 +107,11 @@ VECTOR_UNROLL = 2
 # warp_row's sweeps: a lane has at most WARP_ROW_MAX / 32 positions, so no unrolling (the
 # unrolled copy costs registers: occupancy)
 WARP_ROW_UNROLL = 1
+# warp_row holds rows of at most 32 * slots elements in registers (``_warp_row_in_registers``),
+# one code variant per entry, the fewest slots that fit chosen at run time. ptxas allocates
+# registers for a kernel's largest variant: l2_normalize's kernel took 37 registers with
+# (2, 4) (as many as the sweep alone), 53 with (2, 4, 8) and 72 with (8,) (sm_90, CUDA 13.0)
+REGISTER_ROW_SLOTS = (2, 4)
 # a map's trips per loop iteration: unrolled 4 times (scalar trips), maps ran 1.2-1.9x
 # slower on the H200 (2026-12-01: a map's grid covers the array, so a thread has few trips)
 MAP_UNROLL = 1
@@ -843,97 +850,209 @@ class GpuKernelLowering(SortedScatterMixin, VectorSweepMixin, GpuLoweringMixin, 
         evaluates every row of its group in turn (so the group's loads are in flight
         together: one row of 128 float32 is a single 4-byte load a lane); each phase's
         partials combine by shuffles alone (no barrier, no shared slots), row by row in the
-        same tree, so a row's result does not depend on the group. Each row has its part of
-        the block's row cache (``WARP_ROW_BLOCK_ROWS`` parts). A group's rows past the end
-        repeat the last row (valid addresses, no branch in the sweeps) and store nothing
-        (not the last row's values again: its own warp wrote them). The sweeps are scalar:
-        on the H200 (2026-12-02, two runs each) l2_normalize's rows of 128 took 1.31 ms
-        scalar against 1.60 with vector trips, while block_row's long rows gained."""
-        b, k, geo = self.b, self.kernel, self.geo
+        same tree, so a row's result does not depend on the group. A group's rows past the
+        end repeat the last row (valid addresses, no branch in the sweeps) and store nothing
+        (not the last row's values again: its own warp wrote them).
+
+        Rows of at most ``32 * max(REGISTER_ROW_SLOTS)`` elements are held in registers
+        (``_warp_row_in_registers``: each lane loads its few positions once, for every
+        phase); longer ones sweep the row once per phase, each row with its part of the
+        block's row cache (``WARP_ROW_BLOCK_ROWS`` parts). The sweeps are scalar: on the
+        H200 (2026-12-02, two runs each) l2_normalize's rows of 128 took 1.31 ms scalar
+        against 1.60 with vector trips, while block_row's long rows gained."""
+        b, geo = self.b, self.geo
         group = self.rows_per_warp
         tid, ntid, ctaid, nctaid = self.thread_ids()
         lane = b.and_(tid, self.const(WARP - 1))
         warp = b.lshr(tid, self.const(5))
         nwarps = b.lshr(ntid, self.const(5))
-        step = self.const(WARP)
-        leader = b.icmp_unsigned("==", lane, self.const(0))
-        full, rows = self._split_stores()
         ninner = self.product(geo.inner_dims)
         nrows = self.product(geo.par_dims)
-        last = b.sub(nrows, self.const(1))
-        use_cache, caches = None, [{} for _u in range(group)]
+        caches = [{} for _u in range(group)]
+        use_cache = None
         if self.row_cached_accesses():   # the launch's flag: the block's cache fits
             use_cache = b.icmp_unsigned("!=", self._extra_args[0], self.const(0))
             caches = [self._row_cache_ptrs(ninner, b.add(b.mul(warp, self.const(group)),
                                                          self.const(u)))
                       for u in range(group)]
         first_row = b.mul(b.add(b.mul(ctaid, nwarps), warp), self.const(group))
-        with self.loop(first_row, nrows, b.mul(b.mul(nctaid, nwarps), self.const(group))) \
-                as row0:
-            row_vars, valid = [], []
-            for u in range(group):
-                r = b.add(row0, self.const(u)) if u else row0
-                valid.append(b.icmp_unsigned("<", r, nrows))
-                self.set_dims(b.select(valid[-1], r, last) if u else r, geo.par_dims)
-                row_vars.append({d: self.loop_vars[d] for d in geo.par_dims})
-            red_values: list[dict] = [{} for _u in range(group)]
+        row_step = b.mul(b.mul(nctaid, nwarps), self.const(group))
 
-            def for_row(u: int) -> None:
-                self.loop_vars.update(row_vars[u])
-                self.red_values = red_values[u]
-                self._row_cache = caches[u]
-
-            def sweep(body: Callable[[int], None], phase: int) -> None:
-                """``body(u)`` for each row of the group at every position of the lane;
-                with the cache, the first phase fills it and later ones read it."""
-                def run(mode) -> None:
-                    self._row_cache_mode = mode
-
-                    def position(p: ir.Value) -> None:
-                        self._row_pos = p
-                        self.set_dims(p, geo.inner_dims)
-                        for u in range(group):
-                            for_row(u)
-                            body(u)
-                    self.strided_loop(lane, ninner, step, position, unroll=WARP_ROW_UNROLL)
-                    self._row_cache_mode = None
-                if use_cache is None:
-                    run(None)
-                    return
-                with b.if_else(use_cache) as (then, otherwise):
-                    with then:
-                        run("write" if phase == 0 else "read")
-                    with otherwise:
-                        run(None)
-
-            for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
-                parts = [(self._new_acc(red), self._new_compensation(red))
-                         for _u in range(group)]
-
-                def term(u: int, red=red, e=e, parts=parts) -> None:
-                    (acc, idx), comp = parts[u]
-                    self._thread_step(red, acc, idx, comp, self.ev(e, {}))
-                sweep(term, j)
-                for u, ((acc, idx), _comp) in enumerate(parts):
-                    for_row(u)
-                    v, vi = self.warp_reduce(red, b.load(acc),
-                                             b.load(idx) if idx is not None else None)
-                    b.store(self.broadcast_lane0(v), acc)
-                    if idx is not None:
-                        b.store(self.broadcast_lane0(vi), idx)
-                    red_values[u][j] = self._finalize(red, acc, idx)
-            if full:
-                def stores(u: int) -> None:
-                    with b.if_then(valid[u]):
-                        self._store_roots(full, {})
-                sweep(stores, len(k.reductions))
-            if rows:
+        def rows_loop(body: Callable[[Callable[[int], None], list], None]) -> None:
+            """The warp's groups of rows; ``body(for_row, valid)`` emits one group's code."""
+            last = b.sub(nrows, self.const(1))
+            with self.loop(first_row, nrows, row_step) as row0:
+                row_vars, valid = [], []
                 for u in range(group):
-                    for_row(u)
-                    with b.if_then(b.and_(leader, valid[u])):
-                        self._store_roots(rows, {})
-            self.red_values = {}
-        self._row_cache = {}
+                    r = b.add(row0, self.const(u)) if u else row0
+                    valid.append(b.icmp_unsigned("<", r, nrows))
+                    self.set_dims(b.select(valid[-1], r, last) if u else r, geo.par_dims)
+                    row_vars.append({d: self.loop_vars[d] for d in geo.par_dims})
+                red_values: list[dict] = [{} for _u in range(group)]
+
+                def for_row(u: int) -> None:
+                    self.loop_vars.update(row_vars[u])
+                    self.red_values = red_values[u]
+                    self._row_cache = caches[u]
+                body(for_row, valid)
+                self.red_values = {}
+            self._row_cache = {}
+
+        def swept(for_row, valid) -> None:
+            self._warp_row_sweeps(lane, ninner, use_cache, for_row, valid)
+
+        # the register variants, fewest slots first; a row of 0 elements sweeps (nothing
+        # to load, and no position to clamp to)
+        variants = [(slots, b.and_(b.icmp_unsigned("<=", ninner, self.const(WARP * slots)),
+                                   b.icmp_unsigned(">", ninner, self.const(0))))
+                    for slots in REGISTER_ROW_SLOTS]
+
+        def choose(i: int) -> None:
+            if i == len(variants):
+                rows_loop(swept)
+                return
+            slots, fits = variants[i]
+            with b.if_else(fits) as (then, otherwise):
+                with then:
+                    rows_loop(lambda for_row, valid, slots=slots: self._warp_row_in_registers(
+                        slots, lane, ninner, for_row, valid))
+                with otherwise:
+                    choose(i + 1)
+        choose(0)
+
+    def _warp_row_sweeps(self, lane: ir.Value, ninner: ir.Value, use_cache: ir.Value | None,
+                         for_row: Callable[[int], None], valid: list) -> None:
+        """One group of rows, each phase a sweep of the lane's positions (the row cache
+        filled by the first phase, read by later ones)."""
+        b, k, geo = self.b, self.kernel, self.geo
+        group = len(valid)
+        full, rows = self._split_stores()
+        step = self.const(WARP)
+
+        def sweep(body: Callable[[int], None], phase: int) -> None:
+            """``body(u)`` for each row of the group at every position of the lane;
+            with the cache, the first phase fills it and later ones read it."""
+            def run(mode) -> None:
+                self._row_cache_mode = mode
+
+                def position(p: ir.Value) -> None:
+                    self._row_pos = p
+                    self.set_dims(p, geo.inner_dims)
+                    for u in range(group):
+                        for_row(u)
+                        body(u)
+                self.strided_loop(lane, ninner, step, position, unroll=WARP_ROW_UNROLL)
+                self._row_cache_mode = None
+            if use_cache is None:
+                run(None)
+                return
+            with b.if_else(use_cache) as (then, otherwise):
+                with then:
+                    run("write" if phase == 0 else "read")
+                with otherwise:
+                    run(None)
+
+        for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+            parts = [(self._new_acc(red), self._new_compensation(red))
+                     for _u in range(group)]
+
+            def term(u: int, red=red, e=e, parts=parts) -> None:
+                (acc, idx), comp = parts[u]
+                self._thread_step(red, acc, idx, comp, self.ev(e, {}))
+            sweep(term, j)
+            self._warp_combine(j, red, [p[0] for p in parts], for_row)
+        if full:
+            def stores(u: int) -> None:
+                with b.if_then(valid[u]):
+                    self._store_roots(full, {})
+            sweep(stores, len(k.reductions))
+        self._warp_row_stores(rows, lane, for_row, valid)
+
+    def _warp_row_in_registers(self, slots: int, lane: ir.Value, ninner: ir.Value,
+                               for_row: Callable[[int], None], valid: list) -> None:
+        """One group of rows of at most ``32 * slots`` elements, held in registers: the
+        lane's positions lane, lane + 32, ... (``slots`` of them, each load coalesced
+        across the warp) are loaded once by the first phase that reads them, and every
+        later phase and the stores reuse the values (one expression memo per row and
+        position, straight-line code: no loop, no row cache). Positions past the row's end
+        read its last element (a valid address), add nothing and store nothing.
+
+        A lane adds at most ``slots`` terms in order, so float sums are not compensated:
+        with the warp's 5 shuffle levels a term goes through at most ``slots + 4``
+        roundings, fewer than NumPy's pairwise sum of the row (8 accumulators of up to 16
+        terms for a row of up to 128, then 3 levels; tile.sum_rounding_depth)."""
+        b, k, geo = self.b, self.kernel, self.geo
+        group = len(valid)
+        full, rows = self._split_stores()
+        last = b.sub(ninner, self.const(1))
+        positions = []
+        for s in range(slots):
+            p = b.add(lane, self.const(WARP * s)) if s else lane
+            inside = b.icmp_unsigned("<", p, ninner)
+            positions.append((b.select(inside, p, last), inside))
+        memos = [[{} for _s in range(slots)] for _u in range(group)]
+
+        def at(u: int, s: int) -> dict:
+            for_row(u)
+            self.set_dims(positions[s][0], geo.inner_dims)
+            return memos[u][s]
+
+        for j, (red, e) in enumerate(zip(k.reductions, k.red_exprs)):
+            parts = [self._new_acc(red) for _u in range(group)]
+            for s in range(slots):
+                for u in range(group):
+                    memo = at(u, s)
+                    acc, idx = parts[u]
+                    self._masked_step(red, acc, idx, self.ev(e, memo), positions[s][1])
+            self._warp_combine(j, red, parts, for_row)
+        if full:
+            root = self._root_exprs()
+            for s in range(slots):
+                for u in range(group):
+                    memo = at(u, s)
+                    values = [(i, st, self.ev(root[st.node], memo) if st.node in root
+                               else self.red_value(k.reductions.index(st.node)))
+                              for i, st in full]
+                    with b.if_then(b.and_(valid[u], positions[s][1])):
+                        for i, st, v in values:
+                            self.store(i, st, v)
+        self._warp_row_stores(rows, lane, for_row, valid)
+
+    def _masked_step(self, red, acc: ir.Value, idx: ir.Value | None, x: ir.Value,
+                     inside: ir.Value) -> None:
+        """One term of a lane's in-order share, kept only where ``inside`` holds."""
+        b = self.b
+        old = b.load(acc)
+        old_i = b.load(idx) if idx is not None else None
+        pos = self._position(red) if idx is not None else None
+        self._accumulate(red, acc, idx, x, pos, reassociate=False)
+        b.store(b.select(inside, b.load(acc), old), acc)
+        if idx is not None:
+            b.store(b.select(inside, b.load(idx), old_i), idx)
+
+    def _warp_combine(self, j: int, red, parts: list, for_row: Callable[[int], None]) -> None:
+        """Each row's lane partials of reduction ``j`` through the warp's shuffle tree, the
+        result broadcast to every lane and finalised as the row's value of ``j``."""
+        b = self.b
+        for u, (acc, idx) in enumerate(parts):
+            for_row(u)
+            v, vi = self.warp_reduce(red, b.load(acc), b.load(idx) if idx is not None else None)
+            b.store(self.broadcast_lane0(v), acc)
+            if idx is not None:
+                b.store(self.broadcast_lane0(vi), idx)
+            self.red_values[j] = self._finalize(red, acc, idx)
+
+    def _warp_row_stores(self, rows: list, lane: ir.Value, for_row: Callable[[int], None],
+                         valid: list) -> None:
+        """The per-row stores (a reduction's own output), by lane 0 of each valid row."""
+        if not rows:
+            return
+        b = self.b
+        leader = b.icmp_unsigned("==", lane, self.const(0))
+        for u in range(len(valid)):
+            for_row(u)
+            with b.if_then(b.and_(leader, valid[u])):
+                self._store_roots(rows, {})
 
     def _row_sweeps(self, first: ir.Value, step: ir.Value, row0: ir.Value, row_step: ir.Value,
                     reduce: Callable, leader: ir.Value, unroll: tuple[int, int]) -> None:
