@@ -630,3 +630,46 @@ def test_a_q_computed_from_a_global_array_is_used_by_its_values():
         assert g.stats.traces == 2
     finally:
         GLOBAL_P[:] = saved
+
+
+def test_a_q_or_kth_argument_is_staged_by_its_values():
+    """q of the quantile functions and kth of partition passed as arguments (arrays, NumPy
+    scalars) or computed from the data: each element is found by a probe at each call, as
+    ``float(x)`` is (trace/build.py ``needed_value``), and a call with other values traces
+    again; NumPy's errors for a q out of range are raised; a q of more than
+    STAGED_NEEDED_MAX elements is refused by name."""
+    from tracearray.trace.build import STAGED_NEEDED_MAX
+
+    def quantiles(x, q):
+        return (np.quantile(x, q), np.percentile(x, q * 100, axis=0),
+                np.nanquantile(x, q, axis=1, method="nearest"))
+
+    def partition(x, k):
+        return np.partition(x, k, axis=1), np.argpartition(x, k, axis=0)
+
+    def data_decides(x):     # q from the data itself: the fraction of positive values
+        return np.quantile(x, np.mean(x > 0))
+
+    x = awkward((6, 9), np.float64, seed=4)
+    x = np.nan_to_num(x)
+    xn = x.copy()
+    xn[1, 3] = np.nan
+    g = cpu(quantiles)
+    for q in (np.array([0.1, 0.9]), np.float64(0.3), np.array([0.1, 0.9]), np.array(0.5),
+              np.array([[0.2, 0.4], [0.6, 1.0]]), np.float32(0.25)):
+        same(g(xn, q), quantiles(xn, q), repr(q))
+    assert g.stats.traces >= 5
+    before = g.stats.traces
+    same(g(xn, np.array([0.1, 0.9])), quantiles(xn, np.array([0.1, 0.9])))
+    assert g.stats.traces == before       # a value seen before: no new trace
+    with pytest.raises(ValueError, match="Quantiles must be in the range"):
+        g(x, np.array([0.5, 1.5]))
+    with pytest.raises(tracearray.UnsupportedOperationError, match="q of more than"):
+        g(x, np.linspace(0, 1, STAGED_NEEDED_MAX + 1))
+    p = cpu(partition)
+    for k in (np.array([2, 5]), np.array(3), np.array([0, -1])):
+        same(p(x, k), partition(x, k), repr(k))
+    d = cpu(data_decides)
+    for seed in (1, 2):
+        y = awkward((40,), np.float64, seed=seed)
+        same(d(np.nan_to_num(y)), data_decides(np.nan_to_num(y)))

@@ -133,11 +133,20 @@ def inexact_dtype(dtype: Any) -> np.dtype | None:
     return dt
 
 
-def needed_value(value: Any) -> np.ndarray | None:
+# elements of a traced argument a NumPy function needs known while tracing (``needed_value``)
+# that are staged, each found by a probe at every call; a larger traced value is refused
+STAGED_NEEDED_MAX = 16
+
+
+def needed_value(value: Any, what: str = "a value the result's layout depends on"
+                 ) -> np.ndarray | None:
     """The value of an argument a NumPy function needs known while tracing (a quantile's
     q, partition's kth): a Python or NumPy value, a value the function made from constants
-    (``known_value``), or a global array the function reads, whose values the trace then
-    fixes (a call where it holds other values traces again); None for traced data."""
+    (``known_value``), a global array the function reads, whose values the trace then
+    fixes (a call where it holds other values traces again), or traced data of at most
+    ``STAGED_NEEDED_MAX`` real elements, staged as ``float(x)`` is (``tracer._staged_scalar``:
+    a probe computes each element's bits at every call, and each distinct value is a trace
+    of its own); None for larger traced data."""
     node = getattr(value, "node", None)
     if not isinstance(node, Node):
         return np.asarray(value)
@@ -146,16 +155,30 @@ def needed_value(value: Any) -> np.ndarray | None:
         return known
     from .context import current
     state = current()
-    if state is None or state.captured is None or not state.global_arrays:
+    if state is None:
         return None
+    if state.captured is None or not state.global_arrays:
+        return _staged_value(node, what)
     # (a global array, or small ops of constants and global arrays: Q / 100, Q[::-1])
     used: dict = {}
     known = known_value(node, globals_=state.global_arrays, used=used)
     if known is None:
-        return None
+        return _staged_value(node, what)
     for name, arr in used.values():
         state.captured.fixed_global(name, arr)
     return known
+
+
+def _staged_value(node: Node, what: str) -> np.ndarray | None:
+    """``node``'s elements staged one by one (``needed_value``), or None when it has more
+    than ``STAGED_NEEDED_MAX`` of them or is not real."""
+    if node.size > STAGED_NEEDED_MAX or node.dtype.kind not in "biuf":
+        return None
+    from . import numpy_api as api
+    from .tracer import _staged_scalar
+    flat = api.reshape(node, (node.size,))
+    values = [_staged_scalar(api.getitem(flat, i), what) for i in range(node.size)]
+    return np.array(values, dtype=node.dtype).reshape(node.shape)
 
 
 # known values of nodes found so far (nodes are interned and immutable: a node's known value

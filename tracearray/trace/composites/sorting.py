@@ -17,7 +17,8 @@ import numpy as np
 from ...errors import with_location
 from .. import context
 from ...ops.sorting import order_statistic_call
-from ..build import external, fix_captured_value, needed_value, normalize_axes, unsupported
+from ..build import (STAGED_NEEDED_MAX, external, fix_captured_value, needed_value,
+                     normalize_axes, unsupported)
 from ..tracer import Tracer
 from . import ALL, NUMERIC, as_tracer, composite
 
@@ -121,9 +122,10 @@ def sort_complex(a: Any) -> Any:
 def _kth(kth: Any, n: int, empty: bool) -> tuple[int, ...]:
     """kth as non-negative positions (NumPy's checks: integers in [-n, n); an empty array
     NumPy partitions without looking at kth's values)."""
-    known = needed_value(kth)
+    known = needed_value(kth, "kth of a partition")
     if known is None:
-        raise unsupported("partition with a traced kth", "kth decides the result's layout")
+        raise unsupported(f"partition with a traced kth of more than {STAGED_NEEDED_MAX} "
+                          f"elements", "kth decides the result's layout")
     k = np.asarray(known)
     if k.dtype.kind == "b":
         raise TypeError(with_location("Booleans unacceptable as partition index"))
@@ -225,9 +227,10 @@ def _order_statistic(func: str, a: Any, q: Any = None, axis: Any = None, out: An
         qattrs: dict = dict(q=None, q_shape=(), q_dtype="", weak=False)
     else:
         fix_captured_value(q)   # q's values are the trace's
-        known = needed_value(q)
+        known = needed_value(q, f"q of {name}")
         if known is None:
-            raise unsupported(f"{name} with a traced q", "q must be known when tracing")
+            raise unsupported(f"{name} with a traced q of more than {STAGED_NEEDED_MAX} "
+                              f"elements", "q must be known when tracing")
         qv = np.asarray(known)
         qattrs = dict(q=tuple(qv.ravel().tolist()), q_shape=qv.shape, q_dtype=qv.dtype.str,
                       weak=type(q) in (int, float))
