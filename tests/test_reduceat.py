@@ -2,7 +2,8 @@
 of its slice, every segment of a call in a few kernels (segments of similar length gathered
 into one matrix), against NumPy on the CPU: segment rules (a next index not larger gives the
 element alone, the last runs to the end), axes, dtypes, empty index lists, signed zeros,
-NaNs, NumPy's errors, and indices that are only known at run time refused by name."""
+NaNs, NumPy's errors; indices only known at run time folded by ``ufunc.at`` (decreasing
+ones refused at the call by name)."""
 from __future__ import annotations
 
 import numpy as np
@@ -86,12 +87,78 @@ def test_numpys_errors(fn, error, match):
         tracearray.compile(fn)(X)
 
 
-def test_indices_read_at_run_time_are_refused_by_name():
-    with pytest.raises(UnsupportedOperationError, match="add.reduceat with indices the "
-                       "compiled function reads at run time.*static_argnums"):
-        tracearray.compile(lambda x, i: np.add.reduceat(x, i))(X, np.array([0, 5]))
-    with pytest.raises(UnsupportedOperationError, match="reduceat with indices"):
-        tracearray.compile(lambda x: np.add.reduceat(x, [x.argmax()]))(X)
+RUN_TIME = {   # (function of (x, indices), x, indices passed as an argument)
+    "increasing": (lambda x, i: np.add.reduceat(x, i), X, np.array([0, 3, 7, 20])),
+    "repeated": (lambda x, i: np.add.reduceat(x, i), X, np.array([5, 5, 5, 30, 39, 39])),
+    "first index past 0": (lambda x, i: np.maximum.reduceat(x, i), X, np.array([7, 9])),
+    "every element": (lambda x, i: np.multiply.reduceat(x, i), X, np.arange(40)),
+    "one index": (lambda x, i: np.minimum.reduceat(x, i), X, np.array([39])),
+    "rows of a matrix": (lambda x, i: np.add.reduceat(x, i, axis=1), M, np.array([0, 10, 10])),
+    "middle axis, float64 sums": (lambda x, i: np.add.reduceat(x, i, axis=1, dtype=np.float64),
+                                  CUBE.astype(np.float32), np.array([0, 1, 17, 49])),
+    "int8 sums widen": (lambda x, i: np.add.reduceat((x * 60).astype(np.int8), i), X,
+                        np.array([0, 13, 17])),
+    "bool sums and logical folds": (lambda x, i: (np.add.reduceat(x > 0, i),
+                                                  np.logical_and.reduceat(x > -1, i),
+                                                  np.logical_xor.reduceat(x > 0, i)),
+                                    X, np.array([0, 2, 2, 30])),
+    "bitwise folds": (lambda x, i: (np.bitwise_and.reduceat((x * 100).astype(np.int16), i),
+                                    np.bitwise_or.reduceat((x * 100).astype(np.uint8), i)),
+                      X, np.array([1, 5, 39])),
+    "NaN in max and fmax": (lambda x, i: (np.maximum.reduceat(np.where(x > 1, np.nan, x), i),
+                                          np.fmax.reduceat(np.where(x > 1, np.nan, x), i),
+                                          np.fmin.reduceat(np.full_like(x, np.nan), i)),
+                            X, np.array([0, 5, 6, 39])),
+    "negative zeros keep their sign": (lambda x, i: np.add.reduceat(x, i),
+                                       np.array([-0.0, -0.0, 1.0, -0.0]), np.array([0, 2, 3])),
+    "no indices": (lambda x, i: np.add.reduceat(x, i), X, np.array([], dtype=np.intp)),
+    "int32 indices": (lambda x, i: np.add.reduceat(x, i), X, np.array([0, 8], np.int32)),
+}
+
+
+@pytest.mark.parametrize("name", list(RUN_TIME))
+def test_indices_read_at_run_time_match_numpy(name):
+    """Indices that are an argument (or data the function computes): every element from the
+    first index on is folded in order into the segment of the last index not above it
+    (``_reduceat_traced``); NumPy's values, dtypes and shapes, an index equal to the next
+    taking its element alone."""
+    fn, x, idx = RUN_TIME[name]
+    check(fn, x, idx)
+
+
+def test_group_by_with_segment_starts_from_the_data():
+    """The sort-based group-by: segment starts from np.flatnonzero of the sorted keys, one
+    trace for every key set and size."""
+    def groupby(k, v):
+        o = np.argsort(k, kind="stable")
+        ks, vs = k[o], v[o]
+        start = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        return ks[start], np.add.reduceat(vs, start), np.maximum.reduceat(vs, start)
+
+    f = tracearray.compile(groupby)
+    rng = np.random.default_rng(3)
+    for n, groups in ((1, 1), (7, 3), (100, 4), (1000, 50)):
+        k, v = rng.integers(0, groups, n), rng.standard_normal(n)
+        got, want = f(k, v), groupby(k, v)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_run_time_indices_out_of_range_or_decreasing_raise():
+    """Indices out of range raise NumPy's IndexError at the call; indices that decrease
+    (segments that overlap, which NumPy allows) are refused at the call by name, never a
+    wrong result."""
+    f = tracearray.compile(lambda x, i: np.add.reduceat(x, i))
+    for bad in (np.array([0, 40]), np.array([-1, 3])):
+        with pytest.raises(IndexError):
+            np.add.reduceat(X, bad)
+        with pytest.raises(IndexError, match="out-of-bounds in add.reduceat"):
+            f(X, bad)
+    with pytest.raises(UnsupportedOperationError, match="indices read at run time that "
+                       "decrease"):
+        f(X, np.array([5, 2]))
+    np.testing.assert_allclose(f(X, np.array([2, 5])), np.add.reduceat(X, [2, 5]))
 
 
 def test_a_ufunc_without_a_reduction_is_refused():

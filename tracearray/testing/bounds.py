@@ -945,6 +945,8 @@ class Evaluator:
         v_shape = gather_shape([x.value.shape, np.shape(positions[0])], attrs)
         touched = put(np.zeros(node.shape, bool), np.ones(v_shape, bool), combine=None,
                       loop=())
+        if attrs.get("order_free") and x.is_float and vals is not None:
+            return self._order_free_sum(node, x, vals, put, v_shape, touched, value)
         ok = np.ones(node.shape, bool)
         if vals is not None:
             ok = put(ok, vals.exact & ~vals.top, combine="logical_and", loop=("?", "?", "?"))
@@ -956,6 +958,51 @@ class Evaluator:
             lo = np.where(touched, value.astype(F64), x.lo)
             hi = np.where(touched, value.astype(F64), x.hi)
         return Bound(value, exact, top, lo, hi, "scatter" if top.any() else x.why)
+
+    def _order_free_sum(self, node: Node, x: Bound, vals: Bound, put: Callable,
+                        v_shape: tuple, touched: np.ndarray, value: np.ndarray) -> Bound:
+        """An order-free ``add.at`` (reduceat's segments: ``scatter(order_free=True)``): each
+        touched element is a sum of its start and its contributions, in any order, bounded
+        as a reduction's sum is (``_sum``: the terms' intervals added, with slack for
+        d(k) roundings of k terms); elements not touched are x's."""
+        dt = node.dtype
+
+        def total(a: np.ndarray, start: np.ndarray) -> np.ndarray:
+            return put(start.astype(F64), np.broadcast_to(a, v_shape).astype(F64),
+                       combine="add", loop=("d", "d", "d"))
+
+        def tally(a: np.ndarray, start: np.ndarray) -> np.ndarray:
+            return put(start, np.broadcast_to(a, v_shape), combine="logical_or",
+                       loop=("?", "?", "?"))
+
+        ex_v, ex_x = vals.exact & ~vals.top, x.exact & ~x.top
+        fin_v = np.isfinite(vals.lo) & np.isfinite(vals.hi)
+        fin_x = np.isfinite(x.lo) & np.isfinite(x.hi)
+        count = total(np.ones(v_shape), np.ones(node.shape))
+        mag = total(np.where(fin_v, np.maximum(np.abs(vals.lo), np.abs(vals.hi)), 0.0),
+                    np.where(fin_x, np.maximum(np.abs(x.lo), np.abs(x.hi)), 0.0))
+        s_lo = total(np.where(fin_v, vals.lo, 0.0), np.where(fin_x, x.lo, 0.0))
+        s_hi = total(np.where(fin_v, vals.hi, 0.0), np.where(fin_x, x.hi, 0.0))
+        v64, x64 = vals.value.astype(F64), x.value.astype(F64)
+        nan_c = tally(ex_v & np.isnan(v64), ex_x & np.isnan(x64))
+        posinf = tally(ex_v & (v64 == INF), ex_x & (x64 == INF))
+        neginf = tally(ex_v & (v64 == -INF), ex_x & (x64 == -INF))
+        inex_inf = tally(~ex_v & ~fin_v & ~vals.top, ~ex_x & ~fin_x & ~x.top)
+        top_in = tally(vals.top, x.top)
+        depth = np.vectorize(sum_rounding_depth, otypes=[np.int64])(count.astype(np.int64))
+        eps = _eps(dt)
+        slack = self.tol.slack("sum", dt) * depth * eps * mag
+        risk = (mag * (1 + 4 * depth * eps) >= _fmax(dt)) | inex_inf
+        nan_res = nan_c | (posinf & neginf)
+        inf_res = (posinf ^ neginf) & ~nan_res & ~risk
+        lo_r, hi_r = widen(s_lo - slack, s_hi + slack, dt, 1)
+        self.used.add("float-sum-reassociation")
+        summed = _finish(value, nan_res | inf_res, top_in | (risk & ~nan_res), lo_r, hi_r,
+                         "order-free sum (reduceat's segments)")
+        return Bound(value, np.where(touched, summed.exact, x.exact),
+                     np.where(touched, summed.top, x.top),
+                     np.where(touched, summed.lo, x.lo), np.where(touched, summed.hi, x.hi),
+                     summed.why if touched.any() else x.why)
 
     # --- elementwise ----------------------------------------------------------------------------
     def _candidates(self, b: Bound, dtype: np.dtype) -> list[np.ndarray]:

@@ -234,18 +234,13 @@ def _reduceat(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
     dtype = kwargs.pop("dtype", None)
     if kwargs:
         raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
-    why = ("the segments' bounds must be known when tracing: a list or tuple of ints, an "
-           "array the function makes from constants, or an argument marked static "
-           "(static_argnums) passed as a tuple; arrays passed in, and global arrays, are read "
-           "at every call")
+    if context._holds_traced_list(indices):
+        indices = composites.as_tracer(indices)
     if isinstance(indices, Tracer):     # an array the function made: its value if known
         known = known_value(indices.node)
         if known is None:
-            raise unsupported(f"{name} with indices the compiled function reads at run time",
-                              why)
+            return _reduceat_traced(uf, name, a, indices, axis, dtype)
         indices = known
-    elif context._holds_traced_list(indices):
-        raise unsupported(f"{name} with indices the compiled function reads at run time", why)
     idx = np.asarray(indices)
     if idx.ndim != 1:
         raise ValueError(with_location(
@@ -273,6 +268,90 @@ def _reduceat(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
         shape = x.shape[:ax] + (0,) + x.shape[ax + 1:]
         return composites.as_tracer(np.zeros(shape, dt))
     return _segment_reduce(uf, x, ax, np.asarray(starts, np.intp), n, dtype)
+
+
+def _reduceat_traced(uf: np.ufunc, name: str, a: Any, indices: Any, axis: Any,
+                     dtype: Any) -> Any:
+    """``uf.reduceat`` with indices read at run time (a group-by's segment starts from
+    np.flatnonzero): every element ``a[j]`` (along the axis) from ``indices[0]`` on is
+    folded, in order, into the segment of the last index not above ``j``
+    (``np.searchsorted(indices, j, 'right') - 1``) by ``uf.at``, each segment starting
+    from the fold's identity (-0.0 for float sums, which leaves every sum's sign as it is);
+    an index equal to the next one takes ``a[index]`` alone, as NumPy's reduceat does.
+    That is NumPy's result when the indices do not decrease (the segments are the runs
+    between them, in order); indices that decrease make overlapping segments, refused at
+    run time (UnsupportedOperationError), as are indices out of range (NumPy's
+    IndexError). Float sums are in order, within the float-sum-reassociation tolerance of
+    NumPy's (which adds a segment's first element to the pairwise sum of the others): an
+    ``order_free`` scatter (trace/indexing.py ``scatter``)."""
+    from .indexing import ufunc_at
+    from .tracer import unwrap
+    x = composites.as_tracer(a)
+    idx = composites.as_tracer(indices)
+    if idx.ndim != 1:
+        raise ValueError(with_location(
+            "setting an array element with a sequence. The requested array would exceed the "
+            "maximum number of dimension of 1." if idx.ndim > 1 else
+            "object of too small depth for desired array"))
+    idx = idx.astype(np.intp)       # NumPy force-casts them (0.5 is 0)
+    if axis is None and x.ndim == 1:
+        axis = 0
+    if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
+        raise ValueError(with_location("reduceat does not allow multiple axes"))
+    (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)
+    if reducer_of_ufunc(uf) is None:
+        raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
+                          "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
+    n, m = x.shape[ax], idx.shape[0]
+    dt = uf.reduce(np.frombuffer(bytes(x.dtype.itemsize), x.dtype), dtype=dtype).dtype
+    if m == 0:
+        shape = x.shape[:ax] + (0,) + x.shape[ax + 1:]
+        return composites.as_tracer(np.zeros(shape, dt))
+    context.require(np.all((idx >= 0) & (idx < n)).node, IndexError, with_location(
+        f"an index out-of-bounds in {uf.__name__}.reduceat [0, {n})"))
+    if m > 1:
+        context.require(np.all(idx[1:] >= idx[:-1]).node, UnsupportedOperationError,
+                        with_location(
+                            f"{name} with indices read at run time that decrease (segments "
+                            f"that overlap) is not supported by tracearray: its run-time "
+                            f"indices must not decrease"))
+    xt = np.moveaxis(x, ax, 0).astype(dt)
+    if n == 0:      # (every index is out of range: the check above raises)
+        return np.moveaxis(np.zeros((m,) + xt.shape[1:], dt), 0, ax)
+    positions = np.arange(n)
+    segment = np.searchsorted(idx, positions, side="right") - 1
+    inside = segment >= 0
+    if uf is np.add and dt.kind in "fc":
+        identity = np.asarray(-0.0).astype(dt)
+    else:
+        identity = np.asarray(reduce_identity(uf, dt))
+    expand = (slice(None),) + (None,) * (xt.ndim - 1)
+    terms = np.where(inside[expand], xt, identity)
+    out = composites.as_tracer(np.full((m,) + xt.shape[1:], identity, dtype=dt)).copy()
+    # (a float sum in order: NumPy adds a segment's first element to the pairwise sum of
+    # the others, which the comparator's sum bound of an order-free scatter covers)
+    out._write(ufunc_at(uf, out.node, unwrap(np.maximum(segment, 0)), unwrap(terms),
+                        order_free=uf is np.add and dt.kind in "fc"))
+    if m > 1:       # an index equal to the next: that element alone
+        alone = np.concatenate([idx[:-1] >= idx[1:], np.zeros(1, bool)])
+        out = np.where(alone[expand], np.take(xt, idx, axis=0, mode="clip"), out)
+    return np.moveaxis(out, 0, ax)
+
+
+def reduce_identity(uf: np.ufunc, dt: np.dtype) -> Any:
+    """The value ``uf``'s fold starts from in dtype ``dt`` (the lowest / highest value for
+    maximum / minimum, NaN for fmax / fmin, whose folds skip it)."""
+    if uf.identity is not None:
+        return np.asarray(uf.identity).astype(dt)[()]
+    low = uf in (np.maximum, np.fmax)
+    if uf in (np.fmax, np.fmin) and dt.kind in "fc":
+        return dt.type(np.nan)
+    if dt.kind in "fc":
+        return dt.type(-np.inf if low else np.inf)
+    if dt.kind == "b":
+        return dt.type(not low)
+    info = np.iinfo(dt)
+    return dt.type(info.min if low else info.max)
 
 
 # folds that give the same result when an element is folded in twice

@@ -539,21 +539,26 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
 # ------------------------------------------------------------------------------------------
 
 def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
-            loop: tuple[np.dtype, ...] = ()) -> Node:
+            loop: tuple[np.dtype, ...] = (), order_free: bool = False) -> Node:
     """The new value of ``key.view`` when the elements ``key`` selects are assigned
     ``values`` (shape ``key.shape``, the view's dtype), or combined with them by the ufunc
     primitive ``combine`` (``loop``: its dtypes; ``values`` of the second; None for a unary
-    ufunc) in the order NumPy visits them."""
+    ufunc) in the order NumPy visits them. ``order_free``: a float sum whose NumPy
+    counterpart adds in another order (reduceat's segments, ``dispatch._reduceat_traced``):
+    computed in this order all the same, and judged as a sum by the comparator
+    (testing/bounds.py ``scatter``)."""
     key.check_unread()
     if 0 in key.index_shape:
         return key.view                         # no position: nothing is written
     args = [key.view, *key.nodes] + ([values] if values is not None else [])
     return make("scatter", args, axes=key.axes, at=key.at, mode=key.mode,
                 messages=key.messages, combine=combine,
-                loop=tuple(np.dtype(d).str for d in loop), unique=False)
+                loop=tuple(np.dtype(d).str for d in loop), unique=False,
+                **({"order_free": True} if order_free else {}))
 
 
-def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:
+def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None,
+             order_free: bool = False) -> Node:
     """The value of ``x`` after ``uf.at(x, indices[, values])``: ``x[indices] = uf(x[indices],
     values)`` where every occurrence of a repeated position counts (unbuffered). As NumPy's
     ufunc.at does, values are converted with ``np.asarray`` (no weak scalars) and the result
@@ -594,8 +599,8 @@ def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None) -> Node:
     akey = advanced_key(x, list(items))
     if isinstance(akey, Node):       # x[..., True]: one position each, as above
         return ufunc_at(uf, x, tuple(None if isinstance(k, _Adv) else k for k in items),
-                        values)
+                        values, order_free)
     if v is not None:
         v = broadcast_value(cast(v, loop[1]), akey.shape)
-    new_view = scatter(akey, v, combine=op, loop=tuple(loop))
+    new_view = scatter(akey, v, combine=op, loop=tuple(loop), order_free=order_free)
     return buffers.carry_up(x, buffers.movement_path(x, akey.view), new_view)
