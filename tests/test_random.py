@@ -799,3 +799,81 @@ def test_a_random_object_is_refused_too():
     with pytest.raises(tracearray.UnsupportedOperationError, match="Python's random module"):
         tracearray.compile(lambda a: a + rnd.random(), device="cpu")(np.zeros(2))
     assert "watched" not in repr(random.Random.__dict__.get("random"))   # (put back)
+
+
+# ============================================================================================
+# np.random's classes inside a trace; generators returned
+# ============================================================================================
+
+def test_a_generator_argument_returned_is_the_callers_own() -> None:
+    """``return x, rng``: the caller gets its own Generator back (NumPy returns the same
+    object), advanced by the call, at every call, as a keyword argument and inside a
+    container too."""
+    def step(x, rng):
+        return x + rng.standard_normal(x.shape), rng
+
+    def in_a_dict(x, *, rng):
+        return {"x": x * 2, "state": [rng]}
+
+    rng = np.random.default_rng(5)
+    f = cpu(step)
+    for _ in range(3):
+        y, back = f(np.zeros(4), rng)
+        assert back is rng and y.shape == (4,)
+    before = rng.bit_generator.state["state"]["state"]
+    out = cpu(in_a_dict)(np.ones(2), rng=rng)
+    assert out["state"][0] is rng
+    assert rng.bit_generator.state["state"]["state"] != before   # advanced by the call
+    np.testing.assert_array_equal(out["x"], [2.0, 2.0])
+
+
+class _Holder:
+    def __init__(self, x):
+        self.x = x
+
+
+@pytest.mark.parametrize("fn, what", [
+    (lambda x: _Holder(x + 1), "an object of type _Holder holding traced values"),
+    (lambda x: {"a": [_Holder(x)]}, "_Holder"),
+    (lambda x: (x, np.random.default_rng(1)), "a np.random.Generator made inside it")])
+def test_returned_objects_holding_traced_values_are_refused(fn, what) -> None:
+    """An object the result tree does not rebuild (not a tuple, list, dict, namedtuple or
+    dataclass) that holds traced values is refused at the return: its attributes would be
+    the trace's tracers (a later use failed far from the call)."""
+    with pytest.raises(UnsupportedOperationError, match=what):
+        cpu(fn)(np.ones(2))
+
+
+def test_numpys_generator_classes_inside_a_trace() -> None:
+    """np.random.Generator(np.random.PCG64(seed)) is default_rng(seed) (NumPy's definition),
+    unseeded fresh at every call; SeedSequence of a known seed is NumPy's own; isinstance
+    sees a traced generator as a Generator; bit generators of other streams, RandomState
+    and an unseeded SeedSequence are refused by name (their draws would be frozen);
+    outside a trace the classes are NumPy's."""
+    def pcg(x, s):
+        return (x + np.random.Generator(np.random.PCG64(s)).random(3),
+                x + np.random.default_rng(s).random(3),
+                x + np.random.default_rng(np.random.PCG64(s)).random(3))
+
+    got = cpu(pcg)(np.zeros(3), 7)
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[2], got[1])
+    fresh = cpu(lambda x: x + np.random.Generator(np.random.PCG64()).random(3))
+    assert not np.array_equal(fresh(np.zeros(3)), fresh(np.zeros(3)))
+    seq = cpu(lambda x: x + np.random.default_rng(np.random.SeedSequence(11)).random(3))
+    np.testing.assert_array_equal(seq(np.zeros(3)), seq(np.zeros(3)))
+    same = cpu(lambda x, r: (isinstance(r, np.random.Generator),
+                             isinstance(np.random.default_rng(1), np.random.Generator), x))
+    assert same(np.zeros(1), np.random.default_rng(0))[:2] == (True, True)
+    for fn, name in ((lambda x: x + np.random.RandomState(0).rand(3), "RandomState"),
+                     (lambda x: x + np.random.Generator(np.random.Philox(3)).random(3),
+                      "Philox"),
+                     (lambda x: x + np.random.Generator(np.random.MT19937(3)).random(3),
+                      "MT19937"),
+                     (lambda x: x + np.random.default_rng(np.random.SeedSequence()).random(3),
+                      "SeedSequence")):
+        with pytest.raises(UnsupportedOperationError, match=name):
+            cpu(fn)(np.zeros(3))
+    assert type(np.random.default_rng(0)) is np.random.Generator
+    assert np.random.Generator(np.random.PCG64(3)).random() == \
+        np.random.default_rng(3).random()

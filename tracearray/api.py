@@ -767,7 +767,10 @@ class CompiledFunction:
                                   if found is not None else ())
             outs = lowered.executable.run(leaves)
         else:
-            targets, outs = None, lowered.executable.run(leaves)
+            # (a Generator argument returned is the caller's object: ``pytree`` "input")
+            targets = self._update_targets(args, kwargs, graph) \
+                if pytree.returns_inputs(graph.out_tree) else None
+            outs = lowered.executable.run(leaves)
         # the fast path's entry, made after the run (an executable may choose its warm path
         # on its first run: ``GpuExecutable.fast_run``)
         trace = self._traces_entry(lowered.graph) if fast_key is not None and \
@@ -1022,7 +1025,7 @@ def _results(outs: list[Any], graph: Graph, targets: list[Any] | None = None) ->
         v = outs[i]
         v = v.numpy()[()] if hasattr(v, "numpy") else v   # (a device Array: its value)
         outs[i] = float(v) if kind == "float" else int(v)
-    return pytree.unflatten(graph.out_tree, outs)
+    return pytree.unflatten(graph.out_tree, outs, targets or ())
 
 
 def _result_identities(outs: list[Any], graph: Graph) -> list[Any]:

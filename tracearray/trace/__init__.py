@@ -11,6 +11,7 @@ argument conversion passes tracers through and random draws are refused (``conte
 from __future__ import annotations
 
 import array
+import builtins
 import functools
 import inspect
 import threading
@@ -273,6 +274,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     global_inputs: list[str] = []
     guards: dict[str, Any] = {}
     global_layouts: dict[str, tuple[tuple, np.dtype]] = {}
+    generator_inputs: dict[int, tuple[int, Any]] = {}
 
     def make_input(value: Any, name: str, alias: str | None) -> Any:
         # NumPy scalars and objects with __array__ as NumPy converts them (the call converts
@@ -280,7 +282,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         # is the 0-d uint64 key the call draws from it.
         if isinstance(value, np.random.Generator):
             key = make_input(np.zeros((), np.uint64), name, None)
-            return traced_random.TracedGenerator(key, name)
+            generator = traced_random.TracedGenerator(key, name)
+            # (returned, it is the caller's own Generator: ``_returned_objects``)
+            generator_inputs[id(generator)] = (len(inputs) - 1, generator)
+            return generator
         if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
             arr = value
         else:   # (an object's __array__ is its own code, converting as the call did)
@@ -512,6 +517,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         return isinstance(x, (Tracer, ComplexTracer, np.ndarray, np.generic))
 
     leaves, out_tree = pytree.flatten(result, is_out_leaf)
+    out_tree = _returned_objects(out_tree, generator_inputs)
     # complex results are stored as their interleaved real pairs and viewed as complex
     # after the call (a "complex" leaf of the result tree)
     kinds = [str(np.dtype(leaf.dtype)) if isinstance(leaf, ComplexTracer) or (
@@ -550,6 +556,65 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                  assumes_c_arguments=(state.assumed_c_layout,
                                           frozenset(state.assumed_c_inputs))
                  if state.assumed_c_layout else None)
+
+
+def _returned_objects(tree: Any, generator_inputs: dict[int, tuple[int, Any]]) -> Any:
+    """The result tree with each Generator argument the function returns as an ("input",
+    i) node (the caller's own object, advanced by the call, as NumPy returns it); any other
+    returned object that holds traced values (a generator made inside, an instance of a
+    class of the user's holding arrays) is refused at the return: its values would be the
+    trace's, never the call's."""
+    kind = tree[0]
+    if kind == "const":
+        value = tree[1]
+        found = generator_inputs.get(id(value))
+        if found is not None and found[1] is value:
+            return ("input", found[0])
+        if _holds_traced(value, 3):
+            what = "a np.random.Generator made inside it" if isinstance(
+                value, traced_random.TracedGenerator) else \
+                f"an object of type {type(value).__name__} holding traced values"
+            raise UnsupportedOperationError(with_location(
+                f"the compiled function returned {what}: its values would be the trace's, "
+                f"not the call's; return the arrays themselves (in a tuple, list, dict, "
+                f"namedtuple or dataclass, which are rebuilt around the results) or a "
+                f"Generator passed in as an argument"))
+        return tree
+    if kind in ("tuple", "list"):
+        return (kind, tuple(_returned_objects(c, generator_inputs) for c in tree[1]))
+    if kind == "dict":
+        return (kind, tree[1], tuple(_returned_objects(c, generator_inputs) for c in tree[2]))
+    if kind == "namedtuple":
+        return (kind, tree[1], tuple(_returned_objects(c, generator_inputs) for c in tree[2]))
+    if kind == "dataclass":
+        return (kind, tree[1], tree[2],
+                tuple(_returned_objects(c, generator_inputs) for c in tree[3]))
+    return tree
+
+
+_PLAIN_VALUES = (str, bytes, int, float, builtins.complex, bool, type(None), np.ndarray,
+                 np.generic, type)
+
+
+def _holds_traced(value: Any, depth: int) -> bool:
+    """Whether ``value`` is or holds (through attributes, containers, to ``depth`` levels) a
+    traced value or traced generator."""
+    from .complex import ComplexTracer
+    if isinstance(value, (Tracer, ComplexTracer, traced_random.TracedGenerator,
+                          traced_random.TracedBitGenerator)):
+        return True
+    # (builtins': this package's ``complex`` is its submodule)
+    if depth <= 0 or isinstance(value, _PLAIN_VALUES) or callable(value):
+        return False
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return any(_holds_traced(v, depth - 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_traced(v, depth - 1) for v in value.values())
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        return any(_holds_traced(v, depth - 1) for v in attrs.values())
+    return any(_holds_traced(getattr(value, n, None), depth - 1)
+               for n in getattr(type(value), "__slots__", ()) if isinstance(n, str))
 
 
 class _watch_random_objects:

@@ -396,8 +396,11 @@ def _conversion(name: str, original: Callable[..., Any], copies: bool) -> Callab
             out = original(a, *args, **kwargs)
             # np.array(...) of Python data in the user's code: an array of the function's
             # own (np.asarray of an existing NumPy array stays that array: it may alias it)
+            # (not where compiled code the user's line called converts: np.random's Cython
+            # constructors (SeedSequence(1)) take the real array, as np.empty's callers do)
             if current() is not None and (copies or not isinstance(a, np.ndarray)) and \
-                    not isinstance(a, np.generic) and _from_user_code(2):
+                    not isinstance(a, np.generic) and _from_user_code(2) and \
+                    _calls_it_itself(1, (convert, original)):
                 return owned(out)
             return out
         dtype = kwargs.get("dtype", args[0] if args else None)
@@ -1028,6 +1031,7 @@ def _numpy_sites() -> list[tuple[dict, dict[str, Callable[..., Any]]]]:
                 news[name] = hit[1]
         if ns is np.random.__dict__:
             news.update({name: r for name, (_fn, r) in _random_replacements().items()})
+            news.update(_random_classes())
         if news:
             sites.append((ns, news))
     sites.append((builtins.__dict__, _BUILTIN_EXTREMES))
@@ -1113,6 +1117,13 @@ def _random_replacements() -> dict[str, tuple[Any, Callable[..., Any]]]:
     return _RANDOM_REPLACEMENTS
 
 
+def _random_classes() -> dict[str, Any]:
+    """np.random's generator classes as a trace sees them (trace/random.py
+    ``CHECKED_CLASSES``: isinstance as the classes', construction checked)."""
+    from . import random as traced_random
+    return traced_random.checked_classes()
+
+
 def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
     """Conversions and NumPy's random functions, by the id of the object a user namespace
     may bind (``from numpy import asarray``, ``from numpy.random import rand``). The ids are
@@ -1122,7 +1133,9 @@ def _user_replacements() -> dict[int, tuple[Any, Callable[..., Any]]]:
     global _USER_REPLACEMENTS
     if _USER_REPLACEMENTS is None:
         randoms = {id(fn): (fn, repl) for fn, repl in _random_replacements().values()}
-        _USER_REPLACEMENTS = {**_replacements(), **randoms}
+        classes = {id(getattr(np.random, n)): (getattr(np.random, n), r)
+                   for n, r in _random_classes().items()}
+        _USER_REPLACEMENTS = {**_replacements(), **randoms, **classes}
     return _USER_REPLACEMENTS
 
 

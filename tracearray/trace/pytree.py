@@ -17,6 +17,7 @@ from typing import Any, Callable
 #   ("namedtuple", type, children)
 #   ("dataclass", type, names, children): every field, in declaration order
 #   ("const", value): a non-array leaf kept as it is
+#   ("input", i): the caller's object behind graph input i (a Generator argument returned)
 #   ("complex", dtype): a leaf computed as its interleaved real pair array (..., 2), viewed
 #                       as that complex dtype when the tree is rebuilt (interleaved.py)
 TreeDef = tuple
@@ -57,8 +58,24 @@ def _define(v: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> TreeDe
     return ("const", v)
 
 
-def unflatten(tree: TreeDef, leaves: list[Any]) -> Any:
-    return _build(tree, iter(leaves), {})
+def unflatten(tree: TreeDef, leaves: list[Any], inputs: Any = ()) -> Any:
+    """The tree rebuilt around ``leaves``; ``inputs``: the caller's objects behind the
+    graph's inputs, for ("input", i) nodes (a Generator argument returned)."""
+    return _build(tree, iter(leaves), {"inputs": inputs})
+
+
+def returns_inputs(tree: TreeDef) -> bool:
+    """Whether the tree has ("input", i) nodes (the caller's objects returned)."""
+    kind = tree[0]
+    if kind == "input":
+        return True
+    if kind in ("tuple", "list"):
+        return any(returns_inputs(c) for c in tree[1])
+    if kind in ("dict", "namedtuple"):
+        return any(returns_inputs(c) for c in tree[2])
+    if kind == "dataclass":
+        return any(returns_inputs(c) for c in tree[3])
+    return False
 
 
 def _build(t: TreeDef, it: Any, views: dict) -> Any:
@@ -69,6 +86,8 @@ def _build(t: TreeDef, it: Any, views: dict) -> Any:
     kind = t[0]
     if kind == "leaf":
         return next(it)
+    if kind == "input":
+        return views["inputs"][t[1]]
     if kind == "tuple":
         return tuple(_build(c, it, views) for c in t[1])
     if kind == "list":

@@ -574,7 +574,7 @@ def _seed_key(seed: Any) -> Any:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and \
             0 <= int(seed) < 1 << 64:
         return np.uint64(philox_reference(np.uint64(int(seed)), _SEED_STREAM, _SEED_KEY))
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = seed if isinstance(seed, _SEED_SEQUENCE) else _SEED_SEQUENCE(seed)
     return np.uint64(ss.generate_state(1, np.uint64)[0])
 
 
@@ -582,6 +582,8 @@ def default_rng(seed: Any = None) -> TracedGenerator:
     state = _state()
     if isinstance(seed, TracedGenerator):
         return seed               # NumPy returns a Generator given to it unaltered
+    if isinstance(seed, TracedBitGenerator):
+        return Generator(seed)    # NumPy wraps a bit generator given to it
     if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
         raise UnsupportedOperationError(with_location(
             "np.random.default_rng(seed) inside a compiled function takes a seed (an int, "
@@ -595,6 +597,109 @@ def default_rng(seed: Any = None) -> TracedGenerator:
         key = entropy if i == 0 else entropy + np.uint64((_GOLDEN * i) % (1 << 64))
         return TracedGenerator(key, "Generator")
     return TracedGenerator(_seed_key(seed), "Generator")
+
+
+# ============================================================================================
+# np.random's classes inside a trace
+# ============================================================================================
+
+# the classes as NumPy defines them (a trace replaces the names in np.random)
+_GENERATOR, _SEED_SEQUENCE, _PCG64 = np.random.Generator, np.random.SeedSequence, np.random.PCG64
+_OTHER_BIT_GENERATORS = ("PCG64DXSM", "Philox", "MT19937", "SFC64")
+
+
+class TracedBitGenerator:
+    """``np.random.PCG64(seed)`` made inside a trace: the seed, for the Generator it is
+    given to (``np.random.Generator(PCG64(seed))`` is NumPy's ``default_rng(seed)``)."""
+
+    def __init__(self, seed: Any = None):
+        self.seed = seed
+
+    def __getattr__(self, name: str) -> Any:
+        raise UnsupportedOperationError(with_location(
+            f"PCG64.{name} inside a compiled function is not supported: a bit generator "
+            f"made there is only given to np.random.Generator or np.random.default_rng"))
+
+
+def Generator(bit_generator: Any) -> TracedGenerator:
+    """``np.random.Generator(bit_generator)`` in a trace: of ``PCG64(seed)`` made there, the
+    generator ``default_rng(seed)`` makes (NumPy's definition of default_rng)."""
+    if isinstance(bit_generator, TracedBitGenerator):
+        return default_rng(bit_generator.seed)
+    raise UnsupportedOperationError(with_location(
+        f"np.random.Generator({type(bit_generator).__name__}) inside a compiled function is "
+        f"not supported: its draws would be made once, while tracing; use "
+        f"np.random.default_rng(seed) or np.random.Generator(np.random.PCG64(seed)) there, "
+        f"or pass a Generator as an argument (it is advanced at every call)"))
+
+
+def _refused_class(name: str) -> Any:
+    def construct(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedOperationError(with_location(
+            f"np.random.{name}(...) inside a compiled function is not supported: its draws "
+            f"would be made once, while tracing, and frozen (the bit stream of a compiled "
+            f"function's draws is tracearray's, docs/divergences.md random-bit-stream); use "
+            f"np.random.default_rng(seed), or pass a Generator as an argument"))
+    return construct
+
+
+def _seed_sequence(entropy: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``np.random.SeedSequence`` in a trace: NumPy's own of a seed known while tracing
+    (what ``default_rng`` takes); of no seed (OS entropy, drawn once while tracing) or a
+    traced one, refused."""
+    if entropy is None or context._holds_tracer(entropy) or \
+            any(context._holds_tracer(a) for a in (*args, *kwargs.values())):
+        raise UnsupportedOperationError(with_location(
+            "np.random.SeedSequence() of no seed or of a traced one inside a compiled "
+            "function is not supported (it would be made once, while tracing); use "
+            "np.random.default_rng() for fresh entropy at every call, or "
+            "np.random.default_rng(seed) with an integer seed, traced or not"))
+    return _SEED_SEQUENCE(entropy, *args, **kwargs)
+
+
+class _CheckedClass(type):
+    """One of np.random's classes as a traced function sees it: ``isinstance`` and
+    ``issubclass`` are the class's own (a TracedGenerator is a Generator), attributes are
+    the class's, and a call in the tracing thread is ``_construct``'s (another thread
+    constructs NumPy's own)."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._original) or (
+            cls._original is _GENERATOR and isinstance(obj, TracedGenerator)) or (
+            cls._original is _PCG64 and isinstance(obj, TracedBitGenerator))
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, cls._original)
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(cls._original, name)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if context.current() is None:
+            return cls._original(*args, **kwargs)
+        return cls._construct(*args, **kwargs)
+
+
+def _checked(name: str, construct: Any) -> Any:
+    original = getattr(np.random, name)
+    return _CheckedClass(name, (), {"_original": original, "_construct": staticmethod(construct),
+                                    "__doc__": original.__doc__,
+                                    "__module__": original.__module__})
+
+
+_CHECKED: dict[str, Any] = {}
+
+
+def checked_classes() -> dict[str, Any]:
+    """name -> np.random's class of that name as a trace sees it (built once)."""
+    if not _CHECKED:
+        _CHECKED["Generator"] = _checked("Generator", Generator)
+        _CHECKED["PCG64"] = _checked("PCG64", TracedBitGenerator)
+        _CHECKED["SeedSequence"] = _checked("SeedSequence", _seed_sequence)
+        for name in ("RandomState",) + _OTHER_BIT_GENERATORS:
+            if hasattr(np.random, name):
+                _CHECKED[name] = _checked(name, _refused_class(name))
+    return _CHECKED
 
 
 def _state() -> Any:
