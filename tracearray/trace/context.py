@@ -48,6 +48,7 @@ import contextlib
 import dis
 import functools
 import itertools
+import operator
 import os
 import sys
 import threading
@@ -663,8 +664,22 @@ class _Grid:
         return getattr(self._original, name)
 
 
+def index_value(v: Any) -> Any:
+    """A 0-d traced integer as the Python int it holds (staged: ``operator.index`` of a
+    tracer, one trace per value), anything else as it is: a NumPy integer passed as a size
+    (``k = np.int64(3)``: a traced argument) where NumPy's code needs a number."""
+    if _is_tracer(v) and getattr(v, "ndim", None) == 0 and \
+            getattr(v, "dtype", np.dtype(float)).kind in "iu":
+        return operator.index(v)
+    return v
+
+
 def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:
     def make(*args: Any, **kwargs: Any) -> Any:
+        if current() is not None and _from_user_code(2):
+            # (np.fft.fftfreq(n) of a traced n: NumPy's code checks for an int)
+            args = tuple(index_value(a) for a in args)
+            kwargs = {k: index_value(v) for k, v in kwargs.items()}
         out = original(*args, **kwargs)
         if current() is None or _holds_tracer(args) or _holds_tracer(tuple(kwargs.values())) \
                 or not _from_user_code(2):

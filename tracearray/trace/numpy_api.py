@@ -74,7 +74,11 @@ def output_cast_error(ufunc: Any, from_dtype: Any, to_dtype: Any,
     UFuncTypeError, which code may catch), at the user's line. ``ufunc``: the ufunc or its
     name (``"np.add"``, ``"add"``)."""
     if isinstance(ufunc, str):
-        ufunc = getattr(np, ufunc.split(".")[-1], None)
+        name = ufunc.split(".")[-1]
+        found = getattr(np, name, None)
+        # (np.clip is a Python function over the ufunc of its name in numpy's umath)
+        ufunc = found if isinstance(found, np.ufunc) else \
+            getattr(np._core.umath, name, found) if hasattr(np, "_core") else found
     frm, to = np.dtype(from_dtype), np.dtype(to_dtype)
     message = (f"Cannot cast ufunc '{getattr(ufunc, '__name__', ufunc)}' output from {frm!r} "
                f"to {to!r} with casting rule {casting!r}")

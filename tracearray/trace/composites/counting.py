@@ -131,6 +131,7 @@ def _bin_count(bins: Any) -> int:
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,
               weights: Any = None) -> tuple[Tracer, Tracer]:
     x, w = _data_and_weights(a, weights)
+    bins = context.index_value(bins)     # (a NumPy integer argument: a count)
     if isinstance(bins, str):
         bins = _estimated_bins(x, bins, range, w, "np.histogram")
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):
@@ -153,6 +154,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,
     """np.histogram's edges alone: equal-width edges for a count or an estimator's name,
     the given edges (1-d, increasing) otherwise."""
     x, w = _data_and_weights(a, weights)
+    bins = context.index_value(bins)
     if isinstance(bins, str):
         bins = _estimated_bins(x, bins, range, w, "np.histogram_bin_edges")
     if np.ndim(bins) == 0 and not isinstance(bins, Tracer):

@@ -393,7 +393,9 @@ def _gradient_axis(t: Tracer, ax: int, h: Any, edge_order: int) -> Tracer:
             last = a * _sl(t, ax, -3, -2) + b * _sl(t, ax, -2, -1) + c * _sl(t, ax, -1, None)
     parts = [first] + ([inner] if n > 2 else []) + [last]
     out = np.concatenate(parts, axis=ax)
-    return out
+    # NumPy writes into np.empty_like(f) (float64 for integers): a float32 f with float64
+    # spacings is computed in float64 and rounded once into float32
+    return out.astype(t.dtype, copy=False)
 
 
 # ------------------------------------------------------------------------------------------
@@ -590,7 +592,10 @@ def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any
                           f"write the function on whole arrays instead")
     results = [as_tracer(func1d(moved[idx], *args, **kwargs))
                for idx in itertools.product(*[range(n) for n in outer])]
-    stacked = np.stack(results).reshape(outer + results[0].shape)
+    # NumPy's result buffer takes the first slice's result dtype and casts the later ones
+    # into it (unsafely: a float result after an int one is truncated)
+    stacked = np.stack([r.astype(results[0].dtype, copy=False) for r in results]
+                       ).reshape(outer + results[0].shape)
     if results[0].ndim == 0:
         return stacked
     # the result's dimensions go where the axis was

@@ -329,6 +329,11 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
                     f"{lab!r} has sizes {sizes[lab]} and {n}"))
             sizes[lab] = max(sizes.get(lab, n), n)
         terms.append(_einsum_diagonals(t, labels))
+    # a label of size 1 in one operand broadcasts against the others' size (NumPy's rule):
+    # make it explicit, so the pairwise reshapes below see matching sizes
+    terms = [(t if all(t.shape[i] == sizes[lab] for i, lab in enumerate(labels))
+              else np.broadcast_to(t, tuple(sizes[lab] for lab in labels)), labels)
+             for t, labels in terms]
     while len(terms) > 1:
         (ta, la), (tb, lb) = terms[0], terms[1]
         later = set(output).union(*[set(lab) for _t, lab in terms[2:]])

@@ -147,6 +147,7 @@ def sliding_window_view(x: Any, window_shape: Any, axis: Any = None, *, subok: b
                           "writes through its overlapping windows are not modelled; use the "
                           "default writeable=False to read the windows")
     t = as_tracer(x)
+    window_shape = context.index_value(window_shape)   # (a NumPy integer argument)
     shape = (window_shape,) if isinstance(window_shape, (int, np.integer)) else tuple(window_shape)
     axes = tuple(range(t.ndim)) if axis is None else \
         ((axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
@@ -356,6 +357,7 @@ def resize(a: Any, new_shape: Any) -> Tracer:
     """NumPy's resize: the flattened array repeated (one broadcast read, not NumPy's join
     of copies) and cut to the new size; zeros when either size is 0."""
     t = as_tracer(a).ravel()
+    new_shape = context.index_value(new_shape)
     shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
     shape = tuple(operator.index(n) for n in shape)
     if any(n < 0 for n in shape):

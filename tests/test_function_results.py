@@ -1,0 +1,81 @@
+"""NumPy-level functions against NumPy on the inputs probe helpers found them wrong on
+(2026-12-07, seventeenth session): einsum's size-1 labels broadcast, the result dtypes of
+np.gradient and np.apply_along_axis, NumPy integers passed as sizes, and NumPy's error
+class for np.clip's out=."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+import tracearray
+from tracearray.testing import assert_matches_numpy
+
+
+def check(fn, *args):
+    assert_matches_numpy(fn, *args, device="cpu")
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij,ij->", [(1, 4), (4, 1)]),            # a size-1 label broadcast, then summed
+    ("ijl,jlk->ik", [(2, 1, 4), (4, 1, 3)]),
+    ("nd,nd->", [(4, 3), (1, 3)]),
+    ("nd,nd->d", [(4, 3), (1, 3)]),
+    ("ij,jk->ik", [(3, 1), (4, 2)]),
+    ("ij,j->i", [(3, 4), (1,)]),
+    ("i,i,i->", [(1,), (5,), (1,)]),
+    ("bij,bjk->bik", [(1, 2, 3), (4, 3, 2)]),
+])
+def test_einsum_broadcasts_size_one_labels(subscripts, shapes):
+    """A label of size 1 in one operand broadcasts against the others' size (NumPy's rule),
+    also where it is summed: it was reshaped as if it had the first operand's size (a
+    silently wrong sum, or a reshape error)."""
+    rng = np.random.default_rng(len(subscripts))
+    ops = [rng.standard_normal(s) for s in shapes]
+    check(lambda *a: np.einsum(subscripts, *a), *ops)
+
+
+def test_gradient_keeps_the_datas_float_dtype():
+    """NumPy writes np.gradient into an array of f's dtype (float64 for integers): float32
+    data with float64 coordinates or spacings stays float32, rounded once."""
+    def f(y, t):
+        return (np.gradient(y, t), np.gradient(y, t[1] - t[0]),
+                np.gradient(y, np.float64(0.1), edge_order=2), np.gradient(y),
+                np.gradient(y, t, edge_order=2))
+
+    t = np.array([0.0, 1.0, 3.0, 7.0, 8.5])
+    for y in (np.array([5, 200, 3, 255, 7], np.float32), np.array([5, 2, 3, 25, 7], np.float16),
+              np.array([5, 200, 3, 255, 7], np.int32)):
+        check(f, y, t)
+        check(f, y, t.astype(np.int64))
+
+
+def test_apply_along_axis_casts_into_the_first_results_dtype():
+    """NumPy sizes apply_along_axis's result from the first slice's result and casts the
+    later ones into it: an int first result truncates a later float one."""
+    def f(x):
+        return np.apply_along_axis(lambda r: r.sum() if r.sum() < 5 else r.sum() / 2, 1, x)
+
+    check(f, np.array([[0, 1, 2], [3, 4, 6], [1, 1, 1]]))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, k: sliding_window_view(x, k),
+    lambda x, k: np.resize(x, k),
+    lambda x, k: np.histogram(x, bins=k),
+    lambda x, k: np.histogram_bin_edges(x, k),
+    lambda x, k: np.fft.fftfreq(k) + x[:k],
+    lambda x, k: np.hanning(k) * x[:3],
+])
+def test_numpy_integers_passed_as_sizes(fn):
+    """A NumPy integer argument (a traced 0-d value) where NumPy's code needs a count is
+    staged by its value, as int() of it is (it raised from inside NumPy's code)."""
+    x = np.linspace(-1.0, 2.0, 10)
+    for k in (np.int64(3), np.int32(3), np.int64(5)):
+        check(fn, x, k)
+
+
+def test_clip_into_an_out_it_cannot_cast_to_raises_numpys_class():
+    f = lambda x, o: np.clip(x, 0, 255, out=o)   # noqa: E731
+    with pytest.raises(np._core._exceptions._UFuncOutputCastingError, match="'clip'"):
+        tracearray.compile(f)(np.arange(6), np.zeros(6, np.uint8))
