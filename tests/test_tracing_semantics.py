@@ -1755,3 +1755,23 @@ def test_an_element_numpy_stores_into_a_numpy_array_is_still_refused():
 
     with pytest.raises(ConcretizationError, match="assigning a traced value into a NumPy"):
         tracearray.compile(f, device="cpu")(X)
+
+
+def test_elements_of_traced_arrays_hash_as_numpy_scalars():
+    """An element of a traced array is a NumPy scalar, hashable by its value (a dict of
+    class weights looked up by label, ``y[0] in {1, 2}``): the value is staged as int() of
+    it is; arrays, 0-d ones included, stay unhashable."""
+    weights = {0: 1.0, 1: 2.0, 7: -1.0}
+
+    def f(y):
+        return np.array([weights[c] for c in y]), weights.get(y[0]), y[-1] in {1, 2}
+
+    g = tracearray.compile(f)
+    for y in (np.array([0, 1, 1]), np.array([7, 0, 1]), np.array([0, 1, 1])):
+        got, want = g(y), f(y)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1:] == want[1:]
+    with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
+        tracearray.compile(lambda x: hash(x))(np.array([0, 1]))
+    with pytest.raises(TypeError, match="unhashable"):
+        tracearray.compile(lambda x: {x.sum(keepdims=True): 1})(np.array([0, 1]))

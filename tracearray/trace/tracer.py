@@ -746,7 +746,17 @@ class Tracer:
             return v.tolist()
         return self._concrete(".tolist()")
 
-    __hash__ = None  # type: ignore[assignment]  # arrays are unhashable, as in NumPy
+    def __hash__(self) -> int:
+        """A NumPy scalar's hash (an element of a traced array: ``weights[c]`` for ``c`` in
+        it, ``y[0] in {1, 2}``): its value's, staged as ``int()`` of it is; arrays, 0-d ones
+        included, are unhashable, as in NumPy."""
+        if self.node.ndim == 0 and self.node.dtype.kind in "biuf" and \
+                is_scalar_memory(self._buf) and not self._path:
+            v = self._known()
+            if v is not None:
+                return hash(np.asarray(v)[()])
+            return hash(self._staged_python_scalar(lambda s: s, "hash()"))
+        raise TypeError(with_location("unhashable type: 'numpy.ndarray'"))
 
     # --- operators ------------------------------------------------------------------
     __add__, __radd__, __iadd__ = _binary(np.add), _binary(np.add, True), _inplace(np.add)
