@@ -877,3 +877,33 @@ def test_numpys_generator_classes_inside_a_trace() -> None:
     assert type(np.random.default_rng(0)) is np.random.Generator
     assert np.random.Generator(np.random.PCG64(3)).random() == \
         np.random.default_rng(3).random()
+
+
+def test_binomial_of_few_trials() -> None:
+    """binomial(n, p) for n known while tracing, at most BINOMIAL_TRIALS_MAX (a dropout mask
+    binomial(1, keep)): int64 counts in [0, n] with the binomial's mean and variance,
+    parameters broadcast, a Python int without a size, the legacy np.random.binomial, and
+    NumPy's errors; more trials, or trials read at run time, refused by name."""
+    from tracearray.trace.random import BINOMIAL_TRIALS_MAX
+
+    def draws(rng):
+        return (rng.binomial(10, 0.3, size=200_000), rng.binomial([1, 5, 20], [0.5, 0.1, 0.9]),
+                rng.binomial(3, 0.5), rng.binomial(1, 0.8, size=(400, 250)))
+
+    a, b, c, d = cpu(draws)(np.random.default_rng(1))
+    assert a.dtype == np.int64 and a.min() >= 0 and a.max() <= 10
+    assert abs(a.mean() - 3.0) < 0.02 and abs(a.var() - 2.1) < 0.05
+    assert b.shape == (3,) and b.dtype == np.int64 and 0 <= b[0] <= 1 and 0 <= b[2] <= 20
+    assert type(c) is int and 0 <= c <= 3
+    assert set(np.unique(d)) <= {0, 1} and abs(d.mean() - 0.8) < 0.01
+    legacy = cpu(lambda x: np.random.binomial(1, 0.5, size=x.shape) + x)
+    assert set(np.unique(legacy(np.zeros(1000)))) == {0.0, 1.0}
+    for fn, error, match in (
+            (lambda r: r.binomial(BINOMIAL_TRIALS_MAX + 1, 0.5), UnsupportedOperationError,
+             "more than"),
+            (lambda r: r.binomial(-1, 0.5), ValueError, "n < 0"),
+            (lambda r: r.binomial(2, 1.5), ValueError, "p > 1")):
+        with pytest.raises(error, match=match):
+            cpu(fn)(np.random.default_rng(0))
+    with pytest.raises(UnsupportedOperationError, match="number of trials"):
+        cpu(lambda r, n: r.binomial(n, 0.5))(np.random.default_rng(0), np.int64(3))

@@ -124,6 +124,9 @@ class TracedGenerator:
         return _integers(self, low, high, size, np.dtype(dtype), bool(endpoint),
                          f"{self._name}.integers")
 
+    def binomial(self, n: Any, p: Any, size: Any = None) -> Any:
+        return _binomial(self, n, p, size, f"{self._name}.binomial")
+
     def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None,
                axis: int = 0, shuffle: bool = True) -> Any:
         return _choice(self, a, size, replace, p, axis, f"{self._name}.choice")
@@ -176,8 +179,8 @@ class TracedGenerator:
 
 
 SUPPORTED_METHODS = ("random", "uniform", "normal", "standard_normal", "exponential",
-                     "standard_exponential", "integers", "choice", "permutation", "permuted",
-                     "shuffle")
+                     "standard_exponential", "integers", "binomial", "choice", "permutation",
+                     "permuted", "shuffle")
 
 
 def _axis(axis: Any, ndim: int) -> int:
@@ -440,6 +443,45 @@ def _integers(gen: TracedGenerator, low: Any, high: Any, size: Any, dtype: np.dt
             if endpoint:
                 offset = np.where(r_t == 0, bits(0), offset)
     return (low_u + offset).astype(dtype)
+
+
+# binomial draws of at most this many trials (known while tracing) are sums of Bernoulli
+# draws, one uniform sub-stream a trial; more trials are refused
+BINOMIAL_TRIALS_MAX = 64
+
+
+def _binomial(gen: TracedGenerator, n: Any, p: Any, size: Any, what: str) -> Any:
+    """``binomial(n, p)`` (int64) for a number of trials known while tracing, at most
+    ``BINOMIAL_TRIALS_MAX`` (``binomial(1, keep)``: a dropout mask): the count of trials
+    ``k < n`` whose uniform is below p, each trial from its own sub-stream, which has the
+    binomial distribution exactly (p on NumPy's 2**-53 grid of uniforms). NumPy's checks:
+    n >= 0 (float n truncated), 0 <= p <= 1."""
+    n = _traced_or_array(n)
+    known = known_value(n.node) if isinstance(n, Tracer) else n
+    if known is None:
+        raise UnsupportedOperationError(with_location(
+            f"{what} with a number of trials the compiled function reads at run time is not "
+            f"supported: n must be known while tracing (at most {BINOMIAL_TRIALS_MAX})"))
+    trials = np.asarray(known).astype(np.int64)     # (NumPy truncates a float n)
+    if trials.size and trials.min() < 0:
+        raise ValueError("n < 0")
+    most = int(trials.max()) if trials.size else 0
+    if most > BINOMIAL_TRIALS_MAX:
+        raise UnsupportedOperationError(with_location(
+            f"{what} of more than {BINOMIAL_TRIALS_MAX} trials is not supported by "
+            f"tracearray (n = {most}); draw it outside and pass it in"))
+    p = _float_param(p)
+    _require(np.logical_and(p >= 0, p <= 1), ValueError, "p < 0, p > 1 or p is NaN")
+    n_t = Tracer(constant(trials)) if trials.ndim else trials[()]
+    shape = _size(size, _param_shapes(p) + ((trials.shape,) if trials.ndim else ()), what)
+    bits = gen._bits(shape)
+    count = Tracer(constant(np.zeros(shape, np.int64)))
+    for k in range(most):
+        hit = _uniform01(lambda _sub=0, k=k: bits(k), np.dtype(np.float64)) < p
+        if trials.ndim or int(trials) < most:
+            hit = hit & (k < n_t)
+        count = count + hit.astype(np.int64)
+    return _sizeless(count, size, int)
 
 
 def _as_u64(value: Any) -> Tracer:
@@ -767,6 +809,7 @@ LEGACY: dict[str, Any] = {
     "exponential": lambda scale=1.0, size=None: _global().exponential(scale, size),
     "standard_exponential": lambda size=None: _global().standard_exponential(size),
     "randint": _randint,
+    "binomial": lambda n, p, size=None: _binomial(_global(), n, p, size, "np.random.binomial"),
     "choice": lambda a, size=None, replace=True, p=None:
         _choice(_global(), a, size, replace, p, 0, "np.random.choice"),
     "permutation": lambda x: _global().permutation(x),

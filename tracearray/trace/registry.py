@@ -331,9 +331,13 @@ def _random_section() -> list[str]:
         "(an integer seed may be traced); no seed: fresh entropy per call |",
         "| a `np.random.Generator` argument | yes | a key drawn from it at every call (it "
         "advances) |",
-        *(f"| `Generator.{n}` | yes | |" for n in traced_random.SUPPORTED_METHODS),
+        *(f"| `Generator.{n}` | yes | |" for n in traced_random.SUPPORTED_METHODS
+          if n != "binomial"),
         "| `Generator.choice(..., replace=False)` | yes | an argsort of random keys "
         "(with `p=`: of Efraimidis-Spirakis keys) |",
+        f"| `Generator.binomial`, `np.random.binomial` | n known while tracing, at most "
+        f"{traced_random.BINOMIAL_TRIALS_MAX} trials | a sum of Bernoulli draws "
+        f"(`binomial(1, keep)`: a dropout mask) |",
         f"| `np.random.{{{', '.join(legacy)}}}` | yes | NumPy's global state: "
         f"`np.random.seed` reproduces |", ""]
 
