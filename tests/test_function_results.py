@@ -79,3 +79,40 @@ def test_clip_into_an_out_it_cannot_cast_to_raises_numpys_class():
     f = lambda x, o: np.clip(x, 0, 255, out=o)   # noqa: E731
     with pytest.raises(np._core._exceptions._UFuncOutputCastingError, match="'clip'"):
         tracearray.compile(f)(np.arange(6), np.zeros(6, np.uint8))
+
+
+def test_dot_into_out():
+    """np.dot(a, b, out=o) writes the product into o (an argument: written back; an array
+    the function made) and raises NumPy's errors for an out of another dtype, number of
+    dimensions or shape."""
+    def into_argument(a, b, o):
+        r = np.dot(a, b, out=o)
+        return r + 1, r is o
+
+    a, b = np.ones((3, 4)), np.arange(20.0).reshape(4, 5)
+    o = np.zeros((3, 5))
+    got, same = tracearray.compile(into_argument)(a, b, o)
+    assert same
+    np.testing.assert_array_equal(o, a @ b)
+    np.testing.assert_array_equal(got, a @ b + 1)
+    check(lambda a, b: np.dot(a, b, out=np.empty((3, 5))) * 2, a, b)
+    check(lambda a, b: np.dot(a[0], b[:, 0], out=np.empty(())), a, b)
+    f = tracearray.compile(into_argument)
+    for bad, match in ((np.zeros((3, 5), np.float32), "not acceptable"),
+                       (np.zeros((3, 6)), "wrong dimensions"), (np.zeros(15), "not acceptable")):
+        with pytest.raises(ValueError, match=match):
+            into_argument(a, b, bad.copy())
+        with pytest.raises(ValueError, match=match):
+            f(a, b, bad)
+
+
+@pytest.mark.parametrize("fn, k", [
+    (lambda x, k: np.pad(x, k), np.int64(2)),
+    (lambda x, k: np.pad(x, ((k, 1), (0, k)), mode="reflect"), np.int32(1)),
+    (lambda x, k: np.pad(x, k, mode="edge"), np.array([[1, 2], [0, 1]])),
+    (lambda x, k: np.pad(x, k, mode="mean", stat_length=2), np.int64(1)),
+])
+def test_pad_widths_passed_in(fn, k):
+    """np.pad's widths from NumPy integers or a small array passed in (traced): staged by
+    their values (they were refused as widths the data decides)."""
+    check(fn, np.arange(12.0).reshape(3, 4), k)

@@ -36,11 +36,30 @@ def dot(a: Any, b: Any, out: Any = None) -> Tracer:
     """NumPy's dot: a product with a scalar, matmul for at most 2 dimensions, else the sum over
     a's last and b's second-to-last axis (every pair of leading indices)."""
     if out is not None:
-        raise unsupported("np.dot(out=...)", "compiled functions return new arrays")
+        return _dot_into(dot(a, b), out)
     ta, tb = as_tracer(a), as_tracer(b)
     if ta.ndim <= 2 and tb.ndim <= 2:
         return Tracer(api.dot(ta.node, tb.node))
     return tensordot(ta, tb, axes=([-1], [-2 if tb.ndim >= 2 else 0]))
+
+
+def _dot_into(result: Any, out: Any) -> Any:
+    """``np.dot(a, b, out=out)``: NumPy takes only an out of the result's dtype and number of
+    dimensions, C-contiguous (its flags as traced: traced-layout-flags), and of its shape;
+    the product is written into it and out returned."""
+    from ..complex import ComplexTracer
+    from ..tracer import store_out
+    r = as_tracer(result)
+    if not isinstance(out, (Tracer, ComplexTracer)):
+        raise unsupported("np.dot(out=...) into an array the compiled function does not hold",
+                          "write into an argument or an array the function made")
+    if out.dtype != r.dtype or out.ndim != r.ndim or not out.flags.c_contiguous:
+        raise ValueError(with_location(
+            "output array is not acceptable (must have the right datatype, number of "
+            "dimensions, and be a C-Array)"))
+    if out.shape != r.shape:
+        raise ValueError(with_location("output array has wrong dimensions"))
+    return store_out("np.dot", r, out, "no")
 
 
 @composite(np.vdot, calls=['np.vdot({0}, {1})'], arrays=2, dtypes=NUMERIC,

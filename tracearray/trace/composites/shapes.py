@@ -10,7 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import context, numpy_api as api
-from ..build import fix_captured_value, make, normalize_axes, unsupported
+from ..build import (STAGED_NEEDED_MAX, fix_captured_value, make, needed_value,
+                     normalize_axes, unsupported)
 from ...errors import with_location
 from ..buffers import Buffer
 from ..tracer import Tracer, as_array_memory, inherit_layout, store_out, unwrap
@@ -479,15 +480,29 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Tr
     return out if out is not t else Tracer(t.node)
 
 
+def _staged_widths(x: Any) -> Any:
+    """np.pad's widths with their traced parts (a NumPy integer argument, a small traced
+    array) replaced by their staged values (``build.needed_value``)."""
+    if isinstance(x, Tracer):
+        known = needed_value(x, "np.pad's widths")
+        return x if known is None else known
+    if isinstance(x, (list, tuple)):
+        return type(x)(_staged_widths(v) for v in x)
+    return x
+
+
 def _pad_pairs(x: Any, ndim: int, as_index: bool = False, integral: bool = False) -> list:
     """NumPy's pad argument forms as (before, after) per axis: a scalar, one pair for every
     axis, or one pair per axis; ``as_index`` rounds to integers that may not be negative,
     ``integral`` (the widths) refuses others as NumPy does."""
     if x is None:
         return [(None, None)] * ndim
+    # traced widths (NumPy integers passed in): staged by their values, as int() of them
+    x = _staged_widths(x)
     if isinstance(x, Tracer) or any(isinstance(v, Tracer) for v in np.ravel(
             np.asarray(x, dtype=object))):
-        raise unsupported("np.pad with traced widths or lengths",
+        raise unsupported("np.pad with traced widths or lengths of more than "
+                          f"{STAGED_NEEDED_MAX} values",
                           "the result's shape would depend on the data")
     a = np.array(x)
     if integral and a.dtype.kind != "i":
