@@ -115,3 +115,30 @@ def test_an_empty_axis_padded_to_n_transforms_zeros() -> None:
         got = tracearray.compile(fn, device="cpu")(np.zeros(shape))
         assert got.shape == (n,) + shape[1:] and got.dtype == np.float64
         assert np.array_equal(got, np.zeros_like(got))
+
+
+def test_out_of_the_four_transforms():
+    """fft, ifft, rfft and irfft with out=: the result written into out (cast under
+    same_kind, as NumPy's pocketfft gufuncs cast) and out returned; NumPy's UFuncTypeError
+    for a real out of a complex result and ValueError for a wrong shape."""
+    import tracearray
+    x = np.arange(8.0)
+    cases = ((lambda x, o: np.fft.fft(x, out=o), np.zeros(8, complex)),
+             (lambda x, o: np.fft.ifft(x * 1j, out=o), np.zeros(8, np.complex64)),
+             (lambda x, o: np.fft.irfft(np.fft.rfft(x), out=o), np.zeros(8, np.float32)),
+             (lambda x, o: np.fft.irfft(np.fft.rfft(x), out=o), np.zeros(8, complex)),
+             (lambda x, o: np.fft.rfft(x, out=o), np.zeros(5, np.complex64)),
+             (lambda x, o: np.fft.fft(x, out=o) is o, np.zeros(8, complex)))
+    for f, o in cases:
+        want_o, got_o = o.copy(), o.copy()
+        want, got = f(x, want_o), tracearray.compile(f)(x, got_o)
+        np.testing.assert_allclose(got_o, want_o, rtol=1e-6, atol=1e-6)
+        if isinstance(want, bool):
+            assert got == want
+        else:
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(np._core._exceptions._UFuncOutputCastingError, match="'fft'"):
+        tracearray.compile(lambda x, o: np.fft.fft(x, out=o))(x, np.zeros(8))
+    with pytest.raises(ValueError, match="wrong shape"):
+        tracearray.compile(lambda x, o: np.fft.fft(x, out=o))(x, np.zeros(7, complex))

@@ -770,6 +770,11 @@ def numpy_code_for_complex(func: Callable) -> None:
     FUNCTIONS[func] = rule
 
 
+# functions whose rule writes out= itself (NumPy's rules for it are theirs: an FFT's out
+# must have the result's shape): a complex out= of real operands goes to the rule
+OWN_OUT: set[Callable] = set()
+
+
 def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A NumPy function with a complex argument."""
     from . import dispatch
@@ -787,7 +792,8 @@ def apply_function(func: Callable, args: tuple, kwargs: dict) -> Any:
         real = discard_imaginary(as_complex(result), np.dtype(out.dtype)) \
             if isinstance(result, ComplexTracer) else result
         return store_out(dispatch.numpy_name(func), real, out)
-    if isinstance(out, ComplexTracer) and not holds_complex(args, rest):
+    if isinstance(out, ComplexTracer) and not holds_complex(args, rest) and \
+            func not in OWN_OUT:
         # real values into a complex out= (np.cumsum(x, out=z)): computed real, written in
         from .tracer import store_out
         return store_out(dispatch.numpy_name(func), func(*args, **rest), out)

@@ -8,6 +8,7 @@ of ints works in float64, float16 ``mean`` sums in float32), the expansion follo
 """
 from __future__ import annotations
 
+import importlib
 import operator
 import weakref
 from typing import Any, Sequence
@@ -68,6 +69,19 @@ def resolve_loop(ufunc: np.ufunc, keys: tuple, operands: Sequence[Any],
     return ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, casting=casting, **sig)
 
 
+def _ufunc_homes() -> tuple:
+    homes = []
+    for name in ("numpy._core.umath", "numpy.fft._pocketfft_umath"):
+        try:
+            homes.append(importlib.import_module(name))
+        except ImportError:   # (another NumPy's private modules)
+            pass
+    return tuple(homes)
+
+
+_UFUNC_HOMES = _ufunc_homes()
+
+
 def output_cast_error(ufunc: Any, from_dtype: Any, to_dtype: Any,
                       casting: str = "same_kind") -> BaseException:
     """NumPy's error for a ufunc's result that ``casting`` does not let into out= (its class,
@@ -77,8 +91,10 @@ def output_cast_error(ufunc: Any, from_dtype: Any, to_dtype: Any,
         name = ufunc.split(".")[-1]
         found = getattr(np, name, None)
         # (np.clip is a Python function over the ufunc of its name in numpy's umath)
-        ufunc = found if isinstance(found, np.ufunc) else \
-            getattr(np._core.umath, name, found) if hasattr(np, "_core") else found
+        # (np.fft's functions are Python functions over the gufuncs of pocketfft)
+        ufunc = found if isinstance(found, np.ufunc) else next(
+            (u for m in _UFUNC_HOMES for u in [getattr(m, name, None)]
+             if isinstance(u, np.ufunc)), found)
     frm, to = np.dtype(from_dtype), np.dtype(to_dtype)
     message = (f"Cannot cast ufunc '{getattr(ufunc, '__name__', ufunc)}' output from {frm!r} "
                f"to {to!r} with casting rule {casting!r}")

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import with_location
 from ..build import external
-from ..complex import FUNCTIONS, ComplexTracer
+from ..complex import FUNCTIONS, OWN_OUT, ComplexTracer
 from ..tracer import Tracer
 from . import NUMPY_IMPLEMENTATION as NUMPY, as_tracer, composite
 
@@ -75,32 +75,42 @@ def _c2c(a: Any, n: Any, axis: Any, norm: Any, inverse: bool) -> ComplexTracer:
     return _from_pairs(out)
 
 
-def _check_out(out: Any, what: str) -> None:
-    if out is not None:
-        from ..build import unsupported
-        raise unsupported(f"{what}(out=...)", "compiled functions return new arrays")
+def _into(result: Any, out: Any, ufunc: str) -> Any:
+    """``result`` written into ``out=`` as NumPy's pocketfft gufuncs write it (an out of the
+    result's shape, cast under same_kind: NumPy's UFuncTypeError otherwise), and out
+    returned; ``result`` itself without one."""
+    if out is None:
+        return result
+    from ..build import unsupported
+    from ..tracer import store_out
+    if not isinstance(out, (Tracer, ComplexTracer)):
+        raise unsupported(f"np.fft.{ufunc}(out=...) into an array the compiled function does "
+                          f"not hold", "write into an argument or an array the function made")
+    if tuple(out.shape) != tuple(result.shape):
+        raise ValueError(with_location("output array has wrong shape."))
+    if not np.can_cast(result.dtype, out.dtype, "same_kind"):
+        from .. import numpy_api as api
+        raise api.output_cast_error(ufunc, result.dtype, out.dtype, "same_kind")
+    return store_out(ufunc, result, out, "same_kind")
 
 
 @composite(np.fft.fft, calls=["np.fft.fft({0})", "np.fft.fft({0}, 7, axis=0)",
                               "np.fft.fft({0} * 1j + 1, norm='ortho')"],
            name="np.fft.fft", **_FFT)
 def fft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    _check_out(out, "np.fft.fft")
-    return _c2c(a, n, axis, norm, False)
+    return _into(_c2c(a, n, axis, norm, False), out, "fft")
 
 
 @composite(np.fft.ifft, calls=["np.fft.ifft({0})", "np.fft.ifft({0} - 2j, 5, norm='forward')"],
            name="np.fft.ifft", **_FFT)
 def ifft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    _check_out(out, "np.fft.ifft")
-    return _c2c(a, n, axis, norm, True)
+    return _into(_c2c(a, n, axis, norm, True), out, "ifft")
 
 
 @composite(np.fft.rfft, calls=["np.fft.rfft({0})", "np.fft.rfft({0}, 9, axis=0)",
                                "np.abs(np.fft.rfft({0} * np.hanning({0}.shape[-1]))) ** 2"],
            name="np.fft.rfft", **_FFT)
 def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    _check_out(out, "np.fft.rfft")
     x = _array(a)
     if isinstance(x, ComplexTracer):   # NumPy's rfft loops take real input only
         raise TypeError(with_location(
@@ -108,19 +118,18 @@ def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = Non
             "be safely coerced to any supported types according to the casting rule ''safe''"))
     axis, n = _axis_and_n(x, n, axis)
     (res,) = external("fft.r2c", [x.node], n=n, axis=axis, norm=_norm(norm))
-    return _from_pairs(res)
+    return _into(_from_pairs(res), out, "rfft_n_even" if n % 2 == 0 else "rfft_n_odd")
 
 
 @composite(np.fft.irfft, calls=["np.fft.irfft({0})", "np.fft.irfft(np.fft.rfft({0}))",
                                 "np.fft.irfft({0} + 1j, axis=0, norm='ortho')"],
            name="np.fft.irfft", **_FFT)
 def irfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    _check_out(out, "np.fft.irfft")
     x = _array(a)
     axis, n = _axis_and_n(x, n, axis, lambda m: 2 * (m - 1))
     node, pairs = _operand(x)
     (res,) = external("fft.c2r", [node], n=n, axis=axis, norm=_norm(norm), pairs=pairs)
-    return Tracer(res)
+    return _into(Tracer(res), out, "irfft")
 
 
 # numpy.fft's other functions: NumPy's Python code over the four above.
@@ -161,4 +170,5 @@ def _numpy_code(func: Any) -> Any:
 
 # With a complex argument, dispatch looks in complex.FUNCTIONS
 FUNCTIONS.update({np.fft.fft: fft, np.fft.ifft: ifft, np.fft.rfft: rfft, np.fft.irfft: irfft})
+OWN_OUT.update((np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft))   # (``_into``)
 FUNCTIONS.update({fn: _numpy_code(fn) for fn in _BY_NUMPY})
