@@ -137,3 +137,22 @@ def test_helpers_in_the_users_other_modules() -> None:
     f = tracearray.compile(lambda a: helpers.noisy(a) * 2)
     assert not np.array_equal(f(np.zeros(4)), f(np.zeros(4)))
     assert helpers.asarray is np.asarray and helpers.rand is np.random.mtrand.rand
+
+
+def test_explicit_strides_of_an_argument_that_is_not_c_contiguous_are_refused() -> None:
+    """Explicit strides read the argument's raw memory, which the trace takes as a
+    C-contiguous array's: a C-contiguous argument (a slice of one included) gives NumPy's
+    values; a strided one, where NumPy reads memory between its elements, is refused at
+    the call by name (it silently read the logical elements instead); strides=None follows
+    the argument's own layout whatever it is."""
+    def windows(x):
+        return as_strided(x, shape=(3, 2), strides=(x.itemsize, x.itemsize)).copy()
+
+    x = np.arange(10.0)
+    f = tracearray.compile(windows)
+    for arg in (x[:6], x[2:8], x[:6].copy()):
+        np.testing.assert_array_equal(f(arg), windows(arg))
+    with pytest.raises(UnsupportedOperationError, match="'x' is not C-contiguous.*as_strided"):
+        f(x[::2])
+    same = tracearray.compile(lambda x: as_strided(x, shape=(2,)).copy())
+    np.testing.assert_array_equal(same(x[::2]), x[::2][:2])

@@ -1636,3 +1636,28 @@ def test_device_inputs_with_weak_results_zero_d_values_and_negative_strides():
     np.testing.assert_allclose(np.asarray(r), np.fft.fft(x[::-1]), atol=1e-9)
     k = tracearray.compile(lambda a: a * 2, device="cuda")
     np.testing.assert_array_equal(np.asarray(k(rev)), x[::-1] * 2)
+
+
+def test_device_arrays_whose_elements_overlap_are_not_written(emulated) -> None:
+    """A device Array of stride 0 or overlapping windows (CuPy's broadcast_to, torch's
+    expand, through DLPack) that the function writes into is refused as a NumPy array of
+    that layout is (the kernels wrote its shared elements in parallel: wrong values)."""
+    from tracearray.errors import InputError
+    base = Array.from_numpy(np.arange(6.0))
+    for shape, strides in (((4, 5), (0, 8)), ((4, 3), (8, 8))):
+        view = Array(base.ptr, shape, np.float64, strides, owner=base)
+        for fn in (lambda x: (x.__iadd__(1), x.sum())[1],
+                   lambda x: (x.__setitem__(slice(None), x * 2), x.mean())[1]):
+            with pytest.raises(InputError, match="share memory"):
+                gpu(fn)(view)
+    np.testing.assert_array_equal(base.numpy(), np.arange(6.0))
+
+
+def test_device_arrays_reached_other_than_as_arguments_are_refused_by_line(emulated) -> None:
+    """A device Array in a global, a closure or an attribute, used with an operator or a
+    NumPy function: a located refusal that says to pass it as an argument (an operator
+    gave Python's bare TypeError)."""
+    w = Array.from_numpy(np.arange(4.0))
+    for fn in (lambda x: x * w, lambda x: w + x, lambda x: np.add(x, w)):
+        with pytest.raises(tracearray.UnsupportedOperationError, match="pass it as an argument"):
+            gpu(fn)(np.ones(4))

@@ -1085,7 +1085,7 @@ def _check_update_targets(graph: Graph, targets: list[Any],
         if isinstance(t, np.ndarray) and not t.flags.writeable:
             raise ValueError(f"the compiled function writes into {name!r} (as NumPy would), "
                              f"but that array is read-only")
-        if isinstance(t, np.ndarray) and _gpu_array._self_overlapping(t):   # (strides alike)
+        if isinstance(t, (np.ndarray, _gpu_array.Array)) and _gpu_array._self_overlapping(t):
             raise InputError(
                 f"the compiled function writes into {name!r}, whose elements share memory "
                 f"(a view made by as_strided or broadcast_to): NumPy's result depends on the "
@@ -1107,7 +1107,17 @@ def _check_argument_layouts(assumed: tuple, graph: Graph, leaves: list) -> None:
     of a Fortran-ordered x is Fortran-ordered) after deciding a reshape or ravel of it a view
     or a copy for C-ordered arguments, when an argument or global array of several
     dimensions is laid out otherwise: NumPy's decision, and so its result, would differ."""
-    where, indices = assumed
+    where, indices, raw_where, raw_indices = assumed
+    for i in sorted(raw_indices):
+        name, a = graph.input_names[i], leaves[i]
+        contiguous = a.flags.c_contiguous if isinstance(a, np.ndarray) else \
+            bool(getattr(a, "is_c_contiguous", True))
+        if not contiguous:
+            raise UnsupportedOperationError(
+                f"{name!r} is not C-contiguous, and the function reads its memory with "
+                f"np.lib.stride_tricks.as_strided and explicit strides (at {raw_where}): "
+                f"NumPy reads the argument's own memory there, which the trace took as a "
+                f"C-contiguous array's; pass np.ascontiguousarray({name})")
     for i in sorted(indices):
         name, a = graph.input_names[i], leaves[i]
         if isinstance(a, np.ndarray) and sum(n > 1 for n in a.shape) > 1 and \

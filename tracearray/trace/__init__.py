@@ -141,9 +141,10 @@ class Trace:
     # ``reads`` prepared for the checks of later calls (``reads.GuardCheck``; made on first use)
     reads_check: Any = field(default=None, repr=False, compare=False)
     # where the function wrote memory NumPy lays out as the arguments after a reshape of it
-    # was decided a view or a copy for C-ordered arguments: a call with an argument of
-    # another order is refused (``api._check_argument_layouts``)
-    assumes_c_arguments: str | None = None
+    # was decided a view or a copy for C-ordered arguments, or read an argument's raw memory
+    # (as_strided with explicit strides): a call with an argument of another order, or not
+    # C-contiguous, is refused (``_layout_assumptions``, ``api._check_argument_layouts``)
+    assumes_c_arguments: tuple | None = None
 
     def reads_hold(self, roots: Any, key: Callable[[Any], Any]) -> bool:
         """Whether every value in ``reads`` is still what the trace saw (``reads.hold``)."""
@@ -498,9 +499,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         verify(graph)
         return Trace(graph, guards, probe=probe.what, captured=dict(state.captured.used),
                      global_layouts=global_layouts, reads=read_guards,
-                     assumes_c_arguments=(state.assumed_c_layout,
-                                          frozenset(state.assumed_c_inputs))
-                 if state.assumed_c_layout else None)
+                     assumes_c_arguments=_layout_assumptions(state))
     state.captured.finish()
     _refuse_rebound_items(containers, state.locations)
     if recorder is not None:
@@ -553,9 +552,17 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
     return Trace(graph, guards, size_dependence=_size_dependence(state),
                  captured=dict(state.captured.used), global_layouts=global_layouts,
                  reads=read_guards,
-                 assumes_c_arguments=(state.assumed_c_layout,
-                                          frozenset(state.assumed_c_inputs))
-                 if state.assumed_c_layout else None)
+                 assumes_c_arguments=_layout_assumptions(state))
+
+
+def _layout_assumptions(state: Any) -> tuple | None:
+    """``Trace.assumes_c_arguments``: (where a reshape was decided for C-ordered arguments,
+    their input indices, where an argument's raw memory was read, their input indices), or
+    None when the trace assumed nothing of the arguments' layouts."""
+    if state.assumed_c_layout is None and state.raw_memory_at is None:
+        return None
+    return (state.assumed_c_layout, frozenset(state.assumed_c_inputs), state.raw_memory_at,
+            frozenset(state.raw_memory_inputs))
 
 
 def _returned_objects(tree: Any, generator_inputs: dict[int, tuple[int, Any]]) -> Any:

@@ -138,6 +138,19 @@ def inexact_dtype(dtype: Any) -> np.dtype | None:
 STAGED_NEEDED_MAX = 16
 
 
+def foreign_value_error(value: Any) -> UnsupportedOperationError:
+    """The refusal of a value a traced computation cannot take, at the user's line: a
+    device array the function reaches other than as an argument (a global, a closure, an
+    attribute: only arguments' memory is bound at each call), anything else by type."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return UnsupportedOperationError(with_location(
+            f"cannot use a device array ({type(value).__name__}) that the function reaches "
+            f"through a global, a closure or an attribute in a traced computation: pass it "
+            f"as an argument"))
+    return UnsupportedOperationError(with_location(
+        f"cannot use a value of type {type(value).__name__} in a traced computation"))
+
+
 def needed_value(value: Any, what: str = "a value the result's layout depends on"
                  ) -> np.ndarray | None:
     """The value of an argument a NumPy function needs known while tracing (a quantile's
@@ -272,8 +285,7 @@ def as_node(value: Any) -> Node:
         if holds_traced(value):
             return array_from_nested(value)
         return constant(np.asarray(value))
-    raise UnsupportedOperationError(with_location(
-        f"cannot use a value of type {type(value).__name__} in a traced computation"))
+    raise foreign_value_error(value)
 
 
 def holds_traced(value: Any) -> bool:
@@ -307,8 +319,7 @@ def dtype_key(value: Any) -> Any:
         return value.dtype
     if isinstance(value, (list, tuple)):       # an array as np.asarray makes it (not weak)
         return as_node(value).dtype
-    raise UnsupportedOperationError(with_location(
-        f"cannot use a value of type {type(value).__name__} in a traced computation"))
+    raise foreign_value_error(value)
 
 
 def result_type(*values: Any) -> np.dtype:

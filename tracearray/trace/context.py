@@ -114,6 +114,11 @@ class TraceState:
     # graph-input indices of those arguments (``Trace.assumes_c_arguments``)
     assumed_c_layout: str | None = None
     assumed_c_inputs: set = field(default_factory=set)
+    # where the trace read an argument's raw memory (as_strided with explicit strides, taken
+    # in a C-contiguous layout), and the graph-input indices of those arguments: a call with
+    # one that is not C-contiguous is refused (``api._check_argument_layouts``)
+    raw_memory_at: str | None = None
+    raw_memory_inputs: set = field(default_factory=set)
     # the global arrays the function read (graph inputs): node -> (name, array), for the
     # values a NumPy function needs known while tracing (``build.needed_value``)
     global_arrays: dict = field(default_factory=dict)

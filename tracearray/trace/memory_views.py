@@ -13,7 +13,8 @@ target), and a write through it is the inverse composite, carried up to the base
 ``as_strided(x, shape, strides)``: element ``i`` of the view is element ``offset + i . s``
 of the base's memory, read with a gather whose positions are a sum of small aranges (fused
 into the kernel that reads it; no table of positions). Strides are taken in the trace's
-layout (every argument C-contiguous: divergence traced-layout-flags), views that reach
+layout (every argument C-contiguous: a call whose argument read so is not C-contiguous is
+refused, ``TraceState.raw_memory_inputs``), views that reach
 outside the memory are refused (NumPy would read whatever lies there), and writes through
 one are refused (its elements may overlap) (``StridedView``).
 
@@ -304,5 +305,15 @@ def as_strided(x: Any, shape: Any, strides: Any, writeable: bool) -> Any:
                 "np.lib.stride_tricks.as_strided reaching outside the array's memory",
                 f"its elements lie at items {lo} to {hi} of memory that holds {base.size}; "
                 f"NumPy would read whatever lies there")
+    if strides is not None and x._buf.from_arguments:
+        # explicit strides read the argument's raw memory, taken as C-contiguous: a call
+        # whose argument is laid out otherwise is refused (NumPy reads its real memory)
+        from . import context
+        from ..errors import user_location
+        state = context.current()
+        if state is not None:
+            if state.raw_memory_at is None:
+                state.raw_memory_at = user_location() or "?"
+            state.raw_memory_inputs.update(x._buf.from_arguments)
     lens = StridedView(offset, tuple(shape), steps, bool(writeable))
     return Tracer(lens.apply(base), buffer=x._buf, path=(lens,))

@@ -188,6 +188,9 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], An
             stand = np.zeros(1, self.node.dtype)
             ufunc(*((other, stand) if reflected else (stand, other)))
         if not isinstance(other, (Tracer, np.ndarray, np.generic, bool, int, float, complex)):
+            if hasattr(other, "__cuda_array_interface__"):   # (x * W, W a global device array)
+                from .build import foreign_value_error
+                raise foreign_value_error(other)
             return NotImplemented
         ops, weak = weak_operands(ufunc, (other, self) if reflected else (self, other))
         out = operands_layout(Tracer(api.apply_ufunc(ufunc, *unwrap(ops))), (self, other))
