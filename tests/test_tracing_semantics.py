@@ -654,10 +654,6 @@ def _reduce_of_composite(x: Any) -> Any:
     return np.arctan2.reduce(x)  # <- arctan2
 
 
-def _reduceat_of_data(x: Any) -> Any:
-    return np.add.reduceat(x, x.argsort()[:2])  # <- reduceat
-
-
 def _ufunc_out(x: Any) -> Any:
     return np.exp(x, out=np.empty((2, 3), np.float32))
 
@@ -691,7 +687,6 @@ def _unsupported_method(x: Any) -> Any:
 UNSUPPORTED = [
     (_shares_memory, "<- shares_memory", "shares_memory"),
     (_reduce_of_composite, "<- arctan2", "arctan2.reduce"),
-    (_reduceat_of_data, "<- reduceat", "add.reduceat"),
     (_ufunc_where, "<- where", "where="),
     (_complex, "<- complex", "real_if_close"),
     (_unsupported_dtype, "<- dtype", "datetime64"),
