@@ -116,3 +116,13 @@ def test_pad_widths_passed_in(fn, k):
     """np.pad's widths from NumPy integers or a small array passed in (traced): staged by
     their values (they were refused as widths the data decides)."""
     check(fn, np.arange(12.0).reshape(3, 4), k)
+
+
+def test_numpy_integer_sizes_keep_numpys_arithmetic():
+    """A staged NumPy integer stays a NumPy integer: fftfreq of np.int64(0) divides by zero
+    as NumPy does (an empty result), of np.uint8(10) wraps as NumPy's uint8 arithmetic
+    does."""
+    f = lambda x, k: np.fft.fftfreq(k) + x   # noqa: E731
+    with np.errstate(all="ignore"):
+        check(f, np.float64(1.0), np.int64(0))
+        check(f, np.float64(1.0), np.uint8(10))

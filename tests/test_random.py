@@ -907,3 +907,18 @@ def test_binomial_of_few_trials() -> None:
             cpu(fn)(np.random.default_rng(0))
     with pytest.raises(UnsupportedOperationError, match="number of trials"):
         cpu(lambda r, n: r.binomial(n, 0.5))(np.random.default_rng(0), np.int64(3))
+
+
+def test_generators_of_one_bit_generator_share_its_stream() -> None:
+    """Two Generators of one PCG64 draw from its one stream in turn (not the same numbers);
+    a bit generator made inside is a np.random.BitGenerator to isinstance; binomial's n
+    past int64 raises NumPy's OverflowError."""
+    def share(x):
+        bg = np.random.PCG64(1)
+        g1, g2 = np.random.Generator(bg), np.random.Generator(bg)
+        return g1.random(3), g2.random(3), isinstance(bg, np.random.BitGenerator)
+
+    a, b, is_bitgen = cpu(share)(np.zeros(1))
+    assert not np.array_equal(a, b) and is_bitgen
+    with pytest.raises(OverflowError):
+        cpu(lambda r: r.binomial(1e20, 0.3))(np.random.default_rng(0))

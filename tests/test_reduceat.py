@@ -174,3 +174,23 @@ def test_axis_none_of_a_vector_is_its_axis():
         np.add.reduceat(X, [0, 2], axis=None))
     with pytest.raises(ValueError, match="multiple axes"):
         tracearray.compile(lambda x: np.add.reduceat(x, [0], axis=None))(X.reshape(2, -1))
+
+
+def test_run_time_segments_of_float16_and_float32_keep_numpys_precision():
+    """NumPy's float16 loops keep their running sum and product in float32, and its float32
+    sums are pairwise: a run-time reduceat accumulates float16 / float32 sums in float64
+    and float16 products in float32 (an in-order float32 sum of 500,000 terms of 0.1 was
+    0.35 % off; float16 sums stopped at 2048 and 300 * 300 overflowed)."""
+    f = lambda x, i: np.add.reduceat(x, i)         # noqa: E731
+    g = lambda x, i: np.multiply.reduceat(x, i)    # noqa: E731
+    check(f, np.ones(5000, np.float16), np.array([0, 4000]))
+    check(g, np.array([300, 300, 1 / 300, 1 / 300], np.float16), np.array([0]))
+    check(f, np.full(10**6, 0.1, np.float32), np.array([0, 500000]))
+    check(f, RNG.standard_normal(100_000).astype(np.float32), np.array([0, 10, 50_000]))
+    check(lambda x, i: np.multiply.reduceat((x * 10).astype(np.uint8), i, dtype=np.float16),
+          np.array([0.0, 1.2, 3.5, 0.3]), np.array([0, 2]))
+    for bad in (np.array([0.0, 2.0]), np.array([0, 2], np.uint64)):   # NumPy casts safely
+        with pytest.raises(TypeError, match="according to the rule 'safe'"):
+            np.add.reduceat(X, bad)
+        with pytest.raises(TypeError, match="according to the rule 'safe'"):
+            tracearray.compile(f)(X, bad)

@@ -673,3 +673,17 @@ def test_a_q_or_kth_argument_is_staged_by_its_values():
     for seed in (1, 2):
         y = awkward((40,), np.float64, seed=seed)
         same(d(np.nan_to_num(y)), data_decides(np.nan_to_num(y)))
+
+
+def test_partition_kth_of_no_positions_or_too_many_dimensions():
+    """An empty integer kth leaves the order as it is (NumPy: a copy, and argpartition's
+    positions in order); a kth of 2 dimensions raises NumPy's ValueError."""
+    x = np.array([3.0, 1.0, 2.0, 0.0])
+    empty = np.array([], int)
+    check(lambda x, k: np.partition(x, k), x, empty)
+    check(lambda x, k: np.argpartition(x, k), x, empty)
+    check(lambda x, k: np.argpartition(np.ones((2, 3)) * x[:3], k, axis=0), x, empty)
+    with pytest.raises(ValueError, match="too deep"):
+        np.partition(x, np.array([[1, 2]]))
+    with pytest.raises(ValueError, match="too deep"):
+        cpu(lambda x, k: np.partition(x, k))(x, np.array([[1, 2]]))

@@ -1770,3 +1770,20 @@ def test_elements_of_traced_arrays_hash_as_numpy_scalars():
         tracearray.compile(lambda x: hash(x))(np.array([0, 1]))
     with pytest.raises(TypeError, match="unhashable"):
         tracearray.compile(lambda x: {x.sum(keepdims=True): 1})(np.array([0, 1]))
+
+
+def test_counting_into_a_dict_keyed_by_elements():
+    """counts[c] = counts.get(c, 0) + 1 over the elements: the user's dict store is not a
+    NumPy element store (it was refused as one)."""
+    from collections import defaultdict
+
+    def count(y):
+        counts, tally = {}, defaultdict(int)
+        for c in y:
+            counts[c] = counts.get(c, 0) + 1
+            tally[c] += 1
+        return counts[0], counts[1], tally[1]
+
+    f = tracearray.compile(count)
+    for y in (np.array([0, 1, 1]), np.array([1, 0, 0, 1, 1])):
+        assert f(y) == count(y)

@@ -120,7 +120,7 @@ def _scatter_shape(shapes: Sequence[Shape], attrs: dict) -> Shape:
 def _scatter_ref(x: np.ndarray, *args: np.ndarray, axes: tuple[int, ...], at: int, mode: str,
                  messages: tuple[str, ...], combine: str | None,
                  loop: tuple[str, ...] = (), unique: bool = False,
-                 order_free: bool = False) -> np.ndarray:
+                 order_free: str | None = None) -> np.ndarray:
     out = np.array(x, copy=True)
     indices, values = list(args[:len(axes)]), (args[len(axes)] if len(args) > len(axes)
                                                 else None)

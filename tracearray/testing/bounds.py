@@ -961,11 +961,15 @@ class Evaluator:
 
     def _order_free_sum(self, node: Node, x: Bound, vals: Bound, put: Callable,
                         v_shape: tuple, touched: np.ndarray, value: np.ndarray) -> Bound:
-        """An order-free ``add.at`` (reduceat's segments: ``scatter(order_free=True)``): each
-        touched element is a sum of its start and its contributions, in any order, bounded
-        as a reduction's sum is (``_sum``: the terms' intervals added, with slack for
-        d(k) roundings of k terms); elements not touched are x's."""
+        """An order-free ``add.at`` (reduceat's segments: ``scatter(order_free=dtype)``):
+        each touched element is a sum of its start and its k contributions, computed in
+        order in the node's dtype where NumPy sums them in its own order in ``dtype``'s
+        precision (float32 data summed in float64 here): bounded as a reduction's sum is
+        (``_sum``: the terms' intervals added), with slack for NumPy's d(k) roundings in
+        ``dtype`` and the in-order sum's k - 1 in the node's dtype; elements not touched
+        are x's."""
         dt = node.dtype
+        data_dt = np.dtype(node.attr("order_free"))
 
         def total(a: np.ndarray, start: np.ndarray) -> np.ndarray:
             return put(start.astype(F64), np.broadcast_to(a, v_shape).astype(F64),
@@ -990,9 +994,9 @@ class Evaluator:
         inex_inf = tally(~ex_v & ~fin_v & ~vals.top, ~ex_x & ~fin_x & ~x.top)
         top_in = tally(vals.top, x.top)
         depth = np.vectorize(sum_rounding_depth, otypes=[np.int64])(count.astype(np.int64))
-        eps = _eps(dt)
-        slack = self.tol.slack("sum", dt) * depth * eps * mag
-        risk = (mag * (1 + 4 * depth * eps) >= _fmax(dt)) | inex_inf
+        rate = depth * _eps(data_dt) + (count - 1) * _eps(dt)    # (roundings x eps)
+        slack = self.tol.slack("sum", data_dt) * rate * mag
+        risk = (mag * (1 + 4 * rate) >= _fmax(data_dt)) | inex_inf
         nan_res = nan_c | (posinf & neginf)
         inf_res = (posinf ^ neginf) & ~nan_res & ~risk
         lo_r, hi_r = widen(s_lo - slack, s_hi + slack, dt, 1)

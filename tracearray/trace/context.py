@@ -670,12 +670,15 @@ class _Grid:
 
 
 def index_value(v: Any) -> Any:
-    """A 0-d traced integer as the Python int it holds (staged: ``operator.index`` of a
-    tracer, one trace per value), anything else as it is: a NumPy integer passed as a size
-    (``k = np.int64(3)``: a traced argument) where NumPy's code needs a number."""
+    """A 0-d traced integer as the NumPy integer it holds (staged as ``int()`` of it is, one
+    trace per value; NumPy's scalar, so NumPy's arithmetic of it is kept: fftfreq of
+    np.int64(0) divides by zero as NumPy does, of np.uint8(10) wraps as NumPy does),
+    anything else as it is: a NumPy integer passed as a size (``k = np.int64(3)``: a
+    traced argument) where NumPy's code needs a number."""
     if _is_tracer(v) and getattr(v, "ndim", None) == 0 and \
             getattr(v, "dtype", np.dtype(float)).kind in "iu":
-        return operator.index(v)
+        from .tracer import _staged_scalar
+        return _staged_scalar(v.node, "a size of a value")
     return v
 
 

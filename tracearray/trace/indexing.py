@@ -539,14 +539,14 @@ def setitem(x: Node, key: Any, value: Any) -> Node:
 # ------------------------------------------------------------------------------------------
 
 def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
-            loop: tuple[np.dtype, ...] = (), order_free: bool = False) -> Node:
+            loop: tuple[np.dtype, ...] = (), order_free: str | None = None) -> Node:
     """The new value of ``key.view`` when the elements ``key`` selects are assigned
     ``values`` (shape ``key.shape``, the view's dtype), or combined with them by the ufunc
     primitive ``combine`` (``loop``: its dtypes; ``values`` of the second; None for a unary
     ufunc) in the order NumPy visits them. ``order_free``: a float sum whose NumPy
-    counterpart adds in another order (reduceat's segments, ``dispatch._reduceat_traced``):
-    computed in this order all the same, and judged as a sum by the comparator
-    (testing/bounds.py ``scatter``)."""
+    counterpart adds in another order and in the precision of this dtype (its str:
+    reduceat's segments, ``dispatch._reduceat_traced``): computed in this order all the
+    same, and judged as a sum by the comparator (testing/bounds.py ``scatter``).""" 
     key.check_unread()
     if 0 in key.index_shape:
         return key.view                         # no position: nothing is written
@@ -554,11 +554,11 @@ def scatter(key: AdvancedKey, values: Node | None, combine: str | None = None,
     return make("scatter", args, axes=key.axes, at=key.at, mode=key.mode,
                 messages=key.messages, combine=combine,
                 loop=tuple(np.dtype(d).str for d in loop), unique=False,
-                **({"order_free": True} if order_free else {}))
+                **({"order_free": order_free} if order_free else {}))
 
 
 def ufunc_at(uf: np.ufunc, x: Node, indices: Any, values: Any = None,
-             order_free: bool = False) -> Node:
+             order_free: str | None = None) -> Node:
     """The value of ``x`` after ``uf.at(x, indices[, values])``: ``x[indices] = uf(x[indices],
     values)`` where every occurrence of a repeated position counts (unbuffered). As NumPy's
     ufunc.at does, values are converted with ``np.asarray`` (no weak scalars) and the result

@@ -462,6 +462,8 @@ def _binomial(gen: TracedGenerator, n: Any, p: Any, size: Any, what: str) -> Any
         raise UnsupportedOperationError(with_location(
             f"{what} with a number of trials the compiled function reads at run time is not "
             f"supported: n must be known while tracing (at most {BINOMIAL_TRIALS_MAX})"))
+    if np.any(np.abs(np.asarray(known, dtype=np.float64)) >= 2.0 ** 63):
+        raise OverflowError("Python int too large to convert to C long")
     trials = np.asarray(known).astype(np.int64)     # (NumPy truncates a float n)
     if trials.size and trials.min() < 0:
         raise ValueError("n < 0")
@@ -647,6 +649,7 @@ def default_rng(seed: Any = None) -> TracedGenerator:
 
 # the classes as NumPy defines them (a trace replaces the names in np.random)
 _GENERATOR, _SEED_SEQUENCE, _PCG64 = np.random.Generator, np.random.SeedSequence, np.random.PCG64
+_BIT_GENERATOR = np.random.BitGenerator
 _OTHER_BIT_GENERATORS = ("PCG64DXSM", "Philox", "MT19937", "SFC64")
 
 
@@ -656,6 +659,7 @@ class TracedBitGenerator:
 
     def __init__(self, seed: Any = None):
         self.seed = seed
+        self.generator: TracedGenerator | None = None   # the stream Generators share
 
     def __getattr__(self, name: str) -> Any:
         raise UnsupportedOperationError(with_location(
@@ -667,7 +671,10 @@ def Generator(bit_generator: Any) -> TracedGenerator:
     """``np.random.Generator(bit_generator)`` in a trace: of ``PCG64(seed)`` made there, the
     generator ``default_rng(seed)`` makes (NumPy's definition of default_rng)."""
     if isinstance(bit_generator, TracedBitGenerator):
-        return default_rng(bit_generator.seed)
+        # (two Generators of one bit generator draw from its one stream, in turn)
+        if bit_generator.generator is None:
+            bit_generator.generator = default_rng(bit_generator.seed)
+        return bit_generator.generator
     raise UnsupportedOperationError(with_location(
         f"np.random.Generator({type(bit_generator).__name__}) inside a compiled function is "
         f"not supported: its draws would be made once, while tracing; use "
@@ -708,7 +715,7 @@ class _CheckedClass(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, cls._original) or (
             cls._original is _GENERATOR and isinstance(obj, TracedGenerator)) or (
-            cls._original is _PCG64 and isinstance(obj, TracedBitGenerator))
+            cls._original in (_PCG64, _BIT_GENERATOR) and isinstance(obj, TracedBitGenerator))
 
     def __subclasscheck__(cls, sub: Any) -> bool:
         return issubclass(sub, cls._original)
@@ -738,6 +745,7 @@ def checked_classes() -> dict[str, Any]:
         _CHECKED["Generator"] = _checked("Generator", Generator)
         _CHECKED["PCG64"] = _checked("PCG64", TracedBitGenerator)
         _CHECKED["SeedSequence"] = _checked("SeedSequence", _seed_sequence)
+        _CHECKED["BitGenerator"] = _checked("BitGenerator", _refused_class("BitGenerator"))
         for name in ("RandomState",) + _OTHER_BIT_GENERATORS:
             if hasattr(np.random, name):
                 _CHECKED[name] = _checked(name, _refused_class(name))

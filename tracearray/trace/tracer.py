@@ -758,7 +758,9 @@ class Tracer:
             v = self._known()
             if v is not None:
                 return hash(np.asarray(v)[()])
-            return hash(self._staged_python_scalar(lambda s: s, "hash()"))
+            # (staged directly: a dict store of the user's, counts[c] = ..., is no NumPy
+            # element store, which _staged_python_scalar refuses)
+            return hash(_staged_scalar(self.node, "hash() of a value"))
         raise TypeError(with_location("unhashable type: 'numpy.ndarray'"))
 
     # --- operators ------------------------------------------------------------------

@@ -29,8 +29,20 @@ _FFT = dict(dtypes=[np.dtype(d) for d in ("float32", "float64", "int32", "int64"
 _NORMS = (None, "backward", "ortho", "forward")
 
 
-def _array(a: Any) -> Any:
-    return a if isinstance(a, ComplexTracer) else as_tracer(a)
+def _array(a: Any, out: Any = None) -> Any:
+    """The operand as a tracer; with an ``out=`` of a wider precision (float32 data into a
+    complex128 out), in out's precision: NumPy's gufunc picks its loop by out's dtype."""
+    x = a if isinstance(a, ComplexTracer) else as_tracer(a)
+    want = getattr(out, "dtype", None)
+    if want is None or np.dtype(want).kind not in "fc":
+        return x
+    part = np.dtype(np.dtype(want).char.lower()) if np.dtype(want).kind == "c" else \
+        np.dtype(want)
+    have = x.dtype
+    have = np.dtype(have.char.lower()) if have.kind == "c" else have
+    if have.kind == "f" and part.itemsize > have.itemsize:
+        return x.astype(np.result_type(x.dtype, part))
+    return x
 
 
 def _axis_and_n(x: Any, n: Any, axis: Any, default: Any = lambda m: m) -> tuple[int, int]:
@@ -98,20 +110,20 @@ def _into(result: Any, out: Any, ufunc: str) -> Any:
                               "np.fft.fft({0} * 1j + 1, norm='ortho')"],
            name="np.fft.fft", **_FFT)
 def fft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    return _into(_c2c(a, n, axis, norm, False), out, "fft")
+    return _into(_c2c(_array(a, out), n, axis, norm, False), out, "fft")
 
 
 @composite(np.fft.ifft, calls=["np.fft.ifft({0})", "np.fft.ifft({0} - 2j, 5, norm='forward')"],
            name="np.fft.ifft", **_FFT)
 def ifft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    return _into(_c2c(a, n, axis, norm, True), out, "ifft")
+    return _into(_c2c(_array(a, out), n, axis, norm, True), out, "ifft")
 
 
 @composite(np.fft.rfft, calls=["np.fft.rfft({0})", "np.fft.rfft({0}, 9, axis=0)",
                                "np.abs(np.fft.rfft({0} * np.hanning({0}.shape[-1]))) ** 2"],
            name="np.fft.rfft", **_FFT)
 def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    x = _array(a)
+    x = _array(a, out)
     if isinstance(x, ComplexTracer):   # NumPy's rfft loops take real input only
         raise TypeError(with_location(
             "ufunc 'rfft_n_even' not supported for the input types, and the inputs could not "
@@ -125,7 +137,7 @@ def rfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = Non
                                 "np.fft.irfft({0} + 1j, axis=0, norm='ortho')"],
            name="np.fft.irfft", **_FFT)
 def irfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
-    x = _array(a)
+    x = _array(a, out)
     axis, n = _axis_and_n(x, n, axis, lambda m: 2 * (m - 1))
     node, pairs = _operand(x)
     (res,) = external("fft.c2r", [node], n=n, axis=axis, norm=_norm(norm), pairs=pairs)

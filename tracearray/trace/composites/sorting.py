@@ -127,6 +127,10 @@ def _kth(kth: Any, n: int, empty: bool) -> tuple[int, ...]:
         raise unsupported(f"partition with a traced kth of more than {STAGED_NEEDED_MAX} "
                           f"elements", "kth decides the result's layout")
     k = np.asarray(known)
+    if k.ndim > 1:
+        raise ValueError(with_location("object too deep for desired array"))
+    if k.size == 0:
+        return ()
     if k.dtype.kind == "b":
         raise TypeError(with_location("Booleans unacceptable as partition index"))
     if k.dtype.kind not in "iu":
@@ -149,7 +153,14 @@ def _partitioned(op: str, a: Any, kth: Any, axis: Any, kind: Any, order: Any,
     t, ax = _axis_and_array(a, axis, what)
     if t.ndim == 0:
         raise ValueError(with_location("Cannot partition a 0-d array"))
-    return _one(op, t, kth=_kth(kth, t.shape[ax], t.size == 0), axis=ax)
+    positions = _kth(kth, t.shape[ax], t.size == 0)
+    if not positions:     # an empty integer kth: NumPy leaves the order as it is
+        if op == "partition":
+            return t.copy()
+        shape = [1] * t.ndim
+        shape[ax] = t.shape[ax]
+        return np.broadcast_to(np.arange(t.shape[ax]).reshape(shape), t.shape).copy()
+    return _one(op, t, kth=positions, axis=ax)
 
 
 @composite(np.partition, calls=['np.partition({0}, 1)', 'np.partition({0}, (0, -1), axis=0)',
