@@ -48,7 +48,6 @@ import contextlib
 import dis
 import functools
 import itertools
-import operator
 import os
 import sys
 import threading
