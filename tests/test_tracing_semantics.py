@@ -1787,3 +1787,41 @@ def test_counting_into_a_dict_keyed_by_elements():
     f = tracearray.compile(count)
     for y in (np.array([0, 1, 1]), np.array([1, 0, 0, 1, 1])):
         assert f(y) == count(y)
+
+
+def test_a_bare_except_around_a_value_the_data_decides_takes_numpys_path():
+    """The trace stops to ask the data for a number (int() of a count, a branch, a mask's
+    size) by raising a BaseException; a bare ``except:`` or ``except BaseException`` of the
+    user's caught it and the function went on along the except path (silently wrong). The
+    request is kept and the trace runs again with the number, whatever the function
+    did with it."""
+    def count_scale(a):
+        try:
+            n = int(np.count_nonzero(a > 0))
+        except:  # noqa: E722
+            n = -1
+        return a * n
+
+    def branch(a):
+        try:
+            r = a * 2 if a.sum() > 0 else a * 3
+        except BaseException:
+            r = a * 0
+        return r
+
+    def selected(a):
+        try:
+            s = a[a > 0]
+        except BaseException:
+            s = a[:1]
+        return s.sum(), s.shape
+
+    a = np.array([1.0, -2.0, 3.0])
+    for fn in (count_scale, branch, selected):
+        g = tracearray.compile(fn)
+        for v in (a, -a, a):
+            got, want = g(v), fn(v)
+            if isinstance(want, tuple):
+                assert got[1] == want[1]
+                got, want = got[0], want[0]
+            np.testing.assert_array_equal(got, want)

@@ -436,6 +436,10 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             if not inspect.isgenerator(result):
                 from .selection import compact_all
                 result = compact_all(result)   # x[mask] returned: the selected elements
+            if state.size_needed is not None:
+                # the request was caught (a bare ``except:`` or ``except BaseException`` of
+                # the user's) and the function went on along another path: probed anyway
+                probe = state.size_needed
         except context.SizeNeeded as e:
             probe = e
         except (ValueError, TypeError) as e:
@@ -445,11 +449,16 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             # the probe's
             if isinstance(e.__cause__, context.SizeNeeded):
                 probe = e.__cause__
+            elif state.size_needed is not None:
+                probe = state.size_needed   # (raised on the path after a caught request)
             else:
                 _raise_user_error(e, locked or frame_log.arrays, before.arrays + frame_log.arrays)
         except Exception as e:   # noqa: BLE001 -- located, then as it was
-            _note_user_line(e)
-            raise
+            if state.size_needed is not None:
+                probe = state.size_needed
+            else:
+                _note_user_line(e)
+                raise
         finally:
             # owners before their views: NumPy sets a view writeable only over a writeable base
             for a in sorted(locked + [a for a, _t in frame_log.arrays], key=_base_depth):

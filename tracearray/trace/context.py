@@ -118,6 +118,9 @@ class TraceState:
     # one that is not C-contiguous is refused (``api._check_argument_layouts``)
     raw_memory_at: str | None = None
     raw_memory_inputs: set = field(default_factory=set)
+    # the first number this attempt asked the data for (``data_size``), whether or not the
+    # user's code let the request through
+    size_needed: Any = None
     # the global arrays the function read (graph inputs): node -> (name, array), for the
     # values a NumPy function needs known while tracing (``build.needed_value``)
     global_arrays: dict = field(default_factory=dict)
@@ -315,7 +318,11 @@ def data_size(count: Any, what: str) -> int:
         n = state.sizes[state.sizes_used]
         state.sizes_used += 1
         return n
-    raise SizeNeeded(count, what)
+    if state.size_needed is None:
+        # (kept: a bare ``except:`` of the user's may catch the request and go on along
+        # another path, which the trace must not keep: ``trace._trace`` asks for it anyway)
+        state.size_needed = SizeNeeded(count, what)
+    raise state.size_needed
 
 
 def require(node: Any, error: type[BaseException], message: str) -> None:
