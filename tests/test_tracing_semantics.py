@@ -1825,3 +1825,28 @@ def test_a_bare_except_around_a_value_the_data_decides_takes_numpys_path():
                 assert got[1] == want[1]
                 got, want = got[0], want[0]
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_module_imported_while_tracing_keeps_numpys_arrays(tmp_path, monkeypatch):
+    """A module imported for the first time inside a compiled function (np.polynomial's
+    class attributes, a user module's constants): its module-level and class-body arrays
+    are NumPy's own, not the trace's (they became tracers and broke every later use of the
+    module, in NumPy too)."""
+    import importlib
+    import sys
+    name = "tracearray_probe_constants_mod"
+    (tmp_path / f"{name}.py").write_text(
+        "import numpy as np\nCONST = np.arange(3.0)\nclass K:\n    W = np.ones(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop(name, None)
+
+    def f(x):
+        mod = importlib.import_module(name)
+        return x + mod.CONST * mod.K.W
+
+    g = tracearray.compile(f)
+    np.testing.assert_array_equal(g(np.ones(3)), [1.0, 2.0, 3.0])
+    mod = sys.modules[name]
+    assert type(mod.CONST) is np.ndarray and type(mod.K.W) is np.ndarray
+    np.testing.assert_array_equal(g(np.zeros(3)), mod.CONST)
+    sys.modules.pop(name, None)

@@ -487,11 +487,20 @@ def _from_user_code(depth: int) -> bool:
     but NumPy and tracearray, and numpy.polynomial, whose functions fill arrays they make
     with their arguments' values (polyvander's ``v = np.empty(...); v[0] = x * 0 + 1``), which
     a NumPy array cannot hold while tracing."""
-    name = sys._getframe(depth).f_globals.get("__name__", "") or ""
+    frame = sys._getframe(depth)
+    if not frame.f_code.co_flags & _CO_NEWLOCALS:
+        # a module's or a class body's code: a module imported for the first time while a
+        # trace runs (np.polynomial's class attributes, a user module's constants); its
+        # arrays outlive the trace, so they are NumPy's own
+        return False
+    name = frame.f_globals.get("__name__", "") or ""
     if name.startswith("numpy.polynomial.") or name == "numpy.lib._polynomial_impl":
         return True
     return not (name == "numpy" or name.startswith("numpy.") or name == "tracearray"
                 or name.startswith("tracearray."))
+
+
+_CO_NEWLOCALS = 0x2   # (inspect.CO_NEWLOCALS: a function's frame, not a module's or class's)
 
 
 def _calls_it_itself(depth: int, fns: tuple) -> bool:
