@@ -1850,3 +1850,36 @@ def test_a_module_imported_while_tracing_keeps_numpys_arrays(tmp_path, monkeypat
     assert type(mod.CONST) is np.ndarray and type(mod.K.W) is np.ndarray
     np.testing.assert_array_equal(g(np.zeros(3)), mod.CONST)
     sys.modules.pop(name, None)
+
+
+def test_constants_a_users_cache_keeps_across_traces():
+    """A helper memoised by functools.cache (or into a dict) that makes a constant array
+    keeps the traced value it made in the first trace: later traces use it as that
+    constant, and np.asarray of it outside any trace is the array (every later trace
+    failed, and the user's cache held a dead value)."""
+    import functools
+
+    @functools.cache
+    def window(n):
+        return np.hanning(n)
+
+    memo = {}
+
+    def eye(n):
+        if n not in memo:
+            memo[n] = np.eye(n)
+        return memo[n]
+
+    spectrum = tracearray.compile(lambda x: np.abs(np.fft.rfft(x * window(x.shape[-1]))))
+    for x in (np.ones(16), np.ones(16, np.float32), np.arange(16.0)):
+        np.testing.assert_allclose(spectrum(x), np.abs(np.fft.rfft(x * np.hanning(16))),
+                                   rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(window(16)), np.hanning(16))
+    f = tracearray.compile(lambda a: a @ eye(a.shape[0]))
+    a = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_array_equal(f(a), a)
+    np.testing.assert_array_equal(f(a.astype(np.float32)), a)
+    escaped = []
+    g = tracearray.compile(lambda x: (escaped.append(x * 2), x)[1])
+    with pytest.raises(tracearray.UnsupportedOperationError):
+        g(np.ones(2))       # a value of the data kept by the function: still refused

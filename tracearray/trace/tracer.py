@@ -25,8 +25,8 @@ from . import buffers
 from . import complex as complex_values
 from . import numpy_api as api
 from .buffers import Buffer
-from .build import (as_node as as_node_, check_dtype, check_where, dtype_key, fix_captured_value,
-                    known_value, make, shape_str, unsupported)
+from .build import (as_node as as_node_, check_dtype, check_where, constant, dtype_key,
+                    fix_captured_value, known_value, make, shape_str, unsupported)
 from . import context
 from ..errors import (ConcretizationError, UnexpectedTracerError, UnsupportedAttributeError,
                       UnsupportedOperationError, user_frame, user_location,
@@ -369,7 +369,7 @@ class Tracer:
         Every operation on a tracer reads it, so this is where one used after its trace
         ended is caught."""
         if self._trace is not None and self._trace.ended:
-            raise _escaped(self)
+            return self._after_its_trace()
         buf = self._buf
         if buf.poisoned is not None:
             raise _poisoned(self)
@@ -379,6 +379,21 @@ class Tracer:
             self._node = buffers.replay(buf.node, self._path)
             self._version = buf.version
         return self._node
+
+    def _after_its_trace(self) -> Node:
+        """The value of a tracer used after its trace ended (kept by the user's cache:
+        ``functools.cache`` of a helper making a window, ``_MEMO[n] = np.eye(n)``): a value
+        made from constants alone is that constant (in a later trace, a constant of it;
+        outside one, np.asarray of it is the array); anything else was never computed."""
+        buf = self._buf
+        node = self._node if self._version == buf.version else \
+            buffers.replay(buf.node, self._path)
+        known = known_value(node)
+        if known is None or buf.poisoned is not None:
+            raise _escaped(self)
+        if context.current() is not None:
+            return constant(np.asarray(known))
+        return node
 
     def _view(self, node: Node, ambiguous: bool = False) -> "Tracer":
         """A NumPy view of this value (``node``: movement ops of ``self.node``): shares its
