@@ -606,3 +606,48 @@ def test_a_number_then_an_array_again_on_a_captured_path_uses_the_arrays_trace()
         for _ in range(2):   # (the second call: the fast path)
             np.testing.assert_array_equal(c(X), f(X))
     assert c.stats.traces == 2
+
+
+def _kw_shift(a, *, offset=np.zeros(3)):
+    return a + offset
+
+
+def _kw_scale(a, *, k=1.0):
+    return a * k
+
+
+class _DefaultLayer:
+    def act(self, a, w=np.ones(3)):
+        return a * w
+
+    def fwd(self, a):
+        return self.act(a)
+
+
+def test_keyword_defaults_of_helpers_and_defaults_of_methods_are_read_at_each_call():
+    """A helper's keyword-only defaults (an array changed in place, a number rebound) and
+    the defaults of a method called through self are read at every call, as a helper's
+    positional defaults are (they were frozen at the first trace: stale results)."""
+    saved = (_kw_shift.__kwdefaults__["offset"].copy(), dict(_kw_scale.__kwdefaults__),
+             _DefaultLayer.act.__defaults__[0].copy())
+    try:
+        def plain(a):
+            return _kw_shift(a) * _kw_scale(a)
+
+        f = tracearray.compile(plain)
+        layer = _DefaultLayer()
+        g = tracearray.compile(layer.fwd)
+        x = np.ones(3)
+        np.testing.assert_array_equal(f(x), plain(x))
+        np.testing.assert_array_equal(g(x), layer.fwd(x))
+        _kw_shift.__kwdefaults__["offset"][:] = 5.0
+        _kw_scale.__kwdefaults__["k"] = 3.0
+        _DefaultLayer.act.__defaults__[0][:] = 7.0
+        np.testing.assert_array_equal(f(x), plain(x))
+        np.testing.assert_array_equal(g(x), layer.fwd(x))
+        _kw_scale.__kwdefaults__["k"] = 2.0
+        np.testing.assert_array_equal(f(x), plain(x))
+    finally:
+        _kw_shift.__kwdefaults__["offset"][:] = saved[0]
+        _kw_scale.__kwdefaults__.update(saved[1])
+        _DefaultLayer.act.__defaults__[0][:] = saved[2]

@@ -56,8 +56,8 @@ class Path:
     object's ``__dict__``, or a class's), "item" (an item of a container of n items, whose
     length is part of the path: code reading ``ws[-1]`` reads another item after an
     append), "slot" (a ``__slots__`` attribute), "class" (a class attribute, unless the
-    instance has its own of that name), "cell" and "fdefault" (a user function's closure
-    cell and default)."""
+    instance has its own of that name), "cell", "fdefault" and "fkwdefault" (a user
+    function's closure cell, default and keyword-only default)."""
     root: tuple
     steps: tuple
     text: str
@@ -156,6 +156,8 @@ class Roots:
                     obj = own[k] if k in own else vars(type(obj))[k]
                 elif how == "cell":
                     obj = obj.__closure__[k].cell_contents
+                elif how == "fkwdefault":
+                    obj = obj.__kwdefaults__[k]
                 else:   # "fdefault"
                     obj = obj.__defaults__[k]
         except Exception:   # noqa: BLE001 -- a broken path: the call traces again
@@ -443,6 +445,9 @@ def _children(obj: Any, text: str, limit: int) -> list[tuple[str, Any, Any, str]
         for i, v in enumerate(obj.__defaults__ or ()):
             if add("fdefault", i, v, f"{text}.<default {i}>"):
                 return found
+        for k, v in (obj.__kwdefaults__ or {}).items():
+            if add("fkwdefault", k, v, f"{text}.<default {k}>"):
+                return found
     elif isinstance(obj, type):   # a class of the user's: its attributes (Model.table)
         for k, v in list(vars(obj).items()):
             if type(k) is str and not k.startswith("__") and add("attr", k, v, f"{text}.{k}"):
@@ -465,6 +470,10 @@ def _children(obj: Any, text: str, limit: int) -> list[tuple[str, Any, Any, str]
         for k, v in list(vars(type(obj)).items()):   # class attributes that are arrays
             if type(v) in _ARRAY_TYPES and k not in own and add("class", k, v, f"{text}.{k}"):
                 return found
+            # (a method whose defaults hold arrays: self.act(a) with def act(self, a, w=...))
+            if isinstance(v, types.FunctionType) and k not in own and \
+                    _holds_array_defaults(v) and add("class", k, v, f"{text}.{k}"):
+                return found
     return found
 
 
@@ -474,6 +483,12 @@ def _slot_names(cls: type) -> list[str]:
         slots = vars(c).get("__slots__", ())
         names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
     return names
+
+
+def _holds_array_defaults(fn: types.FunctionType) -> bool:
+    """Whether a function's defaults (positional or keyword-only) hold an array."""
+    return any(type(v) in _ARRAY_TYPES for v in
+               (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()))
 
 
 def _worth_visiting(v: Any) -> bool:

@@ -92,6 +92,7 @@ def runs_user_code(plain: types.FunctionType | None, roots: Roots, args: tuple,
         todo += [(fn.__globals__.get(n), 0) for n in _global_loads(fn.__code__)]
     for fn in helpers:   # (a decorated helper: the function its closure holds is called)
         todo += [(v, 0) for v in fn.__defaults__ or ()]
+        todo += [(v, 0) for v in (fn.__kwdefaults__ or {}).values()]
         for cell in fn.__closure__ or ():
             try:
                 todo.append((cell.cell_contents, 0))

@@ -265,6 +265,10 @@ def _walk(starts: list[tuple[Any, _At]], names: Names, strings: set[str], inputs
                 if _guardable(obj.__defaults__):
                     w.out.append(Guard(at.root, at.steps + (("defaults", None),),
                                        _snapshot(obj.__defaults__), f"{at.text}.__defaults__"))
+                if obj.__kwdefaults__ and _guardable(obj.__kwdefaults__):
+                    w.out.append(Guard(at.root, at.steps + (("kwdefaults", None),),
+                                       _snapshot(obj.__kwdefaults__),
+                                       f"{at.text}.__kwdefaults__"))
             for step, key in keys:
                 path = _At(at.root, at.steps + ((step, key),), f"{at.text}<{key}>")
                 _value(w, path, _follow(obj, step, key), depth, plain=True, whole=True)

@@ -337,6 +337,7 @@ _STEPS: dict[str, Callable[[Any, Any], Any]] = {
     "type": lambda obj, key: type(obj),
     "code": lambda obj, key: obj.__code__,          # (another function in its place)
     "defaults": lambda obj, key: obj.__defaults__,  # (f.__defaults__ = (...))
+    "kwdefaults": lambda obj, key: obj.__kwdefaults__,  # (keyword-only defaults)
 }
 
 
