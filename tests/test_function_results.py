@@ -126,3 +126,55 @@ def test_numpy_integer_sizes_keep_numpys_arithmetic():
     with np.errstate(all="ignore"):
         check(f, np.float64(1.0), np.int64(0))
         check(f, np.float64(1.0), np.uint8(10))
+
+
+def test_average_returned_weight_sum_is_writeable():
+    """np.average(..., returned=True)'s sum of weights is a writeable array, as NumPy's
+    (a broadcast view came back read-only)."""
+    f = lambda X, w: np.average(X, axis=0, weights=w, returned=True)   # noqa: E731
+    X, w = np.random.default_rng(1).random((5, 3)), np.random.default_rng(2).random(5)
+    got = tracearray.compile(f)(X, w)
+    assert got[1].flags.writeable
+    check(f, X, w)
+
+
+def test_spectral_norm_of_an_empty_matrix_is_zero():
+    for f in (lambda a: np.linalg.norm(a, ord=2, axis=(0, 1)), lambda a: np.linalg.norm(a, 2)):
+        check(f, np.zeros((0, 3)))
+        check(f, np.random.default_rng(3).random((4, 3)))
+
+
+def test_histogram2d_of_non_finite_data_raises_numpys_error():
+    """np.histogram2d / histogramdd autodetect each dimension's range from the data; a NaN
+    or an infinity there raises NumPy's ValueError when the compiled function runs (NumPy's
+    own code formatted the traced ends into its message: a refusal instead)."""
+    r = np.random.default_rng(0)
+    x, y = r.standard_normal(50), r.standard_normal(50)
+    for f in (lambda x, y: np.histogram2d(x, y, bins=4),
+              lambda x, y: np.histogramdd(np.stack([x, y], 1), bins=(3, 2)),
+              lambda x, y: np.histogram2d(x, y, bins=3, range=[None, (-1, 1)]),
+              lambda x, y: np.histogram2d(x * 0 + 1, y, bins=3)):
+        check(f, x, y)
+    bad = x.copy()
+    bad[3] = np.nan
+    g = tracearray.compile(lambda x, y: np.histogram2d(x, y, bins=4))
+    g(x, y)
+    with pytest.raises(ValueError, match="not finite"):
+        g(bad, y)
+
+
+def test_ddof_and_diagonals_passed_in_as_numpy_numbers():
+    """var / std / nanvar / nanstd with ddof or correction a NumPy number argument, and
+    np.tril / triu's k: staged by value (an internal error, and a refusal, before)."""
+    r = np.arange(5.0)
+    rn = r.copy()
+    rn[2] = np.nan
+    for f, a in ((lambda r, d: r.std(ddof=d), r), (lambda r, d: np.var(r, ddof=d), r),
+                 (lambda r, d: np.std(r, correction=d), r),
+                 (lambda r, d: np.nanvar(r, ddof=d), rn), (lambda r, d: np.nanstd(r, ddof=d), rn)):
+        for d in (np.int64(1), np.float64(0.5)):
+            check(f, a, d)
+    for f in (lambda x, k: np.tril(np.ones((3, 3)), k) * x,
+              lambda x, k: np.triu(np.ones((3, 4)) * x, k=k)):
+        for k in (np.int64(1), np.int64(-1)):
+            check(f, np.float64(2.0), k)

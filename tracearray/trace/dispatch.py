@@ -504,7 +504,19 @@ def function(func: Callable, args: tuple, kwargs: dict) -> Any:
     reason = refusal(func)
     if reason is not None:
         raise unsupported(numpy_name(func), reason)
+    counts = _COUNT_ARGUMENTS.get(func)
+    if counts is not None:    # (np.tril(m, k) of a traced k: NumPy's code makes sizes of it)
+        args = tuple(context.index_value(a) if i in counts[0] else a
+                     for i, a in enumerate(args))
+        kwargs = {k: context.index_value(v) if k in counts[1] else v
+                  for k, v in kwargs.items()}
     return run_numpy_implementation(func, func._implementation, args, kwargs)
+
+
+# NumPy functions run by their own implementation whose integer arguments (positions,
+# names) set sizes or diagonals: traced ones (NumPy integers passed in) are staged by value
+_COUNT_ARGUMENTS = {np.tril: ({1}, {"k"}), np.triu: ({1}, {"k"}),
+                    np.tril_indices_from: ({1}, {"k"}), np.triu_indices_from: ({1}, {"k"})}
 
 
 # NumPy's reductions and scans written by NumPy's own code into an ``out=`` (by np.mean, a

@@ -1642,7 +1642,17 @@ def _keep(keepdims: Any) -> bool:
     return False if keepdims is np._NoValue else bool(keepdims)
 
 
+def staged_number(v: Any) -> Any:
+    """A 0-d real traced value where NumPy's code needs a number (var's ddof passed in as
+    a NumPy integer): its NumPy scalar, staged as float() of it is; anything else as it is."""
+    if isinstance(v, Tracer) and v.ndim == 0 and v.dtype.kind in "biuf":
+        v = v._known() if v._known() is not None else _staged_scalar(v.node, "ddof of a value")
+        return np.asarray(v)[()]
+    return v
+
+
 def _ddof(ddof: Any, correction: Any) -> Any:
+    ddof, correction = staged_number(ddof), staged_number(correction)
     if correction is not np._NoValue:
         if ddof != 0:
             raise ValueError(with_location("ddof and correction can't be provided simultaneously."))

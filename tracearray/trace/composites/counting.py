@@ -399,7 +399,38 @@ composite(np.histogram2d, calls=["np.histogram2d({0}.ravel(), {1}.ravel(), bins=
                                  "range=[[-1, 1], [-3, 3]], weights={0}.ravel())[0]"],
           arrays=2, same_shape=True, dtypes=NUMERIC, values="small", impl=NUMPY_IMPLEMENTATION,
           notes="NumPy's implementation (bins and range known when tracing)")
-composite(np.histogramdd, calls=["np.histogramdd(np.stack([{0}.ravel(), {1}.ravel()], 1), "
-                                 "bins=(3, 2), range=[(-2, 2), (-1, 1)])[0]"],
-          arrays=2, same_shape=True, dtypes=NUMERIC, values="small", impl=NUMPY_IMPLEMENTATION,
-          notes="NumPy's implementation (bins and range known when tracing)")
+@composite(np.histogramdd, calls=["np.histogramdd(np.stack([{0}.ravel(), {1}.ravel()], 1), "
+                                  "bins=(3, 2), range=[(-2, 2), (-1, 1)])[0]",
+                                  "np.histogramdd(np.stack([{0}.ravel(), {1}.ravel()], 1), "
+                                  "bins=(3, 2))[1][0]"],
+           arrays=2, same_shape=True, dtypes=NUMERIC, values="small",
+           notes="NumPy's implementation (bins known when tracing; an autodetected range's "
+                 "ends checked finite when the compiled function runs)")
+def histogramdd(sample: Any, bins: Any = 10, range: Any = None, density: Any = None,
+                weights: Any = None) -> Any:
+    """NumPy's implementation (np.histogram2d's too, which calls it), given the range it
+    would autodetect: each dimension's data minimum and maximum, checked finite when the
+    compiled function runs (NumPy's ValueError). Left to NumPy's code, non-finite data
+    reached its message's f-string of the traced ends, a refusal instead of NumPy's error."""
+    from .. import dispatch
+    # (NumPy's reading: an array of shape (N, D), else a sequence of D arrays)
+    shape = getattr(sample, "shape", None)
+    arr = as_tracer(sample) if shape is not None and len(shape) == 2 else \
+        np.atleast_2d(sample).T
+    n, d = arr.shape
+    given = [None] * d if range is None else list(range)
+    if n and len(given) == d and any(r is None for r in given):
+        for i, r in enumerate(given):
+            if r is not None:
+                continue
+            lo, hi = arr[:, i].min(), arr[:, i].max()
+            finite = np.isfinite(lo) & np.isfinite(hi)
+            context.require(finite.node, ValueError,
+                            "autodetected range of the sample's values is not finite")
+            given[i] = (np.where(finite, lo, 0), np.where(finite, hi, 0))
+        range = given
+    return dispatch.run_numpy_implementation(_HISTOGRAMDD, _HISTOGRAMDD._implementation,
+                                             (sample, bins, range, density, weights), {})
+
+
+_HISTOGRAMDD = np.histogramdd   # (NumPy's, as imported: a trace may rebind the name)

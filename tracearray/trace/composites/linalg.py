@@ -224,7 +224,7 @@ def _singular_value_norm(t: Tracer, ord: Any, axes: tuple[int, int], keepdims: b
     if t.dtype.kind not in "fc":
         t = t.astype(np.float64)
     s = np.linalg.svd(np.moveaxis(t, axes, (-2, -1)), compute_uv=False)
-    out = np.amax(s, axis=-1) if ord == 2 else np.amin(s, axis=-1) if ord == -2 else \
+    out = np.amax(s, axis=-1, initial=0) if ord == 2 else np.amin(s, axis=-1) if ord == -2 else \
         np.sum(s, axis=-1)
     if keepdims:
         shape = list(t.shape)

@@ -11,7 +11,8 @@ from .. import context
 from .. import numpy_api as api
 from ..build import check_where, inexact_dtype, normalize_axes, unsupported
 from ...errors import with_location
-from ..tracer import Tracer, check_index_out, no_out, reduction, store_out, unwrap
+from ..tracer import (Tracer, check_index_out, no_out, reduction, staged_number, store_out,
+                      unwrap)
 from . import ALL, FLOATS, NUMERIC, as_tracer, composite
 
 
@@ -201,7 +202,9 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     # would wrap before the cast (uint8 200 * 3)
     avg = np.sum(np.multiply(t.astype(res_dt), w.astype(res_dt)), axis=axis, keepdims=k) / scl
     if returned:
-        return avg, np.broadcast_to(scl, avg.shape)
+        # (NumPy's own: the sum of weights itself where it has avg's shape, else a copy of
+        # its broadcast: writeable either way)
+        return avg, scl if scl.shape == avg.shape else np.broadcast_to(scl, avg.shape).copy()
     return avg
 
 
@@ -281,6 +284,7 @@ def _nan_var(name: str):
            where=True, mean=np._NoValue, correction=np._NoValue):
         no_out(f"np.{name}", out)
         t = as_tracer(a)
+        ddof, correction = staged_number(ddof), staged_number(correction)
         if t.dtype.kind != "f":   # (NumPy's np.var / np.std: no NaN to skip)
             return getattr(np, name[3:])(t, axis, dtype, None, ddof, keepdims, where=where,
                                          mean=mean, correction=correction)
