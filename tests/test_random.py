@@ -922,3 +922,17 @@ def test_generators_of_one_bit_generator_share_its_stream() -> None:
     assert not np.array_equal(a, b) and is_bitgen
     with pytest.raises(OverflowError):
         cpu(lambda r: r.binomial(1e20, 0.3))(np.random.default_rng(0))
+
+
+def test_lognormal_is_exp_of_a_normal_draw() -> None:
+    """lognormal(mean, sigma): exp of a normal draw (NumPy's definition): float64, the
+    log's mean and spread, a Python float without a size, the legacy function, NumPy's
+    check of sigma."""
+    g = cpu(lambda r: (r.lognormal(0.1, 0.2, size=200_000), r.lognormal(),
+                       np.random.lognormal(0, 1, 3)))
+    a, b, c = g(np.random.default_rng(0))
+    assert a.dtype == np.float64 and a.min() > 0
+    assert abs(np.log(a).mean() - 0.1) < 0.005 and abs(np.log(a).std() - 0.2) < 0.005
+    assert type(b) is float and c.shape == (3,)
+    with pytest.raises(ValueError, match="sigma < 0"):
+        cpu(lambda r: r.lognormal(0, -1))(np.random.default_rng(0))

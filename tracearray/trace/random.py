@@ -102,6 +102,13 @@ class TracedGenerator:
         shape = _size(size, _param_shapes(loc, scale), f"{self._name}.normal")
         return _sizeless(loc + scale * _normal01(self._bits(shape)), size, float)
 
+    def lognormal(self, mean: Any = 0.0, sigma: Any = 1.0, size: Any = None) -> Any:
+        """exp of a normal draw (NumPy's definition; its checks of sigma)."""
+        mean, sigma = _float_param(mean), _float_param(sigma)
+        _require_nonnegative(sigma, "sigma")
+        shape = _size(size, _param_shapes(mean, sigma), f"{self._name}.lognormal")
+        return _sizeless(np.exp(mean + sigma * _normal01(self._bits(shape))), size, float)
+
     def standard_exponential(self, size: Any = None, dtype: Any = np.float64,
                              method: str = "zig", out: Any = None) -> Any:
         _no_out(out, f"{self._name}.standard_exponential")
@@ -178,9 +185,9 @@ class TracedGenerator:
         return f"<traced {self._name}>"
 
 
-SUPPORTED_METHODS = ("random", "uniform", "normal", "standard_normal", "exponential",
-                     "standard_exponential", "integers", "binomial", "choice", "permutation",
-                     "permuted", "shuffle")
+SUPPORTED_METHODS = ("random", "uniform", "normal", "lognormal", "standard_normal",
+                     "exponential", "standard_exponential", "integers", "binomial", "choice",
+                     "permutation", "permuted", "shuffle")
 
 
 def _axis(axis: Any, ndim: int) -> int:
@@ -813,6 +820,7 @@ LEGACY: dict[str, Any] = {
     "randn": lambda *dims: _global().standard_normal(_legacy_sizes(dims)),
     "uniform": lambda low=0.0, high=1.0, size=None: _global().uniform(low, high, size),
     "normal": lambda loc=0.0, scale=1.0, size=None: _global().normal(loc, scale, size),
+    "lognormal": lambda mean=0.0, sigma=1.0, size=None: _global().lognormal(mean, sigma, size),
     "standard_normal": lambda size=None: _global().standard_normal(size),
     "exponential": lambda scale=1.0, size=None: _global().exponential(scale, size),
     "standard_exponential": lambda size=None: _global().standard_exponential(size),
