@@ -178,3 +178,18 @@ def test_ddof_and_diagonals_passed_in_as_numpy_numbers():
               lambda x, k: np.triu(np.ones((3, 4)) * x, k=k)):
         for k in (np.int64(1), np.int64(-1)):
             check(f, np.float64(2.0), k)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.fmax.accumulate(x, axis=1), lambda x: np.fmin.accumulate(x, axis=1),
+    lambda x: np.fmax.accumulate(x), lambda x: np.logical_or.accumulate(x > 1, axis=1),
+    lambda x: np.logical_and.accumulate(np.nan_to_num(x), axis=1),
+    lambda x: np.logical_or.accumulate(np.array([0, 2, 0])),
+    lambda x: np.fmax.accumulate(np.array([3, 1, 5])),
+])
+def test_fmax_fmin_and_logical_accumulates(fn):
+    """A running peak that skips NaN (fmax / fmin .accumulate), a flag that stays set
+    (logical_or / logical_and .accumulate): by the maximum / minimum scans (refused
+    before)."""
+    x = np.array([[np.nan, 1.0, np.nan, 0.5, 3.0], [2.0, np.nan, -np.inf, np.nan, 1.0]])
+    check(fn, x)

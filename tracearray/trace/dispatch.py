@@ -168,11 +168,13 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
         return Tracer(api.reduce_with(kind, unwrap(x), axis, keepdims, dtype, initial,
                                       unwrap(where)))
+    if method == "accumulate" and uf in (np.logical_or, np.logical_and, np.fmax, np.fmin):
+        return _accumulate_by_scans(uf, name, inputs, kwargs)
     if method == "accumulate":
         kind = scan_of_ufunc(uf)
         if kind is None:
-            raise unsupported(name, "tracearray accumulates with add, multiply, maximum and "
-                              "minimum")
+            raise unsupported(name, "tracearray accumulates with add, multiply, maximum, "
+                              "minimum, fmax, fmin, logical_or and logical_and")
         (x,) = inputs
         if np.ndim(x) == 0:
             raise TypeError(with_location("cannot accumulate on a scalar"))
@@ -199,6 +201,40 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
         a2 = a2.reshape(a2.shape + (1,) * b2.ndim) if na or b2.ndim else a2
         return uf(a2, b2, **kwargs)
     raise unsupported(name)
+
+
+def _accumulate_by_scans(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
+    """``logical_or / logical_and .accumulate`` (a flag that stays set: the running maximum
+    / minimum of the elements' truth, bool as NumPy's) and ``fmax / fmin .accumulate`` of
+    floats (the running maximum / minimum of the elements that are not NaN, NaN until the
+    first of them), by the scans tracearray has."""
+    if len(inputs) != 1:
+        raise TypeError(with_location(f"{name} takes one array"))
+    x = composites.as_tracer(inputs[0])
+    if x.ndim == 0:
+        raise TypeError(with_location("cannot accumulate on a scalar"))
+    axis = kwargs.pop("axis", 0)
+    if isinstance(axis, tuple) and len(axis) == 1:
+        (axis,) = axis
+    if axis is None and x.ndim == 1:
+        axis = 0
+    if axis is None or isinstance(axis, tuple):
+        raise ValueError(with_location("accumulate does not allow multiple axes"))
+    dtype = kwargs.pop("dtype", None)
+    if kwargs or (dtype is not None and uf in (np.fmax, np.fmin)):
+        raise unsupported(f"{name}({', '.join(sorted(kwargs) or ['dtype'])}=...)")
+    if uf in (np.logical_or, np.logical_and):
+        truth = x.astype(bool)
+        out = (np.maximum if uf is np.logical_or else np.minimum).accumulate(truth, axis=axis)
+        return out if dtype is None else out.astype(dtype)
+    if x.dtype.kind not in "fc":     # (no NaN: the running maximum / minimum)
+        return (np.maximum if uf is np.fmax else np.minimum).accumulate(x, axis=axis)
+    missing = np.isnan(x)
+    fill = -np.inf if uf is np.fmax else np.inf
+    running = (np.maximum if uf is np.fmax else np.minimum).accumulate(
+        np.where(missing, x.dtype.type(fill), x), axis=axis)
+    seen = np.maximum.accumulate(~missing, axis=axis)
+    return np.where(seen, running, x.dtype.type(np.nan))
 
 
 def _ufunc_at(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> None:

@@ -67,7 +67,9 @@ def _ufunc_entries() -> list[Entry]:
         note = f"alias: {', '.join('np.' + a for a in aliases)}" if aliases else ""
         methods = [m for m, ok in (("reduce", reducer_of_ufunc(uf)),
                                    ("reduceat", reducer_of_ufunc(uf)),
-                                   ("accumulate", scan_of_ufunc(uf))) if ok]
+                                   ("accumulate", scan_of_ufunc(uf) or uf in (
+                                       np.logical_or, np.logical_and, np.fmax, np.fmin)))
+                   if ok]
         if uf in UFUNC_OPS or uf is np.matmul:
             spec = OPS[UFUNC_OPS[uf]] if uf in UFUNC_OPS else OPS["matmul"]
             extra = [note] if note else []
