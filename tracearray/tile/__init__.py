@@ -93,8 +93,10 @@ def sum_rounding_depth(n: int) -> int:
     terms is summed in any order (at most min(n, SUM_BLOCK) - 1 roundings); its row has at
     most 2n/SUM_BLOCK blocks, whose binary-counter stack adds at most floor(log2) + 1; the
     slots of a full reduction (64 on the CPU, combined by the same stack) add at most 7. The
-    GPU's compensated per-thread sums (2 each), warp_row's rows held in registers (at most
-    8 terms a lane in order) and two 256-thread trees (8 each) stay below that, as do column sums (COLUMN_SUM_BLOCK - 1 in a block, 2 compensated across blocks).
+    GPU's compensated per-thread sums (2 each), warp_row's rows held in registers (a few
+    terms a lane in order: gpu/codegen.py REGISTER_ROW_SLOTS) and two 256-thread trees (8
+    each) stay below that, as do column sums (COLUMN_SUM_BLOCK - 1 in a block, 2
+    compensated across blocks).
     No order needs more than n - 1."""
     blocks = max(1, -(-2 * n // SUM_BLOCK))
     return max(0, min(n - 1, min(n, SUM_BLOCK) + blocks.bit_length() + 7))
