@@ -278,32 +278,43 @@ def _reduceat(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
             return _reduceat_traced(uf, name, a, indices, axis, dtype)
         indices = known
     idx = np.asarray(indices)
-    if idx.ndim != 1:
-        raise ValueError(with_location(
-            "setting an array element with a sequence. The requested array would exceed the "
-            "maximum number of dimension of 1." if idx.ndim > 1 else
-            "object of too small depth for desired array"))
+    _check_reduceat_indices(idx)
     idx = idx.astype(np.intp)       # NumPy force-casts them (0.5 is 0)
     x = composites.as_tracer(a)
-    if axis is None and x.ndim == 1:
-        axis = 0   # (NumPy's "all axes" is the one axis of a vector)
-    if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
-        raise ValueError(with_location("reduceat does not allow multiple axes"))
-    (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)
+    ax = _reduceat_axis(uf, name, x, axis)
     n = x.shape[ax]
     starts = [int(i) for i in idx]
     for i in starts:
         if not 0 <= i < n:
             raise IndexError(with_location(
                 f"index {i} out-of-bounds in {uf.__name__}.reduceat [0, {n})"))
-    if reducer_of_ufunc(uf) is None:
-        raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
-                          "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
     if not starts:   # an empty result of the reduce's dtype (NumPy's, from one element)
         dt = uf.reduce(np.frombuffer(bytes(x.dtype.itemsize), x.dtype), dtype=dtype).dtype
         shape = x.shape[:ax] + (0,) + x.shape[ax + 1:]
         return composites.as_tracer(np.zeros(shape, dt))
     return _segment_reduce(uf, x, ax, np.asarray(starts, np.intp), n, dtype)
+
+
+def _check_reduceat_indices(idx: Any) -> None:
+    """NumPy's errors for reduceat's indices that are not one-dimensional."""
+    if idx.ndim != 1:
+        raise ValueError(with_location(
+            "setting an array element with a sequence. The requested array would exceed the "
+            "maximum number of dimension of 1." if idx.ndim > 1 else
+            "object of too small depth for desired array"))
+
+
+def _reduceat_axis(uf: np.ufunc, name: str, x: Any, axis: Any) -> int:
+    """reduceat's one axis (NumPy's checks), and the refusal of a ufunc without a fold."""
+    if axis is None and x.ndim == 1:
+        axis = 0   # (NumPy's "all axes" is the one axis of a vector)
+    if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
+        raise ValueError(with_location("reduceat does not allow multiple axes"))
+    (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)
+    if reducer_of_ufunc(uf) is None:
+        raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
+                          "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
+    return ax
 
 
 def _reduceat_traced(uf: np.ufunc, name: str, a: Any, indices: Any, axis: Any,
@@ -324,24 +335,13 @@ def _reduceat_traced(uf: np.ufunc, name: str, a: Any, indices: Any, axis: Any,
     from .tracer import unwrap
     x = composites.as_tracer(a)
     idx = composites.as_tracer(indices)
-    if idx.ndim != 1:
-        raise ValueError(with_location(
-            "setting an array element with a sequence. The requested array would exceed the "
-            "maximum number of dimension of 1." if idx.ndim > 1 else
-            "object of too small depth for desired array"))
+    _check_reduceat_indices(idx)
     if not np.can_cast(idx.dtype, np.intp, "safe"):   # (an array: cast safely, as NumPy)
         raise TypeError(with_location(
             f"Cannot cast array data from {idx.dtype!r} to {np.dtype(np.intp)!r} according "
             f"to the rule 'safe'"))
     idx = idx.astype(np.intp)
-    if axis is None and x.ndim == 1:
-        axis = 0
-    if axis is None or (isinstance(axis, (tuple, list)) and len(axis) != 1):
-        raise ValueError(with_location("reduceat does not allow multiple axes"))
-    (ax,) = normalize_axes(axis[0] if isinstance(axis, (tuple, list)) else axis, x.ndim, name)
-    if reducer_of_ufunc(uf) is None:
-        raise unsupported(name, "tracearray reduces with add, multiply, maximum, minimum, "
-                          "fmax, fmin, logical_and/or/xor and bitwise_and/or/xor")
+    ax = _reduceat_axis(uf, name, x, axis)
     n, m = x.shape[ax], idx.shape[0]
     dt = uf.reduce(np.frombuffer(bytes(x.dtype.itemsize), x.dtype), dtype=dtype).dtype
     if m == 0:
