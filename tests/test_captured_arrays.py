@@ -651,3 +651,77 @@ def test_keyword_defaults_of_helpers_and_defaults_of_methods_are_read_at_each_ca
         _kw_shift.__kwdefaults__["offset"][:] = saved[0]
         _kw_scale.__kwdefaults__.update(saved[1])
         _DefaultLayer.act.__defaults__[0][:] = saved[2]
+
+
+class _BaseWithDefaults:
+    def act(self, x, w=np.ones(3)):
+        return x * w
+
+
+class _ObjWithDefaults(_BaseWithDefaults):
+    @staticmethod
+    def sm(x, w=np.ones(3)):
+        return x * w
+
+    @classmethod
+    def cm(cls, x, w=np.ones(3)):
+        return x * w
+
+    def __call__(self, x):
+        return self.act(x) + self.sm(x) + self.cm(x)
+
+
+def _number_beside_array(x, w=np.ones(3), s=2.0, *, t=np.ones(3), u=1.0):
+    return x * w * t + s + u
+
+
+def test_defaults_of_inherited_static_and_class_methods_and_numbers_beside_arrays():
+    """Array defaults of inherited methods, static methods and class methods called through
+    self, and number defaults beside array defaults (positional and keyword-only), are read
+    at every call (they were frozen at the first trace)."""
+    arrays = (_BaseWithDefaults.act.__defaults__[0], _ObjWithDefaults.sm.__defaults__[0],
+              _ObjWithDefaults.cm.__func__.__defaults__[0])
+    saved = ([a.copy() for a in arrays], _number_beside_array.__defaults__,
+             dict(_number_beside_array.__kwdefaults__))
+    try:
+        obj = _ObjWithDefaults()
+        f = tracearray.compile(obj)
+        g = tracearray.compile(lambda x: _number_beside_array(x))
+        x = np.arange(3.0)
+        np.testing.assert_array_equal(f(x), obj(x))
+        np.testing.assert_array_equal(g(x), _number_beside_array(x))
+        for a, v in zip(arrays, (3.0, 5.0, 2.0)):
+            a[:] = v
+        _number_beside_array.__defaults__ = (_number_beside_array.__defaults__[0], 10.0)
+        _number_beside_array.__kwdefaults__["u"] = 7.0
+        np.testing.assert_array_equal(f(x), obj(x))
+        np.testing.assert_array_equal(g(x), _number_beside_array(x))
+    finally:
+        for a, v in zip(arrays, saved[0]):
+            a[:] = v
+        _number_beside_array.__defaults__ = saved[1]
+        _number_beside_array.__kwdefaults__.update(saved[2])
+
+
+def test_a_callable_objects_attributes_are_not_the_compiled_functions():
+    """A compiled callable object whose attributes are named as the compiled function's
+    (self.device = 'cuda', self.fn, self.stats: common in model classes) keeps its own:
+    they were copied over the compiled function's (a GPU refusal, an AttributeError, or a
+    call of the wrong function returning uninitialised memory)."""
+    class Model:
+        def __init__(self):
+            self.device, self.fn, self.stats = "cuda", len, {}
+
+        def __call__(self, x):
+            return x + 1
+
+    f = tracearray.compile(Model())
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x), x + 1)
+    np.testing.assert_array_equal(f(x), x + 1)
+    assert f.device != "cuda" and f.stats.calls == 2
+
+    def tagged(x):
+        return x * 2
+    tagged.label = "double"
+    assert tracearray.compile(tagged).label == "double"   # a function's own attributes

@@ -1836,7 +1836,9 @@ def test_a_module_imported_while_tracing_keeps_numpys_arrays(tmp_path, monkeypat
     import sys
     name = "tracearray_probe_constants_mod"
     (tmp_path / f"{name}.py").write_text(
-        "import numpy as np\nCONST = np.arange(3.0)\nclass K:\n    W = np.ones(3)\n")
+        "import numpy as np\nCONST = np.arange(3.0)\nclass K:\n    W = np.ones(3)\n"
+        "def _build(n):\n    return np.hanning(n)\nWIN = _build(3)\n"
+        "NOISE = np.random.default_rng(0).random(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop(name, None)
 
@@ -1848,6 +1850,8 @@ def test_a_module_imported_while_tracing_keeps_numpys_arrays(tmp_path, monkeypat
     np.testing.assert_array_equal(g(np.ones(3)), [1.0, 2.0, 3.0])
     mod = sys.modules[name]
     assert type(mod.CONST) is np.ndarray and type(mod.K.W) is np.ndarray
+    assert type(mod.WIN) is np.ndarray and type(mod.NOISE) is np.ndarray   # (made by a
+    # function the module's top level calls, and drawn at its import: NumPy's too)
     np.testing.assert_array_equal(g(np.zeros(3)), mod.CONST)
     sys.modules.pop(name, None)
 

@@ -209,7 +209,14 @@ class CompiledFunction:
         # containers are found again at every call (trace/captured.py); input name -> path
         self._roots = _captured.Roots(plain, bound, bound_kw)
         self._captured_paths: dict[str, _captured.Path] = {}
-        functools.update_wrapper(self, fn)
+        # (the function's name, doc and module; of its __dict__ only a plain function's own
+        # attributes that name nothing of this object's: a callable object's attributes,
+        # self.device or self.fn of a model, are its state, not the compiled function's)
+        functools.update_wrapper(self, fn, updated=())
+        if isinstance(fn, types.FunctionType):
+            for k, v in vars(fn).items():
+                if k not in vars(self) and not hasattr(type(self), k):
+                    setattr(self, k, v)
         if not hasattr(self, "__name__"):   # functools.partial, callable objects
             self.__name__ = getattr(plain, "__name__", None) or type(fn).__name__
             self.__qualname__ = getattr(plain, "__qualname__", self.__name__)

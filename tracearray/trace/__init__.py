@@ -17,6 +17,7 @@ import inspect
 import threading
 import random as python_random_module   # (not ``random``: trace/random.py is that)
 import re
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -430,6 +431,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         # (draws from Python's random module or a random.Random object, by this thread: its
         # methods are watched while the trace runs)
         random_objects = _watch_random_objects()
+        state.entry_frame = sys._getframe()   # (where the user's code starts: importing())
         try:
             with frame_log:
                 result = call(*t_args, **t_kwargs)

@@ -153,7 +153,7 @@ class Roots:
                     obj = getattr(obj, k)
                 elif how == "class":   # (an instance attribute of that name hides it)
                     own = getattr(obj, "__dict__", None) or {}
-                    obj = own[k] if k in own else vars(type(obj))[k]
+                    obj = own[k] if k in own else class_member(type(obj), k)
                 elif how == "cell":
                     obj = obj.__closure__[k].cell_contents
                 elif how == "fkwdefault":
@@ -470,9 +470,12 @@ def _children(obj: Any, text: str, limit: int) -> list[tuple[str, Any, Any, str]
         for k, v in list(vars(type(obj)).items()):   # class attributes that are arrays
             if type(v) in _ARRAY_TYPES and k not in own and add("class", k, v, f"{text}.{k}"):
                 return found
-            # (a method whose defaults hold arrays: self.act(a) with def act(self, a, w=...))
-            if isinstance(v, types.FunctionType) and k not in own and \
-                    _holds_array_defaults(v) and add("class", k, v, f"{text}.{k}"):
+        # methods (inherited ones, static and class methods too) whose defaults hold arrays:
+        # self.act(a) with def act(self, a, w=...)
+        for k in {k for c in type(obj).__mro__[:-1] for k in vars(c)}:
+            v = class_member(type(obj), k) if k not in own else None
+            if isinstance(v, types.FunctionType) and _holds_array_defaults(v) and \
+                    add("class", k, v, f"{text}.{k}"):
                 return found
     return found
 
@@ -483,6 +486,18 @@ def _slot_names(cls: type) -> list[str]:
         slots = vars(c).get("__slots__", ())
         names += [slots] if isinstance(slots, str) else [n for n in slots if n != "__dict__"]
     return names
+
+
+def class_member(cls: type, key: str) -> Any:
+    """``cls``'s attribute ``key`` as its class dict along the MRO holds it, a static or
+    class method's function unwrapped (no descriptor of the user's runs); KeyError where
+    no class has it."""
+    for c in cls.__mro__:
+        d = vars(c)
+        if key in d:
+            v = d[key]
+            return v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+    raise KeyError(key)
 
 
 def _holds_array_defaults(fn: types.FunctionType) -> bool:

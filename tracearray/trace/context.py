@@ -121,6 +121,8 @@ class TraceState:
     # the first number this attempt asked the data for (``data_size``), whether or not the
     # user's code let the request through
     size_needed: Any = None
+    # the tracer's own frame that calls the user's function (``importing``)
+    entry_frame: Any = field(default=None, repr=False, compare=False)
     # the global arrays the function read (graph inputs): node -> (name, array), for the
     # values a NumPy function needs known while tracing (``build.needed_value``)
     global_arrays: dict = field(default_factory=dict)
@@ -488,10 +490,10 @@ def _from_user_code(depth: int) -> bool:
     with their arguments' values (polyvander's ``v = np.empty(...); v[0] = x * 0 + 1``), which
     a NumPy array cannot hold while tracing."""
     frame = sys._getframe(depth)
-    if not frame.f_code.co_flags & _CO_NEWLOCALS:
-        # a module's or a class body's code: a module imported for the first time while a
-        # trace runs (np.polynomial's class attributes, a user module's constants); its
-        # arrays outlive the trace, so they are NumPy's own
+    if importing(depth):
+        # a module imported for the first time while a trace runs (np.polynomial's class
+        # attributes, a user module's constants, made by its top level or a function it
+        # calls): its arrays outlive the trace, so they are NumPy's own
         return False
     name = frame.f_globals.get("__name__", "") or ""
     if name.startswith("numpy.polynomial.") or name == "numpy.lib._polynomial_impl":
@@ -501,6 +503,20 @@ def _from_user_code(depth: int) -> bool:
 
 
 _CO_NEWLOCALS = 0x2   # (inspect.CO_NEWLOCALS: a function's frame, not a module's or class's)
+
+
+def importing(depth: int = 1) -> bool:
+    """Whether the code ``depth`` frames up runs under a module's or a class body's code
+    (no CO_NEWLOCALS) that the traced function started: an import (or a class statement)
+    inside the function, whose objects outlive the trace."""
+    state = current()
+    entry = state.entry_frame if state is not None else None
+    frame = sys._getframe(depth + 1)
+    while frame is not None and frame is not entry:
+        if not frame.f_code.co_flags & _CO_NEWLOCALS:
+            return entry is not None
+        frame = frame.f_back
+    return False
 
 
 def _calls_it_itself(depth: int, fns: tuple) -> bool:
@@ -981,7 +997,7 @@ def _random_replacement(name: str) -> Callable[..., Any]:
     traced = traced_random.LEGACY.get(name)
 
     def replacement(*args: Any, **kwargs: Any) -> Any:
-        if current() is None:
+        if current() is None or importing():   # (a module's draws at its import: NumPy's)
             return original(*args, **kwargs)
         if traced is not None:
             return traced(*args, **kwargs)

@@ -205,6 +205,24 @@ def reached_guards(roots: Roots, code: types.CodeType | None, params: dict[str, 
     return tuple(out)
 
 
+def _defaults_guards(w: "_Walk", at: _At, attr: str, values: Any) -> None:
+    """Guards of a function's ``__defaults__`` / ``__kwdefaults__``: the whole tuple or dict
+    where every value is a guardable number or string, else each such value by itself (a
+    number beside an array default, which the captured-array walk reads at each call);
+    and the container's identity stays guarded through its values' paths."""
+    if not values:
+        return
+    text = f"{at.text}.__{attr}__"
+    if _guardable(values):
+        w.out.append(Guard(at.root, at.steps + ((attr, None),), _snapshot(values), text))
+        return
+    items = values.items() if isinstance(values, dict) else enumerate(values)
+    for key, v in items:
+        if _guardable(v):
+            w.out.append(Guard(at.root, at.steps + ((attr, None), ("item", key)),
+                               _snapshot(v), f"{text}[{key!r}]"))
+
+
 def _array_guard(out: list[Guard], at: _At, value: np.ndarray, inputs: set[int]) -> None:
     """An array reached that is no graph input (``captured.py`` reads those at every call),
     small enough to compare at every call: guarded by its values (``reads.SmallArray``)."""
@@ -262,13 +280,8 @@ def _walk(starts: list[tuple[Any, _At]], names: Names, strings: set[str], inputs
             if isinstance(obj, types.FunctionType):   # (another function in its place)
                 w.out.append(Guard(at.root, at.steps + (("code", None),), Same(obj.__code__),
                                    f"{at.text}.__code__"))
-                if _guardable(obj.__defaults__):
-                    w.out.append(Guard(at.root, at.steps + (("defaults", None),),
-                                       _snapshot(obj.__defaults__), f"{at.text}.__defaults__"))
-                if obj.__kwdefaults__ and _guardable(obj.__kwdefaults__):
-                    w.out.append(Guard(at.root, at.steps + (("kwdefaults", None),),
-                                       _snapshot(obj.__kwdefaults__),
-                                       f"{at.text}.__kwdefaults__"))
+                for attr in ("defaults", "kwdefaults"):
+                    _defaults_guards(w, at, attr, getattr(obj, f"__{attr}__"))
             for step, key in keys:
                 path = _At(at.root, at.steps + ((step, key),), f"{at.text}<{key}>")
                 _value(w, path, _follow(obj, step, key), depth, plain=True, whole=True)

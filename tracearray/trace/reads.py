@@ -327,6 +327,8 @@ def _step_class(obj: Any, key: Any) -> Any:   # (an instance attribute of that n
     if own is not None and key in own:
         return _MISSING
     found = _class_attribute(type(obj), key)
+    if isinstance(found, (staticmethod, classmethod)):   # (its function: its defaults)
+        return found.__func__
     return _MISSING if hasattr(type(found), "__get__") and \
         not isinstance(found, types.FunctionType) else found
 
