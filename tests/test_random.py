@@ -936,3 +936,12 @@ def test_lognormal_is_exp_of_a_normal_draw() -> None:
     assert type(b) is float and c.shape == (3,)
     with pytest.raises(ValueError, match="sigma < 0"):
         cpu(lambda r: r.lognormal(0, -1))(np.random.default_rng(0))
+
+
+def test_scale_checks_read_the_sign_bit_as_numpy() -> None:
+    """NumPy refuses a scale whose sign bit is set (-0.0 too) and lets NaN through."""
+    for f in (lambda r, s: r.normal(0, s, size=3), lambda r, s: r.lognormal(0, s, size=3),
+              lambda r, s: r.exponential(s, size=2)):
+        assert np.isnan(cpu(f)(np.random.default_rng(0), np.nan)).all()
+        with pytest.raises(ValueError, match="< 0"):
+            cpu(f)(np.random.default_rng(0), -0.0)

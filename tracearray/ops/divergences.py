@@ -349,12 +349,16 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "products.", "not-compared"),
     Divergence(
         "nan-quantile-dtype", "function", ("np.nanmedian", "np.nanquantile",
-                                           "np.nanpercentile"),
+                                           "np.nanpercentile", "np.quantile",
+                                           "np.percentile"),
         "Along axes where NumPy applies its 1-d function one slice at a time "
         "(np.apply_along_axis: several axes, axis=(), or keepdims with q arrays), NumPy's "
         "result dtype is the first slice's: the input's (float32, float16) when that slice "
-        "is all NaN, float64 otherwise (q's). The compiled result always has the dtype of a "
-        "slice with a number; the comparator then compares NaN positions only.",
+        "is all NaN, float64 otherwise (q's). Likewise np.quantile / np.percentile of "
+        "float32 or float16 data with a float64 q (a NumPy scalar or array, a q passed in): "
+        "a 0-d result that is NaN is NumPy's data dtype (its arr[-1]), a number float64. "
+        "The compiled result always has the dtype of a result with a number; the comparator "
+        "then compares NaN positions only.",
         "unverifiable"),
     Divergence(
         "gpu-sort-ties", "function", ("np.sort", "np.argsort", "np.median", "np.nanmedian",

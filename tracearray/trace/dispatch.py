@@ -224,6 +224,9 @@ def _accumulate_by_scans(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -
     if kwargs or (dtype is not None and uf in (np.fmax, np.fmin)):
         raise unsupported(f"{name}({', '.join(sorted(kwargs) or ['dtype'])}=...)")
     if uf in (np.logical_or, np.logical_and):
+        if dtype is not None and np.dtype(dtype) != np.dtype(bool):
+            raise TypeError(with_location(f"No loop matching the specified signature and "
+                                          f"casting was found for ufunc {uf.__name__}"))
         truth = x.astype(bool)
         out = (np.maximum if uf is np.logical_or else np.minimum).accumulate(truth, axis=axis)
         return out if dtype is None else out.astype(dtype)

@@ -340,8 +340,10 @@ def _require(ok: Any, error: type[BaseException], message: str) -> None:
 
 
 def _require_nonnegative(value: Any, name: str) -> None:
-    """NumPy's ``ValueError: scale < 0``."""
-    _require(value >= 0, ValueError, f"{name} < 0")
+    """NumPy's ``ValueError: scale < 0``: its test of the sign bit (-0.0 refused, NaN
+    let through)."""
+    _require(np.logical_not(np.signbit(value) & np.logical_not(np.isnan(value))), ValueError,
+             f"{name} < 0")
 
 
 # ============================================================================================
