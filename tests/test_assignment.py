@@ -402,13 +402,14 @@ def _check_device_layouts(fn, make) -> None:
 
 def test_a_write_back_into_overlapping_device_elements_is_refused(emulated_gpu) -> None:
     """A zero-stride device view (every row the same memory) cannot hold what NumPy's
-    sequential writes would leave: refused with the layout named, memory untouched."""
-    from tracearray.errors import UnsupportedOperationError
+    sequential writes would leave: refused before the call as a NumPy argument of that
+    layout is (InputError, the layout named), memory untouched."""
+    from tracearray.errors import InputError
     jacobi = tracearray.compile(_k_jacobi, device="cuda")
     row = tracearray.Array.from_numpy(RNG.standard_normal(7))
     same = tracearray.Array(row.ptr, (6, 7), row.dtype, (0, 8), owner=row)
     before = row.numpy()
-    with pytest.raises(UnsupportedOperationError, match="may overlap in memory"):
+    with pytest.raises(InputError, match="elements share memory"):
         jacobi(same)
     np.testing.assert_array_equal(row.numpy(), before)
 
