@@ -193,3 +193,23 @@ def test_fmax_fmin_and_logical_accumulates(fn):
     before)."""
     x = np.array([[np.nan, 1.0, np.nan, 0.5, 3.0], [2.0, np.nan, -np.inf, np.nan, 1.0]])
     check(fn, x)
+
+
+def test_round_as_numpys_pyarray_round():
+    """np.round into a wider out= scales in the input's own loop (float32 in float32, an
+    integer's division in float64), then rounds and scales back in out's dtype; the power
+    of ten is NumPy's (1e9 multiplied by 10.0 past 10**9: not 10.0 ** 23); decimals past a
+    C int raise NumPy's OverflowError."""
+    x = np.array([2.675, 0.125, 3.3e38], np.float32)
+    r = np.random.default_rng(0).standard_normal(10_000).astype(np.float32) * 100
+    wide = lambda a: np.round(a, 2, out=np.empty(a.shape, np.float64))   # noqa: E731
+    with np.errstate(all="ignore"):
+        check(wide, x)
+        check(wide, r)
+        ints = np.random.default_rng(1).integers(-2**40, 2**40, 1000)
+        check(lambda a: np.round(a, -1, out=np.empty(a.shape, np.float32)), ints)
+        big = np.array([0.1, 7e22, 1.234e25])
+        for d in (9, 22, 23, 30, 36, -23, -25, -30, 400):
+            check(lambda a, d=d: np.round(a, d), big)
+    with pytest.raises(OverflowError):
+        tracearray.compile(lambda a: np.round(a, 2**40))(big)

@@ -153,10 +153,21 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Tracer:
             not np.can_cast(np.float64, getattr(out, "dtype", np.float64), "same_kind"):
         # NumPy divides into out (float64 by then): an integer out cannot take it
         raise api.output_cast_error(np.divide, np.float64, out.dtype)
+    if not -2**31 <= int(decimals) < 2**31:      # (NumPy's C int)
+        raise OverflowError(with_location(
+            f"signed integer is {'greater than maximum' if decimals > 0 else 'less than minimum'}"))
     o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    d = int(decimals)
     if o is not None and hasattr(o, "dtype") and o.dtype != t.dtype and \
-            o.dtype.kind == "f" and np.can_cast(t.dtype, o.dtype, "same_kind"):
-        t = t.astype(o.dtype)   # (NumPy's scaling and rint run in out's dtype)
+            o.dtype.kind == "f" and np.can_cast(t.dtype, o.dtype, "same_kind") and \
+            d != 0 and not (t.dtype.kind in "iu" and d >= 0):
+        # NumPy's PyArray_Round into a wider out: the scaling in the input's own loop (a
+        # float32's in float32, an integer's division in float64), cast into out, then
+        # rint and the scaling back in out's dtype
+        f = _power_of_ten(abs(d))
+        scaled = (t * f if d >= 0 else t / f).astype(o.dtype)
+        r = np.rint(scaled)
+        return store_out("np.rint", r / f if d >= 0 else r * f, out, "same_kind")
     return store_out("np.rint", _rounded(t, decimals), out, "same_kind")
 
 
@@ -180,12 +191,15 @@ def _rounded(a: Any, decimals: int) -> Tracer:
 
 
 def _power_of_ten(n: int) -> float:
-    """10.0 ** n as NumPy's C ``pow`` gives it: inf past float64's range (np.round(x, 400)
-    is NaN there, x * inf / inf), where Python's float power raises OverflowError."""
-    try:
-        return 10.0 ** n
-    except OverflowError:
-        return float("inf")
+    """NumPy's ``power_of_ten`` (PyArray_Round): a table below 10**9, then 1e9 multiplied
+    by 10.0 n - 9 times, which differs from 10.0 ** n from n = 23 on and reaches inf past
+    float64's range (np.round(x, 400) is NaN there, x * inf / inf)."""
+    if n < 9:
+        return float(10 ** n)
+    r = 1e9
+    for _ in range(min(n, 400) - 9):
+        r *= 10.0
+    return r
 
 
 composite(np.round, calls=['np.round({0})', 'np.round({0}, 2)',
