@@ -725,3 +725,46 @@ def test_a_callable_objects_attributes_are_not_the_compiled_functions():
         return x * 2
     tagged.label = "double"
     assert tracearray.compile(tagged).label == "double"   # a function's own attributes
+
+
+def _memo_of_data(x, _c={}):
+    n = x.shape[0]
+    if n not in _c:
+        _c[n] = x * 2
+    return _c[n]
+
+
+def _memo_of_constants(n, _m={}):
+    if n not in _m:
+        _m[n] = np.eye(n)
+    return _m[n]
+
+
+def _closure_memo():
+    memo = {}
+
+    def h(x):
+        if "k" not in memo:
+            memo["k"] = x * 3
+        return memo["k"]
+    return h
+
+
+_closure_memo_helper = _closure_memo()
+
+
+def test_a_helpers_memo_of_data_is_refused_and_of_constants_kept():
+    """A helper that memoises a value of the data in its mutable default or its closure
+    (NumPy then returns the first call's value at every call; the compiled function
+    recomputed it) is refused as a store into a global is, and its memo undone; a memo of
+    constants (np.eye(n) by n) may stay, later traces reading the constant."""
+    _memo_of_data.__defaults__[0].clear()
+    for fn, where in ((lambda x: _memo_of_data(x) + 1, "default 0 of _memo_of_data"),
+                      (lambda x: _closure_memo_helper(x) + 1, "variable 'memo'")):
+        with pytest.raises(tracearray.UnsupportedOperationError, match=where):
+            tracearray.compile(fn)(np.ones(3))
+    assert _memo_of_data.__defaults__[0] == {}          # undone
+    f = tracearray.compile(lambda a: a @ _memo_of_constants(a.shape[0]))
+    a = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_array_equal(f(a), a)
+    np.testing.assert_array_equal(f(a.astype(np.float32)), a)

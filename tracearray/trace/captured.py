@@ -559,7 +559,8 @@ class StateSnapshot(NamedTuple):
     traced value stored there while tracing (``self.w = self.w - g``, ``nonlocal w; w =
     ...``, ``cache["x"] = y``, ``HISTORY.append(y)``) is found after the trace, and then
     every change the trace made there is undone (``restore``)."""
-    containers: list          # (label, dict or list, its copy, attribute dict?)
+    containers: list          # (label, dict or list, its copy, attribute dict?, constants
+                              # may stay: a helper's memo of constants)
     cells: list               # (label, closure cell, its contents)
 
 
@@ -570,7 +571,7 @@ def snapshot(roots: Roots) -> StateSnapshot:
     containers: list = []
     seen: set[int] = set()
 
-    def visit(label: str, obj: Any, depth: int) -> None:
+    def visit(label: str, obj: Any, depth: int, constants_ok: bool = False) -> None:
         if id(obj) in seen or len(seen) >= _SNAPSHOT_CONTAINERS:
             return
         if isinstance(obj, (dict, list)):
@@ -585,11 +586,12 @@ def snapshot(roots: Roots) -> StateSnapshot:
             return
         seen.add(id(obj))
         copy = dict(state) if isinstance(state, dict) else list(state)
-        containers.append((label, state, copy, attr))
+        containers.append((label, state, copy, attr, constants_ok))
         if depth + 1 < _SNAPSHOT_DEPTH:
             items = copy.items() if isinstance(copy, dict) else enumerate(copy)
             for k, v in items:
-                visit(f"{label}.{k}" if attr else f"{label}[{k!r}]", v, depth + 1)
+                visit(f"{label}.{k}" if attr else f"{label}[{k!r}]", v, depth + 1,
+                      constants_ok)
 
     for _root, text, value in roots.fixed():
         visit(text, value, 0)
@@ -600,6 +602,20 @@ def snapshot(roots: Roots) -> StateSnapshot:
             value = roots.globals.get(name)
             if value is not None and not isinstance(value, types.ModuleType):
                 visit(f"the global {name}", value, 0)
+            if isinstance(value, types.FunctionType) and _user_function(value):
+                # a helper's own containers: a memo in its mutable default (def f(x, _c={}))
+                # or in its closure, which outlive the call as a global's do
+                # (a memo of constants, np.eye(n) by n, may stay: later traces read the
+                # constant, Tracer._after_its_trace)
+                for k, v in enumerate(value.__defaults__ or ()):
+                    visit(f"the default {k} of {name}", v, 0, True)
+                for k, v in (value.__kwdefaults__ or {}).items():
+                    visit(f"the default {k!r} of {name}", v, 0, True)
+                for var, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
+                    try:
+                        visit(f"the variable {var!r} of {name}", cell.cell_contents, 0, True)
+                    except ValueError:   # an empty cell
+                        pass
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
                 cells.append((name, cell, cell.cell_contents))
@@ -623,23 +639,39 @@ def holds_tracer(value: Any, depth: int = 3) -> bool:
     return False
 
 
+def _holds_traced_data(value: Any, depth: int = 3) -> bool:
+    """``holds_tracer`` of traced values that are not constants (a value made from
+    constants alone, known while tracing, may stay in a helper's memo)."""
+    from .build import known_value
+    from .tracer import Tracer
+    if isinstance(value, Tracer):
+        return known_value(value._node) is None
+    if depth > 0 and isinstance(value, (tuple, list)):
+        return any(_holds_traced_data(v, depth - 1) for v in value[:_SNAPSHOT_ITEMS])
+    if depth > 0 and isinstance(value, dict):
+        return any(_holds_traced_data(v, depth - 1)
+                   for v in list(value.values())[:_SNAPSHOT_ITEMS])
+    return holds_tracer(value, 0)
+
+
 def restore(snap: StateSnapshot) -> list[str]:
     """Where the trace stored traced values into the snapshot's state, in words; when it
     did, every change the trace made there is undone (the values before put back, new keys
     removed), so that the objects are as the call found them."""
     found: list[str] = []
-    for label, state, copy, attr in snap.containers:
+    for label, state, copy, attr, constants_ok in snap.containers:
+        held = _holds_traced_data if constants_ok else holds_tracer
         if isinstance(state, dict):
             for k, v in list(state.items()):
-                if (k not in copy or v is not copy[k]) and holds_tracer(v):
+                if (k not in copy or v is not copy[k]) and held(v):
                     found.append(f"{label}.{k}" if attr else f"{label}[{k!r}]")
-        elif any(holds_tracer(v) for v in state):
+        elif any(held(v) for v in state):
             found.append(f"an item of {label}")
     for name, cell, contents in snap.cells:
         if holds_tracer(cell.cell_contents):
             found.append(f"the variable {name!r} of the enclosing function")
     if found:
-        for _label, state, copy, _attr in snap.containers:
+        for _label, state, copy, _attr, _constants_ok in snap.containers:
             if isinstance(state, dict):   # (by identity: values may be arrays)
                 if len(state) != len(copy) or any(k not in copy or v is not copy[k]
                                                   for k, v in list(state.items())):
