@@ -1879,6 +1879,12 @@ def test_constants_a_users_cache_keeps_across_traces():
         np.testing.assert_allclose(spectrum(x), np.abs(np.fft.rfft(x * np.hanning(16))),
                                    rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(window(16)), np.hanning(16))
+    h = window(16)      # NumPy's own operations on it, outside any trace: NumPy's arrays
+    for got, want in ((h * 2, np.hanning(16) * 2), (np.ones(16) * h, np.hanning(16)),
+                      (1 - h, 1 - np.hanning(16)), (h @ h, np.hanning(16) @ np.hanning(16)),
+                      (np.cumsum(h), np.cumsum(np.hanning(16)))):
+        assert isinstance(got, (np.ndarray, np.generic))
+        np.testing.assert_allclose(got, want)
     f = tracearray.compile(lambda a: a @ eye(a.shape[0]))
     a = np.arange(9.0).reshape(3, 3)
     np.testing.assert_array_equal(f(a), a)

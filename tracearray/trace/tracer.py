@@ -171,8 +171,23 @@ def _item_at(t: Any, args: tuple) -> Any:
     return t[tuple(index)].item()
 
 
+def _as_arrays(value: Any) -> Any:
+    """``value`` with the tracers in it (in tuples, lists and dicts) as the arrays of their
+    known values (constants used outside any trace)."""
+    if isinstance(value, Tracer):
+        return np.asarray(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_as_arrays(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_arrays(v) for k, v in value.items()}
+    return value
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Callable[[Any, Any], Any]:
     def method(self: "Tracer", other: Any) -> Any:
+        if self._outside_its_trace():   # (h * 2 of a constant kept by the user's cache)
+            a, b = np.asarray(self), _as_arrays(other)
+            return ufunc(b, a) if reflected else ufunc(a, b)
         if isinstance(other, (list, tuple)):
             if ufunc is np.multiply and self.ndim == 0 and self.dtype.kind in "iu" and \
                     (self._weak is int or self._is_numpy_scalar()):
@@ -840,12 +855,12 @@ class Tracer:
                                (other, self))
 
     def __matmul__(self, other: Any) -> Any:
-        if complex_values.is_complex(other):
+        if complex_values.is_complex(other) or self._outside_its_trace():
             return np.matmul(self, other)
         return Tracer(api.matmul(self.node, unwrap(other)))
 
     def __rmatmul__(self, other: Any) -> Any:
-        if complex_values.is_complex(other):
+        if complex_values.is_complex(other) or self._outside_its_trace():
             return np.matmul(other, self)
         return Tracer(api.matmul(unwrap(other), self.node))
 
@@ -928,12 +943,22 @@ class Tracer:
 
     # --- NumPy protocols ----------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if self._outside_its_trace():   # (a constant kept by the user's cache, used by NumPy)
+            return getattr(ufunc, method)(*_as_arrays(inputs), **_as_arrays(kwargs))
         from . import dispatch
         return dispatch.ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Callable, types: Any, args: Any, kwargs: Any) -> Any:
+        if self._outside_its_trace():
+            return func(*_as_arrays(args), **_as_arrays(kwargs))
         from . import dispatch
         return dispatch.function(func, args, kwargs)
+
+    def _outside_its_trace(self) -> bool:
+        """Whether this tracer's trace ended and none runs now: a constant kept by the
+        user's cache (``_after_its_trace``), which NumPy's functions then take as the array
+        it holds."""
+        return self._trace is not None and self._trace.ended and context.current() is None
 
     # --- methods: conversion and copies ---------------------------------------------------
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
