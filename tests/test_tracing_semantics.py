@@ -1893,3 +1893,19 @@ def test_constants_a_users_cache_keeps_across_traces():
     g = tracearray.compile(lambda x: (escaped.append(x * 2), x)[1])
     with pytest.raises(tracearray.UnsupportedOperationError):
         g(np.ones(2))       # a value of the data kept by the function: still refused
+
+
+def test_a_print_of_values_the_data_decides_prints_once(capsys):
+    """print('max', a.max(), 'min', a.min()) stops the trace at each value to probe it; the
+    text an attempt printed before stopping was printed again by the next attempt
+    ('max max 3.0 min max 3.0 min 1.0'). An attempt's output is kept until it ends: once
+    per trace, as NumPy prints once per call with a new value."""
+    def f(a):
+        print("max", a.max(), "min", a.min())
+        return a * 2
+
+    g = tracearray.compile(f)
+    g(np.array([1.0, 3.0]))
+    g(np.array([1.0, 3.0]))
+    g(np.array([2.0, 5.0]))
+    assert capsys.readouterr().out == "max 3.0 min 1.0\nmax 5.0 min 2.0\n"

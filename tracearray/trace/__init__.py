@@ -432,6 +432,9 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         # methods are watched while the trace runs)
         random_objects = _watch_random_objects()
         state.entry_frame = sys._getframe()   # (where the user's code starts: importing())
+        # (what the function prints, kept until the attempt ends: an attempt that stops for
+        # a value the data decides runs again, and would print its first part twice)
+        printed = _AttemptOutput()
         try:
             with frame_log:
                 result = call(*t_args, **t_kwargs)
@@ -468,6 +471,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
             if recorder is not None:
                 recorder.recording = False
             random_objects.release()
+            printed.end(keep=probe is None)
     if random_objects.drew:
         raise UnsupportedOperationError(
             f"{getattr(fn, '__name__', 'the function')} draws from Python's random module "
@@ -633,6 +637,46 @@ def _holds_traced(value: Any, depth: int) -> bool:
         return any(_holds_traced(v, depth - 1) for v in attrs.values())
     return any(_holds_traced(getattr(value, n, None), depth - 1)
                for n in getattr(type(value), "__slots__", ()) if isinstance(n, str))
+
+
+class _AttemptOutput:
+    """sys.stdout and sys.stderr as the traced function's prints see them while one attempt
+    of a trace runs: the tracing thread's writes are kept, other threads' pass through;
+    ``end(keep)`` writes the kept text out (an attempt that finished, or raised) or drops
+    it (one that stopped for a probe and runs again)."""
+
+    class _Stream:
+        def __init__(self, real: Any, thread: int):
+            self.real, self.thread, self.kept, self.active = real, thread, [], True
+
+        def write(self, text: str) -> int:
+            if self.active and threading.get_ident() == self.thread:
+                self.kept.append(text)
+                return len(text)
+            return self.real.write(text)
+
+        def flush(self) -> None:
+            if not (self.active and threading.get_ident() == self.thread):
+                self.real.flush()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    def __init__(self) -> None:
+        me = threading.get_ident()
+        self.streams = {name: self._Stream(getattr(sys, name), me)
+                        for name in ("stdout", "stderr") if getattr(sys, name) is not None}
+        for name, stream in self.streams.items():
+            setattr(sys, name, stream)
+
+    def end(self, keep: bool) -> None:
+        for name, stream in self.streams.items():
+            stream.active = False
+            if getattr(sys, name) is stream:     # (else a later one wraps it: it passes on)
+                setattr(sys, name, stream.real)
+            if keep and stream.kept:
+                stream.real.write("".join(stream.kept))
+            stream.kept = []
 
 
 class _watch_random_objects:
