@@ -1048,3 +1048,48 @@ def test_nan_reductions_into_an_integer_out_raise_as_numpy():
     for fn in (np.nanmean, np.nanstd, np.nanvar):
         _same_as_numpy(lambda x, o, fn=fn: fn(x, axis=0, out=o), x, np.zeros(4, np.int64))
     _same_as_numpy(lambda x, o: np.nanquantile(x, 0.5, axis=0, out=o), x, np.zeros(4, np.int64))
+
+
+def test_place_and_putmask_cast_array_values_safely_and_flat_masks_cycle():
+    """np.place / np.putmask take array values only where NumPy's safe cast allows (complex
+    into real, int64 into complex64 raise: the imaginary parts were dropped and the values
+    rounded); x.flat[mask] = v cycles v over the mask's places, as NumPy does (it was
+    refused)."""
+    def putmask(x, m, v):
+        np.putmask(x, m, v)
+        return x
+
+    def place(x, m, v):
+        np.place(x, m, v)
+        return x
+
+    m = np.array([True, False, True])
+    for fn, args in ((putmask, (np.zeros(3), m, np.array([1 + 2j, 3 + 4j]))),
+                     (place, (np.zeros(3, np.complex64), m, np.array([2**40 + 1, 3])))):
+        with pytest.raises(TypeError, match="rule 'safe'"):
+            fn(*[a.copy() for a in args])
+        with pytest.raises(TypeError, match="rule 'safe'"):
+            tracearray.compile(fn)(*[a.copy() for a in args])
+    for fn, args in ((putmask, (np.zeros(3, complex), m, np.array([1.0, 2.0]))),
+                     (place, (np.zeros(3, complex), m, np.array([1 + 1j, 2j])))):
+        np.testing.assert_array_equal(tracearray.compile(fn)(*[a.copy() for a in args]),
+                                      fn(*[a.copy() for a in args]))
+
+    def flat_data(x):
+        x.flat[x.ravel() > 0] = np.array([1.0, 2.0])
+        return x
+
+    def flat_constant(x):
+        x.flat[np.array([True, False] * 6)] = np.array([7.0, 8.0, 9.0])
+        return x
+
+    def flat_argument(x, mask):
+        x.flat[mask] = [5.0]
+        return x
+
+    for fn, args in ((flat_data, (np.arange(12.0).reshape(3, 4) - 5,)),
+                     (flat_constant, (np.arange(12.0).reshape(3, 4),)),
+                     (flat_argument, (np.arange(6.0).reshape(2, 3),
+                                      np.array([True, False, True, False, False, True])))):
+        np.testing.assert_array_equal(tracearray.compile(fn)(*[a.copy() for a in args]),
+                                      fn(*[a.copy() for a in args]))

@@ -1024,6 +1024,16 @@ def _write_parts(func: Any) -> Any:
     real target takes the values' real parts, as NumPy's cast to it drops the imaginary
     ones."""
     def rule(a: Any, where: Any, values: Any, *args: Any, **kwargs: Any) -> None:
+        if func is not np.put:
+            # (np.place and np.putmask cast array values safely, as NumPy's: a complex
+            # array into a real target, int64 or complex128 into complex64, raise)
+            vdt = getattr(values, "dtype", None)
+            if vdt is not None and not isinstance(values, np.generic) and \
+                    getattr(values, "ndim", 1) > 0 and \
+                    not np.can_cast(vdt, a.dtype, "safe"):
+                raise TypeError(with_location(
+                    f"Cannot cast array data from {np.dtype(vdt)!r} to {np.dtype(a.dtype)!r} "
+                    f"according to the rule 'safe'"))
         if not isinstance(a, ComplexTracer):
             return func(a, where, parts(values, a.dtype, full=True)[0], *args, **kwargs)
         vr, vi = parts(values, a.re.dtype, full=True)

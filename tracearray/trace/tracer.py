@@ -1392,6 +1392,15 @@ class FlatIter:
         # ones ignored): np.fill_diagonal(x, [1, 2]) writes 1, 2, 1, 2, ... this way.
         from .indexing import setitem
         flat = api.reshape(self.base.node, (-1,))
+        if isinstance(key, Tracer) and key.dtype == np.dtype(bool) and key.ndim == 1 and \
+                key.size == self.base.size and np.ndim(value) > 0 and \
+                not isinstance(value, FlatIter):
+            # a mask of every place: the values cycled over its True places, in order, as
+            # np.place puts them (x.flat[x.ravel() > 0] = [1, 2])
+            t = Tracer(flat)
+            np.place(t, key, value)
+            self.base._write(api.reshape(t.node, self.base.shape))
+            return
         value = unwrap(value)
         places = _flat_places(self.base.size, key)
         if places is not None and np.ndim(value) > 0 and not isinstance(value, FlatIter):
