@@ -643,7 +643,8 @@ class _AttemptOutput:
     """sys.stdout and sys.stderr as the traced function's prints see them while one attempt
     of a trace runs: the tracing thread's writes are kept, other threads' pass through;
     ``end(keep)`` writes the kept text out (an attempt that finished, or raised) or drops
-    it (one that stopped for a probe and runs again)."""
+    it (one that stopped for a probe and runs again). An explicit flush writes it out at
+    once (print(..., flush=True), a debugger's prompt)."""
 
     class _Stream:
         def __init__(self, real: Any, thread: int):
@@ -656,8 +657,11 @@ class _AttemptOutput:
             return self.real.write(text)
 
         def flush(self) -> None:
-            if not (self.active and threading.get_ident() == self.thread):
-                self.real.flush()
+            # (an explicit flush, print(..., flush=True), a debugger's prompt: out now)
+            if self.active and threading.get_ident() == self.thread and self.kept:
+                self.real.write("".join(self.kept))
+                self.kept = []
+            self.real.flush()
 
         def __getattr__(self, name: str) -> Any:
             return getattr(self.real, name)
