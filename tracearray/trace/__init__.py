@@ -472,6 +472,11 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
                 recorder.recording = False
             random_objects.release()
             printed.end(keep=probe is None)
+            # (a frame kept would keep its callers' locals, the call's results among them,
+            # alive after the call)
+            state.entry_frame = None
+            if state.size_needed is not None:   # (its traceback holds the attempt's frames)
+                state.size_needed.__traceback__ = None
     if random_objects.drew:
         raise UnsupportedOperationError(
             f"{getattr(fn, '__name__', 'the function')} draws from Python's random module "
