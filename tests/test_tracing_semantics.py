@@ -20,7 +20,7 @@ import tracearray
 
 from tracearray.trace import (ConcretizationError, Graph, Node, TraceShapeError,
                               UnsupportedOperationError, format_graph, trace_function, verify)
-from tracearray.errors import InputError
+from tracearray.errors import InputError, UnexpectedTracerError
 from tracearray.trace.evaluate import evaluate_graph
 from tracearray.ops import OPS
 from tracearray.trace.pytree import unflatten
@@ -1885,6 +1885,13 @@ def test_constants_a_users_cache_keeps_across_traces():
                       (np.cumsum(h), np.cumsum(np.hanning(16)))):
         assert isinstance(got, (np.ndarray, np.generic))
         np.testing.assert_allclose(got, want)
+    # in place, it is refused (the traces that read it hold its value): never a write lost
+    # in a copy
+    for write in (lambda: np.add(h, 1, out=h), lambda: h.fill(3.0),
+                  lambda: h.__setitem__(0, 7.0), lambda: h.__iadd__(1)):
+        with pytest.raises((ValueError, UnexpectedTracerError)):
+            write()
+    np.testing.assert_array_equal(np.asarray(window(16)), np.hanning(16))
     f = tracearray.compile(lambda a: a @ eye(a.shape[0]))
     a = np.arange(9.0).reshape(3, 3)
     np.testing.assert_array_equal(f(a), a)

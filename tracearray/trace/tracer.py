@@ -267,6 +267,8 @@ def _inplace(ufunc: np.ufunc) -> Callable[[Any, Any], Any]:
     the same_kind rule and written into x's memory, so every view and name of that memory
     sees it (an argument's final value is written back to the caller's array)."""
     def method(self: "Tracer", other: Any) -> Any:
+        if self._outside_its_trace():     # (h += 1 of a constant kept by the user's cache)
+            self._write(self._node)       # (refused there, by name)
         # A 0-d value that is not a view, an array the function made (``np.zeros(())``,
         # ``np.array(v)``, copies of 0-d arrays) or a 0-d array argument is, in NumPy, a
         # NumPy *scalar* (``s = x.sum()``, ``x[0]``, ufuncs of 0-d values, a NumPy scalar
@@ -446,6 +448,13 @@ class Tracer:
         """This value's memory now holds ``new`` (same shape and dtype): carried up to the
         base through the views, so every view and name of the memory sees it."""
         buf = self._buf
+        if self._trace is not None and self._trace.ended:
+            # (a constant kept by the user's cache: the traces that read it hold its value)
+            raise UnexpectedTracerError(with_location(
+                "a constant that a compiled function made while tracing and the program kept "
+                "(a functools.cache or memo of it) cannot be changed in place: the compiled "
+                "code holds its value; copy it first (np.array(h)) or make it outside the "
+                "compiled function"))
         if not buf.writeable:
             raise ValueError(with_location("assignment destination is read-only"))
         ro = buffers.readonly_step(self._path)
@@ -713,7 +722,10 @@ class Tracer:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         v = self._known()
         if v is not None:
-            return np.array(v, dtype=dtype)
+            out = np.array(v, dtype=dtype)
+            if self._outside_its_trace():   # (NumPy's writes into it, out=h, would be lost)
+                out.flags.writeable = False
+            return out
         # While tracing, np.asarray & co. pass tracers through, so this is NumPy's C code
         # asking for the data: most often an assignment into a NumPy array.
         code = _user_code_line()
