@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -1093,3 +1095,36 @@ def test_place_and_putmask_cast_array_values_safely_and_flat_masks_cycle():
                                       np.array([True, False, True, False, False, True])))):
         np.testing.assert_array_equal(tracearray.compile(fn)(*[a.copy() for a in args]),
                                       fn(*[a.copy() for a in args]))
+
+
+def test_place_values_and_flat_masks_follow_numpys_casts():
+    """np.putmask / np.place refuse a 0-d complex array (an array, cast safely) and a Python
+    complex into a real target, and take NumPy scalars; x.flat[mask] = v casts v unsafely
+    (floats into an int array) and does nothing for no values, as NumPy's flat
+    assignment."""
+    def putmask(x, m, v):
+        np.putmask(x, m, v)
+        return x
+
+    m = np.array([True, False, True])
+    for v in (np.array(7 + 2j, np.complex64), 7.5 + 2j):
+        with pytest.raises(TypeError):
+            putmask(np.zeros(3), m, v)
+        with pytest.raises(TypeError):
+            tracearray.compile(putmask)(np.zeros(3), m, v)
+    for v in (np.complex64(7 + 2j), np.float32(2.5)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.testing.assert_array_equal(tracearray.compile(putmask)(np.zeros(3), m, v),
+                                          putmask(np.zeros(3), m, v))
+
+    def flat(x):
+        x.flat[x.ravel() > 2] = np.array([1.7, 2.2])
+        return x
+
+    def flat_none(x):
+        x.flat[x.ravel() > 2] = np.array([])
+        return x
+
+    for fn in (flat, flat_none):
+        np.testing.assert_array_equal(tracearray.compile(fn)(np.arange(6)), fn(np.arange(6)))

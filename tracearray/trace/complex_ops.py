@@ -1017,6 +1017,29 @@ def _nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
 
 
 # ------------------------------------------------------------------ in-place writes
+def _check_place_values(values: Any, dtype: np.dtype) -> None:
+    """np.place and np.putmask cast array values (0-d ones too) safely, as NumPy's: a
+    complex array into a real target, int64 or complex128 into complex64 raise; NumPy's
+    scalars and Python's are converted, but a Python complex into a real target raises
+    as float() of it does."""
+    from .tracer import Tracer
+    if isinstance(values, complex) or (isinstance(values, (list, tuple)) and any(
+            isinstance(v, complex) for v in values)):
+        if np.dtype(dtype).kind not in "c":
+            raise TypeError(with_location(
+                f"{'int' if np.dtype(dtype).kind in 'biu' else 'float'}() argument must be a "
+                f"string or a real number, not 'complex'"))
+        return
+    vdt = getattr(values, "dtype", None)
+    scalar = isinstance(values, np.generic) or (
+        isinstance(values, Tracer) and values.ndim == 0 and values._is_numpy_scalar()) \
+        or (isinstance(values, ComplexTracer) and values.ndim == 0 and values._is_numpy_scalar())
+    if vdt is not None and not scalar and not np.can_cast(vdt, dtype, "safe"):
+        raise TypeError(with_location(
+            f"Cannot cast array data from {np.dtype(vdt)!r} to {np.dtype(dtype)!r} "
+            f"according to the rule 'safe'"))
+
+
 def _write_parts(func: Any) -> Any:
     """np.put / np.place / np.putmask with a complex target or values: the function on the
     target's real parts with the values' real parts, and on its imaginary parts with theirs
@@ -1025,15 +1048,7 @@ def _write_parts(func: Any) -> Any:
     ones."""
     def rule(a: Any, where: Any, values: Any, *args: Any, **kwargs: Any) -> None:
         if func is not np.put:
-            # (np.place and np.putmask cast array values safely, as NumPy's: a complex
-            # array into a real target, int64 or complex128 into complex64, raise)
-            vdt = getattr(values, "dtype", None)
-            if vdt is not None and not isinstance(values, np.generic) and \
-                    getattr(values, "ndim", 1) > 0 and \
-                    not np.can_cast(vdt, a.dtype, "safe"):
-                raise TypeError(with_location(
-                    f"Cannot cast array data from {np.dtype(vdt)!r} to {np.dtype(a.dtype)!r} "
-                    f"according to the rule 'safe'"))
+            _check_place_values(values, a.dtype)
         if not isinstance(a, ComplexTracer):
             return func(a, where, parts(values, a.dtype, full=True)[0], *args, **kwargs)
         vr, vi = parts(values, a.re.dtype, full=True)

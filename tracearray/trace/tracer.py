@@ -1409,8 +1409,14 @@ class FlatIter:
                 not isinstance(value, FlatIter):
             # a mask of every place: the values cycled over its True places, in order, as
             # np.place puts them (x.flat[x.ravel() > 0] = [1, 2])
+            # (flat assignment casts the values unsafely, as NumPy's: np.place's own check
+            # of array values is for np.place; no values, no change)
+            v = np.asarray(value) if not isinstance(value, (Tracer, complex_values.ComplexTracer)) \
+                else value
+            if np.size(v) == 0:
+                return
             t = Tracer(flat)
-            np.place(t, key, value)
+            np.place(t, key, v.astype(self.base.dtype) if hasattr(v, "astype") else v)
             self.base._write(api.reshape(t.node, self.base.shape))
             return
         value = unwrap(value)
