@@ -16,9 +16,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
-
 import warnings
+from typing import Any, Callable
 
 import numpy as np
 import pytest
