@@ -1916,3 +1916,20 @@ def test_a_print_of_values_the_data_decides_prints_once(capsys):
     g(np.array([1.0, 3.0]))
     g(np.array([2.0, 5.0]))
     assert capsys.readouterr().out == "max 3.0 min 1.0\nmax 5.0 min 2.0\n"
+
+
+def test_flushed_prints_and_writelines_are_written_once(capsys):
+    """print(..., flush=True) before a value the data decides is written once, not once per
+    attempt of the trace; sys.stdout.writelines is kept with the prints."""
+    import sys
+
+    def f(a):
+        print("a", flush=True)
+        print("b", a.max())
+        sys.stdout.writelines(["hello ", f"v={float(a.min())}\n"])
+        return a * 2
+
+    g = tracearray.compile(f)
+    g(np.array([1.0, 3.0]))
+    g(np.array([2.0, 5.0]))
+    assert capsys.readouterr().out == "a\nb 3.0\nhello v=1.0\na\nb 5.0\nhello v=2.0\n"

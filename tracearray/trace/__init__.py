@@ -434,7 +434,7 @@ def _trace(state: context.TraceState, fn: Callable, args: tuple, kwargs: dict,
         state.entry_frame = sys._getframe()   # (where the user's code starts: importing())
         # (what the function prints, kept until the attempt ends: an attempt that stops for
         # a value the data decides runs again, and would print its first part twice)
-        printed = _AttemptOutput()
+        printed = _AttemptOutput(plain.__code__ if plain is not None else fn)
         try:
             with frame_log:
                 result = call(*t_args, **t_kwargs)
@@ -649,31 +649,53 @@ class _AttemptOutput:
     of a trace runs: the tracing thread's writes are kept, other threads' pass through;
     ``end(keep)`` writes the kept text out (an attempt that finished, or raised) or drops
     it (one that stopped for a probe and runs again). An explicit flush writes it out at
-    once (print(..., flush=True), a debugger's prompt)."""
+    once (print(..., flush=True), a debugger's prompt); what an earlier attempt of the same
+    trace flushed is not written again (``_FLUSHED``: the attempts run the same code, so
+    they print the same text up to their stops)."""
 
     class _Stream:
-        def __init__(self, real: Any, thread: int):
-            self.real, self.thread, self.kept, self.active = real, thread, [], True
+        def __init__(self, real: Any, thread: int, name: str, owner: Any):
+            self.real, self.thread, self.name, self.owner = real, thread, name, owner
+            self.text: list[str] = []     # everything this attempt wrote
+            self.active = True
+
+        def _mine(self) -> bool:
+            return self.active and threading.get_ident() == self.thread
 
         def write(self, text: str) -> int:
-            if self.active and threading.get_ident() == self.thread:
-                self.kept.append(text)
+            if self._mine():
+                self.text.append(text)
                 return len(text)
             return self.real.write(text)
 
+        def writelines(self, lines: Any) -> None:
+            for line in lines:
+                self.write(line)
+
         def flush(self) -> None:
             # (an explicit flush, print(..., flush=True), a debugger's prompt: out now)
-            if self.active and threading.get_ident() == self.thread and self.kept:
-                self.real.write("".join(self.kept))
-                self.kept = []
+            if self._mine():
+                self._emit()
             self.real.flush()
+
+        def _emit(self) -> None:
+            """Write what this attempt wrote beyond what this trace's attempts flushed."""
+            owner, done = _FLUSHED.__dict__.get(self.name, (None, ""))
+            text = "".join(self.text)
+            if owner is self.owner and text.startswith(done):
+                new = text[len(done):]
+            else:   # (another function's, or another text than the earlier attempt's)
+                new = text
+            if new:
+                self.real.write(new)
+            _FLUSHED.__dict__[self.name] = (self.owner, text)
 
         def __getattr__(self, name: str) -> Any:
             return getattr(self.real, name)
 
-    def __init__(self) -> None:
+    def __init__(self, owner: Any) -> None:
         me = threading.get_ident()
-        self.streams = {name: self._Stream(getattr(sys, name), me)
+        self.streams = {name: self._Stream(getattr(sys, name), me, name, owner)
                         for name in ("stdout", "stderr") if getattr(sys, name) is not None}
         for name, stream in self.streams.items():
             setattr(sys, name, stream)
@@ -683,9 +705,14 @@ class _AttemptOutput:
             stream.active = False
             if getattr(sys, name) is stream:     # (else a later one wraps it: it passes on)
                 setattr(sys, name, stream.real)
-            if keep and stream.kept:
-                stream.real.write("".join(stream.kept))
-            stream.kept = []
+            if keep:
+                stream._emit()
+                _FLUSHED.__dict__.pop(name, None)   # (the trace is over)
+            stream.text = []
+
+
+# what the current trace's attempts flushed, per stream, in this thread (_AttemptOutput)
+_FLUSHED = threading.local()
 
 
 class _watch_random_objects:
