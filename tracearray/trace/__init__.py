@@ -704,7 +704,10 @@ class _AttemptOutput:
         for name, stream in self.streams.items():
             stream.active = False
             if getattr(sys, name) is stream:     # (else a later one wraps it: it passes on)
-                setattr(sys, name, stream.real)
+                real = stream.real
+                while isinstance(real, self._Stream) and not real.active:
+                    real = real.real   # (an earlier thread's, ended while this one ran)
+                setattr(sys, name, real)
             if keep:
                 stream._emit()
                 _FLUSHED.__dict__.pop(name, None)   # (the trace is over)
