@@ -768,3 +768,68 @@ def test_a_helpers_memo_of_data_is_refused_and_of_constants_kept():
     a = np.arange(9.0).reshape(3, 3)
     np.testing.assert_array_equal(f(a), a)
     np.testing.assert_array_equal(f(a.astype(np.float32)), a)
+
+
+def _inner_memo(x, _c={}):
+    if "k" not in _c:
+        _c["k"] = x.sum()
+    return _c["k"]
+
+
+def _helper_of_memo(x):
+    return _inner_memo(x) * 2
+
+
+def _partial_memo_target(x, scale, _c={}):
+    if "k" not in _c:
+        _c["k"] = x.sum() * scale
+    return _c["k"]
+
+
+_PARTIAL_MEMO = __import__("functools").partial(_partial_memo_target, scale=3)
+
+
+class _MemoOwner:
+    def get(self, x, _c={}):
+        if "k" not in _c:
+            _c["k"] = x.sum()
+        return _c["k"]
+
+
+_MEMO_OWNER = _MemoOwner()
+
+
+def test_memos_of_data_reached_through_helpers_partials_methods_and_lambdas_are_refused():
+    """A memo of the data in a helper's default reached through another helper, a partial,
+    a method of a global object, a lambda inside the function or a helper the function
+    closes over: refused and undone (each kept the first trace's value, silently)."""
+    def via(x):
+        return _helper_of_memo(x) + x
+
+    def partial(x):
+        return _PARTIAL_MEMO(x) + x
+
+    def method(x):
+        return _MEMO_OWNER.get(x) + x
+
+    def lam(x):
+        g = lambda y: _inner_memo(y)   # noqa: E731
+        return g(x) + x
+
+    def factory():
+        def h(x, _c={}):
+            if "k" not in _c:
+                _c["k"] = x.sum()
+            return _c["k"]
+
+        def f(x):
+            return h(x) + x
+        return f, h
+
+    closed, h = factory()
+    memos = (_inner_memo.__defaults__[0], _partial_memo_target.__defaults__[0],
+             _MemoOwner.get.__defaults__[0], h.__defaults__[0])
+    for fn in (via, partial, method, lam, closed):
+        with pytest.raises(tracearray.UnsupportedOperationError, match="stores a traced value"):
+            tracearray.compile(fn)(np.array([1.0, 2.0, 3.0]))
+        assert all(m == {} for m in memos)       # undone

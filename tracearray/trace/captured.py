@@ -602,26 +602,73 @@ def snapshot(roots: Roots) -> StateSnapshot:
             value = roots.globals.get(name)
             if value is not None and not isinstance(value, types.ModuleType):
                 visit(f"the global {name}", value, 0)
-            if isinstance(value, types.FunctionType) and _user_function(value):
-                # a helper's own containers: a memo in its mutable default (def f(x, _c={}))
-                # or in its closure, which outlive the call as a global's do
-                # (a memo of constants, np.eye(n) by n, may stay: later traces read the
-                # constant, Tracer._after_its_trace)
-                for k, v in enumerate(value.__defaults__ or ()):
-                    visit(f"the default {k} of {name}", v, 0, True)
-                for k, v in (value.__kwdefaults__ or {}).items():
-                    visit(f"the default {k!r} of {name}", v, 0, True)
-                for var, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
-                    try:
-                        visit(f"the variable {var!r} of {name}", cell.cell_contents, 0, True)
-                    except ValueError:   # an empty cell
-                        pass
+        _visit_helpers(fn, visit)
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
                 cells.append((name, cell, cell.cell_contents))
             except ValueError:   # an empty cell
                 pass
     return StateSnapshot(containers, cells)
+
+
+_HELPER_DEPTH = 3      # helpers of helpers whose defaults and closures snapshot() visits
+_HELPER_COUNT = 64
+
+
+def _visit_helpers(fn: types.FunctionType, visit: Callable) -> None:
+    """The containers in the defaults and closures of the user's functions the compiled
+    function can call: the helpers its code names (globals and closure variables), the
+    helpers they name in turn (``_HELPER_DEPTH`` levels), a partial's function and
+    arguments, and a user object's methods: a memo there (def h(x, _c={}): _c[n] = x * 2)
+    outlives the call as a global's does. (A memo of constants, np.eye(n) by n, may stay:
+    later traces read the constant, Tracer._after_its_trace.)"""
+    seen: set[int] = {id(fn)}
+    todo: list[tuple[Any, str, int]] = []
+
+    def named_by(f: types.FunctionType, depth: int) -> None:
+        codes = [f.__code__]      # (and the lambdas and comprehensions defined in it)
+        for code in codes:
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+            for name in code.co_names:
+                todo.append((f.__globals__.get(name), name, depth))
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                todo.append((cell.cell_contents, name, depth))
+            except ValueError:   # an empty cell
+                pass
+
+    named_by(fn, 1)
+    while todo and len(seen) < _HELPER_COUNT:
+        value, name, depth = todo.pop()
+        if value is None or id(value) in seen or depth > _HELPER_DEPTH:
+            continue
+        seen.add(id(value))
+        if isinstance(value, functools.partial):
+            todo.append((value.func, name, depth))
+            for k, v in enumerate(value.args):
+                visit(f"argument {k} of the partial {name}", v, 0, True)
+            for k, v in value.keywords.items():
+                visit(f"argument {k!r} of the partial {name}", v, 0, True)
+        elif isinstance(value, types.MethodType):
+            todo.append((value.__func__, name, depth))
+        elif _user_instance(value):
+            for c in type(value).__mro__[:-1]:
+                for k, v in vars(c).items():
+                    if isinstance(v, (staticmethod, classmethod)):
+                        v = v.__func__
+                    if isinstance(v, types.FunctionType):
+                        todo.append((v, f"{name}.{k}", depth))
+        elif isinstance(value, types.FunctionType) and _user_function(value):
+            for k, v in enumerate(value.__defaults__ or ()):
+                visit(f"the default {k} of {name}", v, 0, True)
+            for k, v in (value.__kwdefaults__ or {}).items():
+                visit(f"the default {k!r} of {name}", v, 0, True)
+            for var, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
+                try:
+                    visit(f"the variable {var!r} of {name}", cell.cell_contents, 0, True)
+                except ValueError:   # an empty cell
+                    pass
+            named_by(value, depth + 1)
 
 
 def holds_tracer(value: Any, depth: int = 3) -> bool:
