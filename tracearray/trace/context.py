@@ -706,11 +706,8 @@ def index_value(v: Any) -> Any:
     np.int64(0) divides by zero as NumPy does, of np.uint8(10) wraps as NumPy does),
     anything else as it is: a NumPy integer passed as a size (``k = np.int64(3)``: a
     traced argument) where NumPy's code needs a number."""
-    if _is_tracer(v) and getattr(v, "ndim", None) == 0 and \
-            getattr(v, "dtype", np.dtype(float)).kind in "iu":
-        from .tracer import _staged_scalar
-        return _staged_scalar(v.node, "a size of a value")
-    return v
+    from .tracer import staged_number
+    return staged_number(v, "iu")
 
 
 def _constant_maker(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -1694,12 +1694,15 @@ def _keep(keepdims: Any) -> bool:
     return False if keepdims is np._NoValue else bool(keepdims)
 
 
-def staged_number(v: Any) -> Any:
-    """A 0-d real traced value where NumPy's code needs a number (var's ddof passed in as
-    a NumPy integer): its NumPy scalar, staged as float() of it is; anything else as it is."""
-    if isinstance(v, Tracer) and v.ndim == 0 and v.dtype.kind in "biuf":
-        v = v._known() if v._known() is not None else _staged_scalar(v.node, "ddof of a value")
-        return np.asarray(v)[()]
+def staged_number(v: Any, kinds: str = "biuf") -> Any:
+    """A 0-d traced value of a dtype of ``kinds`` where NumPy's code needs a number (var's
+    ddof, a size passed in as a NumPy integer): its NumPy scalar (so NumPy's arithmetic of
+    it is kept), staged as float() of it is (one trace per value); anything else as it
+    is."""
+    if isinstance(v, Tracer) and v.ndim == 0 and v.dtype.kind in kinds:
+        known = v._known()
+        return np.asarray(known)[()] if known is not None else \
+            _staged_scalar(v.node, "a number of a value")
     return v
 
 
