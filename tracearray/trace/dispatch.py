@@ -176,15 +176,7 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
             raise unsupported(name, "tracearray accumulates with add, multiply, maximum, "
                               "minimum, fmax, fmin, logical_or and logical_and")
         (x,) = inputs
-        if np.ndim(x) == 0:
-            raise TypeError(with_location("cannot accumulate on a scalar"))
-        axis = kwargs.pop("axis", 0)
-        if isinstance(axis, tuple) and len(axis) == 1:
-            (axis,) = axis
-        if axis is None and np.ndim(x) == 1:
-            axis = 0   # (None is all of the axes: of a vector, its one)
-        if axis is None or isinstance(axis, tuple):
-            raise ValueError(with_location("accumulate does not allow multiple axes"))
+        axis = _accumulate_axis(np.ndim(x), kwargs.pop("axis", 0))
         dtype = kwargs.pop("dtype", None)
         if kwargs:
             raise unsupported(f"{name}({', '.join(sorted(kwargs))}=...)")
@@ -203,6 +195,19 @@ def ufunc(uf: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     raise unsupported(name)
 
 
+def _accumulate_axis(ndim: int, axis: Any) -> Any:
+    """ufunc.accumulate's one axis, with NumPy's errors."""
+    if ndim == 0:
+        raise TypeError(with_location("cannot accumulate on a scalar"))
+    if isinstance(axis, tuple) and len(axis) == 1:
+        (axis,) = axis
+    if axis is None and ndim == 1:
+        axis = 0   # (None is all of the axes: of a vector, its one)
+    if axis is None or isinstance(axis, tuple):
+        raise ValueError(with_location("accumulate does not allow multiple axes"))
+    return axis
+
+
 def _accumulate_by_scans(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -> Any:
     """``logical_or / logical_and .accumulate`` (a flag that stays set: the running maximum
     / minimum of the elements' truth, bool as NumPy's) and ``fmax / fmin .accumulate`` of
@@ -211,15 +216,7 @@ def _accumulate_by_scans(uf: np.ufunc, name: str, inputs: tuple, kwargs: dict) -
     if len(inputs) != 1:
         raise TypeError(with_location(f"{name} takes one array"))
     x = composites.as_tracer(inputs[0])
-    if x.ndim == 0:
-        raise TypeError(with_location("cannot accumulate on a scalar"))
-    axis = kwargs.pop("axis", 0)
-    if isinstance(axis, tuple) and len(axis) == 1:
-        (axis,) = axis
-    if axis is None and x.ndim == 1:
-        axis = 0
-    if axis is None or isinstance(axis, tuple):
-        raise ValueError(with_location("accumulate does not allow multiple axes"))
+    axis = _accumulate_axis(x.ndim, kwargs.pop("axis", 0))
     dtype = kwargs.pop("dtype", None)
     if kwargs or (dtype is not None and uf in (np.fmax, np.fmin)):
         raise unsupported(f"{name}({', '.join(sorted(kwargs) or ['dtype'])}=...)")
