@@ -591,9 +591,10 @@ def _returned_objects(tree: Any, generator_inputs: dict[int, tuple[int, Any]]) -
     returned object that holds traced values (a generator made inside, an instance of a
     class of the user's holding arrays) is refused at the return: its values would be the
     trace's, never the call's."""
-    kind = tree[0]
-    if kind == "const":
-        value = tree[1]
+    def check(node: Any) -> Any:
+        if node[0] != "const":
+            return node
+        value = node[1]
         found = generator_inputs.get(id(value))
         if found is not None and found[1] is value:
             return ("input", found[0])
@@ -606,17 +607,8 @@ def _returned_objects(tree: Any, generator_inputs: dict[int, tuple[int, Any]]) -
                 f"not the call's; return the arrays themselves (in a tuple, list, dict, "
                 f"namedtuple or dataclass, which are rebuilt around the results) or a "
                 f"Generator passed in as an argument"))
-        return tree
-    if kind in ("tuple", "list"):
-        return (kind, tuple(_returned_objects(c, generator_inputs) for c in tree[1]))
-    if kind == "dict":
-        return (kind, tree[1], tuple(_returned_objects(c, generator_inputs) for c in tree[2]))
-    if kind == "namedtuple":
-        return (kind, tree[1], tuple(_returned_objects(c, generator_inputs) for c in tree[2]))
-    if kind == "dataclass":
-        return (kind, tree[1], tree[2],
-                tuple(_returned_objects(c, generator_inputs) for c in tree[3]))
-    return tree
+        return node
+    return pytree.map_nodes(tree, check)
 
 
 _PLAIN_VALUES = (str, bytes, int, float, builtins.complex, bool, type(None), np.ndarray,

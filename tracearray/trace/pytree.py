@@ -64,18 +64,24 @@ def unflatten(tree: TreeDef, leaves: list[Any], inputs: Any = ()) -> Any:
     return _build(tree, iter(leaves), {"inputs": inputs})
 
 
+def map_nodes(tree: TreeDef, fn: Callable[[TreeDef], TreeDef]) -> TreeDef:
+    """``tree`` with each node that is not a container (a leaf, a constant, a complex leaf,
+    an input) replaced by ``fn`` of it, in the leaves' order."""
+    kind = tree[0]
+    if kind in ("tuple", "list"):
+        return (kind, tuple(map_nodes(c, fn) for c in tree[1]))
+    if kind in ("dict", "namedtuple"):
+        return (kind, tree[1], tuple(map_nodes(c, fn) for c in tree[2]))
+    if kind == "dataclass":
+        return (kind, tree[1], tree[2], tuple(map_nodes(c, fn) for c in tree[3]))
+    return fn(tree)
+
+
 def returns_inputs(tree: TreeDef) -> bool:
     """Whether the tree has ("input", i) nodes (the caller's objects returned)."""
-    kind = tree[0]
-    if kind == "input":
-        return True
-    if kind in ("tuple", "list"):
-        return any(returns_inputs(c) for c in tree[1])
-    if kind in ("dict", "namedtuple"):
-        return any(returns_inputs(c) for c in tree[2])
-    if kind == "dataclass":
-        return any(returns_inputs(c) for c in tree[3])
-    return False
+    kinds: list[str] = []
+    map_nodes(tree, lambda t: kinds.append(t[0]) or t)
+    return "input" in kinds
 
 
 def _build(t: TreeDef, it: Any, views: dict) -> Any:
@@ -115,23 +121,13 @@ def mark_complex_leaves(tree: TreeDef, kinds: list[Any]) -> TreeDef:
     if not any(kinds):
         return tree
     it = iter(kinds)
-    return _mark(tree, it)
 
-
-def _mark(t: TreeDef, it: Any) -> TreeDef:
-    kind = t[0]
-    if kind == "leaf":
+    def mark(t: TreeDef) -> TreeDef:
+        if t[0] != "leaf":
+            return t
         k = next(it)
         return ("complex", k) if k else t
-    if kind in ("tuple", "list"):
-        return (kind, tuple(_mark(c, it) for c in t[1]))
-    if kind == "dict":
-        return (kind, t[1], tuple(_mark(c, it) for c in t[2]))
-    if kind == "namedtuple":
-        return (kind, t[1], tuple(_mark(c, it) for c in t[2]))
-    if kind == "dataclass":
-        return (kind, t[1], t[2], tuple(_mark(c, it) for c in t[3]))
-    return t
+    return map_nodes(tree, mark)
 
 
 def make_dataclass_instance(cls: type, values: dict[str, Any]) -> Any:
